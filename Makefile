@@ -1,0 +1,133 @@
+# smuxfs - one entry point. See README.md.
+#
+#   make            build build/libsmux.a and the test binaries
+#   make check      install missing deps, run every test normally and under
+#                   ASan+UBSan (fails on any finding)
+#   make asan       the test suite under AddressSanitizer + UBSan only
+#   make tsan       the concurrent tests under ThreadSanitizer
+#   make format     clang-format the tree in place
+#   make lint       clang-format --dry-run, clang-tidy, cppcheck (clean = pass)
+#   make clean
+#
+# VARIANT=normal|asan|tsan selects the build flavour; each has its own
+# output directory so they never mix objects.
+
+VARIANT ?= normal
+CC ?= cc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+
+PKGS := fuse3 libcurl inih cmocka libcrypto expat jansson
+LIB_PKGS := libcurl libcrypto expat jansson
+TEST_PKGS := cmocka
+
+ifeq ($(VARIANT),normal)
+OUT := build
+SAN :=
+OPT := -O2
+else ifeq ($(VARIANT),asan)
+OUT := build/asan
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT := -O1
+else ifeq ($(VARIANT),tsan)
+OUT := build/tsan
+SAN := -fsanitize=thread -fno-omit-frame-pointer
+OPT := -O1
+else
+$(error VARIANT must be normal, asan or tsan)
+endif
+
+pc_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pc_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes \
+	-Wmissing-prototypes -Wno-unused-parameter
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Isrc \
+	-MMD -MP -pthread
+CFLAGS_LIB := $(CFLAGS_BASE) $(call pc_cflags,$(LIB_PKGS))
+CFLAGS_TEST := $(CFLAGS_LIB) $(call pc_cflags,$(TEST_PKGS)) -Itests
+LDLIBS_LIB := $(call pc_libs,$(LIB_PKGS)) -pthread
+LDLIBS_TEST := $(call pc_libs,$(TEST_PKGS)) $(LDLIBS_LIB)
+LDFLAGS := $(SAN)
+
+LIB_SRCS := $(sort $(wildcard src/core/*.c src/backends/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(OUT)/obj/%.o)
+LIB := $(OUT)/libsmux.a
+
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(OUT)/tests/%)
+# Shared test helpers (tests/support/*.c) link into every test binary.
+SUPPORT_SRCS := $(sort $(wildcard tests/support/*.c))
+SUPPORT_OBJS := $(SUPPORT_SRCS:%.c=$(OUT)/obj/%.o)
+CONF_SRCS := $(sort $(wildcard tests/conformance/*.c))
+CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
+CONF_BIN := $(OUT)/tests/test_conformance
+TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
+
+.PHONY: all lib tests check test asan tsan deps format lint clean
+all: lib tests
+lib: $(LIB)
+tests: $(TEST_BINS)
+
+$(OUT)/obj/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+$(OUT)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_TEST)
+
+$(CONF_BIN): $(CONF_OBJS) $(SUPPORT_OBJS) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_TEST)
+
+# Sanitizer settings for test runs: stop at the first finding.
+export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1:halt_on_error=1
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
+
+# Runs every test binary of this variant; stops at the first failure.
+test: all
+	@set -e; for t in $(TEST_BINS); do \
+		echo "== $$t"; \
+		SMUX_TEST_VARIANT=$(VARIANT) $$t; \
+	done; echo "== $(VARIANT): all test binaries passed"
+
+deps:
+	@scripts/install-deps.sh
+
+check: deps
+	$(MAKE) VARIANT=normal test
+	$(MAKE) VARIANT=asan test
+
+asan: deps
+	$(MAKE) VARIANT=asan test
+
+tsan: deps
+	$(MAKE) VARIANT=tsan test
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+lint: lib
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+	clang-tidy --quiet $(filter %.c,$(FORMAT_FILES)) -- $(CFLAGS_TEST) 2>/dev/null
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
+		--inline-suppr --std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests \
+		--suppress=missingIncludeSystem src tests
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

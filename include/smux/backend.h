@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * smux/backend.h - the backend interface: one operations table per backend
+ * kind, one struct smux_backend per configured instance, and one dispatch
+ * wrapper per operation.
+ *
+ * Callers (the mux, the filesystem, tests) never call b->ops->x directly:
+ * they call smux_backend_x(), which validates the key, checks the context,
+ * stamps the backend name on errors and supplies the fallback for optional
+ * operations. That wrapper is where tracing, stats and fault injection hook
+ * in (STYLE.md "one dispatch wrapper per method").
+ *
+ * Threads: every operation of every backend may be called from several
+ * threads at once. A writer (struct smux_writer) is used by one thread at a
+ * time.
+ */
+#ifndef SMUX_BACKEND_H
+#define SMUX_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "smux/ctx.h"
+#include "smux/error.h"
+#include "smux/io.h"
+#include "smux/key.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SMUX_ETAG_MAX 128
+
+/* What head/list/put report about an object. */
+struct smux_info {
+	uint64_t size;
+	int64_t mtime_ns;	  /* modification time, ns since the epoch */
+	uint32_t mode;		  /* S_IFREG/S_IFDIR | permission bits; 0 =
+				     unknown */
+	char etag[SMUX_ETAG_MAX]; /* version token ("" when none); equal
+				     etags mean equal content */
+};
+
+/* Get everything from the offset on. */
+#define SMUX_LEN_ALL UINT64_MAX
+
+struct smux_get_opts {
+	uint64_t offset; /* first byte; past the end yields 0 bytes */
+	uint64_t length; /* bytes wanted, SMUX_LEN_ALL for the rest */
+	/* Version pin: when not NULL/"" and the object's etag differs, the get
+	 * fails with PRECONDITION_FAILED and writes nothing. */
+	const char *if_match;
+};
+
+struct smux_put_opts {
+	uint32_t mode;	  /* permission bits to keep (0 = backend default) */
+	int64_t mtime_ns; /* mtime to keep (0 = now) */
+};
+
+/* One entry of a listing. Pointers are valid during the callback only. */
+struct smux_list_entry {
+	const char *key; /* full key; a common prefix ends in the delimiter */
+	bool is_prefix;	 /* a "directory" folded by the delimiter */
+	struct smux_info info; /* valid when !is_prefix */
+};
+
+/* Called once per entry, in byte-wise ascending key order. Return 0 to go
+ * on, anything else to stop the listing (which then returns 0). */
+typedef int (*smux_list_fn)(void *arg, const struct smux_list_entry *e);
+
+struct smux_statfs {
+	uint64_t total_bytes; /* 0 = unknown */
+	uint64_t free_bytes;
+	uint64_t total_files;
+	uint64_t free_files;
+};
+
+struct smux_backend;
+struct smux_writer;
+
+/*
+ * The operations of one backend kind. Required: get, put, del, head, list,
+ * destroy. Optional (NULL allowed, the wrapper supplies the fallback):
+ * copy, healthcheck, statfs, writer_open.
+ *
+ * Every operation returns 0 or a negative errno and then fills @err (which
+ * the wrapper guarantees is not NULL). Keys arrive already validated.
+ */
+struct smux_backend_ops {
+	const char *kind; /* "memory", "file", ... */
+
+	/* Streams bytes [offset, offset+length) of @key into @sink. Fills
+	 * @info (may be NULL) with the object's info. A directory marker key
+	 * or a directory is IS_DIRECTORY. */
+	int (*get)(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, const struct smux_get_opts *opts,
+		   struct smux_sink *sink, struct smux_info *info,
+		   struct smux_error *err);
+
+	/* Stores @src under @key, replacing any object atomically: a reader
+	 * sees the old or the new content, never a mix. A key ending in '/'
+	 * creates a directory marker (src length must be 0). Fills @info (may
+	 * be NULL) with the stored object's info. */
+	int (*put)(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, const struct smux_source *src,
+		   const struct smux_put_opts *opts, struct smux_info *info,
+		   struct smux_error *err);
+
+	/* Removes @key. Removing an absent key succeeds (idempotent, as S3).
+	 * A directory marker key removes the marker; a backend with real
+	 * directories refuses a non-empty one with NOT_EMPTY. */
+	int (*del)(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, struct smux_error *err);
+
+	/* Info of @key; KEY_NOT_FOUND when absent. "dir/" answers for a
+	 * directory (marker or implied). */
+	int (*head)(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *key, struct smux_info *info,
+		    struct smux_error *err);
+
+	/* Lists keys starting with @prefix in ascending order. With
+	 * @delimiter ("/" is the only one backends must support), keys with
+	 * the delimiter after the prefix fold into one common-prefix entry.
+	 * Without it, every object is listed, and directory markers (keys
+	 * ending in '/') of empty directories. */
+	int (*list)(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *prefix, const char *delimiter, smux_list_fn fn,
+		    void *arg, struct smux_error *err);
+
+	/* Optional: server-side copy of @src to @dst (replacing @dst). */
+	int (*copy)(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *src, const char *dst, struct smux_error *err);
+
+	/* Optional: cheap liveness probe. */
+	int (*healthcheck)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   struct smux_error *err);
+
+	/* Optional: capacity. */
+	int (*statfs)(struct smux_backend *b, const struct smux_ctx *ctx,
+		      struct smux_statfs *out, struct smux_error *err);
+
+	/* Optional: opens a pending object for @key (DESIGN section 6). With
+	 * SMUX_WRITER_TRUNC it starts empty, else it starts as a copy of the
+	 * current object (empty when absent). Nothing is visible under @key
+	 * until commit. */
+	int (*writer_open)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, unsigned flags,
+			   struct smux_writer **out, struct smux_error *err);
+
+	/* Frees the instance; no operation is running or will run. */
+	void (*destroy)(struct smux_backend *b);
+};
+
+/*
+ * A backend instance. Each kind's private struct embeds this first and
+ * downcasts through a helper that checks `ops` (SQLite's sqlite3_file).
+ * `name` is owned by the instance; `depth` is the nesting depth of muxes
+ * below and including it (0 for a leaf backend).
+ */
+struct smux_backend {
+	const struct smux_backend_ops *ops;
+	char *name;
+	unsigned depth;
+	atomic_int refs; /* smux_backend_ref/unref */
+};
+
+/* Fills the generic part; copies @name. 0 or -ENOMEM. refs start at 1. */
+int smux_backend_init(struct smux_backend *b,
+		      const struct smux_backend_ops *ops, const char *name);
+/* Frees what smux_backend_init allocated (for a kind's destroy). */
+void smux_backend_release(struct smux_backend *b);
+
+/* Takes a reference. Returns @b. */
+struct smux_backend *smux_backend_ref(struct smux_backend *b);
+/* Drops a reference; the last one calls ops->destroy. NULL is a no-op. */
+void smux_backend_unref(struct smux_backend *b);
+
+/* Dispatch wrappers: validate, check the context, call, stamp errors. */
+int smux_backend_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_get_opts *opts,
+		     struct smux_sink *sink, struct smux_info *info,
+		     struct smux_error *err);
+int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_source *src,
+		     const struct smux_put_opts *opts, struct smux_info *info,
+		     struct smux_error *err);
+int smux_backend_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, struct smux_error *err);
+int smux_backend_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_info *info,
+		      struct smux_error *err);
+int smux_backend_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *prefix, const char *delimiter,
+		      smux_list_fn fn, void *arg, struct smux_error *err);
+/* Falls back to get into a temporary file + put when ops->copy is NULL. */
+int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err);
+/* Falls back to a list of at most one key under "" when NULL. */
+int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
+			     struct smux_error *err);
+/* Fills zeros (unknown) when NULL. */
+int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
+			struct smux_statfs *out, struct smux_error *err);
+
+/* Convenience: whole object into a new heap buffer (tests, small files).
+ * On success *@buf (free()) holds *@len bytes plus a NUL. */
+int smux_backend_get_all(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, unsigned char **buf, size_t *len,
+			 struct smux_error *err);
+/* Convenience: put @len bytes of @buf. */
+int smux_backend_put_buf(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const void *buf, size_t len,
+			 struct smux_error *err);
+
+/* ---- writers (DESIGN section 6) ---- */
+
+enum smux_writer_flags {
+	SMUX_WRITER_TRUNC = 1, /* start empty instead of from the object */
+};
+
+struct smux_writer_ops {
+	/* Writes @len bytes at @off (may extend, may leave a hole of zeros). */
+	int (*pwrite)(struct smux_writer *w, const struct smux_ctx *ctx,
+		      const void *buf, size_t len, uint64_t off,
+		      struct smux_error *err);
+	/* Reads back pending content; returns bytes read (short at the end)
+	 * or a negative errno. Optional (NULL: the writer is write-only). */
+	long (*pread)(struct smux_writer *w, void *buf, size_t len,
+		      uint64_t off, struct smux_error *err);
+	/* Sets the pending size (cuts or extends with zeros). */
+	int (*truncate)(struct smux_writer *w, const struct smux_ctx *ctx,
+			uint64_t size, struct smux_error *err);
+	/* Current pending size. */
+	uint64_t (*size)(struct smux_writer *w);
+	/* Makes the pending content durable and visible under the key,
+	 * atomically; fills @info (may be NULL). The writer stays open: more
+	 * writes and another commit may follow (fsync then more writes). */
+	int (*commit)(struct smux_writer *w, const struct smux_ctx *ctx,
+		      const struct smux_put_opts *opts, struct smux_info *info,
+		      struct smux_error *err);
+	/* Drops everything not committed and frees the writer. */
+	void (*close)(struct smux_writer *w);
+};
+
+/* A pending object. Kinds embed this first. `key` is owned by the writer. */
+struct smux_writer {
+	const struct smux_writer_ops *ops;
+	struct smux_backend *backend; /* holds a reference */
+	char *key;
+};
+
+/* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */
+int smux_writer_init(struct smux_writer *w, const struct smux_writer_ops *ops,
+		     struct smux_backend *b, const char *key);
+/* Frees the generic part (for a kind's close). */
+void smux_writer_release(struct smux_writer *w);
+
+/* -ENOTSUP (NOT_SUPPORTED) when the kind has no writer: the caller then
+ * stages the content itself and puts it. */
+int smux_backend_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, unsigned flags,
+			     struct smux_writer **out, struct smux_error *err);
+int smux_writer_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
+		       const void *buf, size_t len, uint64_t off,
+		       struct smux_error *err);
+long smux_writer_pread(struct smux_writer *w, void *buf, size_t len,
+		       uint64_t off, struct smux_error *err);
+int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
+			 uint64_t size, struct smux_error *err);
+uint64_t smux_writer_size(struct smux_writer *w);
+int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
+		       const struct smux_put_opts *opts, struct smux_info *info,
+		       struct smux_error *err);
+/* Aborts what is not committed and frees @w; NULL is a no-op. */
+void smux_writer_close(struct smux_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SMUX_BACKEND_H */

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Installs whatever smuxfs needs to build and test that is missing, with
+# apt-get. Idempotent: does nothing when everything is there. As a non-root
+# user it prints the exact command to run instead.
+set -eu
+
+# Debian package -> a file or command that proves it is installed.
+PKGS="
+gcc:/usr/bin/gcc
+make:/usr/bin/make
+pkg-config:/usr/bin/pkg-config
+libfuse3-dev:/usr/include/fuse3/fuse.h
+fuse3:/usr/bin/fusermount3
+libcurl4-openssl-dev:/usr/include/x86_64-linux-gnu/curl/curl.h
+libinih-dev:/usr/include/ini.h
+libcmocka-dev:/usr/include/cmocka.h
+libssl-dev:/usr/include/openssl/evp.h
+libexpat1-dev:/usr/include/expat.h
+libjansson-dev:/usr/include/jansson.h
+clang-format:/usr/bin/clang-format
+clang-tidy:/usr/bin/clang-tidy
+cppcheck:/usr/bin/cppcheck
+"
+
+missing=""
+for entry in $PKGS; do
+	pkg=${entry%%:*}
+	probe=${entry#*:}
+	if [ ! -e "$probe" ] && ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+		missing="$missing $pkg"
+	fi
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "smuxfs: missing packages:$missing" >&2
+	echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+
+echo "smuxfs: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend.c - the dispatch wrappers of smux/backend.h: the only place that
+ * calls a backend's operations table. Each wrapper validates arguments,
+ * checks the call context, calls the operation, and makes sure a failure
+ * comes back as a complete error naming the backend. Fallbacks for the
+ * optional operations live here too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "smux/backend.h"
+
+int smux_backend_init(struct smux_backend *b,
+		      const struct smux_backend_ops *ops, const char *name)
+{
+	memset(b, 0, sizeof(*b));
+	b->ops = ops;
+	b->name = strdup(name ? name : "");
+	if (!b->name)
+		return -ENOMEM;
+	atomic_init(&b->refs, 1);
+	return 0;
+}
+
+void smux_backend_release(struct smux_backend *b)
+{
+	free(b->name);
+	b->name = NULL;
+}
+
+struct smux_backend *smux_backend_ref(struct smux_backend *b)
+{
+	atomic_fetch_add(&b->refs, 1);
+	return b;
+}
+
+void smux_backend_unref(struct smux_backend *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		b->ops->destroy(b);
+}
+
+/*
+ * Completes the error of a failed operation: a code (an operation that
+ * failed without saying why is STORAGE.UNKNOWN), the backend's name, one
+ * attempt. Returns the negative errno the caller sees.
+ */
+static int finish(struct smux_backend *b, int rc, struct smux_error *err)
+{
+	if (rc >= 0)
+		return 0;
+	if (err->e.code == SMUX_OK)
+		smux_error_from_errno(err, -rc, b->name, "operation failed");
+	if (!err->e.backend[0])
+		snprintf(err->e.backend, sizeof(err->e.backend), "%s", b->name);
+	if (err->e.attempts == 0)
+		err->e.attempts = 1;
+	if (err->e.sys_errno <= 0)
+		err->e.sys_errno = EIO;
+	return -err->e.sys_errno;
+}
+
+/* Common entry checks: the context and one key. */
+static int enter(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, unsigned flags, struct smux_error *err)
+{
+	int rc;
+
+	smux_error_clear(err);
+	rc = smux_key_check(key, flags, b->name, err);
+	if (rc)
+		return rc;
+	return smux_ctx_check(ctx, b->name, err);
+}
+
+/* A caller may pass err == NULL; the wrappers always give backends one. */
+#define LOCAL_ERR(err)                \
+	struct smux_error local_err_; \
+	if (!(err))                   \
+	(err) = &local_err_
+
+int smux_backend_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_get_opts *opts,
+		     struct smux_sink *sink, struct smux_info *info,
+		     struct smux_error *err)
+{
+	struct smux_get_opts all = {.offset = 0, .length = SMUX_LEN_ALL};
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+	if (rc)
+		return rc;
+	if (!sink)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "get without a sink");
+	rc = b->ops->get(b, ctx, key, opts ? opts : &all, sink, info, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_source *src,
+		     const struct smux_put_opts *opts, struct smux_info *info,
+		     struct smux_error *err)
+{
+	struct smux_put_opts none = {0};
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+	if (rc)
+		return rc;
+	if (!src)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "put without a source");
+	if (smux_key_is_dir(key) && src->length != 0)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "directory marker %s must be empty", key);
+	rc = b->ops->put(b, ctx, key, src, opts ? opts : &none, info, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+	if (rc)
+		return rc;
+	rc = b->ops->del(b, ctx, key, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_info *info,
+		      struct smux_error *err)
+{
+	struct smux_info ignored;
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+	if (rc)
+		return rc;
+	rc = b->ops->head(b, ctx, key, info ? info : &ignored, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *prefix, const char *delimiter,
+		      smux_list_fn fn, void *arg, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, prefix ? prefix : "", SMUX_KEY_PREFIX, err);
+	if (rc)
+		return rc;
+	if (delimiter && delimiter[0] == '\0')
+		delimiter = NULL;
+	if (delimiter && strcmp(delimiter, "/") != 0)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "list delimiter must be \"/\"");
+	if (!fn)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "list without a callback");
+	rc = b->ops->list(b, ctx, prefix ? prefix : "", delimiter, fn, arg,
+			  err);
+	return finish(b, rc, err);
+}
+
+/* Copy without server-side support: get into an unnamed temporary file,
+ * then put from it, so memory stays bounded whatever the object size. */
+static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *src, const char *dst,
+			 struct smux_error *err)
+{
+	struct smux_source source;
+	struct smux_sink sink;
+	struct smux_info info;
+	struct smux_put_opts opts = {0};
+	const char *tmpdir = getenv("TMPDIR");
+	int fd, rc;
+
+	fd = open(tmpdir && tmpdir[0] ? tmpdir : "/tmp",
+		  O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return smux_error_from_errno(err, errno, b->name,
+					     "copy: temporary file");
+	smux_sink_fd(&sink, fd, 0);
+	rc = b->ops->get(b, ctx, src,
+			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
+			 &info, err);
+	if (rc)
+		goto out_close;
+	opts.mode = info.mode & 07777;
+	smux_source_fd(&source, fd, 0, sink.written);
+	rc = b->ops->put(b, ctx, dst, &source, &opts, NULL, err);
+out_close:
+	close(fd);
+	return rc;
+}
+
+int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
+	if (rc)
+		return rc;
+	rc = smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
+	if (rc)
+		return rc;
+	if (b->ops->copy)
+		rc = b->ops->copy(b, ctx, src, dst, err);
+	else
+		rc = copy_fallback(b, ctx, src, dst, err);
+	return finish(b, rc, err);
+}
+
+static int stop_after_one(void *arg, const struct smux_list_entry *e)
+{
+	(void)arg;
+	(void)e;
+	return 1;
+}
+
+int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
+			     struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	rc = smux_ctx_check(ctx, b->name, err);
+	if (rc)
+		return rc;
+	if (b->ops->healthcheck)
+		rc = b->ops->healthcheck(b, ctx, err);
+	else
+		rc = b->ops->list(b, ctx, "", "/", stop_after_one, NULL, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
+			struct smux_statfs *out, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	memset(out, 0, sizeof(*out));
+	rc = smux_ctx_check(ctx, b->name, err);
+	if (rc || !b->ops->statfs)
+		return rc;
+	rc = b->ops->statfs(b, ctx, out, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_get_all(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, unsigned char **buf, size_t *len,
+			 struct smux_error *err)
+{
+	struct smux_sink sink;
+	int rc;
+
+	*buf = NULL;
+	*len = 0;
+	smux_sink_dyn(&sink);
+	rc = smux_backend_get(b, ctx, key, NULL, &sink, NULL, err);
+	if (rc) {
+		smux_sink_release(&sink);
+		return rc;
+	}
+	*buf = smux_sink_dyn_take(&sink, len);
+	if (!*buf) {
+		/* an empty object: still hand out a valid, empty string */
+		*buf = calloc(1, 1);
+		if (!*buf)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+					      NULL);
+	}
+	return 0;
+}
+
+int smux_backend_put_buf(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const void *buf, size_t len,
+			 struct smux_error *err)
+{
+	struct smux_source src;
+
+	smux_source_buf(&src, buf, len);
+	return smux_backend_put(b, ctx, key, &src, NULL, NULL, err);
+}
+
+/* ---- writers ---- */
+
+int smux_writer_init(struct smux_writer *w, const struct smux_writer_ops *ops,
+		     struct smux_backend *b, const char *key)
+{
+	memset(w, 0, sizeof(*w));
+	w->key = strdup(key);
+	if (!w->key)
+		return -ENOMEM;
+	w->ops = ops;
+	w->backend = smux_backend_ref(b);
+	return 0;
+}
+
+void smux_writer_release(struct smux_writer *w)
+{
+	free(w->key);
+	w->key = NULL;
+	smux_backend_unref(w->backend);
+	w->backend = NULL;
+}
+
+int smux_backend_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, unsigned flags,
+			     struct smux_writer **out, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	*out = NULL;
+	rc = enter(b, ctx, key, SMUX_KEY_OBJECT, err);
+	if (rc)
+		return rc;
+	if (!b->ops->writer_open)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "backend kind %s has no writer",
+				      b->ops->kind);
+	rc = b->ops->writer_open(b, ctx, key, flags, out, err);
+	return finish(b, rc, err);
+}
+
+int smux_writer_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
+		       const void *buf, size_t len, uint64_t off,
+		       struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	if (off + len < off)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      w->backend->name, "offset overflow");
+	rc = smux_ctx_check(ctx, w->backend->name, err);
+	if (rc)
+		return rc;
+	rc = w->ops->pwrite(w, ctx, buf, len, off, err);
+	return finish(w->backend, rc, err);
+}
+
+long smux_writer_pread(struct smux_writer *w, void *buf, size_t len,
+		       uint64_t off, struct smux_error *err)
+{
+	long n;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	if (!w->ops->pread)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED,
+				      w->backend->name,
+				      "this writer cannot be read back");
+	n = w->ops->pread(w, buf, len, off, err);
+	if (n < 0)
+		return finish(w->backend, (int)n, err);
+	return n;
+}
+
+int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
+			 uint64_t size, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	rc = smux_ctx_check(ctx, w->backend->name, err);
+	if (rc)
+		return rc;
+	rc = w->ops->truncate(w, ctx, size, err);
+	return finish(w->backend, rc, err);
+}
+
+uint64_t smux_writer_size(struct smux_writer *w)
+{
+	return w->ops->size(w);
+}
+
+int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
+		       const struct smux_put_opts *opts, struct smux_info *info,
+		       struct smux_error *err)
+{
+	struct smux_put_opts none = {0};
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	rc = smux_ctx_check(ctx, w->backend->name, err);
+	if (rc)
+		return rc;
+	rc = w->ops->commit(w, ctx, opts ? opts : &none, info, err);
+	return finish(w->backend, rc, err);
+}
+
+void smux_writer_close(struct smux_writer *w)
+{
+	if (w)
+		w->ops->close(w);
+}
