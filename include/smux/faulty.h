@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * smux/faulty.h - a fault-injection backend that wraps any backend.
+ *
+ * Each call (after an optional added latency) may, with the given rates
+ * and a deterministic seed, hang, or fail with an error of a given class,
+ * before reaching the wrapped backend. Tests use it to prove failover,
+ * timeouts and recovery; a configuration can use it for chaos testing.
+ * The faults can be changed while it runs.
+ */
+#ifndef SMUX_FAULTY_H
+#define SMUX_FAULTY_H
+
+#include "smux/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct smux_faulty_opts {
+	int64_t latency_ms; /* added to every call */
+	double hang_rate;   /* 0..1: calls that hang */
+	/* A hang lasts hang_ms (0: until smux_faulty_release_hangs). When
+	 * hang_ignores_cancel is false the hang ends early if the call's
+	 * context is cancelled (a well-behaved backend); when true it
+	 * models a backend stuck in a system call. */
+	int64_t hang_ms;
+	bool hang_ignores_cancel;
+	double error_rate;    /* 0..1: calls failing transiently (IO) */
+	double semantic_rate; /* 0..1: calls failing semantically */
+	double timeout_rate;  /* 0..1: calls failing with a connection
+				  timeout (ETIMEDOUT, transient) */
+	uint64_t seed;	      /* 0: seed 1 */
+	/* Which operations are affected (bit (1 << enum smux_faulty_op));
+	 * 0 means all. */
+	unsigned ops;
+};
+
+enum smux_faulty_op {
+	SMUX_FAULTY_GET,
+	SMUX_FAULTY_PUT,
+	SMUX_FAULTY_DEL,
+	SMUX_FAULTY_HEAD,
+	SMUX_FAULTY_LIST,
+	SMUX_FAULTY_COPY,
+	SMUX_FAULTY_HEALTHCHECK,
+	SMUX_FAULTY_STATFS,
+	SMUX_FAULTY_WRITER, /* writer_open and every writer operation */
+};
+
+/* Wraps @inner (the faulty backend takes its own reference). */
+int smux_faulty_new(const char *name, struct smux_backend *inner,
+		    const struct smux_faulty_opts *opts,
+		    struct smux_backend **out, struct smux_error *err);
+/* Replaces the faults (atomic with respect to new calls). */
+void smux_faulty_set(struct smux_backend *b,
+		     const struct smux_faulty_opts *opts);
+/* Ends every hang in progress (and makes later hangs return at once
+ * until smux_faulty_set is called again). */
+void smux_faulty_release_hangs(struct smux_backend *b);
+/* Calls that have entered a hang and not left it yet. */
+unsigned smux_faulty_hanging(struct smux_backend *b);
+/* Calls seen so far (all operations). */
+unsigned long smux_faulty_calls(struct smux_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SMUX_FAULTY_H */

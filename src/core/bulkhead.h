@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bulkhead.h (internal) - runs member calls with a deadline and bounded
+ * concurrency (seed section 5, DESIGN section 4).
+ *
+ * Each mux member has one bulkhead: a FIFO queue and a pool of at most
+ * `max_inflight` worker threads, started on demand and retired when idle.
+ * A call is a job: the caller starts it and waits for it. At the job's
+ * deadline (or when the caller's context is cancelled) the caller stops
+ * waiting and gets BACKEND_TIMEOUT (or BACKEND_ABORTED) at once, even when
+ * the worker is blocked in a system call; the job's cancel token fires so a
+ * well-behaved backend stops early, and whatever the job produces later is
+ * dropped.
+ *
+ * Memory safety of abandoned jobs: the worker never touches the caller's
+ * memory after the caller stopped waiting. Keys are copied into the job;
+ * the caller's sink, source and list callback are reached only through
+ * proxies that forward under the job's lock while the caller still waits
+ * and fail with -ECANCELED afterwards; outputs (info, statfs, writer,
+ * bytes read, error) land in the job and are copied out by
+ * smux__job_finish(). The worker's context holds the job's own token and
+ * deadline, never the caller's tokens.
+ *
+ * Lock order: job lock, then whatever the caller's sink/callback takes.
+ * No bulkhead lock is held while a backend operation runs.
+ */
+#ifndef SMUX_CORE_BULKHEAD_H
+#define SMUX_CORE_BULKHEAD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "smux/backend.h"
+
+enum smux__op {
+	SMUX__OP_GET,
+	SMUX__OP_PUT,
+	SMUX__OP_DEL,
+	SMUX__OP_HEAD,
+	SMUX__OP_LIST,
+	SMUX__OP_COPY,
+	SMUX__OP_HEALTHCHECK,
+	SMUX__OP_STATFS,
+	SMUX__OP_WRITER_OPEN,
+	SMUX__OP_W_PWRITE,
+	SMUX__OP_W_PREAD,
+	SMUX__OP_W_TRUNCATE,
+	SMUX__OP_W_COMMIT,
+	SMUX__OP_W_CLOSE,
+};
+
+/*
+ * What to run: one dispatch wrapper of smux/backend.h and its arguments.
+ * Lives on the caller's stack; smux__bulkhead_start() copies what the
+ * worker needs. Unused fields stay zero.
+ */
+struct smux__call {
+	enum smux__op op;
+	struct smux_backend *backend; /* the job holds a reference */
+	const char *key;	      /* GET..COPY, WRITER_OPEN, LIST prefix */
+	const char *key2;	      /* COPY destination, LIST delimiter */
+	const struct smux_get_opts *get_opts; /* GET (copied) */
+	const struct smux_put_opts *put_opts; /* PUT, W_COMMIT (copied) */
+	struct smux_sink *sink;		      /* GET: reached via proxy */
+	const struct smux_source *src;	      /* PUT: reached via proxy */
+	smux_list_fn list_fn;		      /* LIST: called via proxy */
+	void *list_arg;
+	struct smux_info *info;		 /* GET, PUT, HEAD, W_COMMIT: out */
+	struct smux_statfs *statfs;	 /* STATFS: out */
+	unsigned flags;			 /* WRITER_OPEN */
+	struct smux_writer **writer_out; /* WRITER_OPEN: out */
+	struct smux_writer *writer;	 /* W_*: the writer */
+	pthread_mutex_t *writer_lock;	 /* W_*: held by the worker around
+					    the writer call (serialises a
+					    writer's ops, abandoned or not) */
+	const void *wbuf;		 /* W_PWRITE: copied into the job */
+	void *rbuf;			 /* W_PREAD: filled via the job */
+	size_t len;			 /* W_PWRITE, W_PREAD */
+	uint64_t off;		/* W_PWRITE, W_PREAD, W_TRUNCATE size */
+	long *nread;		/* W_PREAD: out */
+	struct smux_span *span; /* parent span for the worker ctx */
+};
+
+struct smux__bulkhead;
+struct smux__job;
+
+/*
+ * A completion group: jobs started with a group broadcast on it when they
+ * finish, so a caller can wait for the first (race) or all (fan-out) of
+ * several jobs. Lives on the caller's stack; every job started with it
+ * must be finished or abandoned before smux__group_release().
+ */
+struct smux__group {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	unsigned completed;  /* protected by lock */
+};
+
+void smux__group_init(struct smux__group *g);
+void smux__group_release(struct smux__group *g);
+/*
+ * Waits until g->completed differs from @seen or CLOCK_MONOTONIC reaches
+ * @until_ns. Returns the current completed count.
+ */
+unsigned smux__group_wait(struct smux__group *g, unsigned seen,
+			  int64_t until_ns);
+
+/* A bulkhead for member @name (copied) with at most @max_inflight calls
+ * running at once (0: SMUX_DEFAULT_MAX_INFLIGHT). NULL on ENOMEM. */
+struct smux__bulkhead *smux__bulkhead_new(const char *name,
+					  unsigned max_inflight);
+/*
+ * Stops accepting jobs and lets idle workers exit. Workers still running
+ * (stuck) finish in the background; the last one frees the bulkhead. Never
+ * blocks on a backend.
+ */
+void smux__bulkhead_free(struct smux__bulkhead *bh);
+
+/* Jobs queued or running (for tests and stats). */
+unsigned smux__bulkhead_busy(struct smux__bulkhead *bh);
+
+/*
+ * Queues @call. The job's deadline is min(ctx deadline, now + timeout_ms)
+ * (timeout_ms <= 0: the ctx deadline alone). @g (may be NULL) is notified
+ * when the job completes. Returns the job, or NULL on ENOMEM.
+ */
+struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
+				       const struct smux_ctx *ctx,
+				       int64_t timeout_ms,
+				       const struct smux__call *call,
+				       struct smux__group *g);
+
+/* True once the worker finished (finish then returns without waiting). */
+bool smux__job_done(struct smux__job *job);
+/* The job's deadline (CLOCK_MONOTONIC ns; INT64_MAX when none). */
+int64_t smux__job_deadline(struct smux__job *job);
+
+/*
+ * Waits for the job (until it is done, its deadline passes, or the
+ * caller's @ctx given at start is cancelled), copies its outputs into the
+ * caller's pointers from the call, fills @err, and releases the job.
+ * Returns the operation's result: 0 (or bytes read for W_PREAD), or a
+ * negative errno; BACKEND_TIMEOUT / BACKEND_ABORTED when it stopped
+ * waiting (the job is then abandoned).
+ */
+long smux__job_finish(struct smux__job *job, struct smux_error *err);
+
+/* Stops waiting for @job: fires its token with @why, drops its results
+ * and releases it. The worker still runs it (or skips it if queued and
+ * the backend checks its context). */
+void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why);
+
+/* smux__bulkhead_start + smux__job_finish. */
+long smux__bulkhead_run(struct smux__bulkhead *bh, const struct smux_ctx *ctx,
+			int64_t timeout_ms, const struct smux__call *call,
+			struct smux_error *err);
+
+#endif /* SMUX_CORE_BULKHEAD_H */

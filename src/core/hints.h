@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hints.h (internal) - the hinted-handoff journal of one mux (DESIGN
+ * section 3).
+ *
+ * A hint says "replica R missed the write (put or delete) of key K". The
+ * mux records it before it acknowledges the write that R missed, and
+ * removes it once R has the key again (replayed, or superseded by a later
+ * write that reached R).
+ *
+ * On disk: <state_dir>/<mux name>.hints, an append-only file of JSON lines
+ * (jansson), each appended with write + fdatasync before
+ * smux__hints_add() returns:
+ *   {"op":"hint","id":7,"replica":"b","key":"a/b.txt","kind":"put","at":ms}
+ *   {"op":"done","id":7}
+ * Loading replays the file: hints without a done record are pending. A
+ * torn last line (a crash mid-append) is ignored; any other malformed line
+ * is an error naming the file and line. When done records outnumber pending
+ * hints (and there are over 64 lines) the file is rewritten compactly
+ * (temp file, fsync, rename, fsync of the directory).
+ *
+ * Without a state directory the journal lives in memory only.
+ * Thread-safe: one lock; file I/O of add/done happens under it (appends are
+ * small and the journal is the durability point), never a backend call.
+ */
+#ifndef SMUX_CORE_HINTS_H
+#define SMUX_CORE_HINTS_H
+
+#include <stdint.h>
+
+#include "smux/error.h"
+
+enum smux__hint_kind {
+	SMUX__HINT_PUT,
+	SMUX__HINT_DEL,
+};
+
+struct smux__hint {
+	uint64_t id;
+	enum smux__hint_kind kind;
+	int64_t at_ms;
+	char *replica;
+	char *key;
+};
+
+struct smux__hints;
+
+/*
+ * Opens (creating directory and file if needed) the journal of mux
+ * @mux_name under @state_dir (NULL: memory only) and loads pending hints.
+ * The mux name must be a plain file name: other names are refused with
+ * INVALID_OPTIONS. Errors name the file (and line) and the reason
+ * (HINT_JOURNAL_FAILED).
+ */
+int smux__hints_open(const char *state_dir, const char *mux_name,
+		     struct smux__hints **out, struct smux_error *err);
+void smux__hints_close(struct smux__hints *h);
+
+/*
+ * Records that @replica missed @kind of @key, durably (fdatasync) before
+ * returning 0. A pending hint for the same replica and key is replaced
+ * (its done record is written in the same append). Returns the new id in
+ * *@id (may be NULL).
+ */
+int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
+		    enum smux__hint_kind kind, uint64_t *id,
+		    struct smux_error *err);
+
+/* Marks hint @id done (replayed). Unknown ids are ignored. */
+int smux__hints_done(struct smux__hints *h, uint64_t id,
+		     struct smux_error *err);
+
+/* Marks done every pending hint of @replica for @key (a later write of
+ * the key reached the replica). */
+int smux__hints_supersede(struct smux__hints *h, const char *replica,
+			  const char *key, struct smux_error *err);
+
+/* Number of pending hints (all replicas, or one when @replica != NULL). */
+unsigned smux__hints_pending(struct smux__hints *h, const char *replica);
+
+/*
+ * Copies the pending hints of @replica (NULL: all) into a new array the
+ * caller frees with smux__hints_free_list(). Oldest first. Returns the
+ * count, or -ENOMEM.
+ */
+int smux__hints_list(struct smux__hints *h, const char *replica,
+		     struct smux__hint **out);
+void smux__hints_free_list(struct smux__hint *list, int n);
+
+/* The journal path ("" when in memory). */
+const char *smux__hints_path(struct smux__hints *h);
+
+#endif /* SMUX_CORE_HINTS_H */
