@@ -47,7 +47,7 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Isrc \
 	-MMD -MP -pthread
 CFLAGS_LIB := $(CFLAGS_BASE) $(call pc_cflags,$(LIB_PKGS))
 CFLAGS_TEST := $(CFLAGS_LIB) $(call pc_cflags,$(TEST_PKGS)) -Itests
-LDLIBS_LIB := $(call pc_libs,$(LIB_PKGS)) -pthread
+LDLIBS_LIB := $(call pc_libs,$(LIB_PKGS)) -lm -pthread
 LDLIBS_TEST := $(call pc_libs,$(TEST_PKGS)) $(LDLIBS_LIB)
 LDFLAGS := $(SAN)
 
@@ -65,7 +65,7 @@ CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
-.PHONY: all lib tests check test asan tsan deps format lint clean
+.PHONY: all lib tests check test asan tsan deps format lint clean demo bench-core
 all: lib tests
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -90,6 +90,16 @@ $(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(LIB)
 $(CONF_BIN): $(CONF_OBJS) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_TEST)
+
+BENCH_CORE := $(OUT)/bench/bench_core
+$(BENCH_CORE): $(OUT)/obj/tests/bench/bench_core.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
+
+# Selection cost per mode and mux throughput (see tests/bench/bench_core.c).
+bench-core: deps
+	$(MAKE) VARIANT=normal $(BENCH_CORE)
+	$(BENCH_CORE)
 
 # Sanitizer settings for test runs: stop at the first finding.
 export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1:halt_on_error=1
@@ -126,6 +136,13 @@ lint: lib
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 		--inline-suppr --std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests \
 		--suppress=missingIncludeSystem src tests
+
+# The demo mounts config/demo.conf with the FUSE daemon, which arrives with
+# issue 4; until then it says so instead of pretending.
+demo: deps
+	@echo "make demo: the smuxfs daemon is not built yet (issue 4)." >&2
+	@echo "Run 'make check' to build libsmux and run its tests." >&2
+	@exit 1
 
 clean:
 	rm -rf build

@@ -184,7 +184,7 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct smux_source source;
 	struct smux_sink sink;
-	struct smux_info info;
+	struct smux_info info = {0};
 	struct smux_put_opts opts = {0};
 	const char *tmpdir = getenv("TMPDIR");
 	int fd, rc;

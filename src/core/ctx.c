@@ -56,6 +56,14 @@ int64_t smux_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* now + @ns, saturated at INT64_MAX ("forever" must not wrap into the past). */
+static int64_t deadline_after(int64_t ns)
+{
+	int64_t now = smux_now_ns();
+
+	return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+}
+
 int smux_ctx_derive(struct smux_ctx *child, const struct smux_ctx *parent,
 		    int64_t timeout_ns, struct smux_cancel *extra)
 {
@@ -64,7 +72,7 @@ int smux_ctx_derive(struct smux_ctx *child, const struct smux_ctx *parent,
 	else
 		smux_ctx_init(child);
 	if (timeout_ns > 0) {
-		int64_t d = smux_now_ns() + timeout_ns;
+		int64_t d = deadline_after(timeout_ns);
 
 		if (child->deadline_ns == 0 || d < child->deadline_ns)
 			child->deadline_ns = d;
@@ -159,7 +167,7 @@ int smux_ctx_sleep(const struct smux_ctx *ctx, int64_t ns, const char *backend,
 	/* With several tokens we can block on one only, so other tokens
 	 * are noticed within this slice. */
 	const int64_t slice = 5 * 1000000LL;
-	int64_t end = smux_now_ns() + (ns > 0 ? ns : 0);
+	int64_t end = deadline_after(ns > 0 ? ns : 0);
 	int rc;
 
 	for (;;) {

@@ -224,11 +224,11 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_NO_SPACE;
 	case ENOMEM:
 		return SMUX_E_NO_MEMORY;
-	case ETIMEDOUT:
-		return SMUX_E_BACKEND_TIMEOUT;
 	case EINTR:
 	case ECANCELED:
 		return SMUX_E_BACKEND_ABORTED;
+	case ETIMEDOUT: /* a backend's own timeout; BACKEND_TIMEOUT is the
+			   bulkhead's */
 	case ECONNREFUSED:
 	case ECONNRESET:
 	case ECONNABORTED:

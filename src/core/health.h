@@ -37,7 +37,17 @@ struct smux__health {
 	struct smux_error_info last_error;
 	/* atomic, no lock: */
 	atomic_uint in_flight;
+	/* A copy of `status` for lock-free reads on the hot path; written
+	 * under lock together with status. */
+	atomic_int fast_status;
 };
+
+/* Lock-free: is the member up right now (the common case)? */
+static inline bool smux__health_is_up(struct smux__health *h)
+{
+	return atomic_load_explicit(&h->fast_status, memory_order_acquire) ==
+	       SMUX_STATUS_UP;
+}
 
 enum smux__transition {
 	SMUX__HEALTH_SAME,

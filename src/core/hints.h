@@ -26,6 +26,7 @@
 #ifndef SMUX_CORE_HINTS_H
 #define SMUX_CORE_HINTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "smux/error.h"
@@ -74,6 +75,11 @@ int smux__hints_done(struct smux__hints *h, uint64_t id,
  * the key reached the replica). */
 int smux__hints_supersede(struct smux__hints *h, const char *replica,
 			  const char *key, struct smux_error *err);
+
+/* True when @replica has a pending hint for @key (reads avoid a replica
+ * that missed the latest write of a key). */
+bool smux__hints_has(struct smux__hints *h, const char *replica,
+		     const char *key);
 
 /* Number of pending hints (all replicas, or one when @replica != NULL). */
 unsigned smux__hints_pending(struct smux__hints *h, const char *replica);

@@ -221,6 +221,11 @@ unsigned char *smux_sink_dyn_take(struct smux_sink *s, size_t *len)
 	if (s->kind != SMUX_SINK_DYN)
 		return NULL;
 	p = s->u.dyn.buf;
+	if (p && s->written == 0) {
+		/* rewound since the last write: its bytes are stale */
+		free(p);
+		p = NULL;
+	}
 	if (len)
 		*len = (size_t)s->written;
 	s->u.dyn.buf = NULL;

@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * faulty.c - the fault-injection backend of smux/faulty.h.
+ *
+ * Owns: the fault options of one instance, its deterministic random
+ * stream, its hang bookkeeping and a writer that wraps the inner backend's
+ * writer. Every operation (writer operations included) is counted; an
+ * affected one sleeps the configured latency, then one draw from the
+ * stream decides between a hang, a transient I/O error, a semantic error,
+ * a connection timeout and no fault. Whatever survives goes to the inner
+ * backend through the smux_backend_* / smux_writer_* wrappers, so keys are
+ * validated and errors completed there. Never touches the inner backend's
+ * state otherwise.
+ *
+ * Determinism: draw n (counted from creation or the last smux_faulty_set)
+ * is splitmix64(seed + (n + 1) * golden gamma), so a given sequence of
+ * calls meets the same faults on every run, whatever the threads.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "smux/faulty.h"
+
+#define FAULTYB_POLL_NS (5 * 1000000LL) /* cancellation poll in a hang */
+#define FAULTYB_GAMMA	0x9e3779b97f4a7c15ULL
+
+struct faultyb {
+	struct smux_backend base;     /* first: the generic part */
+	struct smux_backend *inner;   /* own reference; immutable */
+	pthread_mutex_t lock;	      /* protects the fields up to draws */
+	pthread_cond_t hang_cond;     /* broadcast on release; with lock */
+	struct smux_faulty_opts opts; /* protected by lock */
+	uint64_t draws;		      /* draws since the last set; lock */
+	bool released;		      /* hangs end at once; lock */
+	uint64_t release_gen;	      /* bumped per release; lock */
+	atomic_ulong calls;	      /* every call seen */
+	atomic_uint hanging;	      /* calls inside a hang now */
+};
+
+enum faultyb_fault {
+	FAULTYB_NONE,
+	FAULTYB_HANG,
+	FAULTYB_IO,
+	FAULTYB_SEMANTIC,
+	FAULTYB_TIMEOUT,
+};
+
+struct faultyb_writer {
+	struct smux_writer base; /* first; holds a reference on the faulty */
+	struct smux_writer *inner;
+};
+
+static const struct smux_backend_ops faultyb_ops;
+
+/* Checked downcast; NULL when @b is not a faulty backend. */
+static struct faultyb *faultyb_of(struct smux_backend *b)
+{
+	if (!b || b->ops != &faultyb_ops)
+		return NULL;
+	return (struct faultyb *)b;
+}
+
+static uint64_t faultyb_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) from draw @n of the stream seeded by @seed. */
+static double faultyb_uniform(uint64_t seed, uint64_t n)
+{
+	uint64_t x = faultyb_mix(seed + (n + 1) * FAULTYB_GAMMA);
+
+	return (double)(x >> 11) * 0x1.0p-53;
+}
+
+static double faultyb_clamp_rate(double r)
+{
+	if (!(r > 0)) /* NaN too */
+		return 0;
+	return r < 1 ? r : 1;
+}
+
+/* Options as stored: rates in [0, 1], non-negative times, seed != 0. */
+static void faultyb_normalise(struct smux_faulty_opts *o)
+{
+	o->hang_rate = faultyb_clamp_rate(o->hang_rate);
+	o->error_rate = faultyb_clamp_rate(o->error_rate);
+	o->semantic_rate = faultyb_clamp_rate(o->semantic_rate);
+	o->timeout_rate = faultyb_clamp_rate(o->timeout_rate);
+	if (o->latency_ms < 0)
+		o->latency_ms = 0;
+	if (o->hang_ms < 0)
+		o->hang_ms = 0;
+	if (o->seed == 0)
+		o->seed = 1;
+}
+
+static bool faultyb_rate_ok(double r)
+{
+	return r >= 0 && r <= 1; /* false for NaN */
+}
+
+/*
+ * Takes a snapshot of the options and, when @op is affected, one draw.
+ * Returns the fault the draw chose (FAULTYB_NONE when not affected).
+ */
+static enum faultyb_fault faultyb_pick(struct faultyb *fb,
+				       enum smux_faulty_op op,
+				       struct smux_faulty_opts *o,
+				       bool *affected, uint64_t *gen)
+{
+	double u, edge;
+	unsigned mask;
+	uint64_t n;
+
+	atomic_fetch_add(&fb->calls, 1);
+	pthread_mutex_lock(&fb->lock);
+	*o = fb->opts;
+	*gen = fb->release_gen;
+	mask = o->ops ? o->ops : ~0u;
+	*affected = (mask & (1u << op)) != 0;
+	n = *affected ? fb->draws++ : 0;
+	pthread_mutex_unlock(&fb->lock);
+	if (!*affected)
+		return FAULTYB_NONE;
+
+	u = faultyb_uniform(o->seed, n);
+	edge = o->hang_rate;
+	if (u < edge)
+		return FAULTYB_HANG;
+	edge += o->error_rate;
+	if (u < edge)
+		return FAULTYB_IO;
+	edge += o->semantic_rate;
+	if (u < edge)
+		return FAULTYB_SEMANTIC;
+	edge += o->timeout_rate;
+	if (u < edge)
+		return FAULTYB_TIMEOUT;
+	return FAULTYB_NONE;
+}
+
+static void faultyb_abs_time(struct timespec *ts, int64_t mono_ns)
+{
+	ts->tv_sec = mono_ns / 1000000000LL;
+	ts->tv_nsec = mono_ns % 1000000000LL;
+}
+
+/*
+ * Hangs until released, hang_ms elapsed (when > 0) or, unless the options
+ * say the hang ignores it, the context stops. Returns 0 when the call may
+ * go on, else the context's error.
+ */
+static int faultyb_hang(struct faultyb *fb, const struct smux_ctx *ctx,
+			const struct smux_faulty_opts *o, uint64_t gen,
+			struct smux_error *err)
+{
+	int64_t end =
+		o->hang_ms > 0 ? smux_now_ns() + o->hang_ms * 1000000LL : 0;
+	bool cancelled = false;
+
+	atomic_fetch_add(&fb->hanging, 1);
+	pthread_mutex_lock(&fb->lock);
+	while (!fb->released && fb->release_gen == gen) {
+		int64_t now = smux_now_ns(), until = end;
+		struct timespec ts;
+
+		if (!o->hang_ignores_cancel &&
+		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			cancelled = true;
+			break;
+		}
+		if (end && now >= end)
+			break;
+		if (!o->hang_ignores_cancel &&
+		    (!until || until > now + FAULTYB_POLL_NS))
+			until = now + FAULTYB_POLL_NS;
+		if (!until) {
+			pthread_cond_wait(&fb->hang_cond, &fb->lock);
+			continue;
+		}
+		faultyb_abs_time(&ts, until);
+		pthread_cond_timedwait(&fb->hang_cond, &fb->lock, &ts);
+	}
+	pthread_mutex_unlock(&fb->lock);
+	atomic_fetch_sub(&fb->hanging, 1);
+	if (cancelled)
+		return smux_ctx_check(ctx, fb->base.name, err);
+	return 0;
+}
+
+/*
+ * The fault logic every operation runs first. Returns 0 when the call
+ * should reach the inner backend, else a negative errno with @err filled.
+ */
+static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
+			 const struct smux_ctx *ctx, struct smux_error *err)
+{
+	struct smux_faulty_opts o;
+	enum faultyb_fault fault;
+	bool affected;
+	uint64_t gen;
+	int rc;
+
+	fault = faultyb_pick(fb, op, &o, &affected, &gen);
+	if (!affected)
+		return 0;
+	if (o.latency_ms > 0) {
+		rc = smux_ctx_sleep(ctx, o.latency_ms * 1000000LL,
+				    fb->base.name, err);
+		if (rc)
+			return rc;
+	}
+	switch (fault) {
+	case FAULTYB_HANG:
+		return faultyb_hang(fb, ctx, &o, gen, err);
+	case FAULTYB_IO:
+		return smux_error_set(err, SMUX_E_IO, fb->base.name,
+				      "injected I/O error");
+	case FAULTYB_SEMANTIC:
+		return smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				      fb->base.name, "injected semantic fault");
+	case FAULTYB_TIMEOUT:
+		smux_error_set(err, SMUX_E_CONNECTION, fb->base.name,
+			       "injected connection timeout");
+		err->e.sys_errno = ETIMEDOUT;
+		return -ETIMEDOUT;
+	case FAULTYB_NONE:
+		break;
+	}
+	return 0;
+}
+
+/* ---- operations ---- */
+
+static int faultyb_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_get_opts *opts,
+		       struct smux_sink *sink, struct smux_info *info,
+		       struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_get(fb->inner, ctx, key, opts, sink, info, err);
+}
+
+static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_source *src,
+		       const struct smux_put_opts *opts, struct smux_info *info,
+		       struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_put(fb->inner, ctx, key, src, opts, info, err);
+}
+
+static int faultyb_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_DEL, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_del(fb->inner, ctx, key, err);
+}
+
+static int faultyb_head(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, struct smux_info *info,
+			struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_HEAD, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_head(fb->inner, ctx, key, info, err);
+}
+
+static int faultyb_list(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *prefix, const char *delimiter,
+			smux_list_fn fn, void *arg, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_LIST, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_list(fb->inner, ctx, prefix, delimiter, fn, arg,
+				 err);
+}
+
+static int faultyb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_copy(fb->inner, ctx, src, dst, err);
+}
+
+static int faultyb_healthcheck(struct smux_backend *b,
+			       const struct smux_ctx *ctx,
+			       struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_HEALTHCHECK, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_healthcheck(fb->inner, ctx, err);
+}
+
+static int faultyb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
+			  struct smux_statfs *out, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_STATFS, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_statfs(fb->inner, ctx, out, err);
+}
+
+/* ---- the writer ---- */
+
+static const struct smux_writer_ops faultyb_writer_ops;
+
+static struct faultyb_writer *faultyb_writer_of(struct smux_writer *w)
+{
+	if (!w || w->ops != &faultyb_writer_ops)
+		return NULL;
+	return (struct faultyb_writer *)w;
+}
+
+static int faultyb_wpwrite(struct smux_writer *w, const struct smux_ctx *ctx,
+			   const void *buf, size_t len, uint64_t off,
+			   struct smux_error *err)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
+			       err);
+
+	if (rc)
+		return rc;
+	return smux_writer_pwrite(fw->inner, ctx, buf, len, off, err);
+}
+
+/* Reading back has no context: latency runs in full and a hang ends only
+ * by release or hang_ms. */
+static long faultyb_wpread(struct smux_writer *w, void *buf, size_t len,
+			   uint64_t off, struct smux_error *err)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, NULL,
+			       err);
+
+	if (rc)
+		return rc;
+	return smux_writer_pread(fw->inner, buf, len, off, err);
+}
+
+static int faultyb_wtruncate(struct smux_writer *w, const struct smux_ctx *ctx,
+			     uint64_t size, struct smux_error *err)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
+			       err);
+
+	if (rc)
+		return rc;
+	return smux_writer_truncate(fw->inner, ctx, size, err);
+}
+
+/* Cannot fail, so no fault applies. */
+static uint64_t faultyb_wsize(struct smux_writer *w)
+{
+	return smux_writer_size(faultyb_writer_of(w)->inner);
+}
+
+static int faultyb_wcommit(struct smux_writer *w, const struct smux_ctx *ctx,
+			   const struct smux_put_opts *opts,
+			   struct smux_info *info, struct smux_error *err)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
+			       err);
+
+	if (rc)
+		return rc;
+	return smux_writer_commit(fw->inner, ctx, opts, info, err);
+}
+
+/* Cannot fail, so no fault applies: the inner writer always aborts. */
+static void faultyb_wclose(struct smux_writer *w)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+
+	smux_writer_close(fw->inner);
+	smux_writer_release(&fw->base);
+	free(fw);
+}
+
+static const struct smux_writer_ops faultyb_writer_ops = {
+	.pwrite = faultyb_wpwrite,
+	.pread = faultyb_wpread,
+	.truncate = faultyb_wtruncate,
+	.size = faultyb_wsize,
+	.commit = faultyb_wcommit,
+	.close = faultyb_wclose,
+};
+
+static int faultyb_writer_open(struct smux_backend *b,
+			       const struct smux_ctx *ctx, const char *key,
+			       unsigned flags, struct smux_writer **out,
+			       struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	struct faultyb_writer *fw;
+	struct smux_writer *inner;
+	int rc;
+
+	rc = faultyb_enter(fb, SMUX_FAULTY_WRITER, ctx, err);
+	if (rc)
+		return rc;
+	rc = smux_backend_writer_open(fb->inner, ctx, key, flags, &inner, err);
+	if (rc)
+		return rc;
+	fw = calloc(1, sizeof(*fw));
+	if (!fw)
+		goto out_close_inner;
+	if (smux_writer_init(&fw->base, &faultyb_writer_ops, b, key))
+		goto out_free;
+	fw->inner = inner;
+	*out = &fw->base;
+	return 0;
+
+out_free:
+	free(fw);
+out_close_inner:
+	smux_writer_close(inner);
+	return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+}
+
+static void faultyb_destroy(struct smux_backend *b)
+{
+	struct faultyb *fb = faultyb_of(b);
+
+	smux_backend_unref(fb->inner);
+	pthread_cond_destroy(&fb->hang_cond);
+	pthread_mutex_destroy(&fb->lock);
+	smux_backend_release(&fb->base);
+	free(fb);
+}
+
+static const struct smux_backend_ops faultyb_ops = {
+	.kind = "faulty",
+	.get = faultyb_get,
+	.put = faultyb_put,
+	.del = faultyb_del,
+	.head = faultyb_head,
+	.list = faultyb_list,
+	.copy = faultyb_copy,
+	.healthcheck = faultyb_healthcheck,
+	.statfs = faultyb_statfs,
+	.writer_open = faultyb_writer_open,
+	.destroy = faultyb_destroy,
+};
+
+/* ---- public ---- */
+
+int smux_faulty_new(const char *name, struct smux_backend *inner,
+		    const struct smux_faulty_opts *opts,
+		    struct smux_backend **out, struct smux_error *err)
+{
+	struct smux_faulty_opts o = {0};
+	pthread_condattr_t attr;
+	struct faultyb *fb;
+
+	*out = NULL;
+	if (!inner)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "faulty backend without a backend to "
+				      "wrap");
+	if (!name)
+		name = inner->name;
+	if (opts)
+		o = *opts;
+	if (!faultyb_rate_ok(o.hang_rate) || !faultyb_rate_ok(o.error_rate) ||
+	    !faultyb_rate_ok(o.semantic_rate) ||
+	    !faultyb_rate_ok(o.timeout_rate) ||
+	    o.hang_rate + o.error_rate + o.semantic_rate + o.timeout_rate >
+		    1 + 1e-9)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "faulty backend %s: each rate must be "
+				      "in [0, 1] and their sum at most 1",
+				      name);
+	if (o.latency_ms < 0 || o.hang_ms < 0)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "faulty backend %s: negative latency "
+				      "or hang time",
+				      name);
+	faultyb_normalise(&o);
+
+	fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	if (smux_backend_init(&fb->base, &faultyb_ops, name)) {
+		free(fb);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	}
+	fb->base.depth = inner->depth;
+	fb->inner = smux_backend_ref(inner);
+	fb->opts = o;
+	atomic_init(&fb->calls, 0);
+	atomic_init(&fb->hanging, 0);
+	pthread_mutex_init(&fb->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&fb->hang_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	*out = &fb->base;
+	return 0;
+}
+
+void smux_faulty_set(struct smux_backend *b,
+		     const struct smux_faulty_opts *opts)
+{
+	struct faultyb *fb = faultyb_of(b);
+	struct smux_faulty_opts o = {0};
+
+	if (!fb)
+		return;
+	if (opts)
+		o = *opts;
+	faultyb_normalise(&o);
+	pthread_mutex_lock(&fb->lock);
+	fb->opts = o;
+	fb->draws = 0;
+	fb->released = false;
+	pthread_mutex_unlock(&fb->lock);
+}
+
+void smux_faulty_release_hangs(struct smux_backend *b)
+{
+	struct faultyb *fb = faultyb_of(b);
+
+	if (!fb)
+		return;
+	pthread_mutex_lock(&fb->lock);
+	fb->released = true;
+	fb->release_gen++;
+	pthread_cond_broadcast(&fb->hang_cond);
+	pthread_mutex_unlock(&fb->lock);
+}
+
+unsigned smux_faulty_hanging(struct smux_backend *b)
+{
+	struct faultyb *fb = faultyb_of(b);
+
+	return fb ? atomic_load(&fb->hanging) : 0;
+}
+
+unsigned long smux_faulty_calls(struct smux_backend *b)
+{
+	struct faultyb *fb = faultyb_of(b);
+
+	return fb ? atomic_load(&fb->calls) : 0;
+}

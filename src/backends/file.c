@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backends/file.c - the file backend: a local directory as a backend.
+ *
+ * Owns: the instance (the root directory fd) and get/put/del/head/copy/
+ * healthcheck/statfs. Containment helpers live in file_path.c, temp files
+ * and copying in file_tmp.c, listing in file_list.c, the writer in
+ * file_writer.c (file_internal.h ties them together).
+ *
+ * Never touches anything outside the root: every path goes through
+ * smux__file_open() (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV); operations taking a dirfd and a
+ * name first open the parent that way and then act on one component
+ * without following it. A symlink inside the root is never followed: it is
+ * refused with PERMISSION_DENIED and never listed. Mount points beneath
+ * the root are not crossed (RESOLVE_NO_XDEV). The configured root path
+ * itself is opened with open(2), so it may be a symlink the operator chose.
+ *
+ * Threads: the instance is immutable after smux_file_new(); every operation
+ * may run concurrently. Atomic replacement comes from rename(2).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "backends/file_internal.h"
+
+static const struct smux_backend_ops fileb_ops;
+
+struct smux__file *smux__file_from(struct smux_backend *b)
+{
+	if (!b || b->ops != &fileb_ops)
+		return NULL;
+	return (struct smux__file *)b;
+}
+
+static int fileb_not_file(struct smux_backend *b, struct smux_error *err)
+{
+	return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b ? b->name : NULL,
+			      "not a file backend");
+}
+
+static int fileb_fill(const struct smux__file *fb, const struct smux_ctx *ctx,
+		      const struct smux_source *src, int fd, const char *key,
+		      struct smux_error *err)
+{
+	uint64_t pos = 0, len = src ? src->length : 0;
+	size_t cap = len < SMUX_IO_CHUNK ? (size_t)len : SMUX_IO_CHUNK;
+	unsigned char *buf;
+	int rc = 0;
+
+	if (!len)
+		return 0;
+	if (src->kind == SMUX_SOURCE_FD)
+		return smux__file_copy_fd(fb, ctx, src->u.fd.fd,
+					  src->u.fd.offset, fd, 0, len, key,
+					  err);
+	buf = malloc(cap);
+	if (!buf)
+		return smux__file_fail(fb, err, ENOMEM, "put", key);
+	while (pos < len) {
+		long n;
+
+		rc = smux__file_check_ctx(fb, ctx, err);
+		if (rc)
+			break;
+		n = smux_source_read(src, pos, buf,
+				     len - pos < cap ? (size_t)(len - pos)
+						     : cap);
+		if (n < 0) {
+			rc = smux__file_fail(fb, err, (int)-n, "read source of",
+					     key);
+			break;
+		}
+		if (n == 0) {
+			rc = smux_error_set(
+				err, SMUX_E_IO, fb->base.name,
+				"put \"%s\": source ended at %" PRIu64
+				" of %" PRIu64 " bytes",
+				key, pos, len);
+			break;
+		}
+		rc = smux__file_pwrite_all(fd, buf, (size_t)n, pos);
+		if (rc) {
+			rc = smux__file_fail(fb, err, -rc, "write", key);
+			break;
+		}
+		pos += (uint64_t)n;
+	}
+	free(buf);
+	return rc;
+}
+
+/* ---- operations ---- */
+
+static int fileb_put_dir(const struct smux__file *fb, const char *path,
+			 const char *key, const struct smux_source *src,
+			 const struct smux_put_opts *opts,
+			 struct smux_info *info, struct smux_error *err)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	if (src && src->length)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      fb->base.name,
+				      "directory marker \"%s\" takes no "
+				      "content",
+				      key);
+	rc = smux__file_mkdirs(fb, path, &fd, "put", key, err);
+	if (rc)
+		return rc;
+	if (opts && opts->mode && fchmod(fd, (mode_t)(opts->mode & 07777)))
+		rc = smux__file_fail(fb, err, errno, "chmod", key);
+	if (!rc && opts && opts->mtime_ns) {
+		rc = smux__file_set_mtime(fd, opts->mtime_ns);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
+	}
+	if (!rc && info) {
+		if (fstat(fd, &st) < 0)
+			rc = smux__file_fail(fb, err, errno, "stat", key);
+		else
+			smux__file_fill_info(&st, info);
+	}
+	close(fd);
+	return rc;
+}
+
+static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_source *src,
+		     const struct smux_put_opts *opts, struct smux_info *info,
+		     struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	struct smux__file_tmp t = {.fd = -1};
+	char path[SMUX_KEY_MAX + 1];
+	const char *name;
+	bool is_dir, exists;
+	int dirfd, rc;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path, &is_dir,
+				 err);
+	if (rc)
+		return rc;
+	if (is_dir)
+		return fileb_put_dir(fb, path, key, src, opts, info, err);
+	rc = smux__file_open_parent(fb, path, O_RDONLY, true, &dirfd, &name,
+				    "put", key, err);
+	if (rc)
+		return rc;
+	rc = smux__file_check_target(fb, dirfd, name, key, NULL, &exists, err);
+	if (rc)
+		goto out_close_dir;
+	rc = smux__file_tmp_create(fb, dirfd, &t, key, err);
+	if (rc)
+		goto out_close_dir;
+	rc = fileb_fill(fb, ctx, src, t.fd, key, err);
+	if (!rc)
+		rc = smux__file_tmp_seal(fb, &t,
+					 opts && opts->mode
+						 ? opts->mode
+						 : SMUX__FILE_DEFAULT_MODE,
+					 opts ? opts->mtime_ns : 0, key, err);
+	if (!rc)
+		rc = smux__file_tmp_publish(fb, &t, name, key, info, err);
+	smux__file_tmp_discard(&t);
+out_close_dir:
+	close(dirfd);
+	return rc;
+}
+
+/* Opens @path for reading a regular file: the shared start of get and
+ * copy. A directory is IS_DIRECTORY, anything else not regular is refused,
+ * a missing file (or a path through a file) is KEY_NOT_FOUND. */
+static int fileb_open_object(const struct smux__file *fb, const char *path,
+			     bool is_dir, const char *op, const char *key,
+			     struct stat *st, struct smux_error *err)
+{
+	int fd, e = 0, rc;
+
+	fd = smux__file_open(fb->root_fd, path,
+			     O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		e = fd == -ENOTDIR ? ENOENT : -fd;
+	} else if (fstat(fd, st) < 0) {
+		e = errno ? errno : EIO;
+	} else if (S_ISDIR(st->st_mode)) {
+		e = EISDIR;
+	} else if (is_dir) {
+		e = ENOENT;
+	} else if (!S_ISREG(st->st_mode)) {
+		e = -1; /* a fifo, socket, device: refused */
+	}
+	if (!e)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	if (e < 0)
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "%s \"%s\": not a regular file", op, key);
+	else
+		rc = smux__file_fail(fb, err, e, op, key);
+	return rc < 0 ? rc : -EIO; /* never a valid fd */
+}
+
+static int fileb_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, const struct smux_get_opts *opts,
+		     struct smux_sink *sink, struct smux_info *info,
+		     struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char path[SMUX_KEY_MAX + 1];
+	struct smux_info local;
+	uint64_t off, want, size;
+	unsigned char *buf = NULL;
+	struct stat st;
+	bool is_dir;
+	size_t cap;
+	int fd, rc;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path, &is_dir,
+				 err);
+	if (rc)
+		return rc;
+	fd = fileb_open_object(fb, path, is_dir, "get", key, &st, err);
+	if (fd < 0)
+		return fd;
+	smux__file_fill_info(&st, &local);
+	if (info)
+		*info = local;
+	if (opts && opts->if_match && opts->if_match[0] &&
+	    strcmp(opts->if_match, local.etag) != 0) {
+		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				    fb->base.name,
+				    "get \"%s\": version changed (etag %s, "
+				    "wanted %s)",
+				    key, local.etag, opts->if_match);
+		goto out_close;
+	}
+	size = local.size;
+	off = opts ? opts->offset : 0;
+	want = opts ? opts->length : SMUX_LEN_ALL;
+	if (off >= size || !want)
+		goto out_close;
+	if (want > size - off)
+		want = size - off;
+	cap = want < SMUX_IO_CHUNK ? (size_t)want : SMUX_IO_CHUNK;
+	buf = malloc(cap);
+	if (!buf) {
+		rc = smux__file_fail(fb, err, ENOMEM, "get", key);
+		goto out_close;
+	}
+	while (want) {
+		ssize_t n;
+
+		rc = smux__file_check_ctx(fb, ctx, err);
+		if (rc)
+			break;
+		n = pread(fd, buf, want < cap ? (size_t)want : cap, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = smux__file_fail(fb, err, errno, "read", key);
+			break;
+		}
+		if (n == 0) {
+			rc = smux_error_set(err, SMUX_E_IO, fb->base.name,
+					    "get \"%s\": file shrank while "
+					    "being read",
+					    key);
+			break;
+		}
+		rc = smux_sink_write(sink, buf, (size_t)n);
+		if (rc) {
+			rc = smux__file_fail(fb, err, -rc, "get: sink refused",
+					     key);
+			break;
+		}
+		off += (uint64_t)n;
+		want -= (uint64_t)n;
+	}
+	free(buf);
+out_close:
+	close(fd);
+	return rc;
+}
+
+/*
+ * head("a") where "a" is a directory answers with S_IFDIR info (size 0)
+ * rather than KEY_NOT_FOUND, so the filesystem layer can stat a directory
+ * whichever way it spells the key; head("a/") answers only for a
+ * directory.
+ */
+static int fileb_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_info *info,
+		      struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char path[SMUX_KEY_MAX + 1];
+	const char *name;
+	struct stat st;
+	bool is_dir;
+	int dirfd, rc;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path, &is_dir,
+				 err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, path, O_PATH, false, &dirfd, &name,
+				    "head", key, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "head", key);
+	if (rc)
+		return rc;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "head", key);
+	else if (is_dir && !S_ISDIR(st.st_mode))
+		rc = smux__file_fail(fb, err, ENOENT, "head", key);
+	else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "head \"%s\": not a regular file "
+				    "(symlinks are never followed)",
+				    key);
+	else
+		smux__file_fill_info(&st, info);
+	close(dirfd);
+	return rc;
+}
+
+static int fileb_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		     const char *key, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char path[SMUX_KEY_MAX + 1];
+	const char *name;
+	struct stat st;
+	bool is_dir;
+	int dirfd, rc;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path, &is_dir,
+				 err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, path, O_RDONLY, false, &dirfd, &name,
+				    "delete", key, err);
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		smux_error_clear(err);
+		return 0; /* already absent */
+	}
+	if (rc)
+		return rc;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			rc = smux__file_fail(fb, err, errno, "delete", key);
+		goto out_close;
+	}
+	if ((bool)S_ISDIR(st.st_mode) != is_dir) {
+		/* "a/" of a file "a" names no marker: nothing to remove. */
+		if (!is_dir)
+			rc = smux_error_set(
+				err, SMUX_E_IS_DIRECTORY, fb->base.name,
+				"delete \"%s\": is a directory", key);
+		else if (!S_ISREG(st.st_mode))
+			goto refuse;
+		goto out_close;
+	}
+	if (!is_dir && !S_ISREG(st.st_mode))
+		goto refuse;
+	if (unlinkat(dirfd, name, is_dir ? AT_REMOVEDIR : 0) < 0) {
+		int e = errno;
+
+		if (e == ENOENT)
+			goto out_close;
+		if (e == EEXIST)
+			e = ENOTEMPTY;
+		rc = smux__file_fail(fb, err, e, "delete", key);
+		goto out_close;
+	}
+	if (!fb->no_fsync && fsync(dirfd) < 0)
+		rc = smux__file_fail(fb, err, errno, "fsync directory of", key);
+	goto out_close;
+refuse:
+	rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED, fb->base.name,
+			    "delete \"%s\": not a regular file (symlinks are "
+			    "never followed)",
+			    key);
+out_close:
+	close(dirfd);
+	return rc;
+}
+
+/* copy of a marker onto a marker: the source directory must exist. */
+static int fileb_copy_dir(const struct smux__file *fb, const char *src_path,
+			  const char *src, const char *dst_path,
+			  const char *dst, struct smux_error *err)
+{
+	int fd;
+
+	fd = smux__file_open(fb->root_fd, src_path, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return smux__file_fail(fb, err, fd == -ENOTDIR ? ENOENT : -fd,
+				       "copy from", src);
+	close(fd);
+	return fileb_put_dir(fb, dst_path, dst, NULL, NULL, NULL, err);
+}
+
+static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	struct smux__file_tmp t = {.fd = -1};
+	bool src_dir, dst_dir, exists;
+	const char *name;
+	int64_t mtime_ns;
+	int in, dirfd, rc;
+	struct stat st;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, src, SMUX_KEY_ALLOW_DIR, src_path,
+				 &src_dir, err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_ALLOW_DIR, dst_path,
+					 &dst_dir, err);
+	if (rc)
+		return rc;
+	if (src_dir && dst_dir)
+		return fileb_copy_dir(fb, src_path, src, dst_path, dst, err);
+	if (dst_dir)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      fb->base.name,
+				      "copy \"%s\" to \"%s\": an object cannot "
+				      "become a directory marker",
+				      src, dst);
+	in = fileb_open_object(fb, src_path, src_dir, "copy from", src, &st,
+			       err);
+	if (in < 0)
+		return in;
+	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
+				    "copy to", dst, err);
+	if (rc)
+		goto out_close_in;
+	rc = smux__file_check_target(fb, dirfd, name, dst, NULL, &exists, err);
+	if (!rc)
+		rc = smux__file_tmp_create(fb, dirfd, &t, dst, err);
+	if (!rc)
+		rc = smux__file_copy_fd(fb, ctx, in, 0, t.fd, 0,
+					(uint64_t)st.st_size, dst, err);
+	/* Keep mode and mtime, as mv and S3 CopyObject do. */
+	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if (!rc)
+		rc = smux__file_tmp_seal(fb, &t, st.st_mode & 07777, mtime_ns,
+					 dst, err);
+	if (!rc)
+		rc = smux__file_tmp_publish(fb, &t, name, dst, NULL, err);
+	smux__file_tmp_discard(&t);
+	close(dirfd);
+out_close_in:
+	close(in);
+	return rc;
+}
+
+static int fileb_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
+			     struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	struct stat st;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	if (fstat(fb->root_fd, &st) < 0)
+		return smux__file_fail(fb, err, errno, "healthcheck", "");
+	if (!S_ISDIR(st.st_mode) || st.st_nlink == 0)
+		return smux_error_set(err, SMUX_E_IO, fb->base.name,
+				      "healthcheck: root directory was "
+				      "removed");
+	if (faccessat(fb->root_fd, ".", R_OK | X_OK, AT_EACCESS) < 0)
+		return smux__file_fail(fb, err, errno, "healthcheck", "");
+	return 0;
+}
+
+static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
+			struct smux_statfs *out, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	struct statvfs sv;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	if (fstatvfs(fb->root_fd, &sv) < 0)
+		return smux__file_fail(fb, err, errno, "statfs", "");
+	out->total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
+	out->free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	out->total_files = sv.f_files;
+	out->free_files = sv.f_favail;
+	return 0;
+}
+
+static void fileb_destroy(struct smux_backend *b)
+{
+	struct smux__file *fb = smux__file_from(b);
+
+	if (!fb)
+		return;
+	close(fb->root_fd);
+	smux_backend_release(&fb->base);
+	free(fb);
+}
+
+static const struct smux_backend_ops fileb_ops = {
+	.kind = "file",
+	.get = fileb_get,
+	.put = fileb_put,
+	.del = fileb_del,
+	.head = fileb_head,
+	.list = smux__file_list,
+	.copy = fileb_copy,
+	.healthcheck = fileb_healthcheck,
+	.statfs = fileb_statfs,
+	.writer_open = smux__file_writer_open,
+	.destroy = fileb_destroy,
+};
+
+int smux_file_new(const char *name, const struct smux_file_opts *opts,
+		  struct smux_backend **out, struct smux_error *err)
+{
+	struct smux__file *fb;
+	struct stat st;
+	int fd, probe, rc;
+
+	*out = NULL;
+	if (!opts || !opts->path || !opts->path[0])
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "file backend: no root path given");
+	fd = open(opts->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		char what[SMUX_ERROR_MSG_MAX];
+
+		rc = errno;
+		snprintf(what, sizeof(what), "file backend root \"%s\"",
+			 opts->path);
+		if (fd >= 0)
+			close(fd);
+		return smux_error_from_errno(err, rc, name, what);
+	}
+	/* openat2 appeared in Linux 5.6; without it nothing is contained. */
+	probe = smux__file_open(fd, "", O_PATH | O_DIRECTORY, 0);
+	if (probe < 0) {
+		close(fd);
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, name,
+				      "file backend root \"%s\": openat2 "
+				      "failed (%s); Linux >= 5.6 is needed",
+				      opts->path, strerrordesc_np(-probe));
+	}
+	close(probe);
+	fb = calloc(1, sizeof(*fb));
+	if (!fb) {
+		close(fd);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	}
+	rc = smux_backend_init(&fb->base, &fileb_ops, name);
+	if (rc) {
+		free(fb);
+		close(fd);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	}
+	fb->root_fd = fd;
+	fb->no_fsync = opts->no_fsync;
+	*out = &fb->base;
+	return 0;
+}

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backends/file_internal.h - what the file backend's modules share:
+ * file.c (the instance and the object operations), file_path.c (keys to
+ * paths, containment), file_tmp.c (temp files, copying), file_list.c and
+ * file_writer.c. Not a public header.
+ *
+ * Containment rule every module follows: a path is only ever opened with
+ * smux__file_open() (openat2 beneath the root or beneath a directory fd
+ * that itself came from it, with symlinks, magic links and mount crossings
+ * refused), and a dirfd+name call (fstatat, renameat, unlinkat, mkdirat)
+ * only ever names one component, never "." or "..", relative to such a
+ * directory fd, without following a trailing symlink.
+ */
+#ifndef SMUX_BACKENDS_FILE_INTERNAL_H
+#define SMUX_BACKENDS_FILE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "smux/backend.h"
+#include "smux/file.h"
+
+/* Temp files: ".smux-tmp." + 16 hex digits. Never listed. */
+#define SMUX__FILE_TMP_PREFIX	  ".smux-tmp."
+#define SMUX__FILE_TMP_PREFIX_LEN (sizeof(SMUX__FILE_TMP_PREFIX) - 1)
+#define SMUX__FILE_TMP_NAME_MAX	  (SMUX__FILE_TMP_PREFIX_LEN + 16 + 1)
+
+/* Permission bits of a put without opts->mode, and of new directories. */
+#define SMUX__FILE_DEFAULT_MODE 0644
+#define SMUX__FILE_DIR_MODE	0755
+
+/* A file backend instance. Immutable after smux_file_new(). */
+struct smux__file {
+	struct smux_backend base; /* first: downcast by smux__file_from */
+	int root_fd;		  /* O_PATH|O_DIRECTORY on the root */
+	bool no_fsync;
+};
+
+/* A temp file being filled in @dirfd (borrowed). */
+struct smux__file_tmp {
+	int dirfd;
+	int fd; /* O_RDWR, -1 when none */
+	char name[SMUX__FILE_TMP_NAME_MAX];
+};
+
+/* The backend behind @b, or NULL when @b is not a file backend. */
+struct smux__file *smux__file_from(struct smux_backend *b);
+
+/*
+ * openat2(@dirfd, @path, @flags | O_CLOEXEC, @mode) resolving beneath
+ * @dirfd with no symlinks, magic links or mount crossings. @path "" means
+ * @dirfd itself. Returns the fd or a negative errno (ELOOP: a symlink was
+ * in the way; EXDEV: the path would leave @dirfd).
+ */
+int smux__file_open(int dirfd, const char *path, int flags, mode_t mode);
+
+/*
+ * Fills @err for a failed system call on @key (positive errno @e) and
+ * returns a negative errno. ELOOP/EXDEV become PERMISSION_DENIED (a symlink
+ * or a path leaving the root); ENOTDIR, EISDIR, ENOTEMPTY, ENOSPC keep
+ * their specific codes.
+ */
+int smux__file_fail(const struct smux__file *fb, struct smux_error *err, int e,
+		    const char *op, const char *key);
+
+/* 0, or BACKEND_ABORTED/TIMEOUT from @ctx (NULL: never cancelled). */
+int smux__file_check_ctx(const struct smux__file *fb,
+			 const struct smux_ctx *ctx, struct smux_error *err);
+
+/*
+ * Validates @key again (defence in depth) with smux_key_check @flags and
+ * copies it into @path (SMUX_KEY_MAX + 1 bytes) without its trailing '/'.
+ * *@is_dir tells whether there was one.
+ */
+int smux__file_key_path(const struct smux__file *fb, const char *key,
+			unsigned flags, char *path, bool *is_dir,
+			struct smux_error *err);
+
+/*
+ * mkdir -p of @dir (relative to the root, "" for the root), one component
+ * at a time, each opened beneath the previous one; fsyncs each directory
+ * that gained an entry unless no_fsync. Returns the directory opened
+ * O_RDONLY in *@out. A component that is a file is NOT_DIRECTORY.
+ */
+int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
+		      const char *op, const char *key, struct smux_error *err);
+
+/*
+ * Opens the parent directory of @path (no trailing '/') beneath the root
+ * with @flags (O_RDONLY or O_PATH; O_DIRECTORY is added), creating missing
+ * directories like mkdir -p when @create. *@name points at the last
+ * component inside @path. Errors name @op and @key; ENOENT and ENOTDIR
+ * are returned as is (-ENOENT, -ENOTDIR) for the caller to interpret,
+ * with @err filled all the same.
+ */
+int smux__file_open_parent(const struct smux__file *fb, const char *path,
+			   int flags, bool create, int *dirfd,
+			   const char **name, const char *op, const char *key,
+			   struct smux_error *err);
+
+/* Hex version token of a stat (dev, ino, size, mtime, ctime). */
+void smux__file_etag(const struct stat *st, char *etag, size_t size);
+/* Fills @info (NULL allowed) from @st: S_IFDIR with size 0 for a
+ * directory. */
+void smux__file_fill_info(const struct stat *st, struct smux_info *info);
+
+/* Creates a fresh temp file in @dirfd. */
+int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
+			  struct smux__file_tmp *t, const char *key,
+			  struct smux_error *err);
+/*
+ * Gives the temp file @mode (permission bits), @mtime_ns (0: keep), and
+ * fsyncs it unless the backend has no_fsync.
+ */
+int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
+			uint32_t mode, int64_t mtime_ns, const char *key,
+			struct smux_error *err);
+/*
+ * Renames the temp file over @name in the same directory, fsyncs the
+ * directory and fills @info (NULL allowed) from the published inode. The
+ * temp file's fd stays open; the name no longer exists.
+ */
+int smux__file_tmp_publish(const struct smux__file *fb,
+			   struct smux__file_tmp *t, const char *name,
+			   const char *key, struct smux_info *info,
+			   struct smux_error *err);
+/* Unlinks the temp file (if still named) and closes its fd. */
+void smux__file_tmp_discard(struct smux__file_tmp *t);
+
+/*
+ * Copies @len bytes from @in at @in_off to @out at @out_off with
+ * copy_file_range (reflinks where the filesystem can), falling back to
+ * pread/pwrite, checking @ctx between chunks. A source shorter than @len
+ * is an IO error.
+ */
+int smux__file_copy_fd(const struct smux__file *fb, const struct smux_ctx *ctx,
+		       int in, uint64_t in_off, int out, uint64_t out_off,
+		       uint64_t len, const char *key, struct smux_error *err);
+
+/* Sets the mtime of @fd to @mtime_ns (ns since the epoch), keeping the
+ * atime. 0 or -errno. */
+int smux__file_set_mtime(int fd, int64_t mtime_ns);
+
+/* Writes all of @buf at @off (retrying short writes). 0 or -errno. */
+int smux__file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+
+/*
+ * Checks the entry @name of @dirfd before it is replaced: a directory is
+ * IS_DIRECTORY, a symlink or other non-regular file PERMISSION_DENIED;
+ * absent or regular is 0. Fills *@st (NULL allowed) and *@exists.
+ */
+int smux__file_check_target(const struct smux__file *fb, int dirfd,
+			    const char *name, const char *key, struct stat *st,
+			    bool *exists, struct smux_error *err);
+
+/* The list and writer_open operations (file_list.c, file_writer.c). */
+int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *prefix, const char *delimiter, smux_list_fn fn,
+		    void *arg, struct smux_error *err);
+int smux__file_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, unsigned flags,
+			   struct smux_writer **out, struct smux_error *err);
+
+#endif /* SMUX_BACKENDS_FILE_INTERNAL_H */

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backends/file_tmp.c - temp files and byte copying for the file backend
+ * (file_internal.h).
+ *
+ * Owns: creating ".smux-tmp.<random>" files beside a target, sealing them
+ * (mode, mtime, fsync), publishing them with rename(2) and discarding them;
+ * copy_file_range with its read/write fallback. A temp file is always
+ * created with O_EXCL in a directory fd that came from smux__file_open().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/file_internal.h"
+
+static void fileb_tmp_name(char *name)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char r[8];
+	ssize_t n;
+	size_t i;
+
+	do {
+		n = getrandom(r, sizeof(r), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(r)) {
+		/* No entropy: still unique enough with O_EXCL retries. */
+		uint64_t x = (uint64_t)smux_now_ns() ^ (uintptr_t)name ^
+			     ((uint64_t)gettid() << 32);
+
+		memcpy(r, &x, sizeof(r));
+	}
+	memcpy(name, SMUX__FILE_TMP_PREFIX, SMUX__FILE_TMP_PREFIX_LEN);
+	for (i = 0; i < sizeof(r); i++) {
+		name[SMUX__FILE_TMP_PREFIX_LEN + 2 * i] = hex[r[i] >> 4];
+		name[SMUX__FILE_TMP_PREFIX_LEN + 2 * i + 1] = hex[r[i] & 15];
+	}
+	name[SMUX__FILE_TMP_PREFIX_LEN + 2 * sizeof(r)] = '\0';
+}
+
+int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
+			  struct smux__file_tmp *t, const char *key,
+			  struct smux_error *err)
+{
+	int tries, fd = -EEXIST;
+
+	for (tries = 0; tries < 8 && fd == -EEXIST; tries++) {
+		fileb_tmp_name(t->name);
+		fd = smux__file_open(dirfd, t->name,
+				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW,
+				     0600);
+	}
+	t->dirfd = dirfd;
+	t->fd = fd;
+	if (fd < 0) {
+		t->name[0] = '\0';
+		return smux__file_fail(fb, err, -fd, "create temp file for",
+				       key);
+	}
+	return 0;
+}
+
+int smux__file_set_mtime(int fd, int64_t mtime_ns)
+{
+	struct timespec ts[2];
+
+	ts[0].tv_sec = 0;
+	ts[0].tv_nsec = UTIME_OMIT; /* atime stays */
+	ts[1].tv_sec = (time_t)(mtime_ns / 1000000000);
+	ts[1].tv_nsec = (long)(mtime_ns % 1000000000);
+	if (ts[1].tv_nsec < 0) {
+		ts[1].tv_sec--;
+		ts[1].tv_nsec += 1000000000;
+	}
+	return futimens(fd, ts) < 0 ? -errno : 0;
+}
+
+int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
+			uint32_t mode, int64_t mtime_ns, const char *key,
+			struct smux_error *err)
+{
+	if (fchmod(t->fd, (mode_t)(mode & 07777)) < 0)
+		return smux__file_fail(fb, err, errno, "chmod", key);
+	if (mtime_ns) {
+		int rc = smux__file_set_mtime(t->fd, mtime_ns);
+
+		if (rc)
+			return smux__file_fail(fb, err, -rc, "set mtime of",
+					       key);
+	}
+	if (!fb->no_fsync && fsync(t->fd) < 0)
+		return smux__file_fail(fb, err, errno, "fsync", key);
+	return 0;
+}
+
+int smux__file_tmp_publish(const struct smux__file *fb,
+			   struct smux__file_tmp *t, const char *name,
+			   const char *key, struct smux_info *info,
+			   struct smux_error *err)
+{
+	struct stat st;
+
+	if (renameat(t->dirfd, t->name, t->dirfd, name) < 0)
+		return smux__file_fail(fb, err, errno, "rename into", key);
+	t->name[0] = '\0';
+	if (!fb->no_fsync && fsync(t->dirfd) < 0)
+		return smux__file_fail(fb, err, errno, "fsync directory of",
+				       key);
+	if (info) {
+		if (fstat(t->fd, &st) < 0)
+			return smux__file_fail(fb, err, errno, "stat", key);
+		smux__file_fill_info(&st, info);
+	}
+	return 0;
+}
+
+void smux__file_tmp_discard(struct smux__file_tmp *t)
+{
+	if (t->name[0])
+		unlinkat(t->dirfd, t->name, 0);
+	t->name[0] = '\0';
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
+/* ---- byte moving ---- */
+
+int smux__file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* copy_file_range errors that mean "not here, use read/write". */
+static bool fileb_cfr_unsupported(int e)
+{
+	return e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP ||
+	       e == EBADF || e == ETXTBSY || e == EPERM;
+}
+
+static int fileb_copy_slow(const struct smux__file *fb,
+			   const struct smux_ctx *ctx, int in, uint64_t in_off,
+			   int out, uint64_t out_off, uint64_t len,
+			   const char *key, struct smux_error *err)
+{
+	size_t cap = len < SMUX_IO_CHUNK ? (size_t)len : SMUX_IO_CHUNK;
+	unsigned char *buf;
+	int rc = 0;
+
+	buf = malloc(cap ? cap : 1);
+	if (!buf)
+		return smux__file_fail(fb, err, ENOMEM, "copy", key);
+	while (len) {
+		size_t want = len < cap ? (size_t)len : cap;
+		ssize_t n;
+
+		rc = smux__file_check_ctx(fb, ctx, err);
+		if (rc)
+			break;
+		n = pread(in, buf, want, (off_t)in_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = smux__file_fail(fb, err, errno, "read source of",
+					     key);
+			break;
+		}
+		if (n == 0) {
+			rc = smux_error_set(
+				err, SMUX_E_IO, fb->base.name,
+				"copy to \"%s\": source ended early", key);
+			break;
+		}
+		rc = smux__file_pwrite_all(out, buf, (size_t)n, out_off);
+		if (rc) {
+			rc = smux__file_fail(fb, err, -rc, "write", key);
+			break;
+		}
+		in_off += (uint64_t)n;
+		out_off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	free(buf);
+	return rc;
+}
+
+int smux__file_copy_fd(const struct smux__file *fb, const struct smux_ctx *ctx,
+		       int in, uint64_t in_off, int out, uint64_t out_off,
+		       uint64_t len, const char *key, struct smux_error *err)
+{
+	/* Big steps: the kernel may reflink; still check ctx between. */
+	const uint64_t step = 16 * (uint64_t)SMUX_IO_CHUNK;
+	int rc;
+
+	while (len) {
+		loff_t ioff = (loff_t)in_off, ooff = (loff_t)out_off;
+		ssize_t n;
+
+		rc = smux__file_check_ctx(fb, ctx, err);
+		if (rc)
+			return rc;
+		n = copy_file_range(in, &ioff, out, &ooff,
+				    (size_t)(len < step ? len : step), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && fileb_cfr_unsupported(errno))
+			return fileb_copy_slow(fb, ctx, in, in_off, out,
+					       out_off, len, key, err);
+		if (n < 0)
+			return smux__file_fail(fb, err, errno, "copy to", key);
+		if (n == 0)
+			return smux_error_set(err, SMUX_E_IO, fb->base.name,
+					      "copy to \"%s\": source ended "
+					      "early",
+					      key);
+		in_off += (uint64_t)n;
+		out_off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Streams @src into @fd from offset 0. */

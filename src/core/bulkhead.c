@@ -1,0 +1,877 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bulkhead.c - member calls with a deadline and bounded concurrency
+ * (core/bulkhead.h; seed section 5, DESIGN section 4).
+ *
+ * Owns: each bulkhead's FIFO queue and its detached worker threads, and
+ * each job's private copies of what a call needs (keys, options, write
+ * buffer, read buffer, outputs). A worker reaches the caller's memory only
+ * through the job's proxies (sink, source, list callback), under the job's
+ * lock and only while the job is not abandoned; the caller's context is
+ * read by the caller alone.
+ *
+ * Lifetimes: a bulkhead is referenced by its owner, by each worker thread
+ * and by each job; a job by its caller (until finish or abandon) and by the
+ * worker side (until it ran, or until abandon takes it off the queue).
+ * Whoever drops the last reference frees, so nobody ever waits for a stuck
+ * backend.
+ *
+ * Lock order: job->lock, then the caller's sink/callback and group->lock.
+ * bh->lock is never held together with a job lock, and no lock of this
+ * file is held while a backend operation runs (a writer's writer_lock is
+ * the caller's and is held around the writer call on purpose).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/bulkhead.h"
+#include "smux/mux.h"
+
+#define NS_PER_MS  1000000LL
+#define NS_PER_SEC 1000000000LL
+/* An idle worker retires after this long without a job. */
+#define BH_IDLE_NS (2 * NS_PER_SEC)
+/* How often a waiting caller looks at its context's tokens. */
+#define BH_POLL_NS (5 * NS_PER_MS)
+
+struct smux__bulkhead {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* CLOCK_MONOTONIC; job queued or closing */
+	char *name;		/* immutable */
+	unsigned max_inflight;	/* immutable */
+	struct smux__job *head; /* protected by lock: FIFO of queued jobs */
+	struct smux__job *tail; /* protected by lock */
+	unsigned queued;	/* protected by lock */
+	unsigned running;	/* protected by lock */
+	unsigned workers;	/* protected by lock: worker threads alive */
+	unsigned idle;		/* protected by lock: workers waiting */
+	unsigned refs;		/* protected by lock: owner, workers, jobs */
+	bool closing;		/* protected by lock: owner freed it */
+};
+
+struct smux__job {
+	/* Set by smux__bulkhead_start, read-only afterwards. */
+	struct smux__bulkhead *bh;    /* holds a bulkhead reference */
+	struct smux_backend *backend; /* holds a reference; may be NULL */
+	enum smux__op op;
+	char *key;  /* owned copy */
+	char *key2; /* owned copy */
+	char *if_match;
+	struct smux_get_opts get_opts;
+	struct smux_put_opts put_opts;
+	bool has_get_opts, has_put_opts, want_info;
+	unsigned flags;
+	struct smux_writer *writer;   /* W_*: the caller's writer */
+	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
+	void *buf;		      /* W_PWRITE copy, W_PREAD landing */
+	size_t len;
+	uint64_t off;
+	struct smux__group *group; /* touched only while not abandoned */
+	int64_t start_ns;
+	int64_t deadline_ns;  /* INT64_MAX: none */
+	struct smux_ctx wctx; /* the worker's: job token + deadline */
+
+	/* Caller side only (finish/abandon); the worker never reads these. */
+	struct smux_ctx caller_ctx; /* a copy; its tokens outlive the wait */
+	struct smux_info *info_out;
+	struct smux_statfs *statfs_out;
+	struct smux_writer **writer_out;
+	void *rbuf_out;
+	long *nread_out;
+
+	/* Caller memory reached by the proxies, under lock, until abandoned. */
+	struct smux_sink *caller_sink;
+	const struct smux_source *caller_src;
+	smux_list_fn list_fn;
+	void *list_arg;
+
+	/* Worker side only. */
+	struct smux_sink psink;	   /* proxy of caller_sink */
+	struct smux_source psrc;   /* proxy of caller_src */
+	struct smux_info info;	   /* published by done */
+	struct smux_statfs statfs; /* published by done */
+
+	struct smux_cancel token; /* fired by abandon; any thread */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* CLOCK_MONOTONIC; broadcast on done */
+	bool abandoned;			/* protected by lock */
+	bool done;			/* protected by lock */
+	long rc;			/* protected by lock */
+	struct smux_error err;		/* protected by lock */
+	struct smux_writer *new_writer; /* protected by lock: WRITER_OPEN */
+
+	struct smux__job *prev, *next; /* protected by bh->lock */
+	bool in_queue;		       /* protected by bh->lock */
+
+	atomic_int refs; /* caller + worker side */
+};
+
+/* ---- time and condition variables ---- */
+
+static void cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* Waits on @cond until CLOCK_MONOTONIC reaches @until_ns (INT64_MAX: no
+ * limit). Returns 0 or ETIMEDOUT. */
+static int cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock,
+			   int64_t until_ns)
+{
+	struct timespec ts;
+
+	if (until_ns == INT64_MAX)
+		return pthread_cond_wait(cond, lock);
+	if (until_ns < 0)
+		until_ns = 0;
+	ts.tv_sec = (time_t)(until_ns / NS_PER_SEC);
+	ts.tv_nsec = (long)(until_ns % NS_PER_SEC);
+	return pthread_cond_timedwait(cond, lock, &ts);
+}
+
+/* ---- groups ---- */
+
+void smux__group_init(struct smux__group *g)
+{
+	pthread_mutex_init(&g->lock, NULL);
+	cond_init_monotonic(&g->cond);
+	g->completed = 0;
+}
+
+void smux__group_release(struct smux__group *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+unsigned smux__group_wait(struct smux__group *g, unsigned seen,
+			  int64_t until_ns)
+{
+	unsigned completed;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->completed == seen && smux_now_ns() < until_ns) {
+		if (cond_wait_until(&g->cond, &g->lock, until_ns) == ETIMEDOUT)
+			break;
+	}
+	completed = g->completed;
+	pthread_mutex_unlock(&g->lock);
+	return completed;
+}
+
+/* ---- bulkhead lifetime ---- */
+
+struct smux__bulkhead *smux__bulkhead_new(const char *name,
+					  unsigned max_inflight)
+{
+	struct smux__bulkhead *bh = calloc(1, sizeof(*bh));
+
+	if (!bh)
+		return NULL;
+	bh->name = strdup(name ? name : "");
+	if (!bh->name) {
+		free(bh);
+		return NULL;
+	}
+	bh->max_inflight =
+		max_inflight ? max_inflight : SMUX_DEFAULT_MAX_INFLIGHT;
+	bh->refs = 1;
+	pthread_mutex_init(&bh->lock, NULL);
+	cond_init_monotonic(&bh->cond);
+	return bh;
+}
+
+static void bh_destroy(struct smux__bulkhead *bh)
+{
+	pthread_cond_destroy(&bh->cond);
+	pthread_mutex_destroy(&bh->lock);
+	free(bh->name);
+	free(bh);
+}
+
+/* Drops one reference; the last one frees. bh->lock not held. */
+static void bh_put(struct smux__bulkhead *bh)
+{
+	bool last;
+
+	pthread_mutex_lock(&bh->lock);
+	last = --bh->refs == 0;
+	pthread_mutex_unlock(&bh->lock);
+	if (last)
+		bh_destroy(bh);
+}
+
+void smux__bulkhead_free(struct smux__bulkhead *bh)
+{
+	if (!bh)
+		return;
+	pthread_mutex_lock(&bh->lock);
+	bh->closing = true;
+	/* Idle workers exit; busy ones drain the queue first. */
+	pthread_cond_broadcast(&bh->cond);
+	pthread_mutex_unlock(&bh->lock);
+	bh_put(bh);
+}
+
+unsigned smux__bulkhead_busy(struct smux__bulkhead *bh)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&bh->lock);
+	n = bh->queued + bh->running;
+	pthread_mutex_unlock(&bh->lock);
+	return n;
+}
+
+/* ---- the queue (bh->lock held) ---- */
+
+static void queue_push(struct smux__bulkhead *bh, struct smux__job *job)
+{
+	job->prev = bh->tail;
+	job->next = NULL;
+	if (bh->tail)
+		bh->tail->next = job;
+	else
+		bh->head = job;
+	bh->tail = job;
+	job->in_queue = true;
+	bh->queued++;
+}
+
+static void queue_unlink(struct smux__bulkhead *bh, struct smux__job *job)
+{
+	if (job->prev)
+		job->prev->next = job->next;
+	else
+		bh->head = job->next;
+	if (job->next)
+		job->next->prev = job->prev;
+	else
+		bh->tail = job->prev;
+	job->prev = job->next = NULL;
+	job->in_queue = false;
+	bh->queued--;
+}
+
+/* ---- jobs ---- */
+
+static void job_free(struct smux__job *job)
+{
+	smux_cancel_release(&job->token);
+	pthread_cond_destroy(&job->cond);
+	pthread_mutex_destroy(&job->lock);
+	free(job->key);
+	free(job->key2);
+	free(job->if_match);
+	free(job->buf);
+	smux_backend_unref(job->backend);
+	if (job->bh)
+		bh_put(job->bh);
+	free(job);
+}
+
+/* Drops @n references; the last one frees. */
+static void job_put_n(struct smux__job *job, int n)
+{
+	if (atomic_fetch_sub(&job->refs, n) == n)
+		job_free(job);
+}
+
+static void job_put(struct smux__job *job)
+{
+	job_put_n(job, 1);
+}
+
+/* The proxies: forward to the caller while it waits, refuse afterwards. */
+
+static int proxy_sink_write(void *arg, const void *data, size_t len)
+{
+	struct smux__job *job = arg;
+	int rc = -ECANCELED;
+
+	pthread_mutex_lock(&job->lock);
+	if (!job->abandoned)
+		rc = smux_sink_write(job->caller_sink, data, len);
+	pthread_mutex_unlock(&job->lock);
+	return rc;
+}
+
+static int proxy_sink_rewind(void *arg)
+{
+	struct smux__job *job = arg;
+	int rc = -ECANCELED;
+
+	pthread_mutex_lock(&job->lock);
+	if (!job->abandoned)
+		rc = smux_sink_rewind(job->caller_sink);
+	pthread_mutex_unlock(&job->lock);
+	return rc;
+}
+
+static long proxy_source_read(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	struct smux__job *job = arg;
+	long n = -ECANCELED;
+
+	pthread_mutex_lock(&job->lock);
+	if (!job->abandoned)
+		n = smux_source_read(job->caller_src, pos, dst, len);
+	pthread_mutex_unlock(&job->lock);
+	return n;
+}
+
+static int proxy_list(void *arg, const struct smux_list_entry *e)
+{
+	struct smux__job *job = arg;
+	int rc = 1; /* stop */
+
+	pthread_mutex_lock(&job->lock);
+	if (!job->abandoned)
+		rc = job->list_fn(job->list_arg, e);
+	pthread_mutex_unlock(&job->lock);
+	return rc;
+}
+
+static int dup_str(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : -ENOMEM;
+}
+
+/* min(ctx deadline, now + timeout_ms); INT64_MAX when neither is set. */
+static int64_t job_deadline(const struct smux_ctx *ctx, int64_t now,
+			    int64_t timeout_ms)
+{
+	int64_t d = INT64_MAX;
+
+	if (timeout_ms > 0 && timeout_ms < (INT64_MAX - now) / NS_PER_MS)
+		d = now + timeout_ms * NS_PER_MS;
+	if (ctx && ctx->deadline_ns && ctx->deadline_ns < d)
+		d = ctx->deadline_ns;
+	return d;
+}
+
+/* Copies what the worker needs out of @call. 0 or -ENOMEM. */
+static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
+		    int64_t timeout_ms, const struct smux__call *call)
+{
+	const struct smux_get_opts *go = call->get_opts;
+	const struct smux_put_opts *po = call->put_opts;
+
+	job->op = call->op;
+	if (dup_str(&job->key, call->key) || dup_str(&job->key2, call->key2))
+		return -ENOMEM;
+	if (go) {
+		job->get_opts = *go;
+		job->has_get_opts = true;
+		if (dup_str(&job->if_match, go->if_match))
+			return -ENOMEM;
+		job->get_opts.if_match = job->if_match;
+	}
+	if (po) {
+		job->put_opts = *po;
+		job->has_put_opts = true;
+	}
+	job->want_info = call->info != NULL;
+	job->flags = call->flags;
+	job->writer = call->writer;
+	job->writer_lock = call->writer_lock;
+	job->len = call->len;
+	job->off = call->off;
+	if (call->op == SMUX__OP_W_PWRITE || call->op == SMUX__OP_W_PREAD) {
+		job->buf = malloc(call->len ? call->len : 1);
+		if (!job->buf)
+			return -ENOMEM;
+		if (call->op == SMUX__OP_W_PWRITE && call->len)
+			memcpy(job->buf, call->wbuf, call->len);
+	}
+
+	job->info_out = call->info;
+	job->statfs_out = call->statfs;
+	job->writer_out = call->writer_out;
+	job->rbuf_out = call->rbuf;
+	job->nread_out = call->nread;
+
+	job->caller_sink = call->sink;
+	if (call->sink) {
+		smux_sink_cb(&job->psink, proxy_sink_write,
+			     smux_sink_can_rewind(call->sink)
+				     ? proxy_sink_rewind
+				     : NULL,
+			     job);
+		job->psink.written = call->sink->written;
+	}
+	job->caller_src = call->src;
+	if (call->src)
+		smux_source_cb(&job->psrc, proxy_source_read, job,
+			       call->src->length);
+	job->list_fn = call->list_fn;
+	job->list_arg = call->list_arg;
+
+	if (call->backend)
+		job->backend = smux_backend_ref(call->backend);
+	else if (call->writer && call->writer->backend)
+		job->backend = smux_backend_ref(call->writer->backend);
+
+	job->start_ns = smux_now_ns();
+	job->deadline_ns = job_deadline(ctx, job->start_ns, timeout_ms);
+	if (ctx)
+		job->caller_ctx = *ctx;
+	else
+		smux_ctx_init(&job->caller_ctx);
+	/* Never the caller's tokens: they may live on the caller's stack. */
+	smux_ctx_init(&job->wctx);
+	job->wctx.deadline_ns =
+		job->deadline_ns == INT64_MAX ? 0 : job->deadline_ns;
+	job->wctx.cancel[0] = &job->token;
+	job->wctx.parent_span = call->span;
+	job->wctx.depth = ctx ? ctx->depth : 0;
+	return 0;
+}
+
+static struct smux__job *job_new(void)
+{
+	struct smux__job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return NULL;
+	smux_cancel_init(&job->token);
+	pthread_mutex_init(&job->lock, NULL);
+	cond_init_monotonic(&job->cond);
+	atomic_init(&job->refs, 2);
+	return job;
+}
+
+static bool op_is_writer(enum smux__op op)
+{
+	return op >= SMUX__OP_W_PWRITE && op <= SMUX__OP_W_CLOSE;
+}
+
+/* Runs the operation through its dispatch wrapper (worker thread). */
+static long job_call(struct smux__job *job, struct smux_writer **opened,
+		     struct smux_error *err)
+{
+	struct smux_backend *b = job->backend;
+	const struct smux_ctx *ctx = &job->wctx;
+	const char *name = job->bh->name;
+	struct smux_writer *w = job->writer;
+
+	if (!b && !op_is_writer(job->op))
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
+				      "bulkhead call without a backend");
+	if (!w && op_is_writer(job->op) && job->op != SMUX__OP_W_CLOSE)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
+				      "writer call without a writer");
+	switch (job->op) {
+	case SMUX__OP_GET:
+		return smux_backend_get(
+			b, ctx, job->key,
+			job->has_get_opts ? &job->get_opts : NULL,
+			job->caller_sink ? &job->psink : NULL,
+			job->want_info ? &job->info : NULL, err);
+	case SMUX__OP_PUT:
+		return smux_backend_put(
+			b, ctx, job->key, job->caller_src ? &job->psrc : NULL,
+			job->has_put_opts ? &job->put_opts : NULL,
+			job->want_info ? &job->info : NULL, err);
+	case SMUX__OP_DEL:
+		return smux_backend_del(b, ctx, job->key, err);
+	case SMUX__OP_HEAD:
+		return smux_backend_head(b, ctx, job->key,
+					 job->want_info ? &job->info : NULL,
+					 err);
+	case SMUX__OP_LIST:
+		return smux_backend_list(b, ctx, job->key, job->key2,
+					 job->list_fn ? proxy_list : NULL, job,
+					 err);
+	case SMUX__OP_COPY:
+		return smux_backend_copy(b, ctx, job->key, job->key2, err);
+	case SMUX__OP_HEALTHCHECK:
+		return smux_backend_healthcheck(b, ctx, err);
+	case SMUX__OP_STATFS:
+		return smux_backend_statfs(b, ctx, &job->statfs, err);
+	case SMUX__OP_WRITER_OPEN:
+		return smux_backend_writer_open(b, ctx, job->key, job->flags,
+						opened, err);
+	case SMUX__OP_W_PWRITE:
+		return smux_writer_pwrite(w, ctx, job->buf, job->len, job->off,
+					  err);
+	case SMUX__OP_W_PREAD:
+		return smux_writer_pread(w, job->buf, job->len, job->off, err);
+	case SMUX__OP_W_TRUNCATE:
+		return smux_writer_truncate(w, ctx, job->off, err);
+	case SMUX__OP_W_COMMIT:
+		return smux_writer_commit(
+			w, ctx, job->has_put_opts ? &job->put_opts : NULL,
+			job->want_info ? &job->info : NULL, err);
+	case SMUX__OP_W_CLOSE:
+		smux_writer_close(w);
+		return 0;
+	}
+	return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
+			      "unknown bulkhead operation %d", (int)job->op);
+}
+
+/* Runs @job (counted in bh->running) and publishes its outcome; drops the
+ * worker's reference. */
+static void job_run(struct smux__job *job)
+{
+	struct smux_writer *opened = NULL, *orphan = NULL;
+	struct smux_error err;
+	long rc = 0;
+
+	smux_error_clear(&err);
+	if (job->writer_lock)
+		pthread_mutex_lock(job->writer_lock);
+	/*
+	 * A job abandoned before it ran does not run, W_CLOSE excepted (it
+	 * must not leak the writer). Checked under writer_lock: the caller
+	 * closes a writer only after its earlier jobs finished or were
+	 * abandoned, so a pwrite that lost the race for the lock against the
+	 * close sees its token fired here and never touches the writer.
+	 */
+	if (job->op != SMUX__OP_W_CLOSE)
+		rc = smux_ctx_check(&job->wctx, job->bh->name, &err);
+	if (rc == 0)
+		rc = job_call(job, &opened, &err);
+	if (job->writer_lock)
+		pthread_mutex_unlock(job->writer_lock);
+
+	/* No longer busy once the caller can see the result. */
+	pthread_mutex_lock(&job->bh->lock);
+	job->bh->running--;
+	pthread_mutex_unlock(&job->bh->lock);
+
+	pthread_mutex_lock(&job->lock);
+	job->rc = rc;
+	job->err = err;
+	if (job->abandoned)
+		orphan = opened; /* nobody will take it */
+	else
+		job->new_writer = opened;
+	job->done = true;
+	pthread_cond_broadcast(&job->cond);
+	/*
+	 * The group lives on the caller's stack: touch it only while the
+	 * caller still waits, and under job->lock so an abandon cannot
+	 * return in between.
+	 */
+	if (!job->abandoned && job->group) {
+		pthread_mutex_lock(&job->group->lock);
+		job->group->completed++;
+		pthread_cond_broadcast(&job->group->cond);
+		pthread_mutex_unlock(&job->group->lock);
+	}
+	pthread_mutex_unlock(&job->lock);
+	smux_writer_close(orphan);
+	job_put(job);
+}
+
+/* ---- workers ---- */
+
+static void worker_set_name(const struct smux__bulkhead *bh)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "smux:%s", bh->name);
+	pthread_setname_np(pthread_self(), name);
+}
+
+static void *worker_main(void *arg)
+{
+	struct smux__bulkhead *bh = arg;
+	struct smux__job *job;
+	bool last;
+
+	worker_set_name(bh);
+	pthread_mutex_lock(&bh->lock);
+	for (;;) {
+		int64_t idle_until = smux_now_ns() + BH_IDLE_NS;
+
+		while (!bh->head && !bh->closing) {
+			int rc;
+
+			bh->idle++;
+			rc = cond_wait_until(&bh->cond, &bh->lock, idle_until);
+			bh->idle--;
+			if (rc == ETIMEDOUT)
+				break;
+		}
+		job = bh->head;
+		if (!job)
+			break; /* idle too long, or closing with nothing left */
+		queue_unlink(bh, job);
+		bh->running++;
+		pthread_mutex_unlock(&bh->lock);
+
+		job_run(job); /* takes running back */
+
+		pthread_mutex_lock(&bh->lock);
+	}
+	bh->workers--;
+	last = --bh->refs == 0;
+	pthread_mutex_unlock(&bh->lock);
+	if (last)
+		bh_destroy(bh);
+	return NULL;
+}
+
+/* Starts one detached worker with asynchronous signals blocked (the
+ * daemon's main thread handles those). bh->lock held. 0 or -errno. */
+static int worker_spawn(struct smux__bulkhead *bh)
+{
+	static const int sync_signals[] = {SIGSEGV, SIGBUS,  SIGFPE,
+					   SIGILL,  SIGTRAP, SIGABRT};
+	pthread_attr_t attr;
+	sigset_t mask, old;
+	pthread_t tid;
+	int rc;
+
+	sigfillset(&mask);
+	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(*sync_signals);
+	     i++)
+		sigdelset(&mask, sync_signals[i]);
+	rc = pthread_attr_init(&attr);
+	if (rc)
+		return -rc;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &mask, &old);
+	bh->workers++;
+	bh->refs++;
+	rc = pthread_create(&tid, &attr, worker_main, bh);
+	if (rc) {
+		bh->workers--;
+		bh->refs--;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return -rc;
+}
+
+/* ---- the caller's side ---- */
+
+struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
+				       const struct smux_ctx *ctx,
+				       int64_t timeout_ms,
+				       const struct smux__call *call,
+				       struct smux__group *g)
+{
+	struct smux__job *job = job_new();
+
+	if (!job)
+		return NULL;
+	if (job_fill(job, ctx, timeout_ms, call))
+		goto out_free;
+	job->group = g;
+
+	pthread_mutex_lock(&bh->lock);
+	if (bh->closing)
+		goto out_unlock;
+	job->bh = bh;
+	bh->refs++;
+	queue_push(bh, job);
+	if (bh->queued > bh->idle && bh->workers < bh->max_inflight &&
+	    worker_spawn(bh) && bh->workers == 0) {
+		/* No thread will ever run it: fail like ENOMEM. */
+		queue_unlink(bh, job);
+		bh->refs--;
+		job->bh = NULL;
+		goto out_unlock;
+	}
+	pthread_cond_signal(&bh->cond);
+	pthread_mutex_unlock(&bh->lock);
+	return job;
+
+out_unlock:
+	pthread_mutex_unlock(&bh->lock);
+out_free:
+	job_free(job);
+	return NULL;
+}
+
+bool smux__job_done(struct smux__job *job)
+{
+	bool done;
+
+	pthread_mutex_lock(&job->lock);
+	done = job->done;
+	pthread_mutex_unlock(&job->lock);
+	return done;
+}
+
+int64_t smux__job_deadline(struct smux__job *job)
+{
+	return job->deadline_ns;
+}
+
+/* Takes @job off its queue if no worker picked it yet (bh->lock). */
+static bool job_dequeue(struct smux__job *job)
+{
+	struct smux__bulkhead *bh = job->bh;
+	bool removed = false;
+
+	pthread_mutex_lock(&bh->lock);
+	if (job->in_queue) {
+		queue_unlink(bh, job);
+		removed = true;
+	}
+	pthread_mutex_unlock(&bh->lock);
+	return removed;
+}
+
+void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
+{
+	struct smux_writer *orphan = NULL;
+
+	pthread_mutex_lock(&job->lock);
+	job->abandoned = true;
+	/* A writer opened before we gave up is ours to close. */
+	orphan = job->new_writer;
+	job->new_writer = NULL;
+	pthread_mutex_unlock(&job->lock);
+	smux_cancel_fire(&job->token, why);
+	smux_writer_close(orphan);
+	/* A queued job need not wait for a worker (a hung backend would
+	 * otherwise pile them up); W_CLOSE still runs to free the writer. */
+	if (job->op != SMUX__OP_W_CLOSE && job_dequeue(job))
+		job_put_n(job, 2); /* ours and the worker's */
+	else
+		job_put(job);
+}
+
+/* Copies a done job's outputs to the caller's pointers (job->lock held). */
+static void job_copy_out(struct smux__job *job)
+{
+	long rc = job->rc;
+
+	switch (job->op) {
+	case SMUX__OP_GET:
+	case SMUX__OP_PUT:
+	case SMUX__OP_HEAD:
+	case SMUX__OP_W_COMMIT:
+		if (rc == 0 && job->info_out)
+			*job->info_out = job->info;
+		break;
+	case SMUX__OP_STATFS:
+		if (rc == 0 && job->statfs_out)
+			*job->statfs_out = job->statfs;
+		break;
+	case SMUX__OP_WRITER_OPEN:
+		if (job->writer_out) {
+			*job->writer_out = job->new_writer;
+			job->new_writer = NULL;
+		}
+		break;
+	case SMUX__OP_W_PREAD:
+		if (rc > 0 && job->rbuf_out)
+			memcpy(job->rbuf_out, job->buf, (size_t)rc);
+		if (job->nread_out)
+			*job->nread_out = rc;
+		break;
+	default:
+		break;
+	}
+}
+
+/* The error of a caller that stopped waiting for @why. */
+static long stop_error(struct smux__job *job, enum smux_cancel_reason why,
+		       bool deadline, struct smux_error *err)
+{
+	const char *name = job->bh->name;
+
+	if (deadline)
+		return smux_error_set(
+			err, SMUX_E_BACKEND_TIMEOUT, name,
+			"no answer within %lld ms",
+			(long long)((job->deadline_ns - job->start_ns) /
+				    NS_PER_MS));
+	switch (why) {
+	case SMUX_CANCEL_TIMEOUT:
+		return smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
+				      "the caller's deadline passed");
+	case SMUX_CANCEL_DRAIN:
+		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, name,
+				      "cancelled: backend is draining");
+	case SMUX_CANCEL_ABORT:
+	default:
+		return smux_error_set(err, SMUX_E_BACKEND_ABORTED, name,
+				      "cancelled by the caller");
+	}
+}
+
+static bool ctx_has_token(const struct smux_ctx *ctx)
+{
+	return ctx->cancel[0] != NULL;
+}
+
+long smux__job_finish(struct smux__job *job, struct smux_error *err)
+{
+	enum smux_cancel_reason why = SMUX_CANCEL_NONE;
+	bool deadline = false;
+	struct smux_writer *orphan;
+	long rc;
+
+	pthread_mutex_lock(&job->lock);
+	while (!job->done) {
+		int64_t now = smux_now_ns(), until = job->deadline_ns;
+
+		if (now >= job->deadline_ns) {
+			deadline = true;
+			why = SMUX_CANCEL_TIMEOUT;
+			break;
+		}
+		why = smux_ctx_state(&job->caller_ctx);
+		if (why != SMUX_CANCEL_NONE)
+			break;
+		if (ctx_has_token(&job->caller_ctx) && until - now > BH_POLL_NS)
+			until = now + BH_POLL_NS;
+		cond_wait_until(&job->cond, &job->lock, until);
+	}
+	if (job->done) {
+		job_copy_out(job);
+		rc = job->rc;
+		if (err)
+			*err = job->err;
+		orphan = job->new_writer; /* opened, but no writer_out */
+		job->new_writer = NULL;
+		pthread_mutex_unlock(&job->lock);
+		smux_writer_close(orphan);
+		job_put(job);
+		return rc;
+	}
+	pthread_mutex_unlock(&job->lock);
+
+	rc = stop_error(job, why, deadline, err);
+	if (job->writer_out)
+		*job->writer_out = NULL;
+	if (job->nread_out)
+		*job->nread_out = rc;
+	smux__job_abandon(job, why);
+	return rc;
+}
+
+long smux__bulkhead_run(struct smux__bulkhead *bh, const struct smux_ctx *ctx,
+			int64_t timeout_ms, const struct smux__call *call,
+			struct smux_error *err)
+{
+	struct smux__job *job =
+		smux__bulkhead_start(bh, ctx, timeout_ms, call, NULL);
+
+	if (!job)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, bh->name,
+				      "cannot queue a call");
+	return smux__job_finish(job, err);
+}

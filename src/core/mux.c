@@ -1,0 +1,1001 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux.c - the mux as a backend: lifecycle, the operations table and which
+ * execution strategy each mode uses per operation, runtime mutation (add,
+ * remove, set_weight, drain), and the stats snapshot.
+ *
+ * Owns the member list (views) and the selection snapshots. Running the
+ * attempts is mux_exec.c's; choosing members is mux_select.c's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/mux_internal.h"
+
+static const struct smux_backend_ops mux_ops;
+
+struct smux_mux *smux__mux_of(struct smux_backend *b)
+{
+	if (!b || b->ops != &mux_ops)
+		return NULL;
+	return (struct smux_mux *)b;
+}
+
+bool smux_is_mux(const struct smux_backend *b)
+{
+	return b && b->ops == &mux_ops;
+}
+
+int64_t smux__mux_now(struct smux_mux *mux)
+{
+	struct timespec ts;
+
+	if (mux->clock && mux->clock->now_ms)
+		return mux->clock->now_ms(mux->clock->arg);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- members, views, selection snapshots ---- */
+
+struct mux_member *smux__member_get(struct mux_member *m)
+{
+	atomic_fetch_add(&m->refs, 1);
+	return m;
+}
+
+void smux__member_put(struct mux_member *m)
+{
+	if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
+		return;
+	smux__bulkhead_free(m->bh);
+	smux__stats_release(&m->stats);
+	smux__health_release(&m->health);
+	smux_backend_unref(m->backend);
+	free(m);
+}
+
+static struct mux_member *member_new(struct smux_mux *mux,
+				     const struct smux_mux_member *spec)
+{
+	struct mux_member *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->bh = smux__bulkhead_new(spec->backend->name, mux->max_inflight);
+	if (!m->bh) {
+		free(m);
+		return NULL;
+	}
+	atomic_init(&m->refs, 1);
+	m->backend = smux_backend_ref(spec->backend);
+	m->name = m->backend->name;
+	m->has_weight = spec->has_weight;
+	atomic_init(&m->weight, spec->has_weight ? spec->weight : 1.0);
+	m->index = mux->next_index++;
+	smux__health_init(&m->health, smux__mux_now(mux));
+	smux__stats_init(&m->stats, smux_fnv1a(m->name, strlen(m->name)) |
+					    ((uint64_t)m->index << 32));
+	return m;
+}
+
+static struct mux_view *view_new(unsigned n)
+{
+	struct mux_view *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	v->m = calloc(n ? n : 1, sizeof(*v->m));
+	if (!v->m) {
+		free(v);
+		return NULL;
+	}
+	atomic_init(&v->refs, 1);
+	v->n = n;
+	return v;
+}
+
+void smux__view_put(struct mux_view *v)
+{
+	if (!v || atomic_fetch_sub(&v->refs, 1) != 1)
+		return;
+	for (unsigned i = 0; i < v->n; i++)
+		smux__member_put(v->m[i]);
+	free(v->m);
+	free(v);
+}
+
+struct mux_view *smux__view_get(struct smux_mux *mux)
+{
+	struct mux_view *v;
+
+	pthread_rwlock_rdlock(&mux->view_lock);
+	v = mux->view;
+	atomic_fetch_add(&v->refs, 1);
+	pthread_rwlock_unlock(&mux->view_lock);
+	return v;
+}
+
+void smux__sel_put(struct mux_sel *s)
+{
+	if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	smux__view_put(s->view);
+	smux__sel_free_arrays(s);
+	free(s);
+}
+
+struct mux_sel *smux__sel_get(struct smux_mux *mux)
+{
+	struct mux_sel *s;
+
+	pthread_rwlock_rdlock(&mux->view_lock);
+	s = mux->sel;
+	atomic_fetch_add(&s->refs, 1);
+	pthread_rwlock_unlock(&mux->view_lock);
+	return s;
+}
+
+/* Builds a snapshot for @v (which it references). NULL on ENOMEM. */
+static struct mux_sel *sel_new(struct smux_mux *mux, struct mux_view *v)
+{
+	struct mux_sel *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	atomic_init(&s->refs, 1);
+	atomic_fetch_add(&v->refs, 1);
+	if (smux__sel_build(s, v, smux__mux_now(mux)) != 0) {
+		smux__sel_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+void smux__mux_reselect(struct smux_mux *mux)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_sel *s = sel_new(mux, v), *old = NULL;
+
+	smux__view_put(v);
+	if (!s)
+		return; /* keep the old snapshot; health still guards use */
+	pthread_rwlock_wrlock(&mux->view_lock);
+	if (mux->view == s->view) {
+		old = mux->sel;
+		mux->sel = s;
+		s = NULL;
+	}
+	pthread_rwlock_unlock(&mux->view_lock);
+	smux__sel_put(old);
+	if (s) /* the view changed meanwhile; its changer reselects */
+		smux__sel_put(s);
+}
+
+/* Installs @v (consumes the caller's reference) and a new snapshot. */
+static int view_install(struct smux_mux *mux, struct mux_view *v)
+{
+	struct mux_sel *s = sel_new(mux, v), *old_sel;
+	struct mux_view *old_view;
+
+	if (!s) {
+		smux__view_put(v);
+		return -ENOMEM;
+	}
+	pthread_rwlock_wrlock(&mux->view_lock);
+	old_view = mux->view;
+	old_sel = mux->sel;
+	mux->view = v;
+	mux->sel = s;
+	pthread_rwlock_unlock(&mux->view_lock);
+	smux__sel_put(old_sel);
+	smux__view_put(old_view);
+	return 0;
+}
+
+/* ---- construction ---- */
+
+static int check_weight(const struct smux_mux_member *m, const char *mux_name,
+			struct smux_error *err)
+{
+	if (m->has_weight && (!isfinite(m->weight) || m->weight < 0))
+		return smux_error_set(err, SMUX_E_INVALID_WEIGHT, mux_name,
+				      "backend \"%s\": weight %g must be a "
+				      "finite number >= 0",
+				      m->backend->name, m->weight);
+	return 0;
+}
+
+/* True when @needle is @hay or a mux somewhere below it. */
+static bool contains(struct smux_backend *hay, struct smux_backend *needle)
+{
+	struct smux_mux *mux = smux__mux_of(hay);
+	struct mux_view *v;
+	bool found = false;
+
+	if (hay == needle)
+		return true;
+	if (!mux)
+		return false;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !found; i++)
+		found = contains(v->m[i]->backend, needle);
+	smux__view_put(v);
+	return found;
+}
+
+static int check_member(struct smux_mux *mux, const struct smux_mux_member *m,
+			struct smux_error *err)
+{
+	const char *name = mux->base.name;
+	int rc;
+
+	if (!m->backend)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "member without a backend");
+	rc = check_weight(m, name, err);
+	if (rc)
+		return rc;
+	if (mux->mode == SMUX_MODE_WEIGHTED && !m->has_weight)
+		return smux_error_set(err, SMUX_E_WEIGHTED_REQUIRES_WEIGHTS,
+				      name, "backend \"%s\" has no weight",
+				      m->backend->name);
+	if (m->backend->depth + 1 > SMUX_MAX_DEPTH)
+		return smux_error_set(err, SMUX_E_RECURSION_DEPTH_EXCEEDED,
+				      name,
+				      "backend \"%s\" nests %u muxes deep; "
+				      "the limit is %d",
+				      m->backend->name, m->backend->depth + 1,
+				      SMUX_MAX_DEPTH);
+	if (contains(m->backend, &mux->base))
+		return smux_error_set(err, SMUX_E_RECURSION_DEPTH_EXCEEDED,
+				      name,
+				      "backend \"%s\" contains this mux "
+				      "(a cycle)",
+				      m->backend->name);
+	return 0;
+}
+
+static int name_taken(struct mux_view *v, const char *name)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (strcmp(v->m[i]->name, name) == 0)
+			return 1;
+	return 0;
+}
+
+static void mux_free(struct smux_mux *mux)
+{
+	smux__mux_bg_stop(mux);
+	smux__sel_put(mux->sel);
+	smux__view_put(mux->view);
+	smux__hints_close(mux->hints);
+	pthread_rwlock_destroy(&mux->view_lock);
+	pthread_mutex_destroy(&mux->mutate_lock);
+	pthread_mutex_destroy(&mux->bg_lock);
+	pthread_cond_destroy(&mux->bg_cond);
+	smux_backend_release(&mux->base);
+	free(mux);
+}
+
+static void mux_destroy(struct smux_backend *b)
+{
+	mux_free(smux__mux_of(b));
+}
+
+static int64_t or_default(int64_t v, int64_t def)
+{
+	return v == 0 ? def : v;
+}
+
+int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
+		 const struct smux_mux_member *members, unsigned n,
+		 struct smux_backend **out, struct smux_error *err)
+{
+	struct smux_mux_opts none = {0};
+	struct smux_mux *mux;
+	struct mux_view *v;
+	pthread_condattr_t ca;
+	uint64_t seed = 0;
+	int rc;
+
+	*out = NULL;
+	smux_error_clear(err);
+	if (!opts)
+		opts = &none;
+	if (!name || !name[0])
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, NULL,
+				      "a mux needs a name");
+	if ((unsigned)opts->mode >= SMUX_MODE_COUNT)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "unknown mode %d", (int)opts->mode);
+	if (opts->mode == SMUX_MODE_SHIELD && n == 0)
+		return smux_error_set(err, SMUX_E_MIRROR_ORIGIN_REQUIRED, name,
+				      "shield mode needs an origin (the "
+				      "first backend)");
+	if (opts->cooldown_ms < 0 || opts->max_cooldown_ms < 0 ||
+	    opts->healthcheck_interval_ms < 0)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "durations must not be negative");
+	if (opts->mode == SMUX_MODE_MIRROR && opts->write_quorum > n)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
+				      "write_quorum %u exceeds the %u backends",
+				      opts->write_quorum, n);
+
+	mux = calloc(1, sizeof(*mux));
+	if (!mux)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	if (smux_backend_init(&mux->base, &mux_ops, name) != 0) {
+		free(mux);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+	}
+	mux->mode = opts->mode;
+	mux->timeout_ms = or_default(opts->backend_timeout_ms,
+				     SMUX_DEFAULT_BACKEND_TIMEOUT_MS);
+	mux->health_cfg.cooldown_ms =
+		or_default(opts->cooldown_ms, SMUX_DEFAULT_COOLDOWN_MS);
+	mux->health_cfg.max_cooldown_ms =
+		or_default(opts->max_cooldown_ms, SMUX_DEFAULT_MAX_COOLDOWN_MS);
+	mux->healthcheck_interval_ms = opts->healthcheck_interval_ms;
+	mux->write_quorum = opts->write_quorum ? opts->write_quorum : 1;
+	mux->throw_on_fanout_partial = opts->throw_on_fanout_partial;
+	mux->max_inflight = opts->max_inflight ? opts->max_inflight
+					       : SMUX_DEFAULT_MAX_INFLIGHT;
+	mux->clock = opts->clock;
+	mux->rng = opts->rng;
+	mux->events = opts->events;
+	mux->tracer = opts->tracer;
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed) || seed == 0)
+		seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)mux;
+	atomic_init(&mux->rng_state, seed);
+	pthread_rwlock_init(&mux->view_lock, NULL);
+	pthread_mutex_init(&mux->mutate_lock, NULL);
+	pthread_mutex_init(&mux->bg_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&mux->bg_cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	/* an empty view first, so helpers that read it work during setup */
+	mux->view = view_new(0);
+	mux->sel = mux->view ? sel_new(mux, mux->view) : NULL;
+	if (!mux->view || !mux->sel) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		goto out_free;
+	}
+	v = view_new(n);
+	if (!v) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		goto out_free;
+	}
+	v->n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		rc = check_member(mux, &members[i], err);
+		if (rc == 0 && name_taken(v, members[i].backend->name))
+			rc = smux_error_set(err, SMUX_E_BACKEND_NAME_CONFLICT,
+					    name,
+					    "two backends are named \"%s\"",
+					    members[i].backend->name);
+		if (rc == 0 && !(v->m[v->n] = member_new(mux, &members[i])))
+			rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		if (rc) {
+			smux__view_put(v);
+			goto out_free;
+		}
+		if (members[i].backend->depth + 1 > mux->base.depth)
+			mux->base.depth = members[i].backend->depth + 1;
+		v->n++;
+	}
+	if (mux->base.depth == 0)
+		mux->base.depth = 1;
+	rc = view_install(mux, v);
+	if (rc) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		goto out_free;
+	}
+	rc = smux__hints_open(opts->state_dir, name, &mux->hints, err);
+	if (rc)
+		goto out_free;
+	rc = smux__mux_bg_start(mux);
+	if (rc) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,
+				    "cannot start the background thread");
+		goto out_free;
+	}
+	*out = &mux->base;
+	return 0;
+out_free:
+	mux_free(mux);
+	return rc;
+}
+
+/* ---- runtime mutation (seed section 8) ---- */
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
+		 struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_event ev = {.topic = SMUX_EV_BACKEND_ADDED};
+	struct mux_view *old, *v;
+	int rc;
+
+	smux_error_clear(err);
+	if (!mux)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
+				      "not a mux");
+	pthread_mutex_lock(&mux->mutate_lock);
+	rc = check_member(mux, spec, err);
+	if (rc)
+		goto out_unlock;
+	old = smux__view_get(mux);
+	if (name_taken(old, spec->backend->name)) {
+		smux__view_put(old);
+		rc = smux_error_set(err, SMUX_E_BACKEND_NAME_CONFLICT, b->name,
+				    "a backend named \"%s\" exists",
+				    spec->backend->name);
+		goto out_unlock;
+	}
+	v = view_new(old->n + 1);
+	if (!v || !(v->m[old->n] = member_new(mux, spec))) {
+		if (v)
+			v->n = 0;
+		smux__view_put(v);
+		smux__view_put(old);
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+		goto out_unlock;
+	}
+	for (unsigned i = 0; i < old->n; i++)
+		v->m[i] = smux__member_get(old->m[i]);
+	smux__view_put(old);
+	if (spec->backend->depth + 1 > b->depth)
+		b->depth = spec->backend->depth + 1;
+	rc = view_install(mux, v);
+	if (rc) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+		goto out_unlock;
+	}
+	snprintf(ev.name, sizeof(ev.name), "%s", spec->backend->name);
+	ev.has_weight = spec->has_weight;
+	ev.weight = spec->weight;
+	emit(mux, &ev);
+	smux__mux_kick(mux);
+out_unlock:
+	pthread_mutex_unlock(&mux->mutate_lock);
+	return rc;
+}
+
+/* Finds @name in the current view (a reference) or fails. */
+static struct mux_member *find_member(struct smux_mux *mux, const char *name,
+				      struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *m = NULL;
+
+	for (unsigned i = 0; i < v->n && !m; i++)
+		if (strcmp(v->m[i]->name, name ? name : "") == 0)
+			m = smux__member_get(v->m[i]);
+	smux__view_put(v);
+	if (!m)
+		smux_error_set(err, SMUX_E_BACKEND_NOT_FOUND, mux->base.name,
+			       "no backend named \"%s\"", name ? name : "");
+	return m;
+}
+
+int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
+			struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_event ev = {.topic = SMUX_EV_WEIGHT_CHANGED};
+	struct mux_member *m;
+
+	smux_error_clear(err);
+	if (!mux)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
+				      "not a mux");
+	if (!isfinite(weight) || weight < 0)
+		return smux_error_set(err, SMUX_E_INVALID_WEIGHT, b->name,
+				      "backend \"%s\": weight %g must be a "
+				      "finite number >= 0",
+				      name ? name : "", weight);
+	pthread_mutex_lock(&mux->mutate_lock);
+	m = find_member(mux, name, err);
+	if (!m) {
+		pthread_mutex_unlock(&mux->mutate_lock);
+		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
+	}
+	ev.weight_from = atomic_load(&m->weight);
+	ev.weight_to = weight;
+	atomic_store(&m->weight, weight);
+	m->has_weight = true;
+	smux__mux_reselect(mux);
+	pthread_mutex_unlock(&mux->mutate_lock);
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	emit(mux, &ev);
+	smux__member_put(m);
+	return 0;
+}
+
+/* Waits until @m has no request in flight, or @ctx is cancelled. */
+static int wait_idle(struct smux_mux *mux, struct mux_member *m,
+		     const struct smux_ctx *ctx, struct smux_error *err)
+{
+	while (atomic_load(&m->health.in_flight) > 0) {
+		int rc =
+			smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, err);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int smux_mux_drain(struct smux_backend *b, const char *name,
+		   const struct smux_ctx *ctx, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_event ev = {.topic = SMUX_EV_DRAIN_STARTED};
+	struct mux_member *m;
+	int64_t started;
+	int rc;
+
+	smux_error_clear(err);
+	if (!mux)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
+				      "not a mux");
+	m = find_member(mux, name, err);
+	if (!m)
+		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
+	started = smux__mux_now(mux);
+	smux__health_drain(&m->health, started);
+	smux__mux_reselect(mux);
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	ev.in_flight = atomic_load(&m->health.in_flight);
+	emit(mux, &ev);
+	rc = wait_idle(mux, m, ctx, err);
+	if (rc == 0) {
+		smux__health_drained(&m->health);
+		ev.topic = SMUX_EV_DRAIN_COMPLETED;
+		ev.drained_duration_ms = smux__mux_now(mux) - started;
+		emit(mux, &ev);
+	}
+	smux__member_put(m);
+	return rc;
+}
+
+int smux_mux_undrain(struct smux_backend *b, const char *name,
+		     struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct mux_member *m;
+
+	smux_error_clear(err);
+	if (!mux)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
+				      "not a mux");
+	m = find_member(mux, name, err);
+	if (!m)
+		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
+	smux__health_undrain(&m->health, smux__mux_now(mux));
+	smux__mux_reselect(mux);
+	smux__member_put(m);
+	smux__mux_kick(mux);
+	return 0;
+}
+
+int smux_mux_remove(struct smux_backend *b, const char *name,
+		    const struct smux_ctx *ctx, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_event ev = {.topic = SMUX_EV_BACKEND_REMOVED};
+	struct mux_view *old, *v;
+	int rc;
+
+	rc = smux_mux_drain(b, name, ctx, err);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mux->mutate_lock);
+	old = smux__view_get(mux);
+	v = view_new(old->n);
+	if (!v) {
+		smux__view_put(old);
+		pthread_mutex_unlock(&mux->mutate_lock);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	}
+	v->n = 0;
+	for (unsigned i = 0; i < old->n; i++)
+		if (strcmp(old->m[i]->name, name) != 0)
+			v->m[v->n++] = smux__member_get(old->m[i]);
+	smux__view_put(old);
+	rc = view_install(mux, v);
+	pthread_mutex_unlock(&mux->mutate_lock);
+	if (rc)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	snprintf(ev.name, sizeof(ev.name), "%s", name);
+	emit(mux, &ev);
+	return 0;
+}
+
+unsigned smux_mux_pending_hints(struct smux_backend *b)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+
+	return mux ? smux__hints_pending(mux->hints, NULL) : 0;
+}
+
+int smux_mux_repair(struct smux_backend *b, const struct smux_ctx *ctx,
+		    unsigned *replayed, unsigned *pending,
+		    struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+
+	smux_error_clear(err);
+	if (!mux)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
+				      "not a mux");
+	return smux__mux_repair(mux, ctx, replayed, pending, err);
+}
+
+/* ---- stats snapshot (seed section 7) ---- */
+
+struct smux_mux_stats *smux_mux_stats(struct smux_backend *b)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_mux_stats *s;
+	struct mux_view *v;
+
+	if (!mux)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	v = smux__view_get(mux);
+	s->backends = calloc(v->n ? v->n : 1, sizeof(*s->backends));
+	if (!s->backends) {
+		smux__view_put(v);
+		free(s);
+		return NULL;
+	}
+	snprintf(s->name, sizeof(s->name), "%s", b->name);
+	s->mode = mux->mode;
+	s->total_calls = atomic_load(&mux->total_calls);
+	s->total_failovers = atomic_load(&mux->total_failovers);
+	s->total_fanout_partials = atomic_load(&mux->total_fanout_partials);
+	s->pending_hints = smux__hints_pending(mux->hints, NULL);
+	s->n_backends = v->n;
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *m = v->m[i];
+		struct smux_backend_stats *bs = &s->backends[i];
+
+		snprintf(bs->name, sizeof(bs->name), "%s", m->name);
+		smux__stats_read(&m->stats, bs);
+		smux__health_read(&m->health, &bs->status,
+				  &bs->consecutive_failures,
+				  &bs->last_transition_at);
+		bs->in_flight_count = atomic_load(&m->health.in_flight);
+		bs->has_weight = m->has_weight;
+		bs->weight = atomic_load(&m->weight);
+		if (smux_is_mux(m->backend))
+			bs->child = smux_mux_stats(m->backend);
+	}
+	smux__view_put(v);
+	return s;
+}
+
+/* ---- the operations table ---- */
+
+/*
+ * Entry of every operation: depth check (a cycle made at runtime or a
+ * nesting too deep stops here), the call count, the operation span, and a
+ * child context one level deeper.
+ */
+static int op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    struct smux_ctx *child, const char *op, const char *key,
+		    const char *policy, struct smux_span **span,
+		    struct smux_error *err)
+{
+	char name[48];
+
+	*span = NULL;
+	if (ctx->depth >= SMUX_MAX_DEPTH)
+		return smux_error_set(
+			err, SMUX_E_RECURSION_DEPTH_EXCEEDED, mux->base.name,
+			"call nested more than %d muxes deep", SMUX_MAX_DEPTH);
+	atomic_fetch_add(&mux->total_calls, 1);
+	*child = *ctx;
+	child->depth = ctx->depth + 1;
+	if (mux->tracer) {
+		snprintf(name, sizeof(name), "storage-mux.%s", op);
+		*span = smux_span_start(mux->tracer, name, ctx->parent_span);
+		smux_span_str(mux->tracer, *span, "mux.mode",
+			      smux_mode_name(mux->mode));
+		if (key)
+			smux_span_str(mux->tracer, *span, "mux.key", key);
+		smux_span_str(mux->tracer, *span, "mux.policy", policy);
+		child->parent_span = *span;
+	}
+	return 0;
+}
+
+/*
+ * A failure leaves the mux naming the mux (the caller called it; the
+ * conformance suite checks it): a member's error keeps its code, errno,
+ * message and attempts, and becomes the cause, so the member that answered
+ * is still named.
+ */
+static void stamp_error(struct smux_mux *mux, struct smux_error *err)
+{
+	if (strcmp(err->e.backend, mux->base.name) == 0)
+		return;
+	err->cause = err->e;
+	err->has_cause = true;
+	snprintf(err->e.backend, sizeof(err->e.backend), "%s", mux->base.name);
+}
+
+static long op_leave(struct smux_mux *mux, struct smux_span *span, long rc,
+		     struct smux_error *err)
+{
+	if (rc < 0)
+		stamp_error(mux, err);
+	if (span) {
+		smux_span_str(mux->tracer, span, "mux.outcome",
+			      smux_outcome_name(rc < 0 ? smux_classify(&err->e)
+						       : SMUX_OUTCOME_OK));
+		smux_span_end(mux->tracer, span);
+	}
+	return rc;
+}
+
+static bool fans_out_writes(const struct smux_mux *mux)
+{
+	return mux->mode == SMUX_MODE_SHIELD || mux->mode == SMUX_MODE_MIRROR;
+}
+
+/* Reads: get and head share this routing. */
+static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, const char *op,
+		       struct smux_error *err)
+{
+	struct smux_span *span = NULL;
+	struct smux_ctx child;
+	long rc;
+
+	switch (mux->mode) {
+	case SMUX_MODE_MIRROR:
+		rc = op_enter(mux, ctx, &child, op, call->key, "race", &span,
+			      err);
+		if (rc == 0)
+			rc = smux__exec_race(mux, &child, call, span, err);
+		break;
+	case SMUX_MODE_FAILOVER:
+	case SMUX_MODE_SHIELD:
+		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
+			      &span, err);
+		if (rc == 0)
+			rc = smux__exec_sequential(mux, &child, call, true,
+						   span, err);
+		break;
+	default:
+		rc = op_enter(mux, ctx, &child, op, call->key, "selected",
+			      &span, err);
+		if (rc == 0)
+			rc = smux__exec_sequential(mux, &child, call, false,
+						   span, err);
+		/* A sharded key written while its shard was down lives on
+		 * another shard: look there before answering "not found". */
+		if (rc < 0 && mux->mode == SMUX_MODE_STICKY &&
+		    err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = smux__exec_find(mux, &child, call, span, err);
+		break;
+	}
+	return op_leave(mux, span, rc, err);
+}
+
+static int mux_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, const struct smux_get_opts *opts,
+		   struct smux_sink *sink, struct smux_info *info,
+		   struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_GET,
+		.key = key,
+		.get_opts = opts,
+		.sink = sink,
+		.info = info,
+	};
+
+	return (int)route_read(smux__mux_of(b), ctx, &call, "get", err);
+}
+
+static int mux_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *key, struct smux_info *info,
+		    struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_HEAD,
+		.key = key,
+		.info = info,
+	};
+
+	return (int)route_read(smux__mux_of(b), ctx, &call, "head", err);
+}
+
+/* Writes: put, delete and copy share this routing. */
+static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, enum smux__hint_kind kind,
+			const char *op, struct smux_error *err)
+{
+	bool fanout = fans_out_writes(mux) ||
+		      (mux->mode == SMUX_MODE_STICKY && kind == SMUX__HINT_DEL);
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	rc = op_enter(mux, ctx, &child, op, call->key,
+		      fanout ? "fanout" : "selected", &span, err);
+	if (rc)
+		return rc;
+	if (fanout)
+		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
+	else
+		rc = smux__exec_sequential(mux, &child, call,
+					   mux->mode == SMUX_MODE_FAILOVER,
+					   span, err);
+	return op_leave(mux, span, rc, err);
+}
+
+static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, const struct smux_source *src,
+		   const struct smux_put_opts *opts, struct smux_info *info,
+		   struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_PUT,
+		.key = key,
+		.src = src,
+		.put_opts = opts,
+		.info = info,
+	};
+
+	return (int)route_write(smux__mux_of(b), ctx, &call, SMUX__HINT_PUT,
+				"put", err);
+}
+
+static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, struct smux_error *err)
+{
+	struct smux__call call = {.op = SMUX__OP_DEL, .key = key};
+
+	return (int)route_write(smux__mux_of(b), ctx, &call, SMUX__HINT_DEL,
+				"delete", err);
+}
+
+/* Copy through the mux itself (get into a temporary file, then put): for
+ * sticky-by-key, where source and destination may live on two shards. */
+static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err)
+{
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	struct smux_source source;
+	struct smux_put_opts po = {0};
+	struct smux_info info;
+	struct smux_sink sink;
+	int fd, rc;
+
+	fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return smux_error_from_errno(err, errno, b->name,
+					     "copy: temporary file");
+	smux_sink_fd(&sink, fd, 0);
+	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
+	if (rc == 0) {
+		po.mode = info.mode & 07777;
+		smux_source_fd(&source, fd, 0, sink.written);
+		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
+	}
+	close(fd);
+	return rc;
+}
+
+static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {.op = SMUX__OP_COPY, .key = src, .key2 = dst};
+
+	if (mux->mode == SMUX_MODE_STICKY)
+		return copy_through(b, ctx, src, dst, err);
+	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "copy", err);
+}
+
+static int mux_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *prefix, const char *delimiter, smux_list_fn fn,
+		    void *arg, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_LIST,
+		.key = prefix,
+		.key2 = delimiter,
+		.list_fn = fn,
+		.list_arg = arg,
+	};
+	bool by_order = mux->mode == SMUX_MODE_FAILOVER ||
+			mux->mode == SMUX_MODE_SHIELD;
+	bool un =
+		mux->mode == SMUX_MODE_STICKY || mux->mode == SMUX_MODE_MIRROR;
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	rc = op_enter(mux, ctx, &child, "list", prefix,
+		      un ? "union" : "selected", &span, err);
+	if (rc)
+		return (int)rc;
+	if (un)
+		rc = smux__exec_list_union(mux, &child, prefix, delimiter, fn,
+					   arg, span, err);
+	else
+		rc = smux__exec_sequential(mux, &child, &call, by_order, span,
+					   err);
+	return (int)op_leave(mux, span, rc, err);
+}
+
+static int mux_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
+			   struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	rc = op_enter(mux, ctx, &child, "healthcheck", NULL, "sequential",
+		      &span, err);
+	if (rc == 0)
+		rc = smux__exec_sequential(mux, &child, &call, true, span, err);
+	return (int)op_leave(mux, span, rc, err);
+}
+
+static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
+		      struct smux_statfs *out, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {.op = SMUX__OP_STATFS, .statfs = out};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	rc = op_enter(mux, ctx, &child, "statfs", NULL, "sequential", &span,
+		      err);
+	if (rc == 0)
+		rc = smux__exec_sequential(mux, &child, &call, true, span, err);
+	return (int)op_leave(mux, span, rc, err);
+}
+
+static const struct smux_backend_ops mux_ops = {
+	.kind = "mux",
+	.get = mux_get,
+	.put = mux_put,
+	.del = mux_del,
+	.head = mux_head,
+	.list = mux_list,
+	.copy = mux_copy,
+	.healthcheck = mux_healthcheck,
+	.statfs = mux_statfs,
+	.writer_open = smux__mux_writer_open,
+	.destroy = mux_destroy,
+};

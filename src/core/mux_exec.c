@@ -1,0 +1,896 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_exec.c - running the attempts of one mux operation: sequential
+ * fall-through (failover, round-robin, weighted, sticky-by-key, shield
+ * reads), the mirror read race, the shield/mirror write fan-out with its
+ * write policy and hints, and the de-duplicated union listing.
+ *
+ * Every member call goes through the member's bulkhead, so a stuck member
+ * costs a caller its deadline and nothing more. Every finished attempt goes
+ * through smux__attempt_done(), the one place that updates stats and
+ * health and emits the health events.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mux_internal.h"
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+struct smux_span *smux__attempt_span(struct smux_mux *mux,
+				     struct smux_span *parent,
+				     struct mux_member *m, unsigned index)
+{
+	struct smux_span *s;
+
+	if (!mux->tracer)
+		return NULL;
+	s = smux_span_start(mux->tracer, "storage-mux.attempt", parent);
+	smux_span_str(mux->tracer, s, "mux.backend.name", m->name);
+	smux_span_int(mux->tracer, s, "mux.attempt.index", index);
+	smux_span_str(mux->tracer, s, "mux.mode", smux_mode_name(mux->mode));
+	return s;
+}
+
+enum smux_outcome smux__attempt_done(struct smux_mux *mux, struct mux_member *m,
+				     bool probe, int64_t started_ns,
+				     const struct smux_error *err,
+				     struct smux_span *span)
+{
+	double ms = (double)(smux_now_ns() - started_ns) / 1e6;
+	enum smux_outcome o = err ? smux_classify(&err->e) : SMUX_OUTCOME_OK;
+	struct smux_event ev = {0};
+	enum smux__transition tr = SMUX__HEALTH_SAME;
+	int64_t now = smux__mux_now(mux), down_for = 0;
+
+	smux__stats_record(&m->stats, o, err ? err->e.code : SMUX_OK, ms);
+	switch (o) {
+	case SMUX_OUTCOME_OK:
+	case SMUX_OUTCOME_SEMANTIC:
+		/* a semantic answer proves the member is alive */
+		tr = smux__health_success(&m->health, now, &down_for);
+		break;
+	case SMUX_OUTCOME_TRANSIENT:
+	case SMUX_OUTCOME_TIMEOUT:
+		tr = smux__health_failure(&m->health, &mux->health_cfg, now,
+					  &err->e);
+		break;
+	case SMUX_OUTCOME_ABORT:
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		break;
+	}
+	if (tr == SMUX__HEALTH_WENT_DOWN) {
+		ev.topic = SMUX_EV_BACKEND_DOWN;
+		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+		ev.has_cause = true;
+		ev.cause = err->e;
+		emit(mux, &ev);
+		smux__mux_reselect(mux);
+	} else if (tr == SMUX__HEALTH_RECOVERED) {
+		ev.topic = SMUX_EV_BACKEND_RECOVERED;
+		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+		ev.down_for_ms = down_for;
+		emit(mux, &ev);
+		smux__mux_reselect(mux);
+		smux__mux_kick(mux); /* replay the hints it missed */
+	}
+	if (span) {
+		smux_span_str(mux->tracer, span, "mux.outcome",
+			      smux_outcome_name(o));
+		smux_span_int(mux->tracer, span, "mux.latency.ms", (int64_t)ms);
+		smux_span_end(mux->tracer, span);
+	}
+	return o;
+}
+
+/* One attempt on @m through its bulkhead; bookkeeping included. */
+static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    struct smux__call *call, struct mux_member *m, bool probe,
+		    unsigned index, struct smux_span *span,
+		    enum smux_outcome *o, struct smux_error *e)
+{
+	struct smux_span *as = smux__attempt_span(mux, span, m, index);
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	call->backend = m->backend;
+	call->span = as ? as : span;
+	atomic_fetch_add(&m->health.in_flight, 1);
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, e);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	*o = smux__attempt_done(mux, m, probe, t0, rc < 0 ? e : NULL, as);
+	return rc;
+}
+
+/*
+ * Probe-on-selection for the modes that choose among up members: once a
+ * down member's cooldown has passed, the next selection probes it with its
+ * health check (real traffic could land a key on the wrong shard).
+ */
+static void probe_due(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct smux_span *span)
+{
+	struct mux_sel *s = smux__sel_get(mux);
+	int64_t now = smux__mux_now(mux);
+
+	if (now >= s->next_probe_ms) {
+		for (unsigned i = 0; i < s->view->n; i++) {
+			struct mux_member *m = s->view->m[i];
+			struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+			enum smux_outcome o;
+			struct smux_error e;
+			bool probe = false;
+
+			if (smux__health_status(&m->health) !=
+				    SMUX_STATUS_DOWN ||
+			    !smux__health_acquire(&m->health, now, &probe))
+				continue;
+			if (!probe) /* came back up meanwhile */
+				continue;
+			attempt(mux, ctx, &call, m, true, 0, span, &o, &e);
+		}
+	}
+	smux__sel_put(s);
+}
+
+/* Counts list entries so a list that failed midway is not retried. */
+struct list_count {
+	smux_list_fn fn;
+	void *arg;
+	unsigned long n;
+};
+
+static int count_entry(void *arg, const struct smux_list_entry *e)
+{
+	struct list_count *lc = arg;
+
+	lc->n++;
+	return lc->fn(lc->arg, e);
+}
+
+/* Fills @err for an operation whose every attempt failed. */
+static long exhausted(struct smux_mux *mux, unsigned attempts,
+		      bool all_timeouts, struct smux_error *last,
+		      struct smux_error *err)
+{
+	if (attempts == 0)
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "no backend is available");
+	*err = *last;
+	if (all_timeouts) {
+		/* the seed's BACKEND_TIMEOUT, once every attempt timed out */
+		err->e.attempts = attempts;
+		return -err->e.sys_errno;
+	}
+	smux_error_wrap(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"all %u attempts failed", attempts);
+	err->e.attempts = attempts;
+	return -err->e.sys_errno;
+}
+
+/*
+ * The sequential walk. With @find, KEY_NOT_FOUND moves on to the next
+ * member too (a key looked for on every shard); the operation then answers
+ * "not found" only when no member has the key.
+ */
+static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, bool by_order, bool find,
+		       struct smux_span *span, struct smux_error *err)
+{
+	struct list_count lc = {call->list_fn, call->list_arg, 0};
+	struct smux_error last = {0}, e, not_found = {0};
+	struct mux_member *m, *prev = NULL;
+	struct mux_cursor c;
+	bool all_timeouts = true, probe, have_not_found = false;
+	unsigned attempts = 0;
+	long rc = 0;
+
+	if (call->op == SMUX__OP_LIST) {
+		call->list_fn = count_entry;
+		call->list_arg = &lc;
+	}
+	if (!by_order)
+		probe_due(mux, ctx, span);
+	smux__cursor_init(&c, mux, call->key, by_order);
+	while ((m = smux__cursor_next(&c, &probe))) {
+		enum smux_outcome o;
+
+		if (prev) {
+			struct smux_event ev = {.topic = SMUX_EV_FAILOVER};
+
+			snprintf(ev.from, sizeof(ev.from), "%s", prev->name);
+			snprintf(ev.to, sizeof(ev.to), "%s", m->name);
+			ev.attempt_index = attempts;
+			ev.has_cause = true;
+			ev.cause = last.e;
+			emit(mux, &ev);
+			atomic_fetch_add(&mux->total_failovers, 1);
+			smux__member_put(prev);
+			prev = NULL;
+		}
+		rc = attempt(mux, ctx, call, m, probe, attempts, span, &o, &e);
+		attempts++;
+		if (rc < 0 && find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
+			if (!have_not_found)
+				not_found = e;
+			have_not_found = true;
+			smux__member_put(m);
+			continue;
+		}
+		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC) {
+			if (rc < 0) {
+				*err = e;
+				err->e.attempts = attempts;
+			}
+			smux__member_put(m);
+			goto out;
+		}
+		if (o == SMUX_OUTCOME_ABORT) {
+			*err = e;
+			if (e.e.code != SMUX_E_BACKEND_ABORTED)
+				smux_error_wrap(err, SMUX_E_BACKEND_ABORTED,
+						mux->base.name,
+						"operation aborted");
+			err->e.attempts = attempts;
+			rc = -err->e.sys_errno;
+			smux__member_put(m);
+			goto out;
+		}
+		if (o != SMUX_OUTCOME_TIMEOUT)
+			all_timeouts = false;
+		last = e;
+		prev = m;
+		/* a get or list that already delivered data can be retried
+		 * only from the start */
+		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
+		    smux_sink_rewind(call->sink) != 0)
+			break;
+		if (call->op == SMUX__OP_LIST && lc.n > 0)
+			break;
+	}
+	if (have_not_found) {
+		*err = not_found;
+		err->e.attempts = attempts;
+		rc = -err->e.sys_errno;
+		goto out;
+	}
+	rc = exhausted(mux, attempts, all_timeouts, &last, err);
+out:
+	smux__member_put(prev);
+	smux__cursor_release(&c);
+	call->list_fn = lc.fn;
+	call->list_arg = lc.arg;
+	return rc;
+}
+
+long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   struct smux__call *call, bool by_order,
+			   struct smux_span *span, struct smux_error *err)
+{
+	return sequential(mux, ctx, call, by_order, false, span, err);
+}
+
+long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, struct smux_span *span,
+		     struct smux_error *err)
+{
+	return sequential(mux, ctx, call, true, true, span, err);
+}
+
+/* ---- mirror read race ---- */
+
+/* The caller's sink, claimed by the first racer that delivers a byte. */
+struct race {
+	pthread_mutex_t lock;
+	int owner; /* protected by lock; -1 until claimed */
+	struct smux_sink *real;
+};
+
+struct racer {
+	struct race *race;
+	int idx;
+};
+
+static int race_write(void *arg, const void *data, size_t len)
+{
+	struct racer *r = arg;
+	int rc;
+
+	pthread_mutex_lock(&r->race->lock);
+	if (r->race->owner < 0)
+		r->race->owner = r->idx;
+	if (r->race->owner != r->idx)
+		rc = -ECANCELED; /* lost the race: stop this get */
+	else
+		rc = smux_sink_write(r->race->real, data, len);
+	pthread_mutex_unlock(&r->race->lock);
+	return rc;
+}
+
+static int race_rewind(void *arg)
+{
+	struct racer *r = arg;
+	int rc = 0;
+
+	pthread_mutex_lock(&r->race->lock);
+	if (r->race->owner == r->idx)
+		rc = smux_sink_rewind(r->race->real);
+	pthread_mutex_unlock(&r->race->lock);
+	return rc;
+}
+
+#define RACE_MAX 32
+
+long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, struct smux_span *span,
+		     struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct race race = {.owner = -1, .real = call->sink};
+	struct racer racers[RACE_MAX];
+	struct smux_sink sinks[RACE_MAX];
+	struct smux__call calls[RACE_MAX];
+	struct smux_info infos[RACE_MAX];
+	struct smux__job *jobs[RACE_MAX];
+	struct smux_span *spans[RACE_MAX];
+	struct mux_member *ms[RACE_MAX];
+	int64_t t0[RACE_MAX];
+	bool probes[RACE_MAX];
+	struct smux_error last = {0}, semantic = {0};
+	struct smux__group g;
+	unsigned n = 0, left, seen = 0, failed = 0;
+	bool all_timeouts = true, have_semantic = false;
+	int winner = -1;
+	long rc = 0;
+	int64_t now = smux__mux_now(mux);
+
+	/* the racers: up members (or due probes) that did not miss a write
+	 * of this key; the stale ones only when nothing else is left */
+	for (int pass = 0; pass < 2 && n == 0; pass++) {
+		for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
+			struct mux_member *m = v->m[i];
+			bool stale = smux__member_stale(mux, m, call->key);
+
+			if (stale != (pass == 1))
+				continue;
+			if (!smux__health_acquire(&m->health, now, &probes[n]))
+				continue;
+			ms[n++] = m;
+		}
+	}
+	if (n <= 1) {
+		/* nothing to race: one plain attempt (or none) */
+		for (unsigned i = 0; i < n; i++)
+			if (probes[i])
+				smux__health_probe_cancel(&ms[i]->health);
+		smux__view_put(v);
+		return smux__exec_sequential(mux, ctx, call, true, span, err);
+	}
+	pthread_mutex_init(&race.lock, NULL);
+	smux__group_init(&g);
+	for (unsigned i = 0; i < n; i++) {
+		calls[i] = *call;
+		calls[i].backend = ms[i]->backend;
+		calls[i].info = &infos[i];
+		if (call->op == SMUX__OP_GET) {
+			racers[i].race = &race;
+			racers[i].idx = (int)i;
+			smux_sink_cb(&sinks[i], race_write, race_rewind,
+				     &racers[i]);
+			calls[i].sink = &sinks[i];
+		}
+		spans[i] = smux__attempt_span(mux, span, ms[i], i);
+		calls[i].span = spans[i] ? spans[i] : span;
+		atomic_fetch_add(&ms[i]->health.in_flight, 1);
+		t0[i] = smux_now_ns();
+		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
+					       &calls[i], &g);
+	}
+	left = n;
+	while (left && winner < 0) {
+		int64_t until = INT64_MAX;
+
+		for (unsigned i = 0; i < n && winner < 0; i++) {
+			struct smux_error e;
+			bool lost;
+			long r;
+
+			if (!jobs[i])
+				continue;
+			if (!smux__job_done(jobs[i]) &&
+			    smux_now_ns() < smux__job_deadline(jobs[i]) &&
+			    smux_ctx_state(ctx) == SMUX_CANCEL_NONE) {
+				if (smux__job_deadline(jobs[i]) < until)
+					until = smux__job_deadline(jobs[i]);
+				continue;
+			}
+			r = smux__job_finish(jobs[i], &e);
+			jobs[i] = NULL;
+			left--;
+			atomic_fetch_sub(&ms[i]->health.in_flight, 1);
+			pthread_mutex_lock(&race.lock);
+			lost = race.owner >= 0 && race.owner != (int)i;
+			pthread_mutex_unlock(&race.lock);
+			if (r < 0 && lost) {
+				/* stopped by the winner: not its failure */
+				if (probes[i])
+					smux__health_probe_cancel(
+						&ms[i]->health);
+				smux_span_end(mux->tracer, spans[i]);
+				continue;
+			}
+			enum smux_outcome o =
+				smux__attempt_done(mux, ms[i], probes[i], t0[i],
+						   r < 0 ? &e : NULL, spans[i]);
+			if (r >= 0) {
+				winner = (int)i;
+				rc = r;
+				break;
+			}
+			failed++;
+			if (o == SMUX_OUTCOME_ABORT) {
+				*err = e;
+				rc = -err->e.sys_errno;
+				winner = -2;
+				break;
+			}
+			if (o == SMUX_OUTCOME_SEMANTIC && !have_semantic) {
+				semantic = e;
+				have_semantic = true;
+			}
+			if (o != SMUX_OUTCOME_TIMEOUT &&
+			    o != SMUX_OUTCOME_SEMANTIC)
+				all_timeouts = false;
+			if (o != SMUX_OUTCOME_SEMANTIC)
+				last = e;
+		}
+		if (winner == -1 && left) {
+			int64_t cap = smux_now_ns() + 5 * 1000000LL;
+
+			/* wake at the next deadline, and now and then to
+			 * notice the caller's cancellation */
+			seen = smux__group_wait(&g, seen,
+						until < cap ? until : cap);
+		}
+	}
+	/* stop the racers still running */
+	for (unsigned i = 0; i < n; i++) {
+		if (!jobs[i])
+			continue;
+		smux__job_abandon(jobs[i], SMUX_CANCEL_ABORT);
+		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
+		if (probes[i])
+			smux__health_probe_cancel(&ms[i]->health);
+		smux_span_end(mux->tracer, spans[i]);
+	}
+	smux__group_release(&g);
+	pthread_mutex_destroy(&race.lock);
+	if (winner >= 0) {
+		if (call->info)
+			*call->info = infos[winner];
+	} else if (winner == -1) {
+		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
+		    smux_sink_rewind(call->sink) != 0) {
+			*err = last;
+			rc = -err->e.sys_errno;
+		} else if (have_semantic) {
+			/* e.g. not found on every replica that answered */
+			*err = semantic;
+			err->e.attempts = failed;
+			rc = -err->e.sys_errno;
+		} else {
+			rc = exhausted(mux, failed, all_timeouts, &last, err);
+		}
+	}
+	smux__view_put(v);
+	return rc;
+}
+
+/* ---- fan-out writes ---- */
+
+bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
+			const char *key)
+{
+	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
+		return false;
+	return smux__hints_has(mux->hints, m->name, key);
+}
+
+static void record_partial(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, const struct smux_error *errs,
+			   unsigned n)
+{
+	struct smux_event ev = {.topic = SMUX_EV_FANOUT_PARTIAL};
+
+	snprintf(ev.mode, sizeof(ev.mode), "%s", smux_mode_name(mux->mode));
+	for (unsigned i = 0; i < n; i++) {
+		if (ok[i] || ev.n_failed >= SMUX_EVENT_MAX_FAILED)
+			continue;
+		snprintf(ev.failed[ev.n_failed], sizeof(ev.failed[0]), "%s",
+			 m[i]->name);
+		ev.causes[ev.n_failed++] = errs[i].e;
+	}
+	atomic_fetch_add(&mux->total_fanout_partials, 1);
+	emit(mux, &ev);
+}
+
+/* Records a hint for every member that missed the write; 0 or the first
+ * journal failure. */
+static int record_hints(struct smux_mux *mux, const char *key,
+			enum smux__hint_kind kind, struct mux_member **m,
+			const bool *ok, unsigned n, struct smux_error *err)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
+		int rc;
+
+		if (ok[i])
+			continue;
+		rc = smux__hints_add(mux->hints, m[i]->name, key, kind, NULL,
+				     err);
+		if (rc)
+			return rc;
+		snprintf(ev.name, sizeof(ev.name), "%s", m[i]->name);
+		snprintf(ev.key, sizeof(ev.key), "%s", key);
+		emit(mux, &ev);
+	}
+	return 0;
+}
+
+int smux__fanout_policy(struct smux_mux *mux, const char *key,
+			enum smux__hint_kind kind, struct mux_member **m,
+			const bool *ok, const struct smux_error *errs,
+			unsigned n, struct smux_error *err)
+{
+	unsigned n_ok = 0, first_fail = n, first_semantic = n;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (ok[i]) {
+			n_ok++;
+			continue;
+		}
+		if (first_fail == n)
+			first_fail = i;
+		if (first_semantic == n &&
+		    smux_classify(&errs[i].e) == SMUX_OUTCOME_SEMANTIC)
+			first_semantic = i;
+	}
+	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
+		/* the origin must take every write: fail with its error */
+		*err = errs[0];
+		err->has_cause = true;
+		err->cause = errs[0].e;
+		return -err->e.sys_errno;
+	}
+	if (mux->mode == SMUX_MODE_STICKY && first_semantic < n) {
+		/* a sticky delete goes to every shard to find the key; a
+		 * shard's final answer (NOT_EMPTY: the directory has
+		 * children there) is the answer, not a missed write that a
+		 * hint could replay */
+		*err = errs[first_semantic];
+		return -err->e.sys_errno;
+	}
+	if (n_ok == 0) {
+		if (first_semantic < n) {
+			*err = errs[first_semantic];
+			return -err->e.sys_errno;
+		}
+		if (first_fail == n)
+			return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					      mux->base.name,
+					      "no backend is available");
+		*err = errs[first_fail];
+		return smux_error_wrap(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"the write failed on all %u backends", n);
+	}
+	if (n_ok == n)
+		return 0;
+	/* acknowledged or not, the members that missed it get a hint first:
+	 * some replicas hold the new content now */
+	rc = record_hints(mux, key, kind, m, ok, n, err);
+	if (rc)
+		return rc;
+	record_partial(mux, m, ok, errs, n);
+	if (mux->mode == SMUX_MODE_MIRROR && n_ok < mux->write_quorum) {
+		*err = errs[first_fail];
+		return smux_error_wrap(err, SMUX_E_WRITE_QUORUM_FAILED,
+				       mux->base.name,
+				       "%u of %u replicas took the write; "
+				       "write_quorum is %u",
+				       n_ok, n, mux->write_quorum);
+	}
+	if (mux->throw_on_fanout_partial) {
+		*err = errs[first_fail];
+		return smux_error_wrap(
+			err, SMUX_E_WRITE_FANOUT_PARTIAL, mux->base.name,
+			"%u of %u backends missed the write", n - n_ok, n);
+	}
+	return 0;
+}
+
+#define FANOUT_MAX 64
+
+long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, enum smux__hint_kind kind,
+		       struct smux_span *span, struct smux_error *err)
+{
+	const char *key = call->op == SMUX__OP_COPY ? call->key2 : call->key;
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *ms[FANOUT_MAX];
+	struct smux__call calls[FANOUT_MAX];
+	struct smux_info infos[FANOUT_MAX];
+	struct smux_error errs[FANOUT_MAX];
+	struct smux__job *jobs[FANOUT_MAX];
+	struct smux_span *spans[FANOUT_MAX];
+	int64_t t0[FANOUT_MAX];
+	bool probes[FANOUT_MAX], ok[FANOUT_MAX], started[FANOUT_MAX];
+	unsigned n = 0;
+	int64_t now = smux__mux_now(mux);
+	int info_from = -1;
+	long rc;
+
+	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
+		struct mux_member *m = v->m[i];
+		enum smux_status st = smux__health_status(&m->health);
+
+		if (st == SMUX_STATUS_DRAINING)
+			continue; /* out of service: no write, no hint */
+		ms[n] = m;
+		ok[n] = false;
+		probes[n] = false;
+		started[n] = smux__health_acquire(&m->health, now, &probes[n]);
+		/* the shield origin takes every write, down or not */
+		if (!started[n] && mux->mode == SMUX_MODE_SHIELD && i == 0)
+			started[n] = true;
+		if (!started[n])
+			smux_error_set(&errs[n], SMUX_E_ALL_BACKENDS_DOWN,
+				       m->name, "backend is down (cooldown)");
+		n++;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (!started[i])
+			continue;
+		calls[i] = *call;
+		calls[i].backend = ms[i]->backend;
+		calls[i].info = &infos[i];
+		spans[i] = smux__attempt_span(mux, span, ms[i], i);
+		calls[i].span = spans[i] ? spans[i] : span;
+		atomic_fetch_add(&ms[i]->health.in_flight, 1);
+		t0[i] = smux_now_ns();
+		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
+					       &calls[i], NULL);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		long r;
+
+		if (!started[i])
+			continue;
+		if (jobs[i])
+			r = smux__job_finish(jobs[i], &errs[i]);
+		else
+			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
+					   ms[i]->name, "cannot start job");
+		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
+		smux__attempt_done(mux, ms[i], probes[i], t0[i],
+				   r < 0 ? &errs[i] : NULL, spans[i]);
+		ok[i] = r >= 0;
+		if (ok[i] && info_from < 0)
+			info_from = (int)i;
+		if (ok[i] && smux__member_stale(mux, ms[i], key))
+			smux__hints_supersede(mux->hints, ms[i]->name, key,
+					      NULL);
+	}
+	/* an abort by the caller is no replica's failure */
+	for (unsigned i = 0; i < n; i++) {
+		if (!ok[i] && started[i] &&
+		    smux_classify(&errs[i].e) == SMUX_OUTCOME_ABORT &&
+		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			*err = errs[i];
+			smux__view_put(v);
+			return -err->e.sys_errno;
+		}
+	}
+	rc = smux__fanout_policy(mux, key, kind, ms, ok, errs, n, err);
+	if (rc == 0 && call->info && info_from >= 0)
+		*call->info = infos[info_from];
+	smux__view_put(v);
+	return rc;
+}
+
+/* ---- union listing (sticky-by-key, mirror) ---- */
+
+struct entry {
+	char *key;
+	bool is_prefix;
+	struct smux_info info;
+};
+
+struct entries {
+	struct entry *e;
+	size_t n, cap;
+	bool oom;
+};
+
+static int collect(void *arg, const struct smux_list_entry *le)
+{
+	struct entries *es = arg;
+
+	if (es->n == es->cap) {
+		size_t cap = es->cap ? es->cap * 2 : 64;
+		struct entry *p = realloc(es->e, cap * sizeof(*p));
+
+		if (!p) {
+			es->oom = true;
+			return 1;
+		}
+		es->e = p;
+		es->cap = cap;
+	}
+	es->e[es->n].key = strdup(le->key);
+	if (!es->e[es->n].key) {
+		es->oom = true;
+		return 1;
+	}
+	es->e[es->n].is_prefix = le->is_prefix;
+	es->e[es->n].info = le->info;
+	es->n++;
+	return 0;
+}
+
+static void entries_free(struct entries *es)
+{
+	for (size_t i = 0; i < es->n; i++)
+		free(es->e[i].key);
+	free(es->e);
+}
+
+/* The smallest current key of the sorted member lists, each member's copy
+ * of it passed over (NULL at the end). */
+static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
+				unsigned n)
+{
+	struct entry *e;
+	int best = -1;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!ok[i] || pos[i] >= es[i].n)
+			continue;
+		if (best < 0 ||
+		    strcmp(es[i].e[pos[i]].key, es[best].e[pos[best]].key) < 0)
+			best = (int)i;
+	}
+	if (best < 0)
+		return NULL;
+	e = &es[best].e[pos[best]];
+	for (unsigned i = 0; i < n; i++)
+		if ((int)i != best && ok[i] && pos[i] < es[i].n &&
+		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
+			pos[i]++;
+	pos[best]++;
+	return e;
+}
+
+/* Hands @e to the caller's callback; its answer (non-zero: stop). */
+static int deliver(smux_list_fn fn, void *arg, const struct entry *e)
+{
+	struct smux_list_entry le = {
+		.key = e->key,
+		.is_prefix = e->is_prefix,
+		.info = e->info,
+	};
+
+	return fn(arg, &le);
+}
+
+long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *prefix, const char *delimiter,
+			   smux_list_fn fn, void *arg, struct smux_span *span,
+			   struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *ms[FANOUT_MAX];
+	struct entries es[FANOUT_MAX];
+	struct smux__call calls[FANOUT_MAX];
+	struct smux__job *jobs[FANOUT_MAX];
+	struct smux_span *spans[FANOUT_MAX];
+	struct smux_error errs[FANOUT_MAX], last = {0};
+	size_t pos[FANOUT_MAX];
+	int64_t t0[FANOUT_MAX];
+	bool probes[FANOUT_MAX], ok[FANOUT_MAX];
+	unsigned n = 0, n_ok = 0;
+	int64_t now = smux__mux_now(mux);
+	bool all_timeouts = true;
+	struct entry *pending = NULL;
+	long rc = 0;
+
+	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
+		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
+			continue;
+		ms[n] = v->m[i];
+		memset(&es[n], 0, sizeof(es[n]));
+		calls[n] = (struct smux__call){
+			.op = SMUX__OP_LIST,
+			.backend = ms[n]->backend,
+			.key = prefix,
+			.key2 = delimiter,
+			.list_fn = collect,
+			.list_arg = &es[n],
+		};
+		spans[n] = smux__attempt_span(mux, span, ms[n], n);
+		calls[n].span = spans[n] ? spans[n] : span;
+		atomic_fetch_add(&ms[n]->health.in_flight, 1);
+		t0[n] = smux_now_ns();
+		jobs[n] = smux__bulkhead_start(ms[n]->bh, ctx, mux->timeout_ms,
+					       &calls[n], NULL);
+		n++;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		enum smux_outcome o;
+		long r;
+
+		if (jobs[i])
+			r = smux__job_finish(jobs[i], &errs[i]);
+		else
+			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
+					   ms[i]->name, "cannot start job");
+		if (r == 0 && es[i].oom)
+			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
+					   ms[i]->name, "listing too large");
+		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
+		o = smux__attempt_done(mux, ms[i], probes[i], t0[i],
+				       r < 0 ? &errs[i] : NULL, spans[i]);
+		ok[i] = r == 0;
+		if (ok[i]) {
+			n_ok++;
+		} else {
+			last = errs[i];
+			if (o != SMUX_OUTCOME_TIMEOUT)
+				all_timeouts = false;
+		}
+		pos[i] = 0;
+	}
+	if (n_ok == 0) {
+		rc = exhausted(mux, n, all_timeouts, &last, err);
+		goto out;
+	}
+	/* k-way merge of sorted lists; equal keys are delivered once (the
+	 * first member's entry, in member order) */
+	for (;;) {
+		struct entry *e = merge_next(es, ok, pos, n);
+
+		if (pending) {
+			/* without a delimiter a marker is listed for an empty
+			 * directory only: empty on one member, it may hold
+			 * keys on another (they sort right after it) */
+			if (!(e && strncmp(e->key, pending->key,
+					   strlen(pending->key)) == 0) &&
+			    deliver(fn, arg, pending))
+				break;
+			pending = NULL;
+		}
+		if (!e)
+			break;
+		if (!delimiter && !e->is_prefix && e->key[0] &&
+		    e->key[strlen(e->key) - 1] == '/') {
+			pending = e;
+			continue;
+		}
+		if (deliver(fn, arg, e))
+			break;
+	}
+out:
+	for (unsigned i = 0; i < n; i++)
+		entries_free(&es[i]);
+	smux__view_put(v);
+	return rc;
+}

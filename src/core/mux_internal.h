@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_internal.h (internal) - the structures the mux's files share:
+ * mux.c (lifecycle, operations table, mutation, stats), mux_select.c
+ * (which member next: the six modes' selection), mux_exec.c (running
+ * attempts: sequential fall-through, race, fan-out, hints),
+ * mux_writer.c (writers through the mux), mux_repair.c (hint replay and
+ * the background thread).
+ *
+ * Concurrency model. Members are refcounted. The member list is an
+ * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
+ * (copy on write); the selection data derived from it and from health (the
+ * up set and the weighted alias table) is an immutable refcounted
+ * `struct mux_sel` rebuilt off to the side and swapped on every health
+ * transition, weight change or membership change. Readers take a
+ * reference under `view_lock` (read-locked for a pointer copy and an
+ * atomic increment) and never hold a lock across a member call.
+ */
+#ifndef SMUX_CORE_MUX_INTERNAL_H
+#define SMUX_CORE_MUX_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/bulkhead.h"
+#include "core/health.h"
+#include "core/hints.h"
+#include "core/stats.h"
+#include "smux/mux.h"
+
+struct mux_member {
+	atomic_int refs;
+	struct smux_backend *backend; /* one reference */
+	const char *name;	      /* backend->name */
+	unsigned index;		      /* position when added (stable id) */
+	_Atomic double weight;	      /* written under mux->mutate_lock */
+	bool has_weight;
+	struct smux__health health;
+	struct smux__stats stats;
+	struct smux__bulkhead *bh;
+};
+
+struct mux_view {
+	atomic_int refs;
+	unsigned n;
+	struct mux_member **m; /* n members, each holding a reference */
+};
+
+/* Selection snapshot: derived from a view and the health of its members. */
+struct mux_sel {
+	atomic_int refs;
+	struct mux_view *view; /* holds a reference */
+	unsigned n_up;
+	unsigned *up; /* indices into view->m of members that are up */
+	/* weighted: Walker alias table over the up members with weight > 0 */
+	unsigned n_alias;
+	double *prob;	     /* n_alias */
+	unsigned *alias;     /* n_alias, indices into `up` */
+	double total_weight; /* 0 when no up member has weight */
+	/* earliest cooldown end among down members (INT64_MAX: none) */
+	int64_t next_probe_ms;
+};
+
+struct smux_mux {
+	struct smux_backend base; /* first: a mux is a backend */
+	enum smux_mode mode;
+	int64_t timeout_ms; /* <= 0: no bulkhead deadline */
+	struct smux__health_cfg health_cfg;
+	int64_t healthcheck_interval_ms;
+	unsigned write_quorum;
+	bool throw_on_fanout_partial;
+	unsigned max_inflight;
+	const struct smux_clock *clock;
+	const struct smux_rng *rng;
+	struct smux_events *events;
+	const struct smux_tracer *tracer;
+
+	pthread_rwlock_t view_lock;
+	struct mux_view *view;	     /* protected by view_lock */
+	struct mux_sel *sel;	     /* protected by view_lock */
+	pthread_mutex_t mutate_lock; /* serialises add/remove/weight/drain */
+	unsigned next_index;	     /* protected by mutate_lock */
+
+	atomic_uint_fast64_t rr_counter;
+	atomic_uint_fast64_t rng_state; /* internal xorshift when no rng */
+	atomic_uint_fast64_t total_calls;
+	atomic_uint_fast64_t total_failovers;
+	atomic_uint_fast64_t total_fanout_partials;
+
+	struct smux__hints *hints;
+
+	/* background thread: active health checks and hint replay */
+	pthread_t bg_thread;
+	bool bg_running;
+	pthread_mutex_t bg_lock;
+	pthread_cond_t bg_cond; /* CLOCK_MONOTONIC */
+	bool bg_stop;		/* protected by bg_lock */
+	bool bg_kick;		/* protected by bg_lock: replay hints now */
+};
+
+/* mux.c */
+struct smux_mux *smux__mux_of(struct smux_backend *b);
+int64_t smux__mux_now(struct smux_mux *mux);
+struct mux_view *smux__view_get(struct smux_mux *mux);
+void smux__view_put(struct mux_view *v);
+struct mux_sel *smux__sel_get(struct smux_mux *mux);
+void smux__sel_put(struct mux_sel *s);
+/* Rebuilds the selection snapshot from the current view and health. */
+void smux__mux_reselect(struct smux_mux *mux);
+void smux__member_put(struct mux_member *m);
+struct mux_member *smux__member_get(struct mux_member *m);
+/* Wakes the background thread to replay hints. */
+void smux__mux_kick(struct smux_mux *mux);
+
+/* mux_select.c */
+int smux__sel_build(struct mux_sel *s, struct mux_view *v, int64_t now_ms);
+void smux__sel_free_arrays(struct mux_sel *s);
+/* Walker alias draw: an index into s->up, or -1 when no weight. */
+int smux__sel_weighted(const struct mux_sel *s, uint32_t r1, uint32_t r2);
+uint32_t smux__mux_random(struct smux_mux *mux);
+
+/*
+ * An attempt cursor: yields the members one operation should try, in the
+ * mode's order, each already acquired from health (probe recorded).
+ */
+struct mux_cursor {
+	struct smux_mux *mux;
+	struct mux_sel *sel; /* reference */
+	const char *key;
+	unsigned tried;		/* attempts yielded so far */
+	unsigned pos;		/* mode-specific position */
+	uint64_t start;		/* round-robin start */
+	uint64_t *seen;		/* view->n bits: already yielded */
+	uint64_t seen_small[4]; /* enough for 256 members */
+	bool by_order;		/* failover/shield: walk the view in order */
+};
+
+void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
+		       const char *key, bool by_order);
+/* Next member to try (a reference; *probe tells whether it is a probe),
+ * or NULL when there is none left. */
+struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe);
+void smux__cursor_release(struct mux_cursor *c);
+
+/* mux_exec.c */
+
+/* Outcome bookkeeping of one finished attempt on @m: stats, health,
+ * events; returns the classification. */
+enum smux_outcome smux__attempt_done(struct smux_mux *mux, struct mux_member *m,
+				     bool probe, int64_t started_ns,
+				     const struct smux_error *err,
+				     struct smux_span *span);
+struct smux_span *smux__attempt_span(struct smux_mux *mux,
+				     struct smux_span *parent,
+				     struct mux_member *m, unsigned index);
+
+/* Runs @call (backend set per member) through the members in the mode's
+ * order, falling through on transient errors. */
+long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   struct smux__call *call, bool by_order,
+			   struct smux_span *span, struct smux_error *err);
+/* Like smux__exec_sequential in member order, but KEY_NOT_FOUND moves on
+ * too: finds a key on whichever member holds it (sticky-by-key keys written
+ * while their shard was down). */
+long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, struct smux_span *span,
+		     struct smux_error *err);
+/* Mirror reads: race every up member, first success wins. */
+long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, struct smux_span *span,
+		     struct smux_error *err);
+/* Shield/mirror writes: every target in parallel, then the write policy
+ * and hints. @kind says what a hint records. */
+long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, enum smux__hint_kind kind,
+		       struct smux_span *span, struct smux_error *err);
+/* Lists of sticky/mirror: the de-duplicated union over every up member. */
+long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *prefix, const char *delimiter,
+			   smux_list_fn fn, void *arg, struct smux_span *span,
+			   struct smux_error *err);
+
+/*
+ * Applies the write policy of @mux to the outcome of a fan-out over
+ * @n members (ok[i], errs[i]) and records hints for those that missed it
+ * (also the members in @skipped, which were down). Returns 0 when the
+ * write is acknowledged.
+ */
+int smux__fanout_policy(struct smux_mux *mux, const char *key,
+			enum smux__hint_kind kind, struct mux_member **m,
+			const bool *ok, const struct smux_error *errs,
+			unsigned n, struct smux_error *err);
+
+/* True when @m missed a write of @key that is not replayed yet. */
+bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
+			const char *key);
+
+/* mux_writer.c */
+int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, unsigned flags,
+			  struct smux_writer **out, struct smux_error *err);
+
+/* mux_repair.c */
+int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     unsigned *replayed, unsigned *pending,
+		     struct smux_error *err);
+int smux__mux_bg_start(struct smux_mux *mux);
+void smux__mux_bg_stop(struct smux_mux *mux);
+
+#endif /* SMUX_CORE_MUX_INTERNAL_H */

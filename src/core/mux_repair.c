@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_repair.c - hinted handoff replay and the mux's background thread
+ * (active health checks on an interval, replay of pending hints once
+ * their replica is up again).
+ *
+ * Replaying a hint: a missed put is copied from a replica that has the
+ * key and no pending hint of its own for it (through a temporary file, so
+ * memory stays bounded); a missed delete is repeated. A hint whose replica
+ * is no longer a member is dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/mux_internal.h"
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+/* One call on @m through its bulkhead, with bookkeeping. */
+static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
+		struct mux_member *m, struct smux__call *call,
+		struct smux_error *err)
+{
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	call->backend = m->backend;
+	atomic_fetch_add(&m->health.in_flight, 1);
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	smux__attempt_done(mux, m, false, t0, rc < 0 ? err : NULL, NULL);
+	return rc;
+}
+
+/* Copies @key to @dst from the first other up member that has it.
+ * Returns 0, or -ENOENT when no replica has the key any more. */
+static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   struct mux_view *v, struct mux_member *dst,
+			   const char *key, struct smux_error *err)
+{
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	bool found_any = false;
+	long rc = -EIO;
+
+	smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+		       "no replica to copy %s from", key);
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *src = v->m[i];
+		struct smux_info info = {0};
+		struct smux_put_opts po = {0};
+		struct smux_source source;
+		struct smux_sink sink;
+		struct smux__call get = {
+			.op = SMUX__OP_GET,
+			.key = key,
+			.get_opts = &all,
+			.sink = &sink,
+			.info = &info,
+		};
+		struct smux__call put = {
+			.op = SMUX__OP_PUT,
+			.key = key,
+			.src = &source,
+			.put_opts = &po,
+		};
+		int fd;
+
+		if (src == dst ||
+		    smux__health_status(&src->health) != SMUX_STATUS_UP ||
+		    smux__member_stale(mux, src, key))
+			continue;
+		fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return smux_error_from_errno(err, errno, mux->base.name,
+						     "repair: temporary file");
+		smux_sink_fd(&sink, fd, 0);
+		rc = run(mux, ctx, src, &get, err);
+		if (rc == 0) {
+			found_any = true;
+			po.mode = info.mode & 07777;
+			po.mtime_ns = info.mtime_ns;
+			smux_source_fd(&source, fd, 0, sink.written);
+			rc = run(mux, ctx, dst, &put, err);
+			close(fd);
+			return rc;
+		}
+		close(fd);
+		if (err->e.code != SMUX_E_KEY_NOT_FOUND)
+			found_any = true; /* a peer that may have it failed */
+	}
+	return found_any ? rc : -ENOENT;
+}
+
+/* Replays one hint; 0 when the replica has the key's state again. */
+static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct mux_view *v, struct mux_member *m,
+		   const struct smux__hint *h, struct smux_error *err)
+{
+	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
+	long rc;
+
+	if (h->kind == SMUX__HINT_DEL)
+		return run(mux, ctx, m, &del, err);
+	rc = copy_from_peer(mux, ctx, v, m, h->key, err);
+	if (rc == -ENOENT) /* deleted everywhere since: converge on that */
+		rc = run(mux, ctx, m, &del, err);
+	return rc;
+}
+
+int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     unsigned *replayed, unsigned *pending,
+		     struct smux_error *err)
+{
+	struct smux__hint *list = NULL;
+	struct mux_view *v;
+	unsigned done = 0;
+	int n, rc = 0;
+
+	if (replayed)
+		*replayed = 0;
+	n = smux__hints_list(mux->hints, NULL, &list);
+	if (n < 0)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	v = smux__view_get(mux);
+	for (int i = 0; i < n; i++) {
+		struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
+		struct mux_member *m = NULL;
+		struct smux_error e = {0};
+
+		if (smux_ctx_check(ctx, mux->base.name, err)) {
+			rc = -err->e.sys_errno;
+			break;
+		}
+		for (unsigned j = 0; j < v->n && !m; j++)
+			if (strcmp(v->m[j]->name, list[i].replica) == 0)
+				m = v->m[j];
+		if (!m) { /* no longer a member: nothing to repair */
+			smux__hints_done(mux->hints, list[i].id, NULL);
+			continue;
+		}
+		if (smux__health_status(&m->health) != SMUX_STATUS_UP)
+			continue;
+		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+		snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
+		if (replay(mux, ctx, v, m, &list[i], &e) == 0) {
+			if (smux__hints_done(mux->hints, list[i].id, err) == 0)
+				done++;
+		} else {
+			ev.has_cause = true;
+			ev.cause = e.e;
+		}
+		emit(mux, &ev);
+	}
+	smux__view_put(v);
+	smux__hints_free_list(list, n);
+	if (replayed)
+		*replayed = done;
+	if (pending)
+		*pending = smux__hints_pending(mux->hints, NULL);
+	return rc;
+}
+
+void smux_mux_check_health(struct smux_backend *b)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct mux_view *v;
+	struct smux_ctx ctx;
+
+	if (!mux)
+		return;
+	smux_ctx_init(&ctx);
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *m = v->m[i];
+		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+		struct smux_error e;
+		int64_t t0 = smux_now_ns();
+		long rc;
+
+		if (smux__health_status(&m->health) == SMUX_STATUS_DRAINING)
+			continue;
+		call.backend = m->backend;
+		rc = smux__bulkhead_run(m->bh, &ctx, mux->timeout_ms, &call,
+					&e);
+		if (rc < 0 && smux_classify(&e.e) != SMUX_OUTCOME_ABORT)
+			smux_error_wrap(&e, SMUX_E_HEALTHCHECK_FAILED, m->name,
+					"health check failed");
+		smux__attempt_done(mux, m, false, t0, rc < 0 ? &e : NULL, NULL);
+	}
+	smux__view_put(v);
+}
+
+void smux__mux_kick(struct smux_mux *mux)
+{
+	pthread_mutex_lock(&mux->bg_lock);
+	mux->bg_kick = true;
+	pthread_cond_broadcast(&mux->bg_cond);
+	pthread_mutex_unlock(&mux->bg_lock);
+}
+
+/* How long the background thread sleeps between rounds. */
+static int64_t bg_period_ms(struct smux_mux *mux)
+{
+	int64_t p = 60000;
+
+	if (mux->healthcheck_interval_ms > 0 &&
+	    mux->healthcheck_interval_ms < p)
+		p = mux->healthcheck_interval_ms;
+	/* retry pending hints now and then even without a recovery */
+	if (smux__hints_pending(mux->hints, NULL) && p > 1000)
+		p = 1000;
+	return p;
+}
+
+static void *bg_main(void *arg)
+{
+	struct smux_mux *mux = arg;
+	int64_t next_check = smux_now_ns();
+
+	pthread_mutex_lock(&mux->bg_lock);
+	while (!mux->bg_stop) {
+		int64_t now = smux_now_ns(), until;
+		struct timespec ts;
+		bool kicked = mux->bg_kick;
+
+		mux->bg_kick = false;
+		pthread_mutex_unlock(&mux->bg_lock);
+		if (mux->healthcheck_interval_ms > 0 && now >= next_check) {
+			smux_mux_check_health(&mux->base);
+			next_check =
+				now + mux->healthcheck_interval_ms * 1000000LL;
+		}
+		if (smux__hints_pending(mux->hints, NULL)) {
+			struct smux_ctx ctx;
+
+			smux_ctx_init(&ctx);
+			smux__mux_repair(mux, &ctx, NULL, NULL, NULL);
+		}
+		(void)kicked;
+		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
+		ts.tv_sec = until / 1000000000LL;
+		ts.tv_nsec = until % 1000000000LL;
+		pthread_mutex_lock(&mux->bg_lock);
+		while (!mux->bg_stop && !mux->bg_kick &&
+		       pthread_cond_timedwait(&mux->bg_cond, &mux->bg_lock,
+					      &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&mux->bg_lock);
+	return NULL;
+}
+
+int smux__mux_bg_start(struct smux_mux *mux)
+{
+	if (pthread_create(&mux->bg_thread, NULL, bg_main, mux) != 0)
+		return -EAGAIN;
+	mux->bg_running = true;
+	return 0;
+}
+
+void smux__mux_bg_stop(struct smux_mux *mux)
+{
+	if (!mux->bg_running)
+		return;
+	pthread_mutex_lock(&mux->bg_lock);
+	mux->bg_stop = true;
+	pthread_cond_broadcast(&mux->bg_cond);
+	pthread_mutex_unlock(&mux->bg_lock);
+	pthread_join(mux->bg_thread, NULL);
+	mux->bg_running = false;
+}

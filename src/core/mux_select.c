@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_select.c - which member an operation tries next: the selection half
+ * of the six modes (seed section 3). Owns the selection snapshot (up set,
+ * Walker alias table), the FNV-1a hash, the mux's random numbers and the
+ * attempt cursor. Never calls a member.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mux_internal.h"
+
+uint32_t smux_fnv1a(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+uint32_t smux__mux_random(struct smux_mux *mux)
+{
+	uint64_t x, next;
+
+	if (mux->rng && mux->rng->next)
+		return mux->rng->next(mux->rng->arg);
+	/* xorshift64*, advanced with a CAS so threads never share a draw */
+	x = atomic_load(&mux->rng_state);
+	do {
+		next = x;
+		next ^= next >> 12;
+		next ^= next << 25;
+		next ^= next >> 27;
+	} while (!atomic_compare_exchange_weak(&mux->rng_state, &x, next));
+	return (uint32_t)((next * 2685821657736338717ULL) >> 32);
+}
+
+void smux__sel_free_arrays(struct mux_sel *s)
+{
+	free(s->up);
+	free(s->prob);
+	free(s->alias);
+	s->up = NULL;
+	s->prob = NULL;
+	s->alias = NULL;
+}
+
+/*
+ * Vose's construction of Walker's alias table over the up members with a
+ * positive weight: O(n) build, O(1) draw.
+ */
+static int build_alias(struct mux_sel *s)
+{
+	struct mux_view *v = s->view;
+	unsigned n = s->n_up, n_small = 0, n_large = 0;
+	unsigned *small = NULL, *large = NULL;
+	double *scaled = NULL;
+	int rc = -ENOMEM;
+
+	s->total_weight = 0;
+	for (unsigned i = 0; i < n; i++)
+		s->total_weight += atomic_load(&v->m[s->up[i]]->weight);
+	if (n == 0 || !(s->total_weight > 0))
+		return 0;
+	s->prob = calloc(n, sizeof(*s->prob));
+	s->alias = calloc(n, sizeof(*s->alias));
+	small = calloc(n, sizeof(*small));
+	large = calloc(n, sizeof(*large));
+	scaled = calloc(n, sizeof(*scaled));
+	if (!s->prob || !s->alias || !small || !large || !scaled)
+		goto out;
+	for (unsigned i = 0; i < n; i++) {
+		scaled[i] = atomic_load(&v->m[s->up[i]]->weight) * n /
+			    s->total_weight;
+		if (scaled[i] < 1.0)
+			small[n_small++] = i;
+		else
+			large[n_large++] = i;
+	}
+	while (n_small && n_large) {
+		unsigned l = small[--n_small], g = large[--n_large];
+
+		s->prob[l] = scaled[l];
+		s->alias[l] = g;
+		scaled[g] = (scaled[g] + scaled[l]) - 1.0;
+		if (scaled[g] < 1.0)
+			small[n_small++] = g;
+		else
+			large[n_large++] = g;
+	}
+	while (n_large)
+		s->prob[large[--n_large]] = 1.0;
+	while (n_small) /* rounding leftovers */
+		s->prob[small[--n_small]] = 1.0;
+	s->n_alias = n;
+	rc = 0;
+out:
+	free(small);
+	free(large);
+	free(scaled);
+	return rc;
+}
+
+int smux__sel_build(struct mux_sel *s, struct mux_view *v, int64_t now_ms)
+{
+	s->view = v;
+	s->n_up = 0;
+	s->n_alias = 0;
+	s->next_probe_ms = INT64_MAX;
+	s->up = calloc(v->n ? v->n : 1, sizeof(*s->up));
+	if (!s->up)
+		return -ENOMEM;
+	for (unsigned i = 0; i < v->n; i++) {
+		struct smux__health *h = &v->m[i]->health;
+		enum smux_status st;
+
+		pthread_mutex_lock(&h->lock);
+		st = h->status;
+		if (st == SMUX_STATUS_DOWN &&
+		    h->cooldown_until_ms < s->next_probe_ms)
+			s->next_probe_ms = h->cooldown_until_ms;
+		pthread_mutex_unlock(&h->lock);
+		if (st == SMUX_STATUS_UP)
+			s->up[s->n_up++] = i;
+	}
+	(void)now_ms;
+	return build_alias(s);
+}
+
+int smux__sel_weighted(const struct mux_sel *s, uint32_t r1, uint32_t r2)
+{
+	unsigned i;
+
+	if (s->n_alias == 0)
+		return -1;
+	i = (unsigned)(((uint64_t)r1 * s->n_alias) >> 32);
+	if ((double)r2 / 4294967296.0 < s->prob[i])
+		return (int)i;
+	return (int)s->alias[i];
+}
+
+void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
+		       const char *key, bool by_order)
+{
+	unsigned words;
+
+	c->mux = mux;
+	c->key = key;
+	c->by_order = by_order;
+	c->tried = 0;
+	c->pos = 0;
+	c->start = 0;
+	c->sel = smux__sel_get(mux);
+	words = (c->sel->view->n + 63) / 64;
+	if (words <= sizeof(c->seen_small) / sizeof(c->seen_small[0])) {
+		c->seen = c->seen_small;
+		memset(c->seen, 0, words * sizeof(*c->seen));
+	} else {
+		c->seen = calloc(words, sizeof(*c->seen));
+	}
+	/* allocation failure degrades to "no memory of what was tried":
+	 * cursor_next then stops after one attempt per position */
+	if (mux->mode == SMUX_MODE_ROUND_ROBIN)
+		c->start = atomic_fetch_add(&mux->rr_counter, 1);
+}
+
+void smux__cursor_release(struct mux_cursor *c)
+{
+	if (c->seen && c->seen != c->seen_small)
+		free(c->seen);
+	smux__sel_put(c->sel);
+	c->sel = NULL;
+}
+
+/* Takes member @idx of the snapshot if health allows it now. */
+static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
+{
+	struct mux_member *m = c->sel->view->m[idx];
+	uint64_t bit = 1ULL << (idx % 64);
+
+	if (c->seen) {
+		if (c->seen[idx / 64] & bit)
+			return NULL;
+		c->seen[idx / 64] |= bit;
+	}
+	/* the clock is read only for a member that is not up */
+	if (!smux__health_is_up(&m->health) &&
+	    !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe))
+		return NULL;
+	c->tried++;
+	return smux__member_get(m);
+}
+
+struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
+{
+	struct mux_sel *s = c->sel;
+	struct mux_member *m = NULL;
+
+	*probe = false;
+	if (c->by_order) {
+		while (!m && c->pos < s->view->n)
+			m = take(c, c->pos++, probe);
+		return m;
+	}
+	switch (c->mux->mode) {
+	case SMUX_MODE_WEIGHTED:
+		/* re-roll up to n_up times (seed 3.3), skipping repeats */
+		while (!m && c->pos < s->n_up) {
+			int i = smux__sel_weighted(s, smux__mux_random(c->mux),
+						   smux__mux_random(c->mux));
+
+			c->pos++;
+			if (i < 0)
+				break;
+			m = take(c, s->up[i], probe);
+		}
+		break;
+	case SMUX_MODE_STICKY:
+		/* fnv1a(key) % healthy; after a failure the next attempt
+		 * hashes over the remaining members (seed 3.4) */
+		while (!m && c->pos < s->n_up) {
+			uint32_t h = smux_fnv1a(c->key ? c->key : "",
+						c->key ? strlen(c->key) : 0);
+			unsigned left = s->n_up - c->pos;
+			unsigned k = h % left, idx = 0;
+
+			/* the k-th up member not yet tried; on the first
+			 * attempt simply up[h % n_up] */
+			if (c->pos == 0) {
+				c->pos++;
+				m = take(c, s->up[k], probe);
+				continue;
+			}
+			for (unsigned i = 0; i < s->n_up; i++) {
+				if (c->seen && (c->seen[s->up[i] / 64] >>
+						(s->up[i] % 64)) &
+						       1)
+					continue;
+				if (k-- == 0) {
+					idx = s->up[i];
+					break;
+				}
+			}
+			c->pos++;
+			m = take(c, idx, probe);
+		}
+		break;
+	default: /* round-robin, and the keyless fallback */
+		while (!m && c->pos < s->n_up) {
+			unsigned idx = s->up[(c->start + c->pos) % s->n_up];
+
+			c->pos++;
+			m = take(c, idx, probe);
+		}
+		break;
+	}
+	return m;
+}

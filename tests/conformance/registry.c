@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+/*
+ * registry.c - the fixtures the conformance suite runs against. Adding a
+ * backend kind or a mux mode is one line in conf_fixtures[] (plus its
+ * setup/teardown when it needs more than a constructor call).
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conformance/conformance.h"
+#include "smux/faulty.h"
+#include "smux/file.h"
+#include "smux/memory.h"
+#include "smux/mux.h"
+
+static void conf_print_setup_err(const char *what, const struct smux_error *err)
+{
+	char buf[2 * SMUX_ERROR_MSG_MAX + 256];
+
+	fprintf(stderr, "%s: %s\n", what,
+		smux_error_format(err, buf, sizeof(buf)));
+}
+
+static int conf_memory_setup(void **priv, struct smux_backend **out)
+{
+	struct smux_error err;
+	int rc = smux_memory_new("memory", out, &err);
+
+	if (rc < 0)
+		conf_print_setup_err("memory fixture", &err);
+	*priv = NULL;
+	return rc;
+}
+
+static void conf_nothing_teardown(void *priv)
+{
+	(void)priv;
+}
+
+static int conf_rm_entry(const char *path, const struct stat *st, int type,
+			 struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	if (remove(path) != 0)
+		fprintf(stderr, "conformance: cannot remove %s: %s\n", path,
+			strerror(errno));
+	return 0; /* remove what can be removed */
+}
+
+/* The root of a file fixture: a fresh directory under /tmp, removed with
+ * everything in it at teardown. */
+static int conf_file_setup(void **priv, struct smux_backend **out)
+{
+	char tmpl[] = "/tmp/smux-conf-XXXXXX";
+	struct smux_file_opts opts = {0};
+	struct smux_error err;
+	char *dir;
+	int rc;
+
+	if (!mkdtemp(tmpl))
+		return -errno;
+	dir = strdup(tmpl);
+	if (!dir) {
+		rmdir(tmpl);
+		return -ENOMEM;
+	}
+	opts.path = dir; /* fsync stays on: the default configuration */
+	rc = smux_file_new("file", &opts, out, &err);
+	if (rc < 0) {
+		conf_print_setup_err("file fixture", &err);
+		rmdir(dir);
+		free(dir);
+		return rc;
+	}
+	*priv = dir;
+	return 0;
+}
+
+static void conf_file_teardown(void *priv)
+{
+	char *dir = priv;
+
+	nftw(dir, conf_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
+/* ---- mux fixtures ---- */
+
+/*
+ * What a mux fixture is made of. Three members per mux, over memory or
+ * file backends. `shared` makes the members identical replicas: faulty
+ * wrappers (no faults) around ONE memory backend, or three file backends
+ * on ONE directory. Round-robin and weighted need that: they write to the
+ * selected member and read from possibly another (DESIGN section 3: "read
+ * pools of identical replicas"), so over independent members a plain round
+ * trip would read another member than the one written and fail for a
+ * reason that is the mode's definition, not a bug. Every other mode runs
+ * over independent members: failover keeps to the first healthy one,
+ * sticky-by-key to the key's shard (and lists the union of shards),
+ * shield and mirror write to all of them.
+ */
+#define CONF_MUX_MEMBERS 3
+
+struct conf_mux_spec {
+	const char *name;
+	enum smux_mode mode;
+	bool file;   /* file backends (else memory) */
+	bool shared; /* members are identical replicas of one store */
+};
+
+/* What teardown removes: the fixture's directories (file fixtures). */
+struct conf_mux_priv {
+	unsigned n_dirs;
+	char *dirs[CONF_MUX_MEMBERS];
+};
+
+static void conf_mux_priv_free(struct conf_mux_priv *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < p->n_dirs; i++) {
+		nftw(p->dirs[i], conf_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		free(p->dirs[i]);
+	}
+	free(p);
+}
+
+static void conf_mux_teardown(void *priv)
+{
+	conf_mux_priv_free(priv);
+}
+
+/* A fresh directory for a file member, recorded for teardown. */
+static int conf_mux_dir(struct conf_mux_priv *p, const char **out)
+{
+	char tmpl[] = "/tmp/smux-conf-mux-XXXXXX";
+
+	if (!mkdtemp(tmpl))
+		return -errno;
+	p->dirs[p->n_dirs] = strdup(tmpl);
+	if (!p->dirs[p->n_dirs]) {
+		rmdir(tmpl);
+		return -ENOMEM;
+	}
+	*out = p->dirs[p->n_dirs++];
+	return 0;
+}
+
+/* Member @i of a fixture: one reference in *@out. */
+static int conf_mux_member(const struct conf_mux_spec *spec,
+			   struct conf_mux_priv *p, struct smux_backend *store,
+			   unsigned i, struct smux_backend **out,
+			   struct smux_error *err)
+{
+	struct smux_faulty_opts none = {0};
+	struct smux_file_opts fo = {0};
+	char name[16];
+	int rc;
+
+	snprintf(name, sizeof(name), "m%u", i);
+	if (spec->file) {
+		if (spec->shared && p->n_dirs) {
+			fo.path = p->dirs[0];
+		} else {
+			rc = conf_mux_dir(p, &fo.path);
+			if (rc)
+				return rc;
+		}
+		return smux_file_new(name, &fo, out, err);
+	}
+	if (spec->shared)
+		return smux_faulty_new(name, store, &none, out, err);
+	return smux_memory_new(name, out, err);
+}
+
+static int conf_mux_build(const struct conf_mux_spec *spec, void **priv,
+			  struct smux_backend **out)
+{
+	struct smux_mux_member members[CONF_MUX_MEMBERS] = {{0}};
+	struct smux_mux_opts opts = {.mode = spec->mode};
+	struct conf_mux_priv *p = calloc(1, sizeof(*p));
+	struct smux_backend *store = NULL;
+	struct smux_error err = {0};
+	unsigned n = 0;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	if (spec->shared && !spec->file) {
+		rc = smux_memory_new("store", &store, &err);
+		if (rc)
+			goto out;
+	}
+	for (n = 0; n < CONF_MUX_MEMBERS; n++) {
+		rc = conf_mux_member(spec, p, store, n, &members[n].backend,
+				     &err);
+		if (rc)
+			goto out;
+		members[n].has_weight = spec->mode == SMUX_MODE_WEIGHTED;
+		members[n].weight = n + 1; /* 1, 2, 3 */
+	}
+	rc = smux_mux_new(spec->name, &opts, members, n, out, &err);
+out:
+	if (rc) {
+		conf_print_setup_err(spec->name, &err);
+		conf_mux_priv_free(p);
+		p = NULL;
+	}
+	for (unsigned i = 0; i < n; i++)
+		smux_backend_unref(members[i].backend);
+	smux_backend_unref(store);
+	*priv = p;
+	return rc;
+}
+
+#define CONF_MUX_FIXTURE(fn, label, m, is_file, is_shared)    \
+	static int fn(void **priv, struct smux_backend **out) \
+	{                                                     \
+		static const struct conf_mux_spec spec = {    \
+			.name = label,                        \
+			.mode = m,                            \
+			.file = is_file,                      \
+			.shared = is_shared,                  \
+		};                                            \
+		return conf_mux_build(&spec, priv, out);      \
+	}
+
+CONF_MUX_FIXTURE(conf_failover_mem, "failover-memory", SMUX_MODE_FAILOVER,
+		 false, false)
+CONF_MUX_FIXTURE(conf_rr_mem, "round-robin-memory", SMUX_MODE_ROUND_ROBIN,
+		 false, true)
+CONF_MUX_FIXTURE(conf_weighted_mem, "weighted-memory", SMUX_MODE_WEIGHTED,
+		 false, true)
+CONF_MUX_FIXTURE(conf_sticky_mem, "sticky-by-key-memory", SMUX_MODE_STICKY,
+		 false, false)
+CONF_MUX_FIXTURE(conf_shield_mem, "shield-memory", SMUX_MODE_SHIELD, false,
+		 false)
+CONF_MUX_FIXTURE(conf_mirror_mem, "mirror-memory", SMUX_MODE_MIRROR, false,
+		 false)
+CONF_MUX_FIXTURE(conf_failover_file, "failover-file", SMUX_MODE_FAILOVER, true,
+		 false)
+CONF_MUX_FIXTURE(conf_rr_file, "round-robin-file", SMUX_MODE_ROUND_ROBIN, true,
+		 true)
+CONF_MUX_FIXTURE(conf_weighted_file, "weighted-file", SMUX_MODE_WEIGHTED, true,
+		 true)
+CONF_MUX_FIXTURE(conf_sticky_file, "sticky-by-key-file", SMUX_MODE_STICKY, true,
+		 false)
+CONF_MUX_FIXTURE(conf_shield_file, "shield-file", SMUX_MODE_SHIELD, true, false)
+CONF_MUX_FIXTURE(conf_mirror_file, "mirror-file", SMUX_MODE_MIRROR, true, false)
+
+/*
+ * mux(round-robin, [mux(failover, A), mux(failover, B)]) - the seed's
+ * "sharded-then-failed-over" shape. Round-robin needs identical replicas
+ * below it, so both failover muxes are made of the same two memory stores
+ * (primary, standby), each reached through its own faulty wrapper (no
+ * faults): A and B are two paths to one replicated pair, and only the
+ * primary holds data while it is healthy.
+ */
+static int conf_nested_setup(void **priv, struct smux_backend **out)
+{
+	struct smux_mux_opts fo = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_mux_opts ro = {.mode = SMUX_MODE_ROUND_ROBIN};
+	struct smux_faulty_opts none = {0};
+	struct smux_backend *store[2] = {NULL, NULL};
+	struct smux_mux_member top[2] = {{0}}, leaf[2][2] = {{{0}}};
+	static const char *const names[2][2] = {{"a-primary", "a-standby"},
+						{"b-primary", "b-standby"}};
+	static const char *const mux_names[2] = {"failover-a", "failover-b"};
+	struct smux_error err = {0};
+	int rc;
+
+	*priv = NULL;
+	*out = NULL;
+	rc = smux_memory_new("primary", &store[0], &err);
+	if (rc == 0)
+		rc = smux_memory_new("standby", &store[1], &err);
+	for (int m = 0; m < 2 && rc == 0; m++) {
+		for (int i = 0; i < 2 && rc == 0; i++)
+			rc = smux_faulty_new(names[m][i], store[i], &none,
+					     &leaf[m][i].backend, &err);
+		if (rc == 0)
+			rc = smux_mux_new(mux_names[m], &fo, leaf[m], 2,
+					  &top[m].backend, &err);
+	}
+	if (rc == 0)
+		rc = smux_mux_new("nested-rr-of-failover", &ro, top, 2, out,
+				  &err);
+	if (rc)
+		conf_print_setup_err("nested-rr-of-failover", &err);
+	for (int m = 0; m < 2; m++) {
+		smux_backend_unref(top[m].backend);
+		for (int i = 0; i < 2; i++)
+			smux_backend_unref(leaf[m][i].backend);
+	}
+	smux_backend_unref(store[0]);
+	smux_backend_unref(store[1]);
+	return rc;
+}
+
+/*
+ * resident_bytes_per_stored_byte: a mode that writes one member keeps one
+ * copy in memory (shared stores count once); shield and mirror over three
+ * memory members keep three; file-based fixtures keep nothing in RAM.
+ */
+const struct conf_fixture conf_fixtures[] = {
+	{"memory", conf_memory_setup, conf_nothing_teardown, 0, 1},
+	{"file", conf_file_setup, conf_file_teardown, 0, 0},
+	{"failover-memory", conf_failover_mem, conf_mux_teardown, 0, 1},
+	{"round-robin-memory", conf_rr_mem, conf_mux_teardown, 0, 1},
+	{"weighted-memory", conf_weighted_mem, conf_mux_teardown, 0, 1},
+	{"sticky-by-key-memory", conf_sticky_mem, conf_mux_teardown, 0, 1},
+	{"shield-memory", conf_shield_mem, conf_mux_teardown, 0, 3},
+	{"mirror-memory", conf_mirror_mem, conf_mux_teardown, 0, 3},
+	{"failover-file", conf_failover_file, conf_mux_teardown, 0, 0},
+	{"round-robin-file", conf_rr_file, conf_mux_teardown, 0, 0},
+	{"weighted-file", conf_weighted_file, conf_mux_teardown, 0, 0},
+	{"sticky-by-key-file", conf_sticky_file, conf_mux_teardown, 0, 0},
+	{"shield-file", conf_shield_file, conf_mux_teardown, 0, 0},
+	{"mirror-file", conf_mirror_file, conf_mux_teardown, 0, 0},
+	{"nested-rr-of-failover", conf_nested_setup, conf_nothing_teardown, 0,
+	 1},
+};
+
+const size_t conf_fixture_count =
+	sizeof(conf_fixtures) / sizeof(conf_fixtures[0]);

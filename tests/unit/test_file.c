@@ -1,0 +1,1336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_file.c - the file backend (src/backends/file*.c): round trips,
+ * ranges, markers, listing order, the writer, copy, deletes, and the
+ * containment of every operation beneath the root (symlinks planted inside
+ * the root pointing outside, traversal keys, through the dispatch wrappers
+ * and straight through the ops table).
+ *
+ * Every test works in its own mkdtemp directory under /tmp and removes it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backends/file_internal.h"
+#include "smux/backend.h"
+#include "smux/file.h"
+
+#define MB (1024u * 1024u)
+
+struct env {
+	char base[64];		/* mkdtemp directory */
+	char root[PATH_MAX];	/* base/root: the backend */
+	struct smux_backend *b; /* a file backend on root */
+	struct smux_ctx ctx;
+	struct smux_error err;
+};
+
+/* ---- helpers ---- */
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int setup(void **state)
+{
+	struct smux_file_opts opts = {.no_fsync = true};
+	struct env *env = calloc(1, sizeof(*env));
+
+	assert_non_null(env);
+	snprintf(env->base, sizeof(env->base), "/tmp/smux-test-file.XXXXXX");
+	assert_non_null(mkdtemp(env->base));
+	snprintf(env->root, sizeof(env->root), "%s/root", env->base);
+	assert_int_equal(mkdir(env->root, 0755), 0);
+	opts.path = env->root;
+	assert_int_equal(smux_file_new("file-t", &opts, &env->b, &env->err), 0);
+	smux_ctx_init(&env->ctx);
+	*state = env;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *env = *state;
+
+	smux_backend_unref(env->b);
+	rm_rf(env->base);
+	free(env);
+	return 0;
+}
+
+/* A path under the test's base directory. */
+static const char *at(struct env *env, const char *rel)
+{
+	static _Thread_local char buf[PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s/%s", env->base, rel);
+	return buf;
+}
+
+static void write_file(const char *path, const char *content)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, content, strlen(content)),
+			 (ssize_t)strlen(content));
+	close(fd);
+}
+
+static int put_str(struct env *env, const char *key, const char *s)
+{
+	return smux_backend_put_buf(env->b, &env->ctx, key, s, strlen(s),
+				    &env->err);
+}
+
+static void expect_content(struct env *env, const char *key, const char *want)
+{
+	unsigned char *buf;
+	size_t len;
+
+	assert_int_equal(smux_backend_get_all(env->b, &env->ctx, key, &buf,
+					      &len, &env->err),
+			 0);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(buf, want, len);
+	free(buf);
+}
+
+static void expect_code(int rc, const struct smux_error *err,
+			enum smux_code code)
+{
+	assert_true(rc < 0);
+	if (err->e.code != code)
+		fail_msg("expected %s, got %s: %s", smux_code_name(code),
+			 smux_code_name(err->e.code), err->e.message);
+}
+
+static unsigned char *pattern(size_t len, unsigned seed)
+{
+	unsigned char *p = malloc(len ? len : 1);
+	size_t i;
+
+	assert_non_null(p);
+	for (i = 0; i < len; i++)
+		p[i] = (unsigned char)((i * 131 + seed) ^ (i >> 11));
+	return p;
+}
+
+/* Counts ".smux-tmp.*" files anywhere under @dir. */
+static int count_tmp(const char *dir)
+{
+	char sub[PATH_MAX];
+	struct dirent *de;
+	int n = 0;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!strncmp(de->d_name, ".smux-tmp.", 10))
+			n++;
+		if (de->d_type == DT_DIR) {
+			snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+			n += count_tmp(sub);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* A listing collected as "k1,[p2/],k3" (prefix entries in brackets). */
+struct coll {
+	char out[65536];
+	size_t len;
+	unsigned n;
+	unsigned stop_after; /* 0: never */
+	char last[SMUX_KEY_MAX + 1];
+	bool unordered;
+};
+
+static int coll_fn(void *arg, const struct smux_list_entry *e)
+{
+	struct coll *c = arg;
+	int w;
+
+	if (c->n && strcmp(c->last, e->key) >= 0)
+		c->unordered = true;
+	snprintf(c->last, sizeof(c->last), "%s", e->key);
+	if (!e->is_prefix && smux_key_is_dir(e->key))
+		assert_true(S_ISDIR(e->info.mode));
+	else if (!e->is_prefix)
+		assert_true(S_ISREG(e->info.mode));
+	w = snprintf(c->out + c->len, sizeof(c->out) - c->len,
+		     e->is_prefix ? "%s[%s]" : "%s%s", c->n ? "," : "", e->key);
+	assert_true(w > 0 && (size_t)w < sizeof(c->out) - c->len);
+	c->len += (size_t)w;
+	c->n++;
+	return c->stop_after && c->n >= c->stop_after;
+}
+
+static const char *list(struct env *env, struct coll *c, const char *prefix,
+			const char *delim)
+{
+	unsigned stop = c->stop_after;
+
+	memset(c, 0, sizeof(*c));
+	c->stop_after = stop;
+	assert_int_equal(smux_backend_list(env->b, &env->ctx, prefix, delim,
+					   coll_fn, c, &env->err),
+			 0);
+	assert_false(c->unordered);
+	return c->out;
+}
+
+/* ---- round trips ---- */
+
+static void test_roundtrip(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts opts = {.mode = 0600,
+				     .mtime_ns = 1234567890123456789LL};
+	struct smux_info info, info2;
+	struct smux_source src;
+	unsigned char *big, *got;
+	size_t len;
+	int fd;
+
+	assert_int_equal(put_str(env, "a.txt", "hello"), 0);
+	expect_content(env, "a.txt", "hello");
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "a.txt", &info, &env->err),
+		0);
+	assert_int_equal(info.size, 5);
+	assert_int_equal(info.mode, S_IFREG | 0644);
+	assert_true(info.etag[0]);
+
+	/* Overwrite: new content, new etag. */
+	assert_int_equal(put_str(env, "a.txt", "world"), 0);
+	expect_content(env, "a.txt", "world");
+	assert_int_equal(smux_backend_head(env->b, &env->ctx, "a.txt", &info2,
+					   &env->err),
+			 0);
+	assert_string_not_equal(info.etag, info2.etag);
+
+	/* Nested keys create their directories; empty objects work. */
+	assert_int_equal(put_str(env, "x/y/z/empty", ""), 0);
+	expect_content(env, "x/y/z/empty", "");
+
+	/* Mode and mtime from the options; info matches head. */
+	smux_source_buf(&src, "m", 1);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "m", &src, &opts,
+					  &info, &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "m", &info2, &env->err),
+		0);
+	assert_int_equal(info2.mode, S_IFREG | 0600);
+	assert_int_equal(info2.mtime_ns, opts.mtime_ns);
+	assert_string_equal(info.etag, info2.etag);
+
+	/* Bigger than a chunk, from a buffer and from an fd. */
+	big = pattern(3 * MB + 17, 7);
+	smux_source_buf(&src, big, 3 * MB + 17);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "big/buf", &src,
+					  NULL, NULL, &env->err),
+			 0);
+	assert_int_equal(smux_backend_get_all(env->b, &env->ctx, "big/buf",
+					      &got, &len, &env->err),
+			 0);
+	assert_int_equal(len, 3 * MB + 17);
+	assert_memory_equal(got, big, len);
+	free(got);
+
+	fd = open(at(env, "src.bin"), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, big, 3 * MB + 17), (ssize_t)(3 * MB + 17));
+	smux_source_fd(&src, fd, 100, 2 * MB);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "big/fd", &src,
+					  NULL, NULL, &env->err),
+			 0);
+	close(fd);
+	assert_int_equal(smux_backend_get_all(env->b, &env->ctx, "big/fd", &got,
+					      &len, &env->err),
+			 0);
+	assert_int_equal(len, 2 * MB);
+	assert_memory_equal(got, big + 100, len);
+	free(got);
+	free(big);
+
+	assert_int_equal(count_tmp(env->root), 0);
+}
+
+static void test_missing(void **state)
+{
+	struct env *env = *state;
+	unsigned char *buf;
+	struct smux_info info;
+	size_t len;
+	int rc;
+
+	rc = smux_backend_get_all(env->b, &env->ctx, "nope", &buf, &len,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(env->err.e.sys_errno, ENOENT);
+	rc = smux_backend_head(env->b, &env->ctx, "no/such/key", &info,
+			       &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	/* A path through a file names no key either. */
+	assert_int_equal(put_str(env, "f", "x"), 0);
+	rc = smux_backend_head(env->b, &env->ctx, "f/x", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_get_all(env->b, &env->ctx, "f/x", &buf, &len,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+}
+
+/* A source that fails after its first chunk. */
+static long failing_read(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	(void)arg;
+	if (pos >= MB)
+		return -EIO;
+	memset(dst, 'z', len);
+	return (long)len;
+}
+
+static void test_put_failure_cleans_up(void **state)
+{
+	struct env *env = *state;
+	struct smux_cancel cancel;
+	struct smux_source src;
+	struct smux_ctx ctx;
+	int rc;
+
+	assert_int_equal(put_str(env, "keep", "old"), 0);
+	smux_source_cb(&src, failing_read, NULL, 3 * MB);
+	rc = smux_backend_put(env->b, &env->ctx, "keep", &src, NULL, NULL,
+			      &env->err);
+	assert_true(rc < 0);
+	expect_content(env, "keep", "old");
+
+	/* A cancelled context stops the put; nothing is left behind. */
+	smux_cancel_init(&cancel);
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_ctx_derive(&ctx, &env->ctx, 0, &cancel), 0);
+	smux_cancel_fire(&cancel, SMUX_CANCEL_ABORT);
+	rc = smux_backend_put_buf(env->b, &ctx, "keep", "new", 3, &env->err);
+	expect_code(rc, &env->err, SMUX_E_BACKEND_ABORTED);
+	/* Straight through the ops table too (the wrapper checks first). */
+	smux_source_buf(&src, "new", 3);
+	rc = env->b->ops->put(env->b, &ctx, "keep", &src, NULL, NULL,
+			      &env->err);
+	expect_code(rc, &env->err, SMUX_E_BACKEND_ABORTED);
+	smux_cancel_release(&cancel);
+	expect_content(env, "keep", "old");
+	assert_int_equal(count_tmp(env->root), 0);
+}
+
+/* ---- ranges and version pins ---- */
+
+static void get_range(struct env *env, const char *key, uint64_t off,
+		      uint64_t len, const char *if_match, unsigned char *out,
+		      size_t cap, size_t *got, int *rc)
+{
+	struct smux_get_opts opts = {
+		.offset = off, .length = len, .if_match = if_match};
+	struct smux_sink sink;
+
+	smux_sink_buf(&sink, out, cap);
+	*rc = smux_backend_get(env->b, &env->ctx, key, &opts, &sink, NULL,
+			       &env->err);
+	*got = (size_t)sink.written;
+}
+
+static void test_ranged_get(void **state)
+{
+	struct env *env = *state;
+	const size_t size = 3 * MB + 5;
+	unsigned char *data = pattern(size, 3), *out = malloc(2 * MB);
+	struct smux_info info;
+	size_t got;
+	int rc;
+
+	assert_non_null(out);
+	assert_int_equal(smux_backend_put_buf(env->b, &env->ctx, "r", data,
+					      size, &env->err),
+			 0);
+	get_range(env, "r", MB - 5, 10, NULL, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 10);
+	assert_memory_equal(out, data + MB - 5, 10);
+
+	/* Across chunk boundaries. */
+	get_range(env, "r", MB / 2, MB + 7, NULL, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, MB + 7);
+	assert_memory_equal(out, data + MB / 2, MB + 7);
+
+	/* A length past the end is cut; an offset at or past it is empty. */
+	get_range(env, "r", size - 3, 100, NULL, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 3);
+	assert_memory_equal(out, data + size - 3, 3);
+	get_range(env, "r", size, SMUX_LEN_ALL, NULL, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 0);
+	get_range(env, "r", size + 1000, 10, NULL, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 0);
+
+	/* Version pins. */
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "r", &info, &env->err), 0);
+	get_range(env, "r", 0, 4, info.etag, out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(got, 4);
+	assert_int_equal(put_str(env, "r", "replaced"), 0);
+	get_range(env, "r", 0, 4, info.etag, out, 2 * MB, &got, &rc);
+	expect_code(rc, &env->err, SMUX_E_PRECONDITION_FAILED);
+	assert_int_equal(got, 0);
+	get_range(env, "r", 0, 4, "", out, 2 * MB, &got, &rc);
+	assert_int_equal(rc, 0);
+	assert_memory_equal(out, "repl", 4);
+	free(data);
+	free(out);
+}
+
+/* ---- directories ---- */
+
+static void test_markers(void **state)
+{
+	struct env *env = *state;
+	struct smux_info info;
+	unsigned char *buf;
+	struct stat st;
+	size_t len;
+	int rc;
+
+	assert_int_equal(put_str(env, "d/", ""), 0);
+	assert_int_equal(stat(at(env, "root/d"), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(put_str(env, "d/", ""), 0); /* idempotent */
+	assert_int_equal(put_str(env, "p/q/r/", ""), 0);
+	assert_int_equal(stat(at(env, "root/p/q/r"), &st), 0);
+
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "d/", &info, &env->err),
+		0);
+	assert_true(S_ISDIR(info.mode));
+	assert_int_equal(info.size, 0);
+	/* head("d") of a directory answers with directory info too. */
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "d", &info, &env->err), 0);
+	assert_true(S_ISDIR(info.mode));
+
+	rc = smux_backend_get_all(env->b, &env->ctx, "d", &buf, &len,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = smux_backend_get_all(env->b, &env->ctx, "d/", &buf, &len,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = put_str(env, "d", "x");
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = smux_backend_del(env->b, &env->ctx, "d", &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+
+	/* A file in the middle of a path. */
+	assert_int_equal(put_str(env, "f", "x"), 0);
+	rc = put_str(env, "f/x", "y");
+	expect_code(rc, &env->err, SMUX_E_NOT_DIRECTORY);
+	rc = put_str(env, "f/x/", "");
+	expect_code(rc, &env->err, SMUX_E_NOT_DIRECTORY);
+	rc = smux_backend_head(env->b, &env->ctx, "f/", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+
+	/* Markers take no content. */
+	rc = env->b->ops->put(env->b, &env->ctx, "e/",
+			      &(struct smux_source){.kind = SMUX_SOURCE_BUF,
+						    .length = 1,
+						    .u.buf = "x"},
+			      NULL, NULL, &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
+
+	/* Special files are refused, never opened for reading (a fifo
+	 * would block). */
+	assert_int_equal(mkfifo(at(env, "root/fifo"), 0600), 0);
+	rc = smux_backend_get_all(env->b, &env->ctx, "fifo", &buf, &len,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	rc = smux_backend_head(env->b, &env->ctx, "fifo", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	rc = put_str(env, "fifo", "x");
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	rc = smux_backend_del(env->b, &env->ctx, "fifo", &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+
+	/* rmdir: empty goes, non-empty is refused. */
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "d/", &env->err),
+			 0);
+	rc = smux_backend_head(env->b, &env->ctx, "d/", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(put_str(env, "full/x", "1"), 0);
+	rc = smux_backend_del(env->b, &env->ctx, "full/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_NOT_EMPTY);
+	expect_content(env, "full/x", "1");
+}
+
+static void test_del(void **state)
+{
+	struct env *env = *state;
+	struct smux_info info;
+	int rc;
+
+	assert_int_equal(put_str(env, "a/b", "1"), 0);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "a/b", &env->err),
+			 0);
+	rc = smux_backend_head(env->b, &env->ctx, "a/b", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	/* Idempotent, also through missing directories and files. */
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "a/b", &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_del(env->b, &env->ctx, "no/such/x", &env->err), 0);
+	assert_int_equal(put_str(env, "f", "1"), 0);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "f/x", &env->err),
+			 0);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "f/", &env->err),
+			 0);
+	expect_content(env, "f", "1"); /* "f/" is no marker of file f */
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "zz/", &env->err),
+			 0);
+	/* The emptied directory stays, as a marker. */
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "a/", &info, &env->err),
+		0);
+}
+
+/* ---- listing ---- */
+
+static void test_list_order(void **state)
+{
+	struct env *env = *state;
+	struct coll c = {0};
+
+	assert_int_equal(put_str(env, "a/c/d", "12"), 0);
+	assert_int_equal(put_str(env, "a.txt", "1"), 0);
+	assert_int_equal(put_str(env, "a/b", "1"), 0);
+	assert_int_equal(put_str(env, "a0", "1"), 0);
+	assert_int_equal(put_str(env, "b", "1"), 0);
+	assert_int_equal(put_str(env, "empty/", ""), 0);
+	assert_int_equal(put_str(env, "a-", "1"), 0);
+	/* Never listed: temp files, symlinks, fifos. */
+	write_file(at(env, "root/.smux-tmp.0123456789abcdef"), "tmp");
+	write_file(at(env, "root/a/.smux-tmp.x"), "tmp");
+	assert_int_equal(symlink("a.txt", at(env, "root/sl")), 0);
+	assert_int_equal(symlink("a", at(env, "root/a/sldir")), 0);
+	assert_int_equal(mkfifo(at(env, "root/fifo"), 0600), 0);
+
+	assert_string_equal(list(env, &c, "", NULL),
+			    "a-,a.txt,a/b,a/c/d,a0,b,empty/");
+	assert_string_equal(list(env, &c, "", "/"),
+			    "a-,a.txt,[a/],a0,b,[empty/]");
+	assert_string_equal(list(env, &c, "a", "/"), "a-,a.txt,[a/],a0");
+	assert_string_equal(list(env, &c, "a", NULL), "a-,a.txt,a/b,a/c/d,a0");
+	assert_string_equal(list(env, &c, "a/", "/"), "a/b,[a/c/]");
+	assert_string_equal(list(env, &c, "a/", NULL), "a/b,a/c/d");
+	assert_string_equal(list(env, &c, "a/c", NULL), "a/c/d");
+	assert_string_equal(list(env, &c, "empty/", NULL), "empty/");
+	assert_string_equal(list(env, &c, "empty/", "/"), "");
+	assert_string_equal(list(env, &c, "empt", NULL), "empty/");
+	assert_string_equal(list(env, &c, "missing/", NULL), "");
+	assert_string_equal(list(env, &c, "missing/x", "/"), "");
+	assert_string_equal(list(env, &c, "b/", NULL), "");
+	assert_string_equal(list(env, &c, "zzz", NULL), "");
+	assert_string_equal(list(env, &c, "sl", NULL), "");
+
+	/* The callback stops the listing. */
+	c.stop_after = 2;
+	assert_string_equal(list(env, &c, "", NULL), "a-,a.txt");
+	c.stop_after = 0;
+}
+
+/* Keys from a small alphabet rich in the bytes around '/'. */
+static void random_key(char *key, size_t cap, unsigned *seed)
+{
+	static const char alpha[] = "a.-/0_~";
+	size_t len = 1 + (size_t)(rand_r(seed) % 8), i;
+
+	for (i = 0; i < len && i + 1 < cap; i++)
+		key[i] = alpha[rand_r(seed) % (sizeof(alpha) - 1)];
+	key[i] = '\0';
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_list_random(void **state)
+{
+	struct env *env = *state;
+	char *keys[400], joined[65536], key[16];
+	struct coll *c = calloc(1, sizeof(*c));
+	unsigned seed = 42, n = 0, i, j;
+	size_t len = 0;
+
+	assert_non_null(c);
+	for (i = 0; i < 400; i++) {
+		random_key(key, sizeof(key), &seed);
+		if (smux_key_check(key, SMUX_KEY_OBJECT, NULL, NULL))
+			continue;
+		if (put_str(env, key, "v"))
+			continue; /* a file/directory clash: fine */
+		for (j = 0; j < n && strcmp(keys[j], key); j++)
+			;
+		if (j == n)
+			keys[n++] = strdup(key);
+	}
+	assert_true(n > 50);
+	qsort(keys, n, sizeof(*keys), cmp_str);
+	joined[0] = '\0';
+	for (i = 0; i < n; i++) {
+		len += (size_t)snprintf(joined + len, sizeof(joined) - len,
+					"%s%s", i ? "," : "", keys[i]);
+		free(keys[i]);
+	}
+	assert_string_equal(list(env, c, "", NULL), joined);
+	/* Each delimited level is ordered too (coll checks). */
+	list(env, c, "", "/");
+	list(env, c, "a", "/");
+	list(env, c, "a/", "/");
+	list(env, c, "-", NULL);
+	free(c);
+}
+
+/* ---- writer ---- */
+
+static void writer_write(struct env *env, struct smux_writer *w, const char *s,
+			 uint64_t off)
+{
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, s, strlen(s), off, &env->err),
+		0);
+}
+
+static void writer_commit(struct env *env, struct smux_writer *w,
+			  const struct smux_put_opts *opts)
+{
+	assert_int_equal(
+		smux_writer_commit(w, &env->ctx, opts, NULL, &env->err), 0);
+}
+
+static void test_writer(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts mode600 = {.mode = 0600};
+	struct smux_writer *w;
+	struct smux_info info;
+	char buf[64];
+	int rc;
+
+	assert_int_equal(put_str(env, "w", "hello world"), 0);
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "w", 0, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(smux_writer_size(w), 11);
+	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 0, &env->err),
+			 11);
+	assert_memory_equal(buf, "hello world", 11);
+	writer_write(env, w, "HELLO", 0);
+	expect_content(env, "w", "hello world"); /* not yet */
+	assert_int_equal(smux_writer_pread(w, buf, 5, 0, &env->err), 5);
+	assert_memory_equal(buf, "HELLO", 5);
+	writer_commit(env, w, NULL);
+	expect_content(env, "w", "HELLO world");
+	/* More writes after a commit stay pending until the next one. */
+	writer_write(env, w, "!", 11);
+	assert_int_equal(smux_writer_size(w), 12);
+	expect_content(env, "w", "HELLO world");
+	writer_commit(env, w, NULL);
+	expect_content(env, "w", "HELLO world!");
+	assert_int_equal(smux_writer_truncate(w, &env->ctx, 5, &env->err), 0);
+	expect_content(env, "w", "HELLO world!");
+	writer_commit(env, w, NULL);
+	expect_content(env, "w", "HELLO");
+	/* A commit without writes applies only the options. */
+	writer_commit(env, w, &mode600);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "w", &info, &env->err), 0);
+	assert_int_equal(info.mode, S_IFREG | 0600);
+	expect_content(env, "w", "HELLO");
+	/* Extending truncate and a hole of zeros. */
+	assert_int_equal(smux_writer_truncate(w, &env->ctx, 7, &env->err), 0);
+	writer_write(env, w, "Z", 9);
+	writer_commit(env, w, NULL);
+	smux_writer_close(w);
+	{
+		unsigned char *got;
+		size_t len;
+
+		assert_int_equal(smux_backend_get_all(env->b, &env->ctx, "w",
+						      &got, &len, &env->err),
+				 0);
+		assert_int_equal(len, 10);
+		assert_memory_equal(got, "HELLO\0\0\0\0Z", 10);
+		free(got);
+	}
+	/* The file's mode survives writers that do not set one. */
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "w", &info, &env->err), 0);
+	assert_int_equal(info.mode, S_IFREG | 0600);
+
+	/* TRUNC starts empty; close without commit leaves the target. */
+	assert_int_equal(put_str(env, "t", "original"), 0);
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "t",
+						  SMUX_WRITER_TRUNC, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(smux_writer_size(w), 0);
+	writer_write(env, w, "xyz", 0);
+	smux_writer_close(w);
+	expect_content(env, "t", "original");
+
+	/* A new key in new directories. */
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "n/e/w", 0,
+						  &w, &env->err),
+			 0);
+	assert_int_equal(smux_writer_size(w), 0);
+	rc = smux_backend_head(env->b, &env->ctx, "n/e/w", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	writer_commit(env, w, NULL); /* an empty object */
+	expect_content(env, "n/e/w", "");
+	writer_write(env, w, "data", 0);
+	writer_commit(env, w, NULL);
+	smux_writer_close(w);
+	expect_content(env, "n/e/w", "data");
+
+	/* The writer's content is the object at open: a commit without
+	 * writes republishes it over a put made meanwhile. */
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "t", 0, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(put_str(env, "t", "someone else"), 0);
+	writer_commit(env, w, NULL);
+	smux_writer_close(w);
+	expect_content(env, "t", "original");
+
+	/* Directories and markers are no writer targets. */
+	rc = smux_backend_writer_open(env->b, &env->ctx, "n/e", 0, &w,
+				      &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = env->b->ops->writer_open(env->b, &env->ctx, "n/", 0, &w,
+				      &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	assert_int_equal(count_tmp(env->root), 0);
+}
+
+struct race {
+	struct env *env;
+	atomic_bool stop;
+	atomic_int bad;
+	atomic_int reads;
+};
+
+#define RACE_SIZE (256u * 1024u)
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	struct smux_error err;
+	unsigned char *buf;
+	size_t len, i;
+
+	while (!atomic_load(&r->stop)) {
+		if (smux_backend_get_all(r->env->b, &r->env->ctx, "race", &buf,
+					 &len, &err)) {
+			atomic_fetch_add(&r->bad, 1);
+			continue;
+		}
+		/* Old or new, never a mix or a partial object. */
+		if (len != RACE_SIZE)
+			atomic_fetch_add(&r->bad, 1);
+		for (i = 1; i < len; i++)
+			if (buf[i] != buf[0]) {
+				atomic_fetch_add(&r->bad, 1);
+				break;
+			}
+		free(buf);
+		atomic_fetch_add(&r->reads, 1);
+	}
+	return NULL;
+}
+
+static void test_writer_concurrent_readers(void **state)
+{
+	struct env *env = *state;
+	struct race r = {.env = env};
+	unsigned char *chunk = malloc(RACE_SIZE);
+	pthread_t th[3];
+	int i, round;
+
+	assert_non_null(chunk);
+	memset(chunk, 'A', RACE_SIZE);
+	assert_int_equal(smux_backend_put_buf(env->b, &env->ctx, "race", chunk,
+					      RACE_SIZE, &env->err),
+			 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race_reader, &r),
+				 0);
+	for (round = 0; round < 60; round++) {
+		struct smux_writer *w;
+		unsigned char c = (unsigned char)('B' + round % 20);
+		unsigned off;
+
+		memset(chunk, c, RACE_SIZE);
+		if (round % 3 == 0) {
+			assert_int_equal(smux_backend_put_buf(
+						 env->b, &env->ctx, "race",
+						 chunk, RACE_SIZE, &env->err),
+					 0);
+			continue;
+		}
+		assert_int_equal(smux_backend_writer_open(
+					 env->b, &env->ctx, "race",
+					 round % 2 ? SMUX_WRITER_TRUNC : 0, &w,
+					 &env->err),
+				 0);
+		/* Several small writes: a reader must never see them. */
+		for (off = 0; off < RACE_SIZE; off += RACE_SIZE / 8)
+			assert_int_equal(smux_writer_pwrite(w, &env->ctx, chunk,
+							    RACE_SIZE / 8, off,
+							    &env->err),
+					 0);
+		writer_commit(env, w, NULL);
+		smux_writer_close(w);
+	}
+	atomic_store(&r.stop, true);
+	for (i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(atomic_load(&r.bad), 0);
+	assert_true(atomic_load(&r.reads) > 0);
+	assert_int_equal(count_tmp(env->root), 0);
+	free(chunk);
+}
+
+/* ---- copy, health, statfs ---- */
+
+static void test_copy(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts opts = {.mode = 0640,
+				     .mtime_ns = 1000000000LL * 1600000000};
+	struct smux_info a, b;
+	struct smux_source src;
+	unsigned char *big, *got;
+	size_t len;
+	int rc;
+
+	smux_source_buf(&src, "copy me", 7);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "src", &src, &opts,
+					  NULL, &env->err),
+			 0);
+	assert_int_equal(smux_backend_copy(env->b, &env->ctx, "src", "c/d/dst",
+					   &env->err),
+			 0);
+	expect_content(env, "c/d/dst", "copy me");
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "src", &a, &env->err), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "c/d/dst", &b, &env->err),
+		0);
+	assert_int_equal(b.mode, S_IFREG | 0640);
+	assert_int_equal(b.mtime_ns, opts.mtime_ns);
+	assert_string_not_equal(a.etag, b.etag);
+
+	/* Replaces an existing object; big objects too. */
+	big = pattern(5 * MB + 3, 11);
+	assert_int_equal(smux_backend_put_buf(env->b, &env->ctx, "bigsrc", big,
+					      5 * MB + 3, &env->err),
+			 0);
+	assert_int_equal(smux_backend_copy(env->b, &env->ctx, "bigsrc", "src",
+					   &env->err),
+			 0);
+	assert_int_equal(smux_backend_get_all(env->b, &env->ctx, "src", &got,
+					      &len, &env->err),
+			 0);
+	assert_int_equal(len, 5 * MB + 3);
+	assert_memory_equal(got, big, len);
+	free(got);
+	free(big);
+
+	rc = smux_backend_copy(env->b, &env->ctx, "nope", "x", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_copy(env->b, &env->ctx, "src", "c/d", &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = smux_backend_copy(env->b, &env->ctx, "c", "x", &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	assert_int_equal(count_tmp(env->root), 0);
+}
+
+static void test_health_statfs_new(void **state)
+{
+	struct env *env = *state;
+	struct smux_file_opts opts = {0};
+	struct smux_backend *b2;
+	struct smux_statfs sf;
+	int rc;
+
+	assert_int_equal(smux_backend_healthcheck(env->b, &env->ctx, &env->err),
+			 0);
+	assert_int_equal(smux_backend_statfs(env->b, &env->ctx, &sf, &env->err),
+			 0);
+	assert_true(sf.total_bytes > 0);
+	assert_true(sf.free_bytes <= sf.total_bytes);
+
+	rc = smux_file_new("x", &opts, &b2, &env->err);
+	assert_true(rc < 0);
+	opts.path = at(env, "does-not-exist");
+	rc = smux_file_new("x", &opts, &b2, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_null(b2);
+	write_file(at(env, "plain"), "x");
+	opts.path = at(env, "plain");
+	rc = smux_file_new("x", &opts, &b2, &env->err);
+	assert_true(rc < 0);
+
+	/* A root removed under a running backend fails its healthcheck. */
+	assert_int_equal(mkdir(at(env, "gone"), 0755), 0);
+	opts.path = at(env, "gone");
+	assert_int_equal(smux_file_new("gone", &opts, &b2, &env->err), 0);
+	assert_int_equal(smux_backend_healthcheck(b2, &env->ctx, &env->err), 0);
+	assert_int_equal(rmdir(at(env, "gone")), 0);
+	rc = smux_backend_healthcheck(b2, &env->ctx, &env->err);
+	assert_true(rc < 0);
+	smux_backend_unref(b2);
+}
+
+/* ---- containment ---- */
+
+/* FNV-1a of a file's bytes (or a symlink's target). */
+static uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+{
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ULL;
+	return h;
+}
+
+struct snap {
+	char *lines[256];
+	unsigned n;
+};
+
+static void snap_walk(struct snap *s, const char *path, const char *rel)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	char sub[PATH_MAX], subrel[PATH_MAX], line[PATH_MAX + 128];
+	unsigned char buf[4096];
+	struct dirent *de;
+	struct stat st;
+	ssize_t n;
+	int fd;
+	DIR *d;
+
+	assert_int_equal(lstat(path, &st), 0);
+	if (S_ISREG(st.st_mode)) {
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		assert_true(fd >= 0);
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			h = hash_bytes(h, buf, (size_t)n);
+		close(fd);
+	} else if (S_ISLNK(st.st_mode)) {
+		n = readlink(path, (char *)buf, sizeof(buf));
+		assert_true(n > 0);
+		h = hash_bytes(h, buf, (size_t)n);
+	}
+	snprintf(line, sizeof(line), "%s %o %lld %lld.%09ld %llx %llu", rel,
+		 (unsigned)st.st_mode, (long long)st.st_size,
+		 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+		 (unsigned long long)h, (unsigned long long)st.st_ino);
+	assert_true(s->n < 256);
+	s->lines[s->n++] = strdup(line);
+	if (!S_ISDIR(st.st_mode))
+		return;
+	d = opendir(path);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		snprintf(subrel, sizeof(subrel), "%s/%s", rel, de->d_name);
+		snap_walk(s, sub, subrel);
+	}
+	closedir(d);
+}
+
+static void snap_take(struct snap *s, const char *path)
+{
+	s->n = 0;
+	snap_walk(s, path, ".");
+	qsort(s->lines, s->n, sizeof(*s->lines), cmp_str);
+}
+
+static void snap_compare_free(struct snap *a, struct snap *b)
+{
+	unsigned i;
+
+	assert_int_equal(a->n, b->n);
+	for (i = 0; i < a->n; i++) {
+		assert_string_equal(a->lines[i], b->lines[i]);
+		free(a->lines[i]);
+		free(b->lines[i]);
+	}
+}
+
+static int sink_count(void *arg, const void *data, size_t len)
+{
+	(void)data;
+	*(size_t *)arg += len;
+	return 0;
+}
+
+/* Every listed key must be one of the few legitimate ones inside. */
+static int list_guard(void *arg, const struct smux_list_entry *e)
+{
+	static const char *const ok[] = {"ok", "d/", "sub/", "plain/"};
+	unsigned i;
+
+	(void)arg;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strcmp(e->key, ok[i]))
+			return 0;
+	fail_msg("listing leaked \"%s\"", e->key);
+	return 1;
+}
+
+/* Tries every operation on @key through the wrappers; each must fail. */
+static void attack_wrapped(struct env *env, const char *key)
+{
+	static const char *const delims[] = {NULL, "/"};
+	struct smux_backend *b = env->b;
+	struct smux_ctx *ctx = &env->ctx;
+	struct smux_error *err = &env->err;
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	struct smux_writer *w = NULL;
+	struct smux_sink sink;
+	struct smux_info info;
+	size_t got = 0;
+	unsigned flags, i;
+	int rc;
+
+	smux_sink_cb(&sink, sink_count, NULL, &got);
+	if (smux_backend_get(b, ctx, key, &all, &sink, &info, err) == 0)
+		fail_msg("get \"%s\" succeeded", key);
+	assert_int_equal(got, 0);
+	if (smux_backend_head(b, ctx, key, &info, err) == 0)
+		fail_msg("head \"%s\" succeeded", key);
+	if (smux_backend_put_buf(b, ctx, key, "pwned", 5, err) == 0)
+		fail_msg("put \"%s\" succeeded", key);
+	if (smux_backend_put_buf(b, ctx, key, "", 0, err) == 0)
+		fail_msg("put \"%s\" (empty) succeeded", key);
+	if (smux_backend_del(b, ctx, key, err) == 0)
+		fail_msg("del \"%s\" succeeded", key);
+	if (smux_backend_copy(b, ctx, key, "copied", err) == 0)
+		fail_msg("copy from \"%s\" succeeded", key);
+	if (smux_backend_copy(b, ctx, "ok", key, err) == 0)
+		fail_msg("copy to \"%s\" succeeded", key);
+	for (flags = 0; flags <= SMUX_WRITER_TRUNC; flags++) {
+		rc = smux_backend_writer_open(b, ctx, key, flags, &w, err);
+		if (rc == 0) {
+			smux_writer_pwrite(w, ctx, "pwned", 5, 0, err);
+			rc = smux_writer_commit(w, ctx, NULL, NULL, err);
+			smux_writer_close(w);
+			fail_msg("writer_open \"%s\" succeeded (commit %d)",
+				 key, rc);
+		}
+	}
+	for (i = 0; i < 2; i++)
+		smux_backend_list(b, ctx, key, delims[i], list_guard, NULL,
+				  err);
+	assert_int_equal(
+		smux_backend_statfs(b, ctx, &(struct smux_statfs){0}, err), 0);
+}
+
+/* The same straight through the ops table: no wrapper validation. */
+static void attack_direct(struct env *env, const char *key)
+{
+	const struct smux_backend_ops *ops = env->b->ops;
+	struct smux_backend *b = env->b;
+	struct smux_ctx *ctx = &env->ctx;
+	struct smux_error *err = &env->err;
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	struct smux_writer *w = NULL;
+	struct smux_source src;
+	struct smux_sink sink;
+	struct smux_info info;
+	size_t got = 0;
+	unsigned flags;
+
+	smux_sink_cb(&sink, sink_count, NULL, &got);
+	smux_source_buf(&src, "pwned", 5);
+	if (ops->get(b, ctx, key, &all, &sink, &info, err) == 0)
+		fail_msg("ops->get \"%s\" succeeded", key);
+	assert_int_equal(got, 0);
+	if (ops->head(b, ctx, key, &info, err) == 0)
+		fail_msg("ops->head \"%s\" succeeded", key);
+	if (ops->put(b, ctx, key, &src, NULL, NULL, err) == 0)
+		fail_msg("ops->put \"%s\" succeeded", key);
+	smux_source_buf(&src, "", 0);
+	if (ops->put(b, ctx, key, &src, NULL, NULL, err) == 0)
+		fail_msg("ops->put \"%s\" (empty) succeeded", key);
+	if (ops->del(b, ctx, key, err) == 0)
+		fail_msg("ops->del \"%s\" succeeded", key);
+	if (ops->copy(b, ctx, key, "copied", err) == 0)
+		fail_msg("ops->copy from \"%s\" succeeded", key);
+	if (ops->copy(b, ctx, "ok", key, err) == 0)
+		fail_msg("ops->copy to \"%s\" succeeded", key);
+	for (flags = 0; flags <= SMUX_WRITER_TRUNC; flags++)
+		if (ops->writer_open(b, ctx, key, flags, &w, err) == 0) {
+			smux_writer_close(w);
+			fail_msg("ops->writer_open \"%s\" succeeded", key);
+		}
+	ops->list(b, ctx, key, "/", list_guard, NULL, err);
+	ops->list(b, ctx, key, NULL, list_guard, NULL, err);
+}
+
+static void test_containment(void **state)
+{
+	struct env *env = *state;
+	char outside[PATH_MAX], seg300[301], key2000[2001], nulkey[32];
+	struct snap before_out = {0}, after_out = {0};
+	struct snap before_root = {0}, after_root = {0};
+	const char *keys[] = {
+		"../outside/secret",
+		"/etc/passwd",
+		"a/../../outside/x",
+		"link_out/secret",
+		"link_out/new",
+		"link_out/sub/inner",
+		"link_out/sub/",
+		"link_out/newdir/",
+		"link_out",
+		"link_out/",
+		"link_file",
+		"link_abs/secret",
+		"link_abs/",
+		"d/sub/x",
+		"d/sub/",
+		"d/sub",
+		"d/sub/inner/deeper",
+		"..",
+		"../",
+		".",
+		"./ok/../../outside/secret",
+		"",
+		"/",
+		"ok/../../outside/secret",
+		"d/../../outside/secret",
+		seg300,
+		key2000,
+	};
+	size_t i;
+	int rootfd;
+
+	/* base/outside/{secret, sub/inner}; inside root a file "ok" and
+	 * symlinks out: relative, absolute, to a file, mid-path. */
+	assert_int_equal(mkdir(at(env, "outside"), 0755), 0);
+	assert_int_equal(mkdir(at(env, "outside/sub"), 0755), 0);
+	write_file(at(env, "outside/secret"), "TOP SECRET");
+	write_file(at(env, "outside/sub/inner"), "inner");
+	snprintf(outside, sizeof(outside), "%s", at(env, "outside"));
+	assert_int_equal(put_str(env, "ok", "fine"), 0);
+	assert_int_equal(symlink("../outside", at(env, "root/link_out")), 0);
+	assert_int_equal(symlink(outside, at(env, "root/link_abs")), 0);
+	assert_int_equal(
+		symlink("../outside/secret", at(env, "root/link_file")), 0);
+	assert_int_equal(mkdir(at(env, "root/d"), 0755), 0);
+	assert_int_equal(symlink(outside, at(env, "root/d/sub")), 0);
+
+	memset(seg300, 'x', 300);
+	seg300[300] = '\0';
+	for (i = 0; i < 2000; i++)
+		key2000[i] = i % 10 == 9 ? '/' : 'k';
+	key2000[2000] = '\0';
+
+	snap_take(&before_out, outside);
+	snap_take(&before_root, env->root);
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		attack_wrapped(env, keys[i]);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		attack_direct(env, keys[i]);
+
+	/* A NUL inside a key is refused where keys arrive with a length. */
+	memcpy(nulkey, "ok\0../../outside/secret", 24);
+	assert_true(smux_key_check_n(nulkey, 23, SMUX_KEY_OBJECT, "t",
+				     &env->err) < 0);
+
+	/* The primitive itself: openat2 beneath the root refuses escapes
+	 * and symlinks whatever the key check says. */
+	rootfd = open(env->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_true(rootfd >= 0);
+	assert_int_equal(
+		smux__file_open(rootfd, "../outside/secret", O_RDONLY, 0),
+		-EXDEV);
+	assert_int_equal(smux__file_open(rootfd, "/etc/passwd", O_RDONLY, 0),
+			 -EXDEV);
+	assert_int_equal(
+		smux__file_open(rootfd, "ok/../../outside/secret", O_RDONLY, 0),
+		-ENOTDIR);
+	assert_int_equal(
+		smux__file_open(rootfd, "d/../../outside/secret", O_RDONLY, 0),
+		-EXDEV);
+	assert_int_equal(
+		smux__file_open(rootfd, "link_out/secret", O_RDONLY, 0),
+		-ELOOP);
+	assert_int_equal(smux__file_open(rootfd, "link_file", O_RDONLY, 0),
+			 -ELOOP);
+	assert_int_equal(
+		smux__file_open(rootfd, "link_abs/secret", O_RDONLY, 0),
+		-ELOOP);
+	assert_int_equal(smux__file_open(rootfd, "d/sub/secret", O_RDONLY, 0),
+			 -ELOOP);
+	assert_int_equal(smux__file_open(rootfd, "link_out/x",
+					 O_RDWR | O_CREAT | O_EXCL, 0600),
+			 -ELOOP);
+	close(rootfd);
+
+	/* The symlinks now point at the real places: still not followed. */
+	assert_int_equal(unlink(at(env, "root/link_out")), 0);
+	assert_int_equal(symlink(outside, at(env, "root/link_out")), 0);
+	attack_wrapped(env, "link_out/secret");
+	assert_int_equal(unlink(at(env, "root/link_out")), 0);
+	assert_int_equal(symlink("../outside", at(env, "root/link_out")), 0);
+
+	/* Outside untouched, byte for byte; the root too (no leftovers, the
+	 * symlinks unchanged) except link_out's recreated inode. */
+	snap_take(&after_out, outside);
+	snap_compare_free(&before_out, &after_out);
+	for (i = 0; i < before_root.n; i++)
+		if (strstr(before_root.lines[i], "./link_out ") ||
+		    !strncmp(before_root.lines[i], ". ", 2)) {
+			free(before_root.lines[i]);
+			before_root.lines[i] = strdup("-");
+		}
+	snap_take(&after_root, env->root);
+	for (i = 0; i < after_root.n; i++)
+		if (strstr(after_root.lines[i], "./link_out ") ||
+		    !strncmp(after_root.lines[i], ". ", 2)) {
+			free(after_root.lines[i]);
+			after_root.lines[i] = strdup("-");
+		}
+	qsort(before_root.lines, before_root.n, sizeof(char *), cmp_str);
+	qsort(after_root.lines, after_root.n, sizeof(char *), cmp_str);
+	snap_compare_free(&before_root, &after_root);
+	{
+		char target[PATH_MAX];
+		ssize_t n = readlink(at(env, "root/link_file"), target,
+				     sizeof(target) - 1);
+
+		assert_true(n > 0);
+		target[n] = '\0';
+		assert_string_equal(target, "../outside/secret");
+	}
+	expect_content(env, "ok", "fine");
+}
+
+/* A listing of the root never descends through a symlinked directory. */
+static void test_containment_list(void **state)
+{
+	struct env *env = *state;
+	struct coll c = {0};
+
+	assert_int_equal(mkdir(at(env, "outside"), 0755), 0);
+	write_file(at(env, "outside/secret"), "TOP SECRET");
+	assert_int_equal(symlink("../outside", at(env, "root/link_out")), 0);
+	assert_int_equal(mkdir(at(env, "root/d"), 0755), 0);
+	assert_int_equal(symlink("../../outside", at(env, "root/d/sub")), 0);
+	assert_int_equal(put_str(env, "ok", "fine"), 0);
+
+	assert_string_equal(list(env, &c, "", NULL), "d/,ok");
+	assert_string_equal(list(env, &c, "", "/"), "[d/],ok");
+	assert_string_equal(list(env, &c, "d/", NULL), "d/");
+	assert_string_equal(list(env, &c, "d/s", NULL), "");
+	assert_string_equal(list(env, &c, "link", NULL), "");
+	/* A prefix through a symlink: refused, never followed. */
+	assert_true(smux_backend_list(env->b, &env->ctx, "link_out/", NULL,
+				      coll_fn, &c, &env->err) < 0);
+	assert_true(smux_backend_list(env->b, &env->ctx, "d/sub/", "/", coll_fn,
+				      &c, &env->err) < 0);
+	/* The last segment is a filter, never a path. */
+	assert_int_equal(env->b->ops->list(env->b, &env->ctx, "..", NULL,
+					   coll_fn, &c, &env->err),
+			 0);
+	assert_int_equal(c.n, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest basics[] = {
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_put_failure_cleans_up,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ranged_get, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_markers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_del, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_health_statfs_new, setup,
+						teardown),
+	};
+	const struct CMUnitTest listing[] = {
+		cmocka_unit_test_setup_teardown(test_list_order, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_list_random, setup,
+						teardown),
+	};
+	const struct CMUnitTest writer[] = {
+		cmocka_unit_test_setup_teardown(test_writer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_concurrent_readers,
+						setup, teardown),
+	};
+	const struct CMUnitTest security[] = {
+		cmocka_unit_test_setup_teardown(test_containment, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_containment_list, setup,
+						teardown),
+	};
+	int fails = 0;
+
+	fails += cmocka_run_group_tests_name("file_basics", basics, NULL, NULL);
+	fails += cmocka_run_group_tests_name("file_list", listing, NULL, NULL);
+	fails += cmocka_run_group_tests_name("file_writer", writer, NULL, NULL);
+	fails += cmocka_run_group_tests_name("file_security", security, NULL,
+					     NULL);
+	return fails ? 1 : 0;
+}

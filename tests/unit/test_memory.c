@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_memory.c - what is particular to the memory backend (the behaviours
+ * every backend shares are in tests/conformance/): object counts, etags
+ * from one counter, directory conventions, writer snapshots, cancellation
+ * between chunks, failing sources and sinks, out-of-memory, no lock held
+ * across callbacks, listing pages, and whole-object consistency under
+ * concurrent puts and gets of one key.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "smux/memory.h"
+
+/* Huge allocations must fail with NULL under the sanitizers too
+ * (test_no_memory) instead of aborting the run. */
+const char *__asan_default_options(void);
+const char *__tsan_default_options(void);
+
+const char *__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+const char *__tsan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+
+static int setup(void **state)
+{
+	struct smux_backend *b;
+	struct smux_error err;
+
+	if (smux_memory_new("mem", &b, &err) != 0)
+		return -1;
+	*state = b;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	smux_backend_unref(*state);
+	return 0;
+}
+
+static void put(struct smux_backend *b, const char *key, const char *s)
+{
+	struct smux_error err;
+
+	assert_int_equal(smux_backend_put_buf(b, NULL, key, s, strlen(s), &err),
+			 0);
+}
+
+static void expect(struct smux_backend *b, const char *key, const void *buf,
+		   size_t len)
+{
+	struct smux_error err;
+	unsigned char *got;
+	size_t got_len;
+
+	assert_int_equal(
+		smux_backend_get_all(b, NULL, key, &got, &got_len, &err), 0);
+	assert_int_equal(got_len, len);
+	assert_memory_equal(got, buf, len);
+	free(got);
+}
+
+static void test_count(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_error err;
+
+	assert_int_equal(smux_memory_count(b), 0);
+	put(b, "a", "1");
+	put(b, "d/x", "2");
+	put(b, "d/", "");
+	assert_int_equal(smux_memory_count(b), 3); /* markers count */
+	put(b, "a", "overwritten");
+	assert_int_equal(smux_memory_count(b), 3);
+	assert_int_equal(smux_backend_copy(b, NULL, "a", "c", &err), 0);
+	assert_int_equal(smux_memory_count(b), 4);
+	assert_int_equal(smux_backend_del(b, NULL, "nope", &err), 0);
+	assert_int_equal(smux_memory_count(b), 4);
+	/* A marker goes alone; its directory's keys stay. */
+	assert_int_equal(smux_backend_del(b, NULL, "d/", &err), 0);
+	assert_int_equal(smux_memory_count(b), 3);
+	expect(b, "d/x", "2", 1);
+}
+
+static uint64_t etag_of(struct smux_backend *b, const char *key)
+{
+	struct smux_error err;
+	struct smux_info info;
+	char *end;
+	uint64_t v;
+
+	assert_int_equal(smux_backend_head(b, NULL, key, &info, &err), 0);
+	v = strtoull(info.etag, &end, 16);
+	assert_true(end != info.etag && *end == '\0');
+	return v;
+}
+
+static void test_etag_counter(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_writer *w;
+	struct smux_error err;
+	uint64_t e1, e2, e3, e4, e5;
+
+	/* One counter for the whole backend: every publish moves it on. */
+	put(b, "x", "same");
+	e1 = etag_of(b, "x");
+	put(b, "y", "same");
+	e2 = etag_of(b, "y");
+	put(b, "x", "same");
+	e3 = etag_of(b, "x");
+	assert_true(e1 < e2 && e2 < e3);
+	assert_int_equal(smux_backend_copy(b, NULL, "x", "z", &err), 0);
+	e4 = etag_of(b, "z");
+	assert_true(e3 < e4);
+	assert_int_equal(smux_backend_writer_open(b, NULL, "x", 0, &w, &err),
+			 0);
+	assert_int_equal(smux_writer_commit(w, NULL, NULL, NULL, &err), 0);
+	smux_writer_close(w);
+	e5 = etag_of(b, "x");
+	assert_true(e4 < e5);
+}
+
+static void test_directory_info(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_error err;
+	struct smux_info info;
+
+	put(b, "f", "file");
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFREG | 0644);
+	put(b, "m/", "");
+	assert_int_equal(smux_backend_head(b, NULL, "m/", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFDIR | 0755);
+	assert_true(info.etag[0] != '\0'); /* a marker is an object */
+	put(b, "i/j/k", "deep");
+	assert_int_equal(smux_backend_head(b, NULL, "i", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFDIR | 0755);
+	assert_string_equal(info.etag, ""); /* implied: no version */
+	assert_int_equal(smux_backend_head(b, NULL, "i/j/", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFDIR | 0755);
+	/* "i." sorts between "i" and "i/": it hides nothing. */
+	put(b, "i.", "dot");
+	assert_int_equal(smux_backend_head(b, NULL, "i", &info, &err), 0);
+	assert_int_equal(info.mode & S_IFMT, S_IFDIR);
+	/* An object and a directory of the same name: the object answers. */
+	put(b, "i", "object");
+	assert_int_equal(smux_backend_head(b, NULL, "i", &info, &err), 0);
+	assert_int_equal(info.mode & S_IFMT, S_IFREG);
+	assert_int_equal(smux_backend_head(b, NULL, "i/", &info, &err), 0);
+	assert_int_equal(info.mode & S_IFMT, S_IFDIR);
+}
+
+static void test_writer_snapshot(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_writer *w;
+	struct smux_error err;
+	char buf[16];
+
+	put(b, "k", "abcdef");
+	assert_int_equal(smux_backend_writer_open(b, NULL, "k", 0, &w, &err),
+			 0);
+	/* A put after open does not reach the open writer's content. */
+	put(b, "k", "XYZ");
+	assert_int_equal(smux_writer_size(w), 6);
+	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 0, &err), 6);
+	assert_memory_equal(buf, "abcdef", 6);
+	/* Shrinking then growing shows zeros, never the old bytes. */
+	assert_int_equal(smux_writer_truncate(w, NULL, 2, &err), 0);
+	assert_int_equal(smux_writer_truncate(w, NULL, 6, &err), 0);
+	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 0, &err), 6);
+	assert_memory_equal(buf, "ab\0\0\0\0", 6);
+	/* Each commit is a snapshot; later writes do not leak into it. */
+	assert_int_equal(smux_writer_commit(w, NULL, NULL, NULL, &err), 0);
+	assert_int_equal(smux_writer_pwrite(w, NULL, "!", 1, 0, &err), 0);
+	expect(b, "k", "ab\0\0\0\0", 6);
+	smux_writer_close(w);
+	expect(b, "k", "ab\0\0\0\0", 6);
+	/* A writer on a marker is refused by the wrapper. */
+	assert_int_equal(smux_backend_writer_open(b, NULL, "d/", 0, &w, &err),
+			 -EINVAL);
+}
+
+/* A sink that fires a cancel token once it has taken one chunk. */
+struct cancel_sink {
+	struct smux_cancel *token;
+	size_t taken;
+};
+
+static int cancel_sink_write(void *arg, const void *data, size_t len)
+{
+	struct cancel_sink *s = arg;
+
+	(void)data;
+	s->taken += len;
+	smux_cancel_fire(s->token, SMUX_CANCEL_ABORT);
+	return 0;
+}
+
+static long cancel_source_read(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	(void)pos;
+	memset(dst, 'c', len);
+	smux_cancel_fire(arg, SMUX_CANCEL_TIMEOUT);
+	return (long)len;
+}
+
+static void test_cancel_between_chunks(void **state)
+{
+	struct smux_backend *b = *state;
+	const size_t big = 4 * SMUX_IO_CHUNK;
+	unsigned char *data = calloc(1, big);
+	struct smux_cancel token;
+	struct cancel_sink cs = {.token = &token};
+	struct smux_source src;
+	struct smux_sink sink;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	assert_non_null(data);
+	assert_int_equal(smux_backend_put_buf(b, NULL, "big", data, big, &err),
+			 0);
+	smux_cancel_init(&token);
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_ctx_derive(&ctx, &ctx, 0, &token), 0);
+
+	/* The get stops at the next chunk boundary. */
+	smux_sink_cb(&sink, cancel_sink_write, NULL, &cs);
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "big", NULL, &sink, NULL, &err),
+		-smux_code_errno(SMUX_E_BACKEND_ABORTED));
+	assert_int_equal(err.e.code, SMUX_E_BACKEND_ABORTED);
+	assert_int_equal(cs.taken, SMUX_IO_CHUNK);
+	smux_cancel_release(&token);
+
+	/* A put cancelled mid-source stores nothing. */
+	smux_cancel_init(&token);
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_ctx_derive(&ctx, &ctx, 0, &token), 0);
+	smux_source_cb(&src, cancel_source_read, &token, big);
+	assert_int_equal(
+		smux_backend_put(b, &ctx, "new", &src, NULL, NULL, &err),
+		-smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	assert_int_equal(err.e.code, SMUX_E_BACKEND_TIMEOUT);
+	assert_int_equal(smux_memory_count(b), 1);
+	smux_cancel_release(&token);
+	free(data);
+}
+
+static long short_source_read(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	(void)arg;
+	if (pos >= 10)
+		return 0; /* claims 100 bytes, has 10 */
+	if (len > 10 - pos)
+		len = (size_t)(10 - pos);
+	memset(dst, 's', len);
+	return (long)len;
+}
+
+static int full_sink_write(void *arg, const void *data, size_t len)
+{
+	(void)arg;
+	(void)data;
+	(void)len;
+	return -ENOSPC;
+}
+
+static void test_failing_source_and_sink(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_source src;
+	struct smux_sink sink;
+	struct smux_error err;
+
+	put(b, "k", "old");
+	smux_source_cb(&src, short_source_read, NULL, 100);
+	assert_int_equal(smux_backend_put(b, NULL, "k", &src, NULL, NULL, &err),
+			 -EIO);
+	expect(b, "k", "old", 3); /* the old object stays */
+
+	smux_sink_cb(&sink, full_sink_write, NULL, NULL);
+	assert_int_equal(
+		smux_backend_get(b, NULL, "k", NULL, &sink, NULL, &err),
+		-ENOSPC);
+	assert_int_equal(err.e.code, SMUX_E_NO_SPACE);
+}
+
+static void test_no_memory(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_source src;
+	struct smux_error err;
+
+	/* Never read: the allocation of 2^62 bytes fails first. */
+	smux_source_cb(&src, short_source_read, NULL, UINT64_C(1) << 62);
+	assert_int_equal(
+		smux_backend_put(b, NULL, "huge", &src, NULL, NULL, &err),
+		-ENOMEM);
+	assert_int_equal(err.e.code, SMUX_E_NO_MEMORY);
+	assert_int_equal(smux_memory_count(b), 0);
+}
+
+/* A sink that calls back into the backend for every chunk. */
+static int reentrant_sink_write(void *arg, const void *data, size_t len)
+{
+	struct smux_backend *b = arg;
+	struct smux_error err;
+	struct smux_info info;
+
+	(void)data;
+	(void)len;
+	if (smux_backend_put_buf(b, NULL, "k", "new", 3, &err) ||
+	    smux_backend_head(b, NULL, "k", &info, &err))
+		return -EIO;
+	return 0;
+}
+
+static void test_no_lock_across_callbacks(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_sink sink;
+	struct smux_error err;
+
+	/* With the lock held, the put inside the sink would deadlock. */
+	put(b, "k", "old content");
+	smux_sink_cb(&sink, reentrant_sink_write, NULL, b);
+	assert_int_equal(
+		smux_backend_get(b, NULL, "k", NULL, &sink, NULL, &err), 0);
+	assert_int_equal(sink.written, 11); /* the version it started on */
+	expect(b, "k", "new", 3);
+}
+
+struct page_seen {
+	struct smux_backend *b;
+	char last[64];
+	unsigned n, prefixes;
+	bool disorder;
+};
+
+/* Checks order; adds keys under "p/" that sort after all of its others
+ * while the listing runs, so "p/" shows up again on a later page. */
+static int page_cb(void *arg, const struct smux_list_entry *e)
+{
+	struct page_seen *s = arg;
+	struct smux_error err;
+	char key[32];
+
+	if (s->n && strcmp(s->last, e->key) >= 0)
+		s->disorder = true;
+	snprintf(s->last, sizeof(s->last), "%s", e->key);
+	s->prefixes += e->is_prefix;
+	snprintf(key, sizeof(key), "p/z%03u", s->n);
+	smux_backend_put_buf(s->b, NULL, key, "", 0, &err);
+	s->n++;
+	return 0;
+}
+
+static void test_list_pages(void **state)
+{
+	struct smux_backend *b = *state;
+	struct page_seen seen = {.b = b};
+	struct smux_error err;
+	char key[32];
+
+	/* 255 objects, then "p/" as the last entry of the first page. */
+	for (unsigned i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "o%03u", i);
+		if (i < 255)
+			put(b, key, "");
+		snprintf(key, sizeof(key), "p/x%03u", i);
+		put(b, key, "");
+	}
+	assert_int_equal(
+		smux_backend_list(b, NULL, "", "/", page_cb, &seen, &err), 0);
+	assert_false(seen.disorder);
+	assert_int_equal(seen.n, 256);
+	assert_int_equal(seen.prefixes, 1); /* "p/" once, however it grew */
+	assert_string_equal(seen.last, "p/");
+	assert_int_equal(smux_memory_count(b), 255 + 300 + 256);
+}
+
+#define TORN_THREADS 6
+#define TORN_ITERS   400
+#define TORN_SIZE    (256 * 1024)
+
+struct torn {
+	struct smux_backend *b;
+	atomic_int writers_left;
+	atomic_int torn;
+	atomic_int errors;
+};
+
+struct torn_thread {
+	struct torn *t;
+	unsigned id;
+};
+
+/* Writers fill whole objects with one byte value; readers check that a
+ * get never mixes two. Odd writers commit through a writer instead. */
+static void *torn_main(void *arg)
+{
+	struct torn_thread *tt = arg;
+	struct torn *t = tt->t;
+	unsigned char *buf = malloc(TORN_SIZE), *got;
+	struct smux_writer *w;
+	struct smux_error err;
+	size_t len;
+
+	if (!buf) {
+		atomic_fetch_add(&t->errors, 1);
+		return NULL;
+	}
+	for (unsigned i = 0; tt->id < 3 && i < TORN_ITERS; i++) {
+		memset(buf, (int)(tt->id * 64 + i % 64), TORN_SIZE);
+		if (tt->id == 1) {
+			if (smux_backend_writer_open(t->b, NULL, "k",
+						     SMUX_WRITER_TRUNC, &w,
+						     &err) ||
+			    smux_writer_pwrite(w, NULL, buf, TORN_SIZE, 0,
+					       &err) ||
+			    smux_writer_commit(w, NULL, NULL, NULL, &err))
+				atomic_fetch_add(&t->errors, 1);
+			smux_writer_close(w);
+		} else if (smux_backend_put_buf(t->b, NULL, "k", buf, TORN_SIZE,
+						&err)) {
+			atomic_fetch_add(&t->errors, 1);
+		}
+	}
+	if (tt->id < 3)
+		atomic_fetch_sub(&t->writers_left, 1);
+	while (tt->id >= 3 && atomic_load(&t->writers_left) > 0) {
+		if (smux_backend_get_all(t->b, NULL, "k", &got, &len, &err)) {
+			atomic_fetch_add(&t->errors, 1);
+			break;
+		}
+		if (len != TORN_SIZE || memcmp(got, got + 1, len - 1) != 0)
+			atomic_fetch_add(&t->torn, 1);
+		free(got);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void test_concurrent_no_torn_reads(void **state)
+{
+	struct torn t = {.b = *state};
+	struct torn_thread tt[TORN_THREADS];
+	pthread_t tid[TORN_THREADS];
+	unsigned char *init = calloc(1, TORN_SIZE);
+	struct smux_error err;
+
+	assert_non_null(init);
+	assert_int_equal(
+		smux_backend_put_buf(t.b, NULL, "k", init, TORN_SIZE, &err), 0);
+	free(init);
+	atomic_init(&t.writers_left, 3);
+	for (unsigned i = 0; i < TORN_THREADS; i++) {
+		tt[i] = (struct torn_thread){.t = &t, .id = i};
+		assert_int_equal(
+			pthread_create(&tid[i], NULL, torn_main, &tt[i]), 0);
+	}
+	for (unsigned i = 0; i < TORN_THREADS; i++)
+		pthread_join(tid[i], NULL);
+	assert_int_equal(atomic_load(&t.errors), 0);
+	assert_int_equal(atomic_load(&t.torn), 0);
+	assert_int_equal(smux_memory_count(t.b), 1);
+}
+
+static void test_optional_ops(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_statfs st;
+	struct smux_error err;
+
+	assert_string_equal(b->ops->kind, "memory");
+	assert_non_null(b->ops->copy);
+	assert_non_null(b->ops->writer_open);
+	assert_int_equal(smux_backend_healthcheck(b, NULL, &err), 0);
+	memset(&st, 0xff, sizeof(st));
+	assert_int_equal(smux_backend_statfs(b, NULL, &st, &err), 0);
+	assert_int_equal(st.total_bytes, 0);
+	assert_int_equal(st.free_bytes, 0);
+	assert_int_equal(st.total_files, 0);
+	assert_int_equal(st.free_files, 0);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_count),
+		T(test_etag_counter),
+		T(test_directory_info),
+		T(test_writer_snapshot),
+		T(test_cancel_between_chunks),
+		T(test_failing_source_and_sink),
+		T(test_no_memory),
+		T(test_no_lock_across_callbacks),
+		T(test_list_pages),
+		T(test_concurrent_no_torn_reads),
+		T(test_optional_ops),
+	};
+
+	return cmocka_run_group_tests_name("memory", tests, NULL, NULL);
+}
