@@ -46,7 +46,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -Wstrict-prototypes \
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Iinclude -Isrc \
 	-MMD -MP -pthread
 CFLAGS_LIB := $(CFLAGS_BASE) $(call pc_cflags,$(LIB_PKGS))
-CFLAGS_TEST := $(CFLAGS_LIB) $(call pc_cflags,$(TEST_PKGS)) -Itests
+CFLAGS_TEST := $(CFLAGS_LIB) $(call pc_cflags,$(TEST_PKGS) fuse3 inih) -Itests
 LDLIBS_LIB := $(call pc_libs,$(LIB_PKGS)) -lm -pthread
 LDLIBS_TEST := $(call pc_libs,$(TEST_PKGS)) $(LDLIBS_LIB)
 LDFLAGS := $(SAN)
@@ -54,6 +54,16 @@ LDFLAGS := $(SAN)
 LIB_SRCS := $(sort $(wildcard src/core/*.c src/backends/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(OUT)/obj/%.o)
 LIB := $(OUT)/libsmux.a
+
+# The daemon: src/fs/*.c; everything but main.c also goes into
+# libsmuxfs.a so unit tests can link the daemon's modules.
+FS_PKGS := fuse3 inih
+CFLAGS_FS := $(CFLAGS_LIB) $(call pc_cflags,$(FS_PKGS))
+LDLIBS_FS := $(call pc_libs,$(FS_PKGS)) $(LDLIBS_LIB)
+FS_SRCS := $(sort $(filter-out src/fs/main.c,$(wildcard src/fs/*.c)))
+FS_OBJS := $(FS_SRCS:%.c=$(OUT)/obj/%.o)
+FS_LIB := $(OUT)/libsmuxfs.a
+SMUXFS := $(OUT)/smuxfs
 
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(OUT)/tests/%)
@@ -66,9 +76,13 @@ CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
 .PHONY: all lib tests check test asan tsan deps format lint clean demo bench-core
-all: lib tests
+all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
+
+$(OUT)/obj/src/fs/%.o: src/fs/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_FS) -c $< -o $@
 
 $(OUT)/obj/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -83,9 +97,18 @@ $(LIB): $(LIB_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(LIB)
+$(FS_LIB): $(FS_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_TEST)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SMUXFS): $(OUT)/obj/src/fs/main.o $(FS_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FS)
+
+$(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(FS_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_TEST) $(LDLIBS_FS)
 
 $(CONF_BIN): $(CONF_OBJS) $(SUPPORT_OBJS) $(LIB)
 	@mkdir -p $(@D)

@@ -57,6 +57,21 @@ struct smux_get_opts {
 struct smux_put_opts {
 	uint32_t mode;	  /* permission bits to keep (0 = backend default) */
 	int64_t mtime_ns; /* mtime to keep (0 = now) */
+	/* Writer commit only: make the content durable (fsync) before
+	 * returning, not just visible. A put is always durable. */
+	bool durable;
+};
+
+/* What smux_backend_setattr changes. */
+enum smux_setattr_flags {
+	SMUX_SET_MODE = 1,
+	SMUX_SET_MTIME = 2,
+};
+
+struct smux_setattr {
+	unsigned flags;	  /* enum smux_setattr_flags */
+	uint32_t mode;	  /* permission bits (SMUX_SET_MODE) */
+	int64_t mtime_ns; /* SMUX_SET_MTIME */
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -133,6 +148,18 @@ struct smux_backend_ops {
 	int (*copy)(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *src, const char *dst, struct smux_error *err);
 
+	/* Optional: renames @src to @dst (replacing an object at @dst),
+	 * atomically where the backend can. Object keys only; renaming a
+	 * directory is the caller's walk over the keys under it. */
+	int (*rename)(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err);
+
+	/* Optional: changes the mode and/or mtime of @key (an object or a
+	 * directory marker) without rewriting its content. */
+	int (*setattr)(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_setattr *attr,
+		       struct smux_error *err);
+
 	/* Optional: cheap liveness probe. */
 	int (*healthcheck)(struct smux_backend *b, const struct smux_ctx *ctx,
 			   struct smux_error *err);
@@ -197,6 +224,14 @@ int smux_backend_list(struct smux_backend *b, const struct smux_ctx *ctx,
 /* Falls back to get into a temporary file + put when ops->copy is NULL. */
 int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err);
+/* Falls back to copy + delete when ops->rename is NULL. */
+int smux_backend_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err);
+/* Falls back to get + put with the new attributes when NULL. */
+int smux_backend_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const struct smux_setattr *attr,
+			 struct smux_error *err);
 /* Falls back to a list of at most one key under "" when NULL. */
 int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 			     struct smux_error *err);

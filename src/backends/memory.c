@@ -154,7 +154,8 @@ static void memb_entry_info(const struct memb_entry *e, struct smux_info *info)
 	info->size = e->blob ? e->blob->size : 0;
 	info->mtime_ns = e->mtime_ns;
 	info->mode = e->mode;
-	snprintf(info->etag, sizeof(info->etag), "%" PRIx64, e->version);
+	/* At most 16 hex digits: always fits. */
+	(void)snprintf(info->etag, sizeof(info->etag), "%" PRIx64, e->version);
 }
 
 /*
@@ -447,9 +448,10 @@ static void memb_page_clear(struct memb_page *p)
 	p->n = 0;
 }
 
-/* Appends @len bytes of @key; false when out of memory. */
+/* Appends @len bytes of @key: entry @e, or a common prefix when @e is
+ * NULL. False when out of memory. */
 static bool memb_page_add(struct memb_page *p, const char *key, size_t len,
-			  bool is_prefix, const struct memb_entry *e)
+			  const struct memb_entry *e)
 {
 	struct smux_list_entry *le = &p->ents[p->n];
 	char *copy = strndup(key, len);
@@ -458,8 +460,8 @@ static bool memb_page_add(struct memb_page *p, const char *key, size_t len,
 		return false;
 	memset(le, 0, sizeof(*le));
 	le->key = copy;
-	le->is_prefix = is_prefix;
-	if (!is_prefix)
+	le->is_prefix = !e;
+	if (e)
 		memb_entry_info(e, &le->info);
 	p->n++;
 	return true;
@@ -526,7 +528,7 @@ static int memb_list_fill(const struct memb_backend *m, struct memb_cursor *c,
 			if (last && strlen(last) == klen &&
 			    memb_has_prefix(last, e->key, klen))
 				continue; /* folded on an earlier page */
-			if (!memb_page_add(p, e->key, klen, true, NULL))
+			if (!memb_page_add(p, e->key, klen, NULL))
 				return -ENOMEM;
 			continue;
 		}
@@ -535,7 +537,7 @@ static int memb_list_fill(const struct memb_backend *m, struct memb_cursor *c,
 		if (smux_key_is_dir(e->key) && i < m->n &&
 		    memb_has_prefix(m->ents[i].key, e->key, klen))
 			continue;
-		if (!memb_page_add(p, e->key, klen, false, e))
+		if (!memb_page_add(p, e->key, klen, e))
 			return -ENOMEM;
 	}
 	if (i >= m->n)

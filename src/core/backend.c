@@ -191,9 +191,11 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	fd = open(tmpdir && tmpdir[0] ? tmpdir : "/tmp",
 		  O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return smux_error_from_errno(err, errno, b->name,
-					     "copy: temporary file");
+	if (fd < 0) /* a local problem, not a missing key: IO_ERROR */
+		return smux_error_set(err, SMUX_E_IO, b->name,
+				      "copy: temporary file in %s: %s",
+				      tmpdir && tmpdir[0] ? tmpdir : "/tmp",
+				      strerror(errno));
 	smux_sink_fd(&sink, fd, 0);
 	rc = b->ops->get(b, ctx, src,
 			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
@@ -224,6 +226,97 @@ int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = b->ops->copy(b, ctx, src, dst, err);
 	else
 		rc = copy_fallback(b, ctx, src, dst, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
+	if (rc)
+		return rc;
+	rc = smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
+	if (rc)
+		return rc;
+	if (strcmp(src, dst) == 0)
+		return b->ops->head(b, ctx, src, &(struct smux_info){0}, err) <
+				       0
+			       ? finish(b, -1, err)
+			       : 0;
+	if (b->ops->rename) {
+		rc = b->ops->rename(b, ctx, src, dst, err);
+	} else {
+		/* not atomic: a reader may briefly see both names */
+		rc = b->ops->copy ? b->ops->copy(b, ctx, src, dst, err)
+				  : copy_fallback(b, ctx, src, dst, err);
+		if (rc == 0)
+			rc = b->ops->del(b, ctx, src, err);
+	}
+	return finish(b, rc, err);
+}
+
+/* setattr without backend support: rewrite the object with the new
+ * attributes (through a temporary file, so memory stays bounded). */
+static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
+			    const char *key, const struct smux_setattr *a,
+			    struct smux_error *err)
+{
+	struct smux_put_opts opts = {0};
+	struct smux_source source;
+	struct smux_info info = {0};
+	struct smux_sink sink;
+	int fd, rc;
+
+	if (smux_key_is_dir(key)) {
+		/* a marker has no content: put it again with the mode */
+		opts.mode = (a->flags & SMUX_SET_MODE) ? a->mode & 07777 : 0;
+		opts.mtime_ns = (a->flags & SMUX_SET_MTIME) ? a->mtime_ns : 0;
+		smux_source_buf(&source, "", 0);
+		return b->ops->put(b, ctx, key, &source, &opts, NULL, err);
+	}
+	fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return smux_error_set(err, SMUX_E_IO, b->name,
+				      "setattr: temporary file in /tmp: %s",
+				      strerror(errno));
+	smux_sink_fd(&sink, fd, 0);
+	rc = b->ops->get(b, ctx, key,
+			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
+			 &info, err);
+	if (rc)
+		goto out_close;
+	opts.mode = (a->flags & SMUX_SET_MODE) ? a->mode & 07777
+					       : info.mode & 07777;
+	opts.mtime_ns =
+		(a->flags & SMUX_SET_MTIME) ? a->mtime_ns : info.mtime_ns;
+	smux_source_fd(&source, fd, 0, sink.written);
+	rc = b->ops->put(b, ctx, key, &source, &opts, NULL, err);
+out_close:
+	close(fd);
+	return rc;
+}
+
+int smux_backend_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const struct smux_setattr *attr,
+			 struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+	if (rc)
+		return rc;
+	if (!attr)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "setattr without attributes");
+	if (b->ops->setattr)
+		rc = b->ops->setattr(b, ctx, key, attr, err);
+	else
+		rc = setattr_fallback(b, ctx, key, attr, err);
 	return finish(b, rc, err);
 }
 

@@ -251,7 +251,8 @@ int smux_error_from_errno(struct smux_error *err, int sys_errno,
 		sys_errno = EIO;
 	code = code_of_errno(sys_errno);
 	if (err) {
-		smux_error_set(err, code, backend, "%s: %s", what ? what : "",
+		smux_error_set(err, code, backend, "%s: %s",
+			       what ? what : "system call",
 			       strerror_r(sys_errno, buf, sizeof(buf)));
 		if (code != SMUX_E_INVALID_KEY)
 			err->e.sys_errno = sys_errno;

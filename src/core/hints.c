@@ -860,13 +860,13 @@ static int journal_load(struct smux__hints *h, struct smux_error *err)
 		h->lines++;
 		good += n;
 	}
-	if (ferror(f)) {
-		rc = journal_error(err, h->path, "read", errno);
-		goto out;
-	}
 	if (torn_line && torn_line != lineno) {
 		rc = smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED, NULL,
 				    "%s:%lu: %s", h->path, torn_line, why);
+		goto out;
+	}
+	if (ferror(f) || !feof(f)) { /* getline also stops on ENOMEM */
+		rc = journal_error(err, h->path, "read", errno);
 		goto out;
 	}
 	if (torn_line) {

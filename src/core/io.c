@@ -80,6 +80,8 @@ long smux_source_read(const struct smux_source *s, uint64_t pos, void *dst,
 			return n;
 		if (n == 0)
 			return -EIO; /* the source is shorter than it said */
+		if ((size_t)n > len - done)
+			return -EIO; /* a callback that overran its buffer */
 		done += (size_t)n;
 	}
 	return (long)done;

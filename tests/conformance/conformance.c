@@ -106,7 +106,7 @@ void conf_expect_at(struct conf_env *env, const char *key, const void *buf,
 		size_t i = 0;
 
 		while (i < len && i < got_len &&
-		       got[i] == ((const char *)buf)[i])
+		       got[i] == ((const unsigned char *)buf)[i])
 			i++;
 		print_error("%s: got %zu bytes, expected %zu; first "
 			    "difference at byte %zu\n",

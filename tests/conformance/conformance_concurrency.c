@@ -38,9 +38,9 @@
 /* Few sizes, so a same-size overwrite (a tempting in-place write) is
  * common, and objects big enough that such a write takes a while. */
 #define CONC_SIZES 3
-#define CONC_BASE  (64 * 1024)
+#define CONC_BASE  ((size_t)64 * 1024)
 #define CONC_STEP  4099
-#define CONC_MAX   (CONC_BASE + (CONC_SIZES - 1) * CONC_STEP)
+#define CONC_MAX   (CONC_BASE + (size_t)(CONC_SIZES - 1) * CONC_STEP)
 
 struct conc_shared {
 	struct conf_env *env;
@@ -68,7 +68,7 @@ static void conc_fail(struct conc_shared *sh, const char *fmt, ...)
 	pthread_mutex_lock(&sh->lock);
 	if (atomic_fetch_add(&sh->failures, 1) == 0) {
 		va_start(ap, fmt);
-		vsnprintf(sh->first, sizeof(sh->first), fmt, ap);
+		(void)vsnprintf(sh->first, sizeof(sh->first), fmt, ap);
 		va_end(ap);
 	}
 	pthread_mutex_unlock(&sh->lock);
@@ -139,7 +139,7 @@ struct conc_slow_src {
 static long conc_slow_read(void *arg, uint64_t pos, void *dst, size_t len)
 {
 	const struct conc_slow_src *s = arg;
-	const struct timespec pause = {.tv_nsec = 1000 * 1000};
+	const struct timespec pause = {.tv_nsec = 1000000L};
 	uint64_t half = s->len / 2;
 	size_t first = 0;
 
@@ -234,7 +234,7 @@ static void conc_own_key(struct conc_thread *t, unsigned char *buf)
 	size_t len;
 	char key[32];
 
-	snprintf(key, sizeof(key), "conc/own-%u", t->id);
+	(void)snprintf(key, sizeof(key), "conc/own-%u", t->id);
 	for (uint64_t i = 1; i <= CONC_ITERS; i++) {
 		uint64_t v = (uint64_t)(t->id + 1) << 32 | i;
 		size_t n = conc_make(buf, v);
@@ -331,7 +331,7 @@ void conf_test_concurrent_same_key(void **state)
 /* Keys of the different-keys test: thread @t, iteration @i. */
 static void conc_key(char *buf, size_t size, unsigned t, unsigned i)
 {
-	snprintf(buf, size, "ck/shared/sub%u/t%u-k%03u", i % 4, t, i);
+	(void)snprintf(buf, size, "ck/shared/sub%u/t%u-k%03u", i % 4, t, i);
 }
 
 static void *conc_keys_main(void *arg)

@@ -154,7 +154,7 @@ static int conf_reenter_cb(void *arg, const struct smux_list_entry *e)
 	if (!e->is_prefix &&
 	    smux_backend_head(r->env->b, &r->env->ctx, e->key, &info, &err))
 		r->failures++;
-	snprintf(key, sizeof(key), "u/k%u", r->seen);
+	(void)snprintf(key, sizeof(key), "u/k%u", r->seen);
 	if (smux_backend_put_buf(r->env->b, &r->env->ctx, key, "u", 1, &err))
 		r->failures++;
 	return 0;
@@ -201,10 +201,11 @@ void conf_test_list_stop(void **state)
 static void conf_many_key(char *buf, size_t i)
 {
 	if (i < MANY_BIG)
-		snprintf(buf, MANY_KEY, "m/big/k%04zu", i);
+		(void)snprintf(buf, MANY_KEY, "m/big/k%04zu", i);
 	else
-		snprintf(buf, MANY_KEY, "m/d%02zu/k%04zu",
-			 (i - MANY_BIG) / MANY_PER, (i - MANY_BIG) % MANY_PER);
+		(void)snprintf(buf, MANY_KEY, "m/d%02zu/k%04zu",
+			       (i - MANY_BIG) / MANY_PER,
+			       (i - MANY_BIG) % MANY_PER);
 }
 
 static void conf_expect_many(const struct conf_list *l, size_t first, size_t n)
@@ -253,7 +254,7 @@ void conf_test_list_many(void **state)
 	assert_int_equal(l.n, 1 + MANY_DIRS);
 	assert_string_equal(l.keys[0], "m/big/");
 	for (size_t i = 0; i < MANY_DIRS; i++) {
-		snprintf(key, sizeof(key), "m/d%02zu/", i);
+		(void)snprintf(key, sizeof(key), "m/d%02zu/", i);
 		assert_string_equal(l.keys[1 + i], key);
 		assert_true(l.is_prefix[1 + i]);
 	}

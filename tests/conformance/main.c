@@ -59,6 +59,9 @@ int main(void)
 
 		if (only && *only && strcmp(only, fx->name) != 0)
 			continue;
+		/* cmocka 1.1 names groups in XML output only; say which. */
+		print_message("[==========] conformance fixture: %s\n",
+			      fx->name);
 		/* Each test's setup receives its fixture as initial state. */
 		memcpy(tests, conf_tests, sizeof(tests));
 		for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
@@ -68,7 +71,7 @@ int main(void)
 		ran++;
 	}
 	if (!ran) {
-		fprintf(stderr, "no fixture named \"%s\"\n", only);
+		(void)fprintf(stderr, "no fixture named \"%s\"\n", only);
 		return 1;
 	}
 	return failed ? 1 : 0;

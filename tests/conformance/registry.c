@@ -107,6 +107,15 @@ static void conf_file_teardown(void *priv)
  */
 #define CONF_MUX_MEMBERS 3
 
+/*
+ * The per-member call timeout of the fixtures. The default (30 s) bounds
+ * one member call, and one call here can be the whole 1 GiB put of
+ * conf_test_large_object: three in-memory replicas fed in parallel on a
+ * two-core machine under ASan take longer than that. The suite checks the
+ * storage contract, not timeouts (tests/unit/test_mux_health.c does).
+ */
+#define CONF_MUX_TIMEOUT_MS 300000
+
 struct conf_mux_spec {
 	const char *name;
 	enum smux_mode mode;
@@ -183,7 +192,10 @@ static int conf_mux_build(const struct conf_mux_spec *spec, void **priv,
 			  struct smux_backend **out)
 {
 	struct smux_mux_member members[CONF_MUX_MEMBERS] = {{0}};
-	struct smux_mux_opts opts = {.mode = spec->mode};
+	struct smux_mux_opts opts = {
+		.mode = spec->mode,
+		.backend_timeout_ms = CONF_MUX_TIMEOUT_MS,
+	};
 	struct conf_mux_priv *p = calloc(1, sizeof(*p));
 	struct smux_backend *store = NULL;
 	struct smux_error err = {0};
@@ -265,8 +277,14 @@ CONF_MUX_FIXTURE(conf_mirror_file, "mirror-file", SMUX_MODE_MIRROR, true, false)
  */
 static int conf_nested_setup(void **priv, struct smux_backend **out)
 {
-	struct smux_mux_opts fo = {.mode = SMUX_MODE_FAILOVER};
-	struct smux_mux_opts ro = {.mode = SMUX_MODE_ROUND_ROBIN};
+	struct smux_mux_opts fo = {
+		.mode = SMUX_MODE_FAILOVER,
+		.backend_timeout_ms = CONF_MUX_TIMEOUT_MS,
+	};
+	struct smux_mux_opts ro = {
+		.mode = SMUX_MODE_ROUND_ROBIN,
+		.backend_timeout_ms = CONF_MUX_TIMEOUT_MS,
+	};
 	struct smux_faulty_opts none = {0};
 	struct smux_backend *store[2] = {NULL, NULL};
 	struct smux_mux_member top[2] = {{0}}, leaf[2][2] = {{{0}}};
@@ -305,6 +323,12 @@ static int conf_nested_setup(void **priv, struct smux_backend **out)
 }
 
 /*
+ * mirror-file has CONF_F_REPLICA_ETAGS: its reads race three independent
+ * directories and a file etag names one replica's inode, so two heads may
+ * name two replicas' versions of the same content (mirror-memory replicas
+ * happen to agree: each counts its publishes, and they see the same
+ * sequence of writes in these tests).
+ *
  * resident_bytes_per_stored_byte: a mode that writes one member keeps one
  * copy in memory (shared stores count once); shield and mirror over three
  * memory members keep three; file-based fixtures keep nothing in RAM.
@@ -323,7 +347,8 @@ const struct conf_fixture conf_fixtures[] = {
 	{"weighted-file", conf_weighted_file, conf_mux_teardown, 0, 0},
 	{"sticky-by-key-file", conf_sticky_file, conf_mux_teardown, 0, 0},
 	{"shield-file", conf_shield_file, conf_mux_teardown, 0, 0},
-	{"mirror-file", conf_mirror_file, conf_mux_teardown, 0, 0},
+	{"mirror-file", conf_mirror_file, conf_mux_teardown,
+	 CONF_F_REPLICA_ETAGS, 0},
 	{"nested-rr-of-failover", conf_nested_setup, conf_nothing_teardown, 0,
 	 1},
 };

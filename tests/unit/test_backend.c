@@ -525,8 +525,11 @@ static int env_setup(void **state, const struct smux_backend_ops *ops)
 	if (!env)
 		return -1;
 	env->f = calloc(1, sizeof(*env->f));
-	if (!env->f || smux_backend_init(&env->f->base, ops, "fake-a") != 0)
+	if (!env->f || smux_backend_init(&env->f->base, ops, "fake-a") != 0) {
+		free(env->f);
+		free(env);
 		return -1;
+	}
 	env->f->destroyed = &env->destroyed;
 	env->f->fail_op = OP_COUNT;
 	env->b = &env->f->base;
@@ -1132,7 +1135,8 @@ static void test_copy_fallback_tmpdir(void **state)
 	d = opendir(dir);
 	assert_non_null(d);
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
 			entries++;
 	closedir(d);
 	assert_int_equal(entries, 0);

@@ -577,8 +577,8 @@ static void test_format_long_fields(void **state)
 	assert_int_equal(strlen(buf),
 			 strlen("STORAGE_MUX.WRITE_FANOUT_PARTIAL [] (cause: "
 				"STORAGE.IO_ERROR []: )") +
-				 2 + 2 * (SMUX_ERROR_NAME_MAX - 1) +
-				 2 * (SMUX_ERROR_MSG_MAX - 1));
+				 2 + 2 * (size_t)(SMUX_ERROR_NAME_MAX - 1) +
+				 2 * (size_t)(SMUX_ERROR_MSG_MAX - 1));
 }
 
 static void test_format_null_arguments(void **state)

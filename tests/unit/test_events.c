@@ -218,6 +218,62 @@ static void test_payload_copied(void **state)
 	rec_free(r);
 }
 
+static void keep_last_cb(void *arg, const struct smux_event *ev)
+{
+	*(struct smux_event *)arg = *ev; /* flushed before it is read */
+}
+
+/* Failure lists survive the trip through the queue and the recent ring;
+ * unused slots come out zeroed, an oversized count is clamped. */
+static void test_fanout_roundtrip(void **state)
+{
+	struct smux_events *bus = smux_events_new();
+	struct smux_event *ev = calloc(3, sizeof(*ev));
+	struct smux_event *got = ev + 1, *recent = ev + 2;
+
+	(void)state;
+	assert_non_null(bus);
+	assert_non_null(ev);
+	smux_events_subscribe(bus, keep_last_cb, got);
+	ev->topic = SMUX_EV_FANOUT_PARTIAL;
+	snprintf(ev->mode, sizeof(ev->mode), "mirror");
+	ev->n_failed = 3;
+	for (int i = 0; i < 3; i++) {
+		snprintf(ev->failed[i], sizeof(ev->failed[i]), "r%d", i);
+		ev->causes[i].code = SMUX_E_IO;
+		snprintf(ev->causes[i].message, sizeof(ev->causes[i].message),
+			 "m%d", i);
+	}
+	/* garbage past n_failed must not travel */
+	snprintf(ev->failed[3], sizeof(ev->failed[3]), "stale");
+	ev->causes[3].code = SMUX_E_NO_SPACE;
+	memset(got, 0xaa, sizeof(*got));
+	smux_events_emit(bus, ev);
+	smux_events_flush(bus);
+	assert_int_equal(got->topic, SMUX_EV_FANOUT_PARTIAL);
+	assert_string_equal(got->mode, "mirror");
+	assert_int_equal(got->n_failed, 3);
+	assert_string_equal(got->failed[2], "r2");
+	assert_string_equal(got->causes[2].message, "m2");
+	assert_int_equal(got->causes[1].code, SMUX_E_IO);
+	assert_string_equal(got->failed[3], "");
+	assert_int_equal(got->causes[3].code, SMUX_OK);
+	assert_int_equal(got->causes[SMUX_EVENT_MAX_FAILED - 1].code, SMUX_OK);
+	assert_int_equal(smux_events_recent(bus, recent, 1), 1);
+	assert_string_equal(recent->failed[0], "r0");
+	assert_string_equal(recent->failed[3], "");
+
+	ev->n_failed = 1000; /* clamped to the array */
+	snprintf(ev->failed[SMUX_EVENT_MAX_FAILED - 1], sizeof(ev->failed[0]),
+		 "last");
+	smux_events_emit(bus, ev);
+	smux_events_flush(bus);
+	assert_int_equal(got->n_failed, SMUX_EVENT_MAX_FAILED);
+	assert_string_equal(got->failed[SMUX_EVENT_MAX_FAILED - 1], "last");
+	smux_events_free(bus);
+	free(ev);
+}
+
 /*
  * One round of the slow-subscriber test on a fresh bus: emits QUEUE + 100
  * events to a subscriber that takes 200 ms per event. Returns the time the
@@ -815,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_null_bus),
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_payload_copied),
+		cmocka_unit_test(test_fanout_roundtrip),
 		cmocka_unit_test(test_slow_subscriber),
 		cmocka_unit_test(test_unsubscribe_waits),
 		cmocka_unit_test(test_unsubscribe_from_callback),

@@ -117,13 +117,17 @@ static char *slurp(const char *path, size_t *len)
 	assert_non_null(f);
 	*len = 0;
 	for (;;) {
-		if (*len + 4096 + 1 > cap) {
-			cap = (cap + 4096) * 2;
-			buf = realloc(buf, cap);
-			assert_non_null(buf);
-		}
-		size_t n = fread(buf + *len, 1, 4096, f);
+		size_t n;
 
+		if (*len + 4096 + 1 > cap) {
+			char *p;
+
+			cap = (cap + 4096) * 2;
+			p = realloc(buf, cap);
+			assert_non_null(p);
+			buf = p;
+		}
+		n = fread(buf + *len, 1, 4096, f);
 		*len += n;
 		if (n == 0)
 			break;
@@ -446,14 +450,16 @@ static void test_reopen_restores_pending(void **state)
 	struct env *env = *state;
 	struct smux__hints *h = open_ok(env->dir);
 	struct smux__hint *before, *after;
-	uint64_t last = 0;
+	uint64_t last;
 	char key[32];
 	int nb, na;
 
 	for (int i = 0; i < 20; i++) {
 		snprintf(key, sizeof(key), "dir/k%d", i);
-		last = add_ok(h, i % 2 ? "r1" : "r2", key,
-			      i % 3 ? SMUX__HINT_PUT : SMUX__HINT_DEL);
+		assert_int_equal(
+			add_ok(h, i % 2 ? "r1" : "r2", key,
+			       i % 3 ? SMUX__HINT_PUT : SMUX__HINT_DEL),
+			i + 1);
 	}
 	done_ok(h, 3);
 	done_ok(h, 4);

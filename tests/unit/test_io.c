@@ -219,7 +219,7 @@ static void test_source_short(void **state)
 
 #define READERS	   4
 #define READS_EACH 500
-#define BIG_LEN	   (256 * 1024)
+#define BIG_LEN	   ((size_t)256 * 1024)
 
 struct reader {
 	const struct smux_source *src;

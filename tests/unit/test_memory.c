@@ -227,7 +227,7 @@ static long cancel_source_read(void *arg, uint64_t pos, void *dst, size_t len)
 static void test_cancel_between_chunks(void **state)
 {
 	struct smux_backend *b = *state;
-	const size_t big = 4 * SMUX_IO_CHUNK;
+	const size_t big = (size_t)4 * SMUX_IO_CHUNK;
 	unsigned char *data = calloc(1, big);
 	struct smux_cancel token;
 	struct cancel_sink cs = {.token = &token};
@@ -367,9 +367,9 @@ static int page_cb(void *arg, const struct smux_list_entry *e)
 
 	if (s->n && strcmp(s->last, e->key) >= 0)
 		s->disorder = true;
-	snprintf(s->last, sizeof(s->last), "%s", e->key);
+	(void)snprintf(s->last, sizeof(s->last), "%s", e->key);
 	s->prefixes += e->is_prefix;
-	snprintf(key, sizeof(key), "p/z%03u", s->n);
+	(void)snprintf(key, sizeof(key), "p/z%03u", s->n);
 	smux_backend_put_buf(s->b, NULL, key, "", 0, &err);
 	s->n++;
 	return 0;
@@ -384,10 +384,10 @@ static void test_list_pages(void **state)
 
 	/* 255 objects, then "p/" as the last entry of the first page. */
 	for (unsigned i = 0; i < 300; i++) {
-		snprintf(key, sizeof(key), "o%03u", i);
+		(void)snprintf(key, sizeof(key), "o%03u", i);
 		if (i < 255)
 			put(b, key, "");
-		snprintf(key, sizeof(key), "p/x%03u", i);
+		(void)snprintf(key, sizeof(key), "p/x%03u", i);
 		put(b, key, "");
 	}
 	assert_int_equal(
@@ -401,7 +401,7 @@ static void test_list_pages(void **state)
 
 #define TORN_THREADS 6
 #define TORN_ITERS   400
-#define TORN_SIZE    (256 * 1024)
+#define TORN_SIZE    ((size_t)256 * 1024)
 
 struct torn {
 	struct smux_backend *b;
