@@ -84,6 +84,14 @@ int smux_ctx_derive(struct smux_ctx *child, const struct smux_ctx *parent,
 int64_t smux_now_ns(void);
 
 /*
+ * CLOCK_REALTIME in nanoseconds, strictly increasing within the process:
+ * the mtime backends give an object stored without an explicit one, so
+ * that (size, mtime) — the etag of the memory and file backends — names
+ * exactly one version. Thread-safe.
+ */
+int64_t smux_unique_wall_ns(void);
+
+/*
  * The reason the call should stop now: a fired token's reason, or
  * SMUX_CANCEL_TIMEOUT when the deadline has passed; SMUX_CANCEL_NONE when
  * the call may go on. Cheap (atomics and one clock read); backends call it

@@ -3,7 +3,7 @@
  * backends/file.c - the file backend: a local directory as a backend.
  *
  * Owns: the instance (the root directory fd) and get/put/del/head/copy/
- * healthcheck/statfs. Containment helpers live in file_path.c, temp files
+ * rename/setattr/healthcheck/statfs. Containment helpers live in file_path.c, temp files
  * and copying in file_tmp.c, listing in file_list.c, the writer in
  * file_writer.c (file_internal.h ties them together).
  *
@@ -165,25 +165,28 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		goto out_close_dir;
 	rc = fileb_fill(fb, ctx, src, t.fd, key, err);
 	if (!rc)
-		rc = smux__file_tmp_seal(fb, &t,
-					 opts && opts->mode
-						 ? opts->mode
-						 : SMUX__FILE_DEFAULT_MODE,
-					 opts ? opts->mtime_ns : 0, key, err);
+		rc = smux__file_tmp_seal(
+			fb, &t,
+			opts && opts->mode ? opts->mode
+					   : SMUX__FILE_DEFAULT_MODE,
+			opts ? opts->mtime_ns : 0, !fb->no_fsync, key, err);
 	if (!rc)
-		rc = smux__file_tmp_publish(fb, &t, name, key, info, err);
+		rc = smux__file_tmp_publish(fb, &t, name, !fb->no_fsync, key,
+					    info, err);
 	smux__file_tmp_discard(&t);
 out_close_dir:
 	close(dirfd);
 	return rc;
 }
 
-/* Opens @path for reading a regular file: the shared start of get and
- * copy. A directory is IS_DIRECTORY, anything else not regular is refused,
- * a missing file (or a path through a file) is KEY_NOT_FOUND. */
+/* Opens @path read-only: the shared start of get, copy and setattr. A
+ * directory is IS_DIRECTORY unless @allow_dir, anything else not regular
+ * is refused, a missing file (or a path through a file) is KEY_NOT_FOUND,
+ * and so is a file named by a marker key (@is_dir). */
 static int fileb_open_object(const struct smux__file *fb, const char *path,
-			     bool is_dir, const char *op, const char *key,
-			     struct stat *st, struct smux_error *err)
+			     bool is_dir, bool allow_dir, const char *op,
+			     const char *key, struct stat *st,
+			     struct smux_error *err)
 {
 	int fd, e = 0, rc;
 
@@ -194,7 +197,7 @@ static int fileb_open_object(const struct smux__file *fb, const char *path,
 	} else if (fstat(fd, st) < 0) {
 		e = errno ? errno : EIO;
 	} else if (S_ISDIR(st->st_mode)) {
-		e = EISDIR;
+		e = allow_dir ? 0 : EISDIR;
 	} else if (is_dir) {
 		e = ENOENT;
 	} else if (!S_ISREG(st->st_mode)) {
@@ -234,7 +237,7 @@ static int fileb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 				 err);
 	if (rc)
 		return rc;
-	fd = fileb_open_object(fb, path, is_dir, "get", key, &st, err);
+	fd = fileb_open_object(fb, path, is_dir, false, "get", key, &st, err);
 	if (fd < 0)
 		return fd;
 	smux__file_fill_info(&st, &local);
@@ -450,8 +453,8 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "copy \"%s\" to \"%s\": an object cannot "
 				      "become a directory marker",
 				      src, dst);
-	in = fileb_open_object(fb, src_path, src_dir, "copy from", src, &st,
-			       err);
+	in = fileb_open_object(fb, src_path, src_dir, false, "copy from", src,
+			       &st, err);
 	if (in < 0)
 		return in;
 	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
@@ -468,13 +471,109 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	if (!rc)
 		rc = smux__file_tmp_seal(fb, &t, st.st_mode & 07777, mtime_ns,
-					 dst, err);
+					 !fb->no_fsync, dst, err);
 	if (!rc)
-		rc = smux__file_tmp_publish(fb, &t, name, dst, NULL, err);
+		rc = smux__file_tmp_publish(fb, &t, name, !fb->no_fsync, dst,
+					    NULL, err);
 	smux__file_tmp_discard(&t);
 	close(dirfd);
 out_close_in:
 	close(in);
+	return rc;
+}
+
+/*
+ * rename(2) beneath the root: atomic, and the object keeps its inode, mode
+ * and mtime. The source must be a regular file; the target may be absent
+ * or a regular file (replaced), never a directory or a symlink.
+ */
+static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	const char *src_name, *dst_name;
+	int src_dir, dst_dir = -1, rc;
+	bool is_dir, exists;
+	struct stat st;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, src, SMUX_KEY_OBJECT, src_path, &is_dir,
+				 err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_OBJECT, dst_path,
+					 &is_dir, err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, src_path, O_RDONLY, false, &src_dir,
+				    &src_name, "rename", src, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "rename", src);
+	if (rc)
+		return rc;
+	if (fstatat(src_dir, src_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "rename", src);
+	else if (S_ISDIR(st.st_mode))
+		rc = smux__file_fail(fb, err, EISDIR, "rename", src);
+	else if (!S_ISREG(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "rename \"%s\": not a regular file "
+				    "(symlinks are never followed)",
+				    src);
+	if (!rc)
+		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true,
+					    &dst_dir, &dst_name, "rename to",
+					    dst, err);
+	if (!rc)
+		rc = smux__file_check_target(fb, dst_dir, dst_name, dst, NULL,
+					     &exists, err);
+	if (!rc && renameat(src_dir, src_name, dst_dir, dst_name) < 0)
+		rc = smux__file_fail(fb, err, errno, "rename", src);
+	if (!rc && !fb->no_fsync && (fsync(dst_dir) < 0 || fsync(src_dir) < 0))
+		rc = smux__file_fail(fb, err, errno, "fsync directories of",
+				     dst);
+	if (dst_dir >= 0)
+		close(dst_dir);
+	close(src_dir);
+	return rc;
+}
+
+/* chmod/utimens in place: no content is rewritten. A marker key or a
+ * plain key naming a directory changes the directory. */
+static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const struct smux_setattr *attr,
+			 struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char path[SMUX_KEY_MAX + 1];
+	struct stat st;
+	bool is_dir;
+	int fd, rc;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path, &is_dir,
+				 err);
+	if (rc)
+		return rc;
+	fd = fileb_open_object(fb, path, is_dir, true, "setattr", key, &st,
+			       err);
+	if (fd < 0)
+		return fd;
+	if ((attr->flags & SMUX_SET_MODE) &&
+	    fchmod(fd, (mode_t)(attr->mode & 07777)) < 0)
+		rc = smux__file_fail(fb, err, errno, "chmod", key);
+	if (!rc && (attr->flags & SMUX_SET_MTIME)) {
+		rc = smux__file_set_mtime(fd, attr->mtime_ns);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
+	}
+	if (!rc && !fb->no_fsync && fsync(fd) < 0)
+		rc = smux__file_fail(fb, err, errno, "fsync", key);
+	close(fd);
 	return rc;
 }
 
@@ -533,6 +632,8 @@ static const struct smux_backend_ops fileb_ops = {
 	.head = fileb_head,
 	.list = smux__file_list,
 	.copy = fileb_copy,
+	.rename = fileb_rename,
+	.setattr = fileb_setattr,
 	.healthcheck = fileb_healthcheck,
 	.statfs = fileb_statfs,
 	.writer_open = smux__file_writer_open,

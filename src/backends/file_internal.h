@@ -101,7 +101,7 @@ int smux__file_open_parent(const struct smux__file *fb, const char *path,
 			   const char **name, const char *op, const char *key,
 			   struct smux_error *err);
 
-/* Hex version token of a stat (dev, ino, size, mtime, ctime). */
+/* Hex version token of a stat (size and mtime). */
 void smux__file_etag(const struct stat *st, char *etag, size_t size);
 /* Fills @info (NULL allowed) from @st: S_IFDIR with size 0 for a
  * directory. */
@@ -113,19 +113,19 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 			  struct smux_error *err);
 /*
  * Gives the temp file @mode (permission bits), @mtime_ns (0: keep), and
- * fsyncs it unless the backend has no_fsync.
+ * fsyncs it when @sync.
  */
 int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
-			uint32_t mode, int64_t mtime_ns, const char *key,
-			struct smux_error *err);
+			uint32_t mode, int64_t mtime_ns, bool sync,
+			const char *key, struct smux_error *err);
 /*
  * Renames the temp file over @name in the same directory, fsyncs the
- * directory and fills @info (NULL allowed) from the published inode. The
+ * directory when @sync and fills @info (NULL allowed) from the published inode. The
  * temp file's fd stays open; the name no longer exists.
  */
 int smux__file_tmp_publish(const struct smux__file *fb,
 			   struct smux__file_tmp *t, const char *name,
-			   const char *key, struct smux_info *info,
+			   bool sync, const char *key, struct smux_info *info,
 			   struct smux_error *err);
 /* Unlinks the temp file (if still named) and closes its fd. */
 void smux__file_tmp_discard(struct smux__file_tmp *t);

@@ -238,16 +238,19 @@ int smux__file_open_parent(const struct smux__file *fb, const char *path,
 	return 0;
 }
 
+/*
+ * The version token is size and mtime: replicas a mux wrote with one
+ * explicit mtime agree on it, so a read pinned to a version can be served
+ * by any of them. Stores through this backend without an explicit mtime
+ * get a unique one (smux_unique_wall_ns), so a token names one content;
+ * a file changed behind the backend's back keeps the filesystem's coarser
+ * mtime.
+ */
 void smux__file_etag(const struct stat *st, char *etag, size_t size)
 {
-	snprintf(etag, size,
-		 "%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".%lx-%" PRIx64
-		 ".%lx",
-		 (uint64_t)st->st_dev, (uint64_t)st->st_ino,
-		 (uint64_t)st->st_size, (uint64_t)st->st_mtim.tv_sec,
-		 (unsigned long)st->st_mtim.tv_nsec,
-		 (uint64_t)st->st_ctim.tv_sec,
-		 (unsigned long)st->st_ctim.tv_nsec);
+	snprintf(etag, size, "%" PRIx64 "-%" PRIx64, (uint64_t)st->st_size,
+		 (uint64_t)st->st_mtim.tv_sec * UINT64_C(1000000000) +
+			 (uint64_t)st->st_mtim.tv_nsec);
 }
 
 void smux__file_fill_info(const struct stat *st, struct smux_info *info)

@@ -83,26 +83,28 @@ int smux__file_set_mtime(int fd, int64_t mtime_ns)
 }
 
 int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
-			uint32_t mode, int64_t mtime_ns, const char *key,
-			struct smux_error *err)
+			uint32_t mode, int64_t mtime_ns, bool sync,
+			const char *key, struct smux_error *err)
 {
 	if (fchmod(t->fd, (mode_t)(mode & 07777)) < 0)
 		return smux__file_fail(fb, err, errno, "chmod", key);
-	if (mtime_ns) {
-		int rc = smux__file_set_mtime(t->fd, mtime_ns);
+	{
+		/* always an explicit, unique mtime: it is half the etag */
+		int rc = smux__file_set_mtime(
+			t->fd, mtime_ns ? mtime_ns : smux_unique_wall_ns());
 
 		if (rc)
 			return smux__file_fail(fb, err, -rc, "set mtime of",
 					       key);
 	}
-	if (!fb->no_fsync && fsync(t->fd) < 0)
+	if (sync && fsync(t->fd) < 0)
 		return smux__file_fail(fb, err, errno, "fsync", key);
 	return 0;
 }
 
 int smux__file_tmp_publish(const struct smux__file *fb,
 			   struct smux__file_tmp *t, const char *name,
-			   const char *key, struct smux_info *info,
+			   bool sync, const char *key, struct smux_info *info,
 			   struct smux_error *err)
 {
 	struct stat st;
@@ -110,7 +112,7 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 	if (renameat(t->dirfd, t->name, t->dirfd, name) < 0)
 		return smux__file_fail(fb, err, errno, "rename into", key);
 	t->name[0] = '\0';
-	if (!fb->no_fsync && fsync(t->dirfd) < 0)
+	if (sync && fsync(t->dirfd) < 0)
 		return smux__file_fail(fb, err, errno, "fsync directory of",
 				       key);
 	if (info) {

@@ -11,20 +11,22 @@
  *    object as it was at open (opened without SMUX_WRITER_TRUNC), or what
  *    the last commit published. Reads go to it; nothing writes to it.
  *
- * Commit of a pending writer seals the temp file (mode, mtime, fsync),
- * renames it over the key and fsyncs the directory: readers see the old or
- * the new content, never a mix. The fd now refers to the published inode,
- * so the writer turns clean. The next pwrite/truncate first makes a fresh
- * temp file as a copy of it (copy_file_range, a reflink where the
- * filesystem can), because writing into the published inode would show
- * half-done writes to readers. The same lazy copy serves open without
- * TRUNC: opening a large file to append costs nothing until the first
- * write, and a writer that never writes never copies.
+ * Commit of a pending writer seals the temp file (mode, mtime; fsync when
+ * opts->durable), renames it over the key (then fsyncs the directory when
+ * durable): readers see the old or the new content, never a mix. The fd
+ * now refers to the published inode, so the writer turns clean. The next
+ * pwrite/truncate first makes a fresh temp file as a copy of it
+ * (copy_file_range, a reflink where the filesystem can), because writing
+ * into the published inode would show half-done writes to readers. The
+ * same lazy copy serves open without TRUNC: opening a large file to append
+ * costs nothing until the first write, and a writer that never writes
+ * never copies.
  *
  * Commit of a clean writer publishes nothing new unless the key no longer
  * names our inode (someone replaced it meanwhile): then our content is
  * copied and published, as the pending content is defined to be. Otherwise
- * only opts->mode/mtime are applied in place.
+ * only opts->mode/mtime are applied in place (and, when durable, the
+ * inode and its directory are fsynced: an earlier commit may not have).
  *
  * close() unlinks an uncommitted temp file; the target is untouched.
  * A writer is used by one thread at a time (backend.h).
@@ -205,13 +207,14 @@ static int fileb_writer_in_place(struct fileb_writer *fw, bool *same,
 	return 0;
 }
 
-/* Applies opts to the published inode of a clean writer. */
+/* Applies opts to the published inode of a clean writer; a durable
+ * commit also syncs it and its directory (an earlier commit may not
+ * have). */
 static int fileb_writer_touch(struct fileb_writer *fw,
-			      const struct smux_put_opts *opts,
+			      const struct smux_put_opts *opts, bool sync,
 			      struct smux_info *info, struct smux_error *err)
 {
 	const char *key = fw->base.key;
-	bool changed = false;
 	struct stat st;
 
 	if (opts && opts->mode) {
@@ -219,7 +222,6 @@ static int fileb_writer_touch(struct fileb_writer *fw,
 			return smux__file_fail(fw->fb, err, errno, "chmod",
 					       key);
 		fw->mode = opts->mode & 07777;
-		changed = true;
 	}
 	if (opts && opts->mtime_ns) {
 		int rc = smux__file_set_mtime(fw->fd, opts->mtime_ns);
@@ -227,10 +229,12 @@ static int fileb_writer_touch(struct fileb_writer *fw,
 		if (rc)
 			return smux__file_fail(fw->fb, err, -rc, "set mtime of",
 					       key);
-		changed = true;
 	}
-	if (changed && !fw->fb->no_fsync && fsync(fw->fd) < 0)
+	if (sync && fsync(fw->fd) < 0)
 		return smux__file_fail(fw->fb, err, errno, "fsync", key);
+	if (sync && fsync(fw->dirfd) < 0)
+		return smux__file_fail(fw->fb, err, errno, "fsync directory of",
+				       key);
 	if (info) {
 		if (fstat(fw->fd, &st) < 0)
 			return smux__file_fail(fw->fb, err, errno, "stat", key);
@@ -246,11 +250,13 @@ static int fileb_writer_commit(struct smux_writer *w,
 {
 	struct fileb_writer *fw = fileb_writer_from(w);
 	uint32_t mode;
-	bool same;
+	bool same, sync;
 	int rc;
 
 	if (!fw)
 		return fileb_writer_bad(err);
+	/* Visible always; durable only when asked (backend.h). */
+	sync = opts && opts->durable && !fw->fb->no_fsync;
 	rc = smux__file_check_ctx(fw->fb, ctx, err);
 	if (rc)
 		return rc;
@@ -259,18 +265,17 @@ static int fileb_writer_commit(struct smux_writer *w,
 		if (rc)
 			return rc;
 		if (same)
-			return fileb_writer_touch(fw, opts, info, err);
+			return fileb_writer_touch(fw, opts, sync, info, err);
 		rc = fileb_writer_fork(fw, ctx, err);
 		if (rc)
 			return rc;
 	}
 	mode = opts && opts->mode ? opts->mode & 07777 : fw->mode;
 	rc = smux__file_tmp_seal(fw->fb, &fw->tmp, mode,
-				 opts ? opts->mtime_ns : 0, w->key, err);
+				 opts ? opts->mtime_ns : 0, sync, w->key, err);
 	if (!rc)
-		rc = smux__file_tmp_publish(fw->fb, &fw->tmp, fw->name, w->key,
-					    info, err);
-	/* Published or not, the name is gone only after a rename. */
+		rc = smux__file_tmp_publish(fw->fb, &fw->tmp, fw->name, sync,
+					    w->key, info, err);
 	if (!rc)
 		fw->mode = mode;
 	return rc;

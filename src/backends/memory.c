@@ -90,14 +90,12 @@ static struct memb_writer *memb_writer_from(struct smux_writer *w)
 	return (struct memb_writer *)w;
 }
 
+/* A store without an explicit mtime gets a time no other store had, so
+ * its etag (size and mtime) is new even when its size is not. */
 static int64_t memb_now_real_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return smux_unique_wall_ns();
 }
-
 /* A blob of @size uninitialised bytes, or NULL when out of memory. */
 static struct memb_blob *memb_blob_new(uint64_t size)
 {
@@ -154,8 +152,14 @@ static void memb_entry_info(const struct memb_entry *e, struct smux_info *info)
 	info->size = e->blob ? e->blob->size : 0;
 	info->mtime_ns = e->mtime_ns;
 	info->mode = e->mode;
-	/* At most 16 hex digits: always fits. */
-	(void)snprintf(info->etag, sizeof(info->etag), "%" PRIx64, e->version);
+	/*
+	 * The etag is size and mtime, not the publish counter: replicas that
+	 * a mux wrote with one explicit mtime then agree on the version, so a
+	 * read pinned to it can be served by any of them. Stores without an
+	 * explicit mtime get a unique one (memb_now_real_ns).
+	 */
+	(void)snprintf(info->etag, sizeof(info->etag), "%" PRIx64 "-%" PRIx64,
+		       info->size, (uint64_t)e->mtime_ns);
 }
 
 /*
@@ -655,6 +659,87 @@ static int memb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* Atomic rename: one write-lock hold moves the object, keeping its mode
+ * and mtime (as rename(2) does). */
+static int memb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *src, const char *dst, struct smux_error *err)
+{
+	struct memb_backend *m = memb_from(b);
+	struct memb_blob *old = NULL;
+	struct memb_entry gone = {0};
+	struct smux_info found;
+	enum memb_kind kind = MEMB_NONE;
+	char *key_owned = strdup(dst);
+	size_t i;
+	int rc = 1;
+
+	if (!key_owned)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+				      "out of memory renaming %s", src);
+	pthread_rwlock_wrlock(&m->lock);
+	i = memb_lower_bound(m, src);
+	if (i < m->n && strcmp(m->ents[i].key, src) == 0) {
+		struct memb_entry e = m->ents[i];
+
+		rc = memb_insert_locked(m, &key_owned, memb_blob_ref(e.blob),
+					e.mode, e.mtime_ns, NULL, &old);
+		if (rc < 0) {
+			memb_blob_unref(e.blob);
+		} else {
+			/* the insert may have shifted the array */
+			i = memb_lower_bound(m, src);
+			gone = m->ents[i];
+			memmove(&m->ents[i], &m->ents[i + 1],
+				(m->n - i - 1) * sizeof(m->ents[0]));
+			m->n--;
+		}
+	} else {
+		kind = memb_lookup(m, src, &found, NULL);
+	}
+	pthread_rwlock_unlock(&m->lock);
+	free(key_owned);
+	free(gone.key);
+	memb_blob_unref(gone.blob);
+	memb_blob_unref(old);
+	if (rc < 0)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+				      "out of memory renaming %s", src);
+	if (rc > 0)
+		return memb_not_found(m, kind, src, err);
+	return 0;
+}
+
+static int memb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const struct smux_setattr *a,
+			struct smux_error *err)
+{
+	struct memb_backend *m = memb_from(b);
+	struct smux_info found;
+	enum memb_kind kind = MEMB_NONE;
+	size_t i;
+	int rc = 1;
+
+	pthread_rwlock_wrlock(&m->lock);
+	i = memb_lower_bound(m, key);
+	if (i < m->n && strcmp(m->ents[i].key, key) == 0) {
+		struct memb_entry *e = &m->ents[i];
+
+		if (a->flags & SMUX_SET_MODE)
+			e->mode = (e->mode & S_IFMT) | (a->mode & 07777);
+		if (a->flags & SMUX_SET_MTIME)
+			e->mtime_ns = a->mtime_ns;
+		rc = 0;
+	} else {
+		kind = memb_lookup(m, key, &found, NULL);
+	}
+	pthread_rwlock_unlock(&m->lock);
+	if (rc == 0)
+		return 0;
+	if (kind == MEMB_DIR && smux_key_is_dir(key))
+		return 0; /* an implied directory keeps no attributes */
+	return memb_not_found(m, kind == MEMB_DIR ? MEMB_NONE : kind, key, err);
+}
+
 static int memb_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 			    struct smux_error *err)
 {
@@ -852,6 +937,8 @@ static const struct smux_backend_ops memb_ops = {
 	.head = memb_head,
 	.list = memb_list,
 	.copy = memb_copy,
+	.rename = memb_rename,
+	.setattr = memb_setattr,
 	.healthcheck = memb_healthcheck,
 	.statfs = memb_statfs,
 	.writer_open = memb_writer_open,

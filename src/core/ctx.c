@@ -64,6 +64,22 @@ static int64_t deadline_after(int64_t ns)
 	return ns > INT64_MAX - now ? INT64_MAX : now + ns;
 }
 
+int64_t smux_unique_wall_ns(void)
+{
+	static atomic_llong last;
+	struct timespec ts;
+	long long now, prev;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	prev = atomic_load(&last);
+	do {
+		if (now <= prev)
+			now = prev + 1;
+	} while (!atomic_compare_exchange_weak(&last, &prev, now));
+	return now;
+}
+
 int smux_ctx_derive(struct smux_ctx *child, const struct smux_ctx *parent,
 		    int64_t timeout_ns, struct smux_cancel *extra)
 {

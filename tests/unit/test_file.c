@@ -57,9 +57,9 @@ static void rm_rf(const char *path)
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int setup(void **state)
+static int setup_opts(void **state, bool no_fsync)
 {
-	struct smux_file_opts opts = {.no_fsync = true};
+	struct smux_file_opts opts = {.no_fsync = no_fsync};
 	struct env *env = calloc(1, sizeof(*env));
 
 	assert_non_null(env);
@@ -72,6 +72,18 @@ static int setup(void **state)
 	smux_ctx_init(&env->ctx);
 	*state = env;
 	return 0;
+}
+
+/* The default: every fsync done, as in production. */
+static int setup(void **state)
+{
+	return setup_opts(state, false);
+}
+
+/* For the tests that make many objects (listing, attacks). */
+static int setup_fast(void **state)
+{
+	return setup_opts(state, true);
 }
 
 static int teardown(void **state)
@@ -652,6 +664,7 @@ static void test_writer(void **state)
 {
 	struct env *env = *state;
 	struct smux_put_opts mode600 = {.mode = 0600};
+	struct smux_put_opts durable = {.durable = true};
 	struct smux_writer *w;
 	struct smux_info info;
 	char buf[64];
@@ -681,8 +694,10 @@ static void test_writer(void **state)
 	expect_content(env, "w", "HELLO world!");
 	writer_commit(env, w, NULL);
 	expect_content(env, "w", "HELLO");
-	/* A commit without writes applies only the options. */
+	/* A commit without writes applies only the options; a durable one
+	 * also syncs what an earlier commit left unsynced. */
 	writer_commit(env, w, &mode600);
+	writer_commit(env, w, &durable);
 	assert_int_equal(
 		smux_backend_head(env->b, &env->ctx, "w", &info, &env->err), 0);
 	assert_int_equal(info.mode, S_IFREG | 0600);
@@ -729,7 +744,7 @@ static void test_writer(void **state)
 	writer_commit(env, w, NULL); /* an empty object */
 	expect_content(env, "n/e/w", "");
 	writer_write(env, w, "data", 0);
-	writer_commit(env, w, NULL);
+	writer_commit(env, w, &durable);
 	smux_writer_close(w);
 	expect_content(env, "n/e/w", "data");
 
@@ -869,7 +884,8 @@ static void test_copy(void **state)
 		0);
 	assert_int_equal(b.mode, S_IFREG | 0640);
 	assert_int_equal(b.mtime_ns, opts.mtime_ns);
-	assert_string_not_equal(a.etag, b.etag);
+	/* same content, same mtime: the same version token (size, mtime) */
+	assert_string_equal(a.etag, b.etag);
 
 	/* Replaces an existing object; big objects too. */
 	big = pattern(5 * MB + 3, 11);
@@ -894,6 +910,113 @@ static void test_copy(void **state)
 	rc = smux_backend_copy(env->b, &env->ctx, "c", "x", &env->err);
 	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
 	assert_int_equal(count_tmp(env->root), 0);
+}
+
+static void test_rename(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts opts = {.mode = 0604,
+				     .mtime_ns = 1000000000LL * 1500000000};
+	struct smux_info info;
+	struct smux_source src;
+	struct stat before, after;
+	int rc;
+
+	smux_source_buf(&src, "moving", 6);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "from/a", &src,
+					  &opts, NULL, &env->err),
+			 0);
+	assert_int_equal(stat(at(env, "root/from/a"), &before), 0);
+	assert_int_equal(smux_backend_rename(env->b, &env->ctx, "from/a",
+					     "to/b/c", &env->err),
+			 0);
+	expect_content(env, "to/b/c", "moving");
+	rc = smux_backend_head(env->b, &env->ctx, "from/a", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	/* The same inode, mode and mtime: a real rename, not a copy. */
+	assert_int_equal(stat(at(env, "root/to/b/c"), &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	assert_int_equal(smux_backend_head(env->b, &env->ctx, "to/b/c", &info,
+					   &env->err),
+			 0);
+	assert_int_equal(info.mode, S_IFREG | 0604);
+	assert_int_equal(info.mtime_ns, opts.mtime_ns);
+
+	/* Replaces an object; refuses directories; missing source. */
+	assert_int_equal(put_str(env, "other", "x"), 0);
+	assert_int_equal(smux_backend_rename(env->b, &env->ctx, "other",
+					     "to/b/c", &env->err),
+			 0);
+	expect_content(env, "to/b/c", "x");
+	rc = smux_backend_rename(env->b, &env->ctx, "nope", "x", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_rename(env->b, &env->ctx, "nope/deeper", "x",
+				 &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_rename(env->b, &env->ctx, "to/b/c", "to/b",
+				 &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = smux_backend_rename(env->b, &env->ctx, "to", "elsewhere",
+				 &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	expect_content(env, "to/b/c", "x");
+	assert_int_equal(count_tmp(env->root), 0);
+}
+
+static void test_setattr(void **state)
+{
+	struct env *env = *state;
+	struct smux_setattr mode = {.flags = SMUX_SET_MODE, .mode = 0640};
+	struct smux_setattr both = {.flags = SMUX_SET_MODE | SMUX_SET_MTIME,
+				    .mode = 0700,
+				    .mtime_ns = 1000000000LL * 1400000000 + 5};
+	struct smux_info info;
+	struct stat before, after;
+	int rc;
+
+	assert_int_equal(put_str(env, "s/obj", "keep me"), 0);
+	assert_int_equal(stat(at(env, "root/s/obj"), &before), 0);
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "s/obj", &mode,
+					      &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "s/obj", &info, &env->err),
+		0);
+	assert_int_equal(info.mode, S_IFREG | 0640);
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "s/obj", &both,
+					      &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "s/obj", &info, &env->err),
+		0);
+	assert_int_equal(info.mode, S_IFREG | 0700);
+	assert_int_equal(info.mtime_ns, both.mtime_ns);
+	/* In place: same inode, same content. */
+	assert_int_equal(stat(at(env, "root/s/obj"), &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	expect_content(env, "s/obj", "keep me");
+
+	/* Directories, by marker or plain key. */
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "s/", &both, &env->err),
+		0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "s/", &info, &env->err),
+		0);
+	assert_int_equal(info.mode, S_IFDIR | 0700);
+	assert_int_equal(info.mtime_ns, both.mtime_ns);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "s", &mode, &env->err),
+		0);
+	assert_int_equal(stat(at(env, "root/s"), &after), 0);
+	assert_int_equal(after.st_mode & 07777, 0640);
+
+	rc = smux_backend_setattr(env->b, &env->ctx, "nope", &mode, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_setattr(env->b, &env->ctx, "s/obj/", &mode,
+				  &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(chmod(at(env, "root/s"), 0755), 0);
 }
 
 static void test_health_statfs_new(void **state)
@@ -1039,6 +1162,9 @@ static void attack_wrapped(struct env *env, const char *key)
 	struct smux_ctx *ctx = &env->ctx;
 	struct smux_error *err = &env->err;
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE | SMUX_SET_MTIME,
+				    .mode = 0777,
+				    .mtime_ns = 1};
 	struct smux_writer *w = NULL;
 	struct smux_sink sink;
 	struct smux_info info;
@@ -1062,6 +1188,12 @@ static void attack_wrapped(struct env *env, const char *key)
 		fail_msg("copy from \"%s\" succeeded", key);
 	if (smux_backend_copy(b, ctx, "ok", key, err) == 0)
 		fail_msg("copy to \"%s\" succeeded", key);
+	if (smux_backend_rename(b, ctx, key, "renamed", err) == 0)
+		fail_msg("rename from \"%s\" succeeded", key);
+	if (smux_backend_rename(b, ctx, "ok", key, err) == 0)
+		fail_msg("rename to \"%s\" succeeded", key);
+	if (smux_backend_setattr(b, ctx, key, &attr, err) == 0)
+		fail_msg("setattr \"%s\" succeeded", key);
 	for (flags = 0; flags <= SMUX_WRITER_TRUNC; flags++) {
 		rc = smux_backend_writer_open(b, ctx, key, flags, &w, err);
 		if (rc == 0) {
@@ -1087,6 +1219,9 @@ static void attack_direct(struct env *env, const char *key)
 	struct smux_ctx *ctx = &env->ctx;
 	struct smux_error *err = &env->err;
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE | SMUX_SET_MTIME,
+				    .mode = 0777,
+				    .mtime_ns = 1};
 	struct smux_writer *w = NULL;
 	struct smux_source src;
 	struct smux_sink sink;
@@ -1112,6 +1247,12 @@ static void attack_direct(struct env *env, const char *key)
 		fail_msg("ops->copy from \"%s\" succeeded", key);
 	if (ops->copy(b, ctx, "ok", key, err) == 0)
 		fail_msg("ops->copy to \"%s\" succeeded", key);
+	if (ops->rename(b, ctx, key, "renamed", err) == 0)
+		fail_msg("ops->rename from \"%s\" succeeded", key);
+	if (ops->rename(b, ctx, "ok", key, err) == 0)
+		fail_msg("ops->rename to \"%s\" succeeded", key);
+	if (ops->setattr(b, ctx, key, &attr, err) == 0)
+		fail_msg("ops->setattr \"%s\" succeeded", key);
 	for (flags = 0; flags <= SMUX_WRITER_TRUNC; flags++)
 		if (ops->writer_open(b, ctx, key, flags, &w, err) == 0) {
 			smux_writer_close(w);
@@ -1305,13 +1446,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_markers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_del, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_health_statfs_new, setup,
 						teardown),
 	};
 	const struct CMUnitTest listing[] = {
-		cmocka_unit_test_setup_teardown(test_list_order, setup,
+		cmocka_unit_test_setup_teardown(test_list_order, setup_fast,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_list_random, setup,
+		cmocka_unit_test_setup_teardown(test_list_random, setup_fast,
 						teardown),
 	};
 	const struct CMUnitTest writer[] = {
@@ -1320,10 +1463,10 @@ int main(void)
 						setup, teardown),
 	};
 	const struct CMUnitTest security[] = {
-		cmocka_unit_test_setup_teardown(test_containment, setup,
+		cmocka_unit_test_setup_teardown(test_containment, setup_fast,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_containment_list, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_containment_list,
+						setup_fast, teardown),
 	};
 	int fails = 0;
 
