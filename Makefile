@@ -155,7 +155,8 @@ format:
 
 lint: lib
 	clang-format --dry-run --Werror $(FORMAT_FILES)
-	clang-tidy --quiet $(filter %.c,$(FORMAT_FILES)) -- $(CFLAGS_TEST) 2>/dev/null
+	printf '%s\n' $(filter %.c,$(FORMAT_FILES)) | \
+		xargs -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- $(CFLAGS_TEST) 2>/dev/null' tidy
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability,performance \
 		--inline-suppr --std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests \
 		--suppress=missingIncludeSystem src tests

@@ -56,18 +56,18 @@ static inline void cpu_relax(void)
 
 struct smux__bulkhead {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	/* CLOCK_MONOTONIC; job queued or closing */
-	char *name;		/* immutable */
-	unsigned max_inflight;	/* immutable */
-	struct smux__job *head; /* protected by lock: FIFO of queued jobs */
-	struct smux__job *tail; /* protected by lock */
-	unsigned queued;	/* protected by lock */
+	pthread_cond_t cond;	 /* CLOCK_MONOTONIC; job queued or closing */
+	char *name;		 /* immutable */
+	unsigned max_inflight;	 /* immutable */
+	struct smux__job *head;	 /* protected by lock: FIFO of queued jobs */
+	struct smux__job *tail;	 /* protected by lock */
+	unsigned queued;	 /* protected by lock */
 	atomic_uint queued_hint; /* copy of queued for lock-free spinning */
-	unsigned running;	/* protected by lock */
-	unsigned workers;	/* protected by lock: worker threads alive */
-	unsigned idle;		/* protected by lock: workers waiting */
-	unsigned refs;		/* protected by lock: owner, workers, jobs */
-	bool closing;		/* protected by lock: owner freed it */
+	unsigned running;	 /* protected by lock */
+	unsigned workers;	 /* protected by lock: worker threads alive */
+	unsigned idle;		 /* protected by lock: workers waiting */
+	unsigned refs;		 /* protected by lock: owner, workers, jobs */
+	bool closing;		 /* protected by lock: owner freed it */
 };
 
 struct smux__job {
@@ -80,6 +80,7 @@ struct smux__job {
 	char *if_match;
 	struct smux_get_opts get_opts;
 	struct smux_put_opts put_opts;
+	struct smux_setattr setattr;
 	bool has_get_opts, has_put_opts, want_info;
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
@@ -114,12 +115,12 @@ struct smux__job {
 
 	struct smux_cancel token; /* fired by abandon; any thread */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* CLOCK_MONOTONIC; broadcast on done */
-	bool abandoned;			/* protected by lock */
-	bool done;			/* protected by lock */
+	pthread_cond_t cond;   /* CLOCK_MONOTONIC; broadcast on done */
+	bool abandoned;	       /* protected by lock */
+	bool done;	       /* protected by lock */
 	atomic_bool done_hint; /* set with done, for lock-free spinning */
-	long rc;			/* protected by lock */
-	struct smux_error err;		/* protected by lock */
+	long rc;	       /* protected by lock */
+	struct smux_error err; /* protected by lock */
 	struct smux_writer *new_writer; /* protected by lock: WRITER_OPEN */
 
 	struct smux__job *prev, *next; /* protected by bh->lock */
@@ -406,6 +407,8 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 		job->put_opts = *po;
 		job->has_put_opts = true;
 	}
+	if (call->setattr)
+		job->setattr = *call->setattr;
 	job->want_info = call->info != NULL;
 	job->flags = call->flags;
 	job->writer = call->writer;
@@ -520,6 +523,11 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 					 err);
 	case SMUX__OP_COPY:
 		return smux_backend_copy(b, ctx, job->key, job->key2, err);
+	case SMUX__OP_RENAME:
+		return smux_backend_rename(b, ctx, job->key, job->key2, err);
+	case SMUX__OP_SETATTR:
+		return smux_backend_setattr(b, ctx, job->key, &job->setattr,
+					    err);
 	case SMUX__OP_HEALTHCHECK:
 		return smux_backend_healthcheck(b, ctx, err);
 	case SMUX__OP_STATFS:
@@ -630,7 +638,8 @@ static void *worker_main(void *arg)
 			bh->idle++; /* a spinning worker is an idle one */
 			pthread_mutex_unlock(&bh->lock);
 			while (atomic_load_explicit(&bh->queued_hint,
-						   memory_order_acquire) == 0 &&
+						    memory_order_acquire) ==
+				       0 &&
 			       smux_now_ns() < spin_until)
 				cpu_relax();
 			pthread_mutex_lock(&bh->lock);

@@ -40,6 +40,8 @@ enum smux__op {
 	SMUX__OP_HEAD,
 	SMUX__OP_LIST,
 	SMUX__OP_COPY,
+	SMUX__OP_RENAME,
+	SMUX__OP_SETATTR,
 	SMUX__OP_HEALTHCHECK,
 	SMUX__OP_STATFS,
 	SMUX__OP_WRITER_OPEN,
@@ -59,7 +61,8 @@ struct smux__call {
 	enum smux__op op;
 	struct smux_backend *backend; /* the job holds a reference */
 	const char *key;	      /* GET..COPY, WRITER_OPEN, LIST prefix */
-	const char *key2;	      /* COPY destination, LIST delimiter */
+	const char *key2; /* COPY/RENAME destination, LIST delimiter */
+	const struct smux_setattr *setattr;   /* SETATTR (copied) */
 	const struct smux_get_opts *get_opts; /* GET (copied) */
 	const struct smux_put_opts *put_opts; /* PUT, W_COMMIT (copied) */
 	struct smux_sink *sink;		      /* GET: reached via proxy */

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT
+/*
+ * config.c - the model of a configuration: the key tables of [mount],
+ * [mux] and [backend] (names, value syntax, which backend types take a
+ * key, which keys are secret), the mount options as [mount] and the
+ * defaults make them, -o options, the fstab options a daemon ignores,
+ * and smux_config_free.
+ *
+ * Reading the file is config_parse.c; checks are config_check.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/config_internal.h"
+
+#define T(x)	(1u << SMUX__CFG_T_##x)
+#define T_CREDS (T(S3) | T(HTTP) | T(SWIFT) | T(BUNNY))
+
+static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
+	[SMUX__MK_ROOT] = {"root", SMUX__VT_NAME},
+	[SMUX__MK_CACHE_DIR] = {"cache_dir", SMUX__VT_ABSPATH},
+	[SMUX__MK_STATE_DIR] = {"state_dir", SMUX__VT_ABSPATH},
+	[SMUX__MK_PREFIX] = {"prefix", SMUX__VT_PREFIX},
+	[SMUX__MK_ATTR_TIMEOUT] = {"attr_timeout", SMUX__VT_DURATION},
+	[SMUX__MK_ENTRY_TIMEOUT] = {"entry_timeout", SMUX__VT_DURATION},
+	[SMUX__MK_NEGATIVE_TIMEOUT] = {"negative_timeout", SMUX__VT_DURATION},
+	[SMUX__MK_CACHE_SIZE] = {"cache_size", SMUX__VT_SIZE},
+	[SMUX__MK_ALLOW_OTHER] = {"allow_other", SMUX__VT_BOOL},
+	[SMUX__MK_DEFAULT_PERMISSIONS] = {"default_permissions", SMUX__VT_BOOL},
+	[SMUX__MK_RO] = {"ro", SMUX__VT_BOOL},
+	[SMUX__MK_UID] = {"uid", SMUX__VT_UID},
+	[SMUX__MK_GID] = {"gid", SMUX__VT_GID},
+	[SMUX__MK_UMASK] = {"umask", SMUX__VT_UMASK},
+};
+
+static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
+	[SMUX__XK_MODE] = {"mode", SMUX__VT_MODE},
+	[SMUX__XK_BACKENDS] = {"backends", SMUX__VT_NAMES},
+	[SMUX__XK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
+	[SMUX__XK_COOLDOWN] = {"cooldown", SMUX__VT_DURATION},
+	[SMUX__XK_MAX_COOLDOWN] = {"max_cooldown", SMUX__VT_DURATION},
+	[SMUX__XK_HEALTHCHECK_INTERVAL] = {"healthcheck_interval",
+					   SMUX__VT_DURATION},
+	[SMUX__XK_WRITE_QUORUM] = {"write_quorum", SMUX__VT_COUNT},
+	[SMUX__XK_THROW_ON_FANOUT_PARTIAL] = {"throw_on_fanout_partial",
+					      SMUX__VT_BOOL},
+	[SMUX__XK_MAX_INFLIGHT] = {"max_inflight", SMUX__VT_COUNT},
+	[SMUX__XK_WEIGHT] = {"weight", SMUX__VT_WEIGHT},
+};
+
+static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
+	[SMUX__BK_TYPE] = {"type", SMUX__VT_TYPE, 0},
+	[SMUX__BK_WEIGHT] = {"weight", SMUX__VT_WEIGHT, 0},
+	[SMUX__BK_PATH] = {"path", SMUX__VT_ABSPATH, T(FILE)},
+	[SMUX__BK_NO_FSYNC] = {"no_fsync", SMUX__VT_BOOL, T(FILE)},
+	[SMUX__BK_WRAPS] = {"wraps", SMUX__VT_NAME, T(FAULTY)},
+	[SMUX__BK_LATENCY] = {"latency", SMUX__VT_DURATION, T(FAULTY)},
+	[SMUX__BK_HANG_RATE] = {"hang_rate", SMUX__VT_RATE, T(FAULTY)},
+	[SMUX__BK_ERROR_RATE] = {"error_rate", SMUX__VT_RATE, T(FAULTY)},
+	[SMUX__BK_SEMANTIC_RATE] = {"semantic_rate", SMUX__VT_RATE, T(FAULTY)},
+	[SMUX__BK_TIMEOUT_RATE] = {"timeout_rate", SMUX__VT_RATE, T(FAULTY)},
+	[SMUX__BK_HANG] = {"hang", SMUX__VT_DURATION, T(FAULTY)},
+	[SMUX__BK_SEED] = {"seed", SMUX__VT_U64, T(FAULTY)},
+	/* keys of the network types to come (DESIGN section 6) */
+	[SMUX__BK_ENDPOINT] = {"endpoint", SMUX__VT_STRING, T(S3)},
+	[SMUX__BK_BUCKET] = {"bucket", SMUX__VT_STRING, T(S3)},
+	[SMUX__BK_REGION] = {"region", SMUX__VT_STRING, T(S3)},
+	[SMUX__BK_PREFIX] = {"prefix", SMUX__VT_PREFIX, T(S3)},
+	[SMUX__BK_PATH_STYLE] = {"path_style", SMUX__VT_BOOL, T(S3)},
+	[SMUX__BK_URL] = {"url", SMUX__VT_STRING, T(HTTP)},
+	[SMUX__BK_WEBDAV] = {"webdav", SMUX__VT_BOOL, T(HTTP)},
+	[SMUX__BK_CREDENTIALS_FILE] = {"credentials_file", SMUX__VT_ABSPATH,
+				       T_CREDS, true},
+	[SMUX__BK_CREDENTIALS_ENV] = {"credentials_env", SMUX__VT_STRING,
+				      T_CREDS, true},
+};
+
+static const char *const type_names[SMUX__CFG_T_COUNT] = {
+	[SMUX__CFG_T_NONE] = "none",	 [SMUX__CFG_T_FILE] = "file",
+	[SMUX__CFG_T_MEMORY] = "memory", [SMUX__CFG_T_FAULTY] = "faulty",
+	[SMUX__CFG_T_S3] = "s3",	 [SMUX__CFG_T_HTTP] = "http",
+	[SMUX__CFG_T_SWIFT] = "swift",	 [SMUX__CFG_T_BUNNY] = "bunny",
+};
+
+const struct smux__cfg_keydef *smux__cfg_keys(enum smux__cfg_kind kind,
+					      unsigned *n)
+{
+	switch (kind) {
+	case SMUX__CFG_MOUNT:
+		*n = SMUX__MK_COUNT;
+		return mount_keys;
+	case SMUX__CFG_MUX:
+		*n = SMUX__XK_COUNT;
+		return mux_keys;
+	case SMUX__CFG_BACKEND:
+	default:
+		*n = SMUX__BK_COUNT;
+		return backend_keys;
+	}
+}
+
+const char *smux__cfg_type_name(enum smux__cfg_type t)
+{
+	return (unsigned)t < SMUX__CFG_T_COUNT ? type_names[t] : "?";
+}
+
+char *smux__cfg_label(const struct smux__cfg_section *s, char *buf, size_t len)
+{
+	if (s->kind == SMUX__CFG_MOUNT)
+		snprintf(buf, len, "[mount]");
+	else
+		snprintf(buf, len, "[%s %s]",
+			 s->kind == SMUX__CFG_MUX ? "mux" : "backend", s->name);
+	return buf;
+}
+
+struct smux__cfg_section *smux__cfg_find(const struct smux_config *cfg,
+					 const char *name)
+{
+	for (unsigned i = 0; i < cfg->n_secs; i++)
+		if (cfg->secs[i]->name && strcmp(cfg->secs[i]->name, name) == 0)
+			return cfg->secs[i];
+	return NULL;
+}
+
+int smux__cfg_errorf(char *buf, size_t len, const char *path, int line,
+		     const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!buf || len == 0)
+		return -EINVAL;
+	if (line > 0)
+		n = snprintf(buf, len, "%s:%d: ", path, line);
+	else
+		n = snprintf(buf, len, "%s: ", path);
+	if (n < 0 || (size_t)n >= len)
+		return -EINVAL;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* ---- mount options ---- */
+
+static int dup_dir(char **out, const struct smux__cfg_value *v, const char *def,
+		   const char *root)
+{
+	if (v->line)
+		*out = strdup(v->s);
+	else if (asprintf(out, "%s/%s", def, root) < 0)
+		*out = NULL;
+	return *out ? 0 : -ENOMEM;
+}
+
+static double seconds(const struct smux__cfg_value *v)
+{
+	return v->line ? (double)v->i / 1000.0 : 1.0;
+}
+
+/* struct smux_fs_opts from [mount] and the defaults. */
+int smux__cfg_fill_opts(struct smux_config *cfg)
+{
+	struct smux_fs_opts *o = &cfg->opts;
+	const struct smux__cfg_value *v = cfg->mount->v;
+
+	o->root = strdup(v[SMUX__MK_ROOT].s);
+	o->prefix = strdup(v[SMUX__MK_PREFIX].line ? v[SMUX__MK_PREFIX].s : "");
+	if (!o->root || !o->prefix ||
+	    dup_dir(&o->cache_dir, &v[SMUX__MK_CACHE_DIR],
+		    SMUX_FS_DEFAULT_CACHE_DIR, o->root) ||
+	    dup_dir(&o->state_dir, &v[SMUX__MK_STATE_DIR],
+		    SMUX_FS_DEFAULT_STATE_DIR, o->root))
+		return -ENOMEM;
+	o->attr_timeout = seconds(&v[SMUX__MK_ATTR_TIMEOUT]);
+	o->entry_timeout = seconds(&v[SMUX__MK_ENTRY_TIMEOUT]);
+	o->negative_timeout = seconds(&v[SMUX__MK_NEGATIVE_TIMEOUT]);
+	o->cache_size = v[SMUX__MK_CACHE_SIZE].line ? v[SMUX__MK_CACHE_SIZE].u
+						    : (uint64_t)1 << 30;
+	o->allow_other =
+		v[SMUX__MK_ALLOW_OTHER].line && v[SMUX__MK_ALLOW_OTHER].b;
+	o->default_permissions = v[SMUX__MK_DEFAULT_PERMISSIONS].line &&
+				 v[SMUX__MK_DEFAULT_PERMISSIONS].b;
+	o->ro = v[SMUX__MK_RO].line && v[SMUX__MK_RO].b;
+	o->has_uid = v[SMUX__MK_UID].line != 0;
+	o->uid = (uid_t)v[SMUX__MK_UID].u;
+	o->has_gid = v[SMUX__MK_GID].line != 0;
+	o->gid = (gid_t)v[SMUX__MK_GID].u;
+	o->has_umask = v[SMUX__MK_UMASK].line != 0;
+	o->umask = (mode_t)v[SMUX__MK_UMASK].u;
+	return 0;
+}
+
+static bool is_string_vt(enum smux__cfg_vt vt)
+{
+	return vt == SMUX__VT_STRING || vt == SMUX__VT_ABSPATH ||
+	       vt == SMUX__VT_NAME || vt == SMUX__VT_PREFIX;
+}
+
+void smux_config_free(struct smux_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (unsigned i = 0; i < cfg->n_secs; i++) {
+		struct smux__cfg_section *s = cfg->secs[i];
+		const struct smux__cfg_keydef *keys;
+		unsigned nk;
+
+		keys = smux__cfg_keys(s->kind, &nk);
+		for (unsigned k = 0; k < nk; k++)
+			if (s->v[k].line && is_string_vt(keys[k].vt))
+				free(s->v[k].s);
+		for (unsigned m = 0; m < s->n_members; m++)
+			free(s->members[m]);
+		free(s->members);
+		free(s->member_secs);
+		free(s->name);
+		free(s);
+	}
+	free(cfg->secs);
+	free(cfg->opts.root);
+	free(cfg->opts.cache_dir);
+	free(cfg->opts.state_dir);
+	free(cfg->opts.prefix);
+	free(cfg->path);
+	free(cfg);
+}
+
+struct smux_fs_opts *smux_config_opts(struct smux_config *cfg)
+{
+	return &cfg->opts;
+}
+
+static const struct {
+	const char *name;
+	int key; /* SMUX__MK_*; -1 for rw */
+	bool flag;
+} mount_opts[] = {
+	{"cache_dir", SMUX__MK_CACHE_DIR, false},
+	{"state_dir", SMUX__MK_STATE_DIR, false},
+	{"attr_timeout", SMUX__MK_ATTR_TIMEOUT, false},
+	{"entry_timeout", SMUX__MK_ENTRY_TIMEOUT, false},
+	{"negative_timeout", SMUX__MK_NEGATIVE_TIMEOUT, false},
+	{"cache_size", SMUX__MK_CACHE_SIZE, false},
+	{"uid", SMUX__MK_UID, false},
+	{"gid", SMUX__MK_GID, false},
+	{"umask", SMUX__MK_UMASK, false},
+	{"allow_other", SMUX__MK_ALLOW_OTHER, true},
+	{"default_permissions", SMUX__MK_DEFAULT_PERMISSIONS, true},
+	{"ro", SMUX__MK_RO, true},
+	{"rw", -1, true},
+};
+
+static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
+		     char *why, size_t len)
+{
+	int64_t ms;
+	char *s;
+	int rc;
+
+	switch (key) {
+	case SMUX__MK_CACHE_DIR:
+	case SMUX__MK_STATE_DIR:
+		if (!val[0]) {
+			snprintf(why, len, "empty value");
+			return -EINVAL;
+		}
+		if (!smux__cfg_utf8_ok(val, strlen(val))) {
+			snprintf(why, len, "invalid UTF-8");
+			return -EINVAL;
+		}
+		rc = smux__cfg_parse_abspath(val, why, len);
+		if (rc)
+			return rc;
+		s = strdup(val);
+		if (!s)
+			return -ENOMEM;
+		if (key == SMUX__MK_CACHE_DIR) {
+			free(o->cache_dir);
+			o->cache_dir = s;
+		} else {
+			free(o->state_dir);
+			o->state_dir = s;
+		}
+		return 0;
+	case SMUX__MK_ATTR_TIMEOUT:
+	case SMUX__MK_ENTRY_TIMEOUT:
+	case SMUX__MK_NEGATIVE_TIMEOUT:
+		rc = smux__cfg_parse_duration(val, &ms, why, len);
+		if (rc)
+			return rc;
+		if (key == SMUX__MK_ATTR_TIMEOUT)
+			o->attr_timeout = (double)ms / 1000.0;
+		else if (key == SMUX__MK_ENTRY_TIMEOUT)
+			o->entry_timeout = (double)ms / 1000.0;
+		else
+			o->negative_timeout = (double)ms / 1000.0;
+		return 0;
+	case SMUX__MK_CACHE_SIZE:
+		return smux__cfg_parse_size(val, &o->cache_size, why, len);
+	case SMUX__MK_UID:
+		rc = smux__cfg_parse_uid(val, &o->uid, why, len);
+		o->has_uid = o->has_uid || rc == 0;
+		return rc;
+	case SMUX__MK_GID:
+		rc = smux__cfg_parse_gid(val, &o->gid, why, len);
+		o->has_gid = o->has_gid || rc == 0;
+		return rc;
+	case SMUX__MK_UMASK:
+		rc = smux__cfg_parse_umask(val, &o->umask, why, len);
+		o->has_umask = o->has_umask || rc == 0;
+		return rc;
+	case SMUX__MK_ALLOW_OTHER:
+		o->allow_other = true;
+		return 0;
+	case SMUX__MK_DEFAULT_PERMISSIONS:
+		o->default_permissions = true;
+		return 0;
+	case SMUX__MK_RO:
+		o->ro = true;
+		return 0;
+	default:
+		o->ro = false; /* rw */
+		return 0;
+	}
+}
+
+int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
+			  char *errbuf, size_t errlen)
+{
+	const char *eq = strchr(opt, '=');
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+	char why[400];
+	int rc;
+
+	for (size_t i = 0; i < sizeof(mount_opts) / sizeof(mount_opts[0]);
+	     i++) {
+		const char *name = mount_opts[i].name;
+
+		if (strlen(name) != klen || memcmp(name, opt, klen) != 0)
+			continue;
+		if (mount_opts[i].flag && eq) {
+			snprintf(errbuf, errlen, "option %s: takes no value",
+				 name);
+			return -EINVAL;
+		}
+		if (!mount_opts[i].flag && !eq) {
+			snprintf(errbuf, errlen,
+				 "option %s: needs a value (%s=...)", name,
+				 name);
+			return -EINVAL;
+		}
+		rc = apply_opt(&cfg->opts, mount_opts[i].key, eq ? eq + 1 : "",
+			       why, sizeof(why));
+		if (rc == -ENOMEM)
+			snprintf(why, sizeof(why), "out of memory");
+		if (rc) {
+			snprintf(errbuf, errlen, "option %s: %s", name, why);
+			return rc;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+bool smux_config_ignored_opt(const char *opt)
+{
+	static const char *const exact[] = {
+		"_netdev", "nofail", "noauto", "auto",
+		"user",	   "users",  "nouser", "defaults",
+	};
+	static const char *const prefixes[] = {"x-systemd.", "x-gvfs-",
+					       "comment="};
+
+	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (strcmp(opt, exact[i]) == 0)
+			return true;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(opt, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}

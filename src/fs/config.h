@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.h - the smuxfs configuration file (DESIGN section 6): an INI file
+ * read with inih, with sections [mount], [mux NAME] and [backend NAME].
+ *
+ * Owns: parsing, validation (every error names the file, the line, the
+ * section and the offending key or value), mount options given with -o,
+ * building the backend tree through libsmux, and the two renderings of the
+ * result (the tree for `smuxfs --check-config`, redacted JSON for
+ * .smux/config). Never touches FUSE.
+ *
+ * Durations take units (500ms, 30s, 5m, 1h; a bare number is seconds);
+ * sizes take units (4096, 64K, 64M, 10G; powers of 1024). Booleans are
+ * true/false, yes/no, on/off, 1/0. Unknown sections and keys are errors.
+ * Secrets come from files (`credentials_file = PATH`) or the environment
+ * (`credentials_env = NAME`), never inline; they are never printed.
+ */
+#ifndef SMUX_FS_CONFIG_H
+#define SMUX_FS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "smux/backend.h"
+#include "smux/events.h"
+#include "smux/mux.h"
+
+/* What [mount] and -o set. Strings are owned by the config. */
+struct smux_fs_opts {
+	char *root;	 /* the [mux] or [backend] mounted at / (required) */
+	char *cache_dir; /* staging and read cache; default below */
+	char *state_dir; /* hint journals; default below */
+	char *prefix;	 /* key prefix under which the tree lives ("") */
+	double attr_timeout;	 /* seconds the kernel caches attributes (1) */
+	double entry_timeout;	 /* seconds it caches names (1) */
+	double negative_timeout; /* seconds it caches "no such name" (1) */
+	uint64_t cache_size;	 /* bytes of read cache (1G) */
+	bool allow_other;
+	bool default_permissions;
+	bool ro;
+	bool has_uid, has_gid, has_umask;
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+};
+
+#define SMUX_FS_DEFAULT_CACHE_DIR "/var/cache/smuxfs"
+#define SMUX_FS_DEFAULT_STATE_DIR "/var/lib/smuxfs"
+
+struct smux_config;
+
+/*
+ * Reads and validates @path. On failure returns a negative errno and
+ * writes one line into @errbuf ("PATH:LINE: [backend edge-a] type:
+ * unknown type \"s4\" (use file, memory, faulty)"). *@out is owned by
+ * the caller (smux_config_free).
+ */
+int smux_config_load(const char *path, struct smux_config **out, char *errbuf,
+		     size_t errlen);
+void smux_config_free(struct smux_config *cfg);
+
+/* The mount options (after smux_config_mount_opt overrides). */
+struct smux_fs_opts *smux_config_opts(struct smux_config *cfg);
+
+/*
+ * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
+ * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
+ * cache_size=, uid=, gid=, umask=, allow_other, default_permissions, ro,
+ * rw). Returns 1 when applied, 0 when the option is not smuxfs's (the
+ * caller passes it to FUSE or ignores it), or a negative errno with
+ * @errbuf saying "option KEY: reason".
+ */
+int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
+			  char *errbuf, size_t errlen);
+
+/* True for options fstab passes that a FUSE daemon must ignore: _netdev,
+ * nofail, noauto, auto, user, users, nouser, defaults, x-systemd.*,
+ * x-gvfs-*, comment=*. */
+bool smux_config_ignored_opt(const char *opt);
+
+/*
+ * Builds every backend and mux of the tree under the root (muxes get
+ * @events, which may be NULL, and state_dir as their hint directory).
+ * Returns 0 and one reference on the root in *@root, or a negative errno
+ * with @errbuf naming the section and the reason (a missing file backend
+ * directory, a mux cycle, ...).
+ */
+int smux_config_build(struct smux_config *cfg, struct smux_events *events,
+		      struct smux_backend **root, char *errbuf, size_t errlen);
+
+/*
+ * The resolved tree as text for `smuxfs --check-config`, e.g.
+ *   media: mux shield (backend_timeout 30s, ...)
+ *     origin: file /srv/media
+ *     edge-a: s3 http://127.0.0.1:9000 bucket media
+ * Caller frees. NULL on ENOMEM.
+ */
+char *smux_config_describe(struct smux_config *cfg);
+
+/* The effective configuration as pretty JSON, secrets redacted ("***"),
+ * for .smux/config. Caller frees. NULL on ENOMEM. */
+char *smux_config_json(struct smux_config *cfg);
+
+#endif /* SMUX_FS_CONFIG_H */
