@@ -75,7 +75,7 @@ CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
-.PHONY: all lib tests check test asan tsan deps format lint clean demo bench-core
+.PHONY: all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -139,15 +139,33 @@ test: all
 deps:
 	@scripts/install-deps.sh
 
+# The concurrent modules, also run under ThreadSanitizer by `make check`.
+TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
+	test_mux_threads test_stats
+
+test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
+	@set -e; for t in $(TSAN_TESTS); do \
+		echo "== $(OUT)/tests/$$t"; \
+		SMUX_TEST_VARIANT=tsan setarch -R $(OUT)/tests/$$t; \
+	done; echo "== tsan: concurrent test binaries passed"
+
+# Real mounts with real programs (tests/integration/run.sh), with the
+# daemon of this variant.
+test-integration: all
+	SMUXFS=$(abspath $(SMUXFS)) tests/integration/run.sh
+
 check: deps
 	$(MAKE) VARIANT=normal test
+	$(MAKE) VARIANT=normal test-integration
 	$(MAKE) VARIANT=asan test
+	$(MAKE) VARIANT=asan test-integration
+	$(MAKE) VARIANT=tsan test-tsan
 
 asan: deps
 	$(MAKE) VARIANT=asan test
 
 tsan: deps
-	$(MAKE) VARIANT=tsan test
+	$(MAKE) VARIANT=tsan test-tsan
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs.h - internal header of the smuxfs daemon (src/fs/).
+ *
+ * Ties the daemon's modules together: the mount-wide state (struct
+ * smuxfs), path-to-key mapping and error mapping (ops.c), the FUSE
+ * operations (ops.c, ops_meta.c, ops_io.c), the open-file table with its
+ * staging and upload (ofile.c), the .smux/ virtual directory (smuxdir.c)
+ * and logging (log.c). main.c owns the command line, daemonizing and the
+ * mount. Nothing here is part of libsmux.
+ *
+ * Threads: every FUSE operation may run concurrently (fuse_loop_mt). The
+ * fields of struct smuxfs are set before the loop starts and read-only
+ * afterwards, except the tables, which have their own locks.
+ */
+#ifndef SMUX_FS_FS_H
+#define SMUX_FS_FS_H
+
+#define FUSE_USE_VERSION 35
+
+#include <fuse.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fs/config.h"
+#include "smux/backend.h"
+#include "smux/events.h"
+
+/* ---- logging (log.c) ---- */
+
+/* Sets where messages go: stderr (@foreground) or syslog ("smuxfs");
+ * @debug lets LOG_DEBUG messages through. Call before any thread starts. */
+void smux_log_init(bool foreground, bool debug);
+/* Logs at a syslog level (LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG).
+ * Thread-safe. */
+void smux_log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* True when messages of @level are emitted (to skip costly formatting). */
+bool smux_log_enabled(int level);
+
+/* ---- the open-file table and the version table (ofile.c) ---- */
+
+#define SMUXFS_OFILE_BUCKETS 1024
+#define SMUXFS_ETAG_SLOTS    4096
+
+struct smuxfs_ofile;
+
+/* Open files, keyed by backend key; one struct smuxfs_ofile per key. */
+struct smuxfs_otable {
+	pthread_mutex_t lock; /* protects buckets[] and every ofile's key,
+				 refs, in_table and next */
+	struct smuxfs_ofile *buckets[SMUXFS_OFILE_BUCKETS];
+};
+
+/* key -> etag seen at the last open (for keep_cache). Direct-mapped, so
+ * bounded: a collision forgets the older key. */
+struct smuxfs_etags {
+	pthread_mutex_t lock; /* protects slots[] */
+	struct {
+		char *key; /* owned; NULL = empty slot */
+		char etag[SMUX_ETAG_MAX];
+	} slots[SMUXFS_ETAG_SLOTS];
+};
+
+/* ---- mount-wide state ---- */
+
+struct smuxfs {
+	struct smux_config *cfg;    /* owned by main.c */
+	struct smux_fs_opts *opts;  /* inside cfg */
+	struct smux_backend *root;  /* one reference, owned by main.c */
+	struct smux_events *events; /* may be NULL */
+	const char *prefix;	    /* key prefix ("" or "a/b/") */
+	size_t prefix_len;
+	int staging_fd; /* O_PATH of cache_dir/staging, for O_TMPFILE */
+	bool ro;	/* -o ro: every change is EROFS */
+	/* stage every write in cache_dir even when the root has a writer
+	 * (environment SMUXFS_FORCE_STAGING=1; for tests of that path) */
+	bool force_staging;
+	uid_t uid; /* reported owner */
+	gid_t gid;
+	mode_t umask;	  /* applied to reported modes (0 = none) */
+	int64_t mount_ns; /* reported when a time is unknown */
+	/* /sys/class/bdi/MAJ:MIN/read_ahead_kb of the mount ("" unknown);
+	 * written once by the first getattr, after the kernel has applied
+	 * the INIT reply (which would lower it again). */
+	char readahead_path[96];
+	atomic_bool readahead_done;
+	atomic_llong last_mtime_ns; /* smuxfs_unique_mtime() */
+	struct smuxfs_otable otable;
+	struct smuxfs_etags etags;
+};
+
+/* Initialises the tables of @fs (the other fields are the caller's). */
+int smuxfs_init_tables(struct smuxfs *fs);
+/* Closes every ofile still open (committing dirty ones, logged) and frees
+ * the tables. No operation may run any more. */
+void smuxfs_release_tables(struct smuxfs *fs);
+
+/* The mount's state from inside a FUSE operation. */
+struct smuxfs *smuxfs_get(void);
+
+/* A CLOCK_REALTIME ns value greater than every one returned before in this
+ * process: the mtime of a commit, so every replica gets the same one. */
+int64_t smuxfs_unique_mtime(struct smuxfs *fs);
+
+/* Forgets the etag recorded for @key (its content changed through us). */
+void smuxfs_etag_forget(struct smuxfs *fs, const char *key);
+/* Records @etag for @key; returns true when it equals the etag recorded
+ * before (the kernel may keep its page cache). "" never matches. */
+bool smuxfs_etag_check(struct smuxfs *fs, const char *key, const char *etag);
+
+/* ---- open files (ofile.c) ---- */
+
+/* How an ofile is opened. */
+enum smuxfs_ofile_flags {
+	SMUXFS_OF_TRUNC = 1,  /* start empty (O_TRUNC, create) */
+	SMUXFS_OF_CREATE = 2, /* a new file: dirty from the start, so even an
+				 empty one is committed */
+};
+
+/*
+ * Finds or opens the ofile of @key and takes a reference. A new ofile
+ * opens a backend writer (SMUX_WRITER_TRUNC with SMUXFS_OF_TRUNC) or,
+ * when the root has none, a staging file filled from the object unless
+ * truncating. An existing one is shared; SMUXFS_OF_TRUNC then truncates
+ * it to 0. @mode: permission bits of a created file (else taken from the
+ * object). Returns 0 or a negative errno.
+ */
+int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
+		      mode_t mode, struct smuxfs_ofile **out);
+/* Drops a reference; the last one commits a still dirty ofile once more
+ * (logging failures at error level) and closes it. */
+void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of);
+/* The ofile of @key with a reference, or NULL. Deleted ofiles are not
+ * in the table. */
+struct smuxfs_ofile *smuxfs_ofile_find(struct smuxfs *fs, const char *key);
+
+/* I/O on the pending content. Each returns bytes / 0, or a negative
+ * errno. */
+long smuxfs_ofile_read(struct smuxfs *fs, struct smuxfs_ofile *of, char *buf,
+		       size_t len, uint64_t off);
+long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
+			const char *buf, size_t len, uint64_t off);
+int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
+			  uint64_t size);
+/*
+ * Makes the content visible under the key when dirty (and durable when
+ * @durable). 0 when there was nothing to do or the commit succeeded; a
+ * negative errno otherwise (the ofile stays dirty). A deleted ofile
+ * commits nothing.
+ */
+int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
+			bool durable);
+
+/* Attributes of the pending content (for getattr). */
+struct smuxfs_ofile_attr {
+	uint64_t size;
+	uint32_t mode; /* permission bits, 0 = unknown */
+	int64_t mtime_ns;
+	bool dirty;
+};
+/* 0, or the negative errno with which the ofile failed to open. */
+int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
+
+/* chmod / utimens on an open file. Stored in the ofile (applied at the
+ * next commit). Returns true when the ofile is dirty (the caller then
+ * must not touch the backend), false when it is clean (the caller applies
+ * the change to the backend too). */
+bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
+bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
+
+/* unlink: removes the ofile of @key from the table and marks it deleted,
+ * so nothing of it is ever committed again. No-op without one. */
+void smuxfs_ofile_unlinked(struct smuxfs *fs, const char *key);
+/*
+ * rename of an object key: commits a dirty ofile of @from, renames the
+ * object in the backend, moves the ofile (if any) to @to with its writer
+ * reopened there, and orphans an ofile of @to (as unlink). Returns 0 or a
+ * negative errno.
+ */
+int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
+
+/* Commits every dirty ofile whose key starts with @prefix (before a
+ * directory walk that must see them in the backend). 0 or the first
+ * failure. */
+int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix);
+
+/* Calls @fn for every ofile (not deleted) whose key is directly inside
+ * the directory key @dir ("" or "a/b/"), with its name and attributes.
+ * Holds the table lock: @fn must not call back into the table. */
+void smuxfs_ofile_each_in(struct smuxfs *fs, const char *dir,
+			  void (*fn)(void *arg, const char *name,
+				     const struct smuxfs_ofile_attr *a),
+			  void *arg);
+
+/* ---- file handles (fi->fh) ---- */
+
+enum smuxfs_fh_kind {
+	SMUXFS_FH_FILE,	   /* a backend object */
+	SMUXFS_FH_VIRTUAL, /* a .smux/ file: a snapshot */
+	SMUXFS_FH_DIR,	   /* an open directory (readdir gets no path) */
+};
+
+struct smuxfs_fh {
+	enum smuxfs_fh_kind kind;
+	char *key;		 /* FILE: the key (owned) */
+	char *path;		 /* DIR: the path (owned) */
+	struct smuxfs_ofile *of; /* FILE: the ofile (a reference) or NULL for
+				    a clean read-only open */
+	bool writable;
+	char etag[SMUX_ETAG_MAX]; /* FILE: version pinned at open ("" none) */
+	uint64_t size;		  /* FILE: size at open */
+	char *data;		  /* VIRTUAL: the snapshot (owned) */
+	size_t len;
+};
+
+void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* The key a FILE handle names now (its ofile's, which follows renames)
+ * into @key of @cap bytes. 0 or -ENAMETOOLONG. */
+int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
+		  size_t cap);
+
+/* ---- path and error mapping, attributes (ops.c) ---- */
+
+/*
+ * "/a/b" -> prefix + "a/b" into @key (@cap bytes); "/" -> the prefix
+ * without its trailing '/' ("" without a prefix). -ENAMETOOLONG for a
+ * name over 255 bytes or a key too long, -EINVAL for what no key can
+ * name.
+ */
+int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap);
+/* The negative errno of a libsmux error (EIO when it has none). Logs
+ * errors other than "not found" at debug level with @op and @key. */
+int smuxfs_errno(const struct smux_error *err, const char *op, const char *key);
+/* A context for one backend call (the mux bulkhead bounds it). */
+void smuxfs_ctx(struct smux_ctx *ctx);
+/* The directory prefix of a directory key: "" for "", else key + "/".
+ * -ENAMETOOLONG when it does not fit @cap. */
+int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
+/*
+ * What a path's key is: a directory (the root, an object the backend
+ * calls a directory, a marker or an implied directory "key/") or a file
+ * (an object, or a file open through the mount and not yet committed).
+ * Fills @info when not NULL. 0 or a negative errno (-ENOENT).
+ */
+int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
+		  bool *is_dir, struct smux_info *info);
+/* Fills @st for a file or directory from backend info (or defaults). */
+void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
+		      const struct smux_info *info);
+
+/* Raises the mount's read-ahead to 8 MiB once (root only; a failure is
+ * logged at debug level and ignored). */
+void smuxfs_raise_readahead(struct smuxfs *fs);
+
+/* The operations table (ops.c); init/destroy included. */
+extern const struct fuse_operations smuxfs_ops;
+
+/* Operations, by file. */
+int smuxfs_getattr(const char *path, struct stat *st,
+		   struct fuse_file_info *fi);
+int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		   off_t off, struct fuse_file_info *fi,
+		   enum fuse_readdir_flags flags);
+int smuxfs_mkdir(const char *path, mode_t mode);
+int smuxfs_rmdir(const char *path);
+int smuxfs_unlink(const char *path);
+int smuxfs_rename(const char *from, const char *to, unsigned int flags);
+int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi);
+int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
+		 struct fuse_file_info *fi);
+int smuxfs_utimens(const char *path, const struct timespec tv[2],
+		   struct fuse_file_info *fi);
+int smuxfs_statfs(const char *path, struct statvfs *st);
+int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev);
+int smuxfs_symlink(const char *target, const char *path);
+int smuxfs_link(const char *from, const char *to);
+int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
+int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);
+
+int smuxfs_open(const char *path, struct fuse_file_info *fi);
+int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi);
+int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
+		struct fuse_file_info *fi);
+int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi);
+int smuxfs_flush(const char *path, struct fuse_file_info *fi);
+int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi);
+int smuxfs_release(const char *path, struct fuse_file_info *fi);
+
+/* ---- the .smux/ virtual directory (smuxdir.c) ---- */
+
+#define SMUXFS_DIR_NAME ".smux"
+
+/* True for "/.smux" and everything under it. */
+bool smuxdir_owns(const char *path);
+/* getattr of "/.smux" or a file in it: 0 or -ENOENT. */
+int smuxdir_getattr(struct smuxfs *fs, const char *path, struct stat *st);
+/* readdir of "/.smux". */
+int smuxdir_readdir(struct smuxfs *fs, const char *path, void *buf,
+		    fuse_fill_dir_t filler);
+/* open of a file in .smux/: snapshots its content into a new handle. */
+int smuxdir_open(struct smuxfs *fs, const char *path,
+		 struct fuse_file_info *fi);
+
+#endif /* SMUX_FS_FS_H */

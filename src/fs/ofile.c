@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ofile.c - open files: the table of files open through the mount, their
+ * pending content (a backend writer, or a staging file when the root has
+ * no writer), its upload at flush/fsync, and the small key -> etag table
+ * behind keep_cache (DESIGN section 6).
+ *
+ * One struct smuxfs_ofile per key, shared by every handle of that key and
+ * refcounted, so all handles see one content and reads always see pending
+ * writes. Memory stays bounded: content lives in the writer (a temp file
+ * for local backends) or in an O_TMPFILE under cache_dir/staging.
+ *
+ * Locks: fs->otable.lock protects the hash table and each ofile's key,
+ * refs, in_table and next; it is never held across a backend call. Each
+ * ofile's `lock` serialises its content operations and protects the rest
+ * of the ofile; it may be held across backend calls. Order: an ofile's
+ * lock may be held while taking the table lock, never the reverse (a new
+ * ofile is locked before anyone else can find it), and never two ofile
+ * locks at once.
+ *
+ * Never touches FUSE structures (ops_io.c does).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "smux/mux.h"
+
+struct smuxfs_ofile {
+	/* key: written with both `lock` and the table lock held, read with
+	 * either. */
+	char *key;
+	/* protected by fs->otable.lock */
+	unsigned refs;
+	bool in_table;
+	struct smuxfs_ofile *next;
+
+	pthread_mutex_t lock;  /* serialises content ops; protects below */
+	int open_rc;	       /* result of opening: 0 ready, < 0 failed */
+	struct smux_writer *w; /* the pending content, or NULL: */
+	int fd;		       /* staging file (O_TMPFILE), -1 with a writer */
+	uint64_t size;	       /* staging: content size */
+	uint32_t mode;	       /* permission bits committed (0 = keep) */
+	int64_t mtime_ns;      /* reported mtime; committed when mtime_set */
+	bool mtime_set;	       /* mtime_ns chosen by utimens */
+	bool dirty;	       /* content or attributes not committed */
+	bool durable;	       /* everything committed is durable */
+	bool deleted;	       /* unlinked or replaced: never commit again */
+};
+
+static uint32_t key_hash(const char *key)
+{
+	return smux_fnv1a(key, strlen(key));
+}
+
+static int64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t smuxfs_unique_mtime(struct smuxfs *fs)
+{
+	long long now = realtime_ns();
+	long long prev = atomic_load(&fs->last_mtime_ns);
+	long long next;
+
+	do {
+		next = now > prev ? now : prev + 1;
+	} while (
+		!atomic_compare_exchange_weak(&fs->last_mtime_ns, &prev, next));
+	return next;
+}
+
+/* ---- the etag table ---- */
+
+bool smuxfs_etag_check(struct smuxfs *fs, const char *key, const char *etag)
+{
+	struct smuxfs_etags *t = &fs->etags;
+	unsigned i = key_hash(key) % SMUXFS_ETAG_SLOTS;
+	bool same = false;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->slots[i].key && strcmp(t->slots[i].key, key) == 0) {
+		same = etag[0] && strcmp(t->slots[i].etag, etag) == 0;
+	} else {
+		free(t->slots[i].key);
+		t->slots[i].key = strdup(key);
+	}
+	if (t->slots[i].key)
+		snprintf(t->slots[i].etag, sizeof(t->slots[i].etag), "%s",
+			 etag);
+	pthread_mutex_unlock(&t->lock);
+	return same;
+}
+
+void smuxfs_etag_forget(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_etags *t = &fs->etags;
+	unsigned i = key_hash(key) % SMUXFS_ETAG_SLOTS;
+
+	pthread_mutex_lock(&t->lock);
+	if (t->slots[i].key && strcmp(t->slots[i].key, key) == 0) {
+		free(t->slots[i].key);
+		t->slots[i].key = NULL;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- the table ---- */
+
+int smuxfs_init_tables(struct smuxfs *fs)
+{
+	memset(&fs->otable, 0, sizeof(fs->otable));
+	memset(&fs->etags, 0, sizeof(fs->etags));
+	pthread_mutex_init(&fs->otable.lock, NULL);
+	pthread_mutex_init(&fs->etags.lock, NULL);
+	atomic_init(&fs->last_mtime_ns, 0);
+	return 0;
+}
+
+/* Caller holds the table lock. */
+static struct smuxfs_ofile *table_lookup(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of;
+
+	of = fs->otable.buckets[key_hash(key) % SMUXFS_OFILE_BUCKETS];
+	for (; of; of = of->next)
+		if (strcmp(of->key, key) == 0)
+			return of;
+	return NULL;
+}
+
+/* Caller holds the table lock. */
+static void table_insert(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	struct smuxfs_ofile **b =
+		&fs->otable.buckets[key_hash(of->key) % SMUXFS_OFILE_BUCKETS];
+
+	of->next = *b;
+	*b = of;
+	of->in_table = true;
+}
+
+/* Caller holds the table lock. */
+static void table_remove(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	struct smuxfs_ofile **p =
+		&fs->otable.buckets[key_hash(of->key) % SMUXFS_OFILE_BUCKETS];
+
+	if (!of->in_table)
+		return;
+	for (; *p; p = &(*p)->next) {
+		if (*p == of) {
+			*p = of->next;
+			break;
+		}
+	}
+	of->next = NULL;
+	of->in_table = false;
+}
+
+static void ofile_free(struct smuxfs_ofile *of)
+{
+	smux_writer_close(of->w);
+	if (of->fd >= 0)
+		close(of->fd);
+	pthread_mutex_destroy(&of->lock);
+	free(of->key);
+	free(of);
+}
+
+struct smuxfs_ofile *smuxfs_ofile_find(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	of = table_lookup(fs, key);
+	if (of)
+		of->refs++;
+	pthread_mutex_unlock(&fs->otable.lock);
+	return of;
+}
+
+/* Drops a reference without the last-chance commit. */
+static void ofile_unref(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	bool last;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	last = --of->refs == 0;
+	if (last)
+		table_remove(fs, of);
+	pthread_mutex_unlock(&fs->otable.lock);
+	if (last)
+		ofile_free(of);
+}
+
+/* ---- opening ---- */
+
+/* A staging file: an unnamed file in cache_dir/staging, filled with the
+ * object unless truncating. Caller holds of->lock. */
+static int ofile_stage(struct smuxfs *fs, struct smuxfs_ofile *of,
+		       unsigned flags)
+{
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	int rc;
+
+	of->fd = openat(fs->staging_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC,
+			0600);
+	if (of->fd < 0) {
+		rc = -errno;
+		smux_log(LOG_ERR, "staging file for %s: %s", of->key,
+			 strerror(-rc));
+		return rc;
+	}
+	if (flags & SMUXFS_OF_TRUNC)
+		return 0;
+	smuxfs_ctx(&ctx);
+	smux_sink_fd(&sink, of->fd, 0);
+	rc = smux_backend_get(fs->root, &ctx, of->key, NULL, &sink, NULL, &err);
+	if (rc)
+		return smuxfs_errno(&err, "get (staging)", of->key);
+	of->size = sink.written;
+	return 0;
+}
+
+/* Opens the content of a new ofile. Caller holds of->lock. */
+static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
+		       unsigned flags, mode_t mode)
+{
+	struct smux_info info = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	smuxfs_ctx(&ctx);
+	of->durable = true;
+	if (flags & SMUXFS_OF_CREATE) {
+		of->mode = mode & 07777;
+		of->mtime_ns = realtime_ns();
+		of->dirty = true;
+		flags |= SMUXFS_OF_TRUNC;
+	} else {
+		/* the mode to keep and the attributes to report */
+		rc = smux_backend_head(fs->root, &ctx, of->key, &info, &err);
+		if (rc)
+			return smuxfs_errno(&err, "head", of->key);
+		if (S_ISDIR(info.mode))
+			return -EISDIR;
+		of->mode = info.mode & 07777;
+		of->mtime_ns = info.mtime_ns;
+		of->dirty = flags & SMUXFS_OF_TRUNC;
+	}
+	if (fs->force_staging)
+		return ofile_stage(fs, of, flags);
+	rc = smux_backend_writer_open(
+		fs->root, &ctx, of->key,
+		(flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0, &of->w,
+		&err);
+	if (rc == 0) {
+		/* an earlier close may have committed without fsync: the
+		 * first fsync makes sure (a put, staging's way, is always
+		 * durable) */
+		of->durable = false;
+		return 0;
+	}
+	if (err.e.code != SMUX_E_NOT_SUPPORTED)
+		return smuxfs_errno(&err, "open writer", of->key);
+	return ofile_stage(fs, of, flags);
+}
+
+/* Empties an open ofile (O_TRUNC on an open file). Caller holds lock. */
+static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	if (of->w) {
+		smuxfs_ctx(&ctx);
+		rc = smux_writer_truncate(of->w, &ctx, size, &err);
+		if (rc)
+			return smuxfs_errno(&err, "truncate", of->key);
+	} else {
+		if (ftruncate(of->fd, (off_t)size) < 0)
+			return -errno;
+		of->size = size;
+	}
+	of->dirty = true;
+	of->mtime_set = false;
+	of->mtime_ns = realtime_ns();
+	return 0;
+}
+
+int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
+		      mode_t mode, struct smuxfs_ofile **out)
+{
+	struct smuxfs_ofile *of;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&fs->otable.lock);
+	of = table_lookup(fs, key);
+	if (of) {
+		of->refs++;
+		pthread_mutex_unlock(&fs->otable.lock);
+		pthread_mutex_lock(&of->lock);
+		rc = of->open_rc;
+		if (rc == 0 && (flags & SMUXFS_OF_TRUNC))
+			rc = ofile_trunc_locked(of, 0);
+		pthread_mutex_unlock(&of->lock);
+		if (rc) {
+			ofile_unref(fs, of);
+			return rc;
+		}
+		*out = of;
+		return 0;
+	}
+	of = calloc(1, sizeof(*of));
+	if (of)
+		of->key = strdup(key);
+	if (!of || !of->key) {
+		pthread_mutex_unlock(&fs->otable.lock);
+		free(of);
+		return -ENOMEM;
+	}
+	of->fd = -1;
+	of->refs = 1;
+	pthread_mutex_init(&of->lock, NULL);
+	/* Locked before anyone can find it, so a concurrent open of the key
+	 * waits for the result. Nobody else can hold it yet: a trylock that
+	 * cannot fail, and no table -> ofile lock order is created. */
+	if (pthread_mutex_trylock(&of->lock) != 0)
+		abort();
+	table_insert(fs, of);
+	pthread_mutex_unlock(&fs->otable.lock);
+
+	rc = ofile_start(fs, of, flags, mode);
+	of->open_rc = rc;
+	pthread_mutex_unlock(&of->lock);
+	if (rc) {
+		pthread_mutex_lock(&fs->otable.lock);
+		table_remove(fs, of);
+		pthread_mutex_unlock(&fs->otable.lock);
+		ofile_unref(fs, of);
+		return rc;
+	}
+	*out = of;
+	return 0;
+}
+
+/* ---- content ---- */
+
+long smuxfs_ofile_read(struct smuxfs *fs, struct smuxfs_ofile *of, char *buf,
+		       size_t len, uint64_t off)
+{
+	struct smux_error err;
+	size_t done = 0;
+	long n = 0;
+
+	(void)fs;
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc) {
+		n = of->open_rc;
+		goto out;
+	}
+	if (of->w) {
+		n = smux_writer_pread(of->w, buf, len, off, &err);
+		if (n < 0)
+			n = smuxfs_errno(&err, "read (pending)", of->key);
+		goto out;
+	}
+	while (done < len) {
+		ssize_t r = pread(of->fd, buf + done, len - done,
+				  (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			n = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	n = (long)done;
+out:
+	pthread_mutex_unlock(&of->lock);
+	return n;
+}
+
+long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
+			const char *buf, size_t len, uint64_t off)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	size_t done = 0;
+	long n;
+	int rc;
+
+	(void)fs;
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc) {
+		n = of->open_rc;
+		goto out;
+	}
+	if (of->w) {
+		smuxfs_ctx(&ctx);
+		rc = smux_writer_pwrite(of->w, &ctx, buf, len, off, &err);
+		if (rc) {
+			n = smuxfs_errno(&err, "write", of->key);
+			goto out;
+		}
+	} else {
+		while (done < len) {
+			ssize_t r = pwrite(of->fd, buf + done, len - done,
+					   (off_t)(off + done));
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				n = -errno;
+				goto out;
+			}
+			done += (size_t)r;
+		}
+		if (off + len > of->size)
+			of->size = off + len;
+	}
+	of->dirty = true;
+	of->mtime_set = false;
+	of->mtime_ns = realtime_ns();
+	n = (long)len;
+out:
+	pthread_mutex_unlock(&of->lock);
+	return n;
+}
+
+int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
+			  uint64_t size)
+{
+	int rc;
+
+	(void)fs;
+	pthread_mutex_lock(&of->lock);
+	rc = of->open_rc ? of->open_rc : ofile_trunc_locked(of, size);
+	pthread_mutex_unlock(&of->lock);
+	return rc;
+}
+
+/* Commit with of->lock held. */
+static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
+			       bool durable)
+{
+	struct smux_put_opts opts = {0};
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char msg[512];
+	int rc;
+
+	if (of->open_rc || of->deleted)
+		return 0;
+	if (!of->dirty && !(durable && !of->durable))
+		return 0;
+	opts.mode = of->mode;
+	/* a durable-only commit keeps the mtime it committed before */
+	opts.mtime_ns = of->mtime_set || !of->dirty ? of->mtime_ns
+						    : smuxfs_unique_mtime(fs);
+	opts.durable = durable;
+	smuxfs_ctx(&ctx);
+	if (of->w) {
+		rc = smux_writer_commit(of->w, &ctx, &opts, NULL, &err);
+	} else {
+		smux_source_fd(&src, of->fd, 0, of->size);
+		rc = smux_backend_put(fs->root, &ctx, of->key, &src, &opts,
+				      NULL, &err);
+	}
+	if (rc) {
+		smux_log(LOG_ERR, "commit of %s failed: %s", of->key,
+			 smux_error_format(&err, msg, sizeof(msg)));
+		return err.e.sys_errno > 0 ? -err.e.sys_errno : -EIO;
+	}
+	of->dirty = false;
+	of->durable = of->w ? durable || of->durable : true;
+	of->mtime_ns = opts.mtime_ns;
+	of->mtime_set = false;
+	smuxfs_etag_forget(fs, of->key);
+	return 0;
+}
+
+int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
+			bool durable)
+{
+	int rc;
+
+	pthread_mutex_lock(&of->lock);
+	rc = ofile_commit_locked(fs, of, durable);
+	pthread_mutex_unlock(&of->lock);
+	return rc;
+}
+
+void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	bool last;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	last = of->refs == 1;
+	pthread_mutex_unlock(&fs->otable.lock);
+	if (last) {
+		/* flush normally committed it; this is the last chance */
+		pthread_mutex_lock(&of->lock);
+		if (of->dirty && !of->deleted && !of->open_rc) {
+			smux_log(LOG_ERR,
+				 "%s closed with unsaved changes; "
+				 "committing once more",
+				 of->key);
+			if (ofile_commit_locked(fs, of, false))
+				smux_log(LOG_ERR,
+					 "%s: unsaved changes discarded at "
+					 "close",
+					 of->key);
+		}
+		pthread_mutex_unlock(&of->lock);
+	}
+	ofile_unref(fs, of);
+}
+
+int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
+{
+	int rc;
+
+	pthread_mutex_lock(&of->lock);
+	rc = of->open_rc;
+	a->size = of->w ? smux_writer_size(of->w) : of->size;
+	a->mode = of->mode;
+	a->mtime_ns = of->mtime_ns;
+	a->dirty = of->dirty;
+	pthread_mutex_unlock(&of->lock);
+	return rc;
+}
+
+bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
+{
+	bool dirty;
+
+	pthread_mutex_lock(&of->lock);
+	of->mode = mode & 07777;
+	dirty = of->dirty;
+	pthread_mutex_unlock(&of->lock);
+	return dirty;
+}
+
+bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
+{
+	bool dirty;
+
+	pthread_mutex_lock(&of->lock);
+	of->mtime_ns = mtime_ns;
+	dirty = of->dirty;
+	if (dirty)
+		of->mtime_set = true;
+	pthread_mutex_unlock(&of->lock);
+	return dirty;
+}
+
+/* ---- namespace changes ---- */
+
+void smuxfs_ofile_unlinked(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	of = table_lookup(fs, key);
+	if (of) {
+		table_remove(fs, of);
+		of->refs++;
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+	smuxfs_etag_forget(fs, key);
+	if (!of)
+		return;
+	pthread_mutex_lock(&of->lock);
+	of->deleted = true;
+	pthread_mutex_unlock(&of->lock);
+	ofile_unref(fs, of);
+}
+
+/* Moves @of to @to in the table and reopens its writer there. Caller
+ * holds of->lock; the content was committed. */
+static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
+			       const char *to)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char *key = strdup(to);
+	char msg[512];
+	int rc;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	if (key) {
+		bool listed = of->in_table;
+
+		table_remove(fs, of);
+		free(of->key);
+		of->key = key;
+		if (listed)
+			table_insert(fs, of);
+	} else {
+		table_remove(fs, of);
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+	if (!key) {
+		of->deleted = true;
+		of->open_rc = -ENOMEM;
+		return;
+	}
+	if (!of->w || of->deleted)
+		return;
+	/* A writer belongs to its key: reopen it (lazily, no copy yet). */
+	smux_writer_close(of->w);
+	of->w = NULL;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_writer_open(fs->root, &ctx, to, 0, &of->w, &err);
+	if (rc) {
+		smux_log(LOG_ERR, "reopening %s after rename: %s", to,
+			 smux_error_format(&err, msg, sizeof(msg)));
+		of->open_rc = smuxfs_errno(&err, "open writer", to);
+	}
+}
+
+int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
+{
+	struct smuxfs_ofile *of;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc = 0;
+
+	/* whatever is open under the target name is replaced */
+	smuxfs_ofile_unlinked(fs, to);
+	smuxfs_etag_forget(fs, from);
+	of = smuxfs_ofile_find(fs, from);
+	if (of) {
+		pthread_mutex_lock(&of->lock);
+		rc = ofile_commit_locked(fs, of, false);
+	}
+	if (rc == 0) {
+		smuxfs_ctx(&ctx);
+		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+		if (rc)
+			rc = smuxfs_errno(&err, "rename", from);
+	}
+	if (of) {
+		if (rc == 0)
+			ofile_rekey_locked(fs, of, to);
+		pthread_mutex_unlock(&of->lock);
+		ofile_unref(fs, of);
+	}
+	return rc;
+}
+
+int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix)
+{
+	struct smuxfs_ofile **found = NULL;
+	size_t n = 0, cap = 0, plen = strlen(prefix);
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS && !rc; b++) {
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
+		     of = of->next) {
+			if (strncmp(of->key, prefix, plen) != 0)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 16;
+				void *f = realloc(
+					found,
+					ncap * sizeof(struct smuxfs_ofile *));
+
+				if (!f) {
+					rc = -ENOMEM;
+					break;
+				}
+				found = f;
+				cap = ncap;
+			}
+			of->refs++;
+			found[n++] = of;
+		}
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (size_t i = 0; i < n; i++) {
+		int r = smuxfs_ofile_commit(fs, found[i], false);
+
+		if (r && !rc)
+			rc = r;
+		ofile_unref(fs, found[i]);
+	}
+	free(found);
+	return rc;
+}
+
+void smuxfs_ofile_each_in(struct smuxfs *fs, const char *dir,
+			  void (*fn)(void *arg, const char *name,
+				     const struct smuxfs_ofile_attr *a),
+			  void *arg)
+{
+	struct smuxfs_ofile **found = NULL;
+	char **names = NULL;
+	size_t n = 0, cap = 0, dlen = strlen(dir);
+
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
+		     of = of->next) {
+			const char *name = of->key + dlen;
+
+			if (strncmp(of->key, dir, dlen) != 0 || !name[0] ||
+			    strchr(name, '/'))
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 16;
+				void *f = realloc(
+					found,
+					ncap * sizeof(struct smuxfs_ofile *));
+				void *m;
+
+				if (!f)
+					goto out_unlock;
+				found = f;
+				m = realloc(names, ncap * sizeof(*names));
+				if (!m)
+					goto out_unlock;
+				names = m;
+				cap = ncap;
+			}
+			names[n] = strdup(name);
+			if (!names[n])
+				goto out_unlock;
+			of->refs++;
+			found[n++] = of;
+		}
+	}
+out_unlock:
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (size_t i = 0; i < n; i++) {
+		struct smuxfs_ofile_attr a;
+
+		if (smuxfs_ofile_attr(found[i], &a) == 0)
+			fn(arg, names[i], &a);
+		free(names[i]);
+		ofile_unref(fs, found[i]);
+	}
+	free(names);
+	free(found);
+}
+
+void smuxfs_release_tables(struct smuxfs *fs)
+{
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
+		struct smuxfs_ofile *of;
+
+		while ((of = fs->otable.buckets[b])) {
+			fs->otable.buckets[b] = of->next;
+			of->in_table = false;
+			if (of->dirty && !of->deleted && !of->open_rc) {
+				smux_log(
+					LOG_ERR,
+					"%s still open at unmount with unsaved "
+					"changes; committing",
+					of->key);
+				ofile_commit_locked(fs, of, true);
+			}
+			/* handles may still point at it if the kernel never
+			 * released them; they can no longer run */
+			ofile_free(of);
+		}
+	}
+	for (unsigned i = 0; i < SMUXFS_ETAG_SLOTS; i++)
+		free(fs->etags.slots[i].key);
+	pthread_mutex_destroy(&fs->otable.lock);
+	pthread_mutex_destroy(&fs->etags.lock);
+}
+
+/* ---- handles ---- */
+
+int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
+		  size_t cap)
+{
+	const char *k;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	k = fh->of ? fh->of->key : fh->key;
+	if (strlen(k) >= cap)
+		rc = -ENAMETOOLONG;
+	else
+		memcpy(key, k, strlen(k) + 1);
+	pthread_mutex_unlock(&fs->otable.lock);
+	return rc;
+}
+
+void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	if (!fh)
+		return;
+	if (fh->of)
+		smuxfs_ofile_release(fs, fh->of);
+	free(fh->key);
+	free(fh->path);
+	free(fh->data);
+	free(fh);
+}

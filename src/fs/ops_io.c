@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops_io.c - FUSE operations on open files: open, create, read, write,
+ * truncate, flush, fsync, release.
+ *
+ * A handle (struct smuxfs_fh in fi->fh) of a file opened for writing
+ * holds a reference on the file's ofile (ofile.c), whose content every
+ * handle of that file shares. A clean read-only open holds no ofile: it
+ * pins the version it saw at open (etag and size, close-to-open), reads
+ * with ranged gets If-Match that etag, and fails with ESTALE rather than
+ * stitch two versions together. Reads on a file with an ofile go to the
+ * pending content. flush (close(2)) and fsync commit, and report failures
+ * to the caller: nothing acknowledged is lost.
+ *
+ * .smux/ files are snapshots taken at open (smuxdir.c) and served here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs.h"
+
+static struct smuxfs_fh *fh_of(struct fuse_file_info *fi)
+{
+	return fi ? (struct smuxfs_fh *)fi->fh : NULL;
+}
+
+static struct smuxfs_fh *fh_new(const char *key)
+{
+	struct smuxfs_fh *fh = calloc(1, sizeof(*fh));
+
+	if (!fh)
+		return NULL;
+	fh->kind = SMUXFS_FH_FILE;
+	fh->key = strdup(key);
+	if (!fh->key) {
+		free(fh);
+		return NULL;
+	}
+	return fh;
+}
+
+/* A clean read-only open: pin the version. */
+static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
+		      struct fuse_file_info *fi)
+{
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_head(fs->root, &ctx, fh->key, &info, &err);
+	if (rc)
+		return smuxfs_errno(&err, "head", fh->key);
+	if (S_ISDIR(info.mode))
+		return -EISDIR;
+	memcpy(fh->etag, info.etag, sizeof(fh->etag));
+	fh->etag[sizeof(fh->etag) - 1] = '\0';
+	fh->size = info.size;
+	fi->keep_cache = smuxfs_etag_check(fs, fh->key, fh->etag);
+	return 0;
+}
+
+int smuxfs_open(const char *path, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	int acc = fi->flags & O_ACCMODE;
+	bool trunc = fi->flags & O_TRUNC;
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_fh *fh;
+	int rc;
+
+	if (!path)
+		return -ESTALE;
+	if (smuxdir_owns(path)) {
+		if (acc != O_RDONLY || trunc)
+			return -EPERM;
+		return smuxdir_open(fs, path, fi);
+	}
+	rc = smuxfs_path_key(fs, path, key, sizeof(key));
+	if (rc)
+		return rc;
+	if (fs->ro && (acc != O_RDONLY || trunc))
+		return -EROFS;
+	fh = fh_new(key);
+	if (!fh)
+		return -ENOMEM;
+	fh->writable = acc != O_RDONLY;
+	if (fh->writable || trunc) {
+		rc = smuxfs_ofile_open(fs, key, trunc ? SMUXFS_OF_TRUNC : 0, 0,
+				       &fh->of);
+		fi->keep_cache = 0;
+	} else {
+		/* reads see what a writer has pending */
+		fh->of = smuxfs_ofile_find(fs, key);
+		rc = fh->of ? 0 : open_clean(fs, fh, fi);
+	}
+	if (rc) {
+		smuxfs_fh_free(fs, fh);
+		return rc;
+	}
+	fi->fh = (uintptr_t)fh;
+	return 0;
+}
+
+int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_fh *fh;
+	int rc;
+
+	if (!path)
+		return -ESTALE;
+	if (smuxdir_owns(path))
+		return -EPERM;
+	if (fs->ro)
+		return -EROFS;
+	if (!S_ISREG(mode) && (mode & S_IFMT))
+		return -EPERM;
+	rc = smuxfs_path_key(fs, path, key, sizeof(key));
+	if (rc)
+		return rc;
+	fh = fh_new(key);
+	if (!fh)
+		return -ENOMEM;
+	fh->writable = true;
+	rc = smuxfs_ofile_open(fs, key, SMUXFS_OF_CREATE | SMUXFS_OF_TRUNC,
+			       mode, &fh->of);
+	if (rc) {
+		smuxfs_fh_free(fs, fh);
+		return rc;
+	}
+	fi->fh = (uintptr_t)fh;
+	return 0;
+}
+
+int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fh_of(fi);
+	struct smuxfs_ofile *of;
+	struct smux_get_opts opts;
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	long n;
+	int rc;
+
+	(void)path;
+	if (!fh || off < 0)
+		return -EBADF;
+	if (fh->kind == SMUXFS_FH_VIRTUAL) {
+		if ((uint64_t)off >= fh->len)
+			return 0;
+		n = (long)(fh->len - (size_t)off);
+		if ((size_t)n > size)
+			n = (long)size;
+		memcpy(buf, fh->data + off, (size_t)n);
+		return (int)n;
+	}
+	if (fh->kind != SMUXFS_FH_FILE)
+		return -EISDIR;
+	/* pending content: this handle's, or another handle's opened since */
+	of = fh->of ? fh->of : smuxfs_ofile_find(fs, fh->key);
+	if (of) {
+		n = smuxfs_ofile_read(fs, of, buf, size, (uint64_t)off);
+		if (of != fh->of)
+			smuxfs_ofile_release(fs, of);
+		return (int)n;
+	}
+	opts = (struct smux_get_opts){
+		.offset = (uint64_t)off,
+		.length = size,
+		.if_match = fh->etag[0] ? fh->etag : NULL,
+	};
+	smux_sink_buf(&sink, buf, size);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_get(fs->root, &ctx, fh->key, &opts, &sink, NULL,
+			      &err);
+	if (rc) {
+		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
+			smuxfs_errno(&err, "read (version changed)", fh->key);
+			return -ESTALE; /* never stitch two versions */
+		}
+		return smuxfs_errno(&err, "read", fh->key);
+	}
+	return (int)sink.written;
+}
+
+int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fh_of(fi);
+
+	(void)path;
+	if (!fh || fh->kind == SMUXFS_FH_VIRTUAL)
+		return -EPERM;
+	if (!fh->of || off < 0)
+		return -EBADF;
+	return (int)smuxfs_ofile_write(fs, fh->of, buf, size, (uint64_t)off);
+}
+
+int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fh_of(fi);
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+	int rc;
+
+	if (size < 0)
+		return -EINVAL;
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL)
+		return -EPERM;
+	if (fs->ro)
+		return -EROFS;
+	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of)
+		return smuxfs_ofile_truncate(fs, fh->of, (uint64_t)size);
+	if (fh && fh->kind == SMUXFS_FH_FILE) {
+		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+		if (rc)
+			return rc;
+	} else {
+		if (!path)
+			return -ESTALE;
+		if (smuxdir_owns(path))
+			return -EPERM;
+		rc = smuxfs_path_key(fs, path, key, sizeof(key));
+		if (rc)
+			return rc;
+	}
+	/* by path: through the file's ofile (opened for the occasion), then
+	 * committed so truncate(2) is visible at once */
+	rc = smuxfs_ofile_open(fs, key, size == 0 ? SMUXFS_OF_TRUNC : 0, 0,
+			       &of);
+	if (rc)
+		return rc;
+	rc = smuxfs_ofile_truncate(fs, of, (uint64_t)size);
+	if (!rc)
+		rc = smuxfs_ofile_commit(fs, of, false);
+	smuxfs_ofile_release(fs, of);
+	return rc;
+}
+
+int smuxfs_flush(const char *path, struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = fh_of(fi);
+
+	(void)path;
+	if (!fh || !fh->of)
+		return 0;
+	return smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
+}
+
+int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fh_of(fi);
+	struct smuxfs_ofile *of;
+	int rc;
+
+	(void)path;
+	(void)datasync;
+	if (!fh || fh->kind != SMUXFS_FH_FILE || fs->ro)
+		return 0;
+	if (fh->of)
+		return smuxfs_ofile_commit(fs, fh->of, true);
+	/* A read-only handle (sync FILE): what an earlier close committed
+	 * may not be durable yet; an ofile's durable commit of the unchanged
+	 * content makes sure. */
+	rc = smuxfs_ofile_open(fs, fh->key, 0, 0, &of);
+	if (rc)
+		return rc;
+	rc = smuxfs_ofile_commit(fs, of, true);
+	smuxfs_ofile_release(fs, of);
+	return rc;
+}
+
+int smuxfs_release(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	smuxfs_fh_free(smuxfs_get(), fh_of(fi));
+	fi->fh = 0;
+	return 0;
+}

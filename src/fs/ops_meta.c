@@ -1,0 +1,915 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops_meta.c - FUSE operations on names and attributes: getattr, readdir,
+ * mkdir, rmdir, unlink, rename (files and directory walks), chmod, chown,
+ * utimens, statfs, and the refusals (mknod of a special file, symlink,
+ * link).
+ *
+ * Directories follow DESIGN section 6: real directories on file backends,
+ * "dir/" marker objects plus directories implied by key prefixes on
+ * object stores. Files open through the mount and not yet committed show
+ * up through the open-file table (ofile.c). Never touches open-file
+ * content (ops_io.c does).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "fs/fs.h"
+
+#define PIB (1024ull * 1024 * 1024 * 1024 * 1024)
+
+/* Maps @path to @key; "/" sets *@is_root. Refuses .smux/ paths with
+ * @smux_errno (0: let them through). */
+static int key_of(struct smuxfs *fs, const char *path, char *key, size_t cap,
+		  bool *is_root)
+{
+	if (is_root)
+		*is_root = path && strcmp(path, "/") == 0;
+	return smuxfs_path_key(fs, path, key, cap);
+}
+
+/* The checks every modifying operation starts with. */
+static int may_modify(struct smuxfs *fs, const char *path)
+{
+	if (path && smuxdir_owns(path))
+		return -EPERM;
+	if (fs->ro)
+		return -EROFS;
+	return 0;
+}
+
+/* ---- getattr ---- */
+
+int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+	char key[SMUX_KEY_MAX + 2];
+	struct smux_info info;
+	bool is_dir, is_root = false;
+	int rc;
+
+	smuxfs_raise_readahead(fs);
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL) {
+		smuxfs_fill_stat(fs, st, false, NULL);
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = (off_t)fh->len;
+		return 0;
+	}
+	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
+		/* the open file itself: renamed or unlinked, it is still
+		 * there for its handles */
+		struct smuxfs_ofile_attr a;
+
+		rc = smuxfs_ofile_attr(fh->of, &a);
+		if (rc)
+			return rc;
+		is_dir = false;
+		memset(&info, 0, sizeof(info));
+		info.size = a.size;
+		info.mode = S_IFREG | a.mode;
+		info.mtime_ns = a.mtime_ns;
+	} else if (fh && fh->kind == SMUXFS_FH_FILE) {
+		rc = smuxfs_lookup(fs, fh->key, false, &is_dir, &info);
+	} else {
+		if (!path)
+			return -ESTALE;
+		if (smuxdir_owns(path))
+			return smuxdir_getattr(fs, path, st);
+		rc = key_of(fs, path, key, sizeof(key), &is_root);
+		if (rc)
+			return rc;
+		rc = smuxfs_lookup(fs, key, is_root, &is_dir, &info);
+	}
+	if (rc)
+		return rc;
+	smuxfs_fill_stat(fs, st, is_dir, &info);
+	return 0;
+}
+
+/* ---- readdir ---- */
+
+/* Names already passed to the filler, so each appears once. */
+struct nameset {
+	char **slot;
+	size_t cap, n;
+};
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* 1 when added, 0 when already there, -ENOMEM. */
+static int nameset_add(struct nameset *ns, const char *name)
+{
+	size_t i;
+
+	if (2 * (ns->n + 1) > ns->cap) {
+		size_t cap = ns->cap ? 2 * ns->cap : 64;
+		char **slot = calloc(cap, sizeof(*slot));
+
+		if (!slot)
+			return -ENOMEM;
+		for (size_t j = 0; j < ns->cap; j++) {
+			if (!ns->slot[j])
+				continue;
+			i = name_hash(ns->slot[j]) & (cap - 1);
+			while (slot[i])
+				i = (i + 1) & (cap - 1);
+			slot[i] = ns->slot[j];
+		}
+		free(ns->slot);
+		ns->slot = slot;
+		ns->cap = cap;
+	}
+	i = name_hash(name) & (ns->cap - 1);
+	for (; ns->slot[i]; i = (i + 1) & (ns->cap - 1))
+		if (strcmp(ns->slot[i], name) == 0)
+			return 0;
+	ns->slot[i] = strdup(name);
+	if (!ns->slot[i])
+		return -ENOMEM;
+	ns->n++;
+	return 1;
+}
+
+static bool nameset_has(const struct nameset *ns, const char *name)
+{
+	if (!ns->cap)
+		return false;
+	for (size_t i = name_hash(name) & (ns->cap - 1); ns->slot[i];
+	     i = (i + 1) & (ns->cap - 1))
+		if (strcmp(ns->slot[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void nameset_free(struct nameset *ns)
+{
+	for (size_t i = 0; i < ns->cap; i++)
+		free(ns->slot[i]);
+	free(ns->slot);
+}
+
+/* A file open through the mount in the directory being listed. */
+struct pending {
+	char *name;
+	struct smuxfs_ofile_attr a;
+};
+
+struct lister {
+	struct smuxfs *fs;
+	void *buf;
+	fuse_fill_dir_t filler;
+	const char *prefix; /* the directory's key prefix */
+	size_t prefix_len;
+	bool is_root;
+	struct nameset seen;
+	struct pending *pend;
+	size_t n_pend, cap_pend;
+	int rc;
+};
+
+static void collect_pending(void *arg, const char *name,
+			    const struct smuxfs_ofile_attr *a)
+{
+	struct lister *l = arg;
+
+	if (l->n_pend == l->cap_pend) {
+		size_t cap = l->cap_pend ? 2 * l->cap_pend : 8;
+		struct pending *p = realloc(l->pend, cap * sizeof(*p));
+
+		if (!p)
+			return;
+		l->pend = p;
+		l->cap_pend = cap;
+	}
+	l->pend[l->n_pend].name = strdup(name);
+	if (!l->pend[l->n_pend].name)
+		return;
+	l->pend[l->n_pend++].a = *a;
+}
+
+static const struct pending *find_pending(const struct lister *l,
+					  const char *name)
+{
+	for (size_t i = 0; i < l->n_pend; i++)
+		if (strcmp(l->pend[i].name, name) == 0)
+			return &l->pend[i];
+	return NULL;
+}
+
+static void pending_info(const struct pending *p, struct smux_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->size = p->a.size;
+	info->mode = S_IFREG | p->a.mode;
+	info->mtime_ns = p->a.mtime_ns;
+}
+
+static int list_entry(void *arg, const struct smux_list_entry *e)
+{
+	struct lister *l = arg;
+	char name[SMUX_KEY_MAX + 1];
+	enum fuse_fill_dir_flags flags = FUSE_FILL_DIR_PLUS;
+	const struct pending *p;
+	struct smux_info info;
+	size_t len;
+	bool is_dir;
+	struct stat st;
+	int rc;
+
+	if (strncmp(e->key, l->prefix, l->prefix_len) != 0)
+		return 0;
+	len = strlen(e->key + l->prefix_len);
+	if (len == 0 || len >= sizeof(name))
+		return 0; /* the directory's own marker */
+	memcpy(name, e->key + l->prefix_len, len + 1);
+	is_dir = e->is_prefix || name[len - 1] == '/' || S_ISDIR(e->info.mode);
+	if (name[len - 1] == '/')
+		name[--len] = '\0';
+	if (!len || strchr(name, '/'))
+		return 0;
+	if (l->is_root && strcmp(name, SMUXFS_DIR_NAME) == 0)
+		return 0; /* hidden by the virtual directory */
+	rc = nameset_add(&l->seen, name);
+	if (rc <= 0) {
+		l->rc = rc;
+		return rc < 0;
+	}
+	info = e->info;
+	p = is_dir ? NULL : find_pending(l, name);
+	if (p)
+		pending_info(p, &info);
+	else if (e->is_prefix)
+		flags = 0; /* no attributes: let the kernel look it up */
+	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	if (l->filler(l->buf, name, &st, 0, flags)) {
+		l->rc = -ENOMEM;
+		return 1;
+	}
+	return 0;
+}
+
+static struct smuxfs_fh *dir_fh(struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+
+	return fh && fh->kind == SMUXFS_FH_DIR ? fh : NULL;
+}
+
+int smuxfs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh;
+
+	if (!path)
+		return -ESTALE;
+	fh = calloc(1, sizeof(*fh));
+	if (!fh)
+		return -ENOMEM;
+	fh->kind = SMUXFS_FH_DIR;
+	fh->path = strdup(path);
+	if (!fh->path) {
+		free(fh);
+		return -ENOMEM;
+	}
+	fi->fh = (uintptr_t)fh;
+	return 0;
+}
+
+int smuxfs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	smuxfs_fh_free(smuxfs_get(), (struct smuxfs_fh *)fi->fh);
+	fi->fh = 0;
+	return 0;
+}
+
+int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		   off_t off, struct fuse_file_info *fi,
+		   enum fuse_readdir_flags rflags)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = dir_fh(fi);
+	char key[SMUX_KEY_MAX + 2], prefix[SMUX_KEY_MAX + 2];
+	struct lister l = {.fs = fs, .buf = buf, .filler = filler};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	(void)off;
+	(void)rflags;
+	if (fh)
+		path = fh->path;
+	if (!path)
+		return -ESTALE;
+	if (smuxdir_owns(path))
+		return smuxdir_readdir(fs, path, buf, filler);
+	rc = key_of(fs, path, key, sizeof(key), &l.is_root);
+	if (!rc)
+		rc = smuxfs_dir_prefix(key, prefix, sizeof(prefix));
+	if (rc)
+		return rc;
+	l.prefix = prefix;
+	l.prefix_len = strlen(prefix);
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
+			       &err);
+	if (rc) {
+		rc = smuxfs_errno(&err, "list", prefix);
+		goto out;
+	}
+	rc = l.rc;
+	/* created through the mount and not committed yet */
+	for (size_t i = 0; i < l.n_pend && !rc; i++) {
+		struct smux_info info;
+		struct stat st;
+
+		if (nameset_has(&l.seen, l.pend[i].name))
+			continue;
+		pending_info(&l.pend[i], &info);
+		smuxfs_fill_stat(fs, &st, false, &info);
+		if (filler(buf, l.pend[i].name, &st, 0, FUSE_FILL_DIR_PLUS))
+			rc = -ENOMEM;
+	}
+	if (!rc && l.is_root) {
+		struct stat st;
+
+		smuxdir_getattr(fs, "/" SMUXFS_DIR_NAME, &st);
+		filler(buf, SMUXFS_DIR_NAME, &st, 0, 0);
+	}
+out:
+	for (size_t i = 0; i < l.n_pend; i++)
+		free(l.pend[i].name);
+	free(l.pend);
+	nameset_free(&l.seen);
+	return rc;
+}
+
+/* ---- directories ---- */
+
+int smuxfs_mkdir(const char *path, mode_t mode)
+{
+	struct smuxfs *fs = smuxfs_get();
+	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
+	struct smux_put_opts opts = {.mode = mode & 07777};
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_dir, is_root;
+	int rc;
+
+	rc = may_modify(fs, path);
+	if (!rc)
+		rc = key_of(fs, path, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (is_root)
+		return -EEXIST;
+	rc = smuxfs_lookup(fs, key, false, &is_dir, NULL);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
+	if (rc)
+		return rc;
+	smux_source_buf(&src, "", 0);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_put(fs->root, &ctx, dkey, &src, &opts, NULL, &err);
+	return rc ? smuxfs_errno(&err, "mkdir", dkey) : 0;
+}
+
+struct child_probe {
+	const char *prefix;
+	bool found;
+};
+
+static int stop_at_child(void *arg, const struct smux_list_entry *e)
+{
+	struct child_probe *c = arg;
+
+	if (strcmp(e->key, c->prefix) == 0)
+		return 0; /* the directory's own marker is no child */
+	c->found = true;
+	return 1;
+}
+
+static void count_pending(void *arg, const char *name,
+			  const struct smuxfs_ofile_attr *a)
+{
+	(void)name;
+	(void)a;
+	(*(unsigned *)arg)++;
+}
+
+/* 0 when the directory @prefix ("a/") holds nothing, -ENOTEMPTY when it
+ * does, or the listing's error. */
+static int dir_empty(struct smuxfs *fs, const char *prefix)
+{
+	struct child_probe c = {.prefix = prefix};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending = 0;
+	int rc;
+
+	smuxfs_ofile_each_in(fs, prefix, count_pending, &pending);
+	if (pending)
+		return -ENOTEMPTY;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_list(fs->root, &ctx, prefix, "/", stop_at_child, &c,
+			       &err);
+	if (rc)
+		return smuxfs_errno(&err, "list", prefix);
+	return c.found ? -ENOTEMPTY : 0;
+}
+
+int smuxfs_rmdir(const char *path)
+{
+	struct smuxfs *fs = smuxfs_get();
+	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_root;
+	int rc;
+
+	rc = may_modify(fs, path);
+	if (!rc)
+		rc = key_of(fs, path, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (is_root)
+		return -EBUSY;
+	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
+	if (!rc)
+		rc = dir_empty(fs, dkey);
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_del(fs->root, &ctx, dkey, &err);
+	return rc ? smuxfs_errno(&err, "rmdir", dkey) : 0;
+}
+
+int smuxfs_unlink(const char *path)
+{
+	struct smuxfs *fs = smuxfs_get();
+	char key[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_root;
+	int rc;
+
+	rc = may_modify(fs, path);
+	if (!rc)
+		rc = key_of(fs, path, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (is_root)
+		return -EISDIR;
+	/* open handles keep their content; nothing of it is committed */
+	smuxfs_ofile_unlinked(fs, key);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_del(fs->root, &ctx, key, &err);
+	return rc ? smuxfs_errno(&err, "unlink", key) : 0;
+}
+
+/* ---- rename ---- */
+
+/* The keys under a directory being renamed, relative to its prefix. */
+struct walk {
+	const char *prefix;
+	size_t prefix_len;
+	char **files; /* object keys, relative */
+	size_t n_files, cap_files;
+	char **dirs; /* directory prefixes "a/", "a/b/", relative, unique */
+	size_t n_dirs, cap_dirs;
+	int rc;
+};
+
+static int push(char ***v, size_t *n, size_t *cap, const char *s, size_t len)
+{
+	char *copy;
+
+	if (*n == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 32;
+		char **nv = realloc(*v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = ncap;
+	}
+	copy = strndup(s, len);
+	if (!copy)
+		return -ENOMEM;
+	(*v)[(*n)++] = copy;
+	return 0;
+}
+
+/* Records every directory on the way to @rel (and @rel itself when it is
+ * a marker). Listings are sorted, so a directory seen before is the last
+ * one recorded or one of its parents: checking the last few suffices, but
+ * the set is also deduplicated after sorting. */
+static int walk_dirs(struct walk *w, const char *rel)
+{
+	for (const char *p = strchr(rel, '/'); p; p = strchr(p + 1, '/')) {
+		size_t len = (size_t)(p - rel) + 1;
+		int rc;
+
+		if (w->n_dirs && strlen(w->dirs[w->n_dirs - 1]) == len &&
+		    memcmp(w->dirs[w->n_dirs - 1], rel, len) == 0)
+			continue;
+		rc = push(&w->dirs, &w->n_dirs, &w->cap_dirs, rel, len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int walk_entry(void *arg, const struct smux_list_entry *e)
+{
+	struct walk *w = arg;
+	const char *rel = e->key + w->prefix_len;
+	size_t len;
+
+	if (strncmp(e->key, w->prefix, w->prefix_len) != 0 || !rel[0])
+		return 0;
+	len = strlen(rel);
+	w->rc = walk_dirs(w, rel);
+	if (!w->rc && rel[len - 1] != '/')
+		w->rc = push(&w->files, &w->n_files, &w->cap_files, rel, len);
+	return w->rc ? 1 : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void walk_free(struct walk *w)
+{
+	for (size_t i = 0; i < w->n_files; i++)
+		free(w->files[i]);
+	for (size_t i = 0; i < w->n_dirs; i++)
+		free(w->dirs[i]);
+	free(w->files);
+	free(w->dirs);
+}
+
+/* Makes the marker @to_dir with the mode and mtime of @from_dir. */
+static int copy_marker(struct smuxfs *fs, const char *from_dir,
+		       const char *to_dir)
+{
+	struct smux_put_opts opts = {0};
+	struct smux_info info;
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smuxfs_ctx(&ctx);
+	if (smux_backend_head(fs->root, &ctx, from_dir, &info, &err) == 0) {
+		opts.mode = info.mode & 07777;
+		opts.mtime_ns = info.mtime_ns;
+	}
+	smux_source_buf(&src, "", 0);
+	if (smux_backend_put(fs->root, &ctx, to_dir, &src, &opts, NULL, &err))
+		return smuxfs_errno(&err, "mkdir (rename)", to_dir);
+	return 0;
+}
+
+/*
+ * Renames the directory @from ("a/") to @to ("b/") key by key: new
+ * markers first (parents before children), then every object, then the
+ * old markers, children before parents, and the old directory itself.
+ */
+static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
+{
+	struct walk w = {.prefix = from, .prefix_len = strlen(from)};
+	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	size_t i, k;
+	int rc;
+
+	/* files created under it and not committed yet must move too */
+	rc = smuxfs_ofile_commit_under(fs, from);
+	if (rc)
+		goto out;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_list(fs->root, &ctx, from, NULL, walk_entry, &w,
+			       &err);
+	if (rc) {
+		rc = smuxfs_errno(&err, "list (rename)", from);
+		goto out;
+	}
+	rc = w.rc;
+	if (rc)
+		goto out;
+	qsort(w.dirs, w.n_dirs, sizeof(*w.dirs), cmp_str);
+	for (i = 0, k = 0; i < w.n_dirs; i++) {
+		if (k && strcmp(w.dirs[k - 1], w.dirs[i]) == 0) {
+			free(w.dirs[i]);
+			continue;
+		}
+		w.dirs[k++] = w.dirs[i];
+	}
+	w.n_dirs = k;
+	rc = copy_marker(fs, from, to);
+	for (i = 0; i < w.n_dirs && !rc; i++) {
+		if (snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]) >=
+			    (int)sizeof(a) ||
+		    snprintf(b, sizeof(b), "%s%s", to, w.dirs[i]) >=
+			    (int)sizeof(b)) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		rc = copy_marker(fs, a, b);
+	}
+	for (i = 0; i < w.n_files && !rc; i++) {
+		if (snprintf(a, sizeof(a), "%s%s", from, w.files[i]) >=
+			    (int)sizeof(a) ||
+		    snprintf(b, sizeof(b), "%s%s", to, w.files[i]) >=
+			    (int)sizeof(b)) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		rc = smuxfs_ofile_rename(fs, a, b);
+	}
+	for (i = w.n_dirs; i-- > 0 && !rc;) {
+		snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]);
+		if (smux_backend_del(fs->root, &ctx, a, &err))
+			rc = smuxfs_errno(&err, "rmdir (rename)", a);
+	}
+	if (!rc && smux_backend_del(fs->root, &ctx, from, &err))
+		rc = smuxfs_errno(&err, "rmdir (rename)", from);
+out:
+	walk_free(&w);
+	return rc;
+}
+
+int smuxfs_rename(const char *from, const char *to, unsigned int flags)
+{
+	struct smuxfs *fs = smuxfs_get();
+	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
+	char fdir[SMUX_KEY_MAX + 2], tdir[SMUX_KEY_MAX + 2];
+	bool from_dir, to_dir, from_root, to_root;
+	int rc;
+
+	rc = may_modify(fs, from);
+	if (!rc)
+		rc = may_modify(fs, to);
+	if (rc)
+		return rc;
+	if (flags & RENAME_EXCHANGE)
+		return -EINVAL;
+	if (flags & ~(unsigned)RENAME_NOREPLACE)
+		return -EINVAL;
+	rc = key_of(fs, from, fkey, sizeof(fkey), &from_root);
+	if (!rc)
+		rc = key_of(fs, to, tkey, sizeof(tkey), &to_root);
+	if (rc)
+		return rc;
+	if (from_root || to_root)
+		return -EBUSY;
+	rc = smuxfs_lookup(fs, fkey, false, &from_dir, NULL);
+	if (rc)
+		return rc;
+	rc = smuxfs_lookup(fs, tkey, false, &to_dir, NULL);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == 0) {
+		if (flags & RENAME_NOREPLACE)
+			return -EEXIST;
+		if (from_dir && !to_dir)
+			return -ENOTDIR;
+		if (!from_dir && to_dir)
+			return -EISDIR;
+	}
+	if (!from_dir)
+		return smuxfs_ofile_rename(fs, fkey, tkey);
+	rc = smuxfs_dir_prefix(fkey, fdir, sizeof(fdir));
+	if (!rc)
+		rc = smuxfs_dir_prefix(tkey, tdir, sizeof(tdir));
+	if (rc)
+		return rc;
+	if (strncmp(tdir, fdir, strlen(fdir)) == 0)
+		return -EINVAL; /* into itself */
+	if (to_dir) {
+		rc = dir_empty(fs, tdir);
+		if (rc)
+			return rc;
+	}
+	return rename_dir(fs, fdir, tdir);
+}
+
+/* ---- attributes ---- */
+
+/* The key a handle or a path names, for the f* variants (path NULL). */
+static int key_for(struct smuxfs *fs, const char *path,
+		   struct fuse_file_info *fi, char *key, size_t cap,
+		   bool *is_root)
+{
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+
+	*is_root = false;
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL)
+		return -EPERM;
+	if (fh && fh->kind == SMUXFS_FH_FILE) {
+		if (fs->ro)
+			return -EROFS;
+		return smuxfs_fh_key(fs, fh, key, cap);
+	}
+	if (!path)
+		return -ESTALE;
+	if (fh && fh->kind == SMUXFS_FH_DIR)
+		path = fh->path;
+	if (smuxdir_owns(path))
+		return -EPERM;
+	if (fs->ro)
+		return -EROFS;
+	return key_of(fs, path, key, cap, is_root);
+}
+
+/* Applies @attr to what @key is (object or directory marker). */
+static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
+		    const struct smux_setattr *attr)
+{
+	char target[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_dir;
+	int rc;
+
+	if (is_root && !key[0])
+		return -EPERM; /* the backend's root has no key */
+	rc = smuxfs_lookup(fs, key, is_root, &is_dir, NULL);
+	if (rc)
+		return rc;
+	if (is_dir)
+		rc = smuxfs_dir_prefix(key, target, sizeof(target));
+	else
+		rc = snprintf(target, sizeof(target), "%s", key) >=
+				     (int)sizeof(target)
+			     ? -ENAMETOOLONG
+			     : 0;
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_setattr(fs->root, &ctx, target, attr, &err);
+	if (rc)
+		return smuxfs_errno(&err, "setattr", target);
+	smuxfs_etag_forget(fs, key);
+	return 0;
+}
+
+int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE,
+				    .mode = mode & 07777};
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+	bool is_root, dirty = false;
+	int rc;
+
+	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
+	if (of) {
+		dirty = smuxfs_ofile_set_mode(of, attr.mode);
+		smuxfs_ofile_release(fs, of);
+	}
+	return dirty ? 0 : set_attr(fs, key, is_root, &attr);
+}
+
+int smuxfs_utimens(const char *path, const struct timespec tv[2],
+		   struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smux_setattr attr = {.flags = SMUX_SET_MTIME};
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+	bool is_root, dirty = false;
+	struct timespec now;
+	int rc;
+
+	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (!tv || tv[1].tv_nsec == UTIME_NOW) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		attr.mtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	} else if (tv[1].tv_nsec == UTIME_OMIT) {
+		return 0; /* atime only: not kept */
+	} else {
+		attr.mtime_ns =
+			(int64_t)tv[1].tv_sec * 1000000000 + tv[1].tv_nsec;
+	}
+	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
+	if (of) {
+		dirty = smuxfs_ofile_set_mtime(of, attr.mtime_ns);
+		smuxfs_ofile_release(fs, of);
+	}
+	return dirty ? 0 : set_attr(fs, key, is_root, &attr);
+}
+
+int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
+		 struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+
+	(void)path;
+	(void)fi;
+	if ((uid == (uid_t)-1 || uid == fs->uid) &&
+	    (gid == (gid_t)-1 || gid == fs->gid))
+		return 0;
+	return -EPERM; /* ownership is the mount's (uid=, gid=) */
+}
+
+int smuxfs_statfs(const char *path, struct statvfs *st)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smux_statfs s;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	const uint64_t bs = 4096;
+
+	(void)path;
+	smuxfs_ctx(&ctx);
+	if (smux_backend_statfs(fs->root, &ctx, &s, &err))
+		return smuxfs_errno(&err, "statfs", "");
+	if (!s.total_bytes) /* unknown: plenty, as s3fs reports */
+		s.total_bytes = s.free_bytes = PIB;
+	if (!s.total_files)
+		s.total_files = s.free_files = 1000000000;
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = bs;
+	st->f_frsize = bs;
+	st->f_blocks = s.total_bytes / bs;
+	st->f_bfree = s.free_bytes / bs;
+	st->f_bavail = s.free_bytes / bs;
+	st->f_files = s.total_files;
+	st->f_ffree = s.free_files;
+	st->f_favail = s.free_files;
+	st->f_namemax = SMUX_KEY_SEGMENT_MAX;
+	if (fs->ro)
+		st->f_flag |= ST_RDONLY;
+	return 0;
+}
+
+/* ---- what smuxfs refuses ---- */
+
+int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smux_put_opts opts = {.mode = mode & 07777};
+	char key[SMUX_KEY_MAX + 2];
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_dir, is_root;
+	int rc;
+
+	(void)rdev;
+	rc = may_modify(fs, path);
+	if (!rc)
+		rc = key_of(fs, path, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (!S_ISREG(mode))
+		return -EPERM; /* no devices, fifos or sockets in a backend */
+	if (is_root || smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
+		return -EEXIST;
+	smux_source_buf(&src, "", 0);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_put(fs->root, &ctx, key, &src, &opts, NULL, &err);
+	return rc ? smuxfs_errno(&err, "mknod", key) : 0;
+}
+
+int smuxfs_symlink(const char *target, const char *path)
+{
+	(void)target;
+	(void)path;
+	return -EPERM; /* backends hold objects, never links */
+}
+
+int smuxfs_link(const char *from, const char *to)
+{
+	(void)from;
+	(void)to;
+	return -EPERM;
+}
