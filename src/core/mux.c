@@ -77,7 +77,7 @@ static struct mux_member *member_new(struct smux_mux *mux,
 	atomic_init(&m->refs, 1);
 	m->backend = smux_backend_ref(spec->backend);
 	m->name = m->backend->name;
-	m->has_weight = spec->has_weight;
+	atomic_init(&m->has_weight, spec->has_weight);
 	atomic_init(&m->weight, spec->has_weight ? spec->weight : 1.0);
 	m->index = mux->next_index++;
 	smux__health_init(&m->health, smux__mux_now(mux));
@@ -161,19 +161,25 @@ static struct mux_sel *sel_new(struct smux_mux *mux, struct mux_view *v)
 
 void smux__mux_reselect(struct smux_mux *mux)
 {
-	struct mux_view *v = smux__view_get(mux);
-	struct mux_sel *s = sel_new(mux, v), *old = NULL;
+	struct mux_view *v;
+	struct mux_sel *s, *old = NULL;
 
+	/* built and installed in turn: a snapshot built from older health
+	 * never replaces a newer one */
+	pthread_mutex_lock(&mux->sel_lock);
+	v = smux__view_get(mux);
+	s = sel_new(mux, v);
 	smux__view_put(v);
-	if (!s)
-		return; /* keep the old snapshot; health still guards use */
-	pthread_rwlock_wrlock(&mux->view_lock);
-	if (mux->view == s->view) {
-		old = mux->sel;
-		mux->sel = s;
-		s = NULL;
-	}
-	pthread_rwlock_unlock(&mux->view_lock);
+	if (s) {
+		pthread_rwlock_wrlock(&mux->view_lock);
+		if (mux->view == s->view) {
+			old = mux->sel;
+			mux->sel = s;
+			s = NULL;
+		}
+		pthread_rwlock_unlock(&mux->view_lock);
+	} /* else keep the old snapshot; health still guards use */
+	pthread_mutex_unlock(&mux->sel_lock);
 	smux__sel_put(old);
 	if (s) /* the view changed meanwhile; its changer reselects */
 		smux__sel_put(s);
@@ -182,10 +188,13 @@ void smux__mux_reselect(struct smux_mux *mux)
 /* Installs @v (consumes the caller's reference) and a new snapshot. */
 static int view_install(struct smux_mux *mux, struct mux_view *v)
 {
-	struct mux_sel *s = sel_new(mux, v), *old_sel;
+	struct mux_sel *s, *old_sel;
 	struct mux_view *old_view;
 
+	pthread_mutex_lock(&mux->sel_lock);
+	s = sel_new(mux, v);
 	if (!s) {
+		pthread_mutex_unlock(&mux->sel_lock);
 		smux__view_put(v);
 		return -ENOMEM;
 	}
@@ -195,6 +204,7 @@ static int view_install(struct smux_mux *mux, struct mux_view *v)
 	mux->view = v;
 	mux->sel = s;
 	pthread_rwlock_unlock(&mux->view_lock);
+	pthread_mutex_unlock(&mux->sel_lock);
 	smux__sel_put(old_sel);
 	smux__view_put(old_view);
 	return 0;
@@ -279,6 +289,7 @@ static void mux_free(struct smux_mux *mux)
 	smux__hints_close(mux->hints);
 	pthread_rwlock_destroy(&mux->view_lock);
 	pthread_mutex_destroy(&mux->mutate_lock);
+	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
 	pthread_cond_destroy(&mux->bg_cond);
 	smux_backend_release(&mux->base);
@@ -357,6 +368,7 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	atomic_init(&mux->rng_state, seed);
 	pthread_rwlock_init(&mux->view_lock, NULL);
 	pthread_mutex_init(&mux->mutate_lock, NULL);
+	pthread_mutex_init(&mux->sel_lock, NULL);
 	pthread_mutex_init(&mux->bg_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -519,7 +531,7 @@ int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 	ev.weight_from = atomic_load(&m->weight);
 	ev.weight_to = weight;
 	atomic_store(&m->weight, weight);
-	m->has_weight = true;
+	atomic_store(&m->has_weight, true);
 	smux__mux_reselect(mux);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
@@ -560,6 +572,9 @@ int smux_mux_drain(struct smux_backend *b, const char *name,
 		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
 	started = smux__mux_now(mux);
 	smux__health_drain(&m->health, started);
+	/* pairs with smux__member_enter: a call either sees "draining" or
+	 * is counted in in_flight below */
+	atomic_thread_fence(memory_order_seq_cst);
 	smux__mux_reselect(mux);
 	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 	ev.in_flight = atomic_load(&m->health.in_flight);
@@ -685,7 +700,7 @@ struct smux_mux_stats *smux_mux_stats(struct smux_backend *b)
 				  &bs->consecutive_failures,
 				  &bs->last_transition_at);
 		bs->in_flight_count = atomic_load(&m->health.in_flight);
-		bs->has_weight = m->has_weight;
+		bs->has_weight = atomic_load(&m->has_weight);
 		bs->weight = atomic_load(&m->weight);
 		if (smux_is_mux(m->backend))
 			bs->child = smux_mux_stats(m->backend);

@@ -38,19 +38,24 @@ struct smux_span *smux__attempt_span(struct smux_mux *mux,
 	return s;
 }
 
-enum smux_outcome smux__attempt_done(struct smux_mux *mux, struct mux_member *m,
-				     bool probe, int64_t started_ns,
-				     const struct smux_error *err,
-				     struct smux_span *span)
+enum smux_outcome
+smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct mux_member *m, bool probe, int64_t started_ns,
+		   const struct smux_error *err, struct smux_span *span)
 {
 	double ms = (double)(smux_now_ns() - started_ns) / 1e6;
 	enum smux_outcome o = err ? smux_classify(&err->e) : SMUX_OUTCOME_OK;
+	enum smux_outcome counted = o;
 	struct smux_event ev = {0};
 	enum smux__transition tr = SMUX__HEALTH_SAME;
 	int64_t now = smux__mux_now(mux), down_for = 0;
 
-	smux__stats_record(&m->stats, o, err ? err->e.code : SMUX_OK, ms);
-	switch (o) {
+	/* the caller ran out of time (or gave up): the member may be fine */
+	if (o == SMUX_OUTCOME_TIMEOUT && ctx &&
+	    smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
+		counted = SMUX_OUTCOME_ABORT;
+	smux__stats_record(&m->stats, counted, err ? err->e.code : SMUX_OK, ms);
+	switch (counted) {
 	case SMUX_OUTCOME_OK:
 	case SMUX_OUTCOME_SEMANTIC:
 		/* a semantic answer proves the member is alive */
@@ -90,22 +95,51 @@ enum smux_outcome smux__attempt_done(struct smux_mux *mux, struct mux_member *m,
 	return o;
 }
 
-/* One attempt on @m through its bulkhead; bookkeeping included. */
+const struct smux_put_opts *
+smux__uniform_mtime(struct smux_put_opts *po, const struct smux_put_opts *opts)
+{
+	if (opts && opts->mtime_ns)
+		return opts;
+	*po = opts ? *opts : (struct smux_put_opts){0};
+	po->mtime_ns = smux_unique_wall_ns();
+	return po;
+}
+
+bool smux__member_enter(struct mux_member *m)
+{
+	atomic_fetch_add(&m->health.in_flight, 1);
+	/* pairs with the fence in smux_mux_drain (status store, then
+	 * in_flight load): one of the two sees the other */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (smux__health_status(&m->health) != SMUX_STATUS_DRAINING)
+		return true;
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	return false;
+}
+
+/* One attempt on @m through its bulkhead; bookkeeping included. A member
+ * that started draining since it was chosen is not called: BACKEND_DRAINING
+ * (transient, seed section 4: re-select), with no stats or health. */
 static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    struct smux__call *call, struct mux_member *m, bool probe,
 		    unsigned index, struct smux_span *span,
 		    enum smux_outcome *o, struct smux_error *e)
 {
-	struct smux_span *as = smux__attempt_span(mux, span, m, index);
+	struct smux_span *as;
 	int64_t t0 = smux_now_ns();
 	long rc;
 
+	if (!smux__member_enter(m)) {
+		*o = SMUX_OUTCOME_TRANSIENT;
+		return smux_error_set(e, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	}
+	as = smux__attempt_span(mux, span, m, index);
 	call->backend = m->backend;
 	call->span = as ? as : span;
-	atomic_fetch_add(&m->health.in_flight, 1);
 	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, e);
 	atomic_fetch_sub(&m->health.in_flight, 1);
-	*o = smux__attempt_done(mux, m, probe, t0, rc < 0 ? e : NULL, as);
+	*o = smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? e : NULL, as);
 	return rc;
 }
 
@@ -217,6 +251,11 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			prev = NULL;
 		}
 		rc = attempt(mux, ctx, call, m, probe, attempts, span, &o, &e);
+		if (rc < 0 && e.e.code == SMUX_E_BACKEND_DRAINING) {
+			/* drained since it was chosen: the next one */
+			smux__member_put(m);
+			continue;
+		}
 		attempts++;
 		if (rc < 0 && find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
 			if (!have_not_found)
@@ -239,6 +278,16 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 				smux_error_wrap(err, SMUX_E_BACKEND_ABORTED,
 						mux->base.name,
 						"operation aborted");
+			err->e.attempts = attempts;
+			rc = -err->e.sys_errno;
+			smux__member_put(m);
+			goto out;
+		}
+		if (o == SMUX_OUTCOME_TIMEOUT &&
+		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			/* the caller's own deadline: no time is left for
+			 * another member, and none of them is to blame */
+			*err = e;
 			err->e.attempts = attempts;
 			rc = -err->e.sys_errno;
 			smux__member_put(m);
@@ -346,7 +395,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool probes[RACE_MAX];
 	struct smux_error last = {0}, semantic = {0};
 	struct smux__group g;
-	unsigned n = 0, left, seen = 0, failed = 0;
+	unsigned n = 0, left = 0, seen = 0, failed = 0;
 	bool all_timeouts = true, have_semantic = false;
 	int winner = -1;
 	long rc = 0;
@@ -366,11 +415,32 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			ms[n++] = m;
 		}
 	}
+	if (n == 1) {
+		/* nothing to race: one plain attempt on that member (a walk
+		 * in member order could meet a stale replica first) */
+		enum smux_outcome o;
+		struct smux_error e;
+
+		rc = attempt(mux, ctx, call, ms[0], probes[0], 0, span, &o, &e);
+		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
+		    o == SMUX_OUTCOME_ABORT ||
+		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			if (rc < 0) {
+				*err = e;
+				err->e.attempts = 1;
+			}
+			smux__view_put(v);
+			return rc;
+		}
+		/* failed: what is left (stale replicas included) in order */
+		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
+		    smux_sink_rewind(call->sink) != 0) {
+			*err = e;
+			smux__view_put(v);
+			return -err->e.sys_errno;
+		}
+	}
 	if (n <= 1) {
-		/* nothing to race: one plain attempt (or none) */
-		for (unsigned i = 0; i < n; i++)
-			if (probes[i])
-				smux__health_probe_cancel(&ms[i]->health);
 		smux__view_put(v);
 		return smux__exec_sequential(mux, ctx, call, true, span, err);
 	}
@@ -387,14 +457,28 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 				     &racers[i]);
 			calls[i].sink = &sinks[i];
 		}
+		jobs[i] = NULL;
+		spans[i] = NULL;
+		if (!smux__member_enter(ms[i]))
+			continue; /* drained since chosen: not a racer */
 		spans[i] = smux__attempt_span(mux, span, ms[i], i);
 		calls[i].span = spans[i] ? spans[i] : span;
-		atomic_fetch_add(&ms[i]->health.in_flight, 1);
 		t0[i] = smux_now_ns();
 		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
 					       &calls[i], &g);
+		if (jobs[i]) {
+			left++;
+			continue;
+		}
+		/* never started: a failed racer, not one to wait for */
+		smux_error_set(&last, SMUX_E_NO_MEMORY, ms[i]->name,
+			       "cannot start job");
+		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
+		smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i], &last,
+				   spans[i]);
+		all_timeouts = false;
+		failed++;
 	}
-	left = n;
 	while (left && winner < 0) {
 		int64_t until = INT64_MAX;
 
@@ -427,9 +511,9 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 				smux_span_end(mux->tracer, spans[i]);
 				continue;
 			}
-			enum smux_outcome o =
-				smux__attempt_done(mux, ms[i], probes[i], t0[i],
-						   r < 0 ? &e : NULL, spans[i]);
+			enum smux_outcome o = smux__attempt_done(
+				mux, ctx, ms[i], probes[i], t0[i],
+				r < 0 ? &e : NULL, spans[i]);
 			if (r >= 0) {
 				winner = (int)i;
 				rc = r;
@@ -545,6 +629,37 @@ static int record_hints(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
+/*
+ * Draining members take no writes; once a write reached some replica, the
+ * draining ones that were left out (not among @m) get a hint, so an
+ * undrained member is repaired before it serves the key again (a removed
+ * one's hints are dropped by the next repair).
+ */
+static void hint_draining(struct smux_mux *mux, const char *key,
+			  enum smux__hint_kind kind, struct mux_member **m,
+			  unsigned n)
+{
+	struct mux_view *v = smux__view_get(mux);
+
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *d = v->m[i];
+		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
+		bool in = false;
+
+		if (smux__health_status(&d->health) != SMUX_STATUS_DRAINING)
+			continue;
+		for (unsigned j = 0; j < n && !in; j++)
+			in = m[j] == d;
+		if (in ||
+		    smux__hints_add(mux->hints, d->name, key, kind, NULL, NULL))
+			continue;
+		snprintf(ev.name, sizeof(ev.name), "%s", d->name);
+		snprintf(ev.key, sizeof(ev.key), "%s", key);
+		emit(mux, &ev);
+	}
+	smux__view_put(v);
+}
+
 int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			enum smux__hint_kind kind, struct mux_member **m,
 			const bool *ok, const struct smux_error *errs,
@@ -579,6 +694,8 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
 	}
+	if (n_ok > 0)
+		hint_draining(mux, key, kind, m, n);
 	if (n_ok == 0) {
 		if (first_semantic < n) {
 			*err = errs[first_semantic];
@@ -636,15 +753,19 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool probes[FANOUT_MAX], ok[FANOUT_MAX], started[FANOUT_MAX];
 	unsigned n = 0;
 	int64_t now = smux__mux_now(mux);
+	const struct smux_put_opts *uo = call->put_opts;
+	struct smux_put_opts po;
 	int info_from = -1;
 	long rc;
 
+	if (call->op == SMUX__OP_PUT)
+		uo = smux__uniform_mtime(&po, call->put_opts);
 	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
 		struct mux_member *m = v->m[i];
 		enum smux_status st = smux__health_status(&m->health);
 
 		if (st == SMUX_STATUS_DRAINING)
-			continue; /* out of service: no write, no hint */
+			continue; /* out of service (hinted by the policy) */
 		ms[n] = m;
 		ok[n] = false;
 		probes[n] = false;
@@ -661,11 +782,18 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (!started[i])
 			continue;
 		calls[i] = *call;
+		calls[i].put_opts = uo;
 		calls[i].backend = ms[i]->backend;
 		calls[i].info = &infos[i];
+		if (!smux__member_enter(ms[i])) {
+			/* drained since chosen: missed it (hint below) */
+			started[i] = false;
+			smux_error_set(&errs[i], SMUX_E_BACKEND_DRAINING,
+				       ms[i]->name, NULL);
+			continue;
+		}
 		spans[i] = smux__attempt_span(mux, span, ms[i], i);
 		calls[i].span = spans[i] ? spans[i] : span;
-		atomic_fetch_add(&ms[i]->health.in_flight, 1);
 		t0[i] = smux_now_ns();
 		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
 					       &calls[i], NULL);
@@ -681,7 +809,7 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
 					   ms[i]->name, "cannot start job");
 		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ms[i], probes[i], t0[i],
+		smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i],
 				   r < 0 ? &errs[i] : NULL, spans[i]);
 		ok[i] = r >= 0;
 		if (ok[i] && info_from < 0)
@@ -695,6 +823,15 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (!ok[i] && started[i] &&
 		    smux_classify(&errs[i].e) == SMUX_OUTCOME_ABORT &&
 		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			/* not acknowledged, but the replicas that took it
+			 * hold the new content: the others get hints */
+			for (unsigned j = 0; j < n; j++) {
+				if (ok[j]) {
+					record_hints(mux, key, kind, ms, ok, n,
+						     NULL);
+					break;
+				}
+			}
 			*err = errs[i];
 			smux__view_put(v);
 			return -err->e.sys_errno;
@@ -816,6 +953,8 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
 		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
 			continue;
+		if (!smux__member_enter(v->m[i]))
+			continue; /* drained since: its probe went with it */
 		ms[n] = v->m[i];
 		memset(&es[n], 0, sizeof(es[n]));
 		calls[n] = (struct smux__call){
@@ -828,7 +967,6 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		};
 		spans[n] = smux__attempt_span(mux, span, ms[n], n);
 		calls[n].span = spans[n] ? spans[n] : span;
-		atomic_fetch_add(&ms[n]->health.in_flight, 1);
 		t0[n] = smux_now_ns();
 		jobs[n] = smux__bulkhead_start(ms[n]->bh, ctx, mux->timeout_ms,
 					       &calls[n], NULL);
@@ -847,7 +985,7 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
 					   ms[i]->name, "listing too large");
 		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
-		o = smux__attempt_done(mux, ms[i], probes[i], t0[i],
+		o = smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i],
 				       r < 0 ? &errs[i] : NULL, spans[i]);
 		ok[i] = r == 0;
 		if (ok[i]) {

@@ -36,7 +36,7 @@ struct mux_member {
 	const char *name;	      /* backend->name */
 	unsigned index;		      /* position when added (stable id) */
 	_Atomic double weight;	      /* written under mux->mutate_lock */
-	bool has_weight;
+	atomic_bool has_weight;	      /* written under mux->mutate_lock */
 	struct smux__health health;
 	struct smux__stats stats;
 	struct smux__bulkhead *bh;
@@ -81,7 +81,11 @@ struct smux_mux {
 	struct mux_view *view;	     /* protected by view_lock */
 	struct mux_sel *sel;	     /* protected by view_lock */
 	pthread_mutex_t mutate_lock; /* serialises add/remove/weight/drain */
-	unsigned next_index;	     /* protected by mutate_lock */
+	/* serialises building + installing selection snapshots (reselect,
+	 * view_install), so the newest health always wins; taken after
+	 * mutate_lock, before view_lock and member health locks */
+	pthread_mutex_t sel_lock;
+	unsigned next_index; /* protected by mutate_lock */
 
 	atomic_uint_fast64_t rr_counter;
 	atomic_uint_fast64_t rng_state; /* internal xorshift when no rng */
@@ -146,15 +150,37 @@ void smux__cursor_release(struct mux_cursor *c);
 
 /* mux_exec.c */
 
-/* Outcome bookkeeping of one finished attempt on @m: stats, health,
- * events; returns the classification. */
-enum smux_outcome smux__attempt_done(struct smux_mux *mux, struct mux_member *m,
-				     bool probe, int64_t started_ns,
-				     const struct smux_error *err,
-				     struct smux_span *span);
+/*
+ * Outcome bookkeeping of one finished attempt on @m: stats, health,
+ * events; returns the classification. @ctx (may be NULL) is the context the
+ * attempt ran under: a BACKEND_TIMEOUT once it has expired or been
+ * cancelled is the caller's deadline, not the member's failure, and counts
+ * like an abort (no health penalty).
+ */
+enum smux_outcome
+smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct mux_member *m, bool probe, int64_t started_ns,
+		   const struct smux_error *err, struct smux_span *span);
 struct smux_span *smux__attempt_span(struct smux_mux *mux,
 				     struct smux_span *parent,
 				     struct mux_member *m, unsigned index);
+
+/*
+ * Counts a call on @m in flight (the caller decrements health.in_flight
+ * when it is over), unless @m started draining since it was chosen: then
+ * nothing is counted and it returns false (do not call @m). With the
+ * fence in smux_mux_drain, a drain that saw in_flight 0 is never followed
+ * by a call that entered before it.
+ */
+bool smux__member_enter(struct mux_member *m);
+
+/*
+ * The put options of a fan-out: @opts, or a copy in @po with one mtime
+ * (smux_unique_wall_ns) when @opts has none, so that every replica stores
+ * the same mtime and reports the same version token (size + mtime).
+ */
+const struct smux_put_opts *
+smux__uniform_mtime(struct smux_put_opts *po, const struct smux_put_opts *opts);
 
 /* Runs @call (backend set per member) through the members in the mode's
  * order, falling through on transient errors. */

@@ -24,34 +24,46 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 	smux_events_emit(mux->events, ev);
 }
 
-/* One call on @m through its bulkhead, with bookkeeping. */
+/* One call on @m through its bulkhead, with bookkeeping (@probe: this
+ * call is the health probe of a down @m). */
 static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
-		struct mux_member *m, struct smux__call *call,
+		struct mux_member *m, struct smux__call *call, bool probe,
 		struct smux_error *err)
 {
 	int64_t t0 = smux_now_ns();
 	long rc;
 
 	call->backend = m->backend;
-	atomic_fetch_add(&m->health.in_flight, 1);
+	if (!smux__member_enter(m)) {
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	}
 	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
 	atomic_fetch_sub(&m->health.in_flight, 1);
-	smux__attempt_done(mux, m, false, t0, rc < 0 ? err : NULL, NULL);
+	smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? err : NULL, NULL);
 	return rc;
 }
 
-/* Copies @key to @dst from the first other up member that has it.
- * Returns 0, or -ENOENT when no replica has the key any more. */
+/*
+ * Copies @key to @dst from the first other up member that has it (a
+ * directory marker is looked up with head and recreated empty). Returns 0;
+ * -ENOENT when every replica asked answered "not found" (the key is gone);
+ * else an error (no replica to copy from is no reason to delete). *@probe
+ * is cleared once a call reached @dst (it then reported the probe).
+ */
 static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct mux_view *v, struct mux_member *dst,
-			   const char *key, struct smux_error *err)
+			   const char *key, bool *probe, struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
-	bool found_any = false;
-	long rc = -EIO;
+	bool marker = smux_key_is_dir(key), probe_dst = *probe;
+	bool not_found = false, failed = false;
+	long rc;
 
-	smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
-		       "no replica to copy %s from", key);
+	rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			    "no replica to copy %s from", key);
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *src = v->m[i];
 		struct smux_info info = {0};
@@ -59,10 +71,10 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_source source;
 		struct smux_sink sink;
 		struct smux__call get = {
-			.op = SMUX__OP_GET,
+			.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
 			.key = key,
-			.get_opts = &all,
-			.sink = &sink,
+			.get_opts = marker ? NULL : &all,
+			.sink = marker ? NULL : &sink,
 			.info = &info,
 		};
 		struct smux__call put = {
@@ -82,36 +94,56 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			return smux_error_from_errno(err, errno, mux->base.name,
 						     "repair: temporary file");
 		smux_sink_fd(&sink, fd, 0);
-		rc = run(mux, ctx, src, &get, err);
+		rc = run(mux, ctx, src, &get, false, err);
 		if (rc == 0) {
-			found_any = true;
 			po.mode = info.mode & 07777;
 			po.mtime_ns = info.mtime_ns;
-			smux_source_fd(&source, fd, 0, sink.written);
-			rc = run(mux, ctx, dst, &put, err);
+			smux_source_fd(&source, fd, 0,
+				       marker ? 0 : sink.written);
+			*probe = false; /* the put reports to dst's health */
+			rc = run(mux, ctx, dst, &put, probe_dst, err);
 			close(fd);
 			return rc;
 		}
 		close(fd);
-		if (err->e.code != SMUX_E_KEY_NOT_FOUND)
-			found_any = true; /* a peer that may have it failed */
+		if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+			not_found = true;
+		else
+			failed = true; /* a peer that may have it failed */
 	}
-	return found_any ? rc : -ENOENT;
+	if (not_found && !failed)
+		return -ENOENT;
+	if (rc == -ENOENT) /* only "gone" means gone: keep the hint */
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "no replica could provide %s", key);
+	return rc;
 }
 
-/* Replays one hint; 0 when the replica has the key's state again. */
+/*
+ * Replays one hint; 0 when the replica has the key's state again. With
+ * @probe, @m is down and this replay is its health probe: the first call
+ * on @m reports the outcome; when no call reaches @m the probe is given
+ * back.
+ */
 static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct mux_view *v, struct mux_member *m,
-		   const struct smux__hint *h, struct smux_error *err)
+		   const struct smux__hint *h, bool probe,
+		   struct smux_error *err)
 {
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
+	bool left = probe;
 	long rc;
 
 	if (h->kind == SMUX__HINT_DEL)
-		return run(mux, ctx, m, &del, err);
-	rc = copy_from_peer(mux, ctx, v, m, h->key, err);
-	if (rc == -ENOENT) /* deleted everywhere since: converge on that */
-		rc = run(mux, ctx, m, &del, err);
+		return run(mux, ctx, m, &del, probe, err);
+	rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
+	if (rc == -ENOENT) { /* deleted everywhere since: converge on that */
+		rc = run(mux, ctx, m, &del, left, err);
+		left = false;
+	}
+	if (left)
+		smux__health_probe_cancel(&m->health);
 	return rc;
 }
 
@@ -135,6 +167,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
 		struct mux_member *m = NULL;
 		struct smux_error e = {0};
+		bool probe = false;
 
 		if (smux_ctx_check(ctx, mux->base.name, err)) {
 			rc = -err->e.sys_errno;
@@ -147,11 +180,15 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__hints_done(mux->hints, list[i].id, NULL);
 			continue;
 		}
-		if (smux__health_status(&m->health) != SMUX_STATUS_UP)
+		/* an up replica, or a down one whose cooldown is over (the
+		 * replay probes it: a recovered replica needs no traffic of
+		 * its own to be repaired) */
+		if (!smux__health_acquire(&m->health, smux__mux_now(mux),
+					  &probe))
 			continue;
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
-		if (replay(mux, ctx, v, m, &list[i], &e) == 0) {
+		if (replay(mux, ctx, v, m, &list[i], probe, &e) == 0) {
 			if (smux__hints_done(mux->hints, list[i].id, err) == 0)
 				done++;
 		} else {
@@ -186,15 +223,17 @@ void smux_mux_check_health(struct smux_backend *b)
 		int64_t t0 = smux_now_ns();
 		long rc;
 
-		if (smux__health_status(&m->health) == SMUX_STATUS_DRAINING)
-			continue;
+		if (!smux__member_enter(m))
+			continue; /* draining: out of service */
 		call.backend = m->backend;
 		rc = smux__bulkhead_run(m->bh, &ctx, mux->timeout_ms, &call,
 					&e);
+		atomic_fetch_sub(&m->health.in_flight, 1);
 		if (rc < 0 && smux_classify(&e.e) != SMUX_OUTCOME_ABORT)
 			smux_error_wrap(&e, SMUX_E_HEALTHCHECK_FAILED, m->name,
 					"health check failed");
-		smux__attempt_done(mux, m, false, t0, rc < 0 ? &e : NULL, NULL);
+		smux__attempt_done(mux, &ctx, m, false, t0, rc < 0 ? &e : NULL,
+				   NULL);
 	}
 	smux__view_put(v);
 }

@@ -211,8 +211,11 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 	case SMUX_MODE_WEIGHTED:
 		/* re-roll up to n_up times (seed 3.3), skipping repeats */
 		while (!m && c->pos < s->n_up) {
-			int i = smux__sel_weighted(s, smux__mux_random(c->mux),
-						   smux__mux_random(c->mux));
+			/* two draws in a defined order (slot, then coin):
+			 * argument evaluation order is unspecified */
+			uint32_t slot = smux__mux_random(c->mux);
+			uint32_t coin = smux__mux_random(c->mux);
+			int i = smux__sel_weighted(s, slot, coin);
 
 			c->pos++;
 			if (i < 0)

@@ -92,7 +92,7 @@ static long fan(struct mux_writer *mw, const struct smux_ctx *ctx,
 			r = smux_error_set(&e, SMUX_E_NO_MEMORY, mw->m[i]->name,
 					   "cannot start job");
 		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, mw->m[i], false, t0[i],
+		smux__attempt_done(mux, ctx, mw->m[i], false, t0[i],
 				   r < 0 ? &e : NULL, NULL);
 		if (r < 0) {
 			mw->s[i]->failed = true;
@@ -201,9 +201,12 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	struct smux__call calls[WRITER_MAX];
 	struct smux__job *jobs[WRITER_MAX] = {0};
 	int64_t t0[WRITER_MAX];
+	struct smux_put_opts po;
 	int info_from = -1;
 	long rc;
 
+	if (mw->fanout) /* one mtime: the replicas agree on the version */
+		opts = smux__uniform_mtime(&po, opts);
 	for (unsigned i = 0; i < mw->n; i++) {
 		ok[i] = false;
 		if (!live(mw, i)) {
@@ -234,7 +237,7 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
 					   mw->m[i]->name, "cannot start job");
 		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, mw->m[i], false, t0[i],
+		smux__attempt_done(mux, ctx, mw->m[i], false, t0[i],
 				   r < 0 ? &errs[i] : NULL, NULL);
 		ok[i] = r >= 0;
 		if (!ok[i]) {
@@ -358,7 +361,7 @@ static int open_subs(struct mux_writer *mw, const struct smux_ctx *ctx,
 			r = smux_error_set(&e, SMUX_E_NO_MEMORY, mw->m[i]->name,
 					   "cannot start job");
 		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, mw->m[i], probes[i], t0[i],
+		smux__attempt_done(mux, ctx, mw->m[i], probes[i], t0[i],
 				   r < 0 ? &e : NULL, NULL);
 		if (r < 0) {
 			mw->s[i]->failed = true;

@@ -22,15 +22,6 @@
 enum conf_flags {
 	/* Storing >= 1 GiB is impractical (conf_test_large_object). */
 	CONF_F_NO_LARGE = 1u << 0,
-	/*
-	 * Independent replicas answer reads, each with its own version
-	 * token (a mirror over separate file directories: a file etag names
-	 * an inode). A head may then report another replica's etag than the
-	 * put or commit did, so "the head's etag is the put's" is not
-	 * asserted (CONF_SAME_ETAG); etag pinning still is (conf_test_if_match:
-	 * only the replica that issued a token serves a get pinned to it).
-	 */
-	CONF_F_REPLICA_ETAGS = 1u << 1,
 };
 
 /*
@@ -96,14 +87,6 @@ void conf_expect_at(struct conf_env *env, const char *key, const void *buf,
 #define CONF_ABSENT(env, key) conf_absent_at((env), (key), __FILE__, __LINE__)
 void conf_absent_at(struct conf_env *env, const char *key, const char *file,
 		    int line);
-
-/* Asserts two etags of one object version are equal, unless the fixture
- * has CONF_F_REPLICA_ETAGS. */
-#define CONF_SAME_ETAG(env, a, b)                               \
-	do {                                                    \
-		if (!((env)->fx->flags & CONF_F_REPLICA_ETAGS)) \
-			assert_string_equal((a), (b));          \
-	} while (0)
 
 /* Deterministic bytes (with NULs) for object @seed: dst[i] of the object. */
 void conf_fill(unsigned char *dst, size_t len, unsigned seed);

@@ -1,0 +1,580 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_hints.c - fan-out writes and hinted handoff (seed 3.5, 3.6;
+ * DESIGN section 3): shield's origin rule and best-effort mirrors,
+ * fanout-partial and throw_on_fanout_partial, the mirror's write quorum,
+ * hints journaled before the write returns, replay by repair, crash
+ * safety across a restart, a later write superseding a hint, and reads
+ * that avoid a replica that missed the latest write.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+
+/* Three memory replicas behind faulty wrappers r0..r2, a clock, events. */
+struct rep {
+	struct smux_backend *mem[3], *f[3], *mux;
+	struct mh_clock clk;
+	struct mh_events *ev;
+	char dir[64]; /* state_dir ("" when none) */
+};
+
+static void rep_members(struct rep *r)
+{
+	char name[32];
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "mem%d", i);
+		r->mem[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "r%d", i);
+		r->f[i] = mh_faulty(name, r->mem[i], NULL);
+	}
+}
+
+/* A mux named @name over r0..r2 (members already made). */
+static void rep_mux(struct rep *r, const char *name, enum smux_mode mode,
+		    unsigned quorum, bool throw_partial)
+{
+	struct smux_mux_opts o = {
+		.mode = mode,
+		.write_quorum = quorum,
+		.throw_on_fanout_partial = throw_partial,
+		.cooldown_ms = 100,
+		.clock = &r->clk.clock,
+		.events = r->ev->bus,
+		.state_dir = r->dir[0] ? r->dir : NULL,
+	};
+
+	r->mux = mh_mux(name, &o, r->f, NULL, 3);
+}
+
+static void rep_init(struct rep *r, enum smux_mode mode, unsigned quorum,
+		     bool throw_partial, bool state_dir)
+{
+	memset(r, 0, sizeof(*r));
+	mh_clock_init(&r->clk, 10000);
+	r->ev = mh_events_new();
+	if (state_dir) {
+		snprintf(r->dir, sizeof(r->dir), "/tmp/smux-hints-XXXXXX");
+		assert_non_null(mkdtemp(r->dir));
+	}
+	rep_members(r);
+	rep_mux(r, "rep", mode, quorum, throw_partial);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void rep_release(struct rep *r)
+{
+	smux_backend_unref(r->mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(r->f[i]);
+		smux_backend_unref(r->mem[i]);
+	}
+	mh_events_free(r->ev);
+	if (r->dir[0])
+		nftw(r->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Moves the injected clock past every cooldown. */
+static void rep_later(struct rep *r)
+{
+	mh_clock_set(&r->clk, atomic_load(&r->clk.now_ms) + 60000);
+}
+
+static void rep_repair(struct rep *r, unsigned *pending)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_repair(r->mux, &ctx, NULL, pending, &err), &err);
+}
+
+/* ---- shield ---- */
+
+static void test_shield_origin_fails(void **state)
+{
+	struct smux_error err;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_SHIELD, 0, false, false);
+	mh_fail(r.f[0], true);
+	MH_ERR(mh_put(r.mux, "k", "v", &err), &err, SMUX_E_IO);
+	assert_true(err.has_cause);
+	assert_int_equal(err.cause.code, SMUX_E_IO);
+	assert_string_equal(err.cause.backend, "r0");
+	MH_LACKS(r.mem[0], "k");
+	/* origin failed: the write failed, no hint, no partial event */
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL), 0);
+	/* and it is still tried while down: the origin takes every write */
+	MH_ERR(mh_put(r.mux, "k", "v", &err), &err, SMUX_E_IO);
+	assert_int_equal(smux_faulty_calls(r.f[0]), 2);
+	rep_release(&r);
+}
+
+static void test_shield_mirror_fails(void **state)
+{
+	struct smux_mux_stats *st;
+	struct smux_event last;
+	struct smux_error err;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_SHIELD, 0, false, false);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "v", &err), &err);
+	MH_HOLDS(r.mem[0], "k", "v");
+	MH_HOLDS(r.mem[1], "k", "v");
+	MH_LACKS(r.mem[2], "k");
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL), 1);
+	assert_true(mh_events_last(r.ev, SMUX_EV_FANOUT_PARTIAL, &last));
+	assert_string_equal(last.mode, "shield");
+	assert_int_equal(last.n_failed, 1);
+	assert_string_equal(last.failed[0], "r2");
+	assert_int_equal(last.causes[0].code, SMUX_E_IO);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	st = smux_mux_stats(r.mux);
+	assert_non_null(st);
+	assert_int_equal(st->total_fanout_partials, 1);
+	assert_int_equal(st->pending_hints, 1);
+	smux_mux_stats_free(st);
+	rep_release(&r);
+
+	/* the same with throw_on_fanout_partial */
+	rep_init(&r, SMUX_MODE_SHIELD, 0, true, false);
+	mh_fail(r.f[1], true);
+	mh_fail(r.f[2], true);
+	MH_ERR(mh_put(r.mux, "k", "v", &err), &err,
+	       SMUX_E_WRITE_FANOUT_PARTIAL);
+	assert_true(mh_events_last(r.ev, SMUX_EV_FANOUT_PARTIAL, &last));
+	assert_int_equal(last.n_failed, 2);
+	assert_string_equal(last.failed[0], "r1");
+	assert_string_equal(last.failed[1], "r2");
+	MH_HOLDS(r.mem[0], "k", "v");
+	assert_int_equal(smux_mux_pending_hints(r.mux), 2);
+	rep_release(&r);
+}
+
+/* ---- mirror quorum ---- */
+
+static void test_mirror_quorum(void **state)
+{
+	struct smux_error err;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 2, false, false);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "v", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_HINT_RECORDED), 1);
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL), 1);
+
+	mh_fail(r.f[1], true);
+	MH_ERR(mh_put(r.mux, "k2", "v", &err), &err,
+	       SMUX_E_WRITE_QUORUM_FAILED);
+	assert_true(err.has_cause);
+	rep_release(&r);
+
+	rep_init(&r, SMUX_MODE_MIRROR, 2, false, false);
+	for (int i = 0; i < 3; i++)
+		mh_fail(r.f[i], true);
+	MH_ERR(mh_put(r.mux, "k", "v", &err), &err, SMUX_E_ALL_BACKENDS_DOWN);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	rep_release(&r);
+}
+
+/* ---- hinted handoff ---- */
+
+static bool journal_has(const char *path, const char *a, const char *b)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, a) && strstr(line, b);
+	fclose(f);
+	return found;
+}
+
+static void assert_replicas_equal(struct rep *r, const char *key,
+				  const char *want)
+{
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(r->mem[i], key, want);
+}
+
+static void test_hinted_handoff(void **state)
+{
+	struct smux_event last;
+	struct smux_error err;
+	unsigned pending;
+	char path[128];
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, true);
+	snprintf(path, sizeof(path), "%s/rep.hints", r.dir);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "docs/report.txt", "quarterly", &err), &err);
+	/* durable before the put returned */
+	assert_true(journal_has(path, "\"docs/report.txt\"", "\"r2\""));
+	assert_true(mh_events_last(r.ev, SMUX_EV_HINT_RECORDED, &last));
+	assert_string_equal(last.name, "r2");
+	assert_string_equal(last.key, "docs/report.txt");
+	MH_LACKS(r.mem[2], "docs/report.txt");
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+
+	/* healthy again, cooldown over: repair copies it over */
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	assert_replicas_equal(&r, "docs/report.txt", "quarterly");
+	assert_true(mh_events_count(r.ev, SMUX_EV_HINT_REPLAYED) >= 1);
+	assert_true(journal_has(path, "\"done\"", "\"id\""));
+	rep_release(&r);
+}
+
+/* A missed delete is replayed as a delete; a missed directory marker is
+ * recreated. */
+static void test_handoff_delete_and_marker(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "gone", "soon", &err), &err);
+	assert_replicas_equal(&r, "gone", "soon");
+	mh_fail(r.f[1], true);
+	MH_OK(smux_backend_del(r.mux, &ctx, "gone", &err), &err);
+	MH_OK(mh_put(r.mux, "dir/", "", &err), &err);
+	MH_HOLDS(r.mem[1], "gone", "soon");
+	assert_int_equal(smux_mux_pending_hints(r.mux), 2);
+	mh_fail(r.f[1], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		struct smux_info info;
+
+		MH_LACKS(r.mem[i], "gone");
+		MH_OK(smux_backend_head(r.mem[i], &ctx, "dir/", &info, &err),
+		      &err);
+	}
+	rep_release(&r);
+}
+
+/* A replay never deletes for want of a source: with no healthy peer the
+ * hint stays. */
+static void test_handoff_without_peer(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "old", &err), &err);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "new", &err), &err);
+	/* r0 and r1 go down, r2 comes back (probed by the next write) */
+	mh_fail(r.f[0], true);
+	mh_fail(r.f[1], true);
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	MH_OK(mh_put(r.mux, "other", "x", &err), &err);
+	MH_HOLDS(r.mem[2], "other", "x");
+	/* r2's hint for k has no peer to copy from: it stays */
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 3);
+	MH_HOLDS(r.mem[2], "k", "old"); /* stale, but not deleted */
+	rep_release(&r);
+}
+
+static void test_crash_safety(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, true);
+	mh_fail(r.f[1], true);
+	MH_OK(mh_put(r.mux, "crash/k", "survives", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	/* "crash": the mux goes away with its hint pending */
+	smux_backend_unref(r.mux);
+	r.mux = NULL;
+	/* the new mux loads it (r1 still failing: its own replay attempts,
+	 * which start at once, cannot clear it) */
+	rep_mux(&r, "rep", SMUX_MODE_MIRROR, 0, false);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	mh_fail(r.f[1], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	assert_replicas_equal(&r, "crash/k", "survives");
+	rep_release(&r);
+}
+
+static void test_hint_superseded(void **state)
+{
+	struct smux_error err;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, true);
+	mh_fail(r.f[0], true);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	mh_fail(r.f[0], false);
+	rep_later(&r); /* r0's cooldown is over: the next write probes it */
+	MH_OK(mh_put(r.mux, "k", "v2", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	assert_replicas_equal(&r, "k", "v2");
+	rep_release(&r);
+}
+
+static void test_reads_avoid_stale(void **state)
+{
+	struct smux_error err;
+	struct rep r;
+	int rc;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "v0", &err), &err);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	MH_HOLDS(r.mem[2], "k", "v0");
+	/* r2 answers again (and fastest: the others are slowed down), but
+	 * holds the old version until repaired */
+	mh_fail(r.f[2], false);
+	for (int i = 0; i < 2; i++)
+		smux_faulty_set(r.f[i],
+				&(struct smux_faulty_opts){.latency_ms = 5});
+	rep_later(&r);
+	for (int i = 0; i < 20; i++) {
+		char *got = mh_get(r.mux, "k", &rc, &err);
+
+		MH_OK(rc, &err);
+		assert_string_equal(got, "v1");
+		free(got);
+	}
+	/* other keys still use r2 */
+	MH_OK(mh_put(r.mux, "fresh", "f", &err), &err);
+	MH_HOLDS(r.mem[2], "fresh", "f");
+	rep_release(&r);
+}
+
+/* Only one replica is both fresh and available: the read goes to it, not
+ * to an up replica that missed the key's last write. */
+static void test_single_fresh_replica(void **state)
+{
+	struct smux_faulty_opts put_refused = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct rep r;
+	char *got;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "v0", &err), &err);
+	mh_fail(r.f[0], true);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err); /* r0 misses it */
+	/* r0 answers again but refuses puts (so no replay fixes it), r2
+	 * fails; one read brings r0 back up and sends r2 down */
+	smux_faulty_set(r.f[0], &put_refused);
+	mh_fail(r.f[2], true);
+	mh_clock_set(&r.clk, atomic_load(&r.clk.now_ms) + 200);
+	smux_backend_head(r.mux, &ctx, "other", &info, &err);
+	for (int i = 0; i < 10; i++) {
+		got = mh_get(r.mux, "k", &rc, &err);
+		MH_OK(rc, &err);
+		assert_string_equal(got, "v1");
+		free(got);
+	}
+	MH_HOLDS(r.mem[0], "k", "v0");
+	rep_release(&r);
+}
+
+struct abort_arg {
+	struct smux_cancel *c;
+	struct smux_backend *mux;
+};
+
+static void *abort_later(void *arg)
+{
+	struct abort_arg *a = arg;
+
+	usleep(100 * 1000);
+	smux_cancel_fire(a->c, SMUX_CANCEL_ABORT);
+	return NULL;
+}
+
+/* A fan-out write the caller aborts after two replicas took it: not
+ * acknowledged, but the slow replica gets a hint. */
+static void test_aborted_fanout_hints(void **state)
+{
+	struct smux_faulty_opts slow = {.latency_ms = 2000};
+	struct smux_cancel token;
+	struct abort_arg aa;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct rep r;
+	pthread_t th;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	smux_faulty_set(r.f[2], &slow);
+	smux_cancel_init(&token);
+	smux_ctx_init(&ctx);
+	ctx.cancel[0] = &token;
+	aa.c = &token;
+	aa.mux = r.mux;
+	assert_int_equal(pthread_create(&th, NULL, abort_later, &aa), 0);
+	MH_ERR(smux_backend_put_buf(r.mux, &ctx, "k", "v", 1, &err), &err,
+	       SMUX_E_BACKEND_ABORTED);
+	pthread_join(th, NULL);
+	MH_HOLDS(r.mem[0], "k", "v");
+	MH_HOLDS(r.mem[1], "k", "v");
+	MH_LACKS(r.mem[2], "k");
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	smux_cancel_release(&token);
+	rep_release(&r);
+}
+
+/* A replica drained for maintenance misses writes; back in service it is
+ * repaired from its hints before it serves those keys. */
+static void test_drained_replica_hinted(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(smux_mux_drain(r.mux, "r2", &ctx, &err), &err);
+	MH_OK(mh_put(r.mux, "during", "drain", &err), &err);
+	MH_LACKS(r.mem[2], "during");
+	assert_int_equal(smux_faulty_calls(r.f[2]), 0);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	/* a drain is not a failure: no fanout-partial */
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL), 0);
+	MH_OK(smux_mux_undrain(r.mux, "r2", &err), &err);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	assert_replicas_equal(&r, "during", "drain");
+	rep_release(&r);
+}
+
+/* Every replica of a fan-out write stores one mtime, so all report one
+ * version token (size + mtime): after a put, a writer commit, a repair. */
+static void assert_one_version(struct rep *r, const char *key, const char *want)
+{
+	struct smux_info first, info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_head(r->mem[0], &ctx, key, &first, &err), &err);
+	for (int i = 1; i < 3; i++) {
+		MH_OK(smux_backend_head(r->mem[i], &ctx, key, &info, &err),
+		      &err);
+		assert_string_equal(info.etag, first.etag);
+		assert_int_equal(info.mtime_ns, first.mtime_ns);
+	}
+	assert_string_equal(want, first.etag);
+}
+
+static void test_replica_versions_agree(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(smux_backend_put_buf(r.mux, &ctx, "k", "v1", 2, &err), &err);
+	MH_OK(smux_backend_head(r.mux, &ctx, "k", &info, &err), &err);
+	assert_one_version(&r, "k", info.etag);
+
+	MH_OK(smux_backend_writer_open(r.mux, &ctx, "k", 0, &w, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "22", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, &info, &err), &err);
+	smux_writer_close(w);
+	assert_one_version(&r, "k", info.etag);
+
+	/* a replica that missed a write is repaired to the same version */
+	mh_fail(r.f[1], true);
+	MH_OK(smux_backend_put_buf(r.mux, &ctx, "k", "v3", 2, &err), &err);
+	mh_fail(r.f[1], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	MH_OK(smux_backend_head(r.mem[0], &ctx, "k", &info, &err), &err);
+	assert_one_version(&r, "k", info.etag);
+	rep_release(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shield_origin_fails),
+		cmocka_unit_test(test_shield_mirror_fails),
+		cmocka_unit_test(test_mirror_quorum),
+		cmocka_unit_test(test_hinted_handoff),
+		cmocka_unit_test(test_handoff_delete_and_marker),
+		cmocka_unit_test(test_handoff_without_peer),
+		cmocka_unit_test(test_crash_safety),
+		cmocka_unit_test(test_hint_superseded),
+		cmocka_unit_test(test_reads_avoid_stale),
+		cmocka_unit_test(test_single_fresh_replica),
+		cmocka_unit_test(test_aborted_fanout_hints),
+		cmocka_unit_test(test_drained_replica_hinted),
+		cmocka_unit_test(test_replica_versions_agree),
+	};
+
+	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);
+}

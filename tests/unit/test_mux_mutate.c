@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_mutate.c - runtime mutation (seed section 8): drain waits for
+ * in-flight calls and new requests skip the draining member, undrain,
+ * remove, add (and its name conflicts), set_weight (its checks, event and
+ * effect).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+
+struct slow_get {
+	struct smux_backend *mux;
+	int rc;
+	int64_t done_ns;
+	char *got;
+};
+
+static void *slow_get_main(void *arg)
+{
+	struct slow_get *g = arg;
+	struct smux_error err;
+
+	g->got = mh_get(g->mux, "k", &g->rc, &err);
+	g->done_ns = smux_now_ns();
+	return NULL;
+}
+
+static unsigned in_flight(struct smux_backend *mux, unsigned i)
+{
+	struct smux_mux_stats *s = smux_mux_stats(mux);
+	unsigned n;
+
+	assert_non_null(s);
+	n = s->backends[i].in_flight_count;
+	smux_mux_stats_free(s);
+	return n;
+}
+
+static enum smux_status status_of(struct smux_backend *mux, unsigned i)
+{
+	struct smux_mux_stats *s = smux_mux_stats(mux);
+	enum smux_status st;
+
+	assert_non_null(s);
+	st = s->backends[i].status;
+	smux_mux_stats_free(s);
+	return st;
+}
+
+static void test_drain_waits_for_in_flight(void **state)
+{
+	struct smux_faulty_opts slow = {.latency_ms = 300};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *mem = mh_memory("mem"), *f[2];
+	struct mh_events *ev = mh_events_new();
+	struct smux_event started, completed;
+	struct slow_get g = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int64_t t0, drained_ns;
+	unsigned long calls;
+	pthread_t th;
+	int rc;
+
+	(void)state;
+	o.events = ev->bus;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f[0] = mh_faulty("slow", mem, &slow);
+	f[1] = mh_faulty("other", mem, NULL);
+	g.mux = mh_mux("dr", &o, f, NULL, 2);
+	t0 = smux_now_ns();
+	assert_int_equal(pthread_create(&th, NULL, slow_get_main, &g), 0);
+	for (int i = 0; i < 2000 && in_flight(g.mux, 0) == 0; i++)
+		usleep(1000);
+	assert_int_equal(in_flight(g.mux, 0), 1);
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_drain(g.mux, "slow", &ctx, &err), &err);
+	drained_ns = smux_now_ns();
+	/* the get took its 300 ms on the member before drain returned */
+	assert_true(drained_ns - t0 >= 280 * MS_NS);
+	assert_int_equal(in_flight(g.mux, 0), 0);
+	pthread_join(th, NULL);
+	MH_OK(g.rc, NULL);
+	assert_string_equal(g.got, "v");
+	free(g.got);
+	assert_true(g.done_ns - t0 >= 280 * MS_NS);
+
+	assert_true(mh_events_last(ev, SMUX_EV_DRAIN_STARTED, &started));
+	assert_string_equal(started.name, "slow");
+	assert_int_equal(started.in_flight, 1);
+	assert_true(mh_events_last(ev, SMUX_EV_DRAIN_COMPLETED, &completed));
+	assert_string_equal(completed.name, "slow");
+	assert_true(completed.drained_duration_ms >= 200);
+
+	/* new requests skip it; it stays listed as draining */
+	assert_int_equal(status_of(g.mux, 0), SMUX_STATUS_DRAINING);
+	calls = smux_faulty_calls(f[0]);
+	for (int i = 0; i < 10; i++) {
+		free(mh_get(g.mux, "k", &rc, &err));
+		MH_OK(rc, &err);
+		MH_OK(mh_put(g.mux, "k2", "x", &err), &err);
+	}
+	assert_int_equal(smux_faulty_calls(f[0]), calls);
+	assert_int_equal(smux_faulty_calls(f[1]), 20);
+
+	/* undrain puts it back first in line */
+	MH_OK(smux_mux_undrain(g.mux, "slow", &err), &err);
+	assert_int_equal(status_of(g.mux, 0), SMUX_STATUS_UP);
+	free(mh_get(g.mux, "k", &rc, &err));
+	MH_OK(rc, &err);
+	assert_int_equal(smux_faulty_calls(f[0]), calls + 1);
+	MH_ERR(smux_mux_drain(g.mux, "nobody", &ctx, &err), &err,
+	       SMUX_E_BACKEND_NOT_FOUND);
+
+	smux_backend_unref(g.mux);
+	smux_backend_unref(f[0]);
+	smux_backend_unref(f[1]);
+	smux_backend_unref(mem);
+	mh_events_free(ev);
+}
+
+/* A drain whose caller gives up: BACKEND_ABORTED, the member stays
+ * draining (and skipped) until the in-flight call ends. */
+static void test_drain_aborted(void **state)
+{
+	struct smux_faulty_opts slow = {.latency_ms = 300};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *mem = mh_memory("mem"), *f[2];
+	struct slow_get g = {0};
+	struct smux_cancel token;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	pthread_t th;
+
+	(void)state;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f[0] = mh_faulty("slow", mem, &slow);
+	f[1] = mh_faulty("other", mem, NULL);
+	g.mux = mh_mux("dr", &o, f, NULL, 2);
+	assert_int_equal(pthread_create(&th, NULL, slow_get_main, &g), 0);
+	for (int i = 0; i < 2000 && in_flight(g.mux, 0) == 0; i++)
+		usleep(1000);
+	smux_cancel_init(&token);
+	smux_cancel_fire(&token, SMUX_CANCEL_ABORT);
+	smux_ctx_init(&ctx);
+	ctx.cancel[0] = &token;
+	MH_ERR(smux_mux_drain(g.mux, "slow", &ctx, &err), &err,
+	       SMUX_E_BACKEND_ABORTED);
+	assert_int_equal(status_of(g.mux, 0), SMUX_STATUS_DRAINING);
+	pthread_join(th, NULL);
+	MH_OK(g.rc, NULL);
+	free(g.got);
+	smux_cancel_release(&token);
+	smux_backend_unref(g.mux);
+	smux_backend_unref(f[0]);
+	smux_backend_unref(f[1]);
+	smux_backend_unref(mem);
+}
+
+static void test_remove(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR};
+	struct smux_backend *m[3], *mux;
+	struct mh_events *ev = mh_events_new();
+	struct smux_mux_stats *st;
+	struct smux_event last;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char name[32];
+
+	(void)state;
+	o.events = ev->bus;
+	smux_ctx_init(&ctx);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		m[i] = mh_memory(name);
+	}
+	mux = mh_mux("rm", &o, m, NULL, 3);
+	MH_OK(smux_mux_remove(mux, "m1", &ctx, &err), &err);
+	assert_int_equal(mh_events_count(ev, SMUX_EV_DRAIN_STARTED), 1);
+	assert_int_equal(mh_events_count(ev, SMUX_EV_DRAIN_COMPLETED), 1);
+	assert_true(mh_events_last(ev, SMUX_EV_BACKEND_REMOVED, &last));
+	assert_string_equal(last.name, "m1");
+	st = smux_mux_stats(mux);
+	assert_non_null(st);
+	assert_int_equal(st->n_backends, 2);
+	assert_string_equal(st->backends[0].name, "m0");
+	assert_string_equal(st->backends[1].name, "m2");
+	smux_mux_stats_free(st);
+	/* writes no longer reach it, and it got no hint either */
+	MH_OK(mh_put(mux, "after", "x", &err), &err);
+	MH_HOLDS(m[0], "after", "x");
+	MH_HOLDS(m[2], "after", "x");
+	MH_LACKS(m[1], "after");
+	assert_int_equal(smux_mux_pending_hints(mux), 0);
+	MH_ERR(smux_mux_remove(mux, "m1", &ctx, &err), &err,
+	       SMUX_E_BACKEND_NOT_FOUND);
+	/* the mux dropped its reference: ours is the last one */
+	assert_int_equal(atomic_load(&m[1]->refs), 1);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++)
+		smux_backend_unref(m[i]);
+	mh_events_free(ev);
+}
+
+static void test_add(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *mem = mh_memory("mem"), *f, *extra, *dup, *mux;
+	struct mh_events *ev = mh_events_new();
+	struct smux_mux_member m = {0};
+	struct smux_event last;
+	struct smux_error err;
+	char *got;
+	int rc;
+
+	(void)state;
+	o.events = ev->bus;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f = mh_faulty("first", mem, NULL);
+	mh_fail(f, true);
+	mux = mh_mux("add", &o, &f, NULL, 1);
+	assert_null(mh_get(mux, "k", &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+
+	extra = mh_faulty("second", mem, NULL);
+	m.backend = extra;
+	m.has_weight = true;
+	m.weight = 2.5;
+	MH_OK(smux_mux_add(mux, &m, &err), &err);
+	assert_true(mh_events_last(ev, SMUX_EV_BACKEND_ADDED, &last));
+	assert_string_equal(last.name, "second");
+	assert_true(last.has_weight);
+	assert_true(last.weight == 2.5);
+	got = mh_get(mux, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v");
+	free(got);
+	assert_int_equal(smux_faulty_calls(extra), 1);
+
+	/* a second backend of the same name is refused */
+	dup = mh_memory("second");
+	m.backend = dup;
+	MH_ERR(smux_mux_add(mux, &m, &err), &err, SMUX_E_BACKEND_NAME_CONFLICT);
+	m.has_weight = true;
+	m.weight = -1;
+	m.backend = mh_memory("third");
+	MH_ERR(smux_mux_add(mux, &m, &err), &err, SMUX_E_INVALID_WEIGHT);
+	smux_backend_unref(m.backend);
+	assert_int_equal(mh_events_count(ev, SMUX_EV_BACKEND_ADDED), 1);
+	smux_backend_unref(dup);
+	smux_backend_unref(mux);
+	smux_backend_unref(extra);
+	smux_backend_unref(f);
+	smux_backend_unref(mem);
+	mh_events_free(ev);
+}
+
+static void test_set_weight(void **state)
+{
+	static const double w[3] = {1, 1, 1};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_WEIGHTED};
+	struct smux_backend *mem = mh_memory("mem"), *f[3], *mux;
+	struct mh_events *ev = mh_events_new();
+	struct smux_mux_stats *st;
+	struct smux_event last;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	unsigned long before;
+	char name[32];
+
+	(void)state;
+	o.events = ev->bus;
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "w%d", i);
+		f[i] = mh_faulty(name, mem, NULL);
+	}
+	mux = mh_mux("sw", &o, f, w, 3);
+	MH_ERR(smux_mux_set_weight(mux, "w0", -1, &err), &err,
+	       SMUX_E_INVALID_WEIGHT);
+	MH_ERR(smux_mux_set_weight(mux, "w0", NAN, &err), &err,
+	       SMUX_E_INVALID_WEIGHT);
+	MH_ERR(smux_mux_set_weight(mux, "w0", INFINITY, &err), &err,
+	       SMUX_E_INVALID_WEIGHT);
+	MH_ERR(smux_mux_set_weight(mux, "nobody", 1, &err), &err,
+	       SMUX_E_BACKEND_NOT_FOUND);
+	assert_int_equal(mh_events_count(ev, SMUX_EV_WEIGHT_CHANGED), 0);
+
+	MH_OK(smux_mux_set_weight(mux, "w0", 0, &err), &err);
+	assert_true(mh_events_last(ev, SMUX_EV_WEIGHT_CHANGED, &last));
+	assert_string_equal(last.name, "w0");
+	assert_true(last.weight_from == 1);
+	assert_true(last.weight_to == 0);
+	st = smux_mux_stats(mux);
+	assert_non_null(st);
+	assert_true(st->backends[0].has_weight);
+	assert_true(st->backends[0].weight == 0);
+	smux_mux_stats_free(st);
+	before = smux_faulty_calls(f[0]);
+	for (int i = 0; i < 1000; i++)
+		MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_int_equal(smux_faulty_calls(f[0]), before);
+
+	/* and back: it is drawn again */
+	MH_OK(smux_mux_set_weight(mux, "w0", 8, &err), &err);
+	for (int i = 0; i < 1000; i++)
+		MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_in_range(smux_faulty_calls(f[0]) - before, 700, 900);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++)
+		smux_backend_unref(f[i]);
+	smux_backend_unref(mem);
+	mh_events_free(ev);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_drain_waits_for_in_flight),
+		cmocka_unit_test(test_drain_aborted),
+		cmocka_unit_test(test_remove),
+		cmocka_unit_test(test_add),
+		cmocka_unit_test(test_set_weight),
+	};
+
+	return cmocka_run_group_tests_name("mux mutation", tests, NULL, NULL);
+}
