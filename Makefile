@@ -75,7 +75,7 @@ CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
-.PHONY: all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
+.PHONY: bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -118,6 +118,12 @@ BENCH_CORE := $(OUT)/bench/bench_core
 $(BENCH_CORE): $(OUT)/obj/tests/bench/bench_core.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
+
+# smuxfs against a plain directory, mergerfs and unionfs-fuse, side by
+# side in one run (tests/bench/fs_bench.sh; it installs the peers itself).
+bench: deps
+	$(MAKE) VARIANT=normal all
+	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/fs_bench.sh
 
 # Selection cost per mode and mux throughput (see tests/bench/bench_core.c).
 bench-core: deps

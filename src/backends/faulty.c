@@ -312,6 +312,32 @@ static int faultyb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_copy(fb->inner, ctx, src, dst, err);
 }
 
+/* rename and setattr are faulted as copies (they write two keys' worth)
+ * and forwarded so the inner backend's own semantics show through. */
+static int faultyb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *src, const char *dst,
+			  struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_rename(fb->inner, ctx, src, dst, err);
+}
+
+static int faultyb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, const struct smux_setattr *attr,
+			   struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_setattr(fb->inner, ctx, key, attr, err);
+}
+
 static int faultyb_healthcheck(struct smux_backend *b,
 			       const struct smux_ctx *ctx,
 			       struct smux_error *err)
@@ -474,6 +500,8 @@ static const struct smux_backend_ops faultyb_ops = {
 	.head = faultyb_head,
 	.list = faultyb_list,
 	.copy = faultyb_copy,
+	.rename = faultyb_rename,
+	.setattr = faultyb_setattr,
 	.healthcheck = faultyb_healthcheck,
 	.statfs = faultyb_statfs,
 	.writer_open = faultyb_writer_open,

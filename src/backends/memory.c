@@ -640,8 +640,10 @@ static int memb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 		const struct memb_entry *e = &m->ents[i];
 
 		blob = memb_blob_ref(e->blob);
+		/* keep mode and mtime, as the file backend, mv and
+		 * replicas copying the same source do */
 		rc = memb_insert_locked(m, &key_owned, blob, e->mode,
-					memb_now_real_ns(), NULL, &old);
+					e->mtime_ns, NULL, &old);
 		if (rc < 0)
 			memb_blob_unref(blob);
 	} else {

@@ -203,6 +203,7 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc)
 		goto out_close;
 	opts.mode = info.mode & 07777;
+	opts.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
 	smux_source_fd(&source, fd, 0, sink.written);
 	rc = b->ops->put(b, ctx, dst, &source, &opts, NULL, err);
 out_close:

@@ -918,6 +918,7 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
 	if (rc == 0) {
 		po.mode = info.mode & 07777;
+		po.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
 		smux_source_fd(&source, fd, 0, sink.written);
 		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
 	}
@@ -934,6 +935,55 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (mux->mode == SMUX_MODE_STICKY)
 		return copy_through(b, ctx, src, dst, err);
 	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "copy", err);
+}
+
+/*
+ * Rename: the members rename in the mode's write pattern (every replica in
+ * shield and mirror, with hints for the ones that miss it); sticky-by-key
+ * moves the object through the mux, since the two keys may live on two
+ * shards.
+ */
+static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_RENAME,
+		.key = src,
+		.key2 = dst,
+	};
+	int rc;
+
+	if (mux->mode == SMUX_MODE_STICKY) {
+		rc = copy_through(b, ctx, src, dst, err);
+		return rc ? rc : mux_del(b, ctx, src, err);
+	}
+	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename", err);
+}
+
+/* Attributes change where the object is: every replica in shield and
+ * mirror; the shard that holds the key in sticky-by-key. */
+static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_setattr *attr,
+		       struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_SETATTR,
+		.key = key,
+		.setattr = attr,
+	};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	if (mux->mode != SMUX_MODE_STICKY)
+		return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT,
+					"setattr", err);
+	rc = op_enter(mux, ctx, &child, "setattr", key, "selected", &span, err);
+	if (rc == 0)
+		rc = smux__exec_find(mux, &child, &call, span, err);
+	return (int)op_leave(mux, span, rc, err);
 }
 
 static int mux_list(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -1009,6 +1059,8 @@ static const struct smux_backend_ops mux_ops = {
 	.head = mux_head,
 	.list = mux_list,
 	.copy = mux_copy,
+	.rename = mux_rename,
+	.setattr = mux_setattr,
 	.healthcheck = mux_healthcheck,
 	.statfs = mux_statfs,
 	.writer_open = smux__mux_writer_open,

@@ -741,7 +741,11 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, enum smux__hint_kind kind,
 		       struct smux_span *span, struct smux_error *err)
 {
-	const char *key = call->op == SMUX__OP_COPY ? call->key2 : call->key;
+	/* the key a write leaves behind: a copy's or rename's destination */
+	const char *key =
+		(call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME)
+			? call->key2
+			: call->key;
 	struct mux_view *v = smux__view_get(mux);
 	struct mux_member *ms[FANOUT_MAX];
 	struct smux__call calls[FANOUT_MAX];
@@ -835,6 +839,16 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			*err = errs[i];
 			smux__view_put(v);
 			return -err->e.sys_errno;
+		}
+	}
+	/* a replica that missed a rename still holds the source: besides the
+	 * destination's hint (the policy's), it gets one to delete it */
+	if (call->op == SMUX__OP_RENAME && info_from >= 0) {
+		rc = record_hints(mux, call->key, SMUX__HINT_DEL, ms, ok, n,
+				  err);
+		if (rc) {
+			smux__view_put(v);
+			return rc;
 		}
 	}
 	rc = smux__fanout_policy(mux, key, kind, ms, ok, errs, n, err);

@@ -455,12 +455,19 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 				       err);
 			if (rc || live(mw, 0))
 				break;
-			if (smux_classify(&mw->s[0]->err.e) !=
-			    SMUX_OUTCOME_TRANSIENT)
+			enum smux_outcome o = smux_classify(&mw->s[0]->err.e);
+
+			if (o != SMUX_OUTCOME_TRANSIENT &&
+			    o != SMUX_OUTCOME_TIMEOUT)
 				break;
-			/* try the next member */
-			pthread_mutex_destroy(&mw->s[0]->lock);
-			free(mw->s[0]);
+			/* try the next member; after a timeout the stuck open
+			 * may still hold the sub's lock: leak it (as
+			 * mw_close does) rather than free it under the
+			 * worker */
+			if (o != SMUX_OUTCOME_TIMEOUT) {
+				pthread_mutex_destroy(&mw->s[0]->lock);
+				free(mw->s[0]);
+			}
 			smux__member_put(mw->m[0]);
 			mw->n = 0;
 		}

@@ -155,6 +155,10 @@ void conf_test_writer_reopen(void **state);
 void conf_test_concurrent_same_key(void **state);
 void conf_test_concurrent_keys(void **state);
 
+/* conformance_attr.c */
+void conf_test_rename(void **state);
+void conf_test_setattr(void **state);
+
 /* conformance_large.c */
 void conf_test_large_object(void **state);
 

@@ -193,11 +193,6 @@ void conf_test_large_object(void **state)
 	double put_s, get_s;
 	int64_t t0;
 
-	if (env->fx->flags & CONF_F_NO_LARGE) {
-		print_message("  %s: no 1 GiB objects (fixture flag)\n",
-			      env->fx->name);
-		skip();
-	}
 	/* Single-threaded, so TSan has nothing to find here, while its
 	 * shadow (measured: 4 extra bytes per byte kept) and its slowness
 	 * (a minute per GiB) would only measure TSan. */

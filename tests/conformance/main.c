@@ -45,6 +45,8 @@ static const struct CMUnitTest conf_tests[] = {
 	CONF_TEST(conf_test_writer_reopen),
 	CONF_TEST(conf_test_concurrent_same_key),
 	CONF_TEST(conf_test_concurrent_keys),
+	CONF_TEST(conf_test_rename),
+	CONF_TEST(conf_test_setattr),
 	CONF_TEST(conf_test_large_object),
 };
 
@@ -53,6 +55,7 @@ int main(void)
 	const char *only = getenv("SMUX_CONF_FIXTURE");
 	struct CMUnitTest tests[sizeof(conf_tests) / sizeof(conf_tests[0])];
 	int failed = 0, ran = 0;
+	size_t n;
 
 	for (size_t f = 0; f < conf_fixture_count; f++) {
 		const struct conf_fixture *fx = &conf_fixtures[f];
@@ -63,11 +66,19 @@ int main(void)
 		print_message("[==========] conformance fixture: %s\n",
 			      fx->name);
 		/* Each test's setup receives its fixture as initial state. */
-		memcpy(tests, conf_tests, sizeof(tests));
-		for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-			tests[i].initial_state = (void *)fx;
-		failed += cmocka_run_group_tests_name(fx->name, tests, NULL,
-						      NULL);
+		n = 0;
+		for (size_t i = 0;
+		     i < sizeof(conf_tests) / sizeof(conf_tests[0]); i++) {
+			/* a fixture out of the large case's scope does not
+			 * register it (registry.c says why), rather than skip */
+			if ((fx->flags & CONF_F_NO_LARGE) &&
+			    conf_tests[i].test_func == conf_test_large_object)
+				continue;
+			tests[n] = conf_tests[i];
+			tests[n++].initial_state = (void *)fx;
+		}
+		failed +=
+			_cmocka_run_group_tests(fx->name, tests, n, NULL, NULL);
 		ran++;
 	}
 	if (!ran) {

@@ -127,7 +127,8 @@ static void test_etag_versions(void **state)
 	assert_string_not_equal(e1, e2);
 	assert_int_equal(smux_backend_copy(b, NULL, "x", "z", &err), 0);
 	etag_of(b, "z", e3);
-	assert_string_not_equal(e2, e3);
+	/* a copy keeps mtime and content: the same version token */
+	assert_string_equal(e2, e3);
 	assert_int_equal(smux_backend_writer_open(b, NULL, "x", 0, &w, &err),
 			 0);
 	assert_int_equal(smux_writer_commit(w, NULL, NULL, NULL, &err), 0);

@@ -1,0 +1,515 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# fs_bench.sh - `make bench`: the same file workloads on smuxfs and its peers
+# in one run, with medians and speed ratios (DESIGN section 7: "every claim
+# is a benchmark that runs the same workload on smuxfs and its peers").
+#
+# Systems (columns), all over directories of ONE filesystem (BENCH_DIR):
+#   plain           the directory itself, no FUSE
+#   smuxfs-1        smuxfs with one file backend, its default mount options
+#   smuxfs-mirror2  smuxfs, mode=mirror over two file backends
+#   mergerfs        mergerfs over ONE directory: the fair peer of smuxfs-1
+#                   (a one-branch union is a plain passthrough, as is a
+#                   one-backend smuxfs; mergerfs has no mirror mode, so there
+#                   is no mergerfs peer for smuxfs-mirror2). Options are its
+#                   man page's "BASIC SETUP" performance set (see MERGERFS_OPTS
+#                   below); override with BENCH_MERGERFS_OPTS.
+#   unionfs         unionfs-fuse over one directory, -o cow (its usual use),
+#                   otherwise defaults; override with BENCH_UNIONFS_OPTS.
+# Peers run as they ship: the bench does not raise their read-ahead; set
+# BENCH_PEER_READAHEAD_KB to give every FUSE peer that read-ahead (the mount's
+# /sys/class/bdi/*/read_ahead_kb) if you want to compare the daemons alone.
+#
+# Workloads (rows); throughput rows in MB/s (1 MB = 2^20 bytes, higher is
+# better), file-tree rows in seconds (lower is better):
+#   seq-write-fsync  dd a precomputed random file (page-cache warm, so only
+#                    the destination is measured) into the mount, bs=1M,
+#                    conv=fsync
+#   seq-read-cold    dd that file back to /dev/null, bs=1M, after an
+#                    unmount/remount of the FUSE system and sync+drop_caches
+#   untar            tar -xf of 2,000 random 4 KiB files (20 dirs x 100)
+#   ls-lR            ls -lR of that tree
+#   cat-all          cat every file of the tree to /dev/null
+#   rm-r             rm -r of the tree
+# Every timed step starts after a sync. seq-write-fsync first reads its
+# source into the page cache; seq-read-cold unmounts and remounts the FUSE
+# system and drops the page cache (sync; echo 3 > /proc/sys/vm/drop_caches),
+# so the file comes from the disk through the system. The file-tree rows
+# remount the FUSE system (its dentries, attributes and pages are gone) and
+# warm the BACKING directories (ls -lR, plus the file data for cat-all), so
+# they measure what each layer costs over warm storage (for plain: the warm
+# kernel path) with the disk out of the picture. Cold-disk metadata and the
+# fresh pages after a drop_caches vary by seconds on this guest and would
+# drown the per-request costs these rows are meant to show.
+#
+# Order: for each repetition, for each workload, the systems run round-robin
+# in column order (A B C D E, A B C D E, ...), so background noise of this
+# guest (notes/fuse-performance-here.md item 7) spreads over all of them.
+# Reported: the median of the repetitions and speed ratios of smuxfs-1
+# against plain, mergerfs and unionfs, where >1.00 means smuxfs-1 is FASTER
+# (MB/s over MB/s, or the peer's seconds over smuxfs-1's seconds).
+#
+# Environment:
+#   BENCH_REPS=5           repetitions
+#   BENCH_SIZE_MB=512      size of the sequential file
+#   BENCH_FILES=2000       files in the tree (4 KiB each)
+#   BENCH_DIR=/var/tmp     where the scratch directory is made (one fs)
+#   BENCH_SYSTEMS="plain smuxfs-1 smuxfs-mirror2 mergerfs unionfs"
+#   BENCH_WORKLOADS="seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r"
+#                          (a subset runs in this order; seq-read-cold reads
+#                          what seq-write-fsync wrote, ls-lR, cat-all and
+#                          rm-r need the tree untar made)
+#   BENCH_SMUXFS=build/smuxfs (of this tree), BENCH_SMUXFS_OPTS (extra -o,
+#                          default none: smuxfs runs with its defaults)
+#   BENCH_MERGERFS_OPTS, BENCH_UNIONFS_OPTS, BENCH_PEER_READAHEAD_KB
+#   BENCH_KEEP=1           keep the scratch directory
+#   BENCH_RAW=FILE         also write every sample as TSV to FILE
+#
+# Dependencies: mergerfs and unionfs-fuse are installed here, with apt-get,
+# when missing. They are bench-only dependencies on purpose: `make check`
+# and scripts/install-deps.sh do not install them.
+#
+# Needs root (drop_caches, apt-get). Always unmounts what it mounted (trap);
+# every mount and unmount runs under a timeout.
+set -euo pipefail
+shopt -s inherit_errexit
+
+REPS=${BENCH_REPS:-5}
+SIZE_MB=${BENCH_SIZE_MB:-512}
+NFILES=${BENCH_FILES:-2000}
+read -r -a SYSTEMS <<<"${BENCH_SYSTEMS:-plain smuxfs-1 smuxfs-mirror2 mergerfs unionfs}"
+SMUXFS=${BENCH_SMUXFS:-$(dirname "$0")/../../build/smuxfs}
+SMUXFS_OPTS=${BENCH_SMUXFS_OPTS:-}
+MERGERFS_OPTS=${BENCH_MERGERFS_OPTS:-use_ino,cache.files=off,dropcacheonclose=true,category.create=mfs}
+UNIONFS_OPTS=${BENCH_UNIONFS_OPTS:-cow}
+PEER_RA_KB=${BENCH_PEER_READAHEAD_KB:-}
+MOUNT_TIMEOUT=30
+read -r -a WORKLOADS <<<"${BENCH_WORKLOADS:-seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r}"
+
+die() {
+	echo "fs_bench: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "needs root (drop_caches, apt-get, mounts)"
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS=$REPS: not a positive integer"
+[[ "$SIZE_MB" =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZE_MB=$SIZE_MB: not a positive integer"
+[[ "$NFILES" =~ ^[1-9][0-9]*$ ]] || die "BENCH_FILES=$NFILES: not a positive integer"
+[ -e /dev/fuse ] || die "/dev/fuse is missing"
+
+has_system() {
+	local s
+	for s in "${SYSTEMS[@]}"; do [ "$s" = "$1" ] && return 0; done
+	return 1
+}
+
+for s in "${SYSTEMS[@]}"; do
+	case $s in
+	plain | smuxfs-1 | smuxfs-mirror2 | mergerfs | unionfs) ;;
+	*) die "BENCH_SYSTEMS: unknown system \"$s\"" ;;
+	esac
+done
+for w in "${WORKLOADS[@]}"; do
+	case $w in
+	seq-write-fsync | seq-read-cold | untar | ls-lR | cat-all | rm-r) ;;
+	*) die "BENCH_WORKLOADS: unknown workload \"$w\"" ;;
+	esac
+done
+has_workload() {
+	local w
+	for w in "${WORKLOADS[@]}"; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+
+# --- bench-only dependencies -------------------------------------------------
+
+install_peers() {
+	local missing=()
+	has_system mergerfs && ! command -v mergerfs >/dev/null && missing+=(mergerfs)
+	has_system unionfs && ! command -v unionfs >/dev/null && missing+=(unionfs-fuse)
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "fs_bench: installing ${missing[*]} (bench-only dependencies)" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${missing[@]}" >/dev/null ||
+		{ apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+			apt-get -o DPkg::Lock::Timeout=300 install -y -qq "${missing[@]}" >/dev/null; } ||
+		die "apt-get install ${missing[*]} failed"
+}
+install_peers
+for t in tar dd timeout mountpoint; do
+	command -v $t >/dev/null || die "$t is missing"
+done
+if has_system smuxfs-1 || has_system smuxfs-mirror2; then
+	[ -x "$SMUXFS" ] || die "$SMUXFS is not built (make build/smuxfs)"
+	SMUXFS=$(realpath "$SMUXFS")
+fi
+
+# --- scratch area and mounts -------------------------------------------------
+
+BASE=$(mktemp -d "${BENCH_DIR:-/var/tmp}/smuxfs-bench.XXXXXX")
+MOUNTED=()
+
+# The daemon serving each mount point, to wait for its exit on unmount:
+# umount(8) returns before the daemon has exited, and a daemon that is
+# still shutting down may hold state that a remount needs (smuxfs's hint
+# journal lock, for one).
+declare -A DAEMON_PID
+
+daemon_pid_of() {
+	ps -eo pid=,args= | awk -v m="$1" '{ for (i = 2; i <= NF; i++)
+		if ($i == m) { print $1; exit } }'
+}
+
+wait_daemon_exit() {
+	local pid=${DAEMON_PID[$1]:-} i
+	[ -n "$pid" ] || return 0
+	for ((i = 0; i < 200; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null &&
+		echo "fs_bench: daemon $pid of $1 still running 20s after unmount" >&2
+	unset "DAEMON_PID[$1]"
+	return 0
+}
+
+unmount_one() {
+	local mnt=$1 i
+	mountpoint -q "$mnt" || { wait_daemon_exit "$mnt"; return 0; }
+	for i in 1 2 3; do
+		timeout 20 umount "$mnt" 2>/dev/null && break
+		sleep 1
+	done
+	if mountpoint -q "$mnt"; then
+		echo "fs_bench: $mnt busy, lazy unmount" >&2
+		timeout 20 umount -l "$mnt" || true
+	fi
+	wait_daemon_exit "$mnt"
+	return 0
+}
+
+cleanup() {
+	local rc=$? m
+	for m in "${MOUNTED[@]}"; do unmount_one "$m"; done
+	if [ "${BENCH_KEEP:-0}" = 1 ]; then
+		echo "fs_bench: kept $BASE" >&2
+	else
+		# Never delete below a directory that is still a mount point.
+		if ! grep -q " $BASE/" /proc/mounts; then rm -rf "$BASE"; fi
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mnt_of() { echo "$BASE/mnt/$1"; }
+
+# The directories that hold a system's files (the FUSE system's branches).
+backing_of() {
+	case $1 in
+	plain) echo "$BASE/plain" ;;
+	smuxfs-1) echo "$BASE/smux1/a" ;;
+	smuxfs-mirror2) echo "$BASE/smux2/a $BASE/smux2/b" ;;
+	mergerfs) echo "$BASE/merger/a" ;;
+	unionfs) echo "$BASE/union/a" ;;
+	esac
+}
+
+# warm_backing SYSTEM [data]: loads the backing tree's metadata (and file
+# data with "data") into the page cache, without touching the mount.
+warm_backing() {
+	local d
+	for d in $(backing_of "$1"); do
+		[ -d "$d/tree" ] || continue
+		ls -lR "$d/tree" >/dev/null
+		if [ "${2:-}" = data ]; then
+			find "$d/tree" -type f -exec cat {} + >/dev/null
+		fi
+	done
+}
+
+# The directory each workload runs in.
+dir_of() {
+	case $1 in
+	plain) echo "$BASE/plain" ;;
+	*) mnt_of "$1" ;;
+	esac
+}
+
+write_configs() {
+	mkdir -p "$BASE"/{plain,smux1/a,smux2/a,smux2/b,merger/a,union/a}
+	mkdir -p "$BASE"/smux1/{cache,state} "$BASE"/smux2/{cache,state}
+	cat >"$BASE/smux1/smuxfs.conf" <<EOF
+[mount]
+root = a
+cache_dir = $BASE/smux1/cache
+state_dir = $BASE/smux1/state
+
+[backend a]
+type = file
+path = $BASE/smux1/a
+EOF
+	cat >"$BASE/smux2/smuxfs.conf" <<EOF
+[mount]
+root = m
+cache_dir = $BASE/smux2/cache
+state_dir = $BASE/smux2/state
+
+[mux m]
+mode = mirror
+backends = a b
+
+[backend a]
+type = file
+path = $BASE/smux2/a
+
+[backend b]
+type = file
+path = $BASE/smux2/b
+EOF
+}
+
+set_readahead() {
+	local mnt=$1 kb=$2 dev
+	dev=$(mountpoint -d "$mnt")
+	echo "$kb" >"/sys/class/bdi/$dev/read_ahead_kb" 2>/dev/null ||
+		echo "fs_bench: cannot set read_ahead_kb of $mnt" >&2
+}
+
+mount_system() {
+	local s=$1 mnt i
+	[ "$s" = plain ] && return 0
+	mnt=$(mnt_of "$s")
+	mkdir -p "$mnt"
+	mountpoint -q "$mnt" && return 0
+	MOUNTED+=("$mnt")
+	case $s in
+	smuxfs-1 | smuxfs-mirror2)
+		local cfg=$BASE/smux1/smuxfs.conf
+		[ "$s" = smuxfs-mirror2 ] && cfg=$BASE/smux2/smuxfs.conf
+		timeout $MOUNT_TIMEOUT "$SMUXFS" "$cfg" "$mnt" \
+			${SMUXFS_OPTS:+-o "$SMUXFS_OPTS"} ||
+			die "mounting $s failed (rc $?)"
+		;;
+	mergerfs)
+		timeout $MOUNT_TIMEOUT mergerfs -o "$MERGERFS_OPTS" \
+			"$BASE/merger/a" "$mnt" || die "mounting mergerfs failed"
+		;;
+	unionfs)
+		timeout $MOUNT_TIMEOUT unionfs -o "$UNIONFS_OPTS" \
+			"$BASE/union/a=RW" "$mnt" || die "mounting unionfs failed"
+		;;
+	esac
+	for i in $(seq 1 $((MOUNT_TIMEOUT * 10))); do
+		mountpoint -q "$mnt" && break
+		sleep 0.1
+	done
+	mountpoint -q "$mnt" || die "$s: $mnt is not mounted after ${MOUNT_TIMEOUT}s"
+	DAEMON_PID[$mnt]=$(daemon_pid_of "$mnt")
+	if [ -n "$PEER_RA_KB" ] && [[ "$s" != smuxfs-* ]]; then
+		set_readahead "$mnt" "$PEER_RA_KB"
+	fi
+}
+
+remount_system() {
+	[ "$1" = plain ] && return 0
+	unmount_one "$(mnt_of "$1")"
+	mount_system "$1"
+}
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# --- inputs, made once --------------------------------------------------------
+
+make_inputs() {
+	echo "fs_bench: making a ${SIZE_MB} MiB random file and a tar of $NFILES x 4 KiB" >&2
+	dd if=/dev/urandom of="$BASE/src.bin" bs=1M count="$SIZE_MB" status=none
+	local t=$BASE/treesrc i d
+	mkdir -p "$t/tree"
+	for ((i = 0; i < NFILES; i++)); do
+		d=$t/tree/d$((i / 100))
+		[ -d "$d" ] || mkdir "$d"
+		head -c 4096 /dev/urandom >"$d/f$i"
+	done
+	tar -C "$t" -cf "$BASE/tree.tar" tree
+	rm -rf "$t"
+}
+
+# --- workloads ----------------------------------------------------------------
+
+now() { echo "$EPOCHREALTIME"; }
+
+# Untimed set-up when a subset of the workloads runs (BENCH_WORKLOADS).
+need_big() { [ -f "$1/big" ] || dd if="$BASE/src.bin" of="$1/big" bs=1M conv=fsync status=none; }
+need_tree() { [ -d "$1/tree" ] || tar -C "$1" -xf "$BASE/tree.tar"; }
+
+# run_workload SYSTEM WORKLOAD REP: prints the sample (MB/s or seconds).
+run_workload() {
+	local s=$1 w=$2 rep=$3 dir t0 t1 n
+	dir=$(dir_of "$s")
+	case $w in
+	seq-write-fsync)
+		rm -f "$dir/big"
+		sync
+		cat "$BASE/src.bin" >/dev/null
+		t0=$(now)
+		dd if="$BASE/src.bin" of="$dir/big" bs=1M conv=fsync status=none
+		t1=$(now)
+		echo "$SIZE_MB $t0 $t1" | awk '{ printf "%.1f\n", $1 / ($3 - $2) }'
+		;;
+	seq-read-cold)
+		need_big "$dir"
+		remount_system "$s"
+		drop_caches
+		t0=$(now)
+		dd if="$dir/big" of=/dev/null bs=1M status=none
+		t1=$(now)
+		echo "$SIZE_MB $t0 $t1" | awk '{ printf "%.1f\n", $1 / ($3 - $2) }'
+		# Check the bytes once, untimed: a fast wrong read is no result.
+		if [ "$rep" = 1 ]; then
+			cmp -s "$BASE/src.bin" "$dir/big" ||
+				die "$s: $dir/big differs from what was written"
+		fi
+		rm -f "$dir/big"
+		;;
+	untar)
+		rm -rf "$dir/tree"
+		sync
+		remount_system "$s"
+		cat "$BASE/tree.tar" >/dev/null
+		t0=$(now)
+		tar -C "$dir" -xf "$BASE/tree.tar"
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		n=$(find "$dir/tree" -type f | wc -l)
+		[ "$n" -eq "$NFILES" ] || die "$s: untar left $n files, not $NFILES"
+		;;
+	ls-lR)
+		need_tree "$dir"
+		sync
+		remount_system "$s"
+		warm_backing "$s"
+		t0=$(now)
+		ls -lR "$dir/tree" >/dev/null
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		;;
+	cat-all)
+		need_tree "$dir"
+		sync
+		remount_system "$s"
+		warm_backing "$s" data
+		t0=$(now)
+		find "$dir/tree" -type f -exec cat {} + >/dev/null
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		;;
+	rm-r)
+		need_tree "$dir"
+		sync
+		remount_system "$s"
+		warm_backing "$s"
+		t0=$(now)
+		rm -r "$dir/tree"
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		[ ! -e "$dir/tree" ] || die "$s: tree still there after rm -r"
+		;;
+	esac
+}
+
+is_throughput() { [[ "$1" == seq-* ]]; }
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '
+	{ v[NR] = $1 }
+	END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+	      else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# Speed ratio of smuxfs-1 against PEER for workload W: >1 = smuxfs faster.
+ratio() {
+	local w=$1 smux=$2 peer=$3
+	[ "$smux" = - ] || [ "$peer" = - ] && { echo -; return; }
+	if is_throughput "$w"; then
+		awk -v a="$smux" -v b="$peer" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }'
+	else
+		awk -v a="$smux" -v b="$peer" 'BEGIN { printf "%.2f\n", (a > 0 ? b / a : 0) }'
+	fi
+}
+
+# --- main -------------------------------------------------------------------
+
+# A busy machine makes every number here noise: say so next to the table.
+LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
+busy_note() {
+	local after
+	after=$(cut -d' ' -f1 /proc/loadavg)
+	awk -v a="$LOAD_BEFORE" -v b="$after" -v n="$(nproc)" 'BEGIN {
+		if (a > n / 2 || b > n / 2)
+			printf "WARNING: load average %s before, %s after, on %d CPUs: " \
+			       "other work ran during this bench; treat the numbers as noise.\n",
+			       a, b, n }'
+}
+
+write_configs
+make_inputs
+for s in "${SYSTEMS[@]}"; do mount_system "$s"; done
+
+declare -A SAMPLES
+RAW=${BENCH_RAW:-}
+[ -n "$RAW" ] && printf 'rep\tworkload\tsystem\tvalue\n' >"$RAW"
+for ((rep = 1; rep <= REPS; rep++)); do
+	echo "fs_bench: repetition $rep/$REPS" >&2
+	for w in "${WORKLOADS[@]}"; do
+		for s in "${SYSTEMS[@]}"; do
+			# Not in $(...): errexit must stop the run on any failure.
+			run_workload "$s" "$w" "$rep" >"$BASE/sample"
+			v=$(<"$BASE/sample")
+			SAMPLES[$w,$s]="${SAMPLES[$w,$s]:-} $v"
+			[ -n "$RAW" ] && printf '%s\t%s\t%s\t%s\n' "$rep" "$w" "$s" "$v" >>"$RAW"
+		done
+	done
+done
+
+echo
+echo "smuxfs bench: $REPS repetitions, medians; seq-* in MB/s (higher is better),"
+echo "file-tree rows in seconds (lower is better); ratios are speed ratios of"
+echo "smuxfs-1 (>1.00 = smuxfs-1 faster). ${SIZE_MB} MiB file, $NFILES x 4 KiB files."
+echo "fs under test: $(df --output=fstype "$BASE" | tail -1) at $BASE; mergerfs -o $MERGERFS_OPTS;"
+echo "unionfs -o $UNIONFS_OPTS${PEER_RA_KB:+; peers read_ahead_kb=$PEER_RA_KB}."
+busy_note
+echo
+printf '%-17s' workload
+for s in "${SYSTEMS[@]}"; do printf ' %15s' "$s"; done
+printf ' %11s %14s %13s\n' smux/plain smux/mergerfs smux/unionfs
+declare -A MED
+for w in "${WORKLOADS[@]}"; do
+	printf '%-17s' "$w"
+	for s in "${SYSTEMS[@]}"; do
+		MED[$w,$s]=$(echo "${SAMPLES[$w,$s]}" | median)
+		printf ' %15s' "${MED[$w,$s]}"
+	done
+	sm=${MED[$w,smuxfs-1]:--}
+	printf ' %11s %14s %13s\n' "$(ratio "$w" "$sm" "${MED[$w,plain]:--}")" \
+		"$(ratio "$w" "$sm" "${MED[$w,mergerfs]:--}")" \
+		"$(ratio "$w" "$sm" "${MED[$w,unionfs]:--}")"
+done
+echo
+for w in "${WORKLOADS[@]}"; do
+	sm=${MED[$w,smuxfs-1]:--}
+	rm_=$(ratio "$w" "$sm" "${MED[$w,mergerfs]:--}")
+	ru=$(ratio "$w" "$sm" "${MED[$w,unionfs]:--}")
+	if [ "$rm_" = - ] || [ "$ru" = - ]; then
+		verdict="n/a (needs smuxfs-1, mergerfs and unionfs)"
+	elif awk -v a="$rm_" -v b="$ru" 'BEGIN { exit !(a > 1 && b > 1) }'; then
+		verdict="AHEAD of both peers"
+	else
+		verdict="BEHIND"
+		awk -v a="$rm_" 'BEGIN { exit !(a <= 1) }' && verdict="$verdict mergerfs"
+		awk -v a="$ru" 'BEGIN { exit !(a <= 1) }' && verdict="$verdict unionfs"
+	fi
+	printf 'smuxfs-1 %-17s %s\n' "$w:" "$verdict"
+done

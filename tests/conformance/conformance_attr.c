@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conformance_attr.c - rename and setattr: what every backend and mode
+ * must do, natively or through the dispatch wrappers' fallbacks.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "conformance/conformance.h"
+
+void conf_test_rename(void **state)
+{
+	struct conf_env *env = *state;
+	struct smux_put_opts opts = {.mode = 0640,
+				     .mtime_ns = 1700000000123456789LL};
+	struct smux_source src;
+	struct smux_info before, after;
+	struct smux_error err;
+
+	smux_source_buf(&src, "moving", 6);
+	CONF_OK(smux_backend_put(env->b, &env->ctx, "r/a", &src, &opts, &before,
+				 &err),
+		&err);
+	CONF_OK(smux_backend_rename(env->b, &env->ctx, "r/a", "s/t/b", &err),
+		&err);
+	CONF_ABSENT(env, "r/a");
+	CONF_EXPECT(env, "s/t/b", "moving", 6);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "s/t/b", &after, &err),
+		&err);
+	/* rename keeps what the object is: content, mode, mtime */
+	assert_int_equal(after.mtime_ns, opts.mtime_ns);
+	assert_int_equal(after.mode & 07777, 0640);
+
+	/* onto an existing object: replaces it */
+	CONF_PUT(env, "c", "old content", 11, NULL);
+	CONF_PUT(env, "d", "new", 3, NULL);
+	CONF_OK(smux_backend_rename(env->b, &env->ctx, "d", "c", &err), &err);
+	CONF_EXPECT(env, "c", "new", 3);
+	CONF_ABSENT(env, "d");
+
+	/* a missing source */
+	CONF_ERR(smux_backend_rename(env->b, &env->ctx, "nope", "x", &err),
+		 &err, SMUX_E_KEY_NOT_FOUND, ENOENT);
+	CONF_ABSENT(env, "x");
+}
+
+void conf_test_setattr(void **state)
+{
+	struct conf_env *env = *state;
+	struct smux_setattr mode = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_setattr mtime = {.flags = SMUX_SET_MTIME,
+				     .mtime_ns = 1600000000000000000LL};
+	struct smux_info info;
+	struct smux_error err;
+
+	CONF_PUT(env, "f", "attrs", 5, NULL);
+	CONF_OK(smux_backend_setattr(env->b, &env->ctx, "f", &mode, &err),
+		&err);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "f", &info, &err), &err);
+	assert_int_equal(info.mode, S_IFREG | 0600);
+	CONF_OK(smux_backend_setattr(env->b, &env->ctx, "f", &mtime, &err),
+		&err);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "f", &info, &err), &err);
+	assert_int_equal(info.mtime_ns, mtime.mtime_ns);
+	assert_int_equal(info.mode, S_IFREG | 0600);
+	CONF_EXPECT(env, "f", "attrs", 5); /* content untouched */
+
+	CONF_ERR(smux_backend_setattr(env->b, &env->ctx, "gone", &mode, &err),
+		 &err, SMUX_E_KEY_NOT_FOUND, ENOENT);
+	CONF_ABSENT(env, "gone");
+}
