@@ -396,8 +396,9 @@ static int fileb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__file_fail(fb, err, e, "delete", key);
 		goto out_close;
 	}
-	if (!fb->no_fsync && fsync(dirfd) < 0)
-		rc = smux__file_fail(fb, err, errno, "fsync directory of", key);
+	/* No directory fsync: a delete is as durable as the local
+	 * filesystem makes an unlink (as mergerfs and plain rm do); data
+	 * writes (put, durable commits, rename) are the ones synced. */
 	goto out_close;
 refuse:
 	rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED, fb->base.name,
@@ -571,8 +572,7 @@ static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (rc)
 			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
 	}
-	if (!rc && !fb->no_fsync && fsync(fd) < 0)
-		rc = smux__file_fail(fb, err, errno, "fsync", key);
+	/* attributes are metadata: no fsync (see the delete above) */
 	close(fd);
 	return rc;
 }

@@ -36,6 +36,10 @@
 #define HINTS_SUFFIX	 ".hints"
 #define HINTS_TMP_SUFFIX ".hints.tmp"
 #define HINTS_BUCKETS0	 64
+/* How often (every 100 ms) open retries a journal locked by another
+ * process before giving up: 5 s. */
+#define HINTS_LOCK_TRIES 50
+
 /* Compaction: done records outnumber pending hints and the file has more
  * records than this (hints.h). */
 #define HINTS_COMPACT_MIN_LINES 64
@@ -940,7 +944,15 @@ static int open_file(struct smux__hints *h, const char *state_dir,
 	h->fd = open(h->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (h->fd < 0)
 		return journal_error(err, h->path, "open", errno);
-	if (flock(h->fd, LOCK_EX | LOCK_NB) != 0) {
+	/* A daemon that was just unmounted may still be exiting (umount
+	 * returns first): give it a few seconds to let go of the lock. */
+	for (int tries = 0; flock(h->fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+		if (errno == EWOULDBLOCK && tries < HINTS_LOCK_TRIES) {
+			struct timespec ts = {0, 100 * 1000 * 1000};
+
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		if (errno == EWOULDBLOCK)
 			return smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED,
 					      NULL,
