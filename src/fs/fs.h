@@ -55,6 +55,9 @@ struct smuxfs_otable {
 	pthread_mutex_t lock; /* protects buckets[] and every ofile's key,
 				 refs, in_table and next */
 	struct smuxfs_ofile *buckets[SMUXFS_OFILE_BUCKETS];
+	struct smuxfs_fh *readers; /* clean read-only FILE handles, so a
+				      rename can re-key them (an open fd
+				      follows its file) */
 };
 
 /* key -> etag seen at the last open (for keep_cache). Direct-mapped, so
@@ -217,7 +220,15 @@ struct smuxfs_fh {
 	uint64_t size;		  /* FILE: size at open */
 	char *data;		  /* VIRTUAL: the snapshot (owned) */
 	size_t len;
+	/* FILE without ofile: in otable.readers; key and links protected by
+	 * otable.lock once tracked */
+	bool tracked;
+	struct smuxfs_fh *rprev, *rnext;
 };
+
+/* Puts a clean read-only FILE handle on the readers list (so renames
+ * re-key it); smuxfs_fh_free takes it off. */
+void smuxfs_fh_track(struct smuxfs *fs, struct smuxfs_fh *fh);
 
 void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* The key a FILE handle names now (its ofile's, which follows renames)

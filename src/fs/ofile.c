@@ -641,6 +641,8 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 }
 
+static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);
+
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 {
 	struct smuxfs_ofile *of;
@@ -662,6 +664,8 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 		if (rc)
 			rc = smuxfs_errno(&err, "rename", from);
 	}
+	if (rc == 0)
+		readers_rekey(fs, from, to);
 	if (of) {
 		if (rc == 0)
 			ofile_rekey_locked(fs, of, to);
@@ -812,10 +816,50 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 	return rc;
 }
 
+void smuxfs_fh_track(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	fh->rprev = NULL;
+	fh->rnext = fs->otable.readers;
+	if (fh->rnext)
+		fh->rnext->rprev = fh;
+	fs->otable.readers = fh;
+	fh->tracked = true;
+	pthread_mutex_unlock(&fs->otable.lock);
+}
+
+/* After a rename of @from to @to: clean read handles follow the file. */
+static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext) {
+		char *k;
+
+		if (strcmp(fh->key, from) != 0)
+			continue;
+		k = strdup(to);
+		if (!k)
+			continue; /* keeps the old name: reads get ENOENT */
+		free(fh->key);
+		fh->key = k;
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+}
+
 void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	if (!fh)
 		return;
+	if (fh->tracked) {
+		pthread_mutex_lock(&fs->otable.lock);
+		if (fh->rprev)
+			fh->rprev->rnext = fh->rnext;
+		else
+			fs->otable.readers = fh->rnext;
+		if (fh->rnext)
+			fh->rnext->rprev = fh->rprev;
+		pthread_mutex_unlock(&fs->otable.lock);
+	}
 	if (fh->of)
 		smuxfs_ofile_release(fs, fh->of);
 	free(fh->key);

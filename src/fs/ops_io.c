@@ -101,6 +101,8 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 		smuxfs_fh_free(fs, fh);
 		return rc;
 	}
+	if (!fh->of)
+		smuxfs_fh_track(fs, fh); /* renames re-key it */
 	fi->fh = (uintptr_t)fh;
 	return 0;
 }
@@ -147,6 +149,7 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	struct smux_error err;
 	struct smux_sink sink;
 	struct smux_ctx ctx;
+	char key[SMUX_KEY_MAX + 2];
 	long n;
 	int rc;
 
@@ -164,8 +167,11 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	}
 	if (fh->kind != SMUXFS_FH_FILE)
 		return -EISDIR;
+	rc = smuxfs_fh_key(fs, fh, key, sizeof(key)); /* follows renames */
+	if (rc)
+		return rc;
 	/* pending content: this handle's, or another handle's opened since */
-	of = fh->of ? fh->of : smuxfs_ofile_find(fs, fh->key);
+	of = fh->of ? fh->of : smuxfs_ofile_find(fs, key);
 	if (of) {
 		n = smuxfs_ofile_read(fs, of, buf, size, (uint64_t)off);
 		if (of != fh->of)
@@ -179,14 +185,13 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	};
 	smux_sink_buf(&sink, buf, size);
 	smuxfs_ctx(&ctx);
-	rc = smux_backend_get(fs->root, &ctx, fh->key, &opts, &sink, NULL,
-			      &err);
+	rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL, &err);
 	if (rc) {
 		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
-			smuxfs_errno(&err, "read (version changed)", fh->key);
+			smuxfs_errno(&err, "read (version changed)", key);
 			return -ESTALE; /* never stitch two versions */
 		}
-		return smuxfs_errno(&err, "read", fh->key);
+		return smuxfs_errno(&err, "read", key);
 	}
 	return (int)sink.written;
 }
@@ -262,6 +267,7 @@ int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 	struct smuxfs *fs = smuxfs_get();
 	struct smuxfs_fh *fh = fh_of(fi);
 	struct smuxfs_ofile *of;
+	char key[SMUX_KEY_MAX + 2];
 	int rc;
 
 	(void)path;
@@ -273,7 +279,10 @@ int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 	/* A read-only handle (sync FILE): what an earlier close committed
 	 * may not be durable yet; an ofile's durable commit of the unchanged
 	 * content makes sure. */
-	rc = smuxfs_ofile_open(fs, fh->key, 0, 0, &of);
+	rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+	if (rc)
+		return rc;
+	rc = smuxfs_ofile_open(fs, key, 0, 0, &of);
 	if (rc)
 		return rc;
 	rc = smuxfs_ofile_commit(fs, of, true);

@@ -75,7 +75,9 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		info.mode = S_IFREG | a.mode;
 		info.mtime_ns = a.mtime_ns;
 	} else if (fh && fh->kind == SMUXFS_FH_FILE) {
-		rc = smuxfs_lookup(fs, fh->key, false, &is_dir, &info);
+		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+		if (rc == 0)
+			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
 	} else {
 		if (!path)
 			return -ESTALE;
