@@ -20,6 +20,10 @@ libjansson-dev:/usr/include/jansson.h
 clang-format:/usr/bin/clang-format
 clang-tidy:/usr/bin/clang-tidy
 cppcheck:/usr/bin/cppcheck
+rsync:/usr/bin/rsync
+sqlite3:/usr/bin/sqlite3
+git:/usr/bin/git
+jq:/usr/bin/jq
 "
 
 missing=""

@@ -1,0 +1,493 @@
+# shellcheck shell=bash
+# tests/integration/lib.sh - shared harness for the smuxfs integration tests.
+#
+# Source it first thing in a test script. It gives the test:
+#   - strict mode (set -Eeuo pipefail) and an ERR trap that names the failing
+#     line, so any unchecked failure fails the test;
+#   - a private temp root $T (mktemp -d) removed at exit;
+#   - a config writer (new_config, cfg_mux, cfg_file, cfg_faulty, cfg_raw);
+#   - mount_smux / mount_smux_bg / unmount_smux, which track every mount and
+#     daemon they start;
+#   - a trap on EXIT/INT/TERM that always unmounts (fusermount3 -u, then
+#     umount -l as the last resort), kills leftover daemons by pid, fails the
+#     test if a daemon crashed, did not exit at unmount or wrote a sanitizer
+#     report (ASan/LSan/UBSan), and removes the temp root.
+#
+# Environment:
+#   SMUXFS          the daemon binary (default build/smuxfs, relative to the
+#                   repository root)
+#   SMUX_IT_BIG_MB  size of the large dd file in MiB (default 256)
+#   SMUX_IT_KEEP=1  keep the temp root on failure (mounts are still undone)
+
+set -Eeuo pipefail
+export LC_ALL=C
+
+SMUX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SMUXFS=${SMUXFS:-build/smuxfs}
+case $SMUXFS in
+/*) ;;
+*) SMUXFS=$SMUX_REPO/$SMUXFS ;;
+esac
+export SMUXFS
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/smux-it.XXXXXX")
+chmod 755 "$T" # other users (test_ro_perms) must be able to reach mounts
+SMUX_TEST=$(basename "$0" .sh)${1:+-$1}
+
+# Daemon environment: sanitizer reports of every daemon (foreground or
+# daemonised) land in $T/san.PID besides the daemon's stderr log.
+SMUX_SAN_ENV=(
+	"ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}:log_path=$T/san"
+	"UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}:log_path=$T/san"
+)
+
+_SMUX_MOUNTS=()	   # mountpoints we mounted and have not unmounted yet
+_SMUX_FG_PIDS=()   # foreground daemons we started (pid:mountpoint:log)
+_SMUX_BAD=0	   # set when the harness itself finds a failure at cleanup
+_SMUX_CLEANED=0
+_SMUX_NLOG=0
+
+log() { printf '[%s %3ss] %s\n' "$SMUX_TEST" "$SECONDS" "$*" >&2; }
+
+fail() {
+	printf '[%s] FAIL: %s\n' "$SMUX_TEST" "$*" >&2
+	exit 1
+}
+
+_smux_on_err() {
+	local rc=$? line=$1 cmd=$2
+	printf '[%s] FAIL: line %s: exit %s: %s\n' "$SMUX_TEST" "$line" "$rc" \
+		"$cmd" >&2
+}
+trap '_smux_on_err "$LINENO" "$BASH_COMMAND"' ERR
+
+# ---------------------------------------------------------------------------
+# Config writer. new_config FILE ROOT [MOUNTKEY=VALUE...] starts a file whose
+# [mount] section names ROOT and puts cache_dir/state_dir under $T; the
+# other writers append sections to the current file ($CFG).
+
+CFG=
+new_config() {
+	CFG=$1
+	local root=$2 kv
+	shift 2
+	mkdir -p "$T/cache" "$T/state"
+	{
+		echo "[mount]"
+		echo "root = $root"
+		echo "cache_dir = $T/cache/$(basename "$CFG" .conf)"
+		echo "state_dir = $T/state/$(basename "$CFG" .conf)"
+		for kv in "$@"; do
+			echo "${kv%%=*} = ${kv#*=}"
+		done
+		echo
+	} >"$CFG"
+}
+
+_cfg_section() {
+	local header=$1 kv
+	shift
+	{
+		echo "[$header]"
+		for kv in "$@"; do
+			echo "${kv%%=*} = ${kv#*=}"
+		done
+		echo
+	} >>"$CFG"
+}
+
+# cfg_mux NAME MODE "MEMBER..." [KEY=VALUE...]
+cfg_mux() {
+	local name=$1 mode=$2 members=$3
+	shift 3
+	_cfg_section "mux $name" "mode=$mode" "backends=$members" "$@"
+}
+
+# cfg_file NAME DIR [KEY=VALUE...] (creates DIR)
+cfg_file() {
+	local name=$1 dir=$2
+	shift 2
+	mkdir -p "$dir"
+	_cfg_section "backend $name" "type=file" "path=$dir" "$@"
+}
+
+# cfg_faulty NAME WRAPS [KEY=VALUE...]
+cfg_faulty() {
+	local name=$1 wraps=$2
+	shift 2
+	_cfg_section "backend $name" "type=faulty" "wraps=$wraps" "$@"
+}
+
+# cfg_raw TEXT: appends TEXT verbatim.
+cfg_raw() { printf '%s\n' "$1" >>"$CFG"; }
+
+# ---------------------------------------------------------------------------
+# Mounting.
+
+# _smux_newlog: sets $logf to a new daemon log file name.
+_smux_newlog() {
+	_SMUX_NLOG=$((_SMUX_NLOG + 1))
+	logf=$T/smuxfs.$_SMUX_NLOG.log
+}
+
+# mount_smux CONFIG MNT [OPTS]: runs the daemon in the foreground (-f) in the
+# background, stderr to a log, and waits until MNT is a mountpoint. The
+# daemon's exit status at unmount is checked by unmount_smux.
+mount_smux() {
+	local cfg=$1 mnt=$2 opts=${3:-} logf pid i
+	[ -x "$SMUXFS" ] || fail "no daemon binary at $SMUXFS (make $SMUXFS)"
+	mkdir -p "$mnt"
+	_smux_newlog
+	local args=("$cfg" "$mnt" -f)
+	[ -n "$opts" ] && args+=(-o "$opts")
+	env "${SMUX_SAN_ENV[@]}" "$SMUXFS" "${args[@]}" </dev/null \
+		>"$logf" 2>&1 &
+	pid=$!
+	_SMUX_FG_PIDS+=("$pid:$mnt:$logf")
+	_SMUX_MOUNTS+=("$mnt")
+	for ((i = 0; i < 200; i++)); do
+		if mountpoint -q "$mnt"; then
+			log "mounted $mnt (pid $pid${opts:+, -o $opts})"
+			return 0
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			sed 's/^/  | /' "$logf" >&2
+			fail "smuxfs $cfg $mnt exited before the mount was ready"
+		fi
+		sleep 0.1
+	done
+	sed 's/^/  | /' "$logf" >&2
+	fail "smuxfs $cfg $mnt: no mount after 20 s"
+}
+
+# mount_smux_bg CONFIG MNT [OPTS]: the daemon's own background mode; it must
+# return 0 only once the mount is ready (no waiting here).
+mount_smux_bg() {
+	local cfg=$1 mnt=$2 opts=${3:-} logf rc=0
+	[ -x "$SMUXFS" ] || fail "no daemon binary at $SMUXFS (make $SMUXFS)"
+	mkdir -p "$mnt"
+	_smux_newlog
+	_SMUX_MOUNTS+=("$mnt")
+	local args=("$cfg" "$mnt")
+	[ -n "$opts" ] && args+=(-o "$opts")
+	env "${SMUX_SAN_ENV[@]}" "$SMUXFS" "${args[@]}" </dev/null >"$logf" 2>&1 ||
+		rc=$?
+	[ "$rc" -eq 0 ] || { sed 's/^/  | /' "$logf" >&2; fail "smuxfs (background mode) exited $rc"; }
+	mountpoint -q "$mnt" || fail "smuxfs returned before $mnt was mounted"
+	log "mounted $mnt (daemonised${opts:+, -o $opts})"
+}
+
+# _smux_cmdline PID: the process's arguments joined by spaces ("" if gone).
+_smux_cmdline() { tr '\0' ' ' 2>/dev/null </proc/"$1"/cmdline || true; }
+
+# daemon_pids_for MNT: pids of processes whose command line names MNT (the
+# daemonised smuxfs, found by its unique temp path; never by name).
+daemon_pids_for() {
+	local mnt=$1 p cmd
+	for p in /proc/[0-9]*; do
+		cmd=$(_smux_cmdline "${p#/proc/}")
+		case " $cmd " in
+		*" $mnt "*) [ "${p#/proc/}" != $$ ] && echo "${p#/proc/}" ;;
+		esac
+	done
+	return 0
+}
+
+_smux_forget_mount() {
+	local mnt=$1 m keep=()
+	for m in "${_SMUX_MOUNTS[@]}"; do
+		[ "$m" = "$mnt" ] || keep+=("$m")
+	done
+	_SMUX_MOUNTS=("${keep[@]}")
+}
+
+# _smux_umount MNT: fusermount3 -u with retries while busy, then umount -l.
+_smux_umount() {
+	local mnt=$1 i
+	for ((i = 0; i < 40; i++)); do
+		grep -qs " $mnt " /proc/mounts || return 0
+		fusermount3 -u "$mnt" 2>/dev/null && return 0
+		sleep 0.25
+	done
+	log "fusermount3 -u $mnt kept failing; umount -l"
+	umount -l "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+	return 1
+}
+
+# _smux_wait_pid PID SECONDS: waits for a process to end.
+_smux_wait_pid() {
+	local pid=$1 n=$(($2 * 10)) i
+	for ((i = 0; i < n; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# unmount_smux MNT: unmounts; for a foreground daemon also checks it exits
+# with status 0 within 60 s (a crash, hang or sanitizer abort fails the test).
+unmount_smux() {
+	local mnt=$1 e pid m logf rc keep=() bg
+	bg=$(daemon_pids_for "$mnt")
+	_smux_umount "$mnt" || fail "could not unmount $mnt cleanly"
+	_smux_forget_mount "$mnt"
+	mountpoint -q "$mnt" 2>/dev/null && fail "$mnt still mounted after unmount"
+	for e in "${_SMUX_FG_PIDS[@]}"; do
+		IFS=: read -r pid m logf <<<"$e"
+		if [ "$m" != "$mnt" ]; then
+			keep+=("$e")
+			continue
+		fi
+		if ! _smux_wait_pid "$pid" 60; then
+			kill -KILL "$pid" 2>/dev/null || true
+			fail "daemon $pid did not exit within 60 s of unmounting $mnt"
+		fi
+		rc=0
+		wait "$pid" || rc=$?
+		if [ "$rc" -ne 0 ]; then
+			sed 's/^/  | /' "$logf" >&2
+			fail "daemon for $mnt exited with status $rc after unmount"
+		fi
+	done
+	_SMUX_FG_PIDS=("${keep[@]}")
+	for pid in $bg; do
+		_smux_wait_pid "$pid" 60 ||
+			fail "daemonised smuxfs $pid did not exit after unmount"
+	done
+	check_sanitizers
+	log "unmounted $mnt"
+}
+
+# check_sanitizers: fails if any daemon log or sanitizer file has a report.
+check_sanitizers() {
+	local f found=0
+	for f in "$T"/smuxfs.*.log "$T"/san.*; do
+		[ -f "$f" ] || continue
+		if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: (Address|Leak|Undefined)|ThreadSanitizer' "$f"; then
+			printf '[%s] sanitizer report in %s:\n' "$SMUX_TEST" "$f" >&2
+			sed -n '1,80s/^/  | /p' "$f" >&2
+			found=1
+		fi
+	done
+	if [ "$found" -ne 0 ]; then
+		_SMUX_BAD=1
+		fail "sanitizer findings"
+	fi
+}
+
+_smux_cleanup() {
+	local rc=$1 e pid m logf p
+	[ "$_SMUX_CLEANED" -eq 1 ] && return 0
+	_SMUX_CLEANED=1
+	trap - ERR
+	set +e
+	cd / || true
+	# 1. unmount everything still mounted under our temp root
+	for m in "${_SMUX_MOUNTS[@]}"; do
+		_smux_umount "$m"
+	done
+	while read -r _ m _; do
+		case $m in
+		"$T"/*) log "leftover mount $m"; _smux_umount "$m" ;;
+		esac
+	done </proc/mounts
+	# 2. foreground daemons: give them time to exit, then kill by pid
+	for e in "${_SMUX_FG_PIDS[@]}"; do
+		IFS=: read -r pid m logf <<<"$e"
+		if ! _smux_wait_pid "$pid" 30; then
+			log "killing daemon $pid (did not exit)"
+			kill -TERM "$pid" 2>/dev/null
+			_smux_wait_pid "$pid" 5 || kill -KILL "$pid" 2>/dev/null
+		fi
+	done
+	# 3. anything else whose command line names our temp root (a daemon
+	#    that outlived its mount, a program stuck on a dead mount)
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}
+		[ "$p" = $$ ] && continue
+		case " $(_smux_cmdline "$p") " in
+		*" $T/"*) log "killing leftover process $p: $(_smux_cmdline "$p")"
+			kill -KILL "$p" 2>/dev/null ;;
+		esac
+	done
+	# 4. sanitizer reports fail the test even when it was passing
+	if [ "$rc" -eq 0 ]; then
+		(check_sanitizers) || rc=1
+	else
+		(check_sanitizers) 2>&1 | grep -v FAIL >&2
+		for f in "$T"/smuxfs.*.log; do
+			[ -s "$f" ] || continue
+			printf '[%s] daemon log %s (last 30 lines):\n' "$SMUX_TEST" "$f" >&2
+			tail -n 30 "$f" | sed 's/^/  | /' >&2
+		done
+	fi
+	# 5. the temp root
+	if grep -qs " $T/" /proc/mounts; then
+		log "a mount under $T is still present; not removing it"
+		rc=1
+	elif [ "$rc" -ne 0 ] && [ "${SMUX_IT_KEEP:-0}" = 1 ]; then
+		log "keeping $T"
+	else
+		rm -rf "$T"
+	fi
+	return "$rc"
+}
+
+_smux_exit() {
+	local rc=$1
+	_smux_cleanup "$rc"
+	rc=$?
+	if [ "$rc" -eq 0 ]; then
+		printf '[%s] PASS\n' "$SMUX_TEST" >&2
+	fi
+	exit "$rc"
+}
+trap '_smux_exit $?' EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+# ---------------------------------------------------------------------------
+# Helpers for tests.
+
+# stats MNT JQ-FILTER: applies a jq filter to MNT/.smux/stats (raw output).
+stats() { jq -r "$2" "$1/.smux/stats"; }
+
+# backend_stat MNT NAME FIELD: one field of one member of the root mux.
+backend_stat() {
+	jq -r --arg n "$2" --arg f "$3" \
+		'.backends[] | select(.name == $n) | .[$f]' "$1/.smux/stats"
+}
+
+# make_tree DIR NDIRS NFILES: NDIRS directories with NFILES files each, of
+# random sizes 0..8 KiB, plus an empty file and an empty directory.
+make_tree() {
+	local dir=$1 nd=$2 nf=$3 d f
+	mkdir -p "$dir/empty-dir"
+	: >"$dir/empty-file"
+	for ((d = 0; d < nd; d++)); do
+		mkdir -p "$dir/d$d/sub"
+		for ((f = 0; f < nf; f++)); do
+			head -c $(((RANDOM * 7 + d * 131 + f) % 8193)) /dev/urandom \
+				>"$dir/d$d/f$f.dat"
+		done
+		echo "leaf $d" >"$dir/d$d/sub/leaf.txt"
+	done
+}
+
+# expect_fail ERRNO-TEXT CMD...: CMD must fail and its stderr must contain
+# ERRNO-TEXT (e.g. "Read-only file system"); ERRNO-TEXT may be empty.
+expect_fail() {
+	local want=$1 out rc=0
+	shift
+	out=$("$@" 2>&1) || rc=$?
+	[ "$rc" -ne 0 ] || fail "expected failure, succeeded: $*"
+	if [ -n "$want" ] && ! grep -qF "$want" <<<"$out"; then
+		fail "expected '$want' from: $* ; got: $out"
+	fi
+	return 0
+}
+
+# count_files DIR: regular files under DIR.
+count_files() { find "$1" -type f | wc -l; }
+
+# snapshot MNT DIR: copies the mount's tree (without .smux) to DIR.
+snapshot() {
+	mkdir -p "$2"
+	rsync -a --exclude=/.smux "$1/" "$2/"
+}
+
+# ---------------------------------------------------------------------------
+# The standard configuration of each mode over local file backends, shared
+# by test_programs.sh and test_model.sh. The root mux is "m".
+#   failover       a b                  ($T/a $T/b)
+#   round-robin    r1 r2 over ONE directory $T/shared (identical replicas)
+#   weighted       w1 (3) w2 (1) over $T/shared
+#   sticky-by-key  s0 s1 s2             ($T/s0 ...)
+#   shield         origin m1 m2         ($T/origin ...)
+#   mirror         r1 r2                ($T/r1 $T/r2)
+mode_config() {
+	local mode=$1 conf=$2
+	new_config "$conf" m
+	case $mode in
+	failover)
+		cfg_mux m failover "a b" backend_timeout=10s
+		cfg_file a "$T/a"
+		cfg_file b "$T/b"
+		;;
+	round-robin)
+		cfg_mux m round-robin "r1 r2" backend_timeout=10s
+		cfg_file r1 "$T/shared"
+		cfg_file r2 "$T/shared"
+		;;
+	weighted)
+		cfg_mux m weighted "w1 w2" backend_timeout=10s
+		cfg_file w1 "$T/shared" weight=3
+		cfg_file w2 "$T/shared" weight=1
+		;;
+	sticky-by-key)
+		cfg_mux m sticky-by-key "s0 s1 s2" backend_timeout=10s
+		cfg_file s0 "$T/s0"
+		cfg_file s1 "$T/s1"
+		cfg_file s2 "$T/s2"
+		;;
+	shield)
+		cfg_mux m shield "origin m1 m2" backend_timeout=10s
+		cfg_file origin "$T/origin"
+		cfg_file m1 "$T/m1"
+		cfg_file m2 "$T/m2"
+		;;
+	mirror)
+		cfg_mux m mirror "r1 r2" backend_timeout=10s
+		cfg_file r1 "$T/r1"
+		cfg_file r2 "$T/r2"
+		;;
+	*) fail "unknown mode $mode" ;;
+	esac
+}
+
+# mode_backing_dirs CONF: every file backend directory of a config.
+mode_backing_dirs() { sed -n 's/^path = //p' "$1" | sort -u; }
+
+# mode_full_copies MODE: the directories that must hold every file.
+mode_full_copies() {
+	case $1 in
+	failover) echo "$T/a" ;;
+	round-robin | weighted) echo "$T/shared" ;;
+	sticky-by-key) ;;
+	shield) echo "$T/origin $T/m1 $T/m2" ;;
+	mirror) echo "$T/r1 $T/r2" ;;
+	esac
+}
+
+# 32-bit FNV-1a of a key (ASCII), as smux_fnv1a computes it.
+fnv1a() {
+	local s=$1 h=2166136261 i c
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v c '%d' "'${s:i:1}"
+		h=$((((h ^ c) * 16777619) & 0xffffffff))
+	done
+	echo "$h"
+}
+
+# mode_check_file MODE REL LOCALFILE: the backing directories hold REL where
+# MODE puts it (sticky: on shard fnv1a(REL) % 3 and no other; failover:
+# on a and not on b; otherwise on every full copy), equal to LOCALFILE.
+mode_check_file() {
+	local mode=$1 rel=$2 want=$3 d n
+	if [ "$mode" = sticky-by-key ]; then
+		n=$(($(fnv1a "$rel") % 3))
+		cmp "$want" "$T/s$n/$rel" || fail "$rel not on shard s$n"
+		for d in 0 1 2; do
+			[ "$d" = "$n" ] && continue
+			[ ! -e "$T/s$d/$rel" ] || fail "$rel also on shard s$d"
+		done
+		return 0
+	fi
+	for d in $(mode_full_copies "$mode"); do
+		cmp "$want" "$d/$rel" || fail "$rel missing or different in $d"
+	done
+	if [ "$mode" = failover ] && [ -e "$T/b/$rel" ]; then
+		fail "$rel is on the standby b while a is healthy"
+	fi
+	return 0
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# tests/integration/run.sh - runs every integration test against one daemon
+# binary, each under `timeout`, then makes sure no mount or daemon was left
+# behind. Prints one line per test and finally `N passed, N failed` alone on
+# a line; exits non-zero on any failure (a leftover mount is one).
+#
+#   tests/integration/run.sh [FILTER...]      FILTER: substrings of test names
+#
+#   SMUXFS=build/asan/smuxfs tests/integration/run.sh    the ASan+UBSan build;
+#       ASAN_OPTIONS defaults to detect_leaks=1:abort_on_error=1:halt_on_error=1
+#       and any sanitizer report in a daemon's log fails its test.
+#   SMUX_IT_TIMEOUT   seconds per test (default 300)
+#   SMUX_IT_LOGDIR    where the per-test logs go (default: a new temp dir)
+#   SMUX_IT_BIG_MB    size of the dd file in test_programs (default 256)
+set -uo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cd "$repo" || exit 1
+
+export SMUXFS=${SMUXFS:-build/smuxfs}
+case $SMUXFS in /*) ;; *) SMUXFS=$repo/$SMUXFS ;; esac
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+timeout_s=${SMUX_IT_TIMEOUT:-300}
+
+# Every test's temp root lives under this run's directory, so leftovers of
+# this run (and only of this run) can be found and cleaned.
+run_tmp=$(mktemp -d /tmp/smux-it-run.XXXXXX)
+chmod 755 "$run_tmp"
+export TMPDIR=$run_tmp
+logdir=${SMUX_IT_LOGDIR:-$(mktemp -d /tmp/smux-it-logs.XXXXXX)}
+mkdir -p "$logdir"
+
+passed=0
+failed=0
+failed_names=()
+
+finish() {
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit $?
+}
+
+if [ ! -x "$SMUXFS" ]; then
+	echo "run.sh: no daemon at $SMUXFS (run: make ${SMUXFS#"$repo"/})" >&2
+	failed=1
+	finish
+fi
+
+# The model checker is compiled once for every test_model run.
+export SMUX_IT_MODEL=$run_tmp/model
+if ! cc -std=c11 -O2 -Wall -Wextra -Werror -o "$SMUX_IT_MODEL" "$here/model.c"; then
+	echo "run.sh: cannot compile model.c" >&2
+	failed=1
+	finish
+fi
+
+MODES="failover round-robin weighted sticky-by-key shield mirror"
+tests=()
+for m in $MODES; do tests+=("test_programs.sh $m"); done
+for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); done
+for s in errors mirror-err hung hung-probe mirror-hung recovery; do
+	tests+=("test_failover.sh $s")
+done
+tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
+
+selected() {
+	local name=$1 f
+	[ ${#filters[@]} -eq 0 ] && return 0
+	for f in "${filters[@]}"; do
+		case $name in *"$f"*) return 0 ;; esac
+	done
+	return 1
+}
+filters=("$@")
+
+echo "smuxfs integration tests: $SMUXFS"
+echo "logs: $logdir"
+t_all=$SECONDS
+for t in "${tests[@]}"; do
+	name=${t%.sh*}${t#*.sh}
+	name=${name// /-}
+	selected "$name" || continue
+	t0=$SECONDS
+	# shellcheck disable=SC2086
+	timeout -k 30 "$timeout_s" bash "$here/"$t >"$logdir/$name.log" 2>&1
+	rc=$?
+	el=$((SECONDS - t0))
+	if [ "$rc" -eq 0 ]; then
+		passed=$((passed + 1))
+		printf 'PASS  %-30s %4ss\n' "$name" "$el"
+	else
+		failed=$((failed + 1))
+		failed_names+=("$name")
+		why="exit $rc"
+		[ "$rc" -eq 124 ] && why="timed out after ${timeout_s}s"
+		printf 'FAIL  %-30s %4ss  (%s, log %s)\n' "$name" "$el" "$why" "$logdir/$name.log"
+		grep -E 'FAIL|ERROR|Sanitizer|runtime error' "$logdir/$name.log" | head -n 8 | sed 's/^/      /'
+	fi
+done
+
+# Leftovers: any mount or daemon under this run's temp dir is a failure.
+left=0
+while read -r _ mnt _; do
+	case $mnt in
+	"$run_tmp"/*)
+		echo "run.sh: leftover mount $mnt" >&2
+		left=1
+		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
+		;;
+	esac
+done </proc/mounts
+for p in /proc/[0-9]*; do
+	pid=${p#/proc/}
+	[ "$pid" = $$ ] && continue
+	cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline")
+	if grep -qF "$run_tmp/" <<<"$cmd"; then
+		echo "run.sh: leftover process $pid: $cmd" >&2
+		left=1
+		kill -KILL "$pid" 2>/dev/null
+	fi
+done
+if [ "$left" -ne 0 ]; then
+	failed=$((failed + 1))
+	failed_names+=("leftovers")
+fi
+sleep 0.2
+grep -qs " $run_tmp/" /proc/mounts || rm -rf "$run_tmp"
+
+echo "total $((SECONDS - t_all))s${failed_names[*]:+; failed: ${failed_names[*]}}"
+finish
