@@ -85,7 +85,9 @@ struct smux__job {
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
-	void *buf;		      /* W_PWRITE copy, W_PREAD landing */
+	void (*on_done)(void *arg); /* call->done: see struct smux__call */
+	void *on_done_arg;
+	void *buf; /* W_PWRITE copy, W_PREAD landing */
 	size_t len;
 	uint64_t off;
 	struct smux__group *group; /* touched only while not abandoned */
@@ -413,6 +415,8 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	job->flags = call->flags;
 	job->writer = call->writer;
 	job->writer_lock = call->writer_lock;
+	job->on_done = call->done;
+	job->on_done_arg = call->done_arg;
 	job->len = call->len;
 	job->off = call->off;
 	if (call->op == SMUX__OP_W_PWRITE || call->op == SMUX__OP_W_PREAD) {
@@ -607,6 +611,8 @@ static void job_run(struct smux__job *job)
 	}
 	pthread_mutex_unlock(&job->lock);
 	smux_writer_close(orphan);
+	if (job->on_done)
+		job->on_done(job->on_done_arg);
 	job_put(job);
 }
 
@@ -790,10 +796,13 @@ void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 	smux_writer_close(orphan);
 	/* A queued job need not wait for a worker (a hung backend would
 	 * otherwise pile them up); W_CLOSE still runs to free the writer. */
-	if (job->op != SMUX__OP_W_CLOSE && job_dequeue(job))
+	if (job->op != SMUX__OP_W_CLOSE && job_dequeue(job)) {
+		if (job->on_done) /* it will never run: over for the worker */
+			job->on_done(job->on_done_arg);
 		job_put_n(job, 2); /* ours and the worker's */
-	else
+	} else {
 		job_put(job);
+	}
 }
 
 /* Copies a done job's outputs to the caller's pointers (job->lock held). */

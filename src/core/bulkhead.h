@@ -74,12 +74,18 @@ struct smux__call {
 	unsigned flags;			 /* WRITER_OPEN */
 	struct smux_writer **writer_out; /* WRITER_OPEN: out */
 	struct smux_writer *writer;	 /* W_*: the writer */
-	pthread_mutex_t *writer_lock;	 /* W_*: held by the worker around
-					    the writer call (serialises a
-					    writer's ops, abandoned or not) */
-	const void *wbuf;		 /* W_PWRITE: copied into the job */
-	void *rbuf;			 /* W_PREAD: filled via the job */
-	size_t len;			 /* W_PWRITE, W_PREAD */
+	pthread_mutex_t *writer_lock;	 /* W_*: held by the worker around the
+					 writer call (serialises a writer's
+					 ops, abandoned or not); it must
+					 live until @done is called */
+	/* Called once the job is over for the worker (ran, or was dropped
+	 * from the queue), after writer_lock is released; possibly after the
+	 * caller stopped waiting. Releases what writer_lock lives in. */
+	void (*done)(void *arg);
+	void *done_arg;
+	const void *wbuf;	/* W_PWRITE: copied into the job */
+	void *rbuf;		/* W_PREAD: filled via the job */
+	size_t len;		/* W_PWRITE, W_PREAD */
 	uint64_t off;		/* W_PWRITE, W_PREAD, W_TRUNCATE size */
 	long *nread;		/* W_PREAD: out */
 	struct smux_span *span; /* parent span for the worker ctx */

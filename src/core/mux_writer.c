@@ -22,10 +22,12 @@
 
 #define WRITER_MAX 64
 
-/* One replica's writer. Heap-allocated: an abandoned call may still hold
- * `lock` after the mux writer is gone, so a stuck replica's sub is leaked
- * on purpose at close (its worker still uses it). */
+/* One replica's writer. Refcounted: the mux writer holds one reference
+ * and every job on it one more, dropped by the worker when it is done
+ * with the job (bulkhead `done`), so an abandoned call may still hold
+ * `lock` after the mux writer is gone and nothing leaks. */
 struct sub {
+	atomic_int refs;
 	pthread_mutex_t lock;
 	struct smux_writer *w; /* NULL when it never opened */
 	bool failed;
@@ -46,6 +48,49 @@ static const struct smux_writer_ops mux_writer_ops;
 static struct mux_writer *mw_of(struct smux_writer *w)
 {
 	return w->ops == &mux_writer_ops ? (struct mux_writer *)w : NULL;
+}
+
+static void sub_put(void *arg)
+{
+	struct sub *s = arg;
+
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Starts @c on replica @i; the job holds a reference on the sub until the
+ * worker is done with it. NULL when the job could not start. */
+static struct smux__job *sub_start(struct mux_writer *mw, unsigned i,
+				   const struct smux_ctx *ctx,
+				   struct smux__call *c)
+{
+	struct sub *s = mw->s[i];
+	struct smux__job *job;
+
+	c->writer_lock = &s->lock;
+	c->done = sub_put;
+	c->done_arg = s;
+	atomic_fetch_add(&s->refs, 1);
+	job = smux__bulkhead_start(mw->m[i]->bh, ctx, mw->mux->timeout_ms, c,
+				   NULL);
+	if (!job)
+		sub_put(s);
+	return job;
+}
+
+/* sub_start + smux__job_finish. */
+static long sub_run(struct mux_writer *mw, unsigned i,
+		    const struct smux_ctx *ctx, struct smux__call *c,
+		    struct smux_error *err)
+{
+	struct smux__job *job = sub_start(mw, i, ctx, c);
+
+	if (!job)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mw->m[i]->name,
+				      "cannot start job");
+	return smux__job_finish(job, err);
 }
 
 static bool live(const struct mux_writer *mw, unsigned i)
@@ -74,11 +119,9 @@ static long fan(struct mux_writer *mw, const struct smux_ctx *ctx,
 		calls[i] = *proto;
 		calls[i].backend = mw->m[i]->backend;
 		calls[i].writer = mw->s[i]->w;
-		calls[i].writer_lock = &mw->s[i]->lock;
 		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
 		t0[i] = smux_now_ns();
-		jobs[i] = smux__bulkhead_start(
-			mw->m[i]->bh, ctx, mux->timeout_ms, &calls[i], NULL);
+		jobs[i] = sub_start(mw, i, ctx, &calls[i]);
 	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		struct smux_error e;
@@ -156,7 +199,6 @@ static long mw_pread(struct smux_writer *w, void *buf, size_t len, uint64_t off,
 			.op = SMUX__OP_W_PREAD,
 			.backend = mw->m[i]->backend,
 			.writer = mw->s[i]->w,
-			.writer_lock = &mw->s[i]->lock,
 			.rbuf = buf,
 			.len = len,
 			.off = off,
@@ -165,8 +207,7 @@ static long mw_pread(struct smux_writer *w, void *buf, size_t len, uint64_t off,
 
 		if (!live(mw, i))
 			continue;
-		r = smux__bulkhead_run(mw->m[i]->bh, &ctx, mw->mux->timeout_ms,
-				       &c, err);
+		r = sub_run(mw, i, &ctx, &c, err);
 		return r < 0 ? r : nread;
 	}
 	return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mw->mux->base.name,
@@ -217,14 +258,12 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 			.op = SMUX__OP_W_COMMIT,
 			.backend = mw->m[i]->backend,
 			.writer = mw->s[i]->w,
-			.writer_lock = &mw->s[i]->lock,
 			.put_opts = opts,
 			.info = &infos[i],
 		};
 		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
 		t0[i] = smux_now_ns();
-		jobs[i] = smux__bulkhead_start(
-			mw->m[i]->bh, ctx, mux->timeout_ms, &calls[i], NULL);
+		jobs[i] = sub_start(mw, i, ctx, &calls[i]);
 	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		long r;
@@ -276,17 +315,14 @@ static void mw_close(struct smux_writer *w)
 			.op = SMUX__OP_W_CLOSE,
 			.backend = mw->m[i]->backend,
 			.writer = s->w,
-			.writer_lock = &s->lock,
 		};
 		struct smux_error e;
 
-		if (s->w &&
-		    smux__bulkhead_run(mw->m[i]->bh, &ctx, mw->mux->timeout_ms,
-				       &c, &e) < 0 &&
-		    e.e.code == SMUX_E_BACKEND_TIMEOUT)
-			continue; /* still in use by a stuck worker: leak */
-		pthread_mutex_destroy(&s->lock);
-		free(s);
+		/* a close that times out still runs, after the stuck call,
+		 * and its job keeps the sub alive until then */
+		if (s->w)
+			sub_run(mw, i, &ctx, &c, &e);
+		sub_put(s);
 	}
 	for (unsigned i = 0; i < mw->n; i++)
 		smux__member_put(mw->m[i]);
@@ -310,6 +346,7 @@ static int add_sub(struct mux_writer *mw, struct mux_member *m)
 
 	if (!s)
 		return -ENOMEM;
+	atomic_init(&s->refs, 1);
 	pthread_mutex_init(&s->lock, NULL);
 	mw->m[mw->n] = smux__member_get(m);
 	mw->s[mw->n] = s;
@@ -346,8 +383,7 @@ static int open_subs(struct mux_writer *mw, const struct smux_ctx *ctx,
 		};
 		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
 		t0[i] = smux_now_ns();
-		jobs[i] = smux__bulkhead_start(
-			mw->m[i]->bh, ctx, mux->timeout_ms, &calls[i], NULL);
+		jobs[i] = sub_start(mw, i, ctx, &calls[i]);
 	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		struct smux_error e;
@@ -460,14 +496,9 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			if (o != SMUX_OUTCOME_TRANSIENT &&
 			    o != SMUX_OUTCOME_TIMEOUT)
 				break;
-			/* try the next member; after a timeout the stuck open
-			 * may still hold the sub's lock: leak it (as
-			 * mw_close does) rather than free it under the
-			 * worker */
-			if (o != SMUX_OUTCOME_TIMEOUT) {
-				pthread_mutex_destroy(&mw->s[0]->lock);
-				free(mw->s[0]);
-			}
+			/* try the next member (a stuck open keeps its own
+			 * reference on the sub) */
+			sub_put(mw->s[0]);
 			smux__member_put(mw->m[0]);
 			mw->n = 0;
 		}
