@@ -47,8 +47,8 @@ void smux_backend_unref(struct smux_backend *b)
 
 /*
  * Completes the error of a failed operation: a code (an operation that
- * failed without saying why gets the code of its errno), the backend's name, one
- * attempt. Returns the negative errno the caller sees.
+ * failed without saying why gets the code of its errno), the backend's
+ * name, one attempt. Returns the negative errno the caller sees.
  */
 static int finish(struct smux_backend *b, int rc, struct smux_error *err)
 {

@@ -22,6 +22,7 @@
  * the caller's and is held around the writer call on purpose).
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,11 +48,12 @@
  */
 #define BH_SPIN_NS (50 * 1000)
 
+/* Lets another runnable thread have the CPU while we watch: with more
+ * spinning workers than cores (a round-robin over several members), a
+ * plain pause loop would starve the very worker that has the job. */
 static inline void cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
+	sched_yield();
 }
 
 struct smux__bulkhead {
@@ -85,7 +87,7 @@ struct smux__job {
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
-	void (*on_done)(void *arg); /* call->done: see struct smux__call */
+	void (*on_done)(void *arg);   /* call->done: see struct smux__call */
 	void *on_done_arg;
 	void *buf; /* W_PWRITE copy, W_PREAD landing */
 	size_t len;
