@@ -75,7 +75,7 @@ CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
-.PHONY: demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
+.PHONY: install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -193,6 +193,14 @@ demo: deps
 
 demo-stop:
 	scripts/demo-stop.sh
+
+# Installs the daemon (mount.fuse3 finds it in PATH) and the systemd unit.
+PREFIX ?= /usr/local
+install: deps
+	$(MAKE) VARIANT=normal build/smuxfs
+	install -D -m 0755 build/smuxfs $(DESTDIR)$(PREFIX)/bin/smuxfs
+	install -D -m 0644 packaging/systemd/smuxfs@.service \
+		$(DESTDIR)/etc/systemd/system/smuxfs@.service
 
 clean:
 	rm -rf build
