@@ -135,6 +135,16 @@ unsigned char *smux_sink_dyn_take(struct smux_sink *s, size_t *len);
 void smux_sink_release(struct smux_sink *s);
 
 /*
+ * Opens an unnamed temporary file (gone when closed) in $TMPDIR, or /tmp,
+ * for spooling an object through the local disk (copy and setattr
+ * fallbacks, copies between shards, hint replay): memory stays bounded
+ * whatever the object size. smuxfs points TMPDIR at its cache directory.
+ * Returns the descriptor, or a negative errno with @err (STORAGE.IO_ERROR
+ * naming @what and the directory).
+ */
+int smux_tmpfile(const char *backend, const char *what, struct smux_error *err);
+
+/*
  * Copies the whole of @src to @sink through one SMUX_IO_CHUNK buffer,
  * checking @ctx between chunks when it is not NULL. Used by backends and
  * fallbacks. Returns 0 or a negative errno with @err filled.

@@ -186,16 +186,11 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_sink sink;
 	struct smux_info info = {0};
 	struct smux_put_opts opts = {0};
-	const char *tmpdir = getenv("TMPDIR");
 	int fd, rc;
 
-	fd = open(tmpdir && tmpdir[0] ? tmpdir : "/tmp",
-		  O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0) /* a local problem, not a missing key: IO_ERROR */
-		return smux_error_set(err, SMUX_E_IO, b->name,
-				      "copy: temporary file in %s: %s",
-				      tmpdir && tmpdir[0] ? tmpdir : "/tmp",
-				      strerror(errno));
+	fd = smux_tmpfile(b->name, "copy", err);
+	if (fd < 0)
+		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	rc = b->ops->get(b, ctx, src,
 			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
@@ -279,11 +274,9 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 		smux_source_buf(&source, "", 0);
 		return b->ops->put(b, ctx, key, &source, &opts, NULL, err);
 	}
-	fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	fd = smux_tmpfile(b->name, "setattr", err);
 	if (fd < 0)
-		return smux_error_set(err, SMUX_E_IO, b->name,
-				      "setattr: temporary file in /tmp: %s",
-				      strerror(errno));
+		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	rc = b->ops->get(b, ctx, key,
 			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,

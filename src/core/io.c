@@ -4,6 +4,8 @@
  * every backend and fallback shares.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -243,6 +245,36 @@ void smux_sink_release(struct smux_sink *s)
 		s->u.dyn.buf = NULL;
 		s->u.dyn.cap = 0;
 	}
+}
+
+int smux_tmpfile(const char *backend, const char *what, struct smux_error *err)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	int fd;
+
+	if (!dir || !dir[0])
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		/* a filesystem without O_TMPFILE: a named file, unlinked */
+		if (snprintf(path, sizeof(path), "%s/smux-tmp.XXXXXX", dir) <
+		    (int)sizeof(path)) {
+			fd = mkostemp(path, O_CLOEXEC);
+			if (fd >= 0)
+				unlink(path);
+		}
+	}
+	if (fd < 0) {
+		/* a local problem, never a missing key: IO_ERROR */
+		int e = errno;
+
+		smux_error_set(err, SMUX_E_IO, backend,
+			       "%s: temporary file in %s: %s", what, dir,
+			       strerror(e));
+		return -e;
+	}
+	return fd;
 }
 
 int smux_io_copy(const struct smux_ctx *ctx, const struct smux_source *src,

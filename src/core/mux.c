@@ -910,10 +910,9 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_sink sink;
 	int fd, rc;
 
-	fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	fd = smux_tmpfile(b->name, "copy", err);
 	if (fd < 0)
-		return smux_error_from_errno(err, errno, b->name,
-					     "copy: temporary file");
+		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
 	if (rc == 0) {

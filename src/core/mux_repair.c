@@ -89,10 +89,9 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    smux__health_status(&src->health) != SMUX_STATUS_UP ||
 		    smux__member_stale(mux, src, key))
 			continue;
-		fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		fd = smux_tmpfile(mux->base.name, "repair", err);
 		if (fd < 0)
-			return smux_error_from_errno(err, errno, mux->base.name,
-						     "repair: temporary file");
+			return fd;
 		smux_sink_fd(&sink, fd, 0);
 		rc = run(mux, ctx, src, &get, false, err);
 		if (rc == 0) {

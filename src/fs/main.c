@@ -384,15 +384,6 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->prefix = d->prefix;
 	fs->prefix_len = strlen(d->prefix);
 
-	fs->events = smux_events_new();
-	if (!fs->events)
-		FAIL(EXIT_BACKEND, "cannot start the event bus");
-	errbuf[0] = '\0';
-	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
-			       sizeof(errbuf));
-	if (rc)
-		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
-
 	const char *cache =
 		o->cache_dir ? o->cache_dir : SMUX_FS_DEFAULT_CACHE_DIR;
 	if (snprintf(staging, sizeof(staging), "%s/staging", cache) >=
@@ -405,6 +396,20 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (fs->staging_fd < 0)
 		FAIL(EXIT_BACKEND, "cache_dir %s: %s", staging,
 		     strerror(errno));
+	/* libsmux spools copies and replays through $TMPDIR: keep that in
+	 * the cache directory, not on a tmpfs /tmp. Set before any thread
+	 * starts (setenv is not thread-safe). */
+	if (setenv("TMPDIR", staging, 1) != 0)
+		FAIL(EXIT_RUNTIME, "setenv TMPDIR: %s", strerror(errno));
+
+	fs->events = smux_events_new();
+	if (!fs->events)
+		FAIL(EXIT_BACKEND, "cannot start the event bus");
+	errbuf[0] = '\0';
+	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
+			       sizeof(errbuf));
+	if (rc)
+		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
 
 	if (!realpath(d->cli.mountpoint, d->mnt))
 		FAIL(EXIT_MOUNT, "mountpoint %s: %s", d->cli.mountpoint,
