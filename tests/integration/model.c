@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define MAX_SIZE (1u << 20) /* the model file never grows past 1 MiB */
-#define MAX_IO (256u << 10)
+#define MAX_IO	 (256u << 10)
 
 static uint64_t rng_state;
 static unsigned long step;
@@ -40,7 +40,7 @@ static unsigned char *model; /* MAX_SIZE bytes; [size, MAX_SIZE) is zero */
 static size_t size;
 static unsigned char *buf;
 static char dir[4096];
-static int cur; /* 0: f0, 1: f1 */
+static int cur;	  /* 0: f0, 1: f1 */
 static int trace; /* SMUX_MODEL_TRACE set: print every step */
 
 static uint64_t rnd(void)
@@ -52,7 +52,10 @@ static uint64_t rnd(void)
 	return rng_state * 2685821657736338717ULL;
 }
 
-static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+static size_t below(size_t n)
+{
+	return n ? (size_t)(rnd() % n) : 0;
+}
 
 static void die(const char *fmt, ...)
 {
@@ -109,7 +112,8 @@ static void check_range(int fd, size_t off, size_t len)
 		got += (size_t)n;
 	}
 	if (got != want)
-		die("pread(%zu, %zu) returned %zu bytes, model has %zu (size %zu)",
+		die("pread(%zu, %zu) returned %zu bytes, model has %zu (size "
+		    "%zu)",
 		    off, len, got, want, size);
 	for (size_t i = 0; i < got; i++)
 		if (buf[i] != model[off + i])
@@ -149,8 +153,8 @@ static void do_write(int fd)
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (unsigned char)rnd();
 	while (done < len) {
-		ssize_t n = pwrite(fd, buf + done, len - done,
-				   (off_t)(off + done));
+		ssize_t n =
+			pwrite(fd, buf + done, len - done, (off_t)(off + done));
 
 		if (n <= 0)
 			die("pwrite(%zu, %zu): %s", off + done, len - done,
@@ -158,7 +162,8 @@ static void do_write(int fd)
 		done += (size_t)n;
 	}
 	if (trace)
-		fprintf(stderr, "  %lu write off %zu len %zu\n", step, off, len);
+		fprintf(stderr, "  %lu write off %zu len %zu\n", step, off,
+			len);
 	memcpy(model + off, buf, len);
 	if (off + len > size)
 		size = off + len;
