@@ -63,8 +63,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 		break;
 	case SMUX_OUTCOME_TRANSIENT:
 	case SMUX_OUTCOME_TIMEOUT:
-		tr = smux__health_failure(&m->health, &mux->health_cfg, now,
-					  &err->e);
+		if (err) /* always: only an error is transient */
+			tr = smux__health_failure(&m->health, &mux->health_cfg,
+						  now, &err->e);
 		break;
 	case SMUX_OUTCOME_ABORT:
 		if (probe)
@@ -74,8 +75,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (tr == SMUX__HEALTH_WENT_DOWN) {
 		ev.topic = SMUX_EV_BACKEND_DOWN;
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
-		ev.has_cause = true;
-		ev.cause = err->e;
+		ev.has_cause = err != NULL;
+		if (err)
+			ev.cause = err->e;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
 	} else if (tr == SMUX__HEALTH_RECOVERED) {

@@ -168,10 +168,9 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_error e = {0};
 		bool probe = false;
 
-		if (smux_ctx_check(ctx, mux->base.name, err)) {
-			rc = -err->e.sys_errno;
+		rc = smux_ctx_check(ctx, mux->base.name, err);
+		if (rc)
 			break;
-		}
 		for (unsigned j = 0; j < v->n && !m; j++)
 			if (strcmp(v->m[j]->name, list[i].replica) == 0)
 				m = v->m[j];

@@ -75,8 +75,8 @@ static struct smux__job *sub_start(struct mux_writer *mw, unsigned i,
 	atomic_fetch_add(&s->refs, 1);
 	job = smux__bulkhead_start(mw->m[i]->bh, ctx, mw->mux->timeout_ms, c,
 				   NULL);
-	if (!job)
-		sub_put(s);
+	if (!job) /* never the last reference: the writer holds one */
+		atomic_fetch_sub(&s->refs, 1);
 	return job;
 }
 
@@ -109,7 +109,7 @@ static long fan(struct mux_writer *mw, const struct smux_ctx *ctx,
 	struct smux_mux *mux = mw->mux;
 	struct smux__call calls[WRITER_MAX];
 	struct smux__job *jobs[WRITER_MAX] = {0};
-	int64_t t0[WRITER_MAX];
+	int64_t t0[WRITER_MAX] = {0};
 	long result = 0;
 	int first_fail = -1;
 
@@ -241,7 +241,7 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	bool ok[WRITER_MAX];
 	struct smux__call calls[WRITER_MAX];
 	struct smux__job *jobs[WRITER_MAX] = {0};
-	int64_t t0[WRITER_MAX];
+	int64_t t0[WRITER_MAX] = {0};
 	struct smux_put_opts po;
 	int info_from = -1;
 	long rc;
@@ -363,7 +363,7 @@ static int open_subs(struct mux_writer *mw, const struct smux_ctx *ctx,
 	struct smux_mux *mux = mw->mux;
 	struct smux__call calls[WRITER_MAX];
 	struct smux__job *jobs[WRITER_MAX] = {0};
-	int64_t t0[WRITER_MAX];
+	int64_t t0[WRITER_MAX] = {0};
 	int rc = 0;
 
 	for (unsigned i = 0; i < mw->n; i++) {
@@ -474,7 +474,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		/* the selected member, falling through on transient errors */
 		struct mux_cursor c;
 		struct mux_member *m;
-		bool probe;
+		bool probe = false;
 
 		smux__cursor_init(&c, mux, key,
 				  mux->mode == SMUX_MODE_FAILOVER);
