@@ -46,7 +46,7 @@
  * on these virtual machines; a member call on a local backend often takes
  * less. Bounded, so an idle mux burns no CPU.
  */
-#define BH_SPIN_NS (50 * 1000)
+#define BH_SPIN_NS (50 * 1000LL)
 
 /* Lets another runnable thread have the CPU while we watch: with more
  * spinning workers than cores (a round-robin over several members), a

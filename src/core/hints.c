@@ -44,7 +44,7 @@
  * records than this (hints.h). */
 #define HINTS_COMPACT_MIN_LINES 64
 /* Compaction writes the new file in chunks of about this size. */
-#define HINTS_CHUNK (64 * 1024)
+#define HINTS_CHUNK ((size_t)64 * 1024)
 
 struct hint_entry;
 
@@ -165,8 +165,8 @@ static void hash_insert(struct smux__hints *h, struct hint_entry *e)
 /* Rebuilds both tables with @n buckets from the pending list. */
 static int table_resize(struct smux__hints *h, size_t n)
 {
-	struct hint_entry **by_id = calloc(n, sizeof(*by_id));
-	struct hint_entry **by_rk = calloc(n, sizeof(*by_rk));
+	struct hint_entry **by_id = calloc(n, sizeof(struct hint_entry *));
+	struct hint_entry **by_rk = calloc(n, sizeof(struct hint_entry *));
 
 	if (!by_id || !by_rk) {
 		free(by_id);
@@ -948,7 +948,7 @@ static int open_file(struct smux__hints *h, const char *state_dir,
 	 * returns first): give it a few seconds to let go of the lock. */
 	for (int tries = 0; flock(h->fd, LOCK_EX | LOCK_NB) != 0; tries++) {
 		if (errno == EWOULDBLOCK && tries < HINTS_LOCK_TRIES) {
-			struct timespec ts = {0, 100 * 1000 * 1000};
+			struct timespec ts = {0, 100L * 1000 * 1000};
 
 			nanosleep(&ts, NULL);
 			continue;

@@ -92,7 +92,7 @@ static struct mux_view *view_new(unsigned n)
 
 	if (!v)
 		return NULL;
-	v->m = calloc(n ? n : 1, sizeof(*v->m));
+	v->m = calloc(n ? n : 1, sizeof(struct mux_member *));
 	if (!v->m) {
 		free(v);
 		return NULL;

@@ -218,10 +218,13 @@ static long exhausted(struct smux_mux *mux, unsigned attempts,
  * "not found" only when no member has the key.
  */
 static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct smux__call *call, bool by_order, bool find,
+		       struct smux__call *orig, bool by_order, bool find,
 		       struct smux_span *span, struct smux_error *err)
 {
-	struct list_count lc = {call->list_fn, call->list_arg, 0};
+	/* a private copy: attempts set its backend, and a listing counts
+	 * what it delivered through it */
+	struct smux__call copy = *orig, *call = &copy;
+	struct list_count lc = {orig->list_fn, orig->list_arg, 0};
 	struct smux_error last = {0}, e, not_found = {0};
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
@@ -317,8 +320,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 out:
 	smux__member_put(prev);
 	smux__cursor_release(&c);
-	call->list_fn = lc.fn;
-	call->list_arg = lc.arg;
 	return rc;
 }
 

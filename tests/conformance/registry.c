@@ -239,10 +239,10 @@ out:
 	static int fn(void **priv, struct smux_backend **out) \
 	{                                                     \
 		static const struct conf_mux_spec spec = {    \
-			.name = label,                        \
-			.mode = m,                            \
-			.file = is_file,                      \
-			.shared = is_shared,                  \
+			.name = (label),                      \
+			.mode = (m),                          \
+			.file = (is_file),                    \
+			.shared = (is_shared),                \
 		};                                            \
 		return conf_mux_build(&spec, priv, out);      \
 	}

@@ -144,15 +144,16 @@ static inline void mh_holds_at(struct smux_backend *b, const char *key,
 	struct smux_error err;
 	int rc;
 	char *got = mh_get(b, key, &rc, &err);
+	int same;
 
 	mh_ok_at(rc, &err, file, line);
-	if (strcmp(got, want) != 0) {
+	same = strcmp(got, want) == 0;
+	if (!same)
 		print_error("%s on %s: got \"%s\", want \"%s\"\n", key, b->name,
 			    got, want);
-		free(got);
-		_fail(file, line);
-	}
 	free(got);
+	if (!same)
+		_fail(file, line);
 }
 
 /* Asserts @b does not hold @key. */
@@ -243,6 +244,7 @@ static inline bool mh_events_last(struct mh_events *r, enum smux_topic topic,
 {
 	bool found = false;
 
+	memset(out, 0, sizeof(*out)); /* defined even when nothing matches */
 	smux_events_flush(r->bus);
 	pthread_mutex_lock(&r->lock);
 	for (unsigned i = r->n; i-- > 0;) {

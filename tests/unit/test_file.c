@@ -31,7 +31,7 @@
 #include "smux/backend.h"
 #include "smux/file.h"
 
-#define MB (1024u * 1024u)
+#define MB ((size_t)1024 * 1024)
 
 struct env {
 	char base[64];		/* mkdtemp directory */
@@ -621,7 +621,7 @@ static void test_list_random(void **state)
 			continue;
 		if (put_str(env, key, "v"))
 			continue; /* a file/directory clash: fine */
-		for (j = 0; j < n && strcmp(keys[j], key); j++)
+		for (j = 0; j < n && strcmp(keys[j], key) != 0; j++)
 			;
 		if (j == n)
 			keys[n++] = strdup(key);
@@ -775,7 +775,7 @@ struct race {
 	atomic_int reads;
 };
 
-#define RACE_SIZE (256u * 1024u)
+#define RACE_SIZE ((size_t)256 * 1024)
 
 static void *race_reader(void *arg)
 {

@@ -538,7 +538,8 @@ static void test_mirror_list_union(void **state)
 static void test_nesting_depth(void **state)
 {
 	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
-	struct smux_backend *chain[9], *leaf = mh_memory("leaf"), *bad = NULL;
+	struct smux_backend *chain[9] = {NULL}, *leaf = mh_memory("leaf"),
+			    *bad = NULL;
 	struct smux_mux_member m = {0};
 	struct smux_error err;
 	char name[32];
@@ -737,13 +738,15 @@ static void test_tracing(void **state)
 		}
 	}
 	assert_non_null(op);
+	if (!op)
+		return; /* not reached: cmocka's asserts do not return */
 	assert_null(op->parent);
 	assert_string_equal(mh_span_get(op, "mux.mode", NULL), "failover");
 	assert_string_equal(mh_span_get(op, "mux.key", NULL), "k");
 	assert_non_null(mh_span_get(op, "mux.policy", NULL));
 	assert_string_equal(mh_span_get(op, "mux.outcome", NULL), "ok");
 	assert_int_equal(n_att, 2);
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < n_att; i++) {
 		assert_ptr_equal(att[i]->parent, op);
 		s = mh_span_get(att[i], "mux.backend.name", NULL);
 		assert_non_null(s);
