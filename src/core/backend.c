@@ -206,52 +206,54 @@ out_close:
 	return rc;
 }
 
+/* Entry checks of the two-key operations (copy, rename). */
+static int enter2(struct smux_backend *b, const struct smux_ctx *ctx,
+		  const char *src, const char *dst, struct smux_error *err)
+{
+	int rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
+
+	return rc ? rc : smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
+}
+
+/* The backend's copy, or the fallback through a temporary file. */
+static int do_copy(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *src, const char *dst, struct smux_error *err)
+{
+	if (b->ops->copy)
+		return b->ops->copy(b, ctx, src, dst, err);
+	return copy_fallback(b, ctx, src, dst, err);
+}
+
 int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {
 	int rc;
 
 	LOCAL_ERR(err);
-	rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
+	rc = enter2(b, ctx, src, dst, err);
 	if (rc)
 		return rc;
-	rc = smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
-	if (rc)
-		return rc;
-	if (b->ops->copy)
-		rc = b->ops->copy(b, ctx, src, dst, err);
-	else
-		rc = copy_fallback(b, ctx, src, dst, err);
-	return finish(b, rc, err);
+	return finish(b, do_copy(b, ctx, src, dst, err), err);
 }
 
 int smux_backend_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *src, const char *dst,
 			struct smux_error *err)
 {
+	struct smux_info info;
 	int rc;
 
 	LOCAL_ERR(err);
-	rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
+	rc = enter2(b, ctx, src, dst, err);
 	if (rc)
 		return rc;
-	rc = smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
-	if (rc)
-		return rc;
-	if (strcmp(src, dst) == 0)
-		return b->ops->head(b, ctx, src, &(struct smux_info){0}, err) <
-				       0
-			       ? finish(b, -1, err)
-			       : 0;
-	if (b->ops->rename) {
+	if (strcmp(src, dst) == 0) /* rename(2): nothing to do if it exists */
+		rc = b->ops->head(b, ctx, src, &info, err);
+	else if (b->ops->rename)
 		rc = b->ops->rename(b, ctx, src, dst, err);
-	} else {
+	else if ((rc = do_copy(b, ctx, src, dst, err)) == 0)
 		/* not atomic: a reader may briefly see both names */
-		rc = b->ops->copy ? b->ops->copy(b, ctx, src, dst, err)
-				  : copy_fallback(b, ctx, src, dst, err);
-		if (rc == 0)
-			rc = b->ops->del(b, ctx, src, err);
-	}
+		rc = b->ops->del(b, ctx, src, err);
 	return finish(b, rc, err);
 }
 

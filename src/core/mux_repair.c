@@ -267,7 +267,6 @@ static void *bg_main(void *arg)
 	while (!mux->bg_stop) {
 		int64_t now = smux_now_ns(), until;
 		struct timespec ts;
-		bool kicked = mux->bg_kick;
 
 		mux->bg_kick = false;
 		pthread_mutex_unlock(&mux->bg_lock);
@@ -282,7 +281,6 @@ static void *bg_main(void *arg)
 			smux_ctx_init(&ctx);
 			smux__mux_repair(mux, &ctx, NULL, NULL, NULL);
 		}
-		(void)kicked;
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
 		ts.tv_sec = until / 1000000000LL;
 		ts.tv_nsec = until % 1000000000LL;
