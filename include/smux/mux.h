@@ -7,8 +7,10 @@
  * section 3, DESIGN section 3), classifies failures (smux_classify), keeps
  * per-member health with cooldowns and probes, runs every member call in a
  * bulkhead (deadline + bounded concurrency), keeps stats, emits events,
- * opens trace spans, records hints for replicas that missed a write, and
- * can be changed while it runs (add, remove, set_weight, drain).
+ * opens trace spans, records hints for replicas that missed a write (in
+ * shield and mirror the replicas a fan-out missed, in failover the members
+ * ahead of the one that took it), and can be changed while it runs (add,
+ * remove, set_weight, drain).
  *
  * Threads: every function here may be called from any thread, concurrently
  * with operations; none holds a lock across a member call.
@@ -147,9 +149,13 @@ int smux_mux_undrain(struct smux_backend *mux, const char *name,
 		     struct smux_error *err);
 
 /*
- * Replays every pending hint whose replica is up now (copying the object
- * from a replica that has it, or deleting it). *@replayed (may be NULL)
- * gets the number replayed, *@pending what is left.
+ * Replays every pending hint whose replica is up now, or down with its
+ * cooldown over (the replay probes it): copies the object from a replica
+ * that has it - in failover, from the first member without a hint for the
+ * key, the one that took its latest write - or deletes it. A hint the
+ * background thread is replaying at that moment is waited for (@ctx may
+ * end the wait), then replayed here if still pending. *@replayed (may be
+ * NULL) gets the number replayed here, *@pending what is left.
  */
 int smux_mux_repair(struct smux_backend *mux, const struct smux_ctx *ctx,
 		    unsigned *replayed, unsigned *pending,

@@ -291,6 +291,7 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->mutate_lock);
 	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
+	pthread_mutex_destroy(&mux->replay_lock);
 	pthread_cond_destroy(&mux->bg_cond);
 	smux_backend_release(&mux->base);
 	free(mux);
@@ -370,6 +371,7 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->mutate_lock, NULL);
 	pthread_mutex_init(&mux->sel_lock, NULL);
 	pthread_mutex_init(&mux->bg_lock, NULL);
+	pthread_mutex_init(&mux->replay_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&mux->bg_cond, &ca);
@@ -660,7 +662,7 @@ int smux_mux_repair(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!mux)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
 				      "not a mux");
-	return smux__mux_repair(mux, ctx, replayed, pending, err);
+	return smux__mux_repair(mux, ctx, true, replayed, pending, err);
 }
 
 /* ---- stats snapshot (seed section 7) ---- */
@@ -795,6 +797,14 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__exec_race(mux, &child, call, span, err);
 		break;
 	case SMUX_MODE_FAILOVER:
+		/* a member that missed the key's latest write is not asked:
+		 * the one that took it has the newest version */
+		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
+			      &span, err);
+		if (rc == 0)
+			rc = smux__exec_walk(mux, &child, call, true, NULL,
+					     span, err);
+		break;
 	case SMUX_MODE_SHIELD:
 		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
 			      &span, err);
@@ -864,10 +874,10 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return rc;
 	if (fanout)
 		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
+	else if (mux->mode == SMUX_MODE_FAILOVER)
+		rc = smux__failover_write(mux, &child, call, kind, span, err);
 	else
-		rc = smux__exec_sequential(mux, &child, call,
-					   mux->mode == SMUX_MODE_FAILOVER,
-					   span, err);
+		rc = smux__exec_sequential(mux, &child, call, false, span, err);
 	return op_leave(mux, span, rc, err);
 }
 
@@ -938,9 +948,11 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 
 /*
  * Rename: the members rename in the mode's write pattern (every replica in
- * shield and mirror, with hints for the ones that miss it); sticky-by-key
- * moves the object through the mux, since the two keys may live on two
- * shards.
+ * shield and mirror, with hints for the ones that miss it; in failover the
+ * first member with the latest versions of both keys, and hints - put the
+ * destination, delete the source - for the members ahead of it);
+ * sticky-by-key moves the object through the mux, since the two keys may
+ * live on two shards.
  */
 static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
@@ -961,7 +973,8 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 }
 
 /* Attributes change where the object is: every replica in shield and
- * mirror; the shard that holds the key in sticky-by-key. */
+ * mirror; the shard that holds the key in sticky-by-key; in failover the
+ * first member with the key's latest version. */
 static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		       const char *key, const struct smux_setattr *attr,
 		       struct smux_error *err)
@@ -1012,6 +1025,8 @@ static int mux_list(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (un)
 		rc = smux__exec_list_union(mux, &child, prefix, delimiter, fn,
 					   arg, span, err);
+	else if (mux->mode == SMUX_MODE_FAILOVER)
+		rc = smux__exec_list_failover(mux, &child, &call, span, err);
 	else
 		rc = smux__exec_sequential(mux, &child, &call, by_order, span,
 					   err);

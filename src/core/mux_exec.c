@@ -2,8 +2,10 @@
 /*
  * mux_exec.c - running the attempts of one mux operation: sequential
  * fall-through (failover, round-robin, weighted, sticky-by-key, shield
- * reads), the mirror read race, the shield/mirror write fan-out with its
- * write policy and hints, and the de-duplicated union listing.
+ * reads; optionally passing over members that missed a key's latest
+ * write), the mirror read race, and the shield/mirror write fan-out with
+ * its write policy and hints. Listings that merge are mux_list.c's; what
+ * failover does with the walk is mux_failover.c's.
  *
  * Every member call goes through the member's bulkhead, so a stuck member
  * costs a caller its deadline and nothing more. Every finished attempt goes
@@ -191,10 +193,8 @@ static int count_entry(void *arg, const struct smux_list_entry *e)
 	return lc->fn(lc->arg, e);
 }
 
-/* Fills @err for an operation whose every attempt failed. */
-static long exhausted(struct smux_mux *mux, unsigned attempts,
-		      bool all_timeouts, struct smux_error *last,
-		      struct smux_error *err)
+long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
+		     const struct smux_error *last, struct smux_error *err)
 {
 	if (attempts == 0)
 		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
@@ -212,13 +212,33 @@ static long exhausted(struct smux_mux *mux, unsigned attempts,
 	return -err->e.sys_errno;
 }
 
+/* How one sequential walk goes besides falling through on transient
+ * errors. */
+struct walk {
+	bool by_order;	 /* member order (failover, shield), else the mode's */
+	bool find;	 /* KEY_NOT_FOUND moves on too (sticky-by-key) */
+	bool skip_stale; /* pass over members stale for the call's keys */
+	struct mux_member **acked; /* out: the member that succeeded */
+};
+
+/* True when @m missed the latest write of a key @call works on (a copy's
+ * or rename's source or destination). */
+static bool call_stale(struct smux_mux *mux, struct mux_member *m,
+		       const struct smux__call *call)
+{
+	if (smux__member_stale(mux, m, call->key))
+		return true;
+	return (call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME) &&
+	       smux__member_stale(mux, m, call->key2);
+}
+
 /*
- * The sequential walk. With @find, KEY_NOT_FOUND moves on to the next
+ * The sequential walk. With w->find, KEY_NOT_FOUND moves on to the next
  * member too (a key looked for on every shard); the operation then answers
  * "not found" only when no member has the key.
  */
 static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct smux__call *orig, bool by_order, bool find,
+		       struct smux__call *orig, const struct walk *w,
 		       struct smux_span *span, struct smux_error *err)
 {
 	/* a private copy: attempts set its backend, and a listing counts
@@ -229,19 +249,29 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
 	bool all_timeouts = true, probe, have_not_found = false;
-	unsigned attempts = 0;
+	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
+	if (w->acked)
+		*w->acked = NULL;
 	if (call->op == SMUX__OP_LIST) {
 		call->list_fn = count_entry;
 		call->list_arg = &lc;
 	}
-	if (!by_order)
+	if (!w->by_order)
 		probe_due(mux, ctx, span);
-	smux__cursor_init(&c, mux, call->key, by_order);
+	smux__cursor_init(&c, mux, call->key, w->by_order);
 	while ((m = smux__cursor_next(&c, &probe))) {
 		enum smux_outcome o;
 
+		if (w->skip_stale && call_stale(mux, m, call)) {
+			/* it missed a key's latest write: not asked */
+			if (probe)
+				smux__health_probe_cancel(&m->health);
+			smux__member_put(m);
+			stale++;
+			continue;
+		}
 		if (prev) {
 			struct smux_event ev = {.topic = SMUX_EV_FAILOVER};
 
@@ -262,7 +292,7 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			continue;
 		}
 		attempts++;
-		if (rc < 0 && find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
+		if (rc < 0 && w->find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
 			if (!have_not_found)
 				not_found = e;
 			have_not_found = true;
@@ -274,7 +304,10 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 				*err = e;
 				err->e.attempts = attempts;
 			}
-			smux__member_put(m);
+			if (rc >= 0 && w->acked)
+				*w->acked = m; /* the caller's reference */
+			else
+				smux__member_put(m);
 			goto out;
 		}
 		if (o == SMUX_OUTCOME_ABORT) {
@@ -316,7 +349,14 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = -err->e.sys_errno;
 		goto out;
 	}
-	rc = exhausted(mux, attempts, all_timeouts, &last, err);
+	if (attempts == 0 && stale > 0)
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "no backend with the latest write of %s is "
+				    "available",
+				    call->key);
+	else
+		rc = smux__exhausted(mux, attempts, all_timeouts, &last, err);
 out:
 	smux__member_put(prev);
 	smux__cursor_release(&c);
@@ -327,14 +367,32 @@ long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux__call *call, bool by_order,
 			   struct smux_span *span, struct smux_error *err)
 {
-	return sequential(mux, ctx, call, by_order, false, span, err);
+	struct walk w = {.by_order = by_order};
+
+	return sequential(mux, ctx, call, &w, span, err);
 }
 
 long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux__call *call, struct smux_span *span,
 		     struct smux_error *err)
 {
-	return sequential(mux, ctx, call, true, true, span, err);
+	struct walk w = {.by_order = true, .find = true};
+
+	return sequential(mux, ctx, call, &w, span, err);
+}
+
+long smux__exec_walk(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, bool skip_stale,
+		     struct mux_member **acked, struct smux_span *span,
+		     struct smux_error *err)
+{
+	struct walk w = {
+		.by_order = true,
+		.skip_stale = skip_stale,
+		.acked = acked,
+	};
+
+	return sequential(mux, ctx, call, &w, span, err);
 }
 
 /* ---- mirror read race ---- */
@@ -574,7 +632,8 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			err->e.attempts = failed;
 			rc = -err->e.sys_errno;
 		} else {
-			rc = exhausted(mux, failed, all_timeouts, &last, err);
+			rc = smux__exhausted(mux, failed, all_timeouts, &last,
+					     err);
 		}
 	}
 	smux__view_put(v);
@@ -857,195 +916,6 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = smux__fanout_policy(mux, key, kind, ms, ok, errs, n, err);
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
-	smux__view_put(v);
-	return rc;
-}
-
-/* ---- union listing (sticky-by-key, mirror) ---- */
-
-struct entry {
-	char *key;
-	bool is_prefix;
-	struct smux_info info;
-};
-
-struct entries {
-	struct entry *e;
-	size_t n, cap;
-	bool oom;
-};
-
-static int collect(void *arg, const struct smux_list_entry *le)
-{
-	struct entries *es = arg;
-
-	if (es->n == es->cap) {
-		size_t cap = es->cap ? es->cap * 2 : 64;
-		struct entry *p = realloc(es->e, cap * sizeof(*p));
-
-		if (!p) {
-			es->oom = true;
-			return 1;
-		}
-		es->e = p;
-		es->cap = cap;
-	}
-	es->e[es->n].key = strdup(le->key);
-	if (!es->e[es->n].key) {
-		es->oom = true;
-		return 1;
-	}
-	es->e[es->n].is_prefix = le->is_prefix;
-	es->e[es->n].info = le->info;
-	es->n++;
-	return 0;
-}
-
-static void entries_free(struct entries *es)
-{
-	for (size_t i = 0; i < es->n; i++)
-		free(es->e[i].key);
-	free(es->e);
-}
-
-/* The smallest current key of the sorted member lists, each member's copy
- * of it passed over (NULL at the end). */
-static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
-				unsigned n)
-{
-	struct entry *e;
-	int best = -1;
-
-	for (unsigned i = 0; i < n; i++) {
-		if (!ok[i] || pos[i] >= es[i].n)
-			continue;
-		if (best < 0 ||
-		    strcmp(es[i].e[pos[i]].key, es[best].e[pos[best]].key) < 0)
-			best = (int)i;
-	}
-	if (best < 0)
-		return NULL;
-	e = &es[best].e[pos[best]];
-	for (unsigned i = 0; i < n; i++)
-		if ((int)i != best && ok[i] && pos[i] < es[i].n &&
-		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
-			pos[i]++;
-	pos[best]++;
-	return e;
-}
-
-/* Hands @e to the caller's callback; its answer (non-zero: stop). */
-static int deliver(smux_list_fn fn, void *arg, const struct entry *e)
-{
-	struct smux_list_entry le = {
-		.key = e->key,
-		.is_prefix = e->is_prefix,
-		.info = e->info,
-	};
-
-	return fn(arg, &le);
-}
-
-long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
-			   const char *prefix, const char *delimiter,
-			   smux_list_fn fn, void *arg, struct smux_span *span,
-			   struct smux_error *err)
-{
-	struct mux_view *v = smux__view_get(mux);
-	struct mux_member *ms[FANOUT_MAX];
-	struct entries es[FANOUT_MAX];
-	struct smux__call calls[FANOUT_MAX];
-	struct smux__job *jobs[FANOUT_MAX];
-	struct smux_span *spans[FANOUT_MAX];
-	struct smux_error errs[FANOUT_MAX], last = {0};
-	size_t pos[FANOUT_MAX];
-	int64_t t0[FANOUT_MAX];
-	bool probes[FANOUT_MAX], ok[FANOUT_MAX];
-	unsigned n = 0, n_ok = 0;
-	int64_t now = smux__mux_now(mux);
-	bool all_timeouts = true;
-	struct entry *pending = NULL;
-	long rc = 0;
-
-	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
-		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
-			continue;
-		if (!smux__member_enter(v->m[i]))
-			continue; /* drained since: its probe went with it */
-		ms[n] = v->m[i];
-		memset(&es[n], 0, sizeof(es[n]));
-		calls[n] = (struct smux__call){
-			.op = SMUX__OP_LIST,
-			.backend = ms[n]->backend,
-			.key = prefix,
-			.key2 = delimiter,
-			.list_fn = collect,
-			.list_arg = &es[n],
-		};
-		spans[n] = smux__attempt_span(mux, span, ms[n], n);
-		calls[n].span = spans[n] ? spans[n] : span;
-		t0[n] = smux_now_ns();
-		jobs[n] = smux__bulkhead_start(ms[n]->bh, ctx, mux->timeout_ms,
-					       &calls[n], NULL);
-		n++;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		enum smux_outcome o;
-		long r;
-
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &errs[i]);
-		else
-			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
-					   ms[i]->name, "cannot start job");
-		if (r == 0 && es[i].oom)
-			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
-					   ms[i]->name, "listing too large");
-		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
-		o = smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i],
-				       r < 0 ? &errs[i] : NULL, spans[i]);
-		ok[i] = r == 0;
-		if (ok[i]) {
-			n_ok++;
-		} else {
-			last = errs[i];
-			if (o != SMUX_OUTCOME_TIMEOUT)
-				all_timeouts = false;
-		}
-		pos[i] = 0;
-	}
-	if (n_ok == 0) {
-		rc = exhausted(mux, n, all_timeouts, &last, err);
-		goto out;
-	}
-	/* k-way merge of sorted lists; equal keys are delivered once (the
-	 * first member's entry, in member order) */
-	for (;;) {
-		struct entry *e = merge_next(es, ok, pos, n);
-
-		if (pending) {
-			/* without a delimiter a marker is listed for an empty
-			 * directory only: empty on one member, it may hold
-			 * keys on another (they sort right after it) */
-			if (!(e && strncmp(e->key, pending->key,
-					   strlen(pending->key)) == 0) &&
-			    deliver(fn, arg, pending))
-				break;
-			pending = NULL;
-		}
-		if (!e)
-			break;
-		if (!delimiter && !e->is_prefix && e->key[0] &&
-		    e->key[strlen(e->key) - 1] == '/') {
-			pending = e;
-			continue;
-		}
-		if (deliver(fn, arg, e))
-			break;
-	}
-out:
-	for (unsigned i = 0; i < n; i++)
-		entries_free(&es[i]);
 	smux__view_put(v);
 	return rc;
 }

@@ -3,7 +3,9 @@
  * mux_internal.h (internal) - the structures the mux's files share:
  * mux.c (lifecycle, operations table, mutation, stats), mux_select.c
  * (which member next: the six modes' selection), mux_exec.c (running
- * attempts: sequential fall-through, race, fan-out, hints),
+ * attempts: sequential fall-through, race, fan-out, hints), mux_list.c
+ * (listings that merge: the union, failover's hint overlay),
+ * mux_failover.c (failover's hints for the members a write passed over),
  * mux_writer.c (writers through the mux), mux_repair.c (hint replay and
  * the background thread).
  *
@@ -94,6 +96,10 @@ struct smux_mux {
 	atomic_uint_fast64_t total_fanout_partials;
 
 	struct smux__hints *hints;
+	/* the (replica, key) pairs being replayed now, one replay per pair
+	 * at a time (mux_repair.c) */
+	pthread_mutex_t replay_lock;
+	struct mux_replay *replaying; /* protected by replay_lock */
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -193,6 +199,23 @@ long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux__call *call, struct smux_span *span,
 		     struct smux_error *err);
+/*
+ * smux__exec_sequential in member order, except that with @skip_stale a
+ * member with a pending hint for a key of @call (its key; also key2 for a
+ * copy or rename) is passed over (its probe, if it was one, given back);
+ * when only such members were left the call fails with ALL_BACKENDS_DOWN.
+ * On success *@acked (when not NULL) holds a reference to the member that
+ * succeeded (smux__member_put), else NULL.
+ */
+long smux__exec_walk(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct smux__call *call, bool skip_stale,
+		     struct mux_member **acked, struct smux_span *span,
+		     struct smux_error *err);
+/* Fills @err for an operation whose @attempts (0: none could be made) all
+ * failed, the last with @last: ALL_BACKENDS_DOWN wrapping it, or @last
+ * itself when every attempt timed out. Returns the negative errno. */
+long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
+		     const struct smux_error *last, struct smux_error *err);
 /* Mirror reads: race every up member, first success wins. */
 long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux__call *call, struct smux_span *span,
@@ -202,11 +225,6 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, enum smux__hint_kind kind,
 		       struct smux_span *span, struct smux_error *err);
-/* Lists of sticky/mirror: the de-duplicated union over every up member. */
-long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
-			   const char *prefix, const char *delimiter,
-			   smux_list_fn fn, void *arg, struct smux_span *span,
-			   struct smux_error *err);
 
 /*
  * Applies the write policy of @mux to the outcome of a fan-out over
@@ -223,14 +241,72 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
 
+/* mux_list.c */
+
+/* Lists of sticky/mirror: the de-duplicated union over every up member. */
+long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *prefix, const char *delimiter,
+			   smux_list_fn fn, void *arg, struct smux_span *span,
+			   struct smux_error *err);
+/*
+ * Lists of failover: the first member that answers, as the walk finds it;
+ * while hints are pending, that member's listing is corrected by its own
+ * hints (keys it missed are added with the info of the member that has
+ * them, keys deleted while it was out are left out).
+ */
+long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
+			      struct smux__call *call, struct smux_span *span,
+			      struct smux_error *err);
+
+/* mux_failover.c */
+
+/*
+ * Failover writes (put, delete, copy, rename, setattr): the walk in member
+ * order, passing over members that missed the latest write of a key the
+ * call works on (until its hint is replayed, the replay is the only writer
+ * of that key on that member), then, before the write is acknowledged, a
+ * hint for every member ahead of the one that took it
+ * (smux__failover_missed).
+ */
+long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct smux__call *call, enum smux__hint_kind kind,
+			  struct smux_span *span, struct smux_error *err);
+/*
+ * @acked took a write of @key (@kind): its own hint for @key, if any, is
+ * superseded, and every member ahead of it in the current view gets a
+ * durable hint (event hint.recorded). 0, or the journal's failure (the
+ * write must then not be acknowledged).
+ */
+int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
+			  const char *key, enum smux__hint_kind kind,
+			  struct smux_error *err);
+/*
+ * Where failover replays a missed put of @key to @dst from: the first
+ * member of @v, other than @dst, without a pending hint for @key (the one
+ * that took the latest write). NULL when every other member missed it too
+ * (the version left with a removed member; there is nothing to copy). Not
+ * a reference: @v holds one.
+ */
+struct mux_member *smux__failover_source(struct smux_mux *mux,
+					 struct mux_view *v,
+					 struct mux_member *dst,
+					 const char *key);
+
 /* mux_writer.c */
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, unsigned flags,
 			  struct smux_writer **out, struct smux_error *err);
 
 /* mux_repair.c */
+
+/*
+ * Replays the pending hints whose replica is up (or due a probe). A hint
+ * another repair is replaying right now is left to it; with @wait this
+ * repair waits for that replay to end (@ctx may end the wait) and replays
+ * the hint itself if it is still pending.
+ */
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     unsigned *replayed, unsigned *pending,
+		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);

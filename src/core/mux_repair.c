@@ -6,8 +6,14 @@
  *
  * Replaying a hint: a missed put is copied from a replica that has the
  * key and no pending hint of its own for it (through a temporary file, so
- * memory stays bounded); a missed delete is repeated. A hint whose replica
- * is no longer a member is dropped.
+ * memory stays bounded) - in failover, from the first member in order
+ * without one, the member that took the latest write; a missed delete is
+ * repeated. A hint whose replica is no longer a member is dropped. A
+ * replay checks, right before it writes, that its hint is still pending:
+ * a write that reached the replica meanwhile is newer than the copy. Two
+ * repairs (the background thread's and smux_mux_repair's) never replay
+ * one (replica, key) at once: an older copy could otherwise land after a
+ * newer one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,18 +53,75 @@ static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * Copies @key to @dst from the first other up member that has it (a
- * directory marker is looked up with head and recreated empty). Returns 0;
- * -ENOENT when every replica asked answered "not found" (the key is gone);
- * else an error (no replica to copy from is no reason to delete). *@probe
- * is cleared once a call reached @dst (it then reported the probe).
+ * Copies @key from @src to @dst through a temporary file (a directory
+ * marker is looked up with head and recreated empty); @src_probe: the get
+ * is @src's health probe. Returns 0 - also when @dst's hint for @key went
+ * away meanwhile (a later write reached @dst, and this older copy must not
+ * land on top of it) -, -ENOENT when @src answered "not found", else an
+ * error; *@got tells whether @src delivered the object (a later failure
+ * is then @dst's). *@probe is cleared once a call reached @dst (it then
+ * reported @dst's probe).
+ */
+static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct mux_member *src, bool src_probe,
+		     struct mux_member *dst, const char *key, bool *probe,
+		     bool *got, struct smux_error *err)
+{
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	bool marker = smux_key_is_dir(key), probe_dst = *probe;
+	struct smux_info info = {0};
+	struct smux_put_opts po = {0};
+	struct smux_source source;
+	struct smux_sink sink;
+	struct smux__call get = {
+		.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
+		.key = key,
+		.get_opts = marker ? NULL : &all,
+		.sink = marker ? NULL : &sink,
+		.info = &info,
+	};
+	struct smux__call put = {
+		.op = SMUX__OP_PUT,
+		.key = key,
+		.src = &source,
+		.put_opts = &po,
+	};
+	long rc;
+	int fd;
+
+	*got = false;
+	fd = smux_tmpfile(mux->base.name, "repair", err);
+	if (fd < 0) {
+		if (src_probe)
+			smux__health_probe_cancel(&src->health);
+		return fd;
+	}
+	smux_sink_fd(&sink, fd, 0);
+	rc = run(mux, ctx, src, &get, src_probe, err);
+	*got = rc == 0;
+	if (rc == 0 && smux__hints_has(mux->hints, dst->name, key)) {
+		po.mode = info.mode & 07777;
+		po.mtime_ns = info.mtime_ns;
+		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
+		*probe = false; /* the put reports to dst's health */
+		rc = run(mux, ctx, dst, &put, probe_dst, err);
+	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
+		rc = -ENOENT;
+	}
+	close(fd);
+	return rc;
+}
+
+/*
+ * Copies @key to @dst from the first other up member that has it. Returns
+ * 0; -ENOENT when every replica asked answered "not found" (the key is
+ * gone); else an error (no replica to copy from is no reason to delete).
+ * *@probe as copy_one().
  */
 static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct mux_view *v, struct mux_member *dst,
 			   const char *key, bool *probe, struct smux_error *err)
 {
-	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
-	bool marker = smux_key_is_dir(key), probe_dst = *probe;
 	bool not_found = false, failed = false;
 	long rc;
 
@@ -66,46 +129,16 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    "no replica to copy %s from", key);
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *src = v->m[i];
-		struct smux_info info = {0};
-		struct smux_put_opts po = {0};
-		struct smux_source source;
-		struct smux_sink sink;
-		struct smux__call get = {
-			.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
-			.key = key,
-			.get_opts = marker ? NULL : &all,
-			.sink = marker ? NULL : &sink,
-			.info = &info,
-		};
-		struct smux__call put = {
-			.op = SMUX__OP_PUT,
-			.key = key,
-			.src = &source,
-			.put_opts = &po,
-		};
-		int fd;
+		bool got;
 
 		if (src == dst ||
 		    smux__health_status(&src->health) != SMUX_STATUS_UP ||
 		    smux__member_stale(mux, src, key))
 			continue;
-		fd = smux_tmpfile(mux->base.name, "repair", err);
-		if (fd < 0)
-			return fd;
-		smux_sink_fd(&sink, fd, 0);
-		rc = run(mux, ctx, src, &get, false, err);
-		if (rc == 0) {
-			po.mode = info.mode & 07777;
-			po.mtime_ns = info.mtime_ns;
-			smux_source_fd(&source, fd, 0,
-				       marker ? 0 : sink.written);
-			*probe = false; /* the put reports to dst's health */
-			rc = run(mux, ctx, dst, &put, probe_dst, err);
-			close(fd);
+		rc = copy_one(mux, ctx, src, false, dst, key, probe, &got, err);
+		if (got)
 			return rc;
-		}
-		close(fd);
-		if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+		if (rc == -ENOENT)
 			not_found = true;
 		else
 			failed = true; /* a peer that may have it failed */
@@ -120,10 +153,35 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * Replays one hint; 0 when the replica has the key's state again. With
- * @probe, @m is down and this replay is its health probe: the first call
- * on @m reports the outcome; when no call reaches @m the probe is given
- * back.
+ * Failover: copies @key to @dst from the member with its latest version
+ * (smux__failover_source; a down one whose cooldown is over is probed by
+ * the copy). Returns as copy_one(); 0 when every other member missed the
+ * write too (the version left with a removed member: nothing newer than
+ * what @dst has is left, and its hint is moot).
+ */
+static long copy_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_view *v, struct mux_member *dst,
+			  const char *key, bool *probe, struct smux_error *err)
+{
+	struct mux_member *src = smux__failover_source(mux, v, dst, key);
+	bool src_probe = false, got;
+
+	if (!src)
+		return 0;
+	if (!smux__health_acquire(&src->health, smux__mux_now(mux), &src_probe))
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "%s, which has the latest %s, is not "
+				      "available",
+				      src->name, key);
+	return copy_one(mux, ctx, src, src_probe, dst, key, probe, &got, err);
+}
+
+/*
+ * Replays one hint; 0 when the replica has the key's state again (or a
+ * later write reached it meanwhile). With @probe, @m is down and this
+ * replay is its health probe: the first call on @m reports the outcome;
+ * when no call reaches @m the probe is given back.
  */
 static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct mux_view *v, struct mux_member *m,
@@ -132,22 +190,93 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
 	bool left = probe;
-	long rc;
+	long rc = 0;
 
-	if (h->kind == SMUX__HINT_DEL)
-		return run(mux, ctx, m, &del, probe, err);
-	rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
-	if (rc == -ENOENT) { /* deleted everywhere since: converge on that */
-		rc = run(mux, ctx, m, &del, left, err);
-		left = false;
+	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
+		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
+	else if (h->kind == SMUX__HINT_PUT)
+		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
+	/* a missed delete, or a key deleted everywhere since (converge on
+	 * that) - unless a later write reached the replica meanwhile */
+	if (h->kind == SMUX__HINT_DEL || rc == -ENOENT) {
+		rc = 0;
+		if (smux__hints_has(mux->hints, m->name, h->key)) {
+			rc = run(mux, ctx, m, &del, left, err);
+			left = false;
+		}
 	}
 	if (left)
 		smux__health_probe_cancel(&m->health);
 	return rc;
 }
 
+/* A (replica, key) pair one repair is replaying; on that repair's stack,
+ * in mux->replaying while it replays. */
+struct mux_replay {
+	const char *replica, *key; /* borrowed from that repair's hint list */
+	struct mux_replay *next;
+};
+
+/* True when a repair is replaying @h's pair; caller holds replay_lock. */
+static bool replaying(struct smux_mux *mux, const struct smux__hint *h)
+{
+	for (struct mux_replay *r = mux->replaying; r; r = r->next)
+		if (strcmp(r->replica, h->replica) == 0 &&
+		    strcmp(r->key, h->key) == 0)
+			return true;
+	return false;
+}
+
+/* Claims @h's pair with @r; false when another repair is replaying it. */
+static bool replay_claim(struct smux_mux *mux, struct mux_replay *r,
+			 const struct smux__hint *h)
+{
+	bool ok;
+
+	pthread_mutex_lock(&mux->replay_lock);
+	ok = !replaying(mux, h);
+	if (ok) {
+		r->replica = h->replica;
+		r->key = h->key;
+		r->next = mux->replaying;
+		mux->replaying = r;
+	}
+	pthread_mutex_unlock(&mux->replay_lock);
+	return ok;
+}
+
+static void replay_release(struct smux_mux *mux, struct mux_replay *r)
+{
+	struct mux_replay **pp;
+
+	pthread_mutex_lock(&mux->replay_lock);
+	for (pp = &mux->replaying; *pp != r; pp = &(*pp)->next)
+		;
+	*pp = r->next;
+	pthread_mutex_unlock(&mux->replay_lock);
+}
+
+/* Waits until no repair replays @h's pair; 0 or @ctx's error. */
+static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       const struct smux__hint *h, struct smux_error *err)
+{
+	for (;;) {
+		bool busy;
+		int rc;
+
+		pthread_mutex_lock(&mux->replay_lock);
+		busy = replaying(mux, h);
+		pthread_mutex_unlock(&mux->replay_lock);
+		if (!busy)
+			return 0;
+		rc = smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, err);
+		if (rc)
+			return rc;
+	}
+}
+
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     unsigned *replayed, unsigned *pending,
+		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
 	struct smux__hint *list = NULL;
@@ -166,6 +295,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
 		struct mux_member *m = NULL;
 		struct smux_error e = {0};
+		struct mux_replay claim;
 		bool probe = false;
 
 		rc = smux_ctx_check(ctx, mux->base.name, err);
@@ -178,12 +308,28 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__hints_done(mux->hints, list[i].id, NULL);
 			continue;
 		}
+		if (!replay_claim(mux, &claim, &list[i])) {
+			/* another repair is at it: the background thread comes
+			 * back later; a caller waits, then tries what is left
+			 * (that replay may have started before it could work) */
+			if (!wait)
+				continue;
+			rc = replay_wait(mux, ctx, &list[i], err);
+			if (rc)
+				break;
+			if (!smux__hints_has(mux->hints, list[i].replica,
+					     list[i].key) ||
+			    !replay_claim(mux, &claim, &list[i]))
+				continue;
+		}
 		/* an up replica, or a down one whose cooldown is over (the
 		 * replay probes it: a recovered replica needs no traffic of
 		 * its own to be repaired) */
 		if (!smux__health_acquire(&m->health, smux__mux_now(mux),
-					  &probe))
+					  &probe)) {
+			replay_release(mux, &claim);
 			continue;
+		}
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
 		if (replay(mux, ctx, v, m, &list[i], probe, &e) == 0) {
@@ -193,6 +339,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 			ev.has_cause = true;
 			ev.cause = e.e;
 		}
+		replay_release(mux, &claim); /* once the hint is done */
 		emit(mux, &ev);
 	}
 	smux__view_put(v);
@@ -279,7 +426,7 @@ static void *bg_main(void *arg)
 			struct smux_ctx ctx;
 
 			smux_ctx_init(&ctx);
-			smux__mux_repair(mux, &ctx, NULL, NULL, NULL);
+			smux__mux_repair(mux, &ctx, false, NULL, NULL, NULL);
 		}
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
 		ts.tv_sec = until / 1000000000LL;

@@ -6,7 +6,10 @@
  * every write and truncate out to them in parallel; commit follows the
  * mode's write policy (smux__fanout_policy) and records hints for the
  * replicas that missed it. In the other modes it is the selected member's
- * writer, still run through that member's bulkhead. When a member has no
+ * writer, still run through that member's bulkhead; in failover the writer
+ * opens on the first member with the key's latest version, and a commit
+ * records hints for the members ahead of the one that took it
+ * (smux__failover_missed). When a member has no
  * writer the mux reports NOT_SUPPORTED and the caller stages the content
  * and puts it, which fans out as a put.
  *
@@ -295,6 +298,10 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	} else if (info_from < 0) {
 		*err = errs[0];
 		rc = -err->e.sys_errno;
+	} else if (mux->mode == SMUX_MODE_FAILOVER) {
+		/* the members ahead of the one that took it missed it */
+		rc = smux__failover_missed(mux, mw->m[info_from], w->key,
+					   SMUX__HINT_PUT, err);
 	} else {
 		rc = 0;
 	}
@@ -481,6 +488,17 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		while ((m = smux__cursor_next(&c, &probe))) {
 			bool yes = true;
 
+			/* not on a member that missed the key's latest write:
+			 * a writer that starts from the object would start
+			 * from an old version, and a commit could race the
+			 * replay of that write */
+			if (mux->mode == SMUX_MODE_FAILOVER &&
+			    smux__member_stale(mux, m, key)) {
+				if (probe)
+					smux__health_probe_cancel(&m->health);
+				smux__member_put(m);
+				continue;
+			}
 			mw->n = 0;
 			if (add_sub(mw, m)) {
 				smux__member_put(m);

@@ -4,8 +4,9 @@
  * DESIGN section 3): shield's origin rule and best-effort mirrors,
  * fanout-partial and throw_on_fanout_partial, the mirror's write quorum,
  * hints journaled before the write returns, replay by repair, crash
- * safety across a restart, a later write superseding a hint, and reads
- * that avoid a replica that missed the latest write.
+ * safety across a restart, a later write superseding a hint (also while
+ * its replay is copying), and reads that avoid a replica that missed the
+ * latest write.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -433,6 +434,17 @@ static void test_single_fresh_replica(void **state)
 	rep_release(&r);
 }
 
+static void *repair_main(void *arg)
+{
+	struct rep *r = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	smux_mux_repair(r->mux, &ctx, NULL, NULL, &err);
+	return NULL;
+}
+
 struct abort_arg {
 	struct smux_cancel *c;
 	struct smux_backend *mux;
@@ -505,6 +517,147 @@ static void test_drained_replica_hinted(void **state)
 	rep_release(&r);
 }
 
+/*
+ * A backend whose get reads its object at once but delivers it only
+ * `lag_ms` later (a slow network: the version read is the one at the
+ * start); everything else goes straight to the wrapped backend.
+ */
+struct lagged {
+	struct smux_backend base; /* first */
+	struct smux_backend *inner;
+	atomic_llong lag_ms;
+};
+
+static const struct smux_backend_ops lagged_ops;
+
+static struct lagged *lagged_of(struct smux_backend *b)
+{
+	assert_ptr_equal(b->ops, &lagged_ops);
+	return (struct lagged *)b;
+}
+
+static int lagged_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, const struct smux_get_opts *opts,
+		      struct smux_sink *sink, struct smux_info *info,
+		      struct smux_error *err)
+{
+	struct lagged *l = lagged_of(b);
+	struct smux_sink now;
+	unsigned char *buf;
+	size_t len = 0;
+	int rc;
+
+	smux_sink_dyn(&now);
+	rc = smux_backend_get(l->inner, ctx, key, opts, &now, info, err);
+	buf = smux_sink_dyn_take(&now, &len);
+	if (rc == 0) {
+		usleep((useconds_t)atomic_load(&l->lag_ms) * 1000);
+		rc = smux_sink_write(sink, buf, len);
+		if (rc)
+			smux_error_set(err, SMUX_E_IO, b->name, "sink");
+	}
+	free(buf);
+	smux_sink_release(&now);
+	return rc;
+}
+
+static int lagged_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, const struct smux_source *src,
+		      const struct smux_put_opts *opts, struct smux_info *info,
+		      struct smux_error *err)
+{
+	return smux_backend_put(lagged_of(b)->inner, ctx, key, src, opts, info,
+				err);
+}
+
+static int lagged_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_error *err)
+{
+	return smux_backend_del(lagged_of(b)->inner, ctx, key, err);
+}
+
+static int lagged_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, struct smux_info *info,
+		       struct smux_error *err)
+{
+	return smux_backend_head(lagged_of(b)->inner, ctx, key, info, err);
+}
+
+static int lagged_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *prefix, const char *delimiter,
+		       smux_list_fn fn, void *arg, struct smux_error *err)
+{
+	return smux_backend_list(lagged_of(b)->inner, ctx, prefix, delimiter,
+				 fn, arg, err);
+}
+
+static void lagged_destroy(struct smux_backend *b)
+{
+	struct lagged *l = lagged_of(b);
+
+	smux_backend_unref(l->inner);
+	smux_backend_release(&l->base);
+	free(l);
+}
+
+static const struct smux_backend_ops lagged_ops = {
+	.kind = "lagged",
+	.get = lagged_get,
+	.put = lagged_put,
+	.del = lagged_del,
+	.head = lagged_head,
+	.list = lagged_list,
+	.destroy = lagged_destroy,
+};
+
+static struct lagged *lagged_new(const char *name, struct smux_backend *inner)
+{
+	struct lagged *l = calloc(1, sizeof(*l));
+
+	assert_non_null(l);
+	assert_int_equal(smux_backend_init(&l->base, &lagged_ops, name), 0);
+	l->inner = smux_backend_ref(inner);
+	atomic_init(&l->lag_ms, 0);
+	return l;
+}
+
+/* A replay reads the key from a slow peer (the version before a newer
+ * fan-out write) while that write reaches the hinted replica: the older
+ * copy is not put on top of it (the replay checks that its hint is still
+ * pending first). */
+static void test_replay_yields_to_newer_write(void **state)
+{
+	struct lagged *lag;
+	struct smux_error err;
+	struct rep r;
+	pthread_t th;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	/* r0 becomes a lagged view of mem0 */
+	smux_backend_unref(r.mux);
+	smux_backend_unref(r.f[0]);
+	lag = lagged_new("r0", r.mem[0]);
+	r.f[0] = &lag->base;
+	rep_mux(&r, "rep", SMUX_MODE_MIRROR, 0, false);
+
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	atomic_store(&lag->lag_ms, 300);
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	smux_mux_check_health(r.mux); /* r2 up: the next write reaches it */
+	assert_int_equal(pthread_create(&th, NULL, repair_main, &r), 0);
+	usleep(100 * 1000); /* the replay has read v1 from r0 */
+	MH_OK(mh_put(r.mux, "k", "v2", &err), &err); /* supersedes it */
+	pthread_join(th, NULL);
+	usleep(400 * 1000); /* a background replay too is over */
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	assert_replicas_equal(&r, "k", "v2");
+	rep_release(&r);
+}
+
 /* Every replica of a fan-out write stores one mtime, so all report one
  * version token (size + mtime): after a put, a writer commit, a repair. */
 static void assert_one_version(struct rep *r, const char *key, const char *want)
@@ -574,6 +727,7 @@ int main(void)
 		cmocka_unit_test(test_aborted_fanout_hints),
 		cmocka_unit_test(test_drained_replica_hinted),
 		cmocka_unit_test(test_replica_versions_agree),
+		cmocka_unit_test(test_replay_yields_to_newer_write),
 	};
 
 	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_failover.c - "nothing acknowledged is lost" in failover mode
+ * (DESIGN section 3).
+ *
+ * A failover write goes to the first member, in order, that takes it. When
+ * that is not the first member, the members ahead of it were down,
+ * draining or failing, and they missed the write: each gets a durable hint
+ * before the write is acknowledged. Hence the rule the rest relies on: for
+ * a key, the first member in order without a pending hint holds its
+ * newest version. Every operation on a key - read or write, writers too -
+ * passes over members with a hint for it (the walk in mux_exec.c), so
+ * until the hint is replayed the replay is the only writer of that key on
+ * that member and never lands on top of a newer write; listings are
+ * corrected by the hints of the member that answered (mux_list.c); replay
+ * copies from that first member (mux_repair.c).
+ *
+ * Owns no state: the hints live in the journal (hints.c), the members in
+ * the mux's view.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mux_internal.h"
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
+			  const char *key, enum smux__hint_kind kind,
+			  struct smux_error *err)
+{
+	struct mux_view *v;
+	unsigned pos = 0;
+	int rc = 0;
+
+	if (smux__member_stale(mux, acked, key))
+		smux__hints_supersede(mux->hints, acked->name, key, NULL);
+	v = smux__view_get(mux);
+	while (pos < v->n && v->m[pos] != acked)
+		pos++;
+	/* not in the view: removed while it took the write; then no member
+	 * is known to be ahead of it */
+	if (pos == v->n)
+		pos = 0;
+	for (unsigned i = 0; i < pos; i++) {
+		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
+
+		rc = smux__hints_add(mux->hints, v->m[i]->name, key, kind, NULL,
+				     err);
+		if (rc)
+			break;
+		snprintf(ev.name, sizeof(ev.name), "%s", v->m[i]->name);
+		snprintf(ev.key, sizeof(ev.key), "%s", key);
+		emit(mux, &ev);
+	}
+	smux__view_put(v);
+	return rc;
+}
+
+long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct smux__call *call, enum smux__hint_kind kind,
+			  struct smux_span *span, struct smux_error *err)
+{
+	bool two_keys =
+		call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME;
+	struct mux_member *acked = NULL;
+	long rc;
+	int hrc;
+
+	rc = smux__exec_walk(mux, ctx, call, true, &acked, span, err);
+	if (rc < 0 || !acked)
+		return rc;
+	/* the key the write leaves behind first: a crash between the two
+	 * hints of a rename then leaves the source behind on the member
+	 * that missed it, never the destination missing */
+	hrc = smux__failover_missed(
+		mux, acked, two_keys ? call->key2 : call->key, kind, err);
+	if (hrc == 0 && call->op == SMUX__OP_RENAME)
+		hrc = smux__failover_missed(mux, acked, call->key,
+					    SMUX__HINT_DEL, err);
+	smux__member_put(acked);
+	return hrc ? hrc : rc;
+}
+
+struct mux_member *smux__failover_source(struct smux_mux *mux,
+					 struct mux_view *v,
+					 struct mux_member *dst,
+					 const char *key)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->m[i] != dst && !smux__member_stale(mux, v->m[i], key))
+			return v->m[i];
+	return NULL;
+}
