@@ -94,11 +94,13 @@ struct smux_statfs {
 
 struct smux_backend;
 struct smux_writer;
+struct smux_reader;
 
 /*
  * The operations of one backend kind. Required: get, put, del, head, list,
  * destroy. Optional (NULL allowed, the wrapper supplies the fallback):
- * copy, healthcheck, statfs, writer_open.
+ * copy, healthcheck, statfs, writer_open; reader_open has no fallback
+ * (the caller reads with ranged gets instead).
  *
  * Every operation returns 0 or a negative errno and then fills @err (which
  * the wrapper guarantees is not NULL). Keys arrive already validated.
@@ -175,6 +177,13 @@ struct smux_backend_ops {
 	int (*writer_open)(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, unsigned flags,
 			   struct smux_writer **out, struct smux_error *err);
+
+	/* Optional: opens one version of the object @key for ranged reads
+	 * (a local file kept open, so a read costs no path walk). Fills
+	 * (*out)->info. Without it callers use ranged gets pinned by etag. */
+	int (*reader_open)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, struct smux_reader **out,
+			   struct smux_error *err);
 
 	/* Frees the instance; no operation is running or will run. */
 	void (*destroy)(struct smux_backend *b);
@@ -310,6 +319,47 @@ int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 		       struct smux_error *err);
 /* Aborts what is not committed and frees @w; NULL is a no-op. */
 void smux_writer_close(struct smux_writer *w);
+
+/* ---- readers ---- */
+
+struct smux_reader_ops {
+	/* Reads up to @len bytes at @off of the version opened; returns the
+	 * bytes read (short only at the end) or a negative errno.
+	 * PRECONDITION_FAILED when that version is gone or changed (a reader
+	 * never mixes two versions). */
+	long (*pread)(struct smux_reader *r, const struct smux_ctx *ctx,
+		      void *buf, size_t len, uint64_t off,
+		      struct smux_error *err);
+	/* Frees the reader. */
+	void (*close)(struct smux_reader *r);
+};
+
+/* One version of one object, open for reading. pread may run on several
+ * threads at once (the kernel reads ahead in parallel); close runs
+ * alone. Kinds embed this first. */
+struct smux_reader {
+	const struct smux_reader_ops *ops;
+	struct smux_backend *backend; /* holds a reference */
+	struct smux_info info;	      /* of the version opened */
+};
+
+/* Fills the generic part (refs @b). */
+void smux_reader_init(struct smux_reader *r, const struct smux_reader_ops *ops,
+		      struct smux_backend *b);
+/* Frees the generic part (for a kind's close). */
+void smux_reader_release(struct smux_reader *r);
+
+/* NOT_SUPPORTED (-ENOTSUP) when the kind has no reader: the caller then
+ * reads with ranged gets (if_match = the etag it saw). IS_DIRECTORY for a
+ * directory. */
+int smux_backend_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, struct smux_reader **out,
+			     struct smux_error *err);
+long smux_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
+		       void *buf, size_t len, uint64_t off,
+		       struct smux_error *err);
+/* Frees @r; NULL is a no-op. */
+void smux_reader_close(struct smux_reader *r);
 
 #ifdef __cplusplus
 }

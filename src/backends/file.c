@@ -183,10 +183,10 @@ out_close_dir:
  * directory is IS_DIRECTORY unless @allow_dir, anything else not regular
  * is refused, a missing file (or a path through a file) is KEY_NOT_FOUND,
  * and so is a file named by a marker key (@is_dir). */
-static int fileb_open_object(const struct smux__file *fb, const char *path,
-			     bool is_dir, bool allow_dir, const char *op,
-			     const char *key, struct stat *st,
-			     struct smux_error *err)
+int smux__file_open_object(const struct smux__file *fb, const char *path,
+			   bool is_dir, bool allow_dir, const char *op,
+			   const char *key, struct stat *st,
+			   struct smux_error *err)
 {
 	int fd, e = 0, rc;
 
@@ -237,7 +237,8 @@ static int fileb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 				 err);
 	if (rc)
 		return rc;
-	fd = fileb_open_object(fb, path, is_dir, false, "get", key, &st, err);
+	fd = smux__file_open_object(fb, path, is_dir, false, "get", key, &st,
+				    err);
 	if (fd < 0)
 		return fd;
 	smux__file_fill_info(&st, &local);
@@ -454,8 +455,8 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "copy \"%s\" to \"%s\": an object cannot "
 				      "become a directory marker",
 				      src, dst);
-	in = fileb_open_object(fb, src_path, src_dir, false, "copy from", src,
-			       &st, err);
+	in = smux__file_open_object(fb, src_path, src_dir, false, "copy from",
+				    src, &st, err);
 	if (in < 0)
 		return in;
 	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
@@ -560,8 +561,8 @@ static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				 err);
 	if (rc)
 		return rc;
-	fd = fileb_open_object(fb, path, is_dir, true, "setattr", key, &st,
-			       err);
+	fd = smux__file_open_object(fb, path, is_dir, true, "setattr", key, &st,
+				    err);
 	if (fd < 0)
 		return fd;
 	if ((attr->flags & SMUX_SET_MODE) &&
@@ -637,6 +638,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.healthcheck = fileb_healthcheck,
 	.statfs = fileb_statfs,
 	.writer_open = smux__file_writer_open,
+	.reader_open = smux__file_reader_open,
 	.destroy = fileb_destroy,
 };
 

@@ -101,6 +101,15 @@ int smux__file_open_parent(const struct smux__file *fb, const char *path,
 			   const char **name, const char *op, const char *key,
 			   struct smux_error *err);
 
+/* Opens @path read-only with its stat in @st: a directory is
+ * IS_DIRECTORY unless @allow_dir, anything not regular is refused, a
+ * missing file (or a file named by a marker key, @is_dir) is
+ * KEY_NOT_FOUND. Returns the fd or a negative errno. */
+int smux__file_open_object(const struct smux__file *fb, const char *path,
+			   bool is_dir, bool allow_dir, const char *op,
+			   const char *key, struct stat *st,
+			   struct smux_error *err);
+
 /* Hex version token of a stat (size and mtime). */
 void smux__file_etag(const struct stat *st, char *etag, size_t size);
 /* Fills @info (NULL allowed) from @st: S_IFDIR with size 0 for a
@@ -163,5 +172,9 @@ int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
 int smux__file_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, unsigned flags,
 			   struct smux_writer **out, struct smux_error *err);
+/* The reader_open operation (file_reader.c). */
+int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, struct smux_reader **out,
+			   struct smux_error *err);
 
 #endif /* SMUX_BACKENDS_FILE_INTERNAL_H */

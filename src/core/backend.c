@@ -507,3 +507,65 @@ void smux_writer_close(struct smux_writer *w)
 	if (w)
 		w->ops->close(w);
 }
+
+/* ---- readers ---- */
+
+void smux_reader_init(struct smux_reader *r, const struct smux_reader_ops *ops,
+		      struct smux_backend *b)
+{
+	memset(r, 0, sizeof(*r));
+	r->ops = ops;
+	r->backend = smux_backend_ref(b);
+}
+
+void smux_reader_release(struct smux_reader *r)
+{
+	smux_backend_unref(r->backend);
+	r->backend = NULL;
+}
+
+int smux_backend_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, struct smux_reader **out,
+			     struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	*out = NULL;
+	rc = enter(b, ctx, key, SMUX_KEY_OBJECT, err);
+	if (rc)
+		return rc;
+	if (!b->ops->reader_open)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "backend kind %s has no reader",
+				      b->ops->kind);
+	rc = b->ops->reader_open(b, ctx, key, out, err);
+	return finish(b, rc, err);
+}
+
+long smux_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
+		       void *buf, size_t len, uint64_t off,
+		       struct smux_error *err)
+{
+	long n;
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	if (off + len < off)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      r->backend->name, "offset overflow");
+	rc = smux_ctx_check(ctx, r->backend->name, err);
+	if (rc)
+		return rc;
+	n = r->ops->pread(r, ctx, buf, len, off, err);
+	if (n < 0)
+		return finish(r->backend, (int)n, err);
+	return n;
+}
+
+void smux_reader_close(struct smux_reader *r)
+{
+	if (r)
+		r->ops->close(r);
+}

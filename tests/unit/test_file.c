@@ -963,6 +963,88 @@ static void test_rename(void **state)
 	assert_int_equal(count_tmp(env->root), 0);
 }
 
+/* The reader: one version, kept whole across a replacing put, rename or
+ * delete; an in-place change is PRECONDITION_FAILED, never a mix. */
+static void test_reader(void **state)
+{
+	struct env *env = *state;
+	unsigned char *want = pattern(3 * MB + 17, 7), *buf = malloc(MB);
+	struct smux_reader *r, *r2;
+	struct smux_info info;
+	long n;
+	int rc, fd;
+
+	assert_non_null(buf);
+	assert_int_equal(smux_backend_put_buf(env->b, &env->ctx, "d/big", want,
+					      3 * MB + 17, &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "d/big", &info, &env->err),
+		0);
+	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx, "d/big",
+						  &r, &env->err),
+			 0);
+	assert_int_equal(r->info.size, 3 * MB + 17);
+	assert_string_equal(r->info.etag, info.etag);
+	/* ranged reads, a short one at the end, none past it */
+	n = smux_reader_pread(r, &env->ctx, buf, MB, MB + 5, &env->err);
+	assert_int_equal(n, (long)MB);
+	assert_memory_equal(buf, want + MB + 5, MB);
+	n = smux_reader_pread(r, &env->ctx, buf, MB, 3 * MB, &env->err);
+	assert_int_equal(n, 17);
+	assert_memory_equal(buf, want + 3 * MB, 17);
+	assert_int_equal(
+		smux_reader_pread(r, &env->ctx, buf, MB, 4 * MB, &env->err), 0);
+	/* replaced, then renamed away and deleted: the version stays */
+	assert_int_equal(put_str(env, "d/big", "new"), 0);
+	n = smux_reader_pread(r, &env->ctx, buf, 100, 0, &env->err);
+	assert_int_equal(n, 100);
+	assert_memory_equal(buf, want, 100);
+	smux_reader_close(r);
+
+	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx, "d/big",
+						  &r, &env->err),
+			 0);
+	assert_int_equal(r->info.size, 3);
+	assert_int_equal(smux_backend_rename(env->b, &env->ctx, "d/big",
+					     "d/moved", &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_del(env->b, &env->ctx, "d/moved", &env->err), 0);
+	n = smux_reader_pread(r, &env->ctx, buf, 100, 0, &env->err);
+	assert_int_equal(n, 3);
+	assert_memory_equal(buf, "new", 3);
+	smux_reader_close(r);
+
+	/* written in place behind the backend: refused, not mixed */
+	assert_int_equal(put_str(env, "d/inplace", "0123456789"), 0);
+	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx,
+						  "d/inplace", &r, &env->err),
+			 0);
+	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx,
+						  "d/inplace", &r2, &env->err),
+			 0);
+	fd = open(at(env, "root/d/inplace"), O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "X", 1), 1);
+	close(fd);
+	n = smux_reader_pread(r, &env->ctx, buf, 10, 0, &env->err);
+	expect_code((int)n, &env->err, SMUX_E_PRECONDITION_FAILED);
+	smux_reader_close(r);
+	smux_reader_close(r2);
+
+	/* a directory, a marker key, a missing key */
+	rc = smux_backend_reader_open(env->b, &env->ctx, "d", &r, &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+	rc = smux_backend_reader_open(env->b, &env->ctx, "d/", &r, &env->err);
+	assert_true(rc < 0);
+	rc = smux_backend_reader_open(env->b, &env->ctx, "d/none", &r,
+				      &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	free(want);
+	free(buf);
+}
+
 static void test_setattr(void **state)
 {
 	struct env *env = *state;
@@ -1204,6 +1286,14 @@ static void attack_wrapped(struct env *env, const char *key)
 				 key, rc);
 		}
 	}
+	{
+		struct smux_reader *r;
+
+		if (smux_backend_reader_open(b, ctx, key, &r, err) == 0) {
+			smux_reader_close(r);
+			fail_msg("reader_open \"%s\" succeeded", key);
+		}
+	}
 	for (i = 0; i < 2; i++)
 		smux_backend_list(b, ctx, key, delims[i], list_guard, NULL,
 				  err);
@@ -1258,6 +1348,14 @@ static void attack_direct(struct env *env, const char *key)
 			smux_writer_close(w);
 			fail_msg("ops->writer_open \"%s\" succeeded", key);
 		}
+	{
+		struct smux_reader *r;
+
+		if (ops->reader_open(b, ctx, key, &r, err) == 0) {
+			smux_reader_close(r);
+			fail_msg("ops->reader_open \"%s\" succeeded", key);
+		}
+	}
 	ops->list(b, ctx, key, "/", list_guard, NULL, err);
 	ops->list(b, ctx, key, NULL, list_guard, NULL, err);
 }
@@ -1448,6 +1546,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_health_statfs_new, setup,
 						teardown),
 	};
