@@ -6,7 +6,8 @@
  * and a deterministic seed, hang, or fail with an error of a given class,
  * before reaching the wrapped backend. Tests use it to prove failover,
  * timeouts and recovery; a configuration can use it for chaos testing.
- * The faults can be changed while it runs.
+ * The faults can be changed while it runs, and can be limited to a window
+ * of time so that a backend starts healthy, fails, then recovers.
  */
 #ifndef SMUX_FAULTY_H
 #define SMUX_FAULTY_H
@@ -34,6 +35,18 @@ struct smux_faulty_opts {
 	/* Which operations are affected (bit (1 << enum smux_faulty_op));
 	 * 0 means all. */
 	unsigned ops;
+	/*
+	 * The fault window, on the monotonic clock: faults (latency, hangs,
+	 * every error kind) apply only from after_ms after these options
+	 * took effect (smux_faulty_new or smux_faulty_set) for for_ms
+	 * (0: no end). Both 0 (the default): always. Outside the window
+	 * every call goes straight to the wrapped backend and takes no draw
+	 * of the random stream. A latency or hang in progress when the
+	 * window closes ends then, and the call goes on to the wrapped
+	 * backend.
+	 */
+	int64_t after_ms;
+	int64_t for_ms;
 };
 
 enum smux_faulty_op {
@@ -48,11 +61,15 @@ enum smux_faulty_op {
 	SMUX_FAULTY_WRITER, /* writer_open and every writer operation */
 };
 
-/* Wraps @inner (the faulty backend takes its own reference). */
+/* Wraps @inner (the faulty backend takes its own reference). Returns 0,
+ * or -EINVAL (SMUX_E_INVALID_OPTIONS) for a rate outside [0, 1], rates
+ * adding up to more than 1, or a negative time. */
 int smux_faulty_new(const char *name, struct smux_backend *inner,
 		    const struct smux_faulty_opts *opts,
 		    struct smux_backend **out, struct smux_error *err);
-/* Replaces the faults (atomic with respect to new calls). */
+/* Replaces the faults (atomic with respect to new calls) and restarts
+ * the random stream and the fault window. Out-of-range values are
+ * clamped, not refused. */
 void smux_faulty_set(struct smux_backend *b,
 		     const struct smux_faulty_opts *opts);
 /* Ends every hang in progress (and makes later hangs return at once

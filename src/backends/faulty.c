@@ -5,16 +5,20 @@
  * Owns: the fault options of one instance, its deterministic random
  * stream, its hang bookkeeping and a writer that wraps the inner backend's
  * writer. Every operation (writer operations included) is counted; an
- * affected one sleeps the configured latency, then one draw from the
- * stream decides between a hang, a transient I/O error, a semantic error,
- * a connection timeout and no fault. Whatever survives goes to the inner
- * backend through the smux_backend_* / smux_writer_* wrappers, so keys are
- * validated and errors completed there. Never touches the inner backend's
- * state otherwise.
+ * affected one inside the fault window sleeps the configured latency, then
+ * one draw from the stream decides between a hang, a transient I/O error,
+ * a semantic error, a connection timeout and no fault. Whatever survives
+ * goes to the inner backend through the smux_backend_* / smux_writer_*
+ * wrappers, so keys are validated and errors completed there. Never
+ * touches the inner backend's state otherwise.
  *
- * Determinism: draw n (counted from creation or the last smux_faulty_set)
- * is splitmix64(seed + (n + 1) * golden gamma), so a given sequence of
- * calls meets the same faults on every run, whatever the threads.
+ * Determinism: draw n (counted from creation or the last smux_faulty_set,
+ * among affected calls inside the window) is splitmix64(seed + (n + 1) *
+ * golden gamma), so a given sequence of calls meets the same faults on
+ * every run, whatever the threads.
+ *
+ * The window is two instants on the monotonic clock fixed when the
+ * options take effect; a latency or a hang never lasts past its end.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +38,8 @@ struct faultyb {
 	pthread_cond_t hang_cond;     /* broadcast on release; with lock */
 	struct smux_faulty_opts opts; /* protected by lock */
 	uint64_t draws;		      /* draws since the last set; lock */
+	int64_t win_start_ns;	      /* faults from here; lock */
+	int64_t win_end_ns;	      /* up to here (0: no end); lock */
 	bool released;		      /* hangs end at once; lock */
 	uint64_t release_gen;	      /* bumped per release; lock */
 	atomic_ulong calls;	      /* every call seen */
@@ -96,6 +102,10 @@ static void faultyb_normalise(struct smux_faulty_opts *o)
 		o->latency_ms = 0;
 	if (o->hang_ms < 0)
 		o->hang_ms = 0;
+	if (o->after_ms < 0)
+		o->after_ms = 0;
+	if (o->for_ms < 0)
+		o->for_ms = 0;
 	if (o->seed == 0)
 		o->seed = 1;
 }
@@ -105,15 +115,37 @@ static bool faultyb_rate_ok(double r)
 	return r >= 0 && r <= 1; /* false for NaN */
 }
 
+/* @ns + @ms milliseconds (both >= 0), saturated at INT64_MAX. */
+static int64_t faultyb_add_ms(int64_t ns, int64_t ms)
+{
+	if (ms > (INT64_MAX - ns) / 1000000LL)
+		return INT64_MAX;
+	return ns + ms * 1000000LL;
+}
+
+/* Fixes the window of options that take effect now; with fb->lock. */
+static void faultyb_window_start(struct faultyb *fb)
+{
+	int64_t now = smux_now_ns();
+
+	fb->win_start_ns = faultyb_add_ms(now, fb->opts.after_ms);
+	fb->win_end_ns = fb->opts.for_ms > 0 ? faultyb_add_ms(fb->win_start_ns,
+							      fb->opts.for_ms)
+					     : 0;
+}
+
 /*
- * Takes a snapshot of the options and, when @op is affected, one draw.
- * Returns the fault the draw chose (FAULTYB_NONE when not affected).
+ * Takes a snapshot of the options and, when @op is affected and the
+ * window is open, one draw. Returns the fault the draw chose (FAULTYB_NONE
+ * when not affected); *@win_end is the window's end (0: none).
  */
 static enum faultyb_fault faultyb_pick(struct faultyb *fb,
 				       enum smux_faulty_op op,
 				       struct smux_faulty_opts *o,
-				       bool *affected, uint64_t *gen)
+				       bool *affected, uint64_t *gen,
+				       int64_t *win_end)
 {
+	int64_t now = smux_now_ns();
 	double u, edge;
 	unsigned mask;
 	uint64_t n;
@@ -122,8 +154,10 @@ static enum faultyb_fault faultyb_pick(struct faultyb *fb,
 	pthread_mutex_lock(&fb->lock);
 	*o = fb->opts;
 	*gen = fb->release_gen;
+	*win_end = fb->win_end_ns;
 	mask = o->ops ? o->ops : ~0u;
-	*affected = (mask & (1u << op)) != 0;
+	*affected = (mask & (1u << op)) != 0 && now >= fb->win_start_ns &&
+		    (!fb->win_end_ns || now < fb->win_end_ns);
 	n = *affected ? fb->draws++ : 0;
 	pthread_mutex_unlock(&fb->lock);
 	if (!*affected)
@@ -152,17 +186,21 @@ static void faultyb_abs_time(struct timespec *ts, int64_t mono_ns)
 }
 
 /*
- * Hangs until released, hang_ms elapsed (when > 0) or, unless the options
- * say the hang ignores it, the context stops. Returns 0 when the call may
- * go on, else the context's error.
+ * Hangs until released, hang_ms elapsed (when > 0), the window closed
+ * (@win_end, when not 0) or, unless the options say the hang ignores it,
+ * the context stops. Returns 0 when the call may go on, else the
+ * context's error.
  */
 static int faultyb_hang(struct faultyb *fb, const struct smux_ctx *ctx,
 			const struct smux_faulty_opts *o, uint64_t gen,
-			struct smux_error *err)
+			int64_t win_end, struct smux_error *err)
 {
 	int64_t end =
-		o->hang_ms > 0 ? smux_now_ns() + o->hang_ms * 1000000LL : 0;
+		o->hang_ms > 0 ? faultyb_add_ms(smux_now_ns(), o->hang_ms) : 0;
 	bool cancelled = false;
+
+	if (win_end && (!end || win_end < end))
+		end = win_end;
 
 	atomic_fetch_add(&fb->hanging, 1);
 	pthread_mutex_lock(&fb->lock);
@@ -203,22 +241,27 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
 {
 	struct smux_faulty_opts o;
 	enum faultyb_fault fault;
+	int64_t win_end, ns;
 	bool affected;
 	uint64_t gen;
 	int rc;
 
-	fault = faultyb_pick(fb, op, &o, &affected, &gen);
+	fault = faultyb_pick(fb, op, &o, &affected, &gen, &win_end);
 	if (!affected)
 		return 0;
 	if (o.latency_ms > 0) {
-		rc = smux_ctx_sleep(ctx, o.latency_ms * 1000000LL,
-				    fb->base.name, err);
+		ns = faultyb_add_ms(0, o.latency_ms);
+		if (win_end && win_end - smux_now_ns() < ns)
+			ns = win_end - smux_now_ns();
+		rc = ns > 0 ? smux_ctx_sleep(ctx, ns, fb->base.name, err) : 0;
 		if (rc)
 			return rc;
+		if (win_end && smux_now_ns() >= win_end)
+			return 0; /* the window closed meanwhile */
 	}
 	switch (fault) {
 	case FAULTYB_HANG:
-		return faultyb_hang(fb, ctx, &o, gen, err);
+		return faultyb_hang(fb, ctx, &o, gen, win_end, err);
 	case FAULTYB_IO:
 		return smux_error_set(err, SMUX_E_IO, fb->base.name,
 				      "injected I/O error");
@@ -536,10 +579,10 @@ int smux_faulty_new(const char *name, struct smux_backend *inner,
 				      "faulty backend %s: each rate must be "
 				      "in [0, 1] and their sum at most 1",
 				      name);
-	if (o.latency_ms < 0 || o.hang_ms < 0)
+	if (o.latency_ms < 0 || o.hang_ms < 0 || o.after_ms < 0 || o.for_ms < 0)
 		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, name,
-				      "faulty backend %s: negative latency "
-				      "or hang time",
+				      "faulty backend %s: negative latency, "
+				      "hang time or fault window",
 				      name);
 	faultyb_normalise(&o);
 
@@ -553,6 +596,7 @@ int smux_faulty_new(const char *name, struct smux_backend *inner,
 	fb->base.depth = inner->depth;
 	fb->inner = smux_backend_ref(inner);
 	fb->opts = o;
+	faultyb_window_start(fb);
 	atomic_init(&fb->calls, 0);
 	atomic_init(&fb->hanging, 0);
 	pthread_mutex_init(&fb->lock, NULL);
@@ -578,6 +622,7 @@ void smux_faulty_set(struct smux_backend *b,
 	pthread_mutex_lock(&fb->lock);
 	fb->opts = o;
 	fb->draws = 0;
+	faultyb_window_start(fb);
 	fb->released = false;
 	pthread_mutex_unlock(&fb->lock);
 }

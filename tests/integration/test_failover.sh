@@ -4,8 +4,9 @@
 # test, so one failure does not hide the others); without one, all run.
 #
 # A faulty backend's rates cannot be changed from outside a running daemon
-# yet (.smux/ctl comes later), so each failure is configured from the start
-# and a program (a loop of cp of many files) runs against it:
+# yet (.smux/ctl comes later), so each failure is configured from the start,
+# or as a window of time after it (fault_after, fault_for), and a program (a
+# loop of cp of many files) runs against it:
 #   errors      failover [bad, good], bad = faulty error_rate = 1: every cp
 #               succeeds, lands on good only; stats show bad "down" with
 #               errors > 0.
@@ -33,9 +34,29 @@
 #               only a few calls, shorter than the sampling gap, so a
 #               recovery also counts when two "down" samples differ in
 #               lastTransitionAt (it went up and down again in between).
-# What this cannot show yet: one backend failing *in the middle* of a run
-# that started healthy, and a backend that failed every call recovering
-# without a restart (both need .smux/ctl to change faults at run time).
+#   midrun-mirror  mirror [good, flaky], flaky = faulty error_rate = 1 only
+#               from 2 s to 5 s after the daemon started (fault_after 2s,
+#               fault_for 3s), cooldown 200ms: a cp loop keeps copying new
+#               files (each read back through the mount at once) while
+#               .smux/stats is sampled after every copy, until flaky has
+#               been seen "down" and later "up" again (60 s at most). Every
+#               cp succeeds; fan-out partials and pending hints were seen;
+#               without a restart the hints are replayed (pendingHints 0);
+#               every file is listed and reads back through the mount, and
+#               both replicas' directories hold every file byte-identical.
+#   midrun-failover failover [flaky, good], flaky = faulty latency = 5s
+#               (backend_timeout 500ms: a hang) in the same window, both
+#               holding the directory copied into: every cp succeeds within
+#               20 s, flaky goes down (timeouts > 0) and recovers; once
+#               pendingHints is 0, every file - those written to the
+#               standby while flaky was down too - is listed, readable and
+#               identical through the mount, which needs hinted handoff in
+#               failover mode (replay to the recovered primary). A file
+#               the primary took just before it hung may not read back at
+#               once (the standby does not have it yet): only logged.
+# What this cannot show yet: faults changed at run time from outside the
+# daemon (.smux/ctl), e.g. a backend failing for as long as a test wants
+# rather than for a window fixed in the configuration.
 . "$(dirname "$0")/lib.sh"
 
 N=${SMUX_IT_FAILOVER_FILES:-100}
@@ -53,6 +74,103 @@ cp_loop() {
 	done
 	for ((i = 0; i < N; i++)); do
 		cmp "$T/src/f$i" "$m/$dir/f$i" || fail "f$i differs through the mount"
+	done
+}
+
+# now_ms: the wall clock in milliseconds (to time one command).
+now_ms() {
+	local t=${EPOCHREALTIME/./}
+	echo $((10#$t / 1000))
+}
+
+# src_file I: makes source file f$I unless it exists (the first $N exist
+# from the start; the mid-run scenarios copy as many as they need).
+src_file() {
+	[ -e "$T/src/f$1" ] || head -c $(($1 * 97 % 6000 + 1)) /dev/urandom >"$T/src/f$1"
+}
+
+# midrun_copy MNT DIR NAME [lenient]: copies new files into MNT/DIR one at
+# a time, each cp bounded (20 s) and read back through the mount at once,
+# sampling NAME's status and the mux's pendingHints after each ("I STATUS
+# MS HINTS" lines in $T/samples), until NAME has been seen "down" and later
+# "up" again, then 10 files more. Fails after SMUX_IT_MIDRUN_LIMIT (60) s.
+# With "lenient" a file that does not read back at once is only logged
+# (failover: a file the primary took just before it hung is out of reach
+# until it recovers; the caller checks every file after the recovery).
+# Sets $copied to the number of files copied (f0 .. f$((copied - 1))).
+midrun_copy() {
+	local m=$1 dir=$2 name=$3 mode=${4:-strict} i=0 st hints t0 dt
+	local phase=before after=0 max=0 unread=0
+	local limit=${SMUX_IT_MIDRUN_LIMIT:-60}
+	local end=$((SECONDS + limit))
+	mkdir -p "$m/$dir"
+	: >"$T/samples"
+	while [ "$after" -lt 10 ]; do
+		if [ "$SECONDS" -ge "$end" ]; then
+			awk '{ print $2 }' "$T/samples" | uniq -c >&2
+			fail "$name not seen down then up within ${limit}s (phase $phase after $i files; statuses above)"
+		fi
+		src_file "$i"
+		t0=$(now_ms)
+		timeout -k 5 30 cp "$T/src/f$i" "$m/$dir/f$i" || fail "cp f$i failed"
+		dt=$(($(now_ms) - t0))
+		[ "$dt" -lt 20000 ] || fail "cp f$i took ${dt}ms"
+		[ "$dt" -le "$max" ] || max=$dt
+		if ! cmp "$T/src/f$i" "$m/$dir/f$i"; then
+			st="f$i unreadable or different through the mount right after its cp ($name now $(backend_stat "$m" "$name" status), phase $phase)"
+			[ "$mode" = lenient ] || fail "$st"
+			log "$st"
+			unread=$((unread + 1))
+		fi
+		read -r st hints < <(jq -r --arg n "$name" \
+			'"\(.backends[] | select(.name == $n) | .status) \(.pendingHints)"' \
+			"$m/.smux/stats")
+		echo "$i $st $dt $hints" >>"$T/samples"
+		i=$((i + 1))
+		case $phase:$st in
+		before:down) phase=down; log "$name down after $i files" ;;
+		down:up) phase=up; log "$name up again after $i files" ;;
+		esac
+		[ "$phase" != up ] || after=$((after + 1))
+	done
+	copied=$i
+	log "$copied files copied ($unread not readable at once), slowest cp ${max}ms; $name status samples:" \
+		"$(awk '{ print $2 }' "$T/samples" | uniq -c | tr -s ' \n' ' ')"
+}
+
+# wait_hints MNT SECONDS: waits until the mux has no pending hint.
+wait_hints() {
+	local m=$1 end=$((SECONDS + $2)) h
+	while h=$(stats "$m" .pendingHints) && [ "$h" -ne 0 ]; do
+		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $h ${2}s after the recovery"
+		sleep 0.2
+	done
+}
+
+# mount_has_copied MNT DIR: ls MNT/DIR shows exactly f0 .. f$((copied - 1))
+# and each reads back identical through the mount.
+mount_has_copied() {
+	local m=$1 dir=$2 i bad=0
+	ls "$m/$dir" | sort >"$T/listed"
+	for ((i = 0; i < copied; i++)); do echo "f$i"; done | sort >"$T/wanted"
+	if ! cmp -s "$T/listed" "$T/wanted"; then
+		diff "$T/wanted" "$T/listed" | head -n 10 >&2 || true
+		fail "ls $dir shows $(wc -l <"$T/listed") files, want the $copied copied (diff above)"
+	fi
+	for ((i = 0; i < copied; i++)); do
+		if ! cmp -s "$T/src/f$i" "$m/$dir/f$i"; then
+			bad=$((bad + 1))
+			[ "$bad" -gt 5 ] || log "$dir/f$i unreadable or different through the mount"
+		fi
+	done
+	[ "$bad" -eq 0 ] || fail "$bad of $copied files unreadable or different through the mount"
+}
+
+# same_copied DIR SUB: DIR/SUB holds every copied file, byte-identical.
+same_copied() {
+	local i
+	for ((i = 0; i < copied; i++)); do
+		cmp "$T/src/f$i" "$1/$2/f$i" || fail "$1/$2/f$i missing or different"
 	done
 }
 
@@ -247,7 +365,61 @@ scenario_recovery() {
 	unmount_smux "$T/m5"
 }
 
-SCENARIOS="errors mirror-err hung hung-probe mirror-hung recovery"
+# --- midrun-mirror: a replica fails for a while, then recovers ----------------
+scenario_midrun_mirror() {
+	log "midrun-mirror: mirror [good, flaky], flaky fails every call from 2s to 5s"
+	new_config "$T/mm.conf" m
+	cfg_mux m mirror "good flaky" backend_timeout=2s cooldown=200ms max_cooldown=400ms
+	cfg_file good "$T/mm-good"
+	cfg_faulty flaky flaky_in error_rate=1 seed=3 fault_after=2s fault_for=3s
+	cfg_file flaky_in "$T/mm-flaky"
+	mount_smux "$T/mm.conf" "$T/m7" attr_timeout=0,entry_timeout=0,negative_timeout=0
+	midrun_copy "$T/m7" in flaky
+	partials=$(stats "$T/m7" .totalFanoutPartials)
+	log "totalFanoutPartials $partials, flaky errors $(backend_stat "$T/m7" flaky errors)"
+	[ "$partials" -gt 0 ] || fail "no fan-out partials counted while flaky was down"
+	awk '$4 > 0 { found = 1 } END { exit !found }' "$T/samples" ||
+		fail "no pending hint ever sampled while flaky was down"
+	# no restart: the mux's background thread replays the hints
+	wait_hints "$T/m7" 30
+	[ "$(backend_stat "$T/m7" flaky status)" = up ] || fail "flaky is not up after the replay"
+	mount_has_copied "$T/m7" in
+	unmount_smux "$T/m7"
+	same_copied "$T/mm-good" in
+	same_copied "$T/mm-flaky" in
+}
+
+# --- midrun-failover: the primary hangs for a while, then recovers ------------
+scenario_midrun_failover() {
+	log "midrun-failover: failover [flaky, good], flaky hangs (latency 5s > 500ms) from 2s to 5s"
+	new_config "$T/mf.conf" m
+	cfg_mux m failover "flaky good" backend_timeout=500ms cooldown=200ms max_cooldown=400ms
+	cfg_faulty flaky flaky_in latency=5s fault_after=2s fault_for=3s
+	cfg_file flaky_in "$T/mf-flaky"
+	cfg_file good "$T/mf-good"
+	# The standby has the primary's directory: a directory made through
+	# the mount lands on the primary only and is invisible (creates in it
+	# fail with ENOENT) while the primary is down - failover assumes
+	# replicas; this scenario is about files written during the failure.
+	mkdir -p "$T/mf-flaky/in" "$T/mf-good/in"
+	mount_smux "$T/mf.conf" "$T/m8" attr_timeout=0,entry_timeout=0,negative_timeout=0
+	midrun_copy "$T/m8" in flaky lenient
+	to=$(backend_stat "$T/m8" flaky timeouts)
+	fo=$(stats "$T/m8" .totalFailovers)
+	log "flaky timeouts $to, totalFailovers $fo, files on the standby $(find "$T/mf-good" -type f | wc -l)"
+	[ "$to" -gt 0 ] || fail "flaky has timeouts=$to"
+	[ "$fo" -gt 0 ] || fail "totalFailovers is 0"
+	# files that fell through to the standby while the primary hung must
+	# stay visible once it is back (hinted handoff replays them to it)
+	wait_hints "$T/m8" 30
+	[ "$(backend_stat "$T/m8" flaky status)" = up ] || fail "flaky is not up after the replay"
+	mount_has_copied "$T/m8" in
+	t0=$SECONDS
+	unmount_smux "$T/m8"
+	[ $((SECONDS - t0)) -lt 15 ] || fail "unmount took $((SECONDS - t0))s"
+}
+
+SCENARIOS="errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror midrun-failover"
 if [ $# -eq 0 ]; then
 	set -- $SCENARIOS
 fi

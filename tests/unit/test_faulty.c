@@ -2,8 +2,13 @@
 /*
  * test_faulty.c - the fault-injection backend (src/backends/faulty.c) over
  * a memory backend: pass-through, determinism, rates, latency, hangs and
- * how they end, the operation mask, changing faults at run time, writers,
- * option checks and counting from several threads.
+ * how they end, the operation mask, changing faults at run time, the fault
+ * window, writers, option checks and counting from several threads.
+ *
+ * Timing: the machine may be loaded, so a test asserts on states it waits
+ * for (with a generous deadline) and on lower bounds of time, which the
+ * monotonic clock guarantees; an upper bound only ever guards a check
+ * ("if this call ran before the window opened, it must have passed").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -147,6 +152,8 @@ static void test_invalid_options(void **state)
 		{.error_rate = 0.6, .timeout_rate = 0.6},
 		{.latency_ms = -1},
 		{.hang_ms = -5},
+		{.after_ms = -1},
+		{.for_ms = -2},
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -575,15 +582,209 @@ static void test_runtime_set(void **state)
 	assert_int_equal(smux_backend_head(e->fb, &e->ctx, "k", &info, &err),
 			 -ETIMEDOUT);
 	assert_int_equal(err.e.code, SMUX_E_CONNECTION);
-	/* out-of-range values are clamped, not refused, at run time */
+	/* out-of-range values are clamped, not refused, at run time (a
+	 * negative window is no window) */
 	o.timeout_rate = 7;
 	o.latency_ms = -3;
+	o.after_ms = -INT64_MAX;
+	o.for_ms = -1;
 	smux_faulty_set(e->fb, &o);
 	assert_int_equal(smux_backend_head(e->fb, &e->ctx, "k", &info, &err),
 			 -ETIMEDOUT);
 	smux_faulty_set(e->fb, NULL);
 	assert_int_equal(smux_backend_head(e->fb, &e->ctx, "k", &info, &err),
 			 0);
+}
+
+/* ---- the fault window ---- */
+
+/*
+ * Calls head on @b until it returns @want (at most 10 s, 1 ms apart).
+ * Returns the time at which the call that did returned.
+ */
+static int64_t poll_head(struct smux_backend *b, const struct smux_ctx *ctx,
+			 int want)
+{
+	int64_t end = smux_now_ns() + 10000 * MS, now = 0;
+	int rc = 1;
+
+	while (rc != want) {
+		struct smux_error err;
+		struct smux_info info;
+
+		if (now >= end)
+			fail_msg("head returns %d, not %d, after 10 s", rc,
+				 want);
+		if (now)
+			sleep_ms(1);
+		rc = smux_backend_head(b, ctx, "k", &info, &err);
+		now = smux_now_ns();
+	}
+	return now;
+}
+
+static int head_rc(struct smux_backend *b, const struct smux_ctx *ctx)
+{
+	struct smux_error err;
+	struct smux_info info;
+
+	return smux_backend_head(b, ctx, "k", &info, &err);
+}
+
+/* Healthy before the window, failing inside, healthy again after it. */
+static void test_window_before_inside_after(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {
+		.error_rate = 1, .after_ms = 300, .for_ms = 1500};
+	int64_t t0 = smux_now_ns(), t;
+	int rc;
+
+	smux_faulty_set(e->fb, &o);
+	rc = head_rc(e->fb, &e->ctx);
+	if (smux_now_ns() - t0 < 300 * MS)
+		assert_int_equal(rc, 0);     /* before */
+	t = poll_head(e->fb, &e->ctx, -EIO); /* inside */
+	assert_true(t - t0 >= 300 * MS);
+	t = poll_head(e->fb, &e->ctx, 0); /* after */
+	assert_true(t - t0 >= 1800 * MS);
+	for (int i = 0; i < 50; i++) /* and it stays closed */
+		assert_int_equal(head_rc(e->fb, &e->ctx), 0);
+	/* every call counted, inside the window or not */
+	assert_true(smux_faulty_calls(e->fb) >= 53);
+}
+
+/* for_ms = 0: once open, the window never closes. */
+static void test_window_forever(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {.error_rate = 1, .after_ms = 200};
+	int64_t t0 = smux_now_ns(), t;
+
+	smux_faulty_set(e->fb, &o);
+	t = poll_head(e->fb, &e->ctx, -EIO);
+	assert_true(t - t0 >= 200 * MS);
+	sleep_ms(1000);
+	for (int i = 0; i < 50; i++)
+		assert_int_equal(head_rc(e->fb, &e->ctx), -EIO);
+}
+
+/* smux_faulty_set starts the window again from its own time, whether the
+ * old one was open or had closed. */
+static void test_window_set_restarts(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {.error_rate = 1, .after_ms = 500};
+	int64_t t0 = smux_now_ns(), t;
+	int rc;
+
+	smux_faulty_set(e->fb, &o);
+	t = poll_head(e->fb, &e->ctx, -EIO);
+	assert_true(t - t0 >= 500 * MS);
+	/* open: a set closes it until after_ms from now */
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	rc = head_rc(e->fb, &e->ctx);
+	if (smux_now_ns() - t0 < 500 * MS)
+		assert_int_equal(rc, 0);
+	t = poll_head(e->fb, &e->ctx, -EIO);
+	assert_true(t - t0 >= 500 * MS);
+
+	/* closed: a set opens it again for for_ms */
+	o = (struct smux_faulty_opts){.error_rate = 1, .for_ms = 300};
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	t = poll_head(e->fb, &e->ctx, 0);
+	assert_true(t - t0 >= 300 * MS);
+	o.for_ms = 2000;
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	rc = head_rc(e->fb, &e->ctx);
+	if (smux_now_ns() - t0 < 2000 * MS)
+		assert_int_equal(rc, -EIO);
+	t = poll_head(e->fb, &e->ctx, 0);
+	assert_true(t - t0 >= 2000 * MS);
+}
+
+/* Outside the window no draw is taken: the calls inside it meet the same
+ * faults as the same calls with no window at all. */
+static void test_window_draws(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {.error_rate = 0.5, .seed = 5};
+	static enum smux_code a[SEQ], b[SEQ];
+	int64_t t0, last = 0;
+	unsigned before = 0, failed = 0;
+
+	smux_faulty_set(e->fb, &o);
+	run_sequence(e->fb, &e->ctx, a);
+
+	o.after_ms = 1000;
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	while (smux_now_ns() - t0 < 100 * MS) {
+		failed += head_rc(e->fb, &e->ctx) != 0;
+		last = smux_now_ns();
+		before++;
+	}
+	while (smux_now_ns() - t0 < 1000 * MS)
+		sleep_ms(10);
+	run_sequence(e->fb, &e->ctx, b);
+	/* only when every early call surely ran before the window */
+	if (last - t0 < 1000 * MS) {
+		assert_true(before > 0);
+		assert_int_equal(failed, 0);
+		assert_memory_equal(a, b, sizeof(a));
+	} else {
+		print_message("machine too slow: draw check skipped\n");
+	}
+}
+
+/* Latency and hangs apply only inside the window, and one in progress
+ * ends when the window closes (then the call reaches the inner backend). */
+static void test_window_latency_hang(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {.latency_ms = 60000, .after_ms = 3000};
+	struct smux_ctx ctx;
+	struct caller c;
+	int64_t t0;
+	int rc;
+
+	/* before: a 60 s latency would meet the 2 s deadline */
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	smux_ctx_derive(&ctx, &e->ctx, 2000 * MS, NULL);
+	rc = head_rc(e->fb, &ctx);
+	if (smux_now_ns() - t0 < 3000 * MS)
+		assert_int_equal(rc, 0);
+
+	/* a latency cut short by the end of the window */
+	o = (struct smux_faulty_opts){.latency_ms = 60000, .for_ms = 500};
+	t0 = smux_now_ns();
+	smux_faulty_set(e->fb, &o);
+	caller_start(&c, e->fb, &e->ctx);
+	join_within(&c, 10000);
+	assert_int_equal(c.rc, 0);
+	assert_true(smux_now_ns() - t0 >= 500 * MS);
+
+	/* hangs (without an end of their own, ignoring the context or not)
+	 * end with the window */
+	for (int i = 0; i < 2; i++) {
+		o = (struct smux_faulty_opts){.hang_rate = 1,
+					      .hang_ignores_cancel = i == 1,
+					      .for_ms = 500};
+		t0 = smux_now_ns();
+		smux_faulty_set(e->fb, &o);
+		caller_start(&c, e->fb, &e->ctx);
+		join_within(&c, 10000);
+		assert_int_equal(c.rc, 0);
+		assert_true(smux_now_ns() - t0 >= 500 * MS);
+		assert_int_equal(smux_faulty_hanging(e->fb), 0);
+	}
+	/* after the window, a hang_rate of 1 lets every call through */
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(head_rc(e->fb, &e->ctx), 0);
 }
 
 /* ---- writers ---- */
@@ -728,6 +929,11 @@ int main(void)
 		T(test_hang_ms),
 		T(test_ops_mask),
 		T(test_runtime_set),
+		T(test_window_before_inside_after),
+		T(test_window_forever),
+		T(test_window_set_restarts),
+		T(test_window_draws),
+		T(test_window_latency_hang),
 		T(test_writer_faults),
 		T(test_threads_same_draws),
 	};
