@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fs/config_internal.h"
 
@@ -34,6 +35,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_UID] = {"uid", SMUX__VT_UID},
 	[SMUX__MK_GID] = {"gid", SMUX__VT_GID},
 	[SMUX__MK_UMASK] = {"umask", SMUX__VT_UMASK},
+	[SMUX__MK_READ_CACHE] = {"read_cache", SMUX__VT_AUTO},
 };
 
 static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
@@ -64,6 +66,8 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 	[SMUX__BK_TIMEOUT_RATE] = {"timeout_rate", SMUX__VT_RATE, T(FAULTY)},
 	[SMUX__BK_HANG] = {"hang", SMUX__VT_DURATION, T(FAULTY)},
 	[SMUX__BK_SEED] = {"seed", SMUX__VT_U64, T(FAULTY)},
+	[SMUX__BK_FAULT_AFTER] = {"fault_after", SMUX__VT_DURATION, T(FAULTY)},
+	[SMUX__BK_FAULT_FOR] = {"fault_for", SMUX__VT_DURATION, T(FAULTY)},
 	/* keys of the network types to come (DESIGN section 6) */
 	[SMUX__BK_ENDPOINT] = {"endpoint", SMUX__VT_STRING, T(S3)},
 	[SMUX__BK_BUCKET] = {"bucket", SMUX__VT_STRING, T(S3)},
@@ -193,7 +197,28 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->gid = (gid_t)v[SMUX__MK_GID].u;
 	o->has_umask = v[SMUX__MK_UMASK].line != 0;
 	o->umask = (mode_t)v[SMUX__MK_UMASK].u;
+	o->read_cache = v[SMUX__MK_READ_CACHE].line
+				? (enum smux_fs_auto)v[SMUX__MK_READ_CACHE].i
+				: SMUX_FS_AUTO;
 	return 0;
+}
+
+int smux__cfg_parse_auto(const char *s, int64_t *v, char *why, size_t len)
+{
+	char q[SMUX__CFG_QUOTE_MAX];
+	bool b;
+
+	if (strcasecmp(s, "auto") == 0) {
+		*v = SMUX_FS_AUTO;
+		return 0;
+	}
+	if (smux__cfg_parse_bool(s, &b, why, len) == 0) {
+		*v = b ? SMUX_FS_ON : SMUX_FS_OFF;
+		return 0;
+	}
+	snprintf(why, len, "invalid value %s (use auto, on, off)",
+		 smux__cfg_quote(s, strlen(s), q, sizeof(q)));
+	return -EINVAL;
 }
 
 static bool is_string_vt(enum smux__cfg_vt vt)
@@ -247,6 +272,7 @@ static const struct {
 	{"entry_timeout", SMUX__MK_ENTRY_TIMEOUT, false},
 	{"negative_timeout", SMUX__MK_NEGATIVE_TIMEOUT, false},
 	{"cache_size", SMUX__MK_CACHE_SIZE, false},
+	{"read_cache", SMUX__MK_READ_CACHE, false},
 	{"uid", SMUX__MK_UID, false},
 	{"gid", SMUX__MK_GID, false},
 	{"umask", SMUX__MK_UMASK, false},
@@ -303,6 +329,11 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		return 0;
 	case SMUX__MK_CACHE_SIZE:
 		return smux__cfg_parse_size(val, &o->cache_size, why, len);
+	case SMUX__MK_READ_CACHE:
+		rc = smux__cfg_parse_auto(val, &ms, why, len);
+		if (rc == 0)
+			o->read_cache = (enum smux_fs_auto)ms;
+		return rc;
 	case SMUX__MK_UID:
 		rc = smux__cfg_parse_uid(val, &o->uid, why, len);
 		o->has_uid = o->has_uid || rc == 0;
@@ -384,4 +415,60 @@ bool smux_config_ignored_opt(const char *opt)
 		if (strncmp(opt, prefixes[i], strlen(prefixes[i])) == 0)
 			return true;
 	return false;
+}
+
+/* True when every backend under @s keeps real directories (file, or a
+ * faulty wrapping one): a missing key then has no "key/" marker either. */
+static bool real_dirs(const struct smux__cfg_section *s)
+{
+	if (!s)
+		return false;
+	if (s->kind == SMUX__CFG_MUX) {
+		for (unsigned i = 0; i < s->n_members; i++)
+			if (!s->member_secs || !real_dirs(s->member_secs[i]))
+				return false;
+		return s->n_members > 0;
+	}
+	switch ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i) {
+	case SMUX__CFG_T_FILE:
+		return true;
+	case SMUX__CFG_T_FAULTY:
+		return real_dirs(s->wraps_sec);
+	default:
+		return false;
+	}
+}
+
+bool smux_config_real_dirs(const struct smux_config *cfg)
+{
+	return cfg && real_dirs(cfg->root);
+}
+
+/* True when a backend under @s is of a network type. */
+static bool has_network(const struct smux__cfg_section *s)
+{
+	if (!s)
+		return false;
+	if (s->kind == SMUX__CFG_MUX) {
+		for (unsigned i = 0; i < s->n_members; i++)
+			if (s->member_secs && has_network(s->member_secs[i]))
+				return true;
+		return false;
+	}
+	switch ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i) {
+	case SMUX__CFG_T_S3:
+	case SMUX__CFG_T_HTTP:
+	case SMUX__CFG_T_SWIFT:
+	case SMUX__CFG_T_BUNNY:
+		return true;
+	case SMUX__CFG_T_FAULTY:
+		return has_network(s->wraps_sec);
+	default:
+		return false;
+	}
+}
+
+bool smux_config_has_network(const struct smux_config *cfg)
+{
+	return cfg && has_network(cfg->root);
 }

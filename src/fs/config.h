@@ -27,6 +27,13 @@
 #include "smux/events.h"
 #include "smux/mux.h"
 
+/* A setting that is on, off, or decided by the tree (read_cache). */
+enum smux_fs_auto {
+	SMUX_FS_AUTO = 0,
+	SMUX_FS_OFF,
+	SMUX_FS_ON,
+};
+
 /* What [mount] and -o set. Strings are owned by the config. */
 struct smux_fs_opts {
 	char *root;	 /* the [mux] or [backend] mounted at / (required) */
@@ -37,6 +44,9 @@ struct smux_fs_opts {
 	double entry_timeout;	 /* seconds it caches names (1) */
 	double negative_timeout; /* seconds it caches "no such name" (1) */
 	uint64_t cache_size;	 /* bytes of read cache (1G) */
+	/* the read cache: on, off, or auto = on with a network backend in
+	 * the tree (smux_config_has_network) */
+	enum smux_fs_auto read_cache;
 	bool allow_other;
 	bool default_permissions;
 	bool ro;
@@ -67,10 +77,10 @@ struct smux_fs_opts *smux_config_opts(struct smux_config *cfg);
 /*
  * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
  * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
- * cache_size=, uid=, gid=, umask=, allow_other, default_permissions, ro,
- * rw). Returns 1 when applied, 0 when the option is not smuxfs's (the
- * caller passes it to FUSE or ignores it), or a negative errno with
- * @errbuf saying "option KEY: reason".
+ * cache_size=, read_cache=, uid=, gid=, umask=, allow_other,
+ * default_permissions, ro, rw). Returns 1 when applied, 0 when the
+ * option is not smuxfs's (the caller passes it to FUSE or ignores it), or
+ * a negative errno with @errbuf saying "option KEY: reason".
  */
 int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
 			  char *errbuf, size_t errlen);
@@ -98,6 +108,16 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
  * Caller frees. NULL on ENOMEM.
  */
 char *smux_config_describe(struct smux_config *cfg);
+
+/* True when every backend of the tree is a file backend (directly or
+ * under faulty): directories are real there, so the daemon need not look
+ * for "dir/" marker objects when a key is missing. */
+bool smux_config_real_dirs(const struct smux_config *cfg);
+
+/* True when the mounted tree contains a backend reached over a network
+ * (s3, http, swift, bunny; none is available in this build yet), which
+ * turns read_cache = auto on. */
+bool smux_config_has_network(const struct smux_config *cfg);
 
 /* The effective configuration as pretty JSON, secrets redacted ("***"),
  * for .smux/config. Caller frees. NULL on ENOMEM. */

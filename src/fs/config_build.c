@@ -89,6 +89,11 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 					  ? v[SMUX__BK_TIMEOUT_RATE].d
 					  : 0;
 		fo.seed = v[SMUX__BK_SEED].line ? v[SMUX__BK_SEED].u : 0;
+		fo.after_ms = v[SMUX__BK_FAULT_AFTER].line
+				      ? v[SMUX__BK_FAULT_AFTER].i
+				      : 0;
+		fo.for_ms = v[SMUX__BK_FAULT_FOR].line ? v[SMUX__BK_FAULT_FOR].i
+						       : 0;
 		return smux_faulty_new(s->name, s->wraps_sec->built, &fo,
 				       &s->built, err);
 	default:

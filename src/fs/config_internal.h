@@ -74,6 +74,7 @@ enum smux__cfg_vt {
 	SMUX__VT_GID,	   /* .u: gid_t */
 	SMUX__VT_UMASK,	   /* .u: mode_t */
 	SMUX__VT_PREFIX,   /* .s: a key prefix, may be empty */
+	SMUX__VT_AUTO,	   /* .i: enum smux_fs_auto (auto or a boolean) */
 };
 
 /* Keys of [mount]. */
@@ -92,6 +93,7 @@ enum {
 	SMUX__MK_UID,
 	SMUX__MK_GID,
 	SMUX__MK_UMASK,
+	SMUX__MK_READ_CACHE,
 	SMUX__MK_COUNT
 };
 
@@ -124,6 +126,8 @@ enum {
 	SMUX__BK_TIMEOUT_RATE,
 	SMUX__BK_HANG,
 	SMUX__BK_SEED,
+	SMUX__BK_FAULT_AFTER,
+	SMUX__BK_FAULT_FOR,
 	SMUX__BK_ENDPOINT,
 	SMUX__BK_BUCKET,
 	SMUX__BK_REGION,
@@ -231,6 +235,8 @@ int smux__cfg_parse_uid(const char *s, uid_t *uid, char *why, size_t len);
 int smux__cfg_parse_gid(const char *s, gid_t *gid, char *why, size_t len);
 int smux__cfg_parse_umask(const char *s, mode_t *m, char *why, size_t len);
 int smux__cfg_parse_abspath(const char *s, char *why, size_t len);
+/* "auto" or a boolean, as enum smux_fs_auto (config.c). */
+int smux__cfg_parse_auto(const char *s, int64_t *v, char *why, size_t len);
 /* Checks a prefix and returns it without leading/trailing '/' (heap). */
 int smux__cfg_parse_prefix(const char *s, char **out, char *why, size_t len);
 /* True for a valid section name. */

@@ -479,6 +479,8 @@ static int parse_value(struct cfg_parser *p, struct smux__cfg_section *s,
 		return rc;
 	case SMUX__VT_PREFIX:
 		return smux__cfg_parse_prefix(value, &v->s, why, len);
+	case SMUX__VT_AUTO:
+		return smux__cfg_parse_auto(value, &v->i, why, len);
 	case SMUX__VT_STRING:
 	case SMUX__VT_ABSPATH:
 	case SMUX__VT_NAME:

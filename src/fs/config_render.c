@@ -93,7 +93,8 @@ static void faulty_opts(FILE *f, const struct smux__cfg_section *s, bool *first)
 		SMUX__BK_LATENCY,	SMUX__BK_HANG_RATE,
 		SMUX__BK_HANG,		SMUX__BK_ERROR_RATE,
 		SMUX__BK_SEMANTIC_RATE, SMUX__BK_TIMEOUT_RATE,
-		SMUX__BK_SEED,
+		SMUX__BK_SEED,		SMUX__BK_FAULT_AFTER,
+		SMUX__BK_FAULT_FOR,
 	};
 	const struct smux__cfg_keydef *keys;
 	unsigned nk;
@@ -162,6 +163,11 @@ static const char *yes_no(bool b)
 	return b ? "yes" : "no";
 }
 
+static const char *auto_name(enum smux_fs_auto v)
+{
+	return v == SMUX_FS_ON ? "on" : v == SMUX_FS_OFF ? "off" : "auto";
+}
+
 static int64_t to_ms(double seconds)
 {
 	return (int64_t)llround(seconds * 1000.0);
@@ -190,6 +196,8 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 		fprintf(f, ", gid %u", (unsigned)o->gid);
 	if (o->has_umask)
 		fprintf(f, ", umask %03o", (unsigned)o->umask);
+	if (o->read_cache != SMUX_FS_AUTO)
+		fprintf(f, ", read_cache %s", auto_name(o->read_cache));
 	fputc('\n', f);
 }
 
@@ -271,6 +279,7 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "entry_timeout", duration(to_ms(o->entry_timeout))) &&
 	     put(j, "negative_timeout", duration(to_ms(o->negative_timeout))) &&
 	     put(j, "cache_size", size(o->cache_size)) &&
+	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
 	     put(j, "allow_other", json_boolean(o->allow_other)) &&
 	     put(j, "default_permissions",
 		 json_boolean(o->default_permissions)) &&

@@ -11,6 +11,7 @@
  * refused with EPERM by the operations before they get here.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +70,46 @@ static void json_escape(char *out, size_t cap, const char *s)
 	out[o] = '\0';
 }
 
+/* The read cache's counters (all 0 when it is off). */
+static json_t *read_cache_json(struct smuxfs *fs)
+{
+	struct smuxfs_rcache_stats st = {0};
+
+	if (fs->rcache)
+		smuxfs_rcache_stats(fs->rcache, &st);
+	return json_pack(
+		"{s:b s:I s:I s:I s:I s:I s:I s:I s:I s:I s:I}", "enabled",
+		fs->rcache != NULL, "capacityBytes", (json_int_t)st.capacity,
+		"bytes", (json_int_t)st.bytes, "entries",
+		(json_int_t)st.entries, "hits", (json_int_t)st.hits, "misses",
+		(json_int_t)st.misses, "fills", (json_int_t)st.fills,
+		"fillFailures", (json_int_t)st.fill_failures, "fillBytes",
+		(json_int_t)st.fill_bytes, "bypassed", (json_int_t)st.bypassed,
+		"evictions", (json_int_t)st.evictions);
+}
+
+/* Adds "readCache" to the JSON object text @s (consumed). NULL on
+ * ENOMEM. */
+static char *with_read_cache(struct smuxfs *fs, char *s)
+{
+	json_t *root, *rc;
+	char *out = NULL;
+
+	if (!s)
+		return NULL;
+	root = json_loads(s, 0, NULL);
+	free(s);
+	if (!root)
+		return NULL;
+	rc = read_cache_json(fs);
+	if (rc && json_object_set_new(root, "readCache", rc) == 0)
+		out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	return out;
+}
+
 /* .smux/stats: the mux tree's stats (seed section 7), or the single
- * backend's name and kind. */
+ * backend's name and kind; then the read cache's counters. */
 static int render_stats(struct smuxfs *fs, char **data, size_t *len)
 {
 	struct smux_mux_stats *st;
@@ -83,14 +122,14 @@ static int render_stats(struct smuxfs *fs, char **data, size_t *len)
 			return -ENOMEM;
 		s = smux_mux_stats_json(st, true);
 		smux_mux_stats_free(st);
-		return take_text(s, data, len);
+		return take_text(with_read_cache(fs, s), data, len);
 	}
 	json_escape(name, sizeof(name), fs->root->name);
 	json_escape(kind, sizeof(kind), fs->root->ops->kind);
 	if (asprintf(&s, "{\n  \"name\": \"%s\",\n  \"kind\": \"%s\"\n}", name,
 		     kind) < 0)
 		return -ENOMEM;
-	return take_text(s, data, len);
+	return take_text(with_read_cache(fs, s), data, len);
 }
 
 /* .smux/config: the effective configuration, secrets redacted. */

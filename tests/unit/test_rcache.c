@@ -1,0 +1,657 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_rcache.c - the daemon's on-disk read cache (src/fs/rcache.c) over a
+ * memory backend wrapped by a faulty one, which counts every call (so a
+ * test can tell a hit from a fetch) and injects errors and latency: fill
+ * and hit, a new version is a miss, LRU eviction within the capacity, the
+ * bypass of objects too large, failed fills that leave nothing behind,
+ * concurrent readers of one object filling it once, a cache file deleted
+ * behind the cache's back, the discard at start, and a mixed stress run
+ * checking every byte.
+ *
+ * Every test works in its own mkdtemp directory under /tmp and removes it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/rcache.h"
+#include "smux/faulty.h"
+#include "smux/memory.h"
+
+#define KB ((uint64_t)1024)
+
+struct env {
+	char base[64];		  /* mkdtemp directory */
+	char dir[PATH_MAX];	  /* base/read: the cache's */
+	struct smux_backend *mem; /* the objects */
+	struct smux_backend *fb;  /* faulty over mem: the cache's backend */
+	struct smuxfs_rcache *rc;
+};
+
+/* ---- helpers ---- */
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	struct smux_faulty_opts none = {0};
+	struct env *e = calloc(1, sizeof(*e));
+	struct smux_error err;
+
+	assert_non_null(e);
+	snprintf(e->base, sizeof(e->base), "/tmp/smux-test-rcache.XXXXXX");
+	assert_non_null(mkdtemp(e->base));
+	snprintf(e->dir, sizeof(e->dir), "%s/read", e->base);
+	assert_int_equal(smux_memory_new("mem", &e->mem, &err), 0);
+	assert_int_equal(smux_faulty_new("net", e->mem, &none, &e->fb, &err),
+			 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	smuxfs_rcache_free(e->rc);
+	smux_backend_unref(e->fb);
+	smux_backend_unref(e->mem);
+	nftw(e->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(e);
+	return 0;
+}
+
+static void open_cache(struct env *e, uint64_t capacity)
+{
+	char why[256] = "";
+
+	smuxfs_rcache_free(e->rc);
+	e->rc = NULL;
+	if (smuxfs_rcache_new(e->dir, capacity, e->fb, &e->rc, why,
+			      sizeof(why)) != 0)
+		fail_msg("smuxfs_rcache_new: %s", why);
+}
+
+/* Byte @i of version @v of object @key. */
+static char pattern(const char *key, unsigned v, uint64_t i)
+{
+	return (char)('a' + (key[strlen(key) - 1] * 7 + v * 13 + i) % 26);
+}
+
+/* Stores version @v of @key, @size bytes; fills @etag. */
+static void put_obj(struct env *e, const char *key, unsigned v, size_t size,
+		    char etag[SMUX_ETAG_MAX])
+{
+	char *buf = malloc(size ? size : 1);
+	struct smux_info info;
+	struct smux_error err;
+
+	assert_non_null(buf);
+	for (size_t i = 0; i < size; i++)
+		buf[i] = pattern(key, v, i);
+	assert_int_equal(
+		smux_backend_put_buf(e->mem, NULL, key, buf, size, &err), 0);
+	free(buf);
+	assert_int_equal(smux_backend_head(e->mem, NULL, key, &info, &err), 0);
+	assert_true(info.etag[0] != '\0');
+	memcpy(etag, info.etag, SMUX_ETAG_MAX);
+}
+
+static unsigned long calls(struct env *e)
+{
+	return smux_faulty_calls(e->fb);
+}
+
+/* Reads [off, off+len) of version @v through the cache and checks every
+ * byte; returns what smuxfs_rcache_read returned. */
+static long read_check(struct env *e, const char *key, const char *etag,
+		       unsigned v, uint64_t size, uint64_t off, size_t len)
+{
+	char *buf = malloc(len ? len : 1);
+	long n;
+
+	assert_non_null(buf);
+	n = smuxfs_rcache_read(e->rc, key, etag, size, buf, len, off);
+	if (n >= 0) {
+		uint64_t want = off >= size ? 0 : size - off;
+
+		if (want > len)
+			want = len;
+		assert_int_equal(n, (long)want);
+		for (long i = 0; i < n; i++)
+			if (buf[i] != pattern(key, v, off + (uint64_t)i))
+				fail_msg("%s v%u: byte %llu differs", key, v,
+					 (unsigned long long)(off +
+							      (uint64_t)i));
+	}
+	free(buf);
+	return n;
+}
+
+/* Files in the cache directory: their number, apparent bytes, and
+ * whether a temporary one is among them. */
+struct dir_usage {
+	unsigned files;
+	uint64_t bytes;
+	uint64_t blocks; /* st_blocks * 512 */
+	bool tmp;
+};
+
+static struct dir_usage usage(struct env *e)
+{
+	struct dir_usage u = {0};
+	struct dirent *d;
+	DIR *dir = opendir(e->dir);
+
+	assert_non_null(dir);
+	while ((d = readdir(dir))) {
+		char path[PATH_MAX + 300];
+		struct stat st;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", e->dir, d->d_name);
+		assert_int_equal(lstat(path, &st), 0);
+		u.files++;
+		u.bytes += (uint64_t)st.st_size;
+		u.blocks += (uint64_t)st.st_blocks * 512;
+		if (strstr(d->d_name, ".tmp"))
+			u.tmp = true;
+	}
+	closedir(dir);
+	return u;
+}
+
+static struct smuxfs_rcache_stats stats(struct env *e)
+{
+	struct smuxfs_rcache_stats st;
+
+	smuxfs_rcache_stats(e->rc, &st);
+	return st;
+}
+
+/* ---- tests ---- */
+
+static void test_fill_and_hit(void **state)
+{
+	struct env *e = *state;
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	struct dir_usage u;
+	unsigned long c0;
+
+	put_obj(e, "a/obj1", 1, 10000, etag);
+	open_cache(e, 1024 * KB);
+	c0 = calls(e);
+	assert_int_equal(read_check(e, "a/obj1", etag, 1, 10000, 0, 4096),
+			 4096);
+	assert_int_equal(calls(e), c0 + 1); /* one whole-object get */
+	assert_int_equal(read_check(e, "a/obj1", etag, 1, 10000, 4096, 4096),
+			 4096);
+	assert_int_equal(read_check(e, "a/obj1", etag, 1, 10000, 8192, 4096),
+			 1808);
+	assert_int_equal(read_check(e, "a/obj1", etag, 1, 10000, 10000, 10), 0);
+	assert_int_equal(read_check(e, "a/obj1", etag, 1, 10000, 0, 100000),
+			 10000);
+	assert_int_equal(calls(e), c0 + 1); /* the rest were hits */
+	st = stats(e);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.fills, 1);
+	assert_int_equal(st.hits, 5);
+	assert_int_equal(st.fill_bytes, 10000);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.bytes, 12288); /* 3 blocks of 4 KiB */
+	assert_int_equal(st.bypassed, 0);
+	u = usage(e);
+	assert_int_equal(u.files, 1);
+	assert_int_equal(u.bytes, 10000);
+	assert_false(u.tmp);
+
+	/* a second object, and an empty one */
+	put_obj(e, "a/empty", 1, 0, etag);
+	assert_int_equal(read_check(e, "a/empty", etag, 1, 0, 0, 4096), 0);
+	assert_int_equal(read_check(e, "a/empty", etag, 1, 0, 0, 4096), 0);
+	assert_int_equal(calls(e), c0 + 2);
+
+	/* freeing the cache deletes its files */
+	smuxfs_rcache_free(e->rc);
+	e->rc = NULL;
+	open_cache(e, 1024 * KB);
+	assert_int_equal(usage(e).files, 0);
+}
+
+static void test_version_change(void **state)
+{
+	struct env *e = *state;
+	char v1[SMUX_ETAG_MAX], v2[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 1024 * KB);
+	put_obj(e, "k", 1, 5000, v1);
+	assert_int_equal(read_check(e, "k", v1, 1, 5000, 0, 5000), 5000);
+	put_obj(e, "k", 2, 7000, v2);
+	assert_string_not_equal(v1, v2);
+	c0 = calls(e);
+	/* a new version is a miss, fetched once */
+	assert_int_equal(read_check(e, "k", v2, 2, 7000, 0, 7000), 7000);
+	assert_int_equal(calls(e), c0 + 1);
+	assert_int_equal(read_check(e, "k", v2, 2, 7000, 100, 50), 50);
+	assert_int_equal(calls(e), c0 + 1);
+	/* a handle still pinned to v1 reads v1, never a mix */
+	assert_int_equal(read_check(e, "k", v1, 1, 5000, 0, 5000), 5000);
+	assert_int_equal(calls(e), c0 + 1);
+	st = stats(e);
+	assert_int_equal(st.misses, 2);
+	assert_int_equal(st.entries, 2);
+	assert_int_equal(usage(e).files, 2);
+
+	/* forget drops both; v1 is gone from the backend, so it is not
+	 * served again (If-Match fails: no file, the caller reads through
+	 * and gets ESTALE as without a cache) */
+	smuxfs_rcache_forget(e->rc, "k");
+	assert_int_equal(stats(e).entries, 0);
+	assert_int_equal(stats(e).bytes, 0);
+	assert_int_equal(usage(e).files, 0);
+	assert_true(read_check(e, "k", v1, 1, 5000, 0, 5000) < 0);
+	assert_int_equal(usage(e).files, 0);
+	assert_int_equal(stats(e).fill_failures, 1);
+	assert_int_equal(read_check(e, "k", v2, 2, 7000, 0, 7000), 7000);
+	smuxfs_rcache_forget(e->rc, "no-such-key");
+	assert_int_equal(usage(e).files, 1);
+}
+
+static void test_lru_eviction(void **state)
+{
+	struct env *e = *state;
+	char etag[10][SMUX_ETAG_MAX], key[10][16];
+	const uint64_t cap = 64 * KB;
+	struct smuxfs_rcache_stats st;
+	struct dir_usage u;
+	unsigned long c0;
+
+	open_cache(e, cap);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key[i], sizeof(key[i]), "o%d", i);
+		/* 12000 bytes: 12 KiB charged, 5 fit in 64 KiB */
+		put_obj(e, key[i], 1, 12000, etag[i]);
+	}
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(
+			read_check(e, key[i], etag[i], 1, 12000, 0, 12000),
+			12000);
+	assert_int_equal(stats(e).evictions, 0);
+	/* o0 used again: o1 is now the least recently used */
+	c0 = calls(e);
+	assert_int_equal(read_check(e, key[0], etag[0], 1, 12000, 0, 10), 10);
+	assert_int_equal(calls(e), c0);
+	assert_int_equal(read_check(e, key[5], etag[5], 1, 12000, 0, 10), 10);
+	assert_int_equal(stats(e).evictions, 1);
+	c0 = calls(e);
+	assert_int_equal(read_check(e, key[0], etag[0], 1, 12000, 0, 10), 10);
+	assert_int_equal(calls(e), c0); /* kept */
+	assert_int_equal(read_check(e, key[1], etag[1], 1, 12000, 0, 10), 10);
+	assert_int_equal(calls(e), c0 + 1); /* evicted: fetched again */
+
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 10; i++) {
+			assert_int_equal(read_check(e, key[i], etag[i], 1,
+						    12000, 6000, 6000),
+					 6000);
+			st = stats(e);
+			u = usage(e);
+			assert_true(st.bytes <= cap);
+			assert_true(u.bytes <= cap);
+			assert_true(u.blocks <= cap);
+			assert_false(u.tmp);
+			assert_int_equal(u.files, st.entries);
+		}
+	}
+	st = stats(e);
+	assert_int_equal(st.entries, 5);
+	assert_true(st.evictions >= 25);
+	assert_int_equal(st.bypassed, 0);
+}
+
+static void test_oversized(void **state)
+{
+	struct env *e = *state;
+	char big[SMUX_ETAG_MAX], fits[SMUX_ETAG_MAX];
+	unsigned long c0;
+
+	open_cache(e, 64 * KB); /* objects up to 16 KiB */
+	put_obj(e, "big", 1, 16 * KB + 1, big);
+	put_obj(e, "fits", 1, 16 * KB, fits);
+	c0 = calls(e);
+	assert_int_equal(smuxfs_rcache_read(e->rc, "big", big, 16 * KB + 1,
+					    (char[16]){0}, 16, 0),
+			 -EFBIG);
+	assert_int_equal(calls(e), c0); /* never fetched */
+	assert_int_equal(usage(e).files, 0);
+	assert_int_equal(stats(e).bypassed, 1);
+	assert_int_equal(stats(e).misses, 0);
+	assert_int_equal(read_check(e, "fits", fits, 1, 16 * KB, 0, 16 * KB),
+			 16 * KB);
+	assert_int_equal(usage(e).files, 1);
+
+	/* no etag, no cache */
+	assert_true(smuxfs_rcache_read(e->rc, "fits", "", 16 * KB,
+				       (char[16]){0}, 16, 0) < 0);
+	/* a zero capacity caches nothing that takes room */
+	open_cache(e, 0);
+	assert_true(smuxfs_rcache_read(e->rc, "fits", fits, 16 * KB,
+				       (char[16]){0}, 16, 0) < 0);
+	assert_int_equal(usage(e).files, 0);
+}
+
+static void test_failed_fill(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts fail_gets = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct smux_faulty_opts none = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 1024 * KB);
+	put_obj(e, "f", 1, 9000, etag);
+	smux_faulty_set(e->fb, &fail_gets);
+	c0 = calls(e);
+	assert_true(read_check(e, "f", etag, 1, 9000, 0, 4096) < 0);
+	assert_int_equal(calls(e), c0 + 1);
+	assert_int_equal(usage(e).files, 0); /* no file, no .tmp */
+	st = stats(e);
+	assert_int_equal(st.fill_failures, 1);
+	assert_int_equal(st.bytes, 0);
+	/* the failure is remembered: no fill per read */
+	smux_faulty_set(e->fb, &none);
+	assert_true(read_check(e, "f", etag, 1, 9000, 4096, 4096) < 0);
+	assert_int_equal(calls(e), c0 + 1);
+	assert_int_equal(stats(e).bypassed, 2);
+
+	/* an object shorter or longer than the size pinned at open */
+	put_obj(e, "short", 1, 3000, etag);
+	assert_true(read_check(e, "short", etag, 1, 4000, 0, 100) < 0);
+	put_obj(e, "long", 1, 5000, etag);
+	assert_true(read_check(e, "long", etag, 1, 4000, 0, 100) < 0);
+	/* a key that is gone */
+	assert_true(read_check(e, "gone", "\"x\"", 1, 100, 0, 100) < 0);
+	assert_int_equal(usage(e).files, 0);
+	st = stats(e);
+	assert_int_equal(st.fill_failures, 4);
+	assert_int_equal(st.fills, 0);
+	assert_int_equal(st.bytes, 0);
+}
+
+struct racer {
+	struct env *e;
+	const char *key;
+	const char *etag;
+	pthread_barrier_t *go;
+	long n;
+	bool ok;
+};
+
+static void *race_read(void *arg)
+{
+	struct racer *r = arg;
+	size_t len = 40000;
+	char *buf = malloc(len);
+
+	r->ok = buf != NULL;
+	pthread_barrier_wait(r->go);
+	if (!buf)
+		return NULL;
+	r->n = smuxfs_rcache_read(r->e->rc, r->key, r->etag, len, buf, len, 0);
+	for (long i = 0; r->ok && i < r->n; i++)
+		r->ok = buf[i] == pattern(r->key, 1, (uint64_t)i);
+	free(buf);
+	return NULL;
+}
+
+static void test_concurrent_fill(void **state)
+{
+	enum { N = 8 };
+	struct env *e = *state;
+	struct smux_faulty_opts slow = {
+		.latency_ms = 100,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct racer r[N];
+	pthread_t t[N];
+	pthread_barrier_t go;
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 1024 * KB);
+	put_obj(e, "shared", 1, 40000, etag);
+	smux_faulty_set(e->fb, &slow);
+	pthread_barrier_init(&go, NULL, N);
+	c0 = calls(e);
+	for (int i = 0; i < N; i++) {
+		r[i] = (struct racer){
+			.e = e, .key = "shared", .etag = etag, .go = &go};
+		assert_int_equal(pthread_create(&t[i], NULL, race_read, &r[i]),
+				 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_true(r[i].ok);
+		assert_int_equal(r[i].n, 40000);
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(calls(e), c0 + 1); /* one fill for all */
+	st = stats(e);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.fills, 1);
+	assert_int_equal(st.hits, N);
+	assert_int_equal(usage(e).files, 1);
+}
+
+/* Deletes every file of the cache directory (behind the cache's back). */
+static void wipe_files(struct env *e)
+{
+	struct dirent *d;
+	DIR *dir = opendir(e->dir);
+
+	assert_non_null(dir);
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			assert_int_equal(unlinkat(dirfd(dir), d->d_name, 0), 0);
+	closedir(dir);
+}
+
+static void test_damaged_file(void **state)
+{
+	struct env *e = *state;
+	char etag[SMUX_ETAG_MAX];
+	unsigned long c0;
+
+	open_cache(e, 1024 * KB);
+	put_obj(e, "d", 1, 6000, etag);
+	assert_int_equal(read_check(e, "d", etag, 1, 6000, 0, 6000), 6000);
+	wipe_files(e);
+	c0 = calls(e);
+	/* not served (the caller reads through), and dropped */
+	assert_true(read_check(e, "d", etag, 1, 6000, 0, 6000) < 0);
+	assert_int_equal(stats(e).entries, 0);
+	assert_int_equal(stats(e).bytes, 0);
+	/* the next read fills it again */
+	assert_int_equal(read_check(e, "d", etag, 1, 6000, 10, 100), 100);
+	assert_int_equal(calls(e), c0 + 1);
+	assert_int_equal(usage(e).files, 1);
+}
+
+static void test_discard_at_start(void **state)
+{
+	struct env *e = *state;
+	char path[PATH_MAX + 32];
+	int fd;
+
+	assert_int_equal(mkdir(e->dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/left-over", e->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "stale", 5), 5);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/half.tmp", e->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/empty-dir", e->dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	open_cache(e, 64 * KB);
+	assert_int_equal(usage(e).files, 0);
+
+	/* and when the cache is off */
+	snprintf(path, sizeof(path), "%s/again", e->dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	smuxfs_rcache_free(e->rc);
+	e->rc = NULL;
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(smuxfs_rcache_discard(e->dir), 0);
+	assert_int_equal(rmdir(e->dir), 0);		    /* it was empty */
+	assert_int_equal(smuxfs_rcache_discard(e->dir), 0); /* missing */
+	open_cache(e, 64 * KB);				    /* re-created */
+	assert_int_equal(usage(e).files, 0);
+}
+
+/* Several threads read and forget objects at random in a small cache;
+ * every byte read is checked, and the cache stays within its bounds. */
+struct stress {
+	struct env *e;
+	char (*etag)[SMUX_ETAG_MAX];
+	unsigned seed;
+	unsigned bad;
+};
+
+#define STRESS_OBJS 16
+#define STRESS_SIZE 5000
+
+static void *stress_run(void *arg)
+{
+	struct stress *s = arg;
+	char buf[STRESS_SIZE];
+
+	for (int i = 0; i < 400; i++) {
+		unsigned o = (unsigned)rand_r(&s->seed) % STRESS_OBJS;
+		uint64_t off = (uint64_t)rand_r(&s->seed) % STRESS_SIZE;
+		size_t len = (size_t)rand_r(&s->seed) % STRESS_SIZE + 1;
+		char key[16];
+		long n;
+
+		snprintf(key, sizeof(key), "s%u", o);
+		if (rand_r(&s->seed) % 16 == 0) {
+			smuxfs_rcache_forget(s->e->rc, key);
+			continue;
+		}
+		n = smuxfs_rcache_read(s->e->rc, key, s->etag[o], STRESS_SIZE,
+				       buf, len, off);
+		if (n < 0) {
+			if (n != -ENOSPC)
+				s->bad++;
+			continue;
+		}
+		if ((uint64_t)n !=
+		    (off + len > STRESS_SIZE ? STRESS_SIZE - off : len))
+			s->bad++;
+		for (long j = 0; j < n; j++)
+			if (buf[j] != pattern(key, 1, off + (uint64_t)j)) {
+				s->bad++;
+				break;
+			}
+	}
+	return NULL;
+}
+
+static void test_stress(void **state)
+{
+	enum { N = 4 };
+	struct env *e = *state;
+	char etag[STRESS_OBJS][SMUX_ETAG_MAX];
+	struct stress s[N];
+	pthread_t t[N];
+	struct smuxfs_rcache_stats st;
+	struct dir_usage u;
+
+	open_cache(e, 32 * KB); /* 4 objects of 8 KiB charged */
+	for (int i = 0; i < STRESS_OBJS; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "s%d", i);
+		put_obj(e, key, 1, STRESS_SIZE, etag[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		s[i] = (struct stress){.e = e, .etag = etag, .seed = 7u + i};
+		assert_int_equal(pthread_create(&t[i], NULL, stress_run, &s[i]),
+				 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(s[i].bad, 0);
+	}
+	st = stats(e);
+	u = usage(e);
+	assert_true(st.bytes <= 32 * KB);
+	assert_true(u.bytes <= 32 * KB);
+	assert_int_equal(u.files, st.entries);
+	assert_false(u.tmp);
+	assert_true(st.hits > 0);
+	assert_true(st.fills > 0);
+	assert_int_equal(st.fill_failures, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fill_and_hit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_version_change, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lru_eviction, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_oversized, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_failed_fill, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_fill, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_damaged_file, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_discard_at_start, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stress, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("rcache", tests, NULL, NULL);
+}
