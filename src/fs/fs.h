@@ -5,9 +5,10 @@
  * Ties the daemon's modules together: the mount-wide state (struct
  * smuxfs), path-to-key mapping and error mapping (ops.c), the FUSE
  * operations (ops.c, ops_meta.c, ops_io.c), the open-file table with its
- * staging and upload (ofile.c), the .smux/ virtual directory (smuxdir.c)
- * and logging (log.c). main.c owns the command line, daemonizing and the
- * mount. Nothing here is part of libsmux.
+ * staging and upload (ofile.c), the read cache (rcache.c), the .smux/
+ * virtual directory (smuxdir.c) and logging (log.c). main.c owns the
+ * command line, daemonizing and the mount. Nothing here is part of
+ * libsmux.
  *
  * Threads: every FUSE operation may run concurrently (fuse_loop_mt). The
  * fields of struct smuxfs are set before the loop starts and read-only
@@ -28,6 +29,7 @@
 #include <sys/types.h>
 
 #include "fs/config.h"
+#include "fs/rcache.h"
 #include "smux/backend.h"
 #include "smux/events.h"
 
@@ -84,6 +86,13 @@ struct smuxfs {
 	/* stage every write in cache_dir even when the root has a writer
 	 * (environment SMUXFS_FORCE_STAGING=1; for tests of that path) */
 	bool force_staging;
+	/* every backend keeps real directories: no "dir/" marker lookups
+	 * for missing keys (smux_config_real_dirs) */
+	bool real_dirs;
+	/* open readers (each may hold a file descriptor) and their limit,
+	 * half of RLIMIT_NOFILE: past it opens read with ranged gets */
+	atomic_long readers;
+	long max_readers;
 	uid_t uid; /* reported owner */
 	gid_t gid;
 	mode_t umask;	  /* applied to reported modes (0 = none) */
@@ -94,8 +103,15 @@ struct smuxfs {
 	char readahead_path[96];
 	atomic_bool readahead_done;
 	atomic_llong last_mtime_ns; /* smuxfs_unique_mtime() */
+	/* The root directory has no key in any backend: chmod and utimens
+	 * on it are kept here while mounted (0: the defaults, 0755 and
+	 * mount_ns). */
+	atomic_uint root_mode;
+	atomic_llong root_mtime_ns;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
+	/* cache_dir/read (rcache.c), NULL when read_cache is off */
+	struct smuxfs_rcache *rcache;
 };
 
 /* Initialises the tables of @fs (the other fields are the caller's). */
@@ -209,6 +225,8 @@ enum smuxfs_fh_kind {
 	SMUXFS_FH_DIR,	   /* an open directory (readdir gets no path) */
 };
 
+struct smuxfs_dirsnap;
+
 struct smuxfs_fh {
 	enum smuxfs_fh_kind kind;
 	char *key;		 /* FILE: the key (owned) */
@@ -217,8 +235,12 @@ struct smuxfs_fh {
 				    a clean read-only open */
 	bool writable;
 	char etag[SMUX_ETAG_MAX]; /* FILE: version pinned at open ("" none) */
-	uint64_t size;		  /* FILE: size at open */
-	char *data;		  /* VIRTUAL: the snapshot (owned) */
+	/* FILE, clean read-only: the version opened, when the root offers
+	 * readers (owned; else reads are ranged gets with if_match) */
+	struct smux_reader *reader;
+	uint64_t size;		     /* FILE: size at open */
+	char *data;		     /* VIRTUAL: the snapshot (owned) */
+	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */
 	size_t len;
 	/* FILE without ofile: in otable.readers; key and links protected by
 	 * otable.lock once tracked */

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -79,7 +80,9 @@ static void usage(FILE *out)
 		"attr_timeout=,\n"
 		"                   entry_timeout=, negative_timeout=, "
 		"cache_size=,\n"
-		"                   uid=, gid=, umask=, allow_other, "
+		"                   read_cache=auto|on|off, "
+		"uid=, gid=, umask=,\n"
+		"                   allow_other, "
 		"default_permissions, ro, rw;\n"
 		"                   fstab's _netdev, nofail, noauto, "
 		"x-systemd.*, defaults ...\n"
@@ -357,11 +360,30 @@ struct daemon {
 
 /* Everything between reading the configuration and the loop. Returns an
  * exit status with sm->msg saying why. */
+/* Raises the soft limit of open files to the hard one (open files through
+ * the mount each keep a descriptor, as mergerfs's do) and returns how
+ * many readers may stay open: half of it, the rest for everything else. */
+static long raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 256;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1 << 20)
+		return 1 << 19;
+	return (long)(rl.rlim_cur / 2);
+}
+
 static int start(struct daemon *d, struct status_msg *sm)
 {
 	struct smuxfs *fs = &d->fs;
 	struct smux_fs_opts *o = smux_config_opts(d->cfg);
-	char errbuf[512], staging[PATH_MAX];
+	char errbuf[512], staging[PATH_MAX], rdir[PATH_MAX];
 	const char *staging_env;
 	struct timespec now;
 	int rc;
@@ -372,6 +394,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->ro = o->ro;
 	staging_env = getenv("SMUXFS_FORCE_STAGING");
 	fs->force_staging = staging_env && strcmp(staging_env, "1") == 0;
+	fs->real_dirs = smux_config_real_dirs(d->cfg);
+	fs->max_readers = raise_nofile();
 	fs->uid = o->has_uid ? o->uid : getuid();
 	fs->gid = o->has_gid ? o->gid : getgid();
 	fs->umask = o->has_umask ? o->umask : 0;
@@ -411,6 +435,27 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
 
+	/* The read cache lives for one run: what an earlier run left in
+	 * cache_dir/read is deleted, whether the cache is on or off. */
+	if (snprintf(rdir, sizeof(rdir), "%s/read", cache) >= (int)sizeof(rdir))
+		FAIL(EXIT_BACKEND, "cache_dir %s: path too long", cache);
+	if (o->read_cache == SMUX_FS_ON || (o->read_cache == SMUX_FS_AUTO &&
+					    smux_config_has_network(d->cfg))) {
+		errbuf[0] = '\0';
+		rc = smuxfs_rcache_new(rdir, o->cache_size, fs->root,
+				       &fs->rcache, errbuf, sizeof(errbuf));
+		if (rc)
+			FAIL(EXIT_BACKEND, "%s",
+			     errbuf[0] ? errbuf : strerror(-rc));
+		smux_log(LOG_INFO, "read cache in %s, %llu bytes", rdir,
+			 (unsigned long long)o->cache_size);
+	} else {
+		rc = smuxfs_rcache_discard(rdir);
+		if (rc)
+			smux_log(LOG_WARNING, "emptying %s: %s", rdir,
+				 strerror(-rc));
+	}
+
 	if (!realpath(d->cli.mountpoint, d->mnt))
 		FAIL(EXIT_MOUNT, "mountpoint %s: %s", d->cli.mountpoint,
 		     strerror(errno));
@@ -437,6 +482,7 @@ static void teardown(struct daemon *d)
 		fuse_destroy(d->fuse);
 	if (d->fs.opts)
 		smuxfs_release_tables(&d->fs);
+	smuxfs_rcache_free(d->fs.rcache);
 	smux_backend_unref(d->fs.root);
 	smux_events_free(d->fs.events);
 	if (d->fs.staging_fd >= 0)

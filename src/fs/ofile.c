@@ -113,6 +113,8 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key)
 		t->slots[i].key = NULL;
 	}
 	pthread_mutex_unlock(&t->lock);
+	/* the old versions can never be read again: free their room */
+	smuxfs_rcache_forget(fs->rcache, key);
 }
 
 /* ---- the table ---- */
@@ -862,6 +864,10 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 	}
 	if (fh->of)
 		smuxfs_ofile_release(fs, fh->of);
+	if (fh->reader) {
+		smux_reader_close(fh->reader);
+		atomic_fetch_sub(&fs->readers, 1);
+	}
 	free(fh->key);
 	free(fh->path);
 	free(fh->data);

@@ -119,7 +119,8 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	*is_dir = false;
 	if (is_root) {
 		*is_dir = true;
-		info->mode = S_IFDIR;
+		info->mode = S_IFDIR | atomic_load(&fs->root_mode);
+		info->mtime_ns = atomic_load(&fs->root_mtime_ns);
 		return 0;
 	}
 	of = smuxfs_ofile_find(fs, key);
@@ -141,6 +142,8 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	}
 	if (err.e.code != SMUX_E_KEY_NOT_FOUND)
 		return smuxfs_errno(&err, "head", key);
+	if (fs->real_dirs)
+		return -ENOENT; /* a directory would have answered the head */
 	/* a directory marker, or a directory implied by keys under it */
 	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
 	if (rc)

@@ -8,9 +8,11 @@
  * handle of that file shares. A clean read-only open holds no ofile: it
  * pins the version it saw at open (etag and size, close-to-open), reads
  * with ranged gets If-Match that etag, and fails with ESTALE rather than
- * stitch two versions together. Reads on a file with an ofile go to the
- * pending content. flush (close(2)) and fsync commit, and report failures
- * to the caller: nothing acknowledged is lost.
+ * stitch two versions together (or, with the read cache on, reads the
+ * whole pinned version once into cache_dir/read and serves it from there,
+ * rcache.c). Reads on a file with an ofile go to the pending content,
+ * never to the read cache. flush (close(2)) and fsync commit, and report
+ * failures to the caller: nothing acknowledged is lost.
  *
  * .smux/ files are snapshots taken at open (smuxdir.c) and served here.
  */
@@ -41,6 +43,14 @@ static struct smuxfs_fh *fh_new(const char *key)
 	return fh;
 }
 
+/* A write-only handle cannot read its pages back, so its writes skip the
+ * page cache (one copy less; notes/fuse-performance-here.md item 5). */
+static void write_only_direct(struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+		fi->direct_io = 1;
+}
+
 /* A clean read-only open: pin the version. */
 static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 		      struct fuse_file_info *fi)
@@ -51,9 +61,22 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 	int rc;
 
 	smuxfs_ctx(&ctx);
-	rc = smux_backend_head(fs->root, &ctx, fh->key, &info, &err);
-	if (rc)
-		return smuxfs_errno(&err, "head", fh->key);
+	/* a reader keeps the version open; else (none, too many open, out
+	 * of descriptors) pin it by etag */
+	rc = -EMFILE;
+	if (atomic_fetch_add(&fs->readers, 1) < fs->max_readers)
+		rc = smux_backend_reader_open(fs->root, &ctx, fh->key,
+					      &fh->reader, &err);
+	if (rc == 0) {
+		info = fh->reader->info;
+	} else {
+		atomic_fetch_sub(&fs->readers, 1);
+		if (rc != -EMFILE && rc != -ENFILE &&
+		    err.e.code != SMUX_E_NOT_SUPPORTED)
+			return smuxfs_errno(&err, "open", fh->key);
+		if (smux_backend_head(fs->root, &ctx, fh->key, &info, &err))
+			return smuxfs_errno(&err, "head", fh->key);
+	}
 	if (S_ISDIR(info.mode))
 		return -EISDIR;
 	memcpy(fh->etag, info.etag, sizeof(fh->etag));
@@ -92,6 +115,7 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 		rc = smuxfs_ofile_open(fs, key, trunc ? SMUXFS_OF_TRUNC : 0, 0,
 				       &fh->of);
 		fi->keep_cache = 0;
+		write_only_direct(fi);
 	} else {
 		/* reads see what a writer has pending */
 		fh->of = smuxfs_ofile_find(fs, key);
@@ -101,8 +125,11 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 		smuxfs_fh_free(fs, fh);
 		return rc;
 	}
-	if (!fh->of)
+	if (!fh->of) {
 		smuxfs_fh_track(fs, fh); /* renames re-key it */
+		/* nothing to upload at close: spare the kernel's FLUSH */
+		fi->noflush = 1;
+	}
 	fi->fh = (uintptr_t)fh;
 	return 0;
 }
@@ -135,6 +162,7 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		smuxfs_fh_free(fs, fh);
 		return rc;
 	}
+	write_only_direct(fi);
 	fi->fh = (uintptr_t)fh;
 	return 0;
 }
@@ -178,13 +206,31 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 			smuxfs_ofile_release(fs, of);
 		return (int)n;
 	}
+	/* the pinned version, from the read cache when it serves it */
+	if (fs->rcache && fh->etag[0]) {
+		n = smuxfs_rcache_read(fs->rcache, key, fh->etag, fh->size, buf,
+				       size, (uint64_t)off);
+		if (n >= 0)
+			return (int)n;
+	}
+	smuxfs_ctx(&ctx);
+	if (fh->reader) {
+		n = smux_reader_pread(fh->reader, &ctx, buf, size,
+				      (uint64_t)off, &err);
+		if (n >= 0)
+			return (int)n;
+		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
+			smuxfs_errno(&err, "read (version changed)", key);
+			return -ESTALE; /* never stitch two versions */
+		}
+		return smuxfs_errno(&err, "read", key);
+	}
 	opts = (struct smux_get_opts){
 		.offset = (uint64_t)off,
 		.length = size,
 		.if_match = fh->etag[0] ? fh->etag : NULL,
 	};
 	smux_sink_buf(&sink, buf, size);
-	smuxfs_ctx(&ctx);
 	rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL, &err);
 	if (rc) {
 		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ops_meta.c - FUSE operations on names and attributes: getattr, readdir,
- * mkdir, rmdir, unlink, rename (files and directory walks), chmod, chown,
+ * ops_meta.c - FUSE operations on names and attributes: getattr, mkdir,
+ * rmdir, unlink, rename (files and directory walks), chmod, chown,
  * utimens, statfs, and the refusals (mknod of a special file, symlink,
- * link).
+ * link). Listings are in ops_dir.c.
  *
  * Directories follow DESIGN section 6: real directories on file backends,
  * "dir/" marker objects plus directories implied by key prefixes on
@@ -92,273 +92,6 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		return rc;
 	smuxfs_fill_stat(fs, st, is_dir, &info);
 	return 0;
-}
-
-/* ---- readdir ---- */
-
-/* Names already passed to the filler, so each appears once. */
-struct nameset {
-	char **slot;
-	size_t cap, n;
-};
-
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
-/* 1 when added, 0 when already there, -ENOMEM. */
-static int nameset_add(struct nameset *ns, const char *name)
-{
-	size_t i;
-
-	if (2 * (ns->n + 1) > ns->cap) {
-		size_t cap = ns->cap ? 2 * ns->cap : 64;
-		char **slot = calloc(cap, sizeof(*slot));
-
-		if (!slot)
-			return -ENOMEM;
-		for (size_t j = 0; j < ns->cap; j++) {
-			if (!ns->slot[j])
-				continue;
-			i = name_hash(ns->slot[j]) & (cap - 1);
-			while (slot[i])
-				i = (i + 1) & (cap - 1);
-			slot[i] = ns->slot[j];
-		}
-		free(ns->slot);
-		ns->slot = slot;
-		ns->cap = cap;
-	}
-	i = name_hash(name) & (ns->cap - 1);
-	for (; ns->slot[i]; i = (i + 1) & (ns->cap - 1))
-		if (strcmp(ns->slot[i], name) == 0)
-			return 0;
-	ns->slot[i] = strdup(name);
-	if (!ns->slot[i])
-		return -ENOMEM;
-	ns->n++;
-	return 1;
-}
-
-static bool nameset_has(const struct nameset *ns, const char *name)
-{
-	if (!ns->cap)
-		return false;
-	for (size_t i = name_hash(name) & (ns->cap - 1); ns->slot[i];
-	     i = (i + 1) & (ns->cap - 1))
-		if (strcmp(ns->slot[i], name) == 0)
-			return true;
-	return false;
-}
-
-static void nameset_free(struct nameset *ns)
-{
-	for (size_t i = 0; i < ns->cap; i++)
-		free(ns->slot[i]);
-	free(ns->slot);
-}
-
-/* A file open through the mount in the directory being listed. */
-struct pending {
-	char *name;
-	struct smuxfs_ofile_attr a;
-};
-
-struct lister {
-	struct smuxfs *fs;
-	void *buf;
-	fuse_fill_dir_t filler;
-	const char *prefix; /* the directory's key prefix */
-	size_t prefix_len;
-	bool is_root;
-	struct nameset seen;
-	struct pending *pend;
-	size_t n_pend, cap_pend;
-	int rc;
-};
-
-static void collect_pending(void *arg, const char *name,
-			    const struct smuxfs_ofile_attr *a)
-{
-	struct lister *l = arg;
-
-	if (l->n_pend == l->cap_pend) {
-		size_t cap = l->cap_pend ? 2 * l->cap_pend : 8;
-		struct pending *p = realloc(l->pend, cap * sizeof(*p));
-
-		if (!p)
-			return;
-		l->pend = p;
-		l->cap_pend = cap;
-	}
-	l->pend[l->n_pend].name = strdup(name);
-	if (!l->pend[l->n_pend].name)
-		return;
-	l->pend[l->n_pend++].a = *a;
-}
-
-static const struct pending *find_pending(const struct lister *l,
-					  const char *name)
-{
-	for (size_t i = 0; i < l->n_pend; i++)
-		if (strcmp(l->pend[i].name, name) == 0)
-			return &l->pend[i];
-	return NULL;
-}
-
-static void pending_info(const struct pending *p, struct smux_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->size = p->a.size;
-	info->mode = S_IFREG | p->a.mode;
-	info->mtime_ns = p->a.mtime_ns;
-}
-
-static int list_entry(void *arg, const struct smux_list_entry *e)
-{
-	struct lister *l = arg;
-	char name[SMUX_KEY_MAX + 1];
-	enum fuse_fill_dir_flags flags = FUSE_FILL_DIR_PLUS;
-	const struct pending *p;
-	struct smux_info info;
-	size_t len;
-	bool is_dir;
-	struct stat st;
-	int rc;
-
-	if (strncmp(e->key, l->prefix, l->prefix_len) != 0)
-		return 0;
-	len = strlen(e->key + l->prefix_len);
-	if (len == 0 || len >= sizeof(name))
-		return 0; /* the directory's own marker */
-	memcpy(name, e->key + l->prefix_len, len + 1);
-	is_dir = e->is_prefix || name[len - 1] == '/' || S_ISDIR(e->info.mode);
-	if (name[len - 1] == '/')
-		name[--len] = '\0';
-	if (!len || strchr(name, '/'))
-		return 0;
-	if (l->is_root && strcmp(name, SMUXFS_DIR_NAME) == 0)
-		return 0; /* hidden by the virtual directory */
-	rc = nameset_add(&l->seen, name);
-	if (rc <= 0) {
-		l->rc = rc;
-		return rc < 0;
-	}
-	info = e->info;
-	p = is_dir ? NULL : find_pending(l, name);
-	if (p)
-		pending_info(p, &info);
-	else if (e->is_prefix)
-		flags = 0; /* no attributes: let the kernel look it up */
-	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
-	if (l->filler(l->buf, name, &st, 0, flags)) {
-		l->rc = -ENOMEM;
-		return 1;
-	}
-	return 0;
-}
-
-static struct smuxfs_fh *dir_fh(struct fuse_file_info *fi)
-{
-	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
-
-	return fh && fh->kind == SMUXFS_FH_DIR ? fh : NULL;
-}
-
-int smuxfs_opendir(const char *path, struct fuse_file_info *fi)
-{
-	struct smuxfs_fh *fh;
-
-	if (!path)
-		return -ESTALE;
-	fh = calloc(1, sizeof(*fh));
-	if (!fh)
-		return -ENOMEM;
-	fh->kind = SMUXFS_FH_DIR;
-	fh->path = strdup(path);
-	if (!fh->path) {
-		free(fh);
-		return -ENOMEM;
-	}
-	fi->fh = (uintptr_t)fh;
-	return 0;
-}
-
-int smuxfs_releasedir(const char *path, struct fuse_file_info *fi)
-{
-	(void)path;
-	smuxfs_fh_free(smuxfs_get(), (struct smuxfs_fh *)fi->fh);
-	fi->fh = 0;
-	return 0;
-}
-
-int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
-		   off_t off, struct fuse_file_info *fi,
-		   enum fuse_readdir_flags rflags)
-{
-	struct smuxfs *fs = smuxfs_get();
-	struct smuxfs_fh *fh = dir_fh(fi);
-	char key[SMUX_KEY_MAX + 2], prefix[SMUX_KEY_MAX + 2];
-	struct lister l = {.fs = fs, .buf = buf, .filler = filler};
-	struct smux_error err;
-	struct smux_ctx ctx;
-	int rc;
-
-	(void)off;
-	(void)rflags;
-	if (fh)
-		path = fh->path;
-	if (!path)
-		return -ESTALE;
-	if (smuxdir_owns(path))
-		return smuxdir_readdir(fs, path, buf, filler);
-	rc = key_of(fs, path, key, sizeof(key), &l.is_root);
-	if (!rc)
-		rc = smuxfs_dir_prefix(key, prefix, sizeof(prefix));
-	if (rc)
-		return rc;
-	l.prefix = prefix;
-	l.prefix_len = strlen(prefix);
-	filler(buf, ".", NULL, 0, 0);
-	filler(buf, "..", NULL, 0, 0);
-	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
-	smuxfs_ctx(&ctx);
-	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
-			       &err);
-	if (rc) {
-		rc = smuxfs_errno(&err, "list", prefix);
-		goto out;
-	}
-	rc = l.rc;
-	/* created through the mount and not committed yet */
-	for (size_t i = 0; i < l.n_pend && !rc; i++) {
-		struct smux_info info;
-		struct stat st;
-
-		if (nameset_has(&l.seen, l.pend[i].name))
-			continue;
-		pending_info(&l.pend[i], &info);
-		smuxfs_fill_stat(fs, &st, false, &info);
-		if (filler(buf, l.pend[i].name, &st, 0, FUSE_FILL_DIR_PLUS))
-			rc = -ENOMEM;
-	}
-	if (!rc && l.is_root) {
-		struct stat st;
-
-		smuxdir_getattr(fs, "/" SMUXFS_DIR_NAME, &st);
-		filler(buf, SMUXFS_DIR_NAME, &st, 0, 0);
-	}
-out:
-	for (size_t i = 0; i < l.n_pend; i++)
-		free(l.pend[i].name);
-	free(l.pend);
-	nameset_free(&l.seen);
-	return rc;
 }
 
 /* ---- directories ---- */
@@ -755,8 +488,14 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	bool is_dir;
 	int rc;
 
-	if (is_root && !key[0])
-		return -EPERM; /* the backend's root has no key */
+	if (is_root && !key[0]) {
+		/* the backends' root has no key: kept by the mount (fs.h) */
+		if (attr->flags & SMUX_SET_MODE)
+			atomic_store(&fs->root_mode, attr->mode & 07777);
+		if (attr->flags & SMUX_SET_MTIME)
+			atomic_store(&fs->root_mtime_ns, attr->mtime_ns);
+		return 0;
+	}
 	rc = smuxfs_lookup(fs, key, is_root, &is_dir, NULL);
 	if (rc)
 		return rc;

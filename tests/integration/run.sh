@@ -61,10 +61,12 @@ MODES="failover round-robin weighted sticky-by-key shield mirror"
 tests=()
 for m in $MODES; do tests+=("test_programs.sh $m"); done
 for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); done
-for s in errors mirror-err hung hung-probe mirror-hung recovery; do
+for s in errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror midrun-failover; do
 	tests+=("test_failover.sh $s")
 done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
+tests+=("test_dirs.sh")
+tests+=("test_rcache.sh")
 
 selected() {
 	local name=$1 f

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops_dir.c - FUSE directory handles: opendir, readdir, releasedir.
+ *
+ * A listing is taken once per handle (at the first readdir, or again when
+ * a program rewinds to offset 0) into a snapshot of names and attributes,
+ * and handed to the kernel in pieces with real offsets. That "offset mode"
+ * of the high-level libfuse API is what lets READDIRPLUS carry node ids,
+ * so `ls -l` gets every entry's attributes from the listing instead of one
+ * LOOKUP request per entry (notes/fuse-performance-here.md, item 6).
+ *
+ * Files open through the mount and not committed yet appear with their
+ * pending attributes (ofile.c); the root shows the virtual .smux/.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+
+/* One entry of a listing snapshot. */
+struct smuxfs_dirent {
+	char *name;
+	struct stat st;
+	bool plus; /* st is complete: the kernel may cache it */
+};
+
+/* A directory handle's listing, taken at offset 0. */
+struct smuxfs_dirsnap {
+	struct smuxfs_dirent *e;
+	size_t n, cap;
+};
+
+static void snap_free(struct smuxfs_dirsnap *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->e[i].name);
+	free(s->e);
+	free(s);
+}
+
+/* Appends an entry; -ENOMEM. */
+static int snap_add(struct smuxfs_dirsnap *s, const char *name,
+		    const struct stat *st, bool plus)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		struct smuxfs_dirent *e = realloc(s->e, cap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		s->e = e;
+		s->cap = cap;
+	}
+	s->e[s->n].name = strdup(name);
+	if (!s->e[s->n].name)
+		return -ENOMEM;
+	s->e[s->n].st = *st;
+	s->e[s->n].plus = plus;
+	s->n++;
+	return 0;
+}
+
+/* Names already passed to the filler, so each appears once. */
+struct nameset {
+	char **slot;
+	size_t cap, n;
+};
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* 1 when added, 0 when already there, -ENOMEM. */
+static int nameset_add(struct nameset *ns, const char *name)
+{
+	size_t i;
+
+	if (2 * (ns->n + 1) > ns->cap) {
+		size_t cap = ns->cap ? 2 * ns->cap : 64;
+		char **slot = calloc(cap, sizeof(*slot));
+
+		if (!slot)
+			return -ENOMEM;
+		for (size_t j = 0; j < ns->cap; j++) {
+			if (!ns->slot[j])
+				continue;
+			i = name_hash(ns->slot[j]) & (cap - 1);
+			while (slot[i])
+				i = (i + 1) & (cap - 1);
+			slot[i] = ns->slot[j];
+		}
+		free(ns->slot);
+		ns->slot = slot;
+		ns->cap = cap;
+	}
+	i = name_hash(name) & (ns->cap - 1);
+	for (; ns->slot[i]; i = (i + 1) & (ns->cap - 1))
+		if (strcmp(ns->slot[i], name) == 0)
+			return 0;
+	ns->slot[i] = strdup(name);
+	if (!ns->slot[i])
+		return -ENOMEM;
+	ns->n++;
+	return 1;
+}
+
+static bool nameset_has(const struct nameset *ns, const char *name)
+{
+	if (!ns->cap)
+		return false;
+	for (size_t i = name_hash(name) & (ns->cap - 1); ns->slot[i];
+	     i = (i + 1) & (ns->cap - 1))
+		if (strcmp(ns->slot[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void nameset_free(struct nameset *ns)
+{
+	for (size_t i = 0; i < ns->cap; i++)
+		free(ns->slot[i]);
+	free(ns->slot);
+}
+
+/* A file open through the mount in the directory being listed. */
+struct pending {
+	char *name;
+	struct smuxfs_ofile_attr a;
+};
+
+struct lister {
+	struct smuxfs *fs;
+	struct smuxfs_dirsnap *snap;
+	const char *prefix; /* the directory's key prefix */
+	size_t prefix_len;
+	bool is_root;
+	struct nameset seen;
+	struct pending *pend;
+	size_t n_pend, cap_pend;
+	int rc;
+};
+
+static void collect_pending(void *arg, const char *name,
+			    const struct smuxfs_ofile_attr *a)
+{
+	struct lister *l = arg;
+
+	if (l->n_pend == l->cap_pend) {
+		size_t cap = l->cap_pend ? 2 * l->cap_pend : 8;
+		struct pending *p = realloc(l->pend, cap * sizeof(*p));
+
+		if (!p)
+			return;
+		l->pend = p;
+		l->cap_pend = cap;
+	}
+	l->pend[l->n_pend].name = strdup(name);
+	if (!l->pend[l->n_pend].name)
+		return;
+	l->pend[l->n_pend++].a = *a;
+}
+
+static const struct pending *find_pending(const struct lister *l,
+					  const char *name)
+{
+	for (size_t i = 0; i < l->n_pend; i++)
+		if (strcmp(l->pend[i].name, name) == 0)
+			return &l->pend[i];
+	return NULL;
+}
+
+static void pending_info(const struct pending *p, struct smux_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->size = p->a.size;
+	info->mode = S_IFREG | p->a.mode;
+	info->mtime_ns = p->a.mtime_ns;
+}
+
+static int list_entry(void *arg, const struct smux_list_entry *e)
+{
+	struct lister *l = arg;
+	char name[SMUX_KEY_MAX + 1];
+	enum fuse_fill_dir_flags flags = FUSE_FILL_DIR_PLUS;
+	const struct pending *p;
+	struct smux_info info;
+	size_t len;
+	bool is_dir;
+	struct stat st;
+	int rc;
+
+	if (strncmp(e->key, l->prefix, l->prefix_len) != 0)
+		return 0;
+	len = strlen(e->key + l->prefix_len);
+	if (len == 0 || len >= sizeof(name))
+		return 0; /* the directory's own marker */
+	memcpy(name, e->key + l->prefix_len, len + 1);
+	is_dir = e->is_prefix || name[len - 1] == '/' || S_ISDIR(e->info.mode);
+	if (name[len - 1] == '/')
+		name[--len] = '\0';
+	if (!len || strchr(name, '/'))
+		return 0;
+	if (l->is_root && strcmp(name, SMUXFS_DIR_NAME) == 0)
+		return 0; /* hidden by the virtual directory */
+	rc = nameset_add(&l->seen, name);
+	if (rc <= 0) {
+		l->rc = rc;
+		return rc < 0;
+	}
+	info = e->info;
+	p = is_dir ? NULL : find_pending(l, name);
+	if (p)
+		pending_info(p, &info);
+	else if (e->is_prefix)
+		flags = 0; /* no attributes: let the kernel look it up */
+	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
+	return l->rc != 0;
+}
+
+static struct smuxfs_fh *dir_fh(struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+
+	return fh && fh->kind == SMUXFS_FH_DIR ? fh : NULL;
+}
+
+int smuxfs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh;
+
+	if (!path)
+		return -ESTALE;
+	fh = calloc(1, sizeof(*fh));
+	if (!fh)
+		return -ENOMEM;
+	fh->kind = SMUXFS_FH_DIR;
+	fh->path = strdup(path);
+	if (!fh->path) {
+		free(fh);
+		return -ENOMEM;
+	}
+	fi->fh = (uintptr_t)fh;
+	return 0;
+}
+
+int smuxfs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = dir_fh(fi);
+
+	(void)path;
+	if (fh) {
+		snap_free(fh->snap);
+		fh->snap = NULL;
+	}
+	smuxfs_fh_free(smuxfs_get(), (struct smuxfs_fh *)fi->fh);
+	fi->fh = 0;
+	return 0;
+}
+
+/* Lists the directory @path into a new snapshot in *@out. */
+static int snap_take(struct smuxfs *fs, const char *path,
+		     struct smuxfs_dirsnap **out)
+{
+	char key[SMUX_KEY_MAX + 2], prefix[SMUX_KEY_MAX + 2];
+	struct lister l = {.fs = fs};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct stat dot;
+	int rc;
+
+	*out = NULL;
+	l.is_root = strcmp(path, "/") == 0;
+	rc = smuxfs_path_key(fs, path, key, sizeof(key));
+	if (!rc)
+		rc = smuxfs_dir_prefix(key, prefix, sizeof(prefix));
+	if (rc)
+		return rc;
+	l.snap = calloc(1, sizeof(*l.snap));
+	if (!l.snap)
+		return -ENOMEM;
+	l.prefix = prefix;
+	l.prefix_len = strlen(prefix);
+	memset(&dot, 0, sizeof(dot));
+	dot.st_mode = S_IFDIR;
+	rc = snap_add(l.snap, ".", &dot, false);
+	if (!rc)
+		rc = snap_add(l.snap, "..", &dot, false);
+	if (rc)
+		goto out;
+	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
+			       &err);
+	if (rc) {
+		rc = smuxfs_errno(&err, "list", prefix);
+		goto out;
+	}
+	rc = l.rc;
+	/* created through the mount and not committed yet */
+	for (size_t i = 0; i < l.n_pend && !rc; i++) {
+		struct smux_info info;
+		struct stat st;
+
+		if (nameset_has(&l.seen, l.pend[i].name))
+			continue;
+		pending_info(&l.pend[i], &info);
+		smuxfs_fill_stat(fs, &st, false, &info);
+		rc = snap_add(l.snap, l.pend[i].name, &st, true);
+	}
+	if (!rc && l.is_root) {
+		struct stat st;
+
+		smuxdir_getattr(fs, "/" SMUXFS_DIR_NAME, &st);
+		rc = snap_add(l.snap, SMUXFS_DIR_NAME, &st, false);
+	}
+out:
+	for (size_t i = 0; i < l.n_pend; i++)
+		free(l.pend[i].name);
+	free(l.pend);
+	nameset_free(&l.seen);
+	if (rc)
+		snap_free(l.snap);
+	else
+		*out = l.snap;
+	return rc;
+}
+
+int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		   off_t off, struct fuse_file_info *fi,
+		   enum fuse_readdir_flags rflags)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = dir_fh(fi);
+	struct smuxfs_dirsnap *snap;
+	int rc;
+
+	(void)rflags;
+	if (fh)
+		path = fh->path;
+	if (!path)
+		return -ESTALE;
+	if (smuxdir_owns(path))
+		return smuxdir_readdir(fs, path, buf, filler);
+	if (off < 0)
+		return -EINVAL;
+	/* libfuse serialises readdir calls on one handle, so the snapshot
+	 * needs no lock; without a handle (none is made by us only when
+	 * opendir failed) each call lists afresh. */
+	snap = fh ? fh->snap : NULL;
+	if (!snap || off == 0) {
+		struct smuxfs_dirsnap *fresh;
+
+		rc = snap_take(fs, path, &fresh);
+		if (rc)
+			return rc;
+		snap_free(snap);
+		snap = fresh;
+		if (fh)
+			fh->snap = snap;
+	}
+	/* entry i has offset i + 1: the offset of the entry after it */
+	for (size_t i = (size_t)off; i < snap->n; i++) {
+		const struct smuxfs_dirent *e = &snap->e[i];
+
+		if (filler(buf, e->name, &e->st, (off_t)i + 1,
+			   e->plus ? FUSE_FILL_DIR_PLUS : 0))
+			break; /* the reply is full: the kernel asks again */
+	}
+	if (!fh)
+		snap_free(snap);
+	return 0;
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# test_dirs.sh - directory listings and the mount root, over a file backend
+# (real directories), a memory backend (an object store: "dir/" markers and
+# implied directories) and a mirror of two file backends:
+#   - a directory of 3000 entries with long names lists completely, once
+#     each, with the sizes the backend holds (the kernel reads it in many
+#     pieces: offsets must carry on where the last piece ended);
+#   - telldir/seekdir/rewinddir give back the same entries (perl, which
+#     Debian always has);
+#   - rm -r of a large tree (unlinking while listing) leaves nothing;
+#   - `ls -l` takes attributes from the listing: no LOOKUP per entry is
+#     asserted indirectly by comparing `ls -l` to the backend, and by
+#     listing a directory whose files vanished from the backend behind the
+#     mount's back (a stale listing must not invent content);
+#   - tar extracting an archive whose first member is "." into the mount
+#     root (the root's mtime and mode can be set), as `tar -C /mnt` does.
+. "$(dirname "$0")/lib.sh"
+
+N=${SMUX_IT_DIR_FILES:-3000}
+long=$(printf 'n%.0s' $(seq 90))
+
+# names FILE: the names a perl readdir sees, one per line, sorted; fails
+# on a duplicate.
+perl_list() {
+	perl -e '
+		opendir(my $d, $ARGV[0]) or die "opendir: $!";
+		my %seen; my @all;
+		while (defined(my $e = readdir($d))) {
+			next if $e eq "." || $e eq "..";
+			die "duplicate entry $e\n" if $seen{$e}++;
+			push @all, $e;
+		}
+		print "$_\n" for sort @all;' "$1"
+}
+
+# perl_seek DIR: telldir/seekdir/rewinddir agree with a plain read.
+perl_seek() {
+	perl -e '
+		opendir(my $d, $ARGV[0]) or die "opendir: $!";
+		my @first; push @first, scalar readdir($d) for 1 .. 700;
+		my $pos = telldir($d);
+		my @next; push @next, scalar readdir($d) for 1 .. 500;
+		seekdir($d, $pos);
+		my @again; push @again, scalar readdir($d) for 1 .. 500;
+		"@next" eq "@again" or die "seekdir: different entries\n";
+		rewinddir($d);
+		my @re; push @re, scalar readdir($d) for 1 .. 700;
+		"@first" eq "@re" or die "rewinddir: different entries\n";
+		my $n = 700; $n++ while defined(scalar readdir($d));
+		print "$n\n";' "$1"
+}
+
+run_case() {
+	local kind=$1 m=$T/mnt-$kind expect n
+	new_config "$T/$kind.conf" root
+	case $kind in
+	file) cfg_file root "$T/$kind-a" ;;
+	memory) _cfg_section "backend root" "type=memory" ;;
+	mirror)
+		cfg_mux root mirror "a b"
+		cfg_file a "$T/$kind-a"
+		cfg_file b "$T/$kind-b"
+		;;
+	esac
+	mount_smux "$T/$kind.conf" "$m"
+
+	log "$kind: $N files with ${#long}-byte names in one directory"
+	mkdir "$m/big"
+	for ((i = 0; i < N; i++)); do
+		printf '%d' "$i" >"$m/big/$long.$i"
+	done
+	for ((i = 0; i < N; i++)); do echo "$long.$i"; done | sort >"$T/expect"
+	perl_list "$m/big" >"$T/got" || fail "$kind: listing failed"
+	cmp -s "$T/expect" "$T/got" ||
+		fail "$kind: listing differs: $(diff "$T/expect" "$T/got" | head -5)"
+	n=$(perl_seek "$m/big") || fail "$kind: seekdir/rewinddir"
+	[ "$n" -eq $((N + 2)) ] || fail "$kind: after rewinddir $n entries, not $((N + 2))"
+
+	# sizes from the listing (ls -l) are the files' sizes
+	ls -l "$m/big" | awk 'NR > 1 {print $5, $9}' | sort -k2 >"$T/ls"
+	for ((i = 0; i < N; i++)); do
+		printf '%d %s\n' "$(printf '%d' "$i" | wc -c)" "$long.$i"
+	done | sort -k2 >"$T/ls-expect"
+	cmp -s "$T/ls" "$T/ls-expect" || fail "$kind: ls -l sizes differ"
+
+	if [ "$kind" != memory ]; then
+		# a file removed behind the mount's back is gone after the
+		# attribute timeout, never served from a stale listing
+		echo gone >"$m/big/behind"
+		sleep 1.2
+		rm "$T/$kind-a/big/behind"
+		[ "$kind" = mirror ] && rm "$T/$kind-b/big/behind"
+		sleep 1.2
+		ls "$m/big" | grep -qx behind && fail "$kind: removed file still listed"
+		[ -e "$m/big/behind" ] && fail "$kind: removed file still there"
+	fi
+
+	log "$kind: rm -r while listing"
+	rm -r "$m/big"
+	[ -e "$m/big" ] && fail "$kind: big still there after rm -r"
+	if [ "$kind" != memory ]; then
+		[ -z "$(ls -A "$T/$kind-a")" ] || fail "$kind: backing dir not empty"
+	fi
+
+	log "$kind: tar with a \".\" member into the root"
+	mkdir -p "$T/src-$kind/sub"
+	echo one >"$T/src-$kind/sub/one"
+	touch -d '2021-02-03 04:05:06' "$T/src-$kind/sub/one" "$T/src-$kind"
+	tar -C "$T/src-$kind" -cf "$T/$kind.tar" .
+	tar -C "$m" -xf "$T/$kind.tar" || fail "$kind: tar into the root failed"
+	[ "$(cat "$m/sub/one")" = one ] || fail "$kind: extracted content"
+	[ "$(stat -c %Y "$m")" = "$(stat -c %Y "$T/src-$kind")" ] ||
+		fail "$kind: the root's mtime was not set"
+	chmod 0750 "$m"
+	[ "$(stat -c %a "$m")" = 750 ] || fail "$kind: chmod of the root"
+	unmount_smux "$m"
+}
+
+for kind in file memory mirror; do
+	run_case "$kind"
+done
+log "ok"
