@@ -87,9 +87,13 @@ struct smux__job {
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
+	struct smux_reader *reader;   /* R_PREAD: the caller's reader */
+	int (*open_reader)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, struct smux_reader **out,
+			   struct smux_error *err); /* READER_OPEN */
 	void (*on_done)(void *arg);   /* call->done: see struct smux__call */
 	void *on_done_arg;
-	void *buf; /* W_PWRITE copy, W_PREAD landing */
+	void *buf; /* W_PWRITE copy, W_PREAD/R_PREAD landing */
 	size_t len;
 	uint64_t off;
 	struct smux__group *group; /* touched only while not abandoned */
@@ -102,6 +106,7 @@ struct smux__job {
 	struct smux_info *info_out;
 	struct smux_statfs *statfs_out;
 	struct smux_writer **writer_out;
+	struct smux_reader **reader_out;
 	void *rbuf_out;
 	long *nread_out;
 
@@ -126,6 +131,7 @@ struct smux__job {
 	long rc;	       /* protected by lock */
 	struct smux_error err; /* protected by lock */
 	struct smux_writer *new_writer; /* protected by lock: WRITER_OPEN */
+	struct smux_reader *new_reader; /* protected by lock: READER_OPEN */
 
 	struct smux__job *prev, *next; /* protected by bh->lock */
 	bool in_queue;		       /* protected by bh->lock */
@@ -417,11 +423,15 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	job->flags = call->flags;
 	job->writer = call->writer;
 	job->writer_lock = call->writer_lock;
+	job->reader = call->reader;
+	job->open_reader = call->open_reader ? call->open_reader
+					     : smux_backend_reader_open;
 	job->on_done = call->done;
 	job->on_done_arg = call->done_arg;
 	job->len = call->len;
 	job->off = call->off;
-	if (call->op == SMUX__OP_W_PWRITE || call->op == SMUX__OP_W_PREAD) {
+	if (call->op == SMUX__OP_W_PWRITE || call->op == SMUX__OP_W_PREAD ||
+	    call->op == SMUX__OP_R_PREAD) {
 		job->buf = malloc(call->len ? call->len : 1);
 		if (!job->buf)
 			return -ENOMEM;
@@ -432,6 +442,7 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	job->info_out = call->info;
 	job->statfs_out = call->statfs;
 	job->writer_out = call->writer_out;
+	job->reader_out = call->reader_out;
 	job->rbuf_out = call->rbuf;
 	job->nread_out = call->nread;
 
@@ -492,7 +503,7 @@ static bool op_is_writer(enum smux__op op)
 
 /* Runs the operation through its dispatch wrapper (worker thread). */
 static long job_call(struct smux__job *job, struct smux_writer **opened,
-		     struct smux_error *err)
+		     struct smux_reader **ropened, struct smux_error *err)
 {
 	struct smux_backend *b = job->backend;
 	const struct smux_ctx *ctx = &job->wctx;
@@ -505,6 +516,9 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	if (!w && op_is_writer(job->op) && job->op != SMUX__OP_W_CLOSE)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
 				      "writer call without a writer");
+	if (!job->reader && job->op == SMUX__OP_R_PREAD)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
+				      "reader call without a reader");
 	switch (job->op) {
 	case SMUX__OP_GET:
 		return smux_backend_get(
@@ -555,6 +569,11 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	case SMUX__OP_W_CLOSE:
 		smux_writer_close(w);
 		return 0;
+	case SMUX__OP_READER_OPEN:
+		return job->open_reader(b, ctx, job->key, ropened, err);
+	case SMUX__OP_R_PREAD:
+		return smux_reader_pread(job->reader, ctx, job->buf, job->len,
+					 job->off, err);
 	}
 	return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
 			      "unknown bulkhead operation %d", (int)job->op);
@@ -565,6 +584,7 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 static void job_run(struct smux__job *job)
 {
 	struct smux_writer *opened = NULL, *orphan = NULL;
+	struct smux_reader *ropened = NULL, *rorphan = NULL;
 	struct smux_error err;
 	long rc = 0;
 
@@ -581,7 +601,7 @@ static void job_run(struct smux__job *job)
 	if (job->op != SMUX__OP_W_CLOSE)
 		rc = smux_ctx_check(&job->wctx, job->bh->name, &err);
 	if (rc == 0)
-		rc = job_call(job, &opened, &err);
+		rc = job_call(job, &opened, &ropened, &err);
 	if (job->writer_lock)
 		pthread_mutex_unlock(job->writer_lock);
 
@@ -593,10 +613,13 @@ static void job_run(struct smux__job *job)
 	pthread_mutex_lock(&job->lock);
 	job->rc = rc;
 	job->err = err;
-	if (job->abandoned)
-		orphan = opened; /* nobody will take it */
-	else
+	if (job->abandoned) {
+		orphan = opened; /* nobody will take them */
+		rorphan = ropened;
+	} else {
 		job->new_writer = opened;
+		job->new_reader = ropened;
+	}
 	job->done = true;
 	atomic_store_explicit(&job->done_hint, true, memory_order_release);
 	pthread_cond_broadcast(&job->cond);
@@ -613,6 +636,7 @@ static void job_run(struct smux__job *job)
 	}
 	pthread_mutex_unlock(&job->lock);
 	smux_writer_close(orphan);
+	smux_reader_close(rorphan);
 	if (job->on_done)
 		job->on_done(job->on_done_arg);
 	job_put(job);
@@ -787,15 +811,19 @@ static bool job_dequeue(struct smux__job *job)
 void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 {
 	struct smux_writer *orphan = NULL;
+	struct smux_reader *rorphan = NULL;
 
 	pthread_mutex_lock(&job->lock);
 	job->abandoned = true;
-	/* A writer opened before we gave up is ours to close. */
+	/* A writer or reader opened before we gave up is ours to close. */
 	orphan = job->new_writer;
 	job->new_writer = NULL;
+	rorphan = job->new_reader;
+	job->new_reader = NULL;
 	pthread_mutex_unlock(&job->lock);
 	smux_cancel_fire(&job->token, why);
 	smux_writer_close(orphan);
+	smux_reader_close(rorphan);
 	/* A queued job need not wait for a worker (a hung backend would
 	 * otherwise pile them up); W_CLOSE still runs to free the writer. */
 	if (job->op != SMUX__OP_W_CLOSE && job_dequeue(job)) {
@@ -830,7 +858,14 @@ static void job_copy_out(struct smux__job *job)
 			job->new_writer = NULL;
 		}
 		break;
+	case SMUX__OP_READER_OPEN:
+		if (rc == 0 && job->reader_out) {
+			*job->reader_out = job->new_reader;
+			job->new_reader = NULL;
+		}
+		break;
 	case SMUX__OP_W_PREAD:
+	case SMUX__OP_R_PREAD:
 		if (rc > 0 && job->rbuf_out)
 			memcpy(job->rbuf_out, job->buf, (size_t)rc);
 		if (job->nread_out)
@@ -877,6 +912,7 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err)
 	enum smux_cancel_reason why = SMUX_CANCEL_NONE;
 	bool deadline = false;
 	struct smux_writer *orphan;
+	struct smux_reader *rorphan;
 	long rc;
 	int64_t spin_until = smux_now_ns() + BH_SPIN_NS;
 
@@ -907,8 +943,11 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err)
 			*err = job->err;
 		orphan = job->new_writer; /* opened, but no writer_out */
 		job->new_writer = NULL;
+		rorphan = job->new_reader; /* likewise */
+		job->new_reader = NULL;
 		pthread_mutex_unlock(&job->lock);
 		smux_writer_close(orphan);
+		smux_reader_close(rorphan);
 		job_put(job);
 		return rc;
 	}

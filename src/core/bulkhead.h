@@ -17,7 +17,7 @@
  * the caller's sink, source and list callback are reached only through
  * proxies that forward under the job's lock while the caller still waits
  * and fail with -ECANCELED afterwards; outputs (info, statfs, writer,
- * bytes read, error) land in the job and are copied out by
+ * reader, bytes read, error) land in the job and are copied out by
  * smux__job_finish(). The worker's context holds the job's own token and
  * deadline, never the caller's tokens.
  *
@@ -50,6 +50,8 @@ enum smux__op {
 	SMUX__OP_W_TRUNCATE,
 	SMUX__OP_W_COMMIT,
 	SMUX__OP_W_CLOSE,
+	SMUX__OP_READER_OPEN,
+	SMUX__OP_R_PREAD,
 };
 
 /*
@@ -84,10 +86,20 @@ struct smux__call {
 	void (*done)(void *arg);
 	void *done_arg;
 	const void *wbuf;	/* W_PWRITE: copied into the job */
-	void *rbuf;		/* W_PREAD: filled via the job */
-	size_t len;		/* W_PWRITE, W_PREAD */
-	uint64_t off;		/* W_PWRITE, W_PREAD, W_TRUNCATE size */
-	long *nread;		/* W_PREAD: out */
+	void *rbuf;		/* W_PREAD, R_PREAD: filled via the job */
+	size_t len;		/* W_PWRITE, W_PREAD, R_PREAD */
+	uint64_t off;		/* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE */
+	long *nread;		/* W_PREAD, R_PREAD: out */
+	/* READER_OPEN: opens a reader of @key on @backend
+	 * (smux_backend_reader_open when NULL); the reader lands in
+	 * *reader_out on success only (a reader opened after the caller
+	 * stopped waiting is closed by the bulkhead) */
+	int (*open_reader)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, struct smux_reader **out,
+			   struct smux_error *err);
+	struct smux_reader **reader_out;
+	/* R_PREAD: the reader; it must live until @done is called */
+	struct smux_reader *reader;
 	struct smux_span *span; /* parent span for the worker ctx */
 };
 
@@ -149,8 +161,8 @@ int64_t smux__job_deadline(struct smux__job *job);
  * Waits for the job (until it is done, its deadline passes, or the
  * caller's @ctx given at start is cancelled), copies its outputs into the
  * caller's pointers from the call, fills @err, and releases the job.
- * Returns the operation's result: 0 (or bytes read for W_PREAD), or a
- * negative errno; BACKEND_TIMEOUT / BACKEND_ABORTED when it stopped
+ * Returns the operation's result: 0 (or bytes read for W_PREAD and
+ * R_PREAD), or a negative errno; BACKEND_TIMEOUT / BACKEND_ABORTED when it stopped
  * waiting (the job is then abandoned).
  */
 long smux__job_finish(struct smux__job *job, struct smux_error *err);

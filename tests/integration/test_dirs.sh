@@ -2,7 +2,7 @@
 # test_dirs.sh - directory listings and the mount root, over a file backend
 # (real directories), a memory backend (an object store: "dir/" markers and
 # implied directories) and a mirror of two file backends:
-#   - a directory of 3000 entries with long names lists completely, once
+#   - a directory of 1200 entries with long names lists completely, once
 #     each, with the sizes the backend holds (the kernel reads it in many
 #     pieces: offsets must carry on where the last piece ended);
 #   - telldir/seekdir/rewinddir give back the same entries (perl, which
@@ -16,7 +16,7 @@
 #     root (the root's mtime and mode can be set), as `tar -C /mnt` does.
 . "$(dirname "$0")/lib.sh"
 
-N=${SMUX_IT_DIR_FILES:-3000}
+N=${SMUX_IT_DIR_FILES:-1200}
 long=$(printf 'n%.0s' $(seq 90))
 
 # names FILE: the names a perl readdir sees, one per line, sorted; fails
