@@ -91,7 +91,7 @@ struct smux__job {
 	int (*open_reader)(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, struct smux_reader **out,
 			   struct smux_error *err); /* READER_OPEN */
-	void (*on_done)(void *arg);   /* call->done: see struct smux__call */
+	void (*on_done)(void *arg); /* call->done: see struct smux__call */
 	void *on_done_arg;
 	void *buf; /* W_PWRITE copy, W_PREAD/R_PREAD landing */
 	size_t len;

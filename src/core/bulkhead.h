@@ -85,11 +85,11 @@ struct smux__call {
 	 * caller stopped waiting. Releases what writer_lock lives in. */
 	void (*done)(void *arg);
 	void *done_arg;
-	const void *wbuf;	/* W_PWRITE: copied into the job */
-	void *rbuf;		/* W_PREAD, R_PREAD: filled via the job */
-	size_t len;		/* W_PWRITE, W_PREAD, R_PREAD */
-	uint64_t off;		/* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE */
-	long *nread;		/* W_PREAD, R_PREAD: out */
+	const void *wbuf; /* W_PWRITE: copied into the job */
+	void *rbuf;	  /* W_PREAD, R_PREAD: filled via the job */
+	size_t len;	  /* W_PWRITE, W_PREAD, R_PREAD */
+	uint64_t off;	  /* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE */
+	long *nread;	  /* W_PREAD, R_PREAD: out */
 	/* READER_OPEN: opens a reader of @key on @backend
 	 * (smux_backend_reader_open when NULL); the reader lands in
 	 * *reader_out on success only (a reader opened after the caller
@@ -162,8 +162,8 @@ int64_t smux__job_deadline(struct smux__job *job);
  * caller's @ctx given at start is cancelled), copies its outputs into the
  * caller's pointers from the call, fills @err, and releases the job.
  * Returns the operation's result: 0 (or bytes read for W_PREAD and
- * R_PREAD), or a negative errno; BACKEND_TIMEOUT / BACKEND_ABORTED when it stopped
- * waiting (the job is then abandoned).
+ * R_PREAD), or a negative errno; BACKEND_TIMEOUT / BACKEND_ABORTED when
+ * it stopped waiting (the job is then abandoned).
  */
 long smux__job_finish(struct smux__job *job, struct smux_error *err);
 

@@ -1065,6 +1065,29 @@ static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/* ---- for mux_reader.c ---- */
+
+int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux_ctx *child, const char *op, const char *key,
+		       const char *policy, struct smux_span **span,
+		       struct smux_error *err)
+{
+	return op_enter(mux, ctx, child, op, key, policy, span, err);
+}
+
+long smux__mux_op_leave(struct smux_mux *mux, struct smux_span *span, long rc,
+			struct smux_error *err)
+{
+	return op_leave(mux, span, rc, err);
+}
+
+long smux__mux_route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct smux__call *call, const char *op,
+			  struct smux_error *err)
+{
+	return route_read(mux, ctx, call, op, err);
+}
+
 static const struct smux_backend_ops mux_ops = {
 	.kind = "mux",
 	.get = mux_get,
@@ -1078,5 +1101,6 @@ static const struct smux_backend_ops mux_ops = {
 	.healthcheck = mux_healthcheck,
 	.statfs = mux_statfs,
 	.writer_open = smux__mux_writer_open,
+	.reader_open = smux__mux_reader_open,
 	.destroy = mux_destroy,
 };

@@ -6,8 +6,10 @@
  * attempts: sequential fall-through, race, fan-out, hints), mux_list.c
  * (listings that merge: the union, failover's hint overlay),
  * mux_failover.c (failover's hints for the members a write passed over),
- * mux_writer.c (writers through the mux), mux_repair.c (hint replay and
- * the background thread).
+ * mux_writer.c (writers through the mux: fan-out and the shared parts),
+ * mux_writer_single.c (single-target writers and their spool, which lets
+ * an open writer move to another member), mux_reader.c (readers through
+ * the mux), mux_repair.c (hint replay and the background thread).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -123,6 +125,21 @@ void smux__member_put(struct mux_member *m);
 struct mux_member *smux__member_get(struct mux_member *m);
 /* Wakes the background thread to replay hints. */
 void smux__mux_kick(struct smux_mux *mux);
+/*
+ * For mux_reader.c: the entry and exit of every mux operation (depth
+ * check, call count, the operation's span, a child context one level
+ * deeper; the error stamped with the mux's name), and the routing of a
+ * read (get, head, reader open) in the mux's mode.
+ */
+int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux_ctx *child, const char *op, const char *key,
+		       const char *policy, struct smux_span **span,
+		       struct smux_error *err);
+long smux__mux_op_leave(struct smux_mux *mux, struct smux_span *span, long rc,
+			struct smux_error *err);
+long smux__mux_route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct smux__call *call, const char *op,
+			  struct smux_error *err);
 
 /* mux_select.c */
 int smux__sel_build(struct mux_sel *s, struct mux_view *v, int64_t now_ms);
@@ -296,6 +313,11 @@ struct mux_member *smux__failover_source(struct smux_mux *mux,
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, unsigned flags,
 			  struct smux_writer **out, struct smux_error *err);
+
+/* mux_reader.c: reader_open of a mux (one member's version, pinned). */
+int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, struct smux_reader **out,
+			  struct smux_error *err);
 
 /* mux_repair.c */
 

@@ -151,6 +151,9 @@ void conf_test_list_many(void **state);
 void conf_test_writer(void **state);
 void conf_test_writer_reopen(void **state);
 
+/* conformance_reader.c */
+void conf_test_reader(void **state);
+
 /* conformance_concurrency.c */
 void conf_test_concurrent_same_key(void **state);
 void conf_test_concurrent_keys(void **state);

@@ -43,6 +43,7 @@ static const struct CMUnitTest conf_tests[] = {
 	CONF_TEST(conf_test_list_many),
 	CONF_TEST(conf_test_writer),
 	CONF_TEST(conf_test_writer_reopen),
+	CONF_TEST(conf_test_reader),
 	CONF_TEST(conf_test_concurrent_same_key),
 	CONF_TEST(conf_test_concurrent_keys),
 	CONF_TEST(conf_test_rename),

@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_reader.c - readers through the mux: one version of one object,
+ * pinned to one member (smux/backend.h "readers"; DESIGN section 6).
+ *
+ * Open. The member is chosen exactly as a get of the key is routed in the
+ * mux's mode, by the same code (smux__mux_route_read with a READER_OPEN
+ * call), so health, stats, events, tracing, deadlines, drain and hints
+ * behave as for a get: failover and shield walk the members in order and
+ * fall through on transient errors (failover passes over members with a
+ * pending hint for the key); round-robin and weighted take the selection;
+ * sticky-by-key the key's shard, then the other shards before "not
+ * found". Mirror runs its read race once, at open: reader_open races on
+ * the up replicas without a pending hint for the key, the first to open
+ * wins and the others are closed. (Picking the replica with the lowest
+ * latency instead would need no second open, but the latency samples are
+ * those of a mixed load, and the race is what a get does.) What is pinned
+ * is the member's own reader when its kind has one; otherwise a "get
+ * reader" of this file: the member's head pins the version, and every
+ * read is a ranged get if_match that etag. So a mux always offers a
+ * reader, and every read of it goes to one member.
+ *
+ * Reads. Each pread is one call on the pinned member through its
+ * bulkhead (deadline, max_inflight), counted like a get: one call of the
+ * mux, one hit (or error, or timeout) and one latency sample of the
+ * member, its health updated. When it fails transiently (an error, a
+ * timeout, the member draining) or the member is no longer up, the
+ * reader opens the key again, routed as at open, and requires the same
+ * version (etag and size; every replica written through the mux carries
+ * the same etag, size + one mtime): another version is
+ * PRECONDITION_FAILED, never a read stitched from two versions. Semantic
+ * errors and the caller's own abort or deadline are returned as they
+ * are.
+ *
+ * Threads. pread runs on several threads at once; close runs alone. The
+ * pinned member reader (`struct pin`) is refcounted: the mux reader holds
+ * one reference while it is current, every pread one while it uses it,
+ * every bulkhead job one until the worker is done with it. A re-open
+ * swaps it under mux_reader.lock, while preads on the old one finish
+ * safely, and a job abandoned at its deadline keeps it alive until its
+ * worker returns. One re-open at a time: the others wait for it and use
+ * what it installed. No lock is held across a member call.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/mux_internal.h"
+
+/* ---- the get reader: a member without a reader of its own ---- */
+
+struct get_reader {
+	struct smux_reader base; /* first; base.backend: the member */
+	/* a reader the member opened on another backend (reached through
+	 * this one so that base.backend names the member), or NULL: ranged
+	 * gets pinned to base.info.etag */
+	struct smux_reader *inner;
+	char *key;
+};
+
+static long get_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
+			     void *buf, size_t len, uint64_t off,
+			     struct smux_error *err)
+{
+	struct get_reader *gr = (struct get_reader *)r;
+	struct smux_get_opts opts = {
+		.offset = off,
+		.length = len,
+		.if_match = r->info.etag[0] ? r->info.etag : NULL,
+	};
+	struct smux_sink sink;
+	int rc;
+
+	if (gr->inner)
+		return smux_reader_pread(gr->inner, ctx, buf, len, off, err);
+	if (len == 0)
+		return 0;
+	smux_sink_buf(&sink, buf, len);
+	rc = smux_backend_get(r->backend, ctx, gr->key, &opts, &sink, NULL,
+			      err);
+	if (rc == 0)
+		return (long)sink.written;
+	if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+		return smux_error_wrap(
+			err, SMUX_E_PRECONDITION_FAILED, r->backend->name,
+			"read \"%s\": the version opened is gone", gr->key);
+	return rc;
+}
+
+static void get_reader_close(struct smux_reader *r)
+{
+	struct get_reader *gr = (struct get_reader *)r;
+
+	smux_reader_close(gr->inner);
+	free(gr->key);
+	smux_reader_release(r);
+	free(gr);
+}
+
+static const struct smux_reader_ops get_reader_ops = {
+	.pread = get_reader_pread,
+	.close = get_reader_close,
+};
+
+/*
+ * The READER_OPEN of a member (on its bulkhead worker): its own reader, or
+ * a get reader pinned by its head when its kind has none. Either way the
+ * reader's backend is @b, which names the member that answered.
+ */
+static int member_open(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, struct smux_reader **out,
+		       struct smux_error *err)
+{
+	struct smux_reader *inner = NULL;
+	struct get_reader *gr;
+	struct smux_info info;
+	int rc;
+
+	rc = smux_backend_reader_open(b, ctx, key, &inner, err);
+	if (rc == 0 && inner->backend == b) {
+		*out = inner;
+		return 0;
+	}
+	if (rc == 0) {
+		info = inner->info;
+	} else {
+		if (err->e.code != SMUX_E_NOT_SUPPORTED)
+			return rc;
+		rc = smux_backend_head(b, ctx, key, &info, err);
+		if (rc)
+			return rc;
+		if (S_ISDIR(info.mode))
+			return smux_error_set(err, SMUX_E_IS_DIRECTORY, b->name,
+					      "\"%s\" is a directory", key);
+	}
+	gr = calloc(1, sizeof(*gr));
+	if (!gr || !(gr->key = strdup(key))) {
+		free(gr);
+		smux_reader_close(inner);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	}
+	smux_reader_init(&gr->base, &get_reader_ops, b);
+	gr->base.info = info;
+	gr->inner = inner;
+	*out = &gr->base;
+	return 0;
+}
+
+/* ---- pins: one member's reader ---- */
+
+struct pin {
+	atomic_int refs;
+	struct mux_member *m;  /* a reference */
+	struct smux_reader *r; /* r->backend == m->backend; closed with the
+				  last reference */
+};
+
+static struct pin *pin_ref(struct pin *p)
+{
+	atomic_fetch_add(&p->refs, 1);
+	return p;
+}
+
+/* Drops a reference (also the bulkhead's `done` of a read job). */
+static void pin_put(void *arg)
+{
+	struct pin *p = arg;
+
+	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	smux_reader_close(p->r);
+	smux__member_put(p->m);
+	free(p);
+}
+
+/* The member of @mux's current view whose backend is @b (a reference),
+ * or NULL when it was removed meanwhile. */
+static struct mux_member *member_of(struct smux_mux *mux,
+				    struct smux_backend *b)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *m = NULL;
+
+	for (unsigned i = 0; i < v->n && !m; i++)
+		if (v->m[i]->backend == b)
+			m = smux__member_get(v->m[i]);
+	smux__view_put(v);
+	return m;
+}
+
+/* How often an open is routed again because the member that answered
+ * left the mux before it could be pinned. */
+#define OPEN_TRIES 3
+
+/* Opens @key routed as a get of it (@op names the span) and pins the
+ * member that answered: a new pin, or NULL with @err filled. */
+static struct pin *pin_open(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *key, const char *op,
+			    struct smux_error *err)
+{
+	for (int tries = 0; tries < OPEN_TRIES; tries++) {
+		struct smux_reader *r = NULL;
+		struct smux__call call = {
+			.op = SMUX__OP_READER_OPEN,
+			.key = key,
+			.open_reader = member_open,
+			.reader_out = &r,
+		};
+		struct mux_member *m;
+		struct pin *p;
+
+		if (smux__mux_route_read(mux, ctx, &call, op, err) < 0)
+			return NULL;
+		if (!r) {
+			smux_error_set(err, SMUX_E_UNKNOWN, mux->base.name,
+				       "open \"%s\": no reader", key);
+			return NULL;
+		}
+		m = member_of(mux, r->backend);
+		if (!m) { /* removed since it answered: route again */
+			smux_reader_close(r);
+			continue;
+		}
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			smux_reader_close(r);
+			smux__member_put(m);
+			smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				       NULL);
+			return NULL;
+		}
+		atomic_init(&p->refs, 1);
+		p->m = m;
+		p->r = r;
+		return p;
+	}
+	smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+		       "open \"%s\": the backends changed while it was opened",
+		       key);
+	return NULL;
+}
+
+/*
+ * One read on @p's member through its bulkhead, with the bookkeeping of
+ * every member call (mux_exec.c's attempt): stats, health, events, the
+ * attempt span. A member that started draining is not called
+ * (BACKEND_DRAINING, transient, nothing counted). Bytes read or a
+ * negative errno; *@o is the outcome.
+ */
+static long pin_pread(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct pin *p, void *buf, size_t len, uint64_t off,
+		      unsigned index, struct smux_span *span,
+		      enum smux_outcome *o, struct smux_error *e)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_R_PREAD,
+		.backend = p->m->backend,
+		.reader = p->r,
+		.rbuf = buf,
+		.len = len,
+		.off = off,
+		.done = pin_put,
+		.done_arg = p,
+	};
+	struct smux__job *job;
+	struct smux_span *as;
+	int64_t t0;
+	long rc;
+
+	if (!smux__member_enter(p->m)) {
+		*o = SMUX_OUTCOME_TRANSIENT;
+		return smux_error_set(e, SMUX_E_BACKEND_DRAINING, p->m->name,
+				      NULL);
+	}
+	as = smux__attempt_span(mux, span, p->m, index);
+	call.span = as ? as : span;
+	pin_ref(p); /* the job's, dropped by its worker (done) */
+	t0 = smux_now_ns();
+	job = smux__bulkhead_start(p->m->bh, ctx, mux->timeout_ms, &call, NULL);
+	if (job) {
+		rc = smux__job_finish(job, e);
+	} else {
+		atomic_fetch_sub(&p->refs, 1); /* never the last: ours */
+		rc = smux_error_set(e, SMUX_E_NO_MEMORY, p->m->name,
+				    "cannot start job");
+	}
+	atomic_fetch_sub(&p->m->health.in_flight, 1);
+	*o = smux__attempt_done(mux, ctx, p->m, false, t0, rc < 0 ? e : NULL,
+				as);
+	return rc;
+}
+
+/* ---- the mux reader ---- */
+
+struct mux_reader {
+	struct smux_reader base; /* first; base.backend: the mux (a
+				    reference); base.info: the version */
+	struct smux_mux *mux;
+	char *key;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* a re-open ended */
+	struct pin *cur;     /* protected by lock; never NULL */
+	bool reopening;	     /* protected by lock */
+};
+
+static const struct smux_reader_ops mux_reader_ops;
+
+static struct mux_reader *mr_of(struct smux_reader *r)
+{
+	return r->ops == &mux_reader_ops ? (struct mux_reader *)r : NULL;
+}
+
+/* The current pin (a reference). */
+static struct pin *mr_current(struct mux_reader *mr)
+{
+	struct pin *p;
+
+	pthread_mutex_lock(&mr->lock);
+	p = pin_ref(mr->cur);
+	pthread_mutex_unlock(&mr->lock);
+	return p;
+}
+
+static bool same_version(const struct smux_info *a, const struct smux_info *b)
+{
+	return a->etag[0] && strcmp(a->etag, b->etag) == 0 &&
+	       a->size == b->size;
+}
+
+static void emit_failover(struct smux_mux *mux, struct mux_member *from,
+			  struct mux_member *to, const struct smux_error *why,
+			  unsigned index)
+{
+	struct smux_event ev = {.topic = SMUX_EV_FAILOVER};
+
+	snprintf(ev.mux, sizeof(ev.mux), "%s", mux->base.name);
+	snprintf(ev.from, sizeof(ev.from), "%s", from->name);
+	snprintf(ev.to, sizeof(ev.to), "%s", to->name);
+	ev.attempt_index = index;
+	ev.has_cause = true;
+	ev.cause = why->e;
+	atomic_fetch_add(&mux->total_failovers, 1);
+	smux_events_emit(mux->events, &ev);
+}
+
+/*
+ * @failed (the caller holds a reference) could not serve a read (@why):
+ * unless another thread replaced it already, opens the key again, routed
+ * as at open, and installs the new pin when it holds the version opened.
+ * Threads that fail meanwhile wait for this re-open and use its result.
+ * 0 (read from the current pin), or the error for the read.
+ */
+static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
+		      struct pin *failed, const struct smux_error *why,
+		      unsigned index, struct smux_error *err)
+{
+	struct smux_mux *mux = mr->mux;
+	struct pin *fresh = NULL, *old = NULL;
+	long rc;
+
+	pthread_mutex_lock(&mr->lock);
+	while (mr->reopening)
+		pthread_cond_wait(&mr->cond, &mr->lock);
+	if (mr->cur != failed) {
+		pthread_mutex_unlock(&mr->lock);
+		return 0;
+	}
+	mr->reopening = true;
+	pthread_mutex_unlock(&mr->lock);
+
+	fresh = pin_open(mux, ctx, mr->key, "reader_reopen", err);
+	rc = fresh ? 0 : -err->e.sys_errno;
+	if (fresh && !same_version(&fresh->r->info, &mr->base.info)) {
+		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				    mux->base.name,
+				    "read \"%s\": backend \"%s\" holds another "
+				    "version (etag \"%s\", opened \"%s\")",
+				    mr->key, fresh->m->name,
+				    fresh->r->info.etag, mr->base.info.etag);
+		pin_put(fresh);
+		fresh = NULL;
+	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
+		/* no other member has the key: the version opened is out of
+		 * reach, not deleted */
+		*err = *why;
+		rc = smux_error_wrap(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"read \"%s\": no other backend holds it", mr->key);
+	}
+
+	pthread_mutex_lock(&mr->lock);
+	if (fresh) {
+		old = mr->cur;
+		mr->cur = fresh;
+	}
+	mr->reopening = false;
+	pthread_cond_broadcast(&mr->cond);
+	pthread_mutex_unlock(&mr->lock);
+	if (fresh && fresh->m != failed->m)
+		emit_failover(mux, failed->m, fresh->m, why, index);
+	pin_put(old);
+	return rc;
+}
+
+/* Members of the mux now: how many re-opens one read may make. */
+static unsigned members_now(struct smux_mux *mux)
+{
+	struct mux_view *v = smux__view_get(mux);
+	unsigned n = v->n;
+
+	smux__view_put(v);
+	return n;
+}
+
+static long mr_pread(struct smux_reader *r, const struct smux_ctx *ctx,
+		     void *buf, size_t len, uint64_t off,
+		     struct smux_error *err)
+{
+	struct mux_reader *mr = mr_of(r);
+	struct smux_mux *mux = mr->mux;
+	struct smux_error last = {0}, e;
+	struct smux_span *span = NULL;
+	struct smux_ctx child, rctx;
+	unsigned attempts = 0, reopens = 0, budget = 0;
+	bool all_timeouts = true;
+	long rc;
+
+	rc = smux__mux_op_enter(mux, ctx, &child, "read", mr->key, "reader",
+				&span, err);
+	if (rc)
+		return rc;
+	/* a re-open is a mux operation of its own, under this one's span */
+	rctx = *ctx;
+	rctx.parent_span = child.parent_span;
+	for (;;) {
+		struct pin *p = mr_current(mr);
+		enum smux_outcome o;
+
+		if (smux__health_is_up(&p->m->health)) {
+			rc = pin_pread(mux, &child, p, buf, len, off, attempts,
+				       span, &o, &e);
+			if (rc >= 0) {
+				pin_put(p);
+				break;
+			}
+			if (e.e.code != SMUX_E_BACKEND_DRAINING)
+				attempts++;
+			if (o == SMUX_OUTCOME_SEMANTIC ||
+			    o == SMUX_OUTCOME_ABORT ||
+			    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+				/* the answer, or the caller's own end */
+				*err = e;
+				err->e.attempts = attempts;
+				pin_put(p);
+				break;
+			}
+			if (o != SMUX_OUTCOME_TIMEOUT)
+				all_timeouts = false;
+			last = e;
+		} else {
+			/* down or draining since it was pinned: a get would
+			 * go elsewhere now, and so does this read */
+			smux_error_set(&e, SMUX_E_ALL_BACKENDS_DOWN, p->m->name,
+				       "backend is %s",
+				       smux__health_status(&p->m->health) ==
+						       SMUX_STATUS_DRAINING
+					       ? "draining"
+					       : "down");
+			if (attempts == 0)
+				last = e;
+		}
+		if (reopens == 0)
+			budget = members_now(mux) + 1;
+		if (reopens++ >= budget) {
+			rc = smux__exhausted(mux, attempts, all_timeouts, &last,
+					     err);
+			pin_put(p);
+			break;
+		}
+		rc = mr_reopen(mr, &rctx, p, &e, attempts, err);
+		pin_put(p);
+		if (rc < 0)
+			break;
+	}
+	return smux__mux_op_leave(mux, span, rc, err);
+}
+
+static void mr_close(struct smux_reader *r)
+{
+	struct mux_reader *mr = mr_of(r);
+
+	pin_put(mr->cur);
+	pthread_cond_destroy(&mr->cond);
+	pthread_mutex_destroy(&mr->lock);
+	free(mr->key);
+	smux_reader_release(r);
+	free(mr);
+}
+
+static const struct smux_reader_ops mux_reader_ops = {
+	.pread = mr_pread,
+	.close = mr_close,
+};
+
+int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, struct smux_reader **out,
+			  struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct mux_reader *mr;
+	struct pin *p;
+
+	*out = NULL;
+	p = pin_open(mux, ctx, key, "reader_open", err);
+	if (!p)
+		return -err->e.sys_errno;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr || !(mr->key = strdup(key))) {
+		free(mr);
+		pin_put(p);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	}
+	smux_reader_init(&mr->base, &mux_reader_ops, b);
+	mr->base.info = p->r->info;
+	mr->mux = mux;
+	mr->cur = p;
+	pthread_mutex_init(&mr->lock, NULL);
+	pthread_cond_init(&mr->cond, NULL);
+	*out = &mr->base;
+	return 0;
+}

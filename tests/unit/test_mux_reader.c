@@ -1,0 +1,911 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_reader.c - readers through the mux (src/core/mux_reader.c):
+ * in every mode, over memory members (read with pinned gets) and over file
+ * members (their own readers), the reader reads what was written and every
+ * read goes to the one member the open was routed to; round-robin rotates
+ * opens, sticky-by-key finds a key off its shard, failover falls through,
+ * a stale replica (pending hint) is never chosen; a member failing, hanging
+ * or draining in the middle of a read hands the read to another replica
+ * with identical bytes, and a replica with another version answers
+ * PRECONDITION_FAILED; reads count in stats like gets; nested muxes; four
+ * threads reading while members flap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+#define N	   3
+#define SAME_MTIME 1700000000123456789LL
+
+/* Three members: memory or file leaves, optionally behind faulty
+ * wrappers (then read with pinned gets: faulty has no reader). */
+struct set {
+	struct smux_backend *leaf[N];
+	struct smux_backend *m[N]; /* the members: faulty or the leaves */
+	struct smux_backend *mux;
+	struct mh_events *ev;
+	struct mh_clock clk;
+	char dir[N][64]; /* file leaves' roots */
+	bool file, wrap;
+	enum smux_mode mode;
+};
+
+struct set_opts {
+	bool file;
+	bool wrap;
+	int64_t timeout_ms;
+	int64_t cooldown_ms;
+	bool clock; /* the injected clock (else the real one) */
+};
+
+static void set_init(struct set *s, enum smux_mode mode,
+		     const struct set_opts *so)
+{
+	static const double weights[N] = {1, 1, 1};
+	struct smux_mux_opts o = {
+		.mode = mode,
+		.backend_timeout_ms = so->timeout_ms,
+		.cooldown_ms = so->cooldown_ms ? so->cooldown_ms : 600000,
+	};
+	char name[32];
+
+	memset(s, 0, sizeof(*s));
+	s->file = so->file;
+	s->wrap = so->wrap;
+	s->mode = mode;
+	s->ev = mh_events_new();
+	o.events = s->ev->bus;
+	if (so->clock) {
+		mh_clock_init(&s->clk, 10000);
+		o.clock = &s->clk.clock;
+	}
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "leaf%d", i);
+		if (s->file) {
+			struct smux_file_opts fo = {.no_fsync = true};
+			struct smux_error err;
+
+			snprintf(s->dir[i], sizeof(s->dir[i]),
+				 "/tmp/smux-mr-XXXXXX");
+			assert_non_null(mkdtemp(s->dir[i]));
+			fo.path = s->dir[i];
+			MH_OK(smux_file_new(name, &fo, &s->leaf[i], &err),
+			      &err);
+		} else {
+			s->leaf[i] = mh_memory(name);
+		}
+		snprintf(name, sizeof(name), "m%d", i);
+		s->m[i] = s->wrap ? mh_faulty(name, s->leaf[i], NULL)
+				  : smux_backend_ref(s->leaf[i]);
+	}
+	s->mux = mh_mux("mux", &o, s->m,
+			mode == SMUX_MODE_WEIGHTED ? weights : NULL, N);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void set_release(struct set *s)
+{
+	smux_backend_unref(s->mux);
+	for (int i = 0; i < N; i++) {
+		smux_backend_unref(s->m[i]);
+		smux_backend_unref(s->leaf[i]);
+		if (s->dir[i][0])
+			nftw(s->dir[i], rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	}
+	mh_events_free(s->ev);
+}
+
+/* Deterministic bytes of object @seed. */
+static unsigned char *pattern(size_t len, unsigned seed)
+{
+	unsigned char *p = malloc(len ? len : 1);
+	uint32_t x = seed * 2654435761u + 1;
+
+	assert_non_null(p);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (unsigned char)x;
+	}
+	return p;
+}
+
+static void put_on(struct smux_backend *b, const char *key,
+		   const unsigned char *buf, size_t len, int64_t mtime)
+{
+	struct smux_put_opts po = {.mtime_ns = mtime};
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	smux_source_buf(&src, buf, len);
+	MH_OK(smux_backend_put(b, &ctx, key, &src, &po, NULL, &err), &err);
+}
+
+/* Stores @key where reads of the mode find it: through the mux for the
+ * modes that fan out or shard, else on every member with one mtime (the
+ * same version everywhere, as a fan-out writes it). */
+static void set_put(struct set *s, const char *key, const unsigned char *buf,
+		    size_t len)
+{
+	if (s->mode == SMUX_MODE_MIRROR || s->mode == SMUX_MODE_SHIELD ||
+	    s->mode == SMUX_MODE_STICKY) {
+		put_on(s->mux, key, buf, len, 0);
+		return;
+	}
+	for (int i = 0; i < N; i++)
+		put_on(s->leaf[i], key, buf, len, SAME_MTIME);
+}
+
+/* Calls member @i answered so far: the faulty wrapper's count, or the
+ * mux's stats of the member. */
+static uint64_t calls_of(struct set *s, int i)
+{
+	struct smux_mux_stats *st;
+	uint64_t n;
+
+	if (s->wrap)
+		return smux_faulty_calls(s->m[i]);
+	st = smux_mux_stats(s->mux);
+	assert_non_null(st);
+	n = st->backends[i].hits + st->backends[i].misses +
+	    st->backends[i].errors;
+	smux_mux_stats_free(st);
+	return n;
+}
+
+static void snap(struct set *s, uint64_t *c)
+{
+	for (int i = 0; i < N; i++)
+		c[i] = calls_of(s, i);
+}
+
+/* The one member whose calls grew since @before (by *@by); fails when
+ * none or several did. */
+static int grew(struct set *s, const uint64_t *before, uint64_t *by)
+{
+	int who = -1;
+
+	for (int i = 0; i < N; i++) {
+		uint64_t now = calls_of(s, i);
+
+		if (now == before[i])
+			continue;
+		if (who >= 0)
+			fail_msg("members %d and %d both served reads", who, i);
+		who = i;
+		if (by)
+			*by = now - before[i];
+	}
+	if (who < 0)
+		fail_msg("no member served the reads");
+	return who;
+}
+
+static struct smux_reader *ropen(struct smux_backend *b, const char *key)
+{
+	struct smux_reader *r = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_reader_open(b, &ctx, key, &r, &err), &err);
+	assert_non_null(r);
+	return r;
+}
+
+static long rpread(struct smux_reader *r, void *buf, size_t len, uint64_t off,
+		   struct smux_error *err)
+{
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	return smux_reader_pread(r, &ctx, buf, len, off, err);
+}
+
+/* Reads [from, to) of @r in @chunk pieces and compares with @want;
+ * returns the number of preads. */
+static unsigned read_range(struct smux_reader *r, const unsigned char *want,
+			   size_t from, size_t to, size_t chunk)
+{
+	unsigned char *buf = malloc(chunk);
+	struct smux_error err;
+	unsigned n = 0;
+
+	assert_non_null(buf);
+	for (size_t off = from; off < to; off += chunk) {
+		size_t len = to - off < chunk ? to - off : chunk;
+		long got = rpread(r, buf, len, off, &err);
+
+		if (got < 0)
+			MH_OK(got, &err);
+		assert_int_equal(got, len);
+		assert_memory_equal(buf, want + off, len);
+		n++;
+	}
+	free(buf);
+	return n;
+}
+
+/* ---- every mode reads what was written, from one member ---- */
+
+static const enum smux_mode all_modes[] = {
+	SMUX_MODE_FAILOVER, SMUX_MODE_ROUND_ROBIN, SMUX_MODE_WEIGHTED,
+	SMUX_MODE_STICKY,   SMUX_MODE_SHIELD,	   SMUX_MODE_MIRROR,
+};
+
+static void modes(bool file, bool wrap)
+{
+	enum { LEN = 100000 };
+	unsigned char *want = pattern(LEN, 7), tail[16];
+
+	for (size_t k = 0; k < sizeof(all_modes) / sizeof(all_modes[0]); k++) {
+		struct set_opts so = {.file = file, .wrap = wrap};
+		uint64_t before[N], by = 0;
+		struct smux_reader *r;
+		struct smux_error err;
+		struct set s;
+		unsigned n;
+		int who;
+
+		set_init(&s, all_modes[k], &so);
+		set_put(&s, "dir/obj", want, LEN);
+		r = ropen(s.mux, "dir/obj");
+		assert_int_equal(r->info.size, LEN);
+		assert_true(r->info.etag[0] != '\0');
+		snap(&s, before);
+		n = read_range(r, want, 0, LEN, 7777);
+		/* past the end: nothing; across it: the rest */
+		assert_int_equal(rpread(r, tail, sizeof(tail), LEN + 5, &err),
+				 0);
+		assert_int_equal(rpread(r, tail, sizeof(tail), LEN - 3, &err),
+				 3);
+		assert_memory_equal(tail, want + LEN - 3, 3);
+		who = grew(&s, before, &by);
+		assert_int_equal(by, n + 2); /* one member call per read */
+		if (all_modes[k] == SMUX_MODE_FAILOVER ||
+		    all_modes[k] == SMUX_MODE_SHIELD)
+			assert_int_equal(who, 0); /* the first in order */
+		smux_reader_close(r);
+
+		/* a missing key, a directory */
+		{
+			struct smux_reader *none = NULL;
+			struct smux_ctx ctx;
+			int rc;
+
+			smux_ctx_init(&ctx);
+			rc = smux_backend_reader_open(s.mux, &ctx, "dir/none",
+						      &none, &err);
+			MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+			assert_null(none);
+			assert_string_equal(err.e.backend, "mux");
+			if (all_modes[k] != SMUX_MODE_STICKY) {
+				/* (sticky: "dir" hashes to some shard) */
+				rc = smux_backend_reader_open(
+					s.mux, &ctx, "dir", &none, &err);
+				MH_ERR(rc, &err, SMUX_E_IS_DIRECTORY);
+			}
+		}
+		set_release(&s);
+	}
+	free(want);
+}
+
+static void test_modes_memory(void **state)
+{
+	(void)state;
+	modes(false, true);
+}
+
+static void test_modes_file(void **state)
+{
+	(void)state;
+	modes(true, false); /* the file backend's own readers */
+}
+
+static void test_modes_file_gets(void **state)
+{
+	(void)state;
+	modes(true, true); /* file behind faulty: pinned gets */
+}
+
+/* Round-robin: each open takes the next member; each reader stays on
+ * its own. */
+static void test_round_robin_rotates(void **state)
+{
+	struct set_opts so = {.wrap = true};
+	unsigned char *want = pattern(5000, 3);
+	struct smux_reader *r[N];
+	bool seen[N] = {false};
+	struct set s;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_ROUND_ROBIN, &so);
+	set_put(&s, "k", want, 5000);
+	for (int i = 0; i < N; i++)
+		r[i] = ropen(s.mux, "k");
+	for (int i = 0; i < N; i++) {
+		uint64_t before[N];
+		int who;
+
+		snap(&s, before);
+		read_range(r[i], want, 0, 5000, 1000);
+		who = grew(&s, before, NULL);
+		assert_false(seen[who]);
+		seen[who] = true;
+		smux_reader_close(r[i]);
+	}
+	set_release(&s);
+	free(want);
+}
+
+/* Sticky-by-key: a key written off its shard (its shard was down) is
+ * found on the other shards, and read there. */
+static void test_sticky_off_shard(void **state)
+{
+	struct set_opts so = {.wrap = true};
+	unsigned char *want = pattern(3000, 5);
+	uint64_t before[N];
+	struct smux_reader *r;
+	struct set s;
+	int shard, who;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_STICKY, &so);
+	/* find the key's shard: a put through the mux lands there */
+	put_on(s.mux, "probe-key", want, 10, 0);
+	shard = -1;
+	for (int i = 0; i < N; i++) {
+		struct smux_info info;
+		struct smux_error err;
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		if (smux_backend_head(s.leaf[i], &ctx, "probe-key", &info,
+				      &err) == 0)
+			shard = i;
+	}
+	assert_true(shard >= 0);
+	put_on(s.leaf[(shard + 1) % N], "probe-key", want, 3000, 0);
+	smux_backend_del(s.leaf[shard], &(struct smux_ctx){0}, "probe-key",
+			 NULL);
+	r = ropen(s.mux, "probe-key");
+	snap(&s, before);
+	read_range(r, want, 0, 3000, 512);
+	who = grew(&s, before, NULL);
+	assert_int_equal(who, (shard + 1) % N);
+	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+/* Failover: the open falls through a failing member; reads stay on the
+ * member that answered. */
+static void test_failover_falls_through(void **state)
+{
+	struct set_opts so = {.wrap = true};
+	unsigned char *want = pattern(4096, 9);
+	uint64_t before[N], by;
+	struct smux_reader *r;
+	struct set s;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	set_put(&s, "k", want, 4096);
+	mh_fail(s.m[0], true);
+	r = ropen(s.mux, "k");
+	assert_int_equal(mh_events_count(s.ev, SMUX_EV_FAILOVER), 1);
+	snap(&s, before);
+	read_range(r, want, 0, 4096, 100);
+	assert_int_equal(grew(&s, before, &by), 1);
+	assert_int_equal(by, 41);
+	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+/* ---- a member failing in the middle of a read ---- */
+
+static void midread_error(enum smux_mode mode, bool file)
+{
+	enum { LEN = 64 * 1024, CHUNK = 4096 };
+	struct set_opts so = {.file = file, .wrap = true};
+	unsigned char *want = pattern(LEN, 11);
+	uint64_t before[N], after[N];
+	struct smux_mux_stats *st;
+	struct smux_reader *r;
+	struct smux_event ev;
+	struct set s;
+	int first, second;
+
+	set_init(&s, mode, &so);
+	set_put(&s, "k", want, LEN);
+	r = ropen(s.mux, "k");
+	snap(&s, before);
+	read_range(r, want, 0, LEN / 2, CHUNK);
+	first = grew(&s, before, NULL);
+	/* the pinned member fails from now on: the rest of the read goes to
+	 * another replica, byte for byte the same version */
+	mh_fail(s.m[first], true);
+	snap(&s, before);
+	read_range(r, want, LEN / 2, LEN / 2 + CHUNK, CHUNK);
+	snap(&s, after);
+	assert_int_equal(after[first] - before[first], 1); /* the failure */
+	/* every read after it on one other member (the re-open may have
+	 * asked several) */
+	read_range(r, want, LEN / 2 + CHUNK, LEN, CHUNK);
+	second = grew(&s, after, NULL);
+	assert_int_not_equal(second, first);
+	assert_true(mh_events_last(s.ev, SMUX_EV_FAILOVER, &ev));
+	assert_string_equal(ev.from, s.m[first]->name);
+	assert_string_equal(ev.to, s.m[second]->name);
+	assert_int_equal(ev.cause.code, SMUX_E_IO);
+	st = smux_mux_stats(s.mux);
+	assert_int_equal(st->backends[first].status, SMUX_STATUS_DOWN);
+	assert_int_equal(st->backends[first].errors, 1);
+	assert_int_equal(st->total_failovers, 1);
+	smux_mux_stats_free(st);
+	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+static void test_midread_error_mirror(void **state)
+{
+	(void)state;
+	midread_error(SMUX_MODE_MIRROR, false);
+	midread_error(SMUX_MODE_MIRROR, true);
+}
+
+static void test_midread_error_failover(void **state)
+{
+	(void)state;
+	midread_error(SMUX_MODE_FAILOVER, false);
+	midread_error(SMUX_MODE_ROUND_ROBIN, true);
+	midread_error(SMUX_MODE_SHIELD, false);
+}
+
+/* A pinned member that hangs (stuck in a system call): the read times out
+ * at the member's deadline and goes on elsewhere; the reader can be
+ * closed while the stuck call still holds the member's reader. */
+static void test_midread_hang(void **state)
+{
+	struct set_opts so = {.wrap = true, .timeout_ms = 100};
+	unsigned char *want = pattern(8192, 13);
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1,
+		.hang_ignores_cancel = true,
+	};
+	uint64_t before[N];
+	struct smux_reader *r;
+	struct set s;
+	int64_t t0;
+	int first;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_MIRROR, &so);
+	set_put(&s, "k", want, 8192);
+	r = ropen(s.mux, "k");
+	snap(&s, before);
+	read_range(r, want, 0, 4096, 1024);
+	first = grew(&s, before, NULL);
+	smux_faulty_set(s.m[first], &hang);
+	t0 = smux_now_ns();
+	read_range(r, want, 4096, 8192, 1024);
+	assert_true(smux_now_ns() - t0 >= 90 * MS_NS);
+	assert_true(smux_now_ns() - t0 < 5000 * MS_NS);
+	assert_int_equal(smux_faulty_hanging(s.m[first]), 1);
+	smux_reader_close(r);
+	/* the stuck call ends after the reader is gone */
+	smux_faulty_release_hangs(s.m[first]);
+	while (smux_faulty_hanging(s.m[first]))
+		usleep(1000);
+	set_release(&s);
+	free(want);
+}
+
+/* Draining the pinned member: the next read goes elsewhere (the file
+ * backend's own readers). */
+static void test_midread_drain(void **state)
+{
+	struct set_opts so = {.file = true};
+	unsigned char *want = pattern(50000, 17);
+	uint64_t before[N], after[N];
+	struct smux_reader *r;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct set s;
+	int first;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_MIRROR, &so);
+	set_put(&s, "k", want, 50000);
+	r = ropen(s.mux, "k");
+	snap(&s, before);
+	read_range(r, want, 0, 25000, 5000);
+	first = grew(&s, before, NULL);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_drain(s.mux, s.m[first]->name, &ctx, &err), &err);
+	snap(&s, before);
+	read_range(r, want, 25000, 50000, 5000);
+	snap(&s, after);
+	assert_int_equal(after[first], before[first]);
+	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+/* ---- never two versions ---- */
+
+static void test_other_version(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 21), *v2 = pattern(LEN, 22);
+	struct set_opts so = {.wrap = true};
+	unsigned char buf[1000];
+	uint64_t before[N];
+	struct smux_reader *r;
+	struct smux_error err;
+	struct set s;
+	long n;
+	int first;
+
+	(void)state;
+	/* failover: m0 holds v1, the others another version */
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	put_on(s.leaf[0], "k", v1, LEN, SAME_MTIME);
+	put_on(s.leaf[1], "k", v2, LEN, SAME_MTIME + 1);
+	put_on(s.leaf[2], "k", v2, LEN, SAME_MTIME + 1);
+	r = ropen(s.mux, "k");
+	read_range(r, v1, 0, 5000, 1000);
+	mh_fail(s.m[0], true);
+	n = rpread(r, buf, sizeof(buf), 5000, &err);
+	MH_ERR(n, &err, SMUX_E_PRECONDITION_FAILED);
+	assert_string_equal(err.e.backend, "mux");
+	/* m0 back: the version opened is there again */
+	mh_fail(s.m[0], false);
+	smux_reader_close(r);
+	set_release(&s);
+
+	/* mirror: the replica not pinned gets another version behind the
+	 * mux's back */
+	set_init(&s, SMUX_MODE_MIRROR, &so);
+	set_put(&s, "k", v1, LEN);
+	r = ropen(s.mux, "k");
+	snap(&s, before);
+	read_range(r, v1, 0, 5000, 1000);
+	first = grew(&s, before, NULL);
+	for (int i = 0; i < N; i++)
+		if (i != first)
+			put_on(s.leaf[i], "k", v2, LEN, 0);
+	mh_fail(s.m[first], true);
+	n = rpread(r, buf, sizeof(buf), 5000, &err);
+	MH_ERR(n, &err, SMUX_E_PRECONDITION_FAILED);
+	smux_reader_close(r);
+	set_release(&s);
+
+	/* the version opened deleted from the pinned member: gone */
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	set_put(&s, "k", v1, LEN);
+	r = ropen(s.mux, "k");
+	smux_backend_del(s.leaf[0], &(struct smux_ctx){0}, "k", NULL);
+	n = rpread(r, buf, sizeof(buf), 0, &err);
+	MH_ERR(n, &err, SMUX_E_PRECONDITION_FAILED);
+	smux_reader_close(r);
+	set_release(&s);
+	free(v1);
+	free(v2);
+}
+
+/* ---- hints: a replica that missed the key's latest write ---- */
+
+/* Puts on the member fail with a semantic error: it misses writes (and
+ * every replay of them) but stays up. */
+static const struct smux_faulty_opts puts_refused = {
+	.semantic_rate = 1,
+	.ops = 1u << SMUX_FAULTY_PUT,
+};
+
+static void test_hints_mirror(void **state)
+{
+	struct set_opts so = {.wrap = true};
+	unsigned char *v0 = pattern(6000, 31), *v1 = pattern(6000, 32);
+	struct smux_mux_stats *st;
+	struct set s;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_MIRROR, &so);
+	set_put(&s, "k", v0, 6000);
+	/* m2 misses the write of v1 but stays up, and answers fastest */
+	smux_faulty_set(s.m[2], &puts_refused);
+	set_put(&s, "k", v1, 6000);
+	assert_true(smux_mux_pending_hints(s.mux) > 0);
+	for (int i = 0; i < 2; i++)
+		smux_faulty_set(s.m[i],
+				&(struct smux_faulty_opts){.latency_ms = 5});
+	st = smux_mux_stats(s.mux);
+	assert_int_equal(st->backends[2].status, SMUX_STATUS_UP);
+	smux_mux_stats_free(st);
+	/* (the replays running meanwhile call members too: the content
+	 * tells which replica a reader reads, m2 holds v0) */
+	for (int i = 0; i < 10; i++) {
+		struct smux_reader *r = ropen(s.mux, "k");
+
+		read_range(r, v1, 0, 6000, 2000);
+		smux_reader_close(r);
+	}
+	assert_true(smux_mux_pending_hints(s.mux) > 0);
+	set_release(&s);
+	free(v0);
+	free(v1);
+}
+
+static void test_hints_failover(void **state)
+{
+	struct set_opts so = {.wrap = true, .cooldown_ms = 100, .clock = true};
+	struct smux_faulty_opts puts_fail = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	unsigned char *v0 = pattern(6000, 41), *v1 = pattern(6000, 42);
+	struct smux_reader *r;
+	struct set s;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	set_put(&s, "k", v0, 6000);
+	/* m0 fails the write of v1: it lands on m1, m0 gets a hint; then m0
+	 * answers again, first in order, but cannot be repaired */
+	smux_faulty_set(s.m[0], &puts_fail);
+	put_on(s.mux, "k", v1, 6000, 0);
+	assert_true(smux_mux_pending_hints(s.mux) > 0);
+	smux_faulty_set(s.m[0], &puts_refused);
+	mh_clock_set(&s.clk, 10000 + 60000); /* past m0's cooldown */
+	r = ropen(s.mux, "k");		     /* m0 holds v0 */
+	read_range(r, v1, 0, 6000, 1500);
+	smux_reader_close(r);
+	assert_true(smux_mux_pending_hints(s.mux) > 0);
+	set_release(&s);
+	free(v0);
+	free(v1);
+}
+
+/* ---- stats, nesting ---- */
+
+/* A read counts like a get: one call of the mux, one hit and one latency
+ * sample of the member. */
+static void test_stats(void **state)
+{
+	struct set_opts so = {.file = true};
+	unsigned char *want = pattern(10000, 51);
+	struct smux_mux_stats *st;
+	struct smux_reader *r;
+	struct set s;
+	unsigned n;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	set_put(&s, "k", want, 10000);
+	r = ropen(s.mux, "k");
+	n = read_range(r, want, 0, 10000, 1000);
+	st = smux_mux_stats(s.mux);
+	assert_int_equal(st->total_calls, 1 + n);
+	assert_int_equal(st->backends[0].hits, 1 + n);
+	assert_int_equal(st->backends[1].hits, 0);
+	assert_true(st->backends[0].p50_latency_ms >= 0);
+	smux_mux_stats_free(st);
+	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+/* mirror(failover(a, b), c): the outer reader pins one member, the inner
+ * one pins a leaf; a failing leaf is handled inside. */
+static void test_nested(void **state)
+{
+	enum { LEN = 30000 };
+	unsigned char *want = pattern(LEN, 61);
+	struct smux_mux_opts fo = {.mode = SMUX_MODE_FAILOVER,
+				   .cooldown_ms = 600000};
+	struct smux_mux_opts mo = {.mode = SMUX_MODE_MIRROR,
+				   .cooldown_ms = 600000};
+	struct smux_backend *mem[3], *f[3], *inner, *outer, *top[2];
+	struct smux_reader *r;
+	char name[16];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "mem%d", i);
+		mem[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "f%d", i);
+		f[i] = mh_faulty(name, mem[i], NULL);
+	}
+	inner = mh_mux("inner", &fo, f, NULL, 2);
+	top[0] = inner;
+	top[1] = f[2];
+	outer = mh_mux("outer", &mo, top, NULL, 2);
+	put_on(outer, "k", want, LEN, 0);
+	r = ropen(outer, "k");
+	read_range(r, want, 0, LEN / 3, 1000);
+	mh_fail(f[0], true); /* inside the failover, or not pinned */
+	read_range(r, want, LEN / 3, 2 * LEN / 3, 1000);
+	mh_fail(f[1], true); /* now the failover mux has nothing left */
+	read_range(r, want, 2 * LEN / 3, LEN, 1000);
+	smux_reader_close(r);
+	smux_backend_unref(outer);
+	smux_backend_unref(inner);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(mem[i]);
+	}
+	free(want);
+}
+
+/* ---- four threads, flapping members ---- */
+
+enum { TLEN = 256 * 1024, TREADS = 4 };
+
+struct flap {
+	struct set *s;
+	struct smux_reader *r;
+	const unsigned char *want;
+	atomic_bool stop;
+	atomic_uint bad;
+	atomic_uint reads;
+	unsigned seed;
+	unsigned budget;
+	int first; /* the member pinned first */
+};
+
+static void *reader_main(void *arg)
+{
+	struct flap *fl = arg;
+	unsigned char buf[8192];
+	unsigned x = __atomic_add_fetch(&fl->seed, 7919, __ATOMIC_RELAXED);
+
+	for (unsigned i = 0; i < fl->budget; i++) {
+		struct smux_error err;
+		size_t off, len;
+		long n;
+
+		x = x * 1103515245u + 12345u;
+		off = (x >> 8) % TLEN;
+		len = 1 + (x >> 3) % sizeof(buf);
+		n = rpread(fl->r, buf, len, off, &err);
+		if (n < 0 ||
+		    (size_t)n != (len < TLEN - off ? len : TLEN - off) ||
+		    memcmp(buf, fl->want + off, (size_t)n) != 0) {
+			char msg[2 * SMUX_ERROR_MSG_MAX + 256];
+
+			print_error("read %zu@%zu: %ld %s\n", len, off, n,
+				    n < 0 ? smux_error_format(&err, msg,
+							      sizeof(msg))
+					  : "");
+			atomic_fetch_add(&fl->bad, 1);
+		}
+		atomic_fetch_add(&fl->reads, 1);
+	}
+	return NULL;
+}
+
+static void *flapper_main(void *arg)
+{
+	struct flap *fl = arg;
+	unsigned i = 0;
+
+	while (!atomic_load(&fl->stop)) {
+		/* the member pinned first and the next one take turns
+		 * failing; the third never fails (with all three flapping,
+		 * their growing cooldowns would soon leave none up, for a
+		 * get as for a read) */
+		int m = (fl->first + (int)(i % 2)) % N;
+
+		mh_fail(fl->s->m[m], true);
+		usleep(2000);
+		mh_fail(fl->s->m[m], false);
+		usleep(1000);
+		i++;
+	}
+	return NULL;
+}
+
+static void flapping(enum smux_mode mode)
+{
+	struct set_opts so = {.wrap = true, .cooldown_ms = 1};
+	const char *v = getenv("SMUX_TEST_VARIANT");
+	unsigned char *want = pattern(TLEN, 71);
+	pthread_t readers[TREADS], flapper;
+	struct flap fl = {.want = want, .seed = 1};
+	uint64_t before[N];
+	struct set s;
+
+	set_init(&s, mode, &so);
+	set_put(&s, "k", want, TLEN);
+	fl.s = &s;
+	fl.budget = (v && strcmp(v, "normal") != 0) ? 400 : 2000;
+	fl.r = ropen(s.mux, "k");
+	snap(&s, before);
+	read_range(fl.r, want, 0, 4096, 4096);
+	fl.first = grew(&s, before, NULL);
+	atomic_init(&fl.stop, false);
+	atomic_init(&fl.bad, 0);
+	atomic_init(&fl.reads, 0);
+	assert_int_equal(pthread_create(&flapper, NULL, flapper_main, &fl), 0);
+	for (int i = 0; i < TREADS; i++)
+		assert_int_equal(
+			pthread_create(&readers[i], NULL, reader_main, &fl), 0);
+	for (int i = 0; i < TREADS; i++)
+		pthread_join(readers[i], NULL);
+	atomic_store(&fl.stop, true);
+	pthread_join(flapper, NULL);
+	assert_int_equal(atomic_load(&fl.reads), TREADS * fl.budget);
+	assert_int_equal(atomic_load(&fl.bad), 0);
+	print_message("  %u reads, %u re-opens on another member\n",
+		      atomic_load(&fl.reads),
+		      mh_events_count(s.ev, SMUX_EV_FAILOVER));
+	assert_true(mh_events_count(s.ev, SMUX_EV_FAILOVER) > 0);
+	smux_reader_close(fl.r);
+	set_release(&s);
+	free(want);
+}
+
+static void test_threads_mirror(void **state)
+{
+	(void)state;
+	flapping(SMUX_MODE_MIRROR);
+}
+
+static void test_threads_failover(void **state)
+{
+	(void)state;
+	flapping(SMUX_MODE_FAILOVER);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_modes_memory),
+		cmocka_unit_test(test_modes_file),
+		cmocka_unit_test(test_modes_file_gets),
+		cmocka_unit_test(test_round_robin_rotates),
+		cmocka_unit_test(test_sticky_off_shard),
+		cmocka_unit_test(test_failover_falls_through),
+		cmocka_unit_test(test_midread_error_mirror),
+		cmocka_unit_test(test_midread_error_failover),
+		cmocka_unit_test(test_midread_hang),
+		cmocka_unit_test(test_midread_drain),
+		cmocka_unit_test(test_other_version),
+		cmocka_unit_test(test_hints_mirror),
+		cmocka_unit_test(test_hints_failover),
+		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_nested),
+		cmocka_unit_test(test_threads_mirror),
+		cmocka_unit_test(test_threads_failover),
+	};
+
+	return cmocka_run_group_tests_name("mux reader", tests, NULL, NULL);
+}
