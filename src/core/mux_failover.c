@@ -33,8 +33,11 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			  const char *key, enum smux__hint_kind kind,
 			  struct smux_error *err)
 {
+	/* the background thread sleeps long while nothing is pending: wake
+	 * it for the first hint, so it retries the replay every second */
+	bool first = smux__hints_pending(mux->hints, NULL) == 0;
 	struct mux_view *v;
-	unsigned pos = 0;
+	unsigned pos = 0, added = 0;
 	int rc = 0;
 
 	if (smux__member_stale(mux, acked, key))
@@ -53,11 +56,14 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 				     err);
 		if (rc)
 			break;
+		added++;
 		snprintf(ev.name, sizeof(ev.name), "%s", v->m[i]->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", key);
 		emit(mux, &ev);
 	}
 	smux__view_put(v);
+	if (first && added)
+		smux__mux_kick(mux);
 	return rc;
 }
 

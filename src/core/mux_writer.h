@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_writer.h (internal) - what the two halves of the mux writer share:
+ * mux_writer.c (the replica writers, fan-out for shield and mirror, the
+ * operations table, open and close) and mux_writer_single.c (the single
+ * target of failover, round-robin, weighted and sticky-by-key: its spool,
+ * and moving it to another member when its member fails).
+ *
+ * A mux writer is used by one thread at a time (smux/backend.h), so its
+ * own fields need no lock; each replica writer's lock is held by the
+ * bulkhead worker around every call on it.
+ */
+#ifndef SMUX_CORE_MUX_WRITER_H
+#define SMUX_CORE_MUX_WRITER_H
+
+#include "core/mux_internal.h"
+
+#define SMUX__WRITER_MAX 64
+
+/* One replica's writer. Refcounted: the mux writer holds one reference
+ * and every job on it one more, dropped by the worker when it is done
+ * with the job (bulkhead `done`), so an abandoned call may still hold
+ * `lock` after the mux writer is gone and nothing leaks. */
+struct smux__mw_sub {
+	atomic_int refs;
+	pthread_mutex_t lock;
+	struct smux_writer *w; /* NULL when it never opened */
+	bool failed;
+	struct smux_error err; /* why it failed */
+};
+
+enum smux__spool_state {
+	SMUX__SPOOL_NONE, /* no spool: the writer cannot move */
+	SMUX__SPOOL_LAZY, /* opened without TRUNC, not filled yet */
+	SMUX__SPOOL_FULL, /* holds the whole pending content */
+};
+
+struct smux__mux_writer {
+	struct smux_writer base; /* first */
+	struct smux_mux *mux;
+	bool fanout; /* shield/mirror: every replica, policy at commit */
+	unsigned n;  /* replicas; the single target: 0 or 1 */
+	struct mux_member *m[SMUX__WRITER_MAX]; /* references */
+	struct smux__mw_sub *s[SMUX__WRITER_MAX];
+	uint64_t size; /* pending size, as the caller made it */
+	/* the single target only: */
+	struct smux_error lost; /* why n == 0 */
+	int spool;		/* -1 when none */
+	enum smux__spool_state spool_state;
+	uint64_t spool_size;
+};
+
+/* ---- mux_writer.c ---- */
+
+static inline bool smux__mw_live(const struct smux__mux_writer *mw, unsigned i)
+{
+	return i < mw->n && mw->s[i]->w && !mw->s[i]->failed;
+}
+
+/* The pending size of a writer just opened on replica @i (the worker may
+ * still hold its lock for a moment). */
+static inline uint64_t smux__mw_sub_size(struct smux__mux_writer *mw,
+					 unsigned i)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&mw->s[i]->lock);
+	size = smux_writer_size(mw->s[i]->w);
+	pthread_mutex_unlock(&mw->s[i]->lock);
+	return size;
+}
+
+/* Drops a reference on a sub (the bulkhead `done` callback). */
+void smux__mw_sub_put(void *arg);
+/* Starts @c on replica @i (writer, lock and done filled in); NULL when
+ * the job could not start. */
+struct smux__job *smux__mw_sub_start(struct smux__mux_writer *mw, unsigned i,
+				     const struct smux_ctx *ctx,
+				     struct smux__call *c);
+/* smux__mw_sub_start + smux__job_finish. */
+long smux__mw_sub_run(struct smux__mux_writer *mw, unsigned i,
+		      const struct smux_ctx *ctx, struct smux__call *c,
+		      struct smux_error *err);
+/* Adds @m as replica mw->n (takes a reference). 0 or -ENOMEM. */
+int smux__mw_add_sub(struct smux__mux_writer *mw, struct mux_member *m);
+/* Drops replica @i: its writer is closed by a job nobody waits for. The
+ * caller compacts mw->m/s. */
+void smux__mw_sub_retire(struct smux__mux_writer *mw, unsigned i);
+/* Opens the replica writers of @mw in parallel (those with acquired[i]);
+ * NOT_SUPPORTED from any is returned as is, other failures mark the sub
+ * failed. */
+int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
+		       const char *key, unsigned flags, const bool *acquired,
+		       const bool *probes, struct smux_error *err);
+/* Reads the pending content back from the first live replica writer. */
+long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
+			   uint64_t off, struct smux_error *err);
+
+/* ---- mux_writer_single.c ---- */
+
+/* Opens the single target's writer (falling through on transient errors)
+ * and, when the mux has another member, its spool. */
+int smux__mw_single_open(struct smux__mux_writer *mw,
+			 const struct smux_ctx *ctx, unsigned flags,
+			 struct smux_error *err);
+int smux__mw_single_pwrite(struct smux__mux_writer *mw,
+			   const struct smux_ctx *ctx, const void *buf,
+			   size_t len, uint64_t off, struct smux_error *err);
+int smux__mw_single_truncate(struct smux__mux_writer *mw,
+			     const struct smux_ctx *ctx, uint64_t size,
+			     struct smux_error *err);
+long smux__mw_single_pread(struct smux__mux_writer *mw, void *buf, size_t len,
+			   uint64_t off, struct smux_error *err);
+int smux__mw_single_commit(struct smux__mux_writer *mw,
+			   const struct smux_ctx *ctx,
+			   const struct smux_put_opts *opts,
+			   struct smux_info *info, struct smux_error *err);
+/* Closes the spool (the writers are mux_writer.c's). */
+void smux__mw_single_release(struct smux__mux_writer *mw);
+
+#endif /* SMUX_CORE_MUX_WRITER_H */
