@@ -76,8 +76,16 @@ static void entries_free(struct entries *es)
 
 /* The smallest current key of the sorted member lists, each member's copy
  * of it passed over (NULL at the end). */
+/* Who listed what, when equal keys must pick the member that is not
+ * behind: a member with a pending hint for a key has an older version
+ * (or none), so its info (size, mtime) must not win. */
+struct merge_src {
+	struct smux__hints *hints; /* NULL: first member wins */
+	struct mux_member **ms;
+};
+
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
-				unsigned n)
+				unsigned n, const struct merge_src *src)
 {
 	struct entry *e;
 	int best = -1;
@@ -92,11 +100,21 @@ static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 	if (best < 0)
 		return NULL;
 	e = &es[best].e[pos[best]];
+	if (src && src->hints && !e->is_prefix &&
+	    smux__hints_has(src->hints, src->ms[best]->name, e->key)) {
+		for (unsigned i = (unsigned)best + 1; i < n; i++)
+			if (ok[i] && pos[i] < es[i].n &&
+			    strcmp(es[i].e[pos[i]].key, e->key) == 0 &&
+			    !smux__hints_has(src->hints, src->ms[i]->name,
+					     e->key)) {
+				e = &es[i].e[pos[i]];
+				break;
+			}
+	}
 	for (unsigned i = 0; i < n; i++)
-		if ((int)i != best && ok[i] && pos[i] < es[i].n &&
+		if (ok[i] && pos[i] < es[i].n &&
 		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
 			pos[i]++;
-	pos[best]++;
 	return e;
 }
 
@@ -117,13 +135,14 @@ static int deliver(smux_list_fn fn, void *arg, const struct entry *e)
  * keys are delivered once, the first list's entry. Stops when @fn asks.
  */
 static void merge_deliver(struct entries *es, const bool *ok, unsigned n,
-			  const char *delimiter, smux_list_fn fn, void *arg)
+			  const struct merge_src *src, const char *delimiter,
+			  smux_list_fn fn, void *arg)
 {
 	size_t pos[LIST_MAX] = {0};
 	struct entry *pending = NULL;
 
 	for (;;) {
-		struct entry *e = merge_next(es, ok, pos, n);
+		struct entry *e = merge_next(es, ok, pos, n, src);
 
 		if (pending) {
 			/* without a delimiter a marker is listed for an empty
@@ -218,8 +237,15 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux__exhausted(mux, n, all_timeouts, &last, err);
 		goto out;
 	}
-	/* equal keys: the first member's entry, in member order */
-	merge_deliver(es, ok, n, delimiter, fn, arg);
+	/* equal keys: the first member's entry, in member order, unless it
+	 * has a pending hint for the key */
+	{
+		struct merge_src src = {NULL, ms};
+
+		if (smux__hints_pending(mux->hints, NULL) > 0)
+			src.hints = mux->hints;
+		merge_deliver(es, ok, n, &src, delimiter, fn, arg);
+	}
 out:
 	for (unsigned i = 0; i < n; i++)
 		entries_free(&es[i]);
@@ -387,7 +413,7 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 		entries_remove(&lists[1], &ov.gone);
 		lists[0] = ov.add; /* first: its info wins on equal keys */
 		ov.add = (struct entries){0};
-		merge_deliver(lists, ok, 2, delim, call->list_fn,
+		merge_deliver(lists, ok, 2, NULL, delim, call->list_fn,
 			      call->list_arg);
 	}
 	smux__member_put(m);

@@ -30,7 +30,8 @@
  * one, or none). Its spool is filled lazily: at the first pwrite or
  * truncate it reads the member writer back (pread through the bulkhead,
  * in chunks; of a truncate only what survives), so an open that never
- * writes copies nothing. Until then the writer cannot move. A writer that
+ * writes copies nothing. Until then the writer cannot move, and one on an
+ * object over SPOOL_BASE_MAX (64 MiB) never can. A writer that
  * cannot be read back, or whose spool cannot be written (the cache disk
  * is full), goes on without a spool, as a mux of one member does.
  *
@@ -103,6 +104,11 @@ static long spool_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (long)done;
 }
 
+/* A writer opened without TRUNC on an object larger than this keeps no
+ * spool (it cannot move): the lazy fill would copy the whole object at
+ * the first change, which an append to a large log must not pay. */
+#define SPOOL_BASE_MAX ((uint64_t)64 << 20)
+
 /* Whether a single-target writer keeps a spool: only when another member
  * could take the writer over. */
 static bool spool_wanted(struct smux_mux *mux)
@@ -128,6 +134,9 @@ static void spool_start(struct smux__mux_writer *mw, unsigned flags)
 	mw->spool_state = SMUX__SPOOL_NONE;
 	mw->spool_size = 0;
 	if (mw->fanout || !spool_wanted(mw->mux))
+		return;
+	/* an append to a large object would copy all of it first */
+	if (!(flags & SMUX_WRITER_TRUNC) && mw->size > SPOOL_BASE_MAX)
 		return;
 	mw->spool = smux_tmpfile(mw->mux->base.name, "writer spool", &e);
 	if (mw->spool < 0) {

@@ -418,12 +418,17 @@ bool smux_config_ignored_opt(const char *opt)
 }
 
 /* True when every backend under @s keeps real directories (file, or a
- * faulty wrapping one): a missing key then has no "key/" marker either. */
+ * faulty wrapping one): a missing key then has no "key/" marker either.
+ * Not under failover or shield: there a member skipped for a pending hint
+ * on "dir/" may still answer the head of "dir" with "not found". */
 static bool real_dirs(const struct smux__cfg_section *s)
 {
 	if (!s)
 		return false;
 	if (s->kind == SMUX__CFG_MUX) {
+		if (s->v[SMUX__XK_MODE].i == SMUX_MODE_FAILOVER ||
+		    s->v[SMUX__XK_MODE].i == SMUX_MODE_SHIELD)
+			return false;
 		for (unsigned i = 0; i < s->n_members; i++)
 			if (!s->member_secs || !real_dirs(s->member_secs[i]))
 				return false;

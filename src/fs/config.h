@@ -110,8 +110,9 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 char *smux_config_describe(struct smux_config *cfg);
 
 /* True when every backend of the tree is a file backend (directly or
- * under faulty): directories are real there, so the daemon need not look
- * for "dir/" marker objects when a key is missing. */
+ * under faulty) and no mux is in failover or shield mode: directories are
+ * real there and every member answers for them, so the daemon need not
+ * look for "dir/" marker objects when a key is missing. */
 bool smux_config_real_dirs(const struct smux_config *cfg);
 
 /* True when the mounted tree contains a backend reached over a network

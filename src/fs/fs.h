@@ -93,6 +93,10 @@ struct smuxfs {
 	 * half of RLIMIT_NOFILE: past it opens read with ranged gets */
 	atomic_long readers;
 	long max_readers;
+	/* bumped by every change made through the mount (a commit, unlink,
+	 * rename, setattr, an open for writing): listings and readers taken
+	 * before it must check what they hold (ops_dir.c, ops_io.c) */
+	atomic_ulong mutations;
 	uid_t uid; /* reported owner */
 	gid_t gid;
 	mode_t umask;	  /* applied to reported modes (0 = none) */
@@ -127,7 +131,8 @@ struct smuxfs *smuxfs_get(void);
  * process: the mtime of a commit, so every replica gets the same one. */
 int64_t smuxfs_unique_mtime(struct smuxfs *fs);
 
-/* Forgets the etag recorded for @key (its content changed through us). */
+/* Forgets the etag recorded for @key (its content changed through us)
+ * and counts a mutation (fs->mutations). */
 void smuxfs_etag_forget(struct smuxfs *fs, const char *key);
 /* Records @etag for @key; returns true when it equals the etag recorded
  * before (the kernel may keep its page cache). "" never matches. */
@@ -238,8 +243,10 @@ struct smuxfs_fh {
 	/* FILE, clean read-only: the version opened, when the root offers
 	 * readers (owned; else reads are ranged gets with if_match) */
 	struct smux_reader *reader;
-	uint64_t size;		     /* FILE: size at open */
-	char *data;		     /* VIRTUAL: the snapshot (owned) */
+	unsigned long mutations; /* fs->mutations when the reader was checked */
+	atomic_bool reader_off;	 /* renamed: read the new key with gets */
+	uint64_t size;		 /* FILE: size at open */
+	char *data;		 /* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */
 	size_t len;
 	/* FILE without ofile: in otable.readers; key and links protected by

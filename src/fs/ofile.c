@@ -107,6 +107,7 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key)
 	struct smuxfs_etags *t = &fs->etags;
 	unsigned i = key_hash(key) % SMUXFS_ETAG_SLOTS;
 
+	atomic_fetch_add(&fs->mutations, 1);
 	pthread_mutex_lock(&t->lock);
 	if (t->slots[i].key && strcmp(t->slots[i].key, key) == 0) {
 		free(t->slots[i].key);
@@ -312,6 +313,8 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	int rc;
 
 	*out = NULL;
+	/* the key's size may change from now on, uncommitted */
+	atomic_fetch_add(&fs->mutations, 1);
 	pthread_mutex_lock(&fs->otable.lock);
 	of = table_lookup(fs, key);
 	if (of) {
@@ -844,6 +847,8 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 			continue; /* keeps the old name: reads get ENOENT */
 		free(fh->key);
 		fh->key = k;
+		/* a reader may read by key: pinned gets follow the name */
+		atomic_store(&fh->reader_off, true);
 	}
 	pthread_mutex_unlock(&fs->otable.lock);
 }

@@ -31,6 +31,7 @@ struct smuxfs_dirent {
 struct smuxfs_dirsnap {
 	struct smuxfs_dirent *e;
 	size_t n, cap;
+	unsigned long mutations; /* fs->mutations when it was taken */
 };
 
 static void snap_free(struct smuxfs_dirsnap *s)
@@ -219,10 +220,14 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 	}
 	info = e->info;
 	p = is_dir ? NULL : find_pending(l, name);
-	if (p)
+	if (p) {
+		/* being written: its size moves; the kernel asks for it */
 		pending_info(p, &info);
-	else if (e->is_prefix)
+		flags = 0;
+	} else if (e->is_prefix ||
+		   (!info.mode && !info.mtime_ns && !info.size)) {
 		flags = 0; /* no attributes: let the kernel look it up */
+	}
 	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
 	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
 	return l->rc != 0;
@@ -289,6 +294,7 @@ static int snap_take(struct smuxfs *fs, const char *path,
 	l.snap = calloc(1, sizeof(*l.snap));
 	if (!l.snap)
 		return -ENOMEM;
+	l.snap->mutations = atomic_load(&fs->mutations);
 	l.prefix = prefix;
 	l.prefix_len = strlen(prefix);
 	memset(&dot, 0, sizeof(dot));
@@ -316,7 +322,7 @@ static int snap_take(struct smuxfs *fs, const char *path,
 			continue;
 		pending_info(&l.pend[i], &info);
 		smuxfs_fill_stat(fs, &st, false, &info);
-		rc = snap_add(l.snap, l.pend[i].name, &st, true);
+		rc = snap_add(l.snap, l.pend[i].name, &st, false);
 	}
 	if (!rc && l.is_root) {
 		struct stat st;
@@ -343,6 +349,7 @@ int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	struct smuxfs *fs = smuxfs_get();
 	struct smuxfs_fh *fh = dir_fh(fi);
 	struct smuxfs_dirsnap *snap;
+	bool plus_ok;
 	int rc;
 
 	(void)rflags;
@@ -369,12 +376,19 @@ int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		if (fh)
 			fh->snap = snap;
 	}
-	/* entry i has offset i + 1: the offset of the entry after it */
+	/*
+	 * Attributes go out only while nothing changed through the mount
+	 * since the snapshot: the kernel applies a later piece's attributes
+	 * over what it learnt since (a size cut back under an appending
+	 * writer), so after a change the entries go without them and the
+	 * kernel looks the names up. Entry i has offset i + 1.
+	 */
+	plus_ok = atomic_load(&fs->mutations) == snap->mutations;
 	for (size_t i = (size_t)off; i < snap->n; i++) {
 		const struct smuxfs_dirent *e = &snap->e[i];
 
 		if (filler(buf, e->name, &e->st, (off_t)i + 1,
-			   e->plus ? FUSE_FILL_DIR_PLUS : 0))
+			   e->plus && plus_ok ? FUSE_FILL_DIR_PLUS : 0))
 			break; /* the reply is full: the kernel asks again */
 	}
 	if (!fh)

@@ -63,6 +63,8 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 	smuxfs_ctx(&ctx);
 	/* a reader keeps the version open; else (none, too many open, out
 	 * of descriptors) pin it by etag */
+	/* changes from here on are checked before the reader serves */
+	fh->mutations = atomic_load(&fs->mutations);
 	rc = -EMFILE;
 	if (atomic_fetch_add(&fs->readers, 1) < fs->max_readers)
 		rc = smux_backend_reader_open(fs->root, &ctx, fh->key,
@@ -167,6 +169,31 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return 0;
 }
 
+/*
+ * The reader holds the version opened. After a change through the mount
+ * (fs->mutations moved), check that @key still has that version: a new
+ * one means ESTALE, as a pinned get would say, never old bytes after new
+ * ones. A name gone (unlinked) keeps its open version readable, as on a
+ * local filesystem; a failed check reads on (the reader is whole).
+ */
+static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
+			  const char *key)
+{
+	unsigned long now = atomic_load(&fs->mutations);
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	if (__atomic_load_n(&fh->mutations, __ATOMIC_RELAXED) == now)
+		return 0;
+	smuxfs_ctx(&ctx);
+	if (smux_backend_head(fs->root, &ctx, key, &info, &err) == 0 &&
+	    strcmp(info.etag, fh->etag) != 0)
+		return -ESTALE;
+	__atomic_store_n(&fh->mutations, now, __ATOMIC_RELAXED);
+	return 0;
+}
+
 int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -214,7 +241,8 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 			return (int)n;
 	}
 	smuxfs_ctx(&ctx);
-	if (fh->reader) {
+	if (fh->reader && !atomic_load(&fh->reader_off) &&
+	    reader_current(fs, fh, key) == 0) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
 		if (n >= 0)

@@ -12,6 +12,9 @@
 #     asserted indirectly by comparing `ls -l` to the backend, and by
 #     listing a directory whose files vanished from the backend behind the
 #     mount's back (a stale listing must not invent content);
+#   - file and mirror: a handle open for reading never serves old bytes
+#     after a rewrite through the mount was committed (ESTALE), and keeps
+#     reading its whole version after a rename;
 #   - tar extracting an archive whose first member is "." into the mount
 #     root (the root's mtime and mode can be set), as `tar -C /mnt` does.
 . "$(dirname "$0")/lib.sh"
@@ -93,6 +96,37 @@ run_case() {
 		sleep 1.2
 		ls "$m/big" | grep -qx behind && fail "$kind: removed file still listed"
 		[ -e "$m/big/behind" ] && fail "$kind: removed file still there"
+	fi
+
+	if [ "$kind" != memory ]; then
+		log "$kind: open read handles across changes through the mount"
+		head -c 300000 /dev/urandom >"$T/r-orig"
+		head -c 300000 /dev/urandom >"$T/r-new"
+		cp "$T/r-orig" "$m/r1"
+		cp "$T/r-orig" "$m/r2"
+		# (in subshells, so a failure never leaves a descriptor open
+		# on the mount)
+		# replaced through the mount: a handle opened before must not
+		# go on with the old bytes once the new ones are committed
+		if (
+			exec 4<"$m/r1"
+			head -c 1000 <&4 >/dev/null
+			cp "$T/r-new" "$m/r1"
+			cat <&4 >/dev/null
+		) 2>"$T/r1.err"; then
+			fail "$kind: a handle opened before a rewrite read on"
+		fi
+		grep -qi "stale" "$T/r1.err" ||
+			fail "$kind: rewrite under a handle: $(cat "$T/r1.err")"
+		cmp -s "$T/r-new" "$m/r1" || fail "$kind: the rewrite differs"
+		# renamed: the open version stays readable, whole
+		(
+			exec 5<"$m/r2"
+			mv "$m/r2" "$m/r2-moved"
+			cat <&5
+		) >"$T/r2-got" || fail "$kind: read after rename failed"
+		cmp -s "$T/r-orig" "$T/r2-got" || fail "$kind: read after rename differs"
+		rm "$m/r1" "$m/r2-moved"
 	fi
 
 	log "$kind: rm -r while listing"
