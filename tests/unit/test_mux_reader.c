@@ -200,8 +200,10 @@ static int grew(struct set *s, const uint64_t *before, uint64_t *by)
 		if (by)
 			*by = now - before[i];
 	}
-	if (who < 0)
+	if (who < 0) {
 		fail_msg("no member served the reads");
+		return 0; /* not reached: fail_msg ends the test */
+	}
 	return who;
 }
 
@@ -435,7 +437,7 @@ static void midread_error(enum smux_mode mode, bool file)
 	enum { LEN = 64 * 1024, CHUNK = 4096 };
 	struct set_opts so = {.file = file, .wrap = true};
 	unsigned char *want = pattern(LEN, 11);
-	uint64_t before[N], after[N];
+	uint64_t before[N] = {0}, after[N] = {0};
 	struct smux_mux_stats *st;
 	struct smux_reader *r;
 	struct smux_event ev;
@@ -534,7 +536,7 @@ static void test_midread_drain(void **state)
 {
 	struct set_opts so = {.file = true};
 	unsigned char *want = pattern(50000, 17);
-	uint64_t before[N], after[N];
+	uint64_t before[N] = {0}, after[N] = {0};
 	struct smux_reader *r;
 	struct smux_error err;
 	struct smux_ctx ctx;
