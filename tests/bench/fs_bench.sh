@@ -43,9 +43,11 @@
 # fresh pages after a drop_caches vary by seconds on this guest and would
 # drown the per-request costs these rows are meant to show.
 #
-# Order: for each repetition, for each workload, the systems run round-robin
-# in column order (A B C D E, A B C D E, ...), so background noise of this
-# guest (notes/fuse-performance-here.md item 7) spreads over all of them.
+# Order: for each repetition, for each workload, the systems run round-robin,
+# each repetition starting one system further (A B C D E, B C D E A, ...),
+# so background noise of this guest (notes/fuse-performance-here.md item 7)
+# and the after-effects of one system's run (a 512 MiB fsync still settling
+# in the host) spread over all of them.
 # Reported: the median of the repetitions and speed ratios of smuxfs-1
 # against plain, mergerfs and unionfs, where >1.00 means smuxfs-1 is FASTER
 # (MB/s over MB/s, or the peer's seconds over smuxfs-1's seconds).
@@ -463,8 +465,15 @@ RAW=${BENCH_RAW:-}
 [ -n "$RAW" ] && printf 'rep\tworkload\tsystem\tvalue\n' >"$RAW"
 for ((rep = 1; rep <= REPS; rep++)); do
 	echo "fs_bench: repetition $rep/$REPS" >&2
+	# each repetition starts with the next system, so no system always
+	# runs right after the same one (e.g. after plain's 512 MiB fsync)
+	n_sys=${#SYSTEMS[@]}
+	order=()
+	for ((k = 0; k < n_sys; k++)); do
+		order+=("${SYSTEMS[$(((rep - 1 + k) % n_sys))]}")
+	done
 	for w in "${WORKLOADS[@]}"; do
-		for s in "${SYSTEMS[@]}"; do
+		for s in "${order[@]}"; do
 			# Not in $(...): errexit must stop the run on any failure.
 			run_workload "$s" "$w" "$rep" >"$BASE/sample"
 			v=$(<"$BASE/sample")
