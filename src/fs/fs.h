@@ -243,10 +243,10 @@ struct smuxfs_fh {
 	/* FILE, clean read-only: the version opened, when the root offers
 	 * readers (owned; else reads are ranged gets with if_match) */
 	struct smux_reader *reader;
-	unsigned long mutations; /* fs->mutations when the reader was checked */
-	atomic_bool reader_off;	 /* renamed: read the new key with gets */
-	uint64_t size;		 /* FILE: size at open */
-	char *data;		 /* VIRTUAL: the snapshot (owned) */
+	atomic_ulong mutations; /* fs->mutations when the reader was checked */
+	atomic_bool reader_off; /* renamed: read the new key with gets */
+	uint64_t size;		/* FILE: size at open */
+	char *data;		/* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */
 	size_t len;
 	/* FILE without ofile: in otable.readers; key and links protected by

@@ -64,7 +64,7 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 	/* a reader keeps the version open; else (none, too many open, out
 	 * of descriptors) pin it by etag */
 	/* changes from here on are checked before the reader serves */
-	fh->mutations = atomic_load(&fs->mutations);
+	atomic_store(&fh->mutations, atomic_load(&fs->mutations));
 	rc = -EMFILE;
 	if (atomic_fetch_add(&fs->readers, 1) < fs->max_readers)
 		rc = smux_backend_reader_open(fs->root, &ctx, fh->key,
@@ -184,13 +184,13 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
 	struct smux_error err;
 	struct smux_ctx ctx;
 
-	if (__atomic_load_n(&fh->mutations, __ATOMIC_RELAXED) == now)
+	if (atomic_load(&fh->mutations) == now)
 		return 0;
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, key, &info, &err) == 0 &&
 	    strcmp(info.etag, fh->etag) != 0)
 		return -ESTALE;
-	__atomic_store_n(&fh->mutations, now, __ATOMIC_RELAXED);
+	atomic_store(&fh->mutations, now);
 	return 0;
 }
 
@@ -245,29 +245,24 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	    reader_current(fs, fh, key) == 0) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
-		if (n >= 0)
-			return (int)n;
-		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
-			smuxfs_errno(&err, "read (version changed)", key);
-			return -ESTALE; /* never stitch two versions */
-		}
-		return smuxfs_errno(&err, "read", key);
+	} else {
+		opts = (struct smux_get_opts){
+			.offset = (uint64_t)off,
+			.length = size,
+			.if_match = fh->etag[0] ? fh->etag : NULL,
+		};
+		smux_sink_buf(&sink, buf, size);
+		rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL,
+				      &err);
+		n = rc ? rc : (long)sink.written;
 	}
-	opts = (struct smux_get_opts){
-		.offset = (uint64_t)off,
-		.length = size,
-		.if_match = fh->etag[0] ? fh->etag : NULL,
-	};
-	smux_sink_buf(&sink, buf, size);
-	rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL, &err);
-	if (rc) {
-		if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
-			smuxfs_errno(&err, "read (version changed)", key);
-			return -ESTALE; /* never stitch two versions */
-		}
-		return smuxfs_errno(&err, "read", key);
+	if (n >= 0)
+		return (int)n;
+	if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
+		smuxfs_errno(&err, "read (version changed)", key);
+		return -ESTALE; /* never stitch two versions */
 	}
-	return (int)sink.written;
+	return smuxfs_errno(&err, "read", key);
 }
 
 int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,

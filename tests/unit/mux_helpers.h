@@ -10,6 +10,7 @@
 #ifndef SMUX_TESTS_MUX_HELPERS_H
 #define SMUX_TESTS_MUX_HELPERS_H
 
+#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -387,6 +388,24 @@ static inline const char *mh_span_get(const struct smux_span *s,
 		return s->str[i];
 	}
 	return NULL;
+}
+
+/* ---- temporary directories ---- */
+
+static inline int mh_rm_entry(const char *path, const struct stat *st, int type,
+			      struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Removes @dir and everything under it (symlinks are not followed). */
+static inline void mh_rm_rf(const char *dir)
+{
+	nftw(dir, mh_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 #endif /* SMUX_TESTS_MUX_HELPERS_H */

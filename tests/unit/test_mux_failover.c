@@ -20,7 +20,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,16 +73,6 @@ static void fo_init(struct fo *t, unsigned n, bool state_dir)
 	fo_mux(t);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void fo_release(struct fo *t)
 {
 	smux_backend_unref(t->mux);
@@ -93,7 +82,7 @@ static void fo_release(struct fo *t)
 	}
 	mh_events_free(t->ev);
 	if (t->dir[0])
-		nftw(t->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		mh_rm_rf(t->dir);
 }
 
 /* Puts @key = @val into every member's store (replicated data). */

@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "mux_helpers.h"
@@ -72,16 +71,6 @@ static void rep_init(struct rep *r, enum smux_mode mode, unsigned quorum,
 	rep_mux(r, "rep", mode, quorum, throw_partial);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void rep_release(struct rep *r)
 {
 	smux_backend_unref(r->mux);
@@ -91,7 +80,7 @@ static void rep_release(struct rep *r)
 	}
 	mh_events_free(r->ev);
 	if (r->dir[0])
-		nftw(r->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		mh_rm_rf(r->dir);
 }
 
 /* Moves the injected clock past every cooldown. */

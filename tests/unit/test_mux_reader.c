@@ -19,7 +19,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,16 +93,6 @@ static void set_init(struct set *s, enum smux_mode mode,
 			mode == SMUX_MODE_WEIGHTED ? weights : NULL, N);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void set_release(struct set *s)
 {
 	smux_backend_unref(s->mux);
@@ -111,7 +100,7 @@ static void set_release(struct set *s)
 		smux_backend_unref(s->m[i]);
 		smux_backend_unref(s->leaf[i]);
 		if (s->dir[i][0])
-			nftw(s->dir[i], rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+			mh_rm_rf(s->dir[i]);
 	}
 	mh_events_free(s->ev);
 }

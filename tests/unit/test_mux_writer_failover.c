@@ -24,7 +24,6 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,16 +74,6 @@ static void env_init(struct env *t, enum smux_mode mode, unsigned n,
 			mode == SMUX_MODE_WEIGHTED ? weights : NULL, n);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void env_release(struct env *t)
 {
 	smux_backend_unref(t->mux);
@@ -93,7 +82,7 @@ static void env_release(struct env *t)
 		smux_backend_unref(t->mem[i]);
 	}
 	mh_events_free(t->ev);
-	nftw(t->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	mh_rm_rf(t->dir);
 }
 
 /* Past every cooldown; health checks bring the members that answer up. */
