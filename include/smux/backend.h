@@ -33,14 +33,26 @@ extern "C" {
 
 #define SMUX_ETAG_MAX 128
 
-/* What head/list/put report about an object. */
+/* An owner or group a backend does not know or keep. */
+#define SMUX_ID_NONE UINT32_MAX
+
+/* What head/list/put report about an object. Fields a backend does not
+ * keep stay 0 (times, nlink) or SMUX_ID_NONE (uid, gid) when the struct
+ * was cleared with smux_info_clear(); a zeroed struct reads as uid 0. */
 struct smux_info {
 	uint64_t size;
 	int64_t mtime_ns;	  /* modification time, ns since the epoch */
-	uint32_t mode;		  /* S_IFREG/S_IFDIR | permission bits; 0 =
-				     unknown */
+	uint32_t mode;		  /* file type (S_IFREG, S_IFDIR, S_IFLNK,
+				     S_IFIFO, S_IFSOCK) | permission bits
+				     (07777); 0 = unknown. A symlink's
+				     content is its target. */
 	char etag[SMUX_ETAG_MAX]; /* version token ("" when none); equal
 				     etags mean equal content */
+	int64_t atime_ns;	  /* access time, 0 = unknown */
+	int64_t ctime_ns;	  /* status change time, 0 = unknown */
+	uint32_t uid, gid;	  /* owner, SMUX_ID_NONE = not kept */
+	uint32_t nlink;		  /* hard links (0 = unknown) */
+	bool has_owner;		  /* uid/gid are the object's */
 };
 
 /* Get everything from the offset on. */
@@ -54,9 +66,21 @@ struct smux_get_opts {
 	const char *if_match;
 };
 
+/* What of struct smux_put_opts is meant even when 0. */
+enum smux_put_flags {
+	SMUX_PUT_MODE = 1,  /* mode is meant as given (0000 stays 0000) */
+	SMUX_PUT_OWNER = 2, /* uid/gid are meant (SMUX_ID_NONE: keep) */
+};
+
 struct smux_put_opts {
-	uint32_t mode;	  /* permission bits to keep (0 = backend default) */
+	/* permission bits to keep (0 = backend default unless SMUX_PUT_MODE);
+	 * with a file type (S_IFLNK, S_IFIFO, S_IFSOCK) the object is a
+	 * symlink whose target is the content, or an empty special file
+	 * (DESIGN section 6); no type or S_IFREG: a regular file. */
+	uint32_t mode;
 	int64_t mtime_ns; /* mtime to keep (0 = now) */
+	unsigned flags;	  /* enum smux_put_flags */
+	uint32_t uid, gid; /* owner with SMUX_PUT_OWNER */
 	/* Writer commit only: make the content durable (fsync) before
 	 * returning, not just visible. A put is always durable. */
 	bool durable;
@@ -66,12 +90,34 @@ struct smux_put_opts {
 enum smux_setattr_flags {
 	SMUX_SET_MODE = 1,
 	SMUX_SET_MTIME = 2,
+	SMUX_SET_OWNER = 4, /* uid and/or gid (SMUX_ID_NONE: keep that one) */
+	SMUX_SET_ATIME = 8,
 };
 
 struct smux_setattr {
 	unsigned flags;	  /* enum smux_setattr_flags */
 	uint32_t mode;	  /* permission bits (SMUX_SET_MODE) */
 	int64_t mtime_ns; /* SMUX_SET_MTIME */
+	uint32_t uid, gid; /* SMUX_SET_OWNER */
+	int64_t atime_ns;  /* SMUX_SET_ATIME */
+};
+
+/* What a backend can do beyond the required operations (ops->caps). A mux
+ * can what every member can. */
+enum smux_caps {
+	/* writer_open with SMUX_WRITER_INPLACE: writes land in the object
+	 * itself (a local file), an append costs the appended bytes */
+	SMUX_CAP_INPLACE = 1,
+	/* hard links (ops->link) */
+	SMUX_CAP_HARDLINK = 2,
+	/* symlinks and FIFOs/sockets are native objects (not markers) */
+	SMUX_CAP_SPECIAL = 4,
+	/* owners (uid/gid) are kept */
+	SMUX_CAP_OWNER = 8,
+	/* rename of a directory key ("a/" -> "b/") is one atomic call */
+	SMUX_CAP_DIR_RENAME = 16,
+	/* extended attributes (user.*) */
+	SMUX_CAP_XATTR = 32,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -185,6 +231,14 @@ struct smux_backend_ops {
 			   const char *key, struct smux_reader **out,
 			   struct smux_error *err);
 
+	/* Optional: what the instance can do (enum smux_caps); NULL = 0. */
+	unsigned (*caps)(struct smux_backend *b);
+
+	/* Optional (SMUX_CAP_HARDLINK): makes @dst another name of the object
+	 * @src. EXISTS when @dst exists. */
+	int (*link)(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *src, const char *dst, struct smux_error *err);
+
 	/* Frees the instance; no operation is running or will run. */
 	void (*destroy)(struct smux_backend *b);
 };
@@ -244,6 +298,13 @@ int smux_backend_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 /* Falls back to a list of at most one key under "" when NULL. */
 int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 			     struct smux_error *err);
+/* enum smux_caps of @b; 0 when ops->caps is NULL. */
+unsigned smux_backend_caps(struct smux_backend *b);
+/* NOT_SUPPORTED (-ENOTSUP) when ops->link is NULL. */
+int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err);
+/* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
+void smux_info_clear(struct smux_info *info);
 /* Fills zeros (unknown) when NULL. */
 int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_statfs *out, struct smux_error *err);
@@ -262,10 +323,24 @@ int smux_backend_put_buf(struct smux_backend *b, const struct smux_ctx *ctx,
 
 enum smux_writer_flags {
 	SMUX_WRITER_TRUNC = 1, /* start empty instead of from the object */
+	/* SMUX_CAP_INPLACE only: write the object itself. Every pwrite is
+	 * visible at once (readers of the object see it, as on a local
+	 * filesystem); commit makes it durable and applies mode/mtime; close
+	 * without commit keeps what was written (nothing to roll back). The
+	 * object is created when absent. */
+	SMUX_WRITER_INPLACE = 2,
+	/* with SMUX_WRITER_INPLACE: fail with EXISTS when the object exists
+	 * (O_EXCL) */
+	SMUX_WRITER_EXCL = 4,
 };
 
+/* pwrite offset of an O_APPEND write: at the end of the object as it is
+ * then (an in-place writer); other writers append at their pending size. */
+#define SMUX_OFF_APPEND UINT64_MAX
+
 struct smux_writer_ops {
-	/* Writes @len bytes at @off (may extend, may leave a hole of zeros). */
+	/* Writes @len bytes at @off (may extend, may leave a hole of zeros);
+	 * @off SMUX_OFF_APPEND appends. */
 	int (*pwrite)(struct smux_writer *w, const struct smux_ctx *ctx,
 		      const void *buf, size_t len, uint64_t off,
 		      struct smux_error *err);

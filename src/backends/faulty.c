@@ -404,6 +404,24 @@ static int faultyb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_statfs(fb->inner, ctx, out, err);
 }
 
+/* What the inner backend can, faulted like any call through it. */
+static unsigned faultyb_caps(struct smux_backend *b)
+{
+	return smux_backend_caps(faultyb_of(b)->inner);
+}
+
+static int faultyb_link(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *src, const char *dst,
+			struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_link(fb->inner, ctx, src, dst, err);
+}
+
 /* ---- the writer ---- */
 
 static const struct smux_writer_ops faultyb_writer_ops;
@@ -548,6 +566,8 @@ static const struct smux_backend_ops faultyb_ops = {
 	.healthcheck = faultyb_healthcheck,
 	.statfs = faultyb_statfs,
 	.writer_open = faultyb_writer_open,
+	.caps = faultyb_caps,
+	.link = faultyb_link,
 	.destroy = faultyb_destroy,
 };
 

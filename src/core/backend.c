@@ -340,6 +340,34 @@ int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, rc, err);
 }
 
+unsigned smux_backend_caps(struct smux_backend *b)
+{
+	return b->ops->caps ? b->ops->caps(b) : 0;
+}
+
+int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter2(b, ctx, src, dst, err);
+	if (rc)
+		return rc;
+	if (!b->ops->link)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "hard links are not supported");
+	rc = b->ops->link(b, ctx, src, dst, err);
+	return finish(b, rc, err);
+}
+
+void smux_info_clear(struct smux_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->uid = SMUX_ID_NONE;
+	info->gid = SMUX_ID_NONE;
+}
+
 int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_statfs *out, struct smux_error *err)
 {

@@ -1065,6 +1065,18 @@ static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/* A mux can what every current member can (an empty mux: nothing). */
+static unsigned mux_caps(struct smux_backend *b)
+{
+	struct mux_view *v = smux__view_get(smux__mux_of(b));
+	unsigned caps = v->n ? ~0U : 0;
+
+	for (size_t i = 0; i < v->n; i++)
+		caps &= smux_backend_caps(v->m[i]->backend);
+	smux__view_put(v);
+	return caps;
+}
+
 /* ---- for mux_reader.c ---- */
 
 int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1102,5 +1114,6 @@ static const struct smux_backend_ops mux_ops = {
 	.statfs = mux_statfs,
 	.writer_open = smux__mux_writer_open,
 	.reader_open = smux__mux_reader_open,
+	.caps = mux_caps,
 	.destroy = mux_destroy,
 };
