@@ -614,6 +614,15 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* What a local directory can do beyond objects; each bit is the
+ * capability of one feature, added with it. */
+static unsigned fileb_caps(struct smux_backend *b)
+{
+	unsigned caps = 0;
+
+	return caps;
+}
+
 static void fileb_destroy(struct smux_backend *b)
 {
 	struct smux__file *fb = smux__file_from(b);
@@ -639,6 +648,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.statfs = fileb_statfs,
 	.writer_open = smux__file_writer_open,
 	.reader_open = smux__file_reader_open,
+	.caps = fileb_caps,
 	.destroy = fileb_destroy,
 };
 
