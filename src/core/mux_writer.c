@@ -423,7 +423,9 @@ static int mw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 		rc = fan(mw, ctx, &c, err);
 	else
 		rc = smux__mw_single_pwrite(mw, ctx, buf, len, off, err);
-	if (rc == 0 && len && off + len > mw->size)
+	if (rc == 0 && off == SMUX_OFF_APPEND)
+		mw->size += len; /* at least: others may append too */
+	else if (rc == 0 && len && off + len > mw->size)
 		mw->size = off + len;
 	return (int)rc;
 }
@@ -539,6 +541,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		free(mw);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
 	}
+	mw->base.appends = true; /* each member writer appends its way */
 	atomic_fetch_add(&mux->total_calls, 1);
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);
