@@ -67,6 +67,7 @@ done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
+for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_rcache.sh")
 
 selected() {
