@@ -5,19 +5,24 @@
  *
  * A fan-out writer that writes in place (SMUX_WRITER_INPLACE: every
  * replica's file is changed directly, no staging copy) may leave replicas
- * different if the daemon dies between two replicas' writes. So before its
- * first change the writer journals an intent for the key (a hint of kind
- * SMUX__HINT_INTENT for replica SMUX__INTENT_ALL, fdatasync'ed), and a
- * commit that met the write policy ends it (a lazy done record: losing it
- * costs one needless comparison). An intent still pending - the daemon
- * died, or the writer was closed without a commit - is reconciled by the
- * repair (mux_repair.c): the replicas' versions are compared and the
- * newest copy is copied onto the others, with an event naming the key.
+ * different if the daemon dies between two replicas' writes. So before a
+ * change the key's intent is journaled (a hint of kind SMUX__HINT_INTENT
+ * for replica SMUX__INTENT_ALL, fdatasync'ed), and it stays pending while
+ * any writer of the key has changes not yet committed under the write
+ * policy. A repair (mux_repair.c) reconciles an intent whose writers are
+ * gone with changes left uncommitted - or that a dead daemon left in the
+ * journal: the replicas' versions are compared and the newest copy is
+ * copied onto the others, with an event naming the key.
  *
- * While a writer of the key is open the key is busy: the repair leaves its
- * intent alone (it would copy a file that is still being written).
+ * Like md's bitmap, an intent is cleared lazily: once every writer of the
+ * key committed, it lingers INTENT_LINGER_MS before its (unsynced) done
+ * record is written, so an append loop reopening the same file pays one
+ * journal fdatasync, not one per open. A crash meanwhile costs a
+ * comparison of replicas that agree.
  *
- * Locks: mux->intent_lock protects the busy list; never held across I/O.
+ * Locks: mux->intent_lock protects the key table; the journal is written
+ * under it only by smux__intent_begin (a small append the writer must wait
+ * for anyway); never a backend call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,11 +30,42 @@
 
 #include "core/mux_internal.h"
 
+/* How long a clean intent lingers before it is ended. */
+#define INTENT_LINGER_MS 2000
+
+/* One key with open in-place writers or a journaled intent. */
 struct mux_busy {
 	char *key;
-	unsigned refs;
+	unsigned refs;	     /* open writers */
+	unsigned ndirty;     /* writers with uncommitted changes, or
+				writers that left without a commit */
+	uint64_t intent;     /* journal id, 0 = none */
+	int64_t clean_ns;    /* when ndirty last fell to 0 */
 	struct mux_busy *next;
 };
+
+/* Caller holds intent_lock. */
+static struct mux_busy *busy_find(struct smux_mux *mux, const char *key)
+{
+	struct mux_busy *b;
+
+	for (b = mux->busy; b; b = b->next)
+		if (strcmp(b->key, key) == 0)
+			return b;
+	return NULL;
+}
+
+/* Caller holds intent_lock. */
+static void busy_free(struct smux_mux *mux, struct mux_busy *b)
+{
+	struct mux_busy **pp;
+
+	for (pp = &mux->busy; *pp != b; pp = &(*pp)->next)
+		;
+	*pp = b->next;
+	free(b->key);
+	free(b);
+}
 
 int smux__intent_hold(struct smux_mux *mux, const char *key,
 		      struct smux_error *err)
@@ -37,9 +73,7 @@ int smux__intent_hold(struct smux_mux *mux, const char *key,
 	struct mux_busy *b;
 
 	pthread_mutex_lock(&mux->intent_lock);
-	for (b = mux->busy; b; b = b->next)
-		if (strcmp(b->key, key) == 0)
-			break;
+	b = busy_find(mux, key);
 	if (!b) {
 		b = calloc(1, sizeof(*b));
 		if (b)
@@ -58,54 +92,104 @@ int smux__intent_hold(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
-void smux__intent_unhold(struct smux_mux *mux, const char *key, bool pending)
+void smux__intent_unhold(struct smux_mux *mux, const char *key, bool dirty)
 {
-	struct mux_busy **pp, *b;
+	struct mux_busy *b;
 
 	pthread_mutex_lock(&mux->intent_lock);
-	for (pp = &mux->busy; (b = *pp); pp = &b->next) {
-		if (strcmp(b->key, key) != 0)
-			continue;
-		if (--b->refs == 0) {
-			*pp = b->next;
-			free(b->key);
-			free(b);
-		}
-		break;
+	b = busy_find(mux, key);
+	if (b) {
+		b->refs--;
+		/* a writer that leaves dirty keeps ndirty up: reconcile */
+		if (!b->refs && !b->ndirty && !b->intent)
+			busy_free(mux, b);
 	}
 	pthread_mutex_unlock(&mux->intent_lock);
-	if (pending) /* a writer left replicas maybe different: now */
+	if (dirty) /* replicas maybe different: reconcile now */
 		smux__mux_kick(mux);
+}
+
+int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
+		       struct smux_error *err)
+{
+	struct mux_busy *b;
+	int rc = 0;
+
+	if (*dirty)
+		return 0;
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key); /* held by the caller: never NULL */
+	if (b && !b->intent)
+		rc = smux__hints_add(mux->hints, SMUX__INTENT_ALL, key,
+				     SMUX__HINT_INTENT, &b->intent, err);
+	if (b && rc == 0) {
+		b->ndirty++;
+		*dirty = true;
+	}
+	pthread_mutex_unlock(&mux->intent_lock);
+	return rc;
+}
+
+void smux__intent_end(struct smux_mux *mux, const char *key, bool *dirty)
+{
+	struct mux_busy *b;
+
+	if (!*dirty)
+		return;
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	if (b && b->ndirty && --b->ndirty == 0)
+		b->clean_ns = smux_now_ns();
+	pthread_mutex_unlock(&mux->intent_lock);
+	*dirty = false;
+}
+
+enum smux__intent_state smux__intent_state(struct smux_mux *mux,
+					   const char *key, uint64_t id)
+{
+	enum smux__intent_state st = SMUX__INTENT_RECONCILE;
+	struct mux_busy *b;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	if (b && b->intent != id)
+		b = NULL; /* an older record of the key: compare */
+	if (b && b->refs)
+		st = SMUX__INTENT_BUSY;
+	else if (b && !b->ndirty &&
+		 smux_now_ns() - b->clean_ns < INTENT_LINGER_MS * 1000000LL)
+		st = SMUX__INTENT_BUSY; /* lingers */
+	else if (b && !b->ndirty)
+		st = SMUX__INTENT_CLEAN;
+	pthread_mutex_unlock(&mux->intent_lock);
+	return st;
+}
+
+void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id)
+{
+	struct mux_busy *b;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	if (b && b->intent == id && !b->refs) {
+		busy_free(mux, b);
+	} else if (b && b->intent == id) {
+		b->intent = 0; /* writers came back: journal anew */
+		b->ndirty = 0;
+	}
+	pthread_mutex_unlock(&mux->intent_lock);
 }
 
 bool smux__intent_busy(struct smux_mux *mux, const char *key)
 {
 	struct mux_busy *b;
-	bool busy = false;
+	bool busy;
 
 	pthread_mutex_lock(&mux->intent_lock);
-	for (b = mux->busy; b && !busy; b = b->next)
-		busy = strcmp(b->key, key) == 0;
+	b = busy_find(mux, key);
+	busy = b && b->refs;
 	pthread_mutex_unlock(&mux->intent_lock);
 	return busy;
-}
-
-int smux__intent_begin(struct smux_mux *mux, const char *key, uint64_t *id,
-		       struct smux_error *err)
-{
-	if (*id)
-		return 0;
-	return smux__hints_add(mux->hints, SMUX__INTENT_ALL, key,
-			       SMUX__HINT_INTENT, id, err);
-}
-
-void smux__intent_end(struct smux_mux *mux, uint64_t *id)
-{
-	if (!*id)
-		return;
-	/* a failure leaves the intent pending: a needless comparison */
-	(void)smux__hints_done_lazy(mux->hints, *id, NULL);
-	*id = 0;
 }
 
 void smux__intent_free_all(struct smux_mux *mux)
@@ -113,6 +197,10 @@ void smux__intent_free_all(struct smux_mux *mux)
 	while (mux->busy) {
 		struct mux_busy *b = mux->busy;
 
+		/* a clean intent needs no comparison at the next start */
+		if (b->intent && !b->ndirty)
+			(void)smux__hints_done_lazy(mux->hints, b->intent,
+						    NULL);
 		mux->busy = b->next;
 		free(b->key);
 		free(b);

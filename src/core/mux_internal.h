@@ -328,19 +328,31 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
  * reconciled meanwhile. 0 or NO_MEMORY. */
 int smux__intent_hold(struct smux_mux *mux, const char *key,
 		      struct smux_error *err);
-/* Ends a hold; @pending: the writer left an intent pending (the repair
- * is woken to reconcile it). */
-void smux__intent_unhold(struct smux_mux *mux, const char *key, bool pending);
+/* Ends a hold; @dirty: the writer leaves changes it never committed (the
+ * repair is woken to reconcile them). */
+void smux__intent_unhold(struct smux_mux *mux, const char *key, bool dirty);
 /* True while a writer holds @key. */
 bool smux__intent_busy(struct smux_mux *mux, const char *key);
-/* Journals the intent for @key unless *@id already names one (durable
- * before it returns). 0 or the journal's failure. */
-int smux__intent_begin(struct smux_mux *mux, const char *key, uint64_t *id,
+/* Before a writer's change: unless *@dirty, makes sure the key's intent
+ * is journaled (durable before it returns) and marks the writer dirty.
+ * The caller holds @key. 0 or the journal's failure. */
+int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
 		       struct smux_error *err);
-/* Ends the intent *@id (if any) after a commit that met the write policy;
- * *@id becomes 0. */
-void smux__intent_end(struct smux_mux *mux, uint64_t *id);
-/* Frees the busy list (mux destroy). */
+/* After a commit that met the write policy: the writer is clean again
+ * (the intent lingers, then ends: mux_intent.c). */
+void smux__intent_end(struct smux_mux *mux, const char *key, bool *dirty);
+
+enum smux__intent_state {
+	SMUX__INTENT_BUSY,	/* writers at it, or a clean one lingering */
+	SMUX__INTENT_CLEAN,	/* every writer committed: just end it */
+	SMUX__INTENT_RECONCILE, /* left dirty, or from a dead daemon */
+};
+/* What the repair does with the pending intent @id of @key. */
+enum smux__intent_state smux__intent_state(struct smux_mux *mux,
+					   const char *key, uint64_t id);
+/* The intent @id of @key was ended or reconciled by the repair. */
+void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id);
+/* Frees the key table (mux destroy), ending clean intents. */
 void smux__intent_free_all(struct smux_mux *mux);
 
 /* mux_repair.c */

@@ -383,16 +383,29 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc)
 			break;
 		if (list[i].kind == SMUX__HINT_INTENT) {
+			enum smux__intent_state st = smux__intent_state(
+				mux, list[i].key, list[i].id);
+
 			/* a writer still at it, or another repair: later */
-			if (smux__intent_busy(mux, list[i].key) ||
+			if (st == SMUX__INTENT_BUSY ||
 			    !replay_claim(mux, &claim, &list[i]))
 				continue;
+			if (st == SMUX__INTENT_CLEAN) {
+				smux__hints_done_lazy(mux->hints, list[i].id,
+						      NULL);
+				smux__intent_forget(mux, list[i].key,
+						    list[i].id);
+				replay_release(mux, &claim);
+				continue;
+			}
 			ev.topic = SMUX_EV_RECONCILED;
 			snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
 			if (reconcile(mux, ctx, v, list[i].key, &ev, &e) == 0) {
 				if (smux__hints_done(mux->hints, list[i].id,
 						     err) == 0)
 					done++;
+				smux__intent_forget(mux, list[i].key,
+						    list[i].id);
 			} else {
 				ev.has_cause = true;
 				ev.cause = e.e;

@@ -358,7 +358,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 				 mw->n, err);
 	/* the replicas that missed it have hints: the intent is over */
 	if (rc == 0)
-		smux__intent_end(mux, &mw->intent);
+		smux__intent_end(mux, key, &mw->dirty);
 	if (rc == 0 && info && info_from >= 0)
 		*info = infos[info_from];
 	return (int)rc;
@@ -423,7 +423,7 @@ static int mw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	if (mw->inplace)
-		rc = smux__intent_begin(mw->mux, w->key, &mw->intent, err);
+		rc = smux__intent_begin(mw->mux, w->key, &mw->dirty, err);
 	if (rc)
 		return (int)rc;
 	if (mw->fanout)
@@ -445,7 +445,7 @@ static int mw_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	if (mw->inplace)
-		rc = smux__intent_begin(mw->mux, w->key, &mw->intent, err);
+		rc = smux__intent_begin(mw->mux, w->key, &mw->dirty, err);
 	if (rc)
 		return (int)rc;
 	if (mw->fanout)
@@ -513,7 +513,7 @@ static void mw_close(struct smux_writer *w)
 	if (!mw->fanout)
 		smux__mw_single_release(mw);
 	if (mw->inplace)
-		smux__intent_unhold(mw->mux, w->key, mw->intent != 0);
+		smux__intent_unhold(mw->mux, w->key, mw->dirty);
 	smux_writer_release(&mw->base);
 	free(mw);
 }
@@ -563,7 +563,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		mw->inplace = true;
 		/* a truncating open changes every replica already */
 		if (flags & SMUX_WRITER_TRUNC)
-			rc = smux__intent_begin(mux, key, &mw->intent, err);
+			rc = smux__intent_begin(mux, key, &mw->dirty, err);
 		if (rc)
 			goto out_close;
 	}
