@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "smux/backend.h"
@@ -197,8 +198,9 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 			 &info, err);
 	if (rc)
 		goto out_close;
-	opts.mode = info.mode & 07777;
-	opts.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
+	/* a copy keeps the type (a symlink stays one), mode and mtime */
+	opts.mode = info.mode & (S_IFMT | 07777);
+	opts.mtime_ns = info.mtime_ns;
 	smux_source_fd(&source, fd, 0, sink.written);
 	rc = b->ops->put(b, ctx, dst, &source, &opts, NULL, err);
 out_close:

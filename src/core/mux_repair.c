@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/mux_internal.h"
@@ -100,7 +101,8 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	if (rc == 0 && smux__hints_has(mux->hints, dst->name, key)) {
-		po.mode = info.mode & 07777;
+		/* a replica that missed a symlink gets a symlink */
+		po.mode = info.mode & (S_IFMT | 07777);
 		po.mtime_ns = info.mtime_ns;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
