@@ -3,7 +3,8 @@
  * backends/file.c - the file backend: a local directory as a backend.
  *
  * Owns: the instance (the root directory fd) and get/put/del/head/copy/
- * rename/setattr/healthcheck/statfs. Containment helpers live in file_path.c, temp files
+ * rename/link/setattr/healthcheck/statfs. Symlinks, FIFOs and sockets
+ * are in file_special.c. Containment helpers live in file_path.c, temp files
  * and copying in file_tmp.c, listing in file_list.c, the writer in
  * file_writer.c (file_internal.h ties them together).
  *
@@ -733,11 +734,70 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/*
+ * link(2) beneath the root: @dst becomes another name of @src's inode
+ * (linkat without AT_SYMLINK_FOLLOW: a symlink is linked itself, never
+ * followed), creating @dst's parent directories as put does. EXISTS when
+ * @dst exists; a directory cannot be linked.
+ */
+static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	const char *src_name, *dst_name;
+	int src_dir, dst_dir = -1, rc;
+	struct stat st;
+	bool is_dir;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, src, SMUX_KEY_OBJECT, src_path, &is_dir,
+				 err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_OBJECT, dst_path,
+					 &is_dir, err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, src_path, O_RDONLY, false, &src_dir,
+				    &src_name, "link", src, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "link", src);
+	if (rc)
+		return rc;
+	if (fstatat(src_dir, src_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "link", src);
+	else if (S_ISDIR(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "link \"%s\": a directory cannot be "
+				    "linked",
+				    src);
+	else if (!S_ISREG(st.st_mode) && !smux__file_is_special(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "link \"%s\": not a regular file, "
+				    "symlink, FIFO or socket",
+				    src);
+	if (!rc)
+		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true,
+					    &dst_dir, &dst_name, "link to", dst,
+					    err);
+	if (!rc && linkat(src_dir, src_name, dst_dir, dst_name, 0) < 0)
+		rc = smux__file_fail(fb, err, errno, "link to", dst);
+	if (!rc && !fb->no_fsync && fsync(dst_dir) < 0)
+		rc = smux__file_fail(fb, err, errno, "fsync directory of", dst);
+	if (dst_dir >= 0)
+		close(dst_dir);
+	close(src_dir);
+	return rc;
+}
+
 /* What a local directory can do beyond objects; each bit is the
  * capability of one feature, added with it. */
 static unsigned fileb_caps(struct smux_backend *b)
 {
-	unsigned caps = 0;
+	unsigned caps = SMUX_CAP_HARDLINK;
 
 	return caps;
 }
@@ -768,6 +828,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.writer_open = smux__file_writer_open,
 	.reader_open = smux__file_reader_open,
 	.caps = fileb_caps,
+	.link = fileb_link,
 	.destroy = fileb_destroy,
 };
 

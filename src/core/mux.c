@@ -975,6 +975,32 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename", err);
 }
 
+/*
+ * Hard link: routed like rename (every replica in shield and mirror, each
+ * linking in its own tree, with a hint to put the destination for a
+ * replica that misses it - the replay then makes a copy, not a link; the
+ * selected member in failover, round-robin and weighted). Sticky-by-key
+ * cannot: the two names may live on two shards (mux_caps drops
+ * SMUX_CAP_HARDLINK there).
+ */
+static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_LINK,
+		.key = src,
+		.key2 = dst,
+	};
+
+	if (mux->mode == SMUX_MODE_STICKY)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "link \"%s\": sticky-by-key keeps the "
+				      "two names on two shards",
+				      dst);
+	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "link", err);
+}
+
 /* Attributes change where the object is: every replica in shield and
  * mirror; the shard that holds the key in sticky-by-key; in failover the
  * first member with the key's latest version. */
@@ -1077,6 +1103,8 @@ static unsigned mux_caps(struct smux_backend *b)
 	for (size_t i = 0; i < v->n; i++)
 		caps &= smux_backend_caps(v->m[i]->backend);
 	smux__view_put(v);
+	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
+		caps &= ~(unsigned)SMUX_CAP_HARDLINK; /* two shards */
 	return caps;
 }
 
@@ -1118,5 +1146,6 @@ static const struct smux_backend_ops mux_ops = {
 	.writer_open = smux__mux_writer_open,
 	.reader_open = smux__mux_reader_open,
 	.caps = mux_caps,
+	.link = mux_link,
 	.destroy = mux_destroy,
 };

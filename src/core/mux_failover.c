@@ -71,8 +71,9 @@ long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux__call *call, enum smux__hint_kind kind,
 			  struct smux_span *span, struct smux_error *err)
 {
-	bool two_keys =
-		call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME;
+	bool two_keys = call->op == SMUX__OP_COPY ||
+			call->op == SMUX__OP_RENAME ||
+			call->op == SMUX__OP_LINK;
 	struct mux_member *acked = NULL;
 	long rc;
 	int hrc;

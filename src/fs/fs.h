@@ -319,6 +319,7 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 int smuxfs_statfs(const char *path, struct statvfs *st);
 int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev);
 int smuxfs_symlink(const char *target, const char *path);
+int smuxfs_readlink(const char *path, char *buf, size_t size);
 int smuxfs_link(const char *from, const char *to);
 int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
 int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);
