@@ -67,7 +67,7 @@ done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 tests+=("test_rcache.sh")
-for s in file mirror failover; do tests+=("test_links.sh $s"); done
+for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 
 selected() {
 	local name=$1 f

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # test_links.sh SETUP - symlinks, FIFOs and copies of trees holding them,
 # on a mount of SETUP: "file" (one file backend), "mirror" (two file
-# backends) or "failover" (two file backends):
+# backends), "failover" (two file backends) or "memory":
 #   - ln -s (relative, absolute, dangling, one climbing out of the mount),
 #     readlink, readlink -f, find -type l, ls -l, stat, touch -h, mv, rm:
 #     as on ext4, and every replica holds real symlinks with the same
 #     target (the daemon stores the text, never follows it);
 #   - mkfifo: a FIFO on each replica; a writer and a reader meet through
 #     the mount; mknod of a device stays refused;
+#   - memory (an object store): the same for symlinks and FIFOs; ln is
+#     EPERM with the reason logged;
 #   - ln (hard links): nlink 2 through the mount and on each replica (one
 #     inode there), a link to a symlink, rm of one name keeps the other;
 #     a write through one name read through the other where writes land
@@ -19,7 +21,7 @@
 # Owners are not compared (rsync -rlptDH, not -a): another part of issue 8.
 . "$(dirname "$0")/lib.sh"
 
-SETUP=${1:?usage: test_links.sh file|mirror|failover}
+SETUP=${1:?usage: test_links.sh file|mirror|failover|memory}
 M=$T/mnt
 S=$T/src
 CONF=$T/links.conf
@@ -37,6 +39,13 @@ mirror | failover)
 	cfg_mux top "$SETUP" "b0 b1"
 	REPLICAS="$T/b0"
 	[ "$SETUP" = mirror ] && REPLICAS="$T/b0 $T/b1"
+	;;
+memory)
+	# an object store: symlinks and FIFOs are objects with a type marker,
+	# hard links are refused (EPERM) with the reason in the log
+	new_config "$CONF" root
+	_cfg_section "backend root" "type=memory"
+	REPLICAS=""
 	;;
 *) fail "unknown setup $SETUP" ;;
 esac
@@ -121,6 +130,19 @@ if mknod "$M/dev" c 1 3 2>/dev/null; then fail "mknod of a device succeeded"; fi
 [ ! -e "$M/dev" ] || fail "a device appeared"
 
 # ---- hard links ----
+if [ "$SETUP" = memory ]; then
+	echo first >"$M/h1"
+	out=$(ln "$M/h1" "$M/h2" 2>&1) && fail "ln on a memory backend succeeded"
+	case $out in
+	*"Operation not permitted"*) ;;
+	*) fail "ln on a memory backend: $out" ;;
+	esac
+	grep -q "hard links need every backend of the tree to be a file backend" "$T"/smuxfs.*.log ||
+		fail "no logged reason for the refused hard link"
+	unmount_smux "$M"
+	log "ok"
+	exit 0
+fi
 echo first >"$M/h1"
 ln "$M/h1" "$M/d/h2"
 expect "nlink of the new name" "$(stat -c %h "$M/d/h2")" 2
