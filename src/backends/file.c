@@ -592,6 +592,60 @@ out_close_in:
 }
 
 /*
+ * A directory "a/" renamed to "b/" with one rename(2) (SMUX_CAP_DIR_RENAME):
+ * atomic, O(1), the tree keeps its inodes. "b/" may be absent (its parents
+ * are created) or an empty directory (replaced); a non-empty one is
+ * NOT_EMPTY, a file NOT_DIRECTORY, a move into itself INVALID_ARGUMENT.
+ */
+static int fileb_rename_dir(const struct smux__file *fb, const char *src,
+			    const char *dst, struct smux_error *err)
+{
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	const char *src_name, *dst_name;
+	bool src_dir = false, dst_dir = false;
+	int sfd, dfd = -1, rc;
+	struct stat st;
+
+	rc = smux__file_key_path(fb, src, SMUX_KEY_ALLOW_DIR, src_path,
+				 &src_dir, err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_ALLOW_DIR, dst_path,
+					 &dst_dir, err);
+	if (rc)
+		return rc;
+	if (!src_dir || !dst_dir)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      fb->base.name,
+				      "rename \"%s\" to \"%s\": a directory "
+				      "renames onto a directory key",
+				      src, dst);
+	rc = smux__file_open_parent(fb, src_path, O_RDONLY, false, &sfd,
+				    &src_name, "rename", src, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "rename", src);
+	if (rc)
+		return rc;
+	if (fstatat(sfd, src_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "rename", src);
+	else if (!S_ISDIR(st.st_mode))
+		rc = smux__file_fail(fb, err, ENOENT, "rename", src);
+	if (!rc)
+		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dfd,
+					    &dst_name, "rename to", dst, err);
+	if (!rc && renameat(sfd, src_name, dfd, dst_name) < 0)
+		rc = smux__file_fail(fb, err,
+				     errno == EEXIST ? ENOTEMPTY : errno,
+				     "rename", src);
+	if (!rc && !fb->no_fsync && (fsync(dfd) < 0 || fsync(sfd) < 0))
+		rc = smux__file_fail(fb, err, errno, "fsync directories of",
+				     dst);
+	if (dfd >= 0)
+		close(dfd);
+	close(sfd);
+	return rc;
+}
+
+/*
  * rename(2) beneath the root: atomic, and the object keeps its inode, mode
  * and mtime. The source is a regular file or a special object (a symlink
  * moves as a symlink); the target may be absent, a regular file or a
@@ -610,6 +664,8 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	if (!fb)
 		return fileb_not_file(b, err);
+	if (smux_key_is_dir(src) || smux_key_is_dir(dst))
+		return fileb_rename_dir(fb, src, dst, err);
 	rc = smux__file_key_path(fb, src, SMUX_KEY_OBJECT, src_path, &is_dir,
 				 err);
 	if (!rc)
@@ -797,7 +853,7 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
  * capability of one feature, added with it. */
 static unsigned fileb_caps(struct smux_backend *b)
 {
-	unsigned caps = SMUX_CAP_HARDLINK;
+	unsigned caps = SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME;
 
 	return caps;
 }

@@ -957,6 +957,88 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
  * sticky-by-key moves the object through the mux, since the two keys may
  * live on two shards.
  */
+static unsigned mux_caps(struct smux_backend *b);
+
+/* One member's rename of @src to @dst through its bulkhead. */
+static long rename_on(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, const char *src, const char *dst,
+		      struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_RENAME,
+		.backend = m->backend,
+		.key = src,
+		.key2 = dst,
+	};
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	if (!smux__member_enter(m))
+		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, err);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? err : NULL, NULL);
+	return rc;
+}
+
+/*
+ * A directory "a/" renamed to "b/" in one call per member
+ * (SMUX_CAP_DIR_RENAME): every member holding the directory renames it in
+ * its own tree, atomically there. All or nothing: with a member down or
+ * draining, or a hint pending (a replica that missed a key under the
+ * directory would get it back under the old name), it is NOT_SUPPORTED
+ * and the caller moves key by key, with hints; a member failing after
+ * others renamed is undone on those. A member without the directory has
+ * nothing to rename.
+ */
+static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *src, const char *dst,
+			   struct smux_error *err)
+{
+	struct mux_view *v;
+	struct smux_error e;
+	unsigned done = 0, i;
+	bool found = false;
+	long rc = 0;
+
+	if (mux->mode == SMUX_MODE_STICKY ||
+	    !(mux_caps(&mux->base) & SMUX_CAP_DIR_RENAME))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				      "rename of directory \"%s\" in one call",
+				      src);
+	if (smux_mux_pending_hints(&mux->base))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				      "rename of directory \"%s\": hints "
+				      "pending, moved key by key",
+				      src);
+	v = smux__view_get(mux);
+	for (i = 0; i < v->n; i++)
+		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP)
+			rc = smux_error_set(
+				err, SMUX_E_NOT_SUPPORTED, v->m[i]->name,
+				"rename of directory \"%s\": a "
+				"member is not up, moved key by key",
+				src);
+	for (i = 0; i < v->n && !rc; i++, done++) {
+		rc = rename_on(mux, ctx, v->m[i], src, dst, err);
+		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0; /* nothing of it on this member */
+		else if (rc == 0)
+			found = true;
+	}
+	if (rc < 0) {
+		/* undo where it was done (done - 1 is the one that failed) */
+		for (i = 0; i + 1 < done; i++)
+			rename_on(mux, ctx, v->m[i], dst, src, &e);
+	} else if (!found) {
+		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
+				    "rename: no directory \"%s\"", src);
+	}
+	smux__view_put(v);
+	return rc;
+}
+
 static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {
@@ -966,7 +1048,18 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		.key = src,
 		.key2 = dst,
 	};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long lrc;
 	int rc;
+
+	if (smux_key_is_dir(src)) {
+		lrc = op_enter(mux, ctx, &child, "rename", src, "all", &span,
+			       err);
+		if (lrc == 0)
+			lrc = mux_rename_dir(mux, &child, src, dst, err);
+		return (int)op_leave(mux, span, lrc, err);
+	}
 
 	if (mux->mode == SMUX_MODE_STICKY) {
 		rc = copy_through(b, ctx, src, dst, err);
@@ -1103,8 +1196,8 @@ static unsigned mux_caps(struct smux_backend *b)
 	for (size_t i = 0; i < v->n; i++)
 		caps &= smux_backend_caps(v->m[i]->backend);
 	smux__view_put(v);
-	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
-		caps &= ~(unsigned)SMUX_CAP_HARDLINK; /* two shards */
+	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY) /* two shards */
+		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME);
 	return caps;
 }
 

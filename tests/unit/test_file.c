@@ -1700,6 +1700,51 @@ static void test_fifo_objects(void **state)
 	assert_int_equal(lstat(at(env, "root/sock"), &st), -1);
 }
 
+/* A directory renames with one rename(2): the tree keeps its inodes. */
+static void test_rename_dir(void **state)
+{
+	struct env *env = *state;
+	struct stat before, after;
+
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_DIR_RENAME);
+	assert_int_equal(put_str(env, "a/x", "1"), 0);
+	assert_int_equal(put_str(env, "a/sub/y", "2"), 0);
+	assert_int_equal(put_special(env, "a/ln", S_IFLNK | 0777, "x", 0), 0);
+	assert_int_equal(stat(at(env, "root/a/sub/y"), &before), 0);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "a/", "n/b/", &env->err),
+		0);
+	assert_int_equal(stat(at(env, "root/n/b/sub/y"), &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	assert_int_equal(lstat(at(env, "root/a"), &after), -1);
+	expect_content(env, "n/b/x", "1");
+	expect_link(env, "root/n/b/ln", "x");
+	/* onto an empty directory: replaced; a full one: NOT_EMPTY */
+	assert_int_equal(put_str(env, "e/", ""), 0);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "n/b/", "e/", &env->err),
+		0);
+	expect_content(env, "e/sub/y", "2");
+	assert_int_equal(put_str(env, "f/z", "3"), 0);
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "e/", &env->err),
+		&env->err, SMUX_E_NOT_EMPTY);
+	/* a file is no directory; a missing one is not found; never into
+	 * itself; a directory key onto an object key is refused */
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "e/x/", &env->err),
+		&env->err, SMUX_E_NOT_DIRECTORY);
+	expect_code(smux_backend_rename(env->b, &env->ctx, "nope/", "q/",
+					&env->err),
+		    &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_true(smux_backend_rename(env->b, &env->ctx, "f/", "f/in/",
+					&env->err) < 0);
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "g", &env->err),
+		&env->err, SMUX_E_INVALID_ARGUMENT);
+	expect_content(env, "f/z", "3");
+}
+
 int main(void)
 {
 	const struct CMUnitTest basics[] = {
@@ -1738,6 +1783,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_objects,
 						setup_fast, teardown),
 		cmocka_unit_test_setup_teardown(test_fifo_objects, setup_fast,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir, setup_fast,
 						teardown),
 	};
 	int fails = 0;

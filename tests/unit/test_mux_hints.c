@@ -812,6 +812,86 @@ static void test_link_fanout(void **state)
 	mh_rm_rf(base);
 }
 
+/* A directory rename is one rename(2) per file replica, all or nothing:
+ * with a member down or a hint pending it is NOT_SUPPORTED (the caller
+ * moves key by key, with hints). */
+static void test_rename_dir_fanout(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux, *mem[2], *mmux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	char base[] = "/tmp/smux-rdir-XXXXXX", dir[3][64], path[256];
+	struct stat before[3], after;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+	mux = mh_mux("rdir", &o, ff, NULL, 3);
+	assert_true(smux_backend_caps(mux) & SMUX_CAP_DIR_RENAME);
+	MH_OK(mh_put(mux, "a/x", "1", &err), &err);
+	MH_OK(mh_put(mux, "a/s/y", "2", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/a/s/y", dir[i]);
+		assert_int_equal(stat(path, &before[i]), 0);
+	}
+	MH_OK(smux_backend_rename(mux, &ctx, "a/", "b/", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/b/s/y", dir[i]);
+		assert_int_equal(stat(path, &after), 0);
+		assert_int_equal(after.st_ino, before[i].st_ino);
+		MH_LACKS(fb[i], "a/x");
+		MH_HOLDS(fb[i], "b/x", "1");
+	}
+	MH_ERR(smux_backend_rename(mux, &ctx, "nope/", "c/", &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	/* a member down: not in one call */
+	mh_fail(ff[1], true);
+	MH_OK(mh_put(mux, "b/z", "3", &err), &err); /* r1 missed it: a hint */
+	MH_ERR(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	mh_fail(ff[1], false);
+	/* up again but the hint is pending: still not */
+	MH_ERR(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	mh_clock_set(&clk, 100000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, NULL, &err), &err);
+	MH_OK(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(fb[i], "c/z", "3");
+	/* memory members cannot */
+	mem[0] = mh_memory("m0");
+	mem[1] = mh_memory("m1");
+	mmux = mh_mux("mrdir", &o, mem, NULL, 2);
+	assert_false(smux_backend_caps(mmux) & SMUX_CAP_DIR_RENAME);
+	MH_OK(mh_put(mmux, "a/x", "1", &err), &err);
+	MH_ERR(smux_backend_rename(mmux, &ctx, "a/", "b/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	smux_backend_unref(mmux);
+	smux_backend_unref(mem[0]);
+	smux_backend_unref(mem[1]);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -831,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
+		cmocka_unit_test(test_rename_dir_fanout),
 	};
 
 	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);
