@@ -213,6 +213,11 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
  * directory walk that must see them in the backend). 0 or the first
  * failure. */
 int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix);
+/* After the directory @from ("a/") was renamed to @to ("b/") in one
+ * backend call: every open file and reader under @from now names its key
+ * under @to (open writers were committed before the rename). */
+void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
+			      const char *to);
 
 /* Calls @fn for every ofile (not deleted) whose key is directly inside
  * the directory key @dir ("" or "a/b/"), with its name and attributes.

@@ -328,9 +328,11 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 }
 
 /*
- * Renames the directory @from ("a/") to @to ("b/") key by key: new
- * markers first (parents before children), then every object, then the
- * old markers, children before parents, and the old directory itself.
+ * Renames the directory @from ("a/") to @to ("b/"): in one backend call
+ * where the root can (SMUX_CAP_DIR_RENAME: every member a file backend,
+ * every replica up); else key by key: new markers first (parents before
+ * children), then every object, then the old markers, children before
+ * parents, and the old directory itself.
  */
 static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 {
@@ -346,6 +348,19 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	if (rc)
 		goto out;
 	smuxfs_ctx(&ctx);
+	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME) {
+		/* one rename(2) per replica: atomic there, O(1) */
+		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+		if (rc == 0) {
+			smuxfs_ofile_rekey_under(fs, from, to);
+			goto out;
+		}
+		if (err.e.code != SMUX_E_NOT_SUPPORTED) {
+			rc = smuxfs_errno(&err, "rename", from);
+			goto out;
+		}
+		rc = 0; /* a replica is not up: key by key, with hints */
+	}
 	rc = smux_backend_list(fs->root, &ctx, from, NULL, walk_entry, &w,
 			       &err);
 	if (rc) {

@@ -14,6 +14,9 @@
 #     inode there), a link to a symlink, rm of one name keeps the other;
 #     a write through one name read through the other where writes land
 #     in place (skipped, with a log line, while a write replaces the file);
+#   - mv of a directory: one rename(2) per replica (the files keep their
+#     inodes), an open reader and an open appender carry on under the new
+#     name; onto a non-empty directory refused, onto an empty one replaced;
 #   - cp -a and rsync -H of a tree with symlinks, hard links, a FIFO and
 #     odd modes (0600, 0751, 0444): then rsync -n --itemize-changes prints
 #     nothing, diff -r agrees, through the mount and on each replica, and
@@ -182,6 +185,40 @@ expect "the other name stays" "$(cat "$M/d/h2")" "$want"
 for r in $REPLICAS; do
 	expect "$r/d/h2 nlink after rm" "$(stat -c %h "$r/d/h2")" 1
 done
+
+# ---- directory rename: one rename(2) per replica ----
+mkdir -p "$M/dr/sub"
+echo in-dir >"$M/dr/sub/f"
+ln -s f "$M/dr/sub/l"
+declare -A ino
+for r in $REPLICAS; do ino[$r]=$(stat -c %i "$r/dr/sub"); done
+exec 3<"$M/dr/sub/f"
+exec 4>>"$M/dr/w"
+echo before >&4
+mv "$M/dr" "$M/dr2"
+echo after >&4
+exec 4>&-
+expect "reader across the rename" "$(cat <&3)" in-dir
+exec 3<&-
+[ ! -e "$M/dr" ] || fail "dr still there after mv"
+expect "content after mv" "$(cat "$M/dr2/sub/f")" in-dir
+expect "link after mv" "$(readlink "$M/dr2/sub/l")" f
+expect "writer across the rename" "$(cat "$M/dr2/w")" "before
+after"
+for r in $REPLICAS; do
+	# the same directory inode: the tree moved with one rename(2), not
+	# made anew key by key
+	expect "$r/dr2/sub inode" "$(stat -c %i "$r/dr2/sub")" "${ino[$r]}"
+	[ ! -e "$r/dr" ] || fail "$r/dr still there"
+	[ -L "$r/dr2/sub/l" ] || fail "$r/dr2/sub/l is no symlink"
+	expect "$r/dr2/w" "$(cat "$r/dr2/w")" "before
+after"
+done
+mkdir -p "$M/full/x"
+if mv -T "$M/dr2" "$M/full" 2>/dev/null; then fail "mv onto a non-empty directory succeeded"; fi
+mkdir "$M/empty"
+mv -T "$M/dr2" "$M/empty"
+expect "mv onto an empty directory" "$(cat "$M/empty/sub/f")" in-dir
 
 # ---- cp -a and rsync of a tree ----
 mkdir -p "$S/a/b" "$S/x"
