@@ -101,7 +101,10 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	if (rc == 0 && smux__hints_has(mux->hints, dst->name, key)) {
-		/* a replica that missed a symlink gets a symlink */
+		/* a replica that missed a symlink gets a symlink; one that
+		 * missed a hard link gets a copy (a separate file: replay
+		 * knows one key, not the group of names; the HINT_REPLAYED
+		 * event names it) */
 		po.mode = info.mode & (S_IFMT | 07777);
 		po.mtime_ns = info.mtime_ns;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
