@@ -169,8 +169,8 @@ int smux__file_check_target(const struct smux__file *fb, int dirfd,
  * replaced too (put, copy, rename: a rename(2) over it replaces the entry
  * itself, never what a symlink points to). */
 int smux__file_check_replace(const struct smux__file *fb, int dirfd,
-			     const char *name, const char *key,
-			     bool *exists, struct smux_error *err);
+			     const char *name, const char *key, bool *exists,
+			     struct smux_error *err);
 
 /* Symlinks, FIFOs and sockets (file_special.c). */
 
