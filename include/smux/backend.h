@@ -75,8 +75,12 @@ enum smux_put_flags {
 struct smux_put_opts {
 	/* permission bits to keep (0 = backend default unless SMUX_PUT_MODE);
 	 * with a file type (S_IFLNK, S_IFIFO, S_IFSOCK) the object is a
-	 * symlink whose target is the content, or an empty special file
-	 * (DESIGN section 6); no type or S_IFREG: a regular file. */
+	 * symlink whose target is the content (1 to PATH_MAX - 1 bytes, no
+	 * NUL), or an empty special file (DESIGN section 6); no type, S_IFREG
+	 * or S_IFDIR: a regular file (a marker key: a directory). A file
+	 * backend makes a real symlink/FIFO/socket; a backend without them
+	 * keeps the type as a marker in the object's metadata (the stored
+	 * mode; docs/backends.md). Copies pass the type on. */
 	uint32_t mode;
 	int64_t mtime_ns; /* mtime to keep (0 = now) */
 	unsigned flags;	  /* enum smux_put_flags */

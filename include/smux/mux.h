@@ -155,13 +155,18 @@ int smux_mux_undrain(struct smux_backend *mux, const char *name,
  * key, the one that took its latest write - or deletes it. A hint the
  * background thread is replaying at that moment is waited for (@ctx may
  * end the wait), then replayed here if still pending. *@replayed (may be
- * NULL) gets the number replayed here, *@pending what is left.
+ * NULL) gets the number replayed here, *@pending the hints left (write
+ * intents: smux_mux_pending_intents). Write intents whose writers are gone
+ * are reconciled or ended too.
  */
 int smux_mux_repair(struct smux_backend *mux, const struct smux_ctx *ctx,
 		    unsigned *replayed, unsigned *pending,
 		    struct smux_error *err);
-/* Hints not yet replayed. */
+/* Hints not yet replayed (write intents not counted). */
 unsigned smux_mux_pending_hints(struct smux_backend *mux);
+/* Write intents not yet ended or reconciled (in-place fan-out writers
+ * with uncommitted changes, lingering clean ones, or a dead daemon's). */
+unsigned smux_mux_pending_intents(struct smux_backend *mux);
 
 /* Runs the active health checks once now (what the interval timer does). */
 void smux_mux_check_health(struct smux_backend *mux);

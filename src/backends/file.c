@@ -3,7 +3,8 @@
  * backends/file.c - the file backend: a local directory as a backend.
  *
  * Owns: the instance (the root directory fd) and get/put/del/head/copy/
- * rename/setattr/healthcheck/statfs. Containment helpers live in file_path.c, temp files
+ * rename/link/setattr/healthcheck/statfs. Symlinks, FIFOs and sockets
+ * are in file_special.c. Containment helpers live in file_path.c, temp files
  * and copying in file_tmp.c, listing in file_list.c, the writer in
  * file_writer.c (file_internal.h ties them together).
  *
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,7 +159,15 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 				    "put", key, err);
 	if (rc)
 		return rc;
-	rc = smux__file_check_target(fb, dirfd, name, key, NULL, &exists, err);
+	if (opts && smux__file_is_special(opts->mode)) {
+		rc = smux__file_check_replace(fb, dirfd, name, key, &exists,
+					      err);
+		if (!rc)
+			rc = smux__file_put_special_src(fb, dirfd, name, key,
+							src, opts, info, err);
+		goto out_close_dir;
+	}
+	rc = smux__file_check_replace(fb, dirfd, name, key, &exists, err);
 	if (rc)
 		goto out_close_dir;
 	rc = smux__file_tmp_create(fb, dirfd, &t, key, err);
@@ -216,6 +226,55 @@ int smux__file_open_object(const struct smux__file *fb, const char *path,
 	return rc < 0 ? rc : -EIO; /* never a valid fd */
 }
 
+/*
+ * get of a symlink (its target), a FIFO or a socket (nothing), looked at
+ * without following it, after the open refused it with @refused.
+ */
+static int fileb_get_special(const struct smux__file *fb, const char *path,
+			     const char *key, const struct smux_get_opts *opts,
+			     struct smux_sink *sink, struct smux_info *info,
+			     int refused, struct smux_error *err)
+{
+	char target[PATH_MAX];
+	struct smux_info local;
+	struct smux_error mine;
+	uint64_t off, want, size;
+	struct stat st;
+	int rc;
+
+	rc = smux__file_find_special(fb, path, key, "get", &st, target, &mine);
+	if (rc == 0)
+		return refused; /* not special: the open's answer stands */
+	if (rc < 0) {
+		if (err)
+			*err = mine;
+		return rc;
+	}
+	smux_error_clear(err);
+	smux__file_fill_info(&st, &local);
+	local.size = (uint64_t)st.st_size;
+	if (info)
+		*info = local;
+	if (opts && opts->if_match && opts->if_match[0] &&
+	    strcmp(opts->if_match, local.etag) != 0)
+		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				      fb->base.name,
+				      "get \"%s\": version changed (etag %s, "
+				      "wanted %s)",
+				      key, local.etag, opts->if_match);
+	size = local.size;
+	off = opts ? opts->offset : 0;
+	want = opts ? opts->length : SMUX_LEN_ALL;
+	if (off >= size || !want)
+		return 0;
+	if (want > size - off)
+		want = size - off;
+	rc = smux_sink_write(sink, target + off, (size_t)want);
+	if (rc)
+		return smux__file_fail(fb, err, -rc, "get: sink refused", key);
+	return 0;
+}
+
 static int fileb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		     const char *key, const struct smux_get_opts *opts,
 		     struct smux_sink *sink, struct smux_info *info,
@@ -239,6 +298,9 @@ static int fileb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	fd = smux__file_open_object(fb, path, is_dir, false, "get", key, &st,
 				    err);
+	if (fd < 0 && fd != -ENOENT && fd != -EISDIR && !is_dir)
+		return fileb_get_special(fb, path, key, opts, sink, info, fd,
+					 err);
 	if (fd < 0)
 		return fd;
 	smux__file_fill_info(&st, &local);
@@ -334,11 +396,12 @@ static int fileb_head(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__file_fail(fb, err, errno, "head", key);
 	else if (is_dir && !S_ISDIR(st.st_mode))
 		rc = smux__file_fail(fb, err, ENOENT, "head", key);
-	else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+	else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) &&
+		 !smux__file_is_special(st.st_mode))
 		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
 				    fb->base.name,
-				    "head \"%s\": not a regular file "
-				    "(symlinks are never followed)",
+				    "head \"%s\": not a regular file, "
+				    "symlink, FIFO or socket",
 				    key);
 	else
 		smux__file_fill_info(&st, info);
@@ -382,10 +445,12 @@ static int fileb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 				err, SMUX_E_IS_DIRECTORY, fb->base.name,
 				"delete \"%s\": is a directory", key);
 		else if (!S_ISREG(st.st_mode))
-			goto refuse;
+			goto refuse; /* "a/" of a symlink names nothing */
 		goto out_close;
 	}
-	if (!is_dir && !S_ISREG(st.st_mode))
+	/* a symlink is removed itself, never what it points to */
+	if (!is_dir && !S_ISREG(st.st_mode) &&
+	    !smux__file_is_special(st.st_mode))
 		goto refuse;
 	if (unlinkat(dirfd, name, is_dir ? AT_REMOVEDIR : 0) < 0) {
 		int e = errno;
@@ -403,8 +468,8 @@ static int fileb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	goto out_close;
 refuse:
 	rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED, fb->base.name,
-			    "delete \"%s\": not a regular file (symlinks are "
-			    "never followed)",
+			    "delete \"%s\": not a regular file, symlink, "
+			    "FIFO or socket",
 			    key);
 out_close:
 	close(dirfd);
@@ -424,6 +489,45 @@ static int fileb_copy_dir(const struct smux__file *fb, const char *src_path,
 				       "copy from", src);
 	close(fd);
 	return fileb_put_dir(fb, dst_path, dst, NULL, NULL, NULL, err);
+}
+
+/* copy of a symlink (a symlink with the same target), FIFO or socket, with
+ * its mode and mtime, after the open refused it with @refused. */
+static int fileb_copy_special(const struct smux__file *fb, const char *src_path,
+			      const char *src, const char *dst_path,
+			      const char *dst, int refused,
+			      struct smux_error *err)
+{
+	char target[PATH_MAX];
+	struct smux_error mine;
+	const char *name;
+	struct stat st;
+	bool exists;
+	int dirfd, rc;
+
+	rc = smux__file_find_special(fb, src_path, src, "copy from", &st,
+				     target, &mine);
+	if (rc == 0)
+		return refused;
+	if (rc < 0) {
+		if (err)
+			*err = mine;
+		return rc;
+	}
+	smux_error_clear(err);
+	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
+				    "copy to", dst, err);
+	if (rc)
+		return rc;
+	rc = smux__file_check_replace(fb, dirfd, name, dst, &exists, err);
+	if (!rc)
+		rc = smux__file_put_special(
+			fb, dirfd, name, dst, st.st_mode, target,
+			(int64_t)st.st_mtim.tv_sec * 1000000000 +
+				st.st_mtim.tv_nsec,
+			NULL, err);
+	close(dirfd);
+	return rc;
 }
 
 static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -457,13 +561,16 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 				      src, dst);
 	in = smux__file_open_object(fb, src_path, src_dir, false, "copy from",
 				    src, &st, err);
+	if (in < 0 && in != -ENOENT && in != -EISDIR && !src_dir)
+		return fileb_copy_special(fb, src_path, src, dst_path, dst, in,
+					  err);
 	if (in < 0)
 		return in;
 	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
 				    "copy to", dst, err);
 	if (rc)
 		goto out_close_in;
-	rc = smux__file_check_target(fb, dirfd, name, dst, NULL, &exists, err);
+	rc = smux__file_check_replace(fb, dirfd, name, dst, &exists, err);
 	if (!rc)
 		rc = smux__file_tmp_create(fb, dirfd, &t, dst, err);
 	if (!rc)
@@ -485,9 +592,64 @@ out_close_in:
 }
 
 /*
+ * A directory "a/" renamed to "b/" with one rename(2) (SMUX_CAP_DIR_RENAME):
+ * atomic, O(1), the tree keeps its inodes. "b/" may be absent (its parents
+ * are created) or an empty directory (replaced); a non-empty one is
+ * NOT_EMPTY, a file NOT_DIRECTORY, a move into itself INVALID_ARGUMENT.
+ */
+static int fileb_rename_dir(const struct smux__file *fb, const char *src,
+			    const char *dst, struct smux_error *err)
+{
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	const char *src_name, *dst_name;
+	bool src_dir = false, dst_dir = false;
+	int sfd, dfd = -1, rc;
+	struct stat st;
+
+	rc = smux__file_key_path(fb, src, SMUX_KEY_ALLOW_DIR, src_path,
+				 &src_dir, err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_ALLOW_DIR, dst_path,
+					 &dst_dir, err);
+	if (rc)
+		return rc;
+	if (!src_dir || !dst_dir)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      fb->base.name,
+				      "rename \"%s\" to \"%s\": a directory "
+				      "renames onto a directory key",
+				      src, dst);
+	rc = smux__file_open_parent(fb, src_path, O_RDONLY, false, &sfd,
+				    &src_name, "rename", src, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "rename", src);
+	if (rc)
+		return rc;
+	if (fstatat(sfd, src_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "rename", src);
+	else if (!S_ISDIR(st.st_mode))
+		rc = smux__file_fail(fb, err, ENOENT, "rename", src);
+	if (!rc)
+		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dfd,
+					    &dst_name, "rename to", dst, err);
+	if (!rc && renameat(sfd, src_name, dfd, dst_name) < 0)
+		rc = smux__file_fail(fb, err,
+				     errno == EEXIST ? ENOTEMPTY : errno,
+				     "rename", src);
+	if (!rc && !fb->no_fsync && (fsync(dfd) < 0 || fsync(sfd) < 0))
+		rc = smux__file_fail(fb, err, errno, "fsync directories of",
+				     dst);
+	if (dfd >= 0)
+		close(dfd);
+	close(sfd);
+	return rc;
+}
+
+/*
  * rename(2) beneath the root: atomic, and the object keeps its inode, mode
- * and mtime. The source must be a regular file; the target may be absent
- * or a regular file (replaced), never a directory or a symlink.
+ * and mtime. The source is a regular file or a special object (a symlink
+ * moves as a symlink); the target may be absent, a regular file or a
+ * special object (replaced itself, never followed), never a directory.
  */
 static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *src, const char *dst,
@@ -502,6 +664,8 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	if (!fb)
 		return fileb_not_file(b, err);
+	if (smux_key_is_dir(src) || smux_key_is_dir(dst))
+		return fileb_rename_dir(fb, src, dst, err);
 	rc = smux__file_key_path(fb, src, SMUX_KEY_OBJECT, src_path, &is_dir,
 				 err);
 	if (!rc)
@@ -519,19 +683,19 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__file_fail(fb, err, errno, "rename", src);
 	else if (S_ISDIR(st.st_mode))
 		rc = smux__file_fail(fb, err, EISDIR, "rename", src);
-	else if (!S_ISREG(st.st_mode))
+	else if (!S_ISREG(st.st_mode) && !smux__file_is_special(st.st_mode))
 		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
 				    fb->base.name,
-				    "rename \"%s\": not a regular file "
-				    "(symlinks are never followed)",
+				    "rename \"%s\": not a regular file, "
+				    "symlink, FIFO or socket",
 				    src);
 	if (!rc)
 		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true,
 					    &dst_dir, &dst_name, "rename to",
 					    dst, err);
 	if (!rc)
-		rc = smux__file_check_target(fb, dst_dir, dst_name, dst, NULL,
-					     &exists, err);
+		rc = smux__file_check_replace(fb, dst_dir, dst_name, dst,
+					      &exists, err);
 	if (!rc && renameat(src_dir, src_name, dst_dir, dst_name) < 0)
 		rc = smux__file_fail(fb, err, errno, "rename", src);
 	if (!rc && !fb->no_fsync && (fsync(dst_dir) < 0 || fsync(src_dir) < 0))
@@ -563,6 +727,18 @@ static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	fd = smux__file_open_object(fb, path, is_dir, true, "setattr", key, &st,
 				    err);
+	if (fd < 0 && fd != -ENOENT && !is_dir) {
+		struct smux_error mine;
+
+		rc = smux__file_setattr_special(fb, path, key, attr, &mine);
+		if (rc == 0)
+			return fd;
+		if (rc < 0 && err)
+			*err = mine;
+		if (rc > 0)
+			smux_error_clear(err);
+		return rc < 0 ? rc : 0;
+	}
 	if (fd < 0)
 		return fd;
 	if ((attr->flags & SMUX_SET_MODE) &&
@@ -614,11 +790,71 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/*
+ * link(2) beneath the root: @dst becomes another name of @src's inode
+ * (linkat without AT_SYMLINK_FOLLOW: a symlink is linked itself, never
+ * followed), creating @dst's parent directories as put does. EXISTS when
+ * @dst exists; a directory cannot be linked.
+ */
+static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char src_path[SMUX_KEY_MAX + 1], dst_path[SMUX_KEY_MAX + 1];
+	const char *src_name, *dst_name;
+	int src_dir, dst_dir = -1, rc;
+	struct stat st;
+	bool is_dir;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, src, SMUX_KEY_OBJECT, src_path, &is_dir,
+				 err);
+	if (!rc)
+		rc = smux__file_key_path(fb, dst, SMUX_KEY_OBJECT, dst_path,
+					 &is_dir, err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, src_path, O_RDONLY, false, &src_dir,
+				    &src_name, "link", src, err);
+	if (rc == -ENOTDIR)
+		return smux__file_fail(fb, err, ENOENT, "link", src);
+	if (rc)
+		return rc;
+	if (fstatat(src_dir, src_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = smux__file_fail(fb, err, errno, "link", src);
+	else if (S_ISDIR(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "link \"%s\": a directory cannot be "
+				    "linked",
+				    src);
+	else if (!S_ISREG(st.st_mode) && !smux__file_is_special(st.st_mode))
+		rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+				    fb->base.name,
+				    "link \"%s\": not a regular file, "
+				    "symlink, FIFO or socket",
+				    src);
+	if (!rc)
+		rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true,
+					    &dst_dir, &dst_name, "link to", dst,
+					    err);
+	if (!rc && linkat(src_dir, src_name, dst_dir, dst_name, 0) < 0)
+		rc = smux__file_fail(fb, err, errno, "link to", dst);
+	if (!rc && !fb->no_fsync && fsync(dst_dir) < 0)
+		rc = smux__file_fail(fb, err, errno, "fsync directory of", dst);
+	if (dst_dir >= 0)
+		close(dst_dir);
+	close(src_dir);
+	return rc;
+}
+
 /* What a local directory can do beyond objects; each bit is the
  * capability of one feature, added with it. */
 static unsigned fileb_caps(struct smux_backend *b)
 {
-	unsigned caps = SMUX_CAP_INPLACE;
+	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
+			SMUX_CAP_DIR_RENAME;
 
 	return caps;
 }
@@ -649,6 +885,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.writer_open = smux__file_writer_open,
 	.reader_open = smux__file_reader_open,
 	.caps = fileb_caps,
+	.link = fileb_link,
 	.destroy = fileb_destroy,
 };
 

@@ -165,6 +165,53 @@ int smux__file_check_target(const struct smux__file *fb, int dirfd,
 			    const char *name, const char *key, struct stat *st,
 			    bool *exists, struct smux_error *err);
 
+/* As smux__file_check_target, but a symlink, FIFO or socket may be
+ * replaced too (put, copy, rename: a rename(2) over it replaces the entry
+ * itself, never what a symlink points to). */
+int smux__file_check_replace(const struct smux__file *fb, int dirfd,
+			     const char *name, const char *key, bool *exists,
+			     struct smux_error *err);
+
+/* Symlinks, FIFOs and sockets (file_special.c). */
+
+/* S_IFLNK, S_IFIFO or S_IFSOCK. */
+bool smux__file_is_special(uint32_t mode);
+/* Fills @name (SMUX__FILE_TMP_NAME_MAX bytes) with a fresh temp name. */
+void smux__file_tmp_name(char *name);
+/*
+ * Stores the special object @mode (S_IFLNK with @target, or S_IFIFO /
+ * S_IFSOCK with @mode's permission bits) as @name of @dirfd: created
+ * under a temp name with @mtime_ns (0: a unique now), then renamed over
+ * @name (replacing a file or special object atomically). Fills @info.
+ */
+int smux__file_put_special(const struct smux__file *fb, int dirfd,
+			   const char *name, const char *key, uint32_t mode,
+			   const char *target, int64_t mtime_ns,
+			   struct smux_info *info, struct smux_error *err);
+/* The put of a special object: the target is @src's content (1 to
+ * PATH_MAX - 1 bytes, no NUL); a FIFO or socket takes no content. */
+int smux__file_put_special_src(const struct smux__file *fb, int dirfd,
+			       const char *name, const char *key,
+			       const struct smux_source *src,
+			       const struct smux_put_opts *opts,
+			       struct smux_info *info, struct smux_error *err);
+/*
+ * Looks at @path (no trailing '/') without following it. Returns 1 when it
+ * is a special object: *@st is its lstat with st_size the length of its
+ * content, @target (PATH_MAX bytes) its NUL-terminated target ("" for a
+ * FIFO or socket). 0 when it is something else (*@st filled), or a
+ * negative errno with @err filled (a missing key is KEY_NOT_FOUND).
+ */
+int smux__file_find_special(const struct smux__file *fb, const char *path,
+			    const char *key, const char *op, struct stat *st,
+			    char *target, struct smux_error *err);
+/* setattr of a special object at @path: times and owner never follow the
+ * link; a symlink's mode is NOT_SUPPORTED. 1 when done, 0 when @path is
+ * no special object, or a negative errno. */
+int smux__file_setattr_special(const struct smux__file *fb, const char *path,
+			       const char *key, const struct smux_setattr *a,
+			       struct smux_error *err);
+
 /* The list and writer_open operations (file_list.c, file_writer.c). */
 int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *prefix, const char *delimiter, smux_list_fn fn,

@@ -14,8 +14,9 @@
  * Containment: the prefix's directory part is opened beneath the root with
  * smux__file_open(); its last, partial segment ("photos/ab") is only a
  * filter on names and never opened. Subdirectories are opened one name at
- * a time beneath their parent. Symlinks, temp files and anything not a
- * regular file or directory are skipped.
+ * a time beneath their parent. Symlinks, FIFOs and sockets are listed as
+ * such (S_IFLNK | 0777 with the target's length as size), never followed;
+ * temp files, devices and anything else are skipped.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -154,11 +155,10 @@ static int fileb_read_names(struct fileb_lister *l, int dirfd,
 			if (fstatat(dirfd, de->d_name, &st,
 				    AT_SYMLINK_NOFOLLOW) < 0)
 				continue; /* gone meanwhile */
-			type = S_ISDIR(st.st_mode)   ? DT_DIR
-			       : S_ISREG(st.st_mode) ? DT_REG
-						     : DT_UNKNOWN;
+			type = IFTODT(st.st_mode);
 		}
-		if (type != DT_DIR && type != DT_REG)
+		if (type != DT_DIR && type != DT_REG && type != DT_LNK &&
+		    type != DT_FIFO && type != DT_SOCK)
 			continue;
 		if (fileb_names_add(ns, de->d_name, len, type == DT_DIR)) {
 			rc = smux__file_fail(l->fb, l->err, ENOMEM, "list",
@@ -270,7 +270,8 @@ static int fileb_list_dir(struct fileb_lister *l, int dirfd, size_t keylen,
 		} else {
 			if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) <
 				    0 ||
-			    !S_ISREG(st.st_mode))
+			    (!S_ISREG(st.st_mode) &&
+			     !smux__file_is_special(st.st_mode)))
 				continue; /* gone or replaced meanwhile */
 			smux__file_fill_info(&st, &info);
 			rc = fileb_emit(l, keylen + n, false, &info);

@@ -263,10 +263,15 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 	if (S_ISDIR(st->st_mode)) {
 		info->mode = S_IFDIR | (st->st_mode & 07777);
 		info->size = 0;
+	} else if (smux__file_is_special(st->st_mode)) {
+		/* a symlink's size is its target's length, as lstat says */
+		info->mode = (st->st_mode & S_IFMT) | (st->st_mode & 07777);
+		info->size = S_ISLNK(st->st_mode) ? (uint64_t)st->st_size : 0;
 	} else {
 		info->mode = S_IFREG | (st->st_mode & 07777);
 		info->size = (uint64_t)st->st_size;
 	}
+	info->nlink = (uint32_t)st->st_nlink;
 	smux__file_etag(st, info->etag, sizeof(info->etag));
 }
 
@@ -295,4 +300,23 @@ int smux__file_check_target(const struct smux__file *fb, int dirfd,
 				      key);
 	*exists = true;
 	return 0;
+}
+
+int smux__file_check_replace(const struct smux__file *fb, int dirfd,
+			     const char *name, const char *key, bool *exists,
+			     struct smux_error *err)
+{
+	struct stat st;
+
+	*exists = false;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return smux__file_fail(fb, err, errno, "stat", key);
+	}
+	if (smux__file_is_special(st.st_mode)) {
+		*exists = true;
+		return 0;
+	}
+	return smux__file_check_target(fb, dirfd, name, key, &st, exists, err);
 }

@@ -20,7 +20,7 @@
 
 #include "backends/file_internal.h"
 
-static void fileb_tmp_name(char *name)
+void smux__file_tmp_name(char *name)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char r[8];
@@ -52,7 +52,7 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 	int tries, fd = -EEXIST;
 
 	for (tries = 0; tries < 8 && fd == -EEXIST; tries++) {
-		fileb_tmp_name(t->name);
+		smux__file_tmp_name(t->name);
 		fd = smux__file_open(dirfd, t->name,
 				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW,
 				     0600);

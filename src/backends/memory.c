@@ -47,7 +47,9 @@ struct memb_entry {
 	struct memb_blob *blob; /* one reference; NULL when empty */
 	uint64_t version;	/* the etag: value of the publish counter */
 	int64_t mtime_ns;
-	uint32_t mode; /* S_IFREG or S_IFDIR | permission bits */
+	/* file type (S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK) |
+	 * permission bits; a symlink's blob is its target */
+	uint32_t mode;
 };
 
 struct memb_backend {
@@ -266,6 +268,11 @@ static int memb_insert_locked(struct memb_backend *m, char **key_owned,
 	return 0;
 }
 
+static bool memb_is_special(uint32_t mode)
+{
+	return S_ISLNK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode);
+}
+
 /* Publishes @blob (reference consumed, NULL = empty) under @key. */
 static int memb_publish(struct memb_backend *m, const char *key,
 			struct memb_blob *blob,
@@ -283,6 +290,14 @@ static int memb_publish(struct memb_backend *m, const char *key,
 
 	if (opts && opts->mode)
 		mode = (mode & S_IFMT) | (opts->mode & 07777);
+	if (!dir && opts && memb_is_special(opts->mode)) {
+		/* a symlink's mode is always 0777, as on Linux */
+		uint32_t perm = S_ISLNK(opts->mode) ? 0777 : opts->mode & 07777;
+
+		if (!perm && !(opts->flags & SMUX_PUT_MODE))
+			perm = MEMB_FILE_MODE;
+		mode = (opts->mode & S_IFMT) | perm;
+	}
 	if (!key_owned) {
 		memb_blob_unref(blob);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, m->base.name,
@@ -367,6 +382,13 @@ static int memb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (smux_key_is_dir(key) && src->length)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
 				      "directory marker %s must be empty", key);
+	if (opts && memb_is_special(opts->mode) && !smux_key_is_dir(key) &&
+	    (S_ISLNK(opts->mode) ? !src->length || src->length >= PATH_MAX
+				 : src->length != 0))
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "%s: a symlink's target takes 1 to %d "
+				      "bytes, a FIFO or socket none",
+				      key, PATH_MAX - 1);
 	if (src->length) {
 		blob = memb_blob_new(src->length);
 		if (!blob)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "smux/backend.h"
@@ -197,8 +198,9 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 			 &info, err);
 	if (rc)
 		goto out_close;
-	opts.mode = info.mode & 07777;
-	opts.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
+	/* a copy keeps the type (a symlink stays one), mode and mtime */
+	opts.mode = info.mode & (S_IFMT | 07777);
+	opts.mtime_ns = info.mtime_ns;
 	smux_source_fd(&source, fd, 0, sink.written);
 	rc = b->ops->put(b, ctx, dst, &source, &opts, NULL, err);
 out_close:
@@ -236,6 +238,29 @@ int smux_backend_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, do_copy(b, ctx, src, dst, err), err);
 }
 
+/* rename of a directory "a/" to "b/": one call where the backend can
+ * (SMUX_CAP_DIR_RENAME), else NOT_SUPPORTED (the caller moves the keys). */
+static int rename_dir(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *src, const char *dst, struct smux_error *err)
+{
+	int rc = enter(b, ctx, src, SMUX_KEY_ALLOW_DIR, err);
+
+	if (!rc)
+		rc = smux_key_check(dst, SMUX_KEY_ALLOW_DIR, b->name, err);
+	if (rc)
+		return rc;
+	if (!smux_key_is_dir(src) || !smux_key_is_dir(dst))
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "rename \"%s\" to \"%s\": a directory "
+				      "renames onto a directory key",
+				      src, dst);
+	if (!b->ops->rename || !(smux_backend_caps(b) & SMUX_CAP_DIR_RENAME))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "rename of directory \"%s\" in one call",
+				      src);
+	return finish(b, b->ops->rename(b, ctx, src, dst, err), err);
+}
+
 int smux_backend_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *src, const char *dst,
 			struct smux_error *err)
@@ -244,6 +269,8 @@ int smux_backend_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	int rc;
 
 	LOCAL_ERR(err);
+	if (smux_key_is_dir(src) || smux_key_is_dir(dst))
+		return rename_dir(b, ctx, src, dst, err);
 	rc = enter2(b, ctx, src, dst, err);
 	if (rc)
 		return rc;

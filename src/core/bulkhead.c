@@ -545,6 +545,8 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 		return smux_backend_copy(b, ctx, job->key, job->key2, err);
 	case SMUX__OP_RENAME:
 		return smux_backend_rename(b, ctx, job->key, job->key2, err);
+	case SMUX__OP_LINK:
+		return smux_backend_link(b, ctx, job->key, job->key2, err);
 	case SMUX__OP_SETATTR:
 		return smux_backend_setattr(b, ctx, job->key, &job->setattr,
 					    err);

@@ -52,6 +52,7 @@ enum smux__op {
 	SMUX__OP_W_CLOSE,
 	SMUX__OP_READER_OPEN,
 	SMUX__OP_R_PREAD,
+	SMUX__OP_LINK,
 };
 
 /*
@@ -63,7 +64,7 @@ struct smux__call {
 	enum smux__op op;
 	struct smux_backend *backend; /* the job holds a reference */
 	const char *key;	      /* GET..COPY, WRITER_OPEN, LIST prefix */
-	const char *key2; /* COPY/RENAME destination, LIST delimiter */
+	const char *key2; /* COPY/RENAME/LINK destination, LIST delimiter */
 	const struct smux_setattr *setattr;   /* SETATTR (copied) */
 	const struct smux_get_opts *get_opts; /* GET (copied) */
 	const struct smux_put_opts *put_opts; /* PUT, W_COMMIT (copied) */

@@ -93,8 +93,16 @@ int smux__hints_supersede(struct smux__hints *h, const char *replica,
 bool smux__hints_has(struct smux__hints *h, const char *replica,
 		     const char *key);
 
-/* Number of pending hints (all replicas, or one when @replica != NULL). */
+/* Number of pending hints (all replicas, or one when @replica != NULL);
+ * with NULL, write intents are counted too. */
 unsigned smux__hints_pending(struct smux__hints *h, const char *replica);
+/* Pending hints of replicas, write intents left out (what operators and
+ * the routing care about). */
+static inline unsigned smux__hints_pending_replicas(struct smux__hints *h)
+{
+	return smux__hints_pending(h, NULL) -
+	       smux__hints_pending(h, SMUX__INTENT_ALL);
+}
 
 /*
  * Copies the pending hints of @replica (NULL: all) into a new array the

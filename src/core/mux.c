@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -286,13 +287,13 @@ static void mux_free(struct smux_mux *mux)
 	smux__mux_bg_stop(mux);
 	smux__sel_put(mux->sel);
 	smux__view_put(mux->view);
+	smux__intent_free_all(mux); /* ends clean intents in the journal */
 	smux__hints_close(mux->hints);
 	pthread_rwlock_destroy(&mux->view_lock);
 	pthread_mutex_destroy(&mux->mutate_lock);
 	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
 	pthread_mutex_destroy(&mux->replay_lock);
-	smux__intent_free_all(mux);
 	pthread_mutex_destroy(&mux->intent_lock);
 	pthread_cond_destroy(&mux->bg_cond);
 	smux_backend_release(&mux->base);
@@ -648,11 +649,18 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	return 0;
 }
 
+unsigned smux_mux_pending_intents(struct smux_backend *b)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+
+	return mux ? smux__hints_pending(mux->hints, SMUX__INTENT_ALL) : 0;
+}
+
 unsigned smux_mux_pending_hints(struct smux_backend *b)
 {
 	struct smux_mux *mux = smux__mux_of(b);
 
-	return mux ? smux__hints_pending(mux->hints, NULL) : 0;
+	return mux ? smux__hints_pending_replicas(mux->hints) : 0;
 }
 
 int smux_mux_repair(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -693,7 +701,7 @@ struct smux_mux_stats *smux_mux_stats(struct smux_backend *b)
 	s->total_calls = atomic_load(&mux->total_calls);
 	s->total_failovers = atomic_load(&mux->total_failovers);
 	s->total_fanout_partials = atomic_load(&mux->total_fanout_partials);
-	s->pending_hints = smux__hints_pending(mux->hints, NULL);
+	s->pending_hints = smux__hints_pending_replicas(mux->hints);
 	s->n_backends = v->n;
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *m = v->m[i];
@@ -929,8 +937,10 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
 	if (rc == 0) {
-		po.mode = info.mode & 07777;
-		po.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
+		/* a copy keeps the type (a symlink stays one), mode and
+		 * mtime */
+		po.mode = info.mode & (S_IFMT | 07777);
+		po.mtime_ns = info.mtime_ns;
 		smux_source_fd(&source, fd, 0, sink.written);
 		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
 	}
@@ -957,6 +967,88 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
  * sticky-by-key moves the object through the mux, since the two keys may
  * live on two shards.
  */
+static unsigned mux_caps(struct smux_backend *b);
+
+/* One member's rename of @src to @dst through its bulkhead. */
+static long rename_on(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, const char *src, const char *dst,
+		      struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_RENAME,
+		.backend = m->backend,
+		.key = src,
+		.key2 = dst,
+	};
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	if (!smux__member_enter(m))
+		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, err);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? err : NULL, NULL);
+	return rc;
+}
+
+/*
+ * A directory "a/" renamed to "b/" in one call per member
+ * (SMUX_CAP_DIR_RENAME): every member holding the directory renames it in
+ * its own tree, atomically there. All or nothing: with a member down or
+ * draining, or a hint pending (a replica that missed a key under the
+ * directory would get it back under the old name), it is NOT_SUPPORTED
+ * and the caller moves key by key, with hints; a member failing after
+ * others renamed is undone on those. A member without the directory has
+ * nothing to rename.
+ */
+static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *src, const char *dst,
+			   struct smux_error *err)
+{
+	struct mux_view *v;
+	struct smux_error e;
+	unsigned done = 0, i;
+	bool found = false;
+	long rc = 0;
+
+	if (mux->mode == SMUX_MODE_STICKY ||
+	    !(mux_caps(&mux->base) & SMUX_CAP_DIR_RENAME))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				      "rename of directory \"%s\" in one call",
+				      src);
+	if (smux_mux_pending_hints(&mux->base))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				      "rename of directory \"%s\": hints "
+				      "pending, moved key by key",
+				      src);
+	v = smux__view_get(mux);
+	for (i = 0; i < v->n; i++)
+		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP)
+			rc = smux_error_set(
+				err, SMUX_E_NOT_SUPPORTED, v->m[i]->name,
+				"rename of directory \"%s\": a "
+				"member is not up, moved key by key",
+				src);
+	for (i = 0; i < v->n && !rc; i++, done++) {
+		rc = rename_on(mux, ctx, v->m[i], src, dst, err);
+		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0; /* nothing of it on this member */
+		else if (rc == 0)
+			found = true;
+	}
+	if (rc < 0) {
+		/* undo where it was done (done - 1 is the one that failed) */
+		for (i = 0; i + 1 < done; i++)
+			rename_on(mux, ctx, v->m[i], dst, src, &e);
+	} else if (!found) {
+		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
+				    "rename: no directory \"%s\"", src);
+	}
+	smux__view_put(v);
+	return rc;
+}
+
 static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {
@@ -966,13 +1058,50 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		.key = src,
 		.key2 = dst,
 	};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long lrc;
 	int rc;
+
+	if (smux_key_is_dir(src)) {
+		lrc = op_enter(mux, ctx, &child, "rename", src, "all", &span,
+			       err);
+		if (lrc == 0)
+			lrc = mux_rename_dir(mux, &child, src, dst, err);
+		return (int)op_leave(mux, span, lrc, err);
+	}
 
 	if (mux->mode == SMUX_MODE_STICKY) {
 		rc = copy_through(b, ctx, src, dst, err);
 		return rc ? rc : mux_del(b, ctx, src, err);
 	}
 	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename", err);
+}
+
+/*
+ * Hard link: routed like rename (every replica in shield and mirror, each
+ * linking in its own tree, with a hint to put the destination for a
+ * replica that misses it - the replay then makes a copy, not a link; the
+ * selected member in failover, round-robin and weighted). Sticky-by-key
+ * cannot: the two names may live on two shards (mux_caps drops
+ * SMUX_CAP_HARDLINK there).
+ */
+static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_LINK,
+		.key = src,
+		.key2 = dst,
+	};
+
+	if (mux->mode == SMUX_MODE_STICKY)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "link \"%s\": sticky-by-key keeps the "
+				      "two names on two shards",
+				      dst);
+	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "link", err);
 }
 
 /* Attributes change where the object is: every replica in shield and
@@ -1077,6 +1206,8 @@ static unsigned mux_caps(struct smux_backend *b)
 	for (size_t i = 0; i < v->n; i++)
 		caps &= smux_backend_caps(v->m[i]->backend);
 	smux__view_put(v);
+	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY) /* two shards */
+		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME);
 	return caps;
 }
 
@@ -1118,5 +1249,6 @@ static const struct smux_backend_ops mux_ops = {
 	.writer_open = smux__mux_writer_open,
 	.reader_open = smux__mux_reader_open,
 	.caps = mux_caps,
+	.link = mux_link,
 	.destroy = mux_destroy,
 };

@@ -228,7 +228,8 @@ static bool call_stale(struct smux_mux *mux, struct mux_member *m,
 {
 	if (smux__member_stale(mux, m, call->key))
 		return true;
-	return (call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME) &&
+	return (call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME ||
+		call->op == SMUX__OP_LINK) &&
 	       smux__member_stale(mux, m, call->key2);
 }
 
@@ -803,9 +804,11 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, enum smux__hint_kind kind,
 		       struct smux_span *span, struct smux_error *err)
 {
-	/* the key a write leaves behind: a copy's or rename's destination */
+	/* the key a write leaves behind: a copy's, rename's or link's
+	 * destination */
 	const char *key =
-		(call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME)
+		(call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME ||
+		 call->op == SMUX__OP_LINK)
 			? call->key2
 			: call->key;
 	struct mux_view *v = smux__view_get(mux);

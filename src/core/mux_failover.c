@@ -35,7 +35,7 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 {
 	/* the background thread sleeps long while nothing is pending: wake
 	 * it for the first hint, so it retries the replay every second */
-	bool first = smux__hints_pending(mux->hints, NULL) == 0;
+	bool first = smux__hints_pending_replicas(mux->hints) == 0;
 	struct mux_view *v;
 	unsigned pos = 0, added = 0;
 	int rc = 0;
@@ -71,8 +71,9 @@ long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux__call *call, enum smux__hint_kind kind,
 			  struct smux_span *span, struct smux_error *err)
 {
-	bool two_keys =
-		call->op == SMUX__OP_COPY || call->op == SMUX__OP_RENAME;
+	bool two_keys = call->op == SMUX__OP_COPY ||
+			call->op == SMUX__OP_RENAME ||
+			call->op == SMUX__OP_LINK;
 	struct mux_member *acked = NULL;
 	long rc;
 	int hrc;

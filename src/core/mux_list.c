@@ -242,7 +242,7 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	{
 		struct merge_src src = {NULL, ms};
 
-		if (smux__hints_pending(mux->hints, NULL) > 0)
+		if (smux__hints_pending_replicas(mux->hints) > 0)
 			src.hints = mux->hints;
 		merge_deliver(es, ok, n, &src, delimiter, fn, arg);
 	}
@@ -398,7 +398,7 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc;
 
 	/* the common case streams: no member missed anything */
-	if (smux__hints_pending(mux->hints, NULL) == 0)
+	if (smux__hints_pending_replicas(mux->hints) == 0)
 		return smux__exec_walk(mux, ctx, call, false, NULL, span, err);
 	lc.list_fn = collect;
 	lc.list_arg = &lists[1];

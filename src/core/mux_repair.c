@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/mux_internal.h"
@@ -108,7 +109,11 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	*got = rc == 0;
 	if (rc == 0 && (hinted ? smux__hints_has(mux->hints, dst->name, key)
 			       : !smux__intent_busy(mux, key))) {
-		po.mode = info.mode & 07777;
+		/* a replica that missed a symlink gets a symlink; one that
+		 * missed a hard link gets a copy (a separate file: replay
+		 * knows one key, not the group of names; the HINT_REPLAYED
+		 * event names it) */
+		po.mode = info.mode & (S_IFMT | 07777);
 		po.mtime_ns = info.mtime_ns;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
@@ -461,7 +466,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (replayed)
 		*replayed = done;
 	if (pending)
-		*pending = smux__hints_pending(mux->hints, NULL);
+		*pending = smux__hints_pending_replicas(mux->hints);
 	return rc;
 }
 

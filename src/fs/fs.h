@@ -218,6 +218,11 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
  * directory walk that must see them in the backend). 0 or the first
  * failure. */
 int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix);
+/* After the directory @from ("a/") was renamed to @to ("b/") in one
+ * backend call: every open file and reader under @from now names its key
+ * under @to (open writers were committed before the rename). */
+void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
+			      const char *to);
 
 /* Calls @fn for every ofile (not deleted) whose key is directly inside
  * the directory key @dir ("" or "a/b/"), with its name and attributes.
@@ -327,6 +332,7 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 int smuxfs_statfs(const char *path, struct statvfs *st);
 int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev);
 int smuxfs_symlink(const char *target, const char *path);
+int smuxfs_readlink(const char *path, char *buf, size_t size);
 int smuxfs_link(const char *from, const char *to);
 int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
 int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);

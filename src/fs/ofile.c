@@ -789,6 +789,64 @@ int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix)
 	return rc;
 }
 
+void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
+			      const char *to)
+{
+	struct smuxfs_ofile **found = NULL;
+	size_t n = 0, cap = 0, flen = strlen(from);
+	char key[SMUX_KEY_MAX + 2];
+
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
+		     of = of->next) {
+			if (strncmp(of->key, from, flen) != 0)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 16;
+				void *f = realloc(
+					found,
+					ncap * sizeof(struct smuxfs_ofile *));
+
+				if (!f)
+					break; /* keeps its old name */
+				found = f;
+				cap = ncap;
+			}
+			of->refs++;
+			found[n++] = of;
+		}
+	}
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext) {
+		char *k;
+
+		if (strncmp(fh->key, from, flen) != 0 ||
+		    snprintf(key, sizeof(key), "%s%s", to, fh->key + flen) >=
+			    (int)sizeof(key))
+			continue;
+		k = strdup(key);
+		if (!k)
+			continue; /* keeps the old name: reads get ENOENT */
+		free(fh->key);
+		fh->key = k;
+		atomic_store(&fh->reader_off, true);
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (size_t i = 0; i < n; i++) {
+		struct smuxfs_ofile *of = found[i];
+
+		pthread_mutex_lock(&of->lock);
+		if (strncmp(of->key, from, flen) == 0 &&
+		    snprintf(key, sizeof(key), "%s%s", to, of->key + flen) <
+			    (int)sizeof(key))
+			ofile_rekey_locked(fs, of, key);
+		pthread_mutex_unlock(&of->lock);
+		ofile_unref(fs, of);
+	}
+	free(found);
+	smuxfs_etag_forget(fs, from);
+}
+
 void smuxfs_ofile_each_in(struct smuxfs *fs, const char *dir,
 			  void (*fn)(void *arg, const char *name,
 				     const struct smuxfs_ofile_attr *a),

@@ -172,6 +172,15 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 		perm &= ~(uint32_t)fs->umask;
 	st->st_mode = (is_dir ? S_IFDIR : S_IFREG) | perm;
 	st->st_nlink = is_dir ? 2 : 1;
+	if (!is_dir && info &&
+	    (S_ISLNK(info->mode) || S_ISFIFO(info->mode) ||
+	     S_ISSOCK(info->mode))) {
+		/* a symlink's size is its target's length, as lstat says */
+		st->st_mode = (info->mode & S_IFMT) |
+			      (S_ISLNK(info->mode) ? 0777 : perm);
+	}
+	if (!is_dir && info && info->nlink)
+		st->st_nlink = info->nlink;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_size = is_dir || !info ? 0 : (off_t)info->size;
@@ -236,6 +245,7 @@ const struct fuse_operations smuxfs_ops = {
 	.mkdir = smuxfs_mkdir,
 	.unlink = smuxfs_unlink,
 	.rmdir = smuxfs_rmdir,
+	.readlink = smuxfs_readlink,
 	.symlink = smuxfs_symlink,
 	.rename = smuxfs_rename,
 	.link = smuxfs_link,

@@ -2,8 +2,8 @@
 /*
  * ops_meta.c - FUSE operations on names and attributes: getattr, mkdir,
  * rmdir, unlink, rename (files and directory walks), chmod, chown,
- * utimens, statfs, and the refusals (mknod of a special file, symlink,
- * link). Listings are in ops_dir.c.
+ * utimens, statfs, mknod (files, FIFOs, sockets), symlink, readlink and
+ * link. Listings are in ops_dir.c.
  *
  * Directories follow DESIGN section 6: real directories on file backends,
  * "dir/" marker objects plus directories implied by key prefixes on
@@ -12,6 +12,8 @@
  * content (ops_io.c does).
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,9 +334,11 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 }
 
 /*
- * Renames the directory @from ("a/") to @to ("b/") key by key: new
- * markers first (parents before children), then every object, then the
- * old markers, children before parents, and the old directory itself.
+ * Renames the directory @from ("a/") to @to ("b/"): in one backend call
+ * where the root can (SMUX_CAP_DIR_RENAME: every member a file backend,
+ * every replica up); else key by key: new markers first (parents before
+ * children), then every object, then the old markers, children before
+ * parents, and the old directory itself.
  */
 static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 {
@@ -350,6 +354,19 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	if (rc)
 		goto out;
 	smuxfs_ctx(&ctx);
+	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME) {
+		/* one rename(2) per replica: atomic there, O(1) */
+		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+		if (rc == 0) {
+			smuxfs_ofile_rekey_under(fs, from, to);
+			goto out;
+		}
+		if (err.e.code != SMUX_E_NOT_SUPPORTED) {
+			rc = smuxfs_errno(&err, "rename", from);
+			goto out;
+		}
+		rc = 0; /* a replica is not up: key by key, with hints */
+	}
 	rc = smux_backend_list(fs->root, &ctx, from, NULL, walk_entry, &w,
 			       &err);
 	if (rc) {
@@ -618,12 +635,15 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 	return 0;
 }
 
-/* ---- what smuxfs refuses ---- */
+/* ---- special files and links ---- */
 
-int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
+/* Puts an object of type @mode (S_IFREG, S_IFLNK, S_IFIFO, S_IFSOCK) at
+ * @path with @content (a symlink's target) unless something is there. */
+static int make_object(const char *path, uint32_t mode, const char *content,
+		       const char *op)
 {
 	struct smuxfs *fs = smuxfs_get();
-	struct smux_put_opts opts = {.mode = mode & 07777};
+	struct smux_put_opts opts = {.mode = mode};
 	char key[SMUX_KEY_MAX + 2];
 	struct smux_source src;
 	struct smux_error err;
@@ -631,32 +651,135 @@ int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
 	bool is_dir, is_root;
 	int rc;
 
-	(void)rdev;
 	rc = may_modify(fs, path);
 	if (!rc)
 		rc = key_of(fs, path, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
-	if (!S_ISREG(mode))
-		return -EPERM; /* no devices, fifos or sockets in a backend */
 	if (is_root || smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
 		return -EEXIST;
-	smux_source_buf(&src, "", 0);
+	smux_source_buf(&src, content, strlen(content));
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, key, &src, &opts, NULL, &err);
-	return rc ? smuxfs_errno(&err, "mknod", key) : 0;
+	return rc ? smuxfs_errno(&err, op, key) : 0;
 }
 
+/* Regular files, FIFOs and sockets; devices stay EPERM (a backend holds
+ * no device). A FIFO's open never reaches the daemon: the kernel serves
+ * it. */
+int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	if (S_ISREG(mode))
+		return make_object(path, mode & 07777, "", "mknod");
+	if (S_ISFIFO(mode) || S_ISSOCK(mode))
+		return make_object(path, mode & (S_IFMT | 07777), "", "mknod");
+	return -EPERM;
+}
+
+/* A symlink is an object whose content is its target (DESIGN section 6);
+ * only the kernel resolves it, the daemon never follows one. */
 int smuxfs_symlink(const char *target, const char *path)
 {
-	(void)target;
-	(void)path;
-	return -EPERM; /* backends hold objects, never links */
+	size_t len = strlen(target);
+
+	if (len == 0)
+		return -ENOENT;
+	if (len >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return make_object(path, S_IFLNK | 0777, target, "symlink");
 }
 
+/* readlink(2): the target, truncated to @size - 1 bytes and NUL-terminated
+ * (libfuse's contract; the kernel returns the string's length). */
+int smuxfs_readlink(const char *path, char *buf, size_t size)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smux_get_opts opts = {.length = size ? size - 1 : 0};
+	char key[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	bool is_root;
+	int rc;
+
+	if (!size)
+		return -EINVAL;
+	if (!path)
+		return -ESTALE;
+	if (smuxdir_owns(path))
+		return -EINVAL;
+	rc = key_of(fs, path, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (is_root)
+		return -EINVAL;
+	smux_sink_buf(&sink, buf, size - 1);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, &info, &err);
+	if (rc)
+		return smuxfs_errno(&err, "readlink", key);
+	if (!S_ISLNK(info.mode))
+		return -EINVAL;
+	buf[sink.written < size ? sink.written : size - 1] = '\0';
+	return 0;
+}
+
+/*
+ * Hard links where every member of the tree is a file backend
+ * (SMUX_CAP_HARDLINK): each replica links in its own tree. Elsewhere EPERM,
+ * as a filesystem without hard links answers, with the reason logged once.
+ */
 int smuxfs_link(const char *from, const char *to)
 {
-	(void)from;
-	(void)to;
-	return -EPERM;
+	static atomic_bool told;
+	struct smuxfs *fs = smuxfs_get();
+	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
+	bool is_dir, from_root, to_root;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	rc = may_modify(fs, from);
+	if (!rc)
+		rc = may_modify(fs, to);
+	if (!rc)
+		rc = key_of(fs, from, fkey, sizeof(fkey), &from_root);
+	if (!rc)
+		rc = key_of(fs, to, tkey, sizeof(tkey), &to_root);
+	if (rc)
+		return rc;
+	if (!(smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK)) {
+		if (!atomic_exchange(&told, true))
+			smux_log(LOG_INFO,
+				 "link %s: hard links need every backend of "
+				 "the tree to be a file backend (and no "
+				 "sticky-by-key mux); answering EPERM",
+				 tkey);
+		return -EPERM;
+	}
+	if (from_root || to_root)
+		return -EPERM;
+	rc = smuxfs_lookup(fs, fkey, false, &is_dir, NULL);
+	if (rc)
+		return rc;
+	if (is_dir)
+		return -EPERM;
+	if (smuxfs_lookup(fs, tkey, false, &is_dir, NULL) == 0)
+		return -EEXIST;
+	/* what is written through the open name and not yet committed is
+	 * the object's content: the new name must show it */
+	rc = smuxfs_ofile_commit_under(fs, fkey);
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_link(fs->root, &ctx, fkey, tkey, &err);
+	if (rc)
+		return smuxfs_errno(&err, "link", tkey);
+	smuxfs_etag_forget(fs, fkey);
+	/* the kernel knows the old name as its own inode (use_ino = 0): its
+	 * cached link count is stale now */
+	fuse_invalidate_path(fuse_get_context()->fuse, from);
+	return 0;
 }

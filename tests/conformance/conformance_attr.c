@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conformance_attr.c - rename and setattr: what every backend and mode
+ * conformance_attr.c - rename, setattr and special objects (symlinks,
+ * FIFOs): what every backend and mode
  * must do, natively or through the dispatch wrappers' fallbacks.
  */
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -74,4 +76,70 @@ void conf_test_setattr(void **state)
 	CONF_ERR(smux_backend_setattr(env->b, &env->ctx, "gone", &mode, &err),
 		 &err, SMUX_E_KEY_NOT_FOUND, ENOENT);
 	CONF_ABSENT(env, "gone");
+}
+
+/* A symlink is an object whose content is its target (DESIGN section 6):
+ * every backend and mode keeps its type through put, head, get, list,
+ * copy and rename; a FIFO is an empty object of its type. */
+void conf_test_symlink(void **state)
+{
+	struct conf_env *env = *state;
+	static const char target[] = "../t/x y";
+	struct smux_put_opts link = {.mode = S_IFLNK | 0777,
+				     .mtime_ns = 1600000000987654321LL};
+	struct smux_put_opts fifo = {.mode = S_IFIFO | 0640};
+	struct smux_source src;
+	struct conf_list l = {0};
+	struct smux_error err;
+	struct smux_info info;
+
+	smux_source_buf(&src, target, sizeof(target) - 1);
+	CONF_OK(smux_backend_put(env->b, &env->ctx, "ln/a", &src, &link, NULL,
+				 &err),
+		&err);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "ln/a", &info, &err),
+		&err);
+	assert_int_equal(info.mode & S_IFMT, S_IFLNK);
+	assert_int_equal(info.size, sizeof(target) - 1);
+	CONF_EXPECT(env, "ln/a", target, sizeof(target) - 1);
+
+	CONF_OK(conf_list_collect(env, "ln/", NULL, &l, &err), &err);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.keys[0], "ln/a");
+	assert_int_equal(l.info[0].mode & S_IFMT, S_IFLNK);
+	conf_list_free(&l);
+
+	CONF_OK(smux_backend_copy(env->b, &env->ctx, "ln/a", "ln/b", &err),
+		&err);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "ln/b", &info, &err),
+		&err);
+	assert_int_equal(info.mode & S_IFMT, S_IFLNK);
+	assert_int_equal(info.mtime_ns, link.mtime_ns);
+	CONF_EXPECT(env, "ln/b", target, sizeof(target) - 1);
+
+	CONF_OK(smux_backend_rename(env->b, &env->ctx, "ln/b", "m/c", &err),
+		&err);
+	CONF_ABSENT(env, "ln/b");
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "m/c", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFLNK);
+	assert_int_equal(info.mtime_ns, link.mtime_ns);
+	CONF_EXPECT(env, "m/c", target, sizeof(target) - 1);
+
+	/* replaced by a regular object, and deleted */
+	CONF_PUT(env, "m/c", "file", 4, NULL);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "m/c", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFREG);
+	CONF_OK(smux_backend_del(env->b, &env->ctx, "ln/a", &err), &err);
+	CONF_ABSENT(env, "ln/a");
+
+	smux_source_buf(&src, "", 0);
+	CONF_OK(smux_backend_put(env->b, &env->ctx, "p", &src, &fifo, NULL,
+				 &err),
+		&err);
+	CONF_OK(smux_backend_head(env->b, &env->ctx, "p", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFIFO);
+	assert_int_equal(info.mode & 07777, 0640);
+	assert_int_equal(info.size, 0);
+	CONF_OK(smux_backend_del(env->b, &env->ctx, "p", &err), &err);
+	CONF_ABSENT(env, "p");
 }

@@ -69,6 +69,7 @@ tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_rcache.sh")
+for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 
 selected() {
 	local name=$1 f

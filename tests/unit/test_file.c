@@ -199,7 +199,8 @@ static int coll_fn(void *arg, const struct smux_list_entry *e)
 	if (!e->is_prefix && smux_key_is_dir(e->key))
 		assert_true(S_ISDIR(e->info.mode));
 	else if (!e->is_prefix)
-		assert_true(S_ISREG(e->info.mode));
+		assert_true(S_ISREG(e->info.mode) || S_ISLNK(e->info.mode) ||
+			    S_ISFIFO(e->info.mode));
 	w = snprintf(c->out + c->len, sizeof(c->out) - c->len,
 		     e->is_prefix ? "%s[%s]" : "%s%s", c->n ? "," : "", e->key);
 	assert_true(w > 0 && (size_t)w < sizeof(c->out) - c->len);
@@ -491,18 +492,23 @@ static void test_markers(void **state)
 			      NULL, NULL, &env->err);
 	expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
 
-	/* Special files are refused, never opened for reading (a fifo
-	 * would block). */
+	/* A FIFO made behind the backend is an empty object, never read
+	 * (that would block): get answers at once with no content. */
 	assert_int_equal(mkfifo(at(env, "root/fifo"), 0600), 0);
 	rc = smux_backend_get_all(env->b, &env->ctx, "fifo", &buf, &len,
 				  &env->err);
-	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
-	rc = smux_backend_head(env->b, &env->ctx, "fifo", &info, &env->err);
-	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
-	rc = put_str(env, "fifo", "x");
-	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
-	rc = smux_backend_del(env->b, &env->ctx, "fifo", &env->err);
-	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	assert_int_equal(rc, 0);
+	assert_int_equal(len, 0);
+	free(buf);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "fifo", &info, &env->err),
+		0);
+	assert_true(S_ISFIFO(info.mode));
+	rc = smux_backend_head(env->b, &env->ctx, "fifo/", &info, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "fifo", &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/fifo"), &st), -1);
 
 	/* rmdir: empty goes, non-empty is refused. */
 	assert_int_equal(smux_backend_del(env->b, &env->ctx, "d/", &env->err),
@@ -559,7 +565,7 @@ static void test_list_order(void **state)
 	assert_int_equal(put_str(env, "b", "1"), 0);
 	assert_int_equal(put_str(env, "empty/", ""), 0);
 	assert_int_equal(put_str(env, "a-", "1"), 0);
-	/* Never listed: temp files, symlinks, fifos. */
+	/* Never listed: temp files. Symlinks and FIFOs are, as such. */
 	write_file(at(env, "root/.smux-tmp.0123456789abcdef"), "tmp");
 	write_file(at(env, "root/a/.smux-tmp.x"), "tmp");
 	assert_int_equal(symlink("a.txt", at(env, "root/sl")), 0);
@@ -567,13 +573,14 @@ static void test_list_order(void **state)
 	assert_int_equal(mkfifo(at(env, "root/fifo"), 0600), 0);
 
 	assert_string_equal(list(env, &c, "", NULL),
-			    "a-,a.txt,a/b,a/c/d,a0,b,empty/");
+			    "a-,a.txt,a/b,a/c/d,a/sldir,a0,b,empty/,fifo,sl");
 	assert_string_equal(list(env, &c, "", "/"),
-			    "a-,a.txt,[a/],a0,b,[empty/]");
+			    "a-,a.txt,[a/],a0,b,[empty/],fifo,sl");
 	assert_string_equal(list(env, &c, "a", "/"), "a-,a.txt,[a/],a0");
-	assert_string_equal(list(env, &c, "a", NULL), "a-,a.txt,a/b,a/c/d,a0");
-	assert_string_equal(list(env, &c, "a/", "/"), "a/b,[a/c/]");
-	assert_string_equal(list(env, &c, "a/", NULL), "a/b,a/c/d");
+	assert_string_equal(list(env, &c, "a", NULL),
+			    "a-,a.txt,a/b,a/c/d,a/sldir,a0");
+	assert_string_equal(list(env, &c, "a/", "/"), "a/b,[a/c/],a/sldir");
+	assert_string_equal(list(env, &c, "a/", NULL), "a/b,a/c/d,a/sldir");
 	assert_string_equal(list(env, &c, "a/c", NULL), "a/c/d");
 	assert_string_equal(list(env, &c, "empty/", NULL), "empty/");
 	assert_string_equal(list(env, &c, "empty/", "/"), "");
@@ -582,7 +589,12 @@ static void test_list_order(void **state)
 	assert_string_equal(list(env, &c, "missing/x", "/"), "");
 	assert_string_equal(list(env, &c, "b/", NULL), "");
 	assert_string_equal(list(env, &c, "zzz", NULL), "");
-	assert_string_equal(list(env, &c, "sl", NULL), "");
+	assert_string_equal(list(env, &c, "sl", NULL), "sl");
+	/* never descended into: a/sldir points at a directory */
+	memset(&c, 0, sizeof(c));
+	assert_true(smux_backend_list(env->b, &env->ctx, "a/sldir/", NULL,
+				      coll_fn, &c, &env->err) < 0);
+	assert_int_equal(c.n, 0);
 
 	/* The callback stops the listing. */
 	c.stop_after = 2;
@@ -1330,7 +1342,10 @@ static int sink_count(void *arg, const void *data, size_t len)
 /* Every listed key must be one of the few legitimate ones inside. */
 static int list_guard(void *arg, const struct smux_list_entry *e)
 {
-	static const char *const ok[] = {"ok", "d/", "sub/", "plain/"};
+	/* the symlinks are objects inside: listed, never descended into */
+	static const char *const ok[] = {"ok",	     "d/",	 "sub/",
+					 "plain/",   "d/sub",	 "esc",
+					 "link_out", "link_abs", "link_file"};
 	unsigned i;
 
 	(void)arg;
@@ -1480,15 +1495,15 @@ static void test_containment(void **state)
 		"link_out/sub/inner",
 		"link_out/sub/",
 		"link_out/newdir/",
-		"link_out",
 		"link_out/",
-		"link_file",
 		"link_abs/secret",
 		"link_abs/",
 		"d/sub/x",
 		"d/sub/",
-		"d/sub",
 		"d/sub/inner/deeper",
+		"esc/passwd",
+		"esc/",
+		"esc/shadow/",
 		"..",
 		"../",
 		".",
@@ -1517,6 +1532,7 @@ static void test_containment(void **state)
 		symlink("../outside/secret", at(env, "root/link_file")), 0);
 	assert_int_equal(mkdir(at(env, "root/d"), 0755), 0);
 	assert_int_equal(symlink(outside, at(env, "root/d/sub")), 0);
+	assert_int_equal(symlink("../../etc", at(env, "root/esc")), 0);
 
 	memset(seg300, 'x', 300);
 	seg300[300] = '\0';
@@ -1619,21 +1635,219 @@ static void test_containment_list(void **state)
 	assert_int_equal(symlink("../../outside", at(env, "root/d/sub")), 0);
 	assert_int_equal(put_str(env, "ok", "fine"), 0);
 
-	assert_string_equal(list(env, &c, "", NULL), "d/,ok");
-	assert_string_equal(list(env, &c, "", "/"), "[d/],ok");
-	assert_string_equal(list(env, &c, "d/", NULL), "d/");
-	assert_string_equal(list(env, &c, "d/s", NULL), "");
-	assert_string_equal(list(env, &c, "link", NULL), "");
+	/* The links are listed as links, never descended into. */
+	assert_string_equal(list(env, &c, "", NULL), "d/sub,link_out,ok");
+	assert_string_equal(list(env, &c, "", "/"), "[d/],link_out,ok");
+	assert_string_equal(list(env, &c, "d/", NULL), "d/sub");
+	assert_string_equal(list(env, &c, "d/s", NULL), "d/sub");
+	assert_string_equal(list(env, &c, "link", NULL), "link_out");
 	/* A prefix through a symlink: refused, never followed. */
 	assert_true(smux_backend_list(env->b, &env->ctx, "link_out/", NULL,
 				      coll_fn, &c, &env->err) < 0);
 	assert_true(smux_backend_list(env->b, &env->ctx, "d/sub/", "/", coll_fn,
 				      &c, &env->err) < 0);
 	/* The last segment is a filter, never a path. */
+	memset(&c, 0, sizeof(c));
 	assert_int_equal(env->b->ops->list(env->b, &env->ctx, "..", NULL,
 					   coll_fn, &c, &env->err),
 			 0);
 	assert_int_equal(c.n, 0);
+}
+
+/* ---- symlinks, FIFOs and sockets ---- */
+
+static int put_special(struct env *env, const char *key, uint32_t mode,
+		       const char *content, int64_t mtime_ns)
+{
+	struct smux_put_opts opts = {.mode = mode, .mtime_ns = mtime_ns};
+	struct smux_source src;
+
+	smux_source_buf(&src, content, strlen(content));
+	return smux_backend_put(env->b, &env->ctx, key, &src, &opts, NULL,
+				&env->err);
+}
+
+static void expect_link(struct env *env, const char *rel, const char *want)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	assert_int_equal(lstat(at(env, rel), &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	n = readlink(at(env, rel), target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = '\0';
+	assert_string_equal(target, want);
+}
+
+/* A symlink is an object whose content is its target: stored as a real
+ * symlink, listed, copied and renamed as one, never followed. */
+static void test_symlink_objects(void **state)
+{
+	struct env *env = *state;
+	struct smux_setattr attr = {.flags = SMUX_SET_MTIME,
+				    .mtime_ns = 1500000000123456789LL};
+	struct smux_reader *r = NULL;
+	struct smux_writer *w = NULL;
+	struct smux_info info;
+	struct coll c = {0};
+	struct stat st;
+	unsigned flags;
+
+	assert_int_equal(put_special(env, "esc", S_IFLNK | 0777, "../../etc",
+				     1400000000000000000LL),
+			 0);
+	expect_link(env, "root/esc", "../../etc");
+	assert_int_equal(lstat(at(env, "root/esc"), &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 1400000000);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "esc", &info, &env->err),
+		0);
+	assert_true(S_ISLNK(info.mode));
+	assert_int_equal(info.mode & 07777, 0777);
+	assert_int_equal(info.size, 9);
+	assert_true(info.etag[0]);
+	expect_content(env, "esc", "../../etc");
+	/* the link is never followed, not even as a middle component */
+	expect_code(smux_backend_head(env->b, &env->ctx, "esc/passwd", &info,
+				      &env->err),
+		    &env->err, SMUX_E_PERMISSION_DENIED);
+	assert_true(smux_backend_head(env->b, &env->ctx, "esc/", &info,
+				      &env->err) < 0);
+	assert_true(put_str(env, "esc/x", "pwned") < 0);
+	assert_true(smux_backend_reader_open(env->b, &env->ctx, "esc", &r,
+					     &env->err) < 0);
+	for (flags = 0; flags <= SMUX_WRITER_TRUNC; flags++)
+		assert_true(smux_backend_writer_open(env->b, &env->ctx, "esc",
+						     flags, &w, &env->err) < 0);
+	expect_link(env, "root/esc", "../../etc");
+
+	/* listed as a link with the target's length */
+	assert_string_equal(list(env, &c, "", NULL), "esc");
+	/* copy and rename keep a link a link, with its mtime */
+	assert_int_equal(smux_backend_copy(env->b, &env->ctx, "esc", "d/copy",
+					   &env->err),
+			 0);
+	expect_link(env, "root/d/copy", "../../etc");
+	assert_int_equal(lstat(at(env, "root/d/copy"), &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 1400000000);
+	assert_int_equal(smux_backend_rename(env->b, &env->ctx, "d/copy",
+					     "moved", &env->err),
+			 0);
+	expect_link(env, "root/moved", "../../etc");
+	assert_int_equal(lstat(at(env, "root/d/copy"), &st), -1);
+	/* times change on the link itself */
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "moved", &attr,
+					      &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/moved"), &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 1500000000);
+	assert_int_equal(st.st_mtim.tv_nsec, 123456789);
+	/* replacing a link replaces the link, never its target */
+	assert_int_equal(put_special(env, "moved", S_IFLNK | 0777, "other", 0),
+			 0);
+	expect_link(env, "root/moved", "other");
+	assert_int_equal(put_str(env, "moved", "now a file"), 0);
+	assert_int_equal(lstat(at(env, "root/moved"), &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	expect_content(env, "moved", "now a file");
+	/* delete removes the link */
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "esc", &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/esc"), &st), -1);
+	assert_int_equal(lstat("/etc/passwd", &st), 0);
+
+	/* a target must be 1 to PATH_MAX - 1 bytes */
+	assert_true(put_special(env, "bad", S_IFLNK | 0777, "", 0) < 0);
+	assert_int_equal(lstat(at(env, "root/bad"), &st), -1);
+}
+
+static void test_fifo_objects(void **state)
+{
+	struct env *env = *state;
+	struct smux_info info;
+	struct stat st;
+
+	assert_int_equal(put_special(env, "p/fifo", S_IFIFO | 0640, "", 0), 0);
+	assert_int_equal(lstat(at(env, "root/p/fifo"), &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(smux_backend_head(env->b, &env->ctx, "p/fifo", &info,
+					   &env->err),
+			 0);
+	assert_true(S_ISFIFO(info.mode));
+	assert_int_equal(info.size, 0);
+	expect_content(env, "p/fifo", "");
+	assert_int_equal(put_special(env, "sock", S_IFSOCK | 0600, "", 0), 0);
+	assert_int_equal(lstat(at(env, "root/sock"), &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(smux_backend_copy(env->b, &env->ctx, "p/fifo", "fifo2",
+					   &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/fifo2"), &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_int_equal(smux_backend_setattr(
+				 env->b, &env->ctx, "fifo2",
+				 &(struct smux_setattr){.flags = SMUX_SET_MODE,
+							.mode = 0604},
+				 &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/fifo2"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0604);
+	/* a FIFO takes no content */
+	assert_true(put_special(env, "full", S_IFIFO | 0600, "x", 0) < 0);
+	assert_int_equal(
+		smux_backend_del(env->b, &env->ctx, "p/fifo", &env->err), 0);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "sock", &env->err),
+			 0);
+	assert_int_equal(lstat(at(env, "root/sock"), &st), -1);
+}
+
+/* A directory renames with one rename(2): the tree keeps its inodes. */
+static void test_rename_dir(void **state)
+{
+	struct env *env = *state;
+	struct stat before, after;
+
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_DIR_RENAME);
+	assert_int_equal(put_str(env, "a/x", "1"), 0);
+	assert_int_equal(put_str(env, "a/sub/y", "2"), 0);
+	assert_int_equal(put_special(env, "a/ln", S_IFLNK | 0777, "x", 0), 0);
+	assert_int_equal(stat(at(env, "root/a/sub/y"), &before), 0);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "a/", "n/b/", &env->err),
+		0);
+	assert_int_equal(stat(at(env, "root/n/b/sub/y"), &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	assert_int_equal(lstat(at(env, "root/a"), &after), -1);
+	expect_content(env, "n/b/x", "1");
+	expect_link(env, "root/n/b/ln", "x");
+	/* onto an empty directory: replaced; a full one: NOT_EMPTY */
+	assert_int_equal(put_str(env, "e/", ""), 0);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "n/b/", "e/", &env->err),
+		0);
+	expect_content(env, "e/sub/y", "2");
+	assert_int_equal(put_str(env, "f/z", "3"), 0);
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "e/", &env->err),
+		&env->err, SMUX_E_NOT_EMPTY);
+	/* a file is no directory; a missing one is not found; never into
+	 * itself; a directory key onto an object key is refused */
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "e/x/", &env->err),
+		&env->err, SMUX_E_NOT_DIRECTORY);
+	expect_code(smux_backend_rename(env->b, &env->ctx, "nope/", "q/",
+					&env->err),
+		    &env->err, SMUX_E_KEY_NOT_FOUND);
+	assert_true(smux_backend_rename(env->b, &env->ctx, "f/", "f/in/",
+					&env->err) < 0);
+	expect_code(
+		smux_backend_rename(env->b, &env->ctx, "f/", "g", &env->err),
+		&env->err, SMUX_E_INVALID_ARGUMENT);
+	expect_content(env, "f/z", "3");
 }
 
 int main(void)
@@ -1673,6 +1887,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_containment_list,
 						setup_fast, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_objects,
+						setup_fast, teardown),
+		cmocka_unit_test_setup_teardown(test_fifo_objects, setup_fast,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rename_dir, setup_fast,
+						teardown),
 	};
 	int fails = 0;
 

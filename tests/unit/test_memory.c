@@ -515,6 +515,40 @@ static void test_optional_ops(void **state)
 	assert_int_equal(st.free_files, 0);
 }
 
+/* Special objects keep their type: a symlink (content = target, mode
+ * always 0777), a FIFO (no content, its own mode); copy and rename keep
+ * the type; a symlink needs a target, a FIFO takes none. */
+static void test_special_objects(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_put_opts link = {.mode = S_IFLNK | 0640};
+	struct smux_put_opts fifo = {.mode = S_IFIFO | 0604};
+	struct smux_source src;
+	struct smux_info info;
+	struct smux_error err;
+
+	smux_source_buf(&src, "a/b", 3);
+	assert_int_equal(
+		smux_backend_put(b, NULL, "l", &src, &link, &info, &err), 0);
+	assert_int_equal(info.mode, S_IFLNK | 0777);
+	assert_int_equal(info.size, 3);
+	assert_int_equal(smux_backend_copy(b, NULL, "l", "l2", &err), 0);
+	assert_int_equal(smux_backend_rename(b, NULL, "l2", "l3", &err), 0);
+	assert_int_equal(smux_backend_head(b, NULL, "l3", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFLNK | 0777);
+	smux_source_buf(&src, "", 0);
+	assert_true(smux_backend_put(b, NULL, "bad", &src, &link, NULL, &err) <
+		    0);
+	assert_int_equal(
+		smux_backend_put(b, NULL, "p", &src, &fifo, &info, &err), 0);
+	assert_int_equal(info.mode, S_IFIFO | 0604);
+	smux_source_buf(&src, "x", 1);
+	assert_true(smux_backend_put(b, NULL, "p2", &src, &fifo, NULL, &err) <
+		    0);
+	assert_int_equal(smux_backend_head(b, NULL, "p2", &info, &err),
+			 -ENOENT);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -531,6 +565,7 @@ int main(void)
 		T(test_list_pages),
 		T(test_concurrent_no_torn_reads),
 		T(test_optional_ops),
+		T(test_special_objects),
 	};
 
 	return cmocka_run_group_tests_name("memory", tests, NULL, NULL);

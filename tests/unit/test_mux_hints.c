@@ -5,8 +5,9 @@
  * fanout-partial and throw_on_fanout_partial, the mirror's write quorum,
  * hints journaled before the write returns, replay by repair, crash
  * safety across a restart, a later write superseding a hint (also while
- * its replay is copying), and reads that avoid a replica that missed the
- * latest write.
+ * its replay is copying), reads that avoid a replica that missed the
+ * latest write, and links: a missed symlink replayed as a symlink, hard
+ * links fanned out over file replicas.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,9 +17,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mux_helpers.h"
+#include "smux/file.h"
 
 /* Three memory replicas behind faulty wrappers r0..r2, a clock, events. */
 struct rep {
@@ -700,6 +703,195 @@ static void test_replica_versions_agree(void **state)
 	rep_release(&r);
 }
 
+/* ---- links ---- */
+
+/* A replica that missed a symlink gets a symlink at the replay. */
+static void test_symlink_replayed(void **state)
+{
+	struct smux_put_opts link = {.mode = S_IFLNK | 0777};
+	struct smux_source src;
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	mh_fail(r.f[2], true);
+	smux_source_buf(&src, "../target", 9);
+	MH_OK(smux_backend_put(r.mux, &ctx, "ln", &src, &link, NULL, &err),
+	      &err);
+	MH_LACKS(r.mem[2], "ln");
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		MH_OK(smux_backend_head(r.mem[i], &ctx, "ln", &info, &err),
+		      &err);
+		assert_true(S_ISLNK(info.mode));
+		MH_HOLDS(r.mem[i], "ln", "../target");
+	}
+	rep_release(&r);
+}
+
+/* Hard links fan out like a rename over file replicas: each links in its
+ * own tree; a replica that missed it gets the destination at the replay
+ * (a copy, not a link). Muxes that cannot link say so. */
+static void test_link_fanout(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux, *sticky, *mem;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	char base[] = "/tmp/smux-link-XXXXXX", dir[3][64], path[256];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	struct stat a, b;
+	unsigned pending;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+	mux = mh_mux("links", &o, ff, NULL, 3);
+	assert_true(smux_backend_caps(mux) & SMUX_CAP_HARDLINK);
+	MH_OK(mh_put(mux, "a", "shared", &err), &err);
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_link(mux, &ctx, "a", "sub/b", &err), &err);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/a", dir[i]);
+		assert_int_equal(stat(path, &a), 0);
+		snprintf(path, sizeof(path), "%s/sub/b", dir[i]);
+		assert_int_equal(stat(path, &b), 0);
+		assert_int_equal(a.st_ino, b.st_ino);
+		assert_int_equal(b.st_nlink, 2);
+	}
+	MH_LACKS(fb[2], "sub/b");
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	/* a second link onto an existing name */
+	mh_fail(ff[2], false);
+	MH_ERR(smux_backend_link(fb[0], &ctx, "a", "sub/b", &err), &err,
+	       SMUX_E_ALREADY_EXISTS);
+	mh_clock_set(&clk, 100000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(fb[2], "sub/b", "shared");
+
+	/* sticky-by-key: the two names may live on two shards */
+	o.mode = SMUX_MODE_STICKY;
+	sticky = mh_mux("sticky", &o, ff, NULL, 3);
+	assert_false(smux_backend_caps(sticky) & SMUX_CAP_HARDLINK);
+	MH_ERR(smux_backend_link(sticky, &ctx, "a", "c", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	/* a member without links: the mux has no links */
+	mem = mh_memory("mem");
+	assert_false(smux_backend_caps(mem) & SMUX_CAP_HARDLINK);
+	MH_ERR(smux_backend_link(mem, &ctx, "a", "c", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	smux_backend_unref(mem);
+	smux_backend_unref(sticky);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
+/* A directory rename is one rename(2) per file replica, all or nothing:
+ * with a member down or a hint pending it is NOT_SUPPORTED (the caller
+ * moves key by key, with hints). */
+static void test_rename_dir_fanout(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux, *mem[2], *mmux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	char base[] = "/tmp/smux-rdir-XXXXXX", dir[3][64], path[256];
+	struct stat before[3], after;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+	mux = mh_mux("rdir", &o, ff, NULL, 3);
+	assert_true(smux_backend_caps(mux) & SMUX_CAP_DIR_RENAME);
+	MH_OK(mh_put(mux, "a/x", "1", &err), &err);
+	MH_OK(mh_put(mux, "a/s/y", "2", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/a/s/y", dir[i]);
+		assert_int_equal(stat(path, &before[i]), 0);
+	}
+	MH_OK(smux_backend_rename(mux, &ctx, "a/", "b/", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/b/s/y", dir[i]);
+		assert_int_equal(stat(path, &after), 0);
+		assert_int_equal(after.st_ino, before[i].st_ino);
+		MH_LACKS(fb[i], "a/x");
+		MH_HOLDS(fb[i], "b/x", "1");
+	}
+	MH_ERR(smux_backend_rename(mux, &ctx, "nope/", "c/", &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	/* a member down: not in one call */
+	mh_fail(ff[1], true);
+	MH_OK(mh_put(mux, "b/z", "3", &err), &err); /* r1 missed it: a hint */
+	MH_ERR(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	mh_fail(ff[1], false);
+	/* up again but the hint is pending: still not */
+	MH_ERR(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	mh_clock_set(&clk, 100000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, NULL, &err), &err);
+	MH_OK(smux_backend_rename(mux, &ctx, "b/", "c/", &err), &err);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(fb[i], "c/z", "3");
+	/* memory members cannot */
+	mem[0] = mh_memory("m0");
+	mem[1] = mh_memory("m1");
+	mmux = mh_mux("mrdir", &o, mem, NULL, 2);
+	assert_false(smux_backend_caps(mmux) & SMUX_CAP_DIR_RENAME);
+	MH_OK(mh_put(mmux, "a/x", "1", &err), &err);
+	MH_ERR(smux_backend_rename(mmux, &ctx, "a/", "b/", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	smux_backend_unref(mmux);
+	smux_backend_unref(mem[0]);
+	smux_backend_unref(mem[1]);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -717,6 +909,9 @@ int main(void)
 		cmocka_unit_test(test_drained_replica_hinted),
 		cmocka_unit_test(test_replica_versions_agree),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
+		cmocka_unit_test(test_symlink_replayed),
+		cmocka_unit_test(test_link_fanout),
+		cmocka_unit_test(test_rename_dir_fanout),
 	};
 
 	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);
