@@ -305,6 +305,14 @@ int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
+/*
+ * Fills @po (cleared first) to store a copy of the object @info describes:
+ * its mode as given (SMUX_PUT_MODE, 0000 included) when known, its mtime,
+ * and its owner (SMUX_PUT_OWNER) when it has one and this process may give
+ * files away (euid 0); otherwise the copy belongs to whoever writes it.
+ * Every copy, repair and attribute rewrite goes through here.
+ */
+void smux_put_opts_keep(struct smux_put_opts *po, const struct smux_info *info);
 /* Fills zeros (unknown) when NULL. */
 int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_statfs *out, struct smux_error *err);

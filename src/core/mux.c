@@ -926,8 +926,8 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
 	if (rc == 0) {
-		po.mode = info.mode & 07777;
-		po.mtime_ns = info.mtime_ns; /* a copy keeps mode and mtime */
+		/* a copy keeps owner, mode and mtime */
+		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, sink.written);
 		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
 	}

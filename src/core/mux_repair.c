@@ -100,8 +100,7 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	if (rc == 0 && smux__hints_has(mux->hints, dst->name, key)) {
-		po.mode = info.mode & 07777;
-		po.mtime_ns = info.mtime_ns;
+		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
 		rc = run(mux, ctx, dst, &put, probe_dst, err);

@@ -107,11 +107,14 @@ struct smuxfs {
 	char readahead_path[96];
 	atomic_bool readahead_done;
 	atomic_llong last_mtime_ns; /* smuxfs_unique_mtime() */
-	/* The root directory has no key in any backend: chmod and utimens
-	 * on it are kept here while mounted (0: the defaults, 0755 and
-	 * mount_ns). */
+	/* The root directory has no key in any backend: chmod, chown and
+	 * utimens on it are kept here while mounted. root_mode is S_IFDIR |
+	 * the bits once set (0: the default, 0755; 0000 is S_IFDIR alone),
+	 * root_mtime_ns 0 means mount_ns, root_uid/root_gid SMUX_ID_NONE
+	 * the mount's uid/gid. */
 	atomic_uint root_mode;
 	atomic_llong root_mtime_ns;
+	atomic_uint root_uid, root_gid;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
@@ -290,9 +293,38 @@ int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
  */
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info);
-/* Fills @st for a file or directory from backend info (or defaults). */
+/*
+ * Fills @st for a file or directory from backend info (or defaults):
+ * permission bits as kept (0000 included; defaults 0755/0644 only when
+ * the mode is unknown), the object's owner unless uid=/gid= were given,
+ * atime and ctime (mtime when unknown), the link count (2 or 1 when
+ * unknown).
+ */
 void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 		      const struct smux_info *info);
+
+/*
+ * The permission bits a new file or directory of the calling process
+ * gets from the @mode it asked for: setuid and setgid are dropped unless
+ * the caller is root (the daemon never creates them on behalf of an
+ * unprivileged caller). Only the bits 07777 are returned.
+ */
+mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode);
+/*
+ * Completes @po for the new object @key (@is_dir: a directory) created by
+ * the calling process: when the daemon runs as root and the root keeps
+ * owners (SMUX_CAP_OWNER), SMUX_PUT_OWNER with the caller's uid and gid,
+ * or the parent directory's group when that one is setgid (as the kernel
+ * does); a directory in a setgid directory gets setgid in po->mode. Sets
+ * SMUX_PUT_MODE: po->mode is meant as given (0000 stays 0000). Call with
+ * po->mode already filled (smuxfs_caller_mode). Costs a lookup of the
+ * parent directory.
+ */
+void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
+			 struct smux_put_opts *po);
+
+/* @ns since the epoch as a timespec. */
+void smuxfs_timespec(int64_t ns, struct timespec *ts);
 
 /* Raises the mount's read-ahead to 8 MiB once (root only; a failure is
  * logged at debug level and ignored). */
