@@ -163,7 +163,7 @@ static void memb_entry_info(const struct memb_entry *e, struct smux_info *info)
 		info->gid = e->gid;
 		info->has_owner = true;
 	}
-	info->nlink = 1;
+	info->nlink = S_ISDIR(e->mode) ? 0 : 1; /* a marker: not counted */
 	/*
 	 * The etag is size and mtime, not the publish counter: replicas that
 	 * a mux wrote with one explicit mtime then agree on the version, so a
