@@ -66,6 +66,7 @@ for s in errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror mi
 done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
+tests+=("test_perms.sh file" "test_perms.sh mirror")
 tests+=("test_rcache.sh")
 
 selected() {
