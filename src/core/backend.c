@@ -369,6 +369,13 @@ unsigned smux_backend_caps(struct smux_backend *b)
 	return b->ops->caps ? b->ops->caps(b) : 0;
 }
 
+size_t smux_backend_key_max(struct smux_backend *b)
+{
+	size_t n = b->ops->key_max ? b->ops->key_max(b) : SMUX_KEY_MAX;
+
+	return n && n < SMUX_KEY_MAX ? n : SMUX_KEY_MAX;
+}
+
 int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {

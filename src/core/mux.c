@@ -1077,6 +1077,22 @@ static unsigned mux_caps(struct smux_backend *b)
 	return caps;
 }
 
+/* A mux takes the keys every current member takes. */
+static size_t mux_key_max(struct smux_backend *b)
+{
+	struct mux_view *v = smux__view_get(smux__mux_of(b));
+	size_t n = SMUX_KEY_MAX;
+
+	for (size_t i = 0; i < v->n; i++) {
+		size_t m = smux_backend_key_max(v->m[i]->backend);
+
+		if (m < n)
+			n = m;
+	}
+	smux__view_put(v);
+	return n;
+}
+
 /* ---- for mux_reader.c ---- */
 
 int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1115,5 +1131,6 @@ static const struct smux_backend_ops mux_ops = {
 	.writer_open = smux__mux_writer_open,
 	.reader_open = smux__mux_reader_open,
 	.caps = mux_caps,
+	.key_max = mux_key_max,
 	.destroy = mux_destroy,
 };

@@ -81,6 +81,9 @@ struct smuxfs {
 	struct smux_events *events; /* may be NULL */
 	const char *prefix;	    /* key prefix ("" or "a/b/") */
 	size_t prefix_len;
+	/* the longest key the root takes at mount (its most limited
+	 * member's, smux_backend_key_max); 0 = SMUX_KEY_MAX */
+	size_t key_max;
 	int staging_fd; /* O_PATH of cache_dir/staging, for O_TMPFILE */
 	bool ro;	/* -o ro: every change is EROFS */
 	/* stage every write in cache_dir even when the root has a writer
@@ -273,8 +276,10 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 /*
  * "/a/b" -> prefix + "a/b" into @key (@cap bytes); "/" -> the prefix
  * without its trailing '/' ("" without a prefix). -ENAMETOOLONG for a
- * name over 255 bytes or a key too long, -EINVAL for what no key can
- * name.
+ * name over 255 bytes or a key longer than the root takes (fs->key_max,
+ * less one byte for a directory's '/'): every operation on such a path
+ * answers it the same way, before any lookup. -EINVAL for what no key
+ * can name.
  */
 int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap);
 /* The negative errno of a libsmux error (EIO when it has none). Logs

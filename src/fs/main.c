@@ -438,6 +438,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 			       sizeof(errbuf));
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
+	fs->key_max = smux_backend_key_max(fs->root);
 
 	/* The read cache lives for one run: what an earlier run left in
 	 * cache_dir/read is deleted, whether the cache is on or off. */

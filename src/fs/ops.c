@@ -36,6 +36,7 @@ int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap)
 {
 	const char *p = path, *seg;
 	size_t len, plen = fs->prefix_len;
+	size_t kmax = fs->key_max ? fs->key_max : SMUX_KEY_MAX;
 
 	if (!path || path[0] != '/')
 		return -EINVAL;
@@ -64,7 +65,8 @@ int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap)
 		key[plen] = '\0';
 		return 0;
 	}
-	if (plen + len >= cap || plen + len > SMUX_KEY_MAX - 1)
+	/* one byte stays for the '/' of a directory's marker */
+	if (plen + len >= cap || plen + len > kmax - 1)
 		return -ENAMETOOLONG;
 	memcpy(key, fs->prefix, plen);
 	memcpy(key + plen, p, len);

@@ -197,5 +197,28 @@ expect_fail "$TOOLONG" ls "$M/tmp/$long"
 ok=$(printf 'k%.0s' $(seq 255))
 touch "$M/$ok" || fail "a 255-byte name is refused"
 same_everywhere "$ok" %s 0
+# A file-only tree takes keys up to PATH_MAX - 2 bytes (one byte stays
+# for a directory's '/'): 15 directories of 255 bytes are 3840 bytes, a
+# name of 254 more is the longest key, 255 is one too many. Relative
+# paths from inside, as the kernel limits each system call's path.
+seg=$(printf 'd%.0s' $(seq 255))
+(
+	cd "$M"
+	for i in $(seq 15); do
+		mkdir "$seg" && cd "$seg" || fail "level $i of the deep tree"
+	done
+	n254=$(printf 'f%.0s' $(seq 254))
+	echo deep >"$n254" || fail "a key of 4094 bytes is refused"
+	[ "$(cat "$n254")" = deep ] || fail "the 4094-byte key reads back wrong"
+	expect_fail "$TOOLONG" stat "${n254}x"
+	expect_fail "$TOOLONG" touch "${n254}x"
+	expect_fail "$TOOLONG" mkdir "${n254}x"
+	expect_fail "$TOOLONG" stat "${n254}x"
+)
+deep=$(printf "$seg/%.0s" $(seq 15))
+for r in "${REPLICAS[@]}"; do
+	(cd "$r/$deep" && [ "$(cat "$(printf 'f%.0s' $(seq 254))")" = deep ]) ||
+		fail "the 4094-byte key is missing in $r"
+done
 
 unmount_smux "$M"

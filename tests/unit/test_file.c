@@ -1492,7 +1492,9 @@ static void attack_direct(struct env *env, const char *key)
 static void test_containment(void **state)
 {
 	struct env *env = *state;
-	char outside[PATH_MAX], seg300[301], key2000[2001], nulkey[32];
+	/* a key over SMUX_KEY_MAX (PATH_MAX - 1) */
+	char outside[PATH_MAX], seg300[301], keylong[SMUX_KEY_MAX + 2],
+		nulkey[32];
 	struct snap before_out = {0}, after_out = {0};
 	struct snap before_root = {0}, after_root = {0};
 	const char *keys[] = {
@@ -1522,7 +1524,7 @@ static void test_containment(void **state)
 		"ok/../../outside/secret",
 		"d/../../outside/secret",
 		seg300,
-		key2000,
+		keylong,
 	};
 	size_t i;
 	int rootfd;
@@ -1544,9 +1546,9 @@ static void test_containment(void **state)
 
 	memset(seg300, 'x', 300);
 	seg300[300] = '\0';
-	for (i = 0; i < 2000; i++)
-		key2000[i] = i % 10 == 9 ? '/' : 'k';
-	key2000[2000] = '\0';
+	for (i = 0; i < SMUX_KEY_MAX + 1; i++)
+		keylong[i] = i % 10 == 9 ? '/' : 'k';
+	keylong[SMUX_KEY_MAX + 1] = '\0';
 
 	snap_take(&before_out, outside);
 	snap_take(&before_root, env->root);
