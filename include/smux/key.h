@@ -25,7 +25,7 @@ extern "C" {
 /* bytes: PATH_MAX - 1, what a file backend takes; a backend may take
  * less (an object store: 1024, smux_backend_key_max) */
 #define SMUX_KEY_MAX	     4095
-#define SMUX_KEY_SEGMENT_MAX 255  /* bytes, as NAME_MAX */
+#define SMUX_KEY_SEGMENT_MAX 255 /* bytes, as NAME_MAX */
 
 /* What a caller accepts besides a plain object key. */
 enum smux_key_flags {

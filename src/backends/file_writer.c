@@ -280,12 +280,12 @@ static int fileb_writer_commit(struct smux_writer *w,
 	mode = smux__file_put_has_mode(opts) ? opts->mode & 07777 : fw->mode;
 	/* the owner of the object replaced now (a chown since the open
 	 * stays), before the mode: a chown clears setuid */
-	rc = smux__file_put_owner(
-		fw->tmp.fd, opts,
-		fstatat(fw->dirfd, fw->name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
-				S_ISREG(there.st_mode)
-			? &there
-			: NULL);
+	rc = smux__file_put_owner(fw->tmp.fd, opts,
+				  fstatat(fw->dirfd, fw->name, &there,
+					  AT_SYMLINK_NOFOLLOW) == 0 &&
+						  S_ISREG(there.st_mode)
+					  ? &there
+					  : NULL);
 	if (rc)
 		return smux__file_fail(fw->fb, err, -rc, "chown", w->key);
 	rc = smux__file_tmp_seal(fw->fb, &fw->tmp, mode,

@@ -49,7 +49,7 @@ struct memb_entry {
 	int64_t mtime_ns;
 	uint32_t mode; /* S_IFREG or S_IFDIR | permission bits */
 	int64_t atime_ns;
-	int64_t ctime_ns; /* every change of content or attributes */
+	int64_t ctime_ns;  /* every change of content or attributes */
 	uint32_t uid, gid; /* with has_owner */
 	bool has_owner;	   /* set by a put or setattr with an owner */
 };
@@ -690,8 +690,8 @@ static int memb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 		blob = memb_blob_ref(e.blob);
 		/* keep owner, mode and mtime, as the file backend, mv and
 		 * replicas copying the same source do */
-		rc = memb_insert_locked(m, &key_owned, blob, e.mode,
-					e.mtime_ns, &e, NULL, &old);
+		rc = memb_insert_locked(m, &key_owned, blob, e.mode, e.mtime_ns,
+					&e, NULL, &old);
 		if (rc < 0)
 			memb_blob_unref(blob);
 	} else {
@@ -784,9 +784,10 @@ static int memb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			e->has_owner = true;
 			/* as the kernel does on a chown of a file */
 			if (S_ISREG(e->mode))
-				e->mode &= ~(uint32_t)(e->mode & S_IXGRP
-							       ? S_ISUID | S_ISGID
-							       : S_ISUID);
+				e->mode &=
+					~(uint32_t)(e->mode & S_IXGRP
+							    ? S_ISUID | S_ISGID
+							    : S_ISUID);
 		}
 		if (a->flags & SMUX_SET_MODE)
 			e->mode = (e->mode & S_IFMT) | (a->mode & 07777);

@@ -306,11 +306,11 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (a->flags & SMUX_SET_OWNER) {
 		/* SMUX_ID_NONE keeps that one */
 		opts.uid = a->uid != SMUX_ID_NONE ? a->uid
-			   : info.has_owner	   ? info.uid
-						   : SMUX_ID_NONE;
+			   : info.has_owner	  ? info.uid
+						  : SMUX_ID_NONE;
 		opts.gid = a->gid != SMUX_ID_NONE ? a->gid
-			   : info.has_owner	   ? info.gid
-						   : SMUX_ID_NONE;
+			   : info.has_owner	  ? info.gid
+						  : SMUX_ID_NONE;
 		opts.flags |= SMUX_PUT_OWNER;
 	}
 	smux_source_fd(&source, fd, 0, sink.written);

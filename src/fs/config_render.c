@@ -188,8 +188,7 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 		smux__cfg_fmt_duration(to_ms(o->negative_timeout), c,
 				       sizeof(c)),
 		smux__cfg_fmt_size(o->cache_size, d, sizeof(d)),
-		yes_no(o->allow_other),
-		yes_no(smux_fs_default_permissions(o)),
+		yes_no(o->allow_other), yes_no(smux_fs_default_permissions(o)),
 		yes_no(o->ro));
 	if (o->has_uid)
 		fprintf(f, ", uid %u", (unsigned)o->uid);

@@ -193,6 +193,11 @@ struct smuxfs_ofile_attr {
 	uint32_t mode; /* permission bits, 0 = unknown */
 	int64_t mtime_ns;
 	bool dirty;
+	/* with has_owner: the owner a created file gets at its commit (its
+	 * caller's, smuxfs_caller_owner), shown until then; otherwise the
+	 * object's owner is shown. Callers zero the struct first. */
+	uint32_t uid, gid;
+	bool has_owner;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);

@@ -109,7 +109,7 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info)
 {
 	char dkey[SMUX_KEY_MAX + 2];
-	struct smuxfs_ofile_attr a;
+	struct smuxfs_ofile_attr a = {0};
 	struct smuxfs_ofile *of;
 	struct smux_info local;
 	struct smux_error err;
@@ -128,8 +128,8 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		info->mtime_ns = atomic_load(&fs->root_mtime_ns);
 		info->uid = atomic_load(&fs->root_uid);
 		info->gid = atomic_load(&fs->root_gid);
-		info->has_owner = info->uid != SMUX_ID_NONE ||
-				  info->gid != SMUX_ID_NONE;
+		info->has_owner =
+			info->uid != SMUX_ID_NONE || info->gid != SMUX_ID_NONE;
 		if (info->uid == SMUX_ID_NONE)
 			info->uid = (uint32_t)fs->uid;
 		if (info->gid == SMUX_ID_NONE)
@@ -152,6 +152,11 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 			if (a.mode || !info->mode)
 				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;
+			if (a.has_owner) {
+				info->uid = a.uid;
+				info->gid = a.gid;
+				info->has_owner = true;
+			}
 			return 0;
 		}
 	}
@@ -238,15 +243,13 @@ void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 		memcpy(parent, key, n);
 		parent[n] = '\0';
 		/* the mount root is "" or the prefix without its '/' */
-		sgid = smuxfs_lookup(fs, parent,
-				     n + 1 == fs->prefix_len || !n, &pdir,
-				     &pinfo) == 0 &&
+		sgid = smuxfs_lookup(fs, parent, n + 1 == fs->prefix_len || !n,
+				     &pdir, &pinfo) == 0 &&
 		       pdir && (pinfo.mode & S_ISGID);
 	}
 	if (sgid && is_dir)
 		po->mode |= S_ISGID;
-	if (geteuid() != 0 ||
-	    !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))
+	if (geteuid() != 0 || !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))
 		return;
 	po->flags |= SMUX_PUT_OWNER;
 	po->uid = (uint32_t)c->uid;
@@ -291,17 +294,17 @@ void smuxfs_raise_readahead(struct smuxfs *fs)
  * SETATTR for cached writes; for direct writes it sets
  * FUSE_WRITE_KILL_SUIDGID, which the high-level API does not pass on.
  */
-static int smuxfs_write_killpriv(const char *path, const char *buf,
-				 size_t size, off_t off,
-				 struct fuse_file_info *fi)
+static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
+				 off_t off, struct fuse_file_info *fi)
 {
 	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
-	struct smuxfs_ofile_attr a;
+	struct smuxfs_ofile_attr a = {0};
 	mode_t kill;
 	int rc;
 
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of &&
-	    fuse_get_context()->uid != 0 && smuxfs_ofile_attr(fh->of, &a) == 0 &&
+	    fuse_get_context()->uid != 0 &&
+	    smuxfs_ofile_attr(fh->of, &a) == 0 &&
 	    (a.mode & (S_ISUID | S_ISGID))) {
 		kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
 		if (a.mode & kill) {

@@ -64,7 +64,7 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
 		/* the open file itself: renamed or unlinked, it is still
 		 * there for its handles */
-		struct smuxfs_ofile_attr a;
+		struct smuxfs_ofile_attr a = {0};
 
 		rc = smuxfs_ofile_attr(fh->of, &a);
 		if (rc)
@@ -80,6 +80,11 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		if (a.mode || !info.mode)
 			info.mode = S_IFREG | a.mode;
 		info.mtime_ns = a.mtime_ns;
+		if (a.has_owner) {
+			info.uid = a.uid;
+			info.gid = a.gid;
+			info.has_owner = true;
+		}
 	} else if (fh && fh->kind == SMUXFS_FH_FILE) {
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc == 0)
@@ -501,11 +506,9 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 				     S_IFDIR | (attr->mode & 07777));
 		if (attr->flags & SMUX_SET_MTIME)
 			atomic_store(&fs->root_mtime_ns, attr->mtime_ns);
-		if ((attr->flags & SMUX_SET_OWNER) &&
-		    attr->uid != SMUX_ID_NONE)
+		if ((attr->flags & SMUX_SET_OWNER) && attr->uid != SMUX_ID_NONE)
 			atomic_store(&fs->root_uid, attr->uid);
-		if ((attr->flags & SMUX_SET_OWNER) &&
-		    attr->gid != SMUX_ID_NONE)
+		if ((attr->flags & SMUX_SET_OWNER) && attr->gid != SMUX_ID_NONE)
 			atomic_store(&fs->root_gid, attr->gid);
 		return 0;
 	}
@@ -703,7 +706,7 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
 {
 	struct smuxfs *fs = smuxfs_get();
-	struct smux_put_opts opts = {.mode = mode & 07777};
+	struct smux_put_opts opts = {.mode = smuxfs_caller_mode(fs, mode)};
 	char key[SMUX_KEY_MAX + 2];
 	struct smux_source src;
 	struct smux_error err;
@@ -721,6 +724,7 @@ int smuxfs_mknod(const char *path, mode_t mode, dev_t rdev)
 		return -EPERM; /* no devices, fifos or sockets in a backend */
 	if (is_root || smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
 		return -EEXIST;
+	smuxfs_caller_owner(fs, key, false, &opts); /* 0000 too */
 	smux_source_buf(&src, "", 0);
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, key, &src, &opts, NULL, &err);

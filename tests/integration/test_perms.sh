@@ -72,6 +72,11 @@ if [ "$KIND" = create ]; then
 		"$M/tmp/suid" || fail "the user cannot create tmp/suid"
 	same_everywhere tmp/suid %a 755
 	same_everywhere tmp/suid %u "$U"
+	log "create: mknod(2) of a regular file (libfuse makes it a create)"
+	as_user /usr/bin/python3 -c 'import os, stat, sys; os.umask(0)
+os.mknod(sys.argv[1], stat.S_IFREG | 0o4755)' "$M/tmp/knod" ||
+		fail "the user cannot mknod a regular file"
+	same_everywhere tmp/knod %u:%g:%a "$U:$U:755"
 	log "create: open(O_CREAT, 0000) gives 0000"
 	perl -e 'sysopen(my $f, $ARGV[0], 0101, 0) or die "$!"' "$M/zero" ||
 		fail "open(O_CREAT, 0000) failed"

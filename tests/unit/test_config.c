@@ -589,12 +589,11 @@ static void test_default_permissions(void **state)
 	c = must_load(&t, MOUNT_A MEM("a"));
 	o = smux_config_opts(c);
 	assert_false(smux_fs_default_permissions(o));
-	assert_int_equal(smux_config_mount_opt(c, "allow_other", err,
-					       sizeof(err)),
-			 1);
+	assert_int_equal(
+		smux_config_mount_opt(c, "allow_other", err, sizeof(err)), 1);
 	assert_true(smux_fs_default_permissions(o));
-	assert_int_equal(smux_config_mount_opt(c, "no_default_permissions",
-					       err, sizeof(err)),
+	assert_int_equal(smux_config_mount_opt(c, "no_default_permissions", err,
+					       sizeof(err)),
 			 1);
 	assert_false(smux_fs_default_permissions(o));
 	assert_int_equal(smux_config_mount_opt(c, "no_default_permissions=1",
@@ -618,8 +617,8 @@ static void test_default_permissions(void **state)
 	assert_false(smux_fs_default_permissions(o));
 	smux_config_free(c);
 	/* false without allow_other: nothing to opt out of, no checks */
-	c = must_load(&t, "[mount]\nroot = a\ndefault_permissions = no\n\n"
-			  MEM("a"));
+	c = must_load(
+		&t, "[mount]\nroot = a\ndefault_permissions = no\n\n" MEM("a"));
 	assert_false(smux_fs_default_permissions(smux_config_opts(c)));
 	smux_config_free(c);
 	tmp_release(&t);

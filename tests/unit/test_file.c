@@ -1108,15 +1108,13 @@ static void test_setattr(void **state)
 static void test_owner_times(void **state)
 {
 	struct env *env = *state;
-	struct smux_setattr own = {.flags = SMUX_SET_OWNER,
-				   .uid = 1234,
-				   .gid = SMUX_ID_NONE};
+	struct smux_setattr own = {
+		.flags = SMUX_SET_OWNER, .uid = 1234, .gid = SMUX_ID_NONE};
 	struct smux_setattr zero = {.flags = SMUX_SET_MODE, .mode = 0};
 	struct smux_setattr atime = {.flags = SMUX_SET_ATIME,
 				     .atime_ns = 1000000000LL * 1000000000 + 7};
-	struct smux_setattr grp = {.flags = SMUX_SET_OWNER,
-				   .uid = SMUX_ID_NONE,
-				   .gid = 4321};
+	struct smux_setattr grp = {
+		.flags = SMUX_SET_OWNER, .uid = SMUX_ID_NONE, .gid = 4321};
 	struct smux_put_opts po = {.mode = 0, .flags = SMUX_PUT_MODE};
 	struct smux_source src;
 	struct smux_writer *w;
@@ -1138,12 +1136,12 @@ static void test_owner_times(void **state)
 	assert_int_equal(info.uid, st.st_uid);
 	assert_int_equal(info.gid, st.st_gid);
 	assert_int_equal(info.nlink, 1);
-	assert_int_equal(info.atime_ns, (int64_t)st.st_atim.tv_sec *
-							1000000000 +
-						st.st_atim.tv_nsec);
-	assert_int_equal(info.ctime_ns, (int64_t)st.st_ctim.tv_sec *
-							1000000000 +
-						st.st_ctim.tv_nsec);
+	assert_int_equal(info.atime_ns,
+			 (int64_t)st.st_atim.tv_sec * 1000000000 +
+				 st.st_atim.tv_nsec);
+	assert_int_equal(info.ctime_ns,
+			 (int64_t)st.st_ctim.tv_sec * 1000000000 +
+				 st.st_ctim.tv_nsec);
 	ctime0 = info.ctime_ns;
 	mtime0 = info.mtime_ns;
 	/* a directory: 2 + its subdirectories (ext4, tmpfs) */
@@ -1154,12 +1152,12 @@ static void test_owner_times(void **state)
 
 	/* chown: the uid only, then the gid only */
 	usleep(10000);
-	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "o/f", &own,
-					      &env->err),
-			 0);
-	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "o/f", &grp,
-					      &env->err),
-			 0);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "o/f", &own, &env->err),
+		0);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "o/f", &grp, &env->err),
+		0);
 	assert_int_equal(stat(at(env, "root/o/f"), &st), 0);
 	assert_int_equal(st.st_uid, 1234);
 	assert_int_equal(st.st_gid, 4321);
@@ -1190,12 +1188,10 @@ static void test_owner_times(void **state)
 						  SMUX_WRITER_TRUNC, &w,
 						  &env->err),
 			 0);
-	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "new", 3, 0,
-					    &env->err),
-			 0);
-	assert_int_equal(smux_writer_commit(w, &env->ctx, NULL, NULL,
-					    &env->err),
-			 0);
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, "new", 3, 0, &env->err), 0);
+	assert_int_equal(
+		smux_writer_commit(w, &env->ctx, NULL, NULL, &env->err), 0);
 	smux_writer_close(w);
 	assert_int_equal(stat(at(env, "root/o/f"), &st), 0);
 	assert_int_equal(st.st_uid, 1234);

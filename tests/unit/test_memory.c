@@ -521,15 +521,13 @@ static void test_optional_ops(void **state)
 static void test_owner_times(void **state)
 {
 	struct smux_backend *b = *state;
-	struct smux_setattr own = {.flags = SMUX_SET_OWNER,
-				   .uid = 1000,
-				   .gid = SMUX_ID_NONE};
+	struct smux_setattr own = {
+		.flags = SMUX_SET_OWNER, .uid = 1000, .gid = SMUX_ID_NONE};
 	struct smux_setattr at = {.flags = SMUX_SET_ATIME | SMUX_SET_MODE,
 				  .atime_ns = 42,
 				  .mode = 04755};
-	struct smux_put_opts po = {.flags = SMUX_PUT_MODE | SMUX_PUT_OWNER,
-				   .uid = 7,
-				   .gid = 8};
+	struct smux_put_opts po = {
+		.flags = SMUX_PUT_MODE | SMUX_PUT_OWNER, .uid = 7, .gid = 8};
 	struct smux_source src;
 	struct smux_error err;
 	struct smux_info info;
