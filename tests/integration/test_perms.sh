@@ -16,7 +16,8 @@
 # root show on the mount and on each replica; atime set by touch -a reads
 # back; ctime moves on chmod and chown; chmod 000 reads back as 0 on a file,
 # a directory and the mount root; a directory's link count is 2 plus its
-# subdirectories; a name or path too long is ENAMETOOLONG every time.
+# subdirectories; a name or path too long is ENAMETOOLONG every time;
+# -o no_default_permissions opts out (no kernel checks) with a warning.
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-mirror}
@@ -226,4 +227,14 @@ for r in "${REPLICAS[@]}"; do
 		fail "the 4094-byte key is missing in $r"
 done
 
+unmount_smux "$M"
+
+# --- the explicit opt-out ------------------------------------------------------------
+log "$KIND: -o no_default_permissions: no kernel checks, and a warning"
+mount_smux "$T/p.conf" "$M" no_default_permissions
+grep " $M " /proc/mounts | grep -q allow_other || fail "allow_other lost"
+! grep " $M " /proc/mounts | grep -q default_permissions ||
+	fail "opted out, still default_permissions: $(grep " $M " /proc/mounts)"
+grep -q "allow_other without default_permissions" "$T"/smuxfs.*.log ||
+	fail "no warning in the log for the opt-out"
 unmount_smux "$M"
