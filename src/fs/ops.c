@@ -187,36 +187,38 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 		      const struct smux_info *info)
 {
-	uint32_t perm = info ? info->mode & 07777 : 0;
-	int64_t t = info && info->mtime_ns ? info->mtime_ns : fs->mount_ns;
-	bool own = info && info->has_owner;
+	static const struct smux_info unknown = {
+		.uid = SMUX_ID_NONE,
+		.gid = SMUX_ID_NONE,
+	};
+	const struct smux_info *in = info ? info : &unknown;
+	uint32_t perm = in->mode & 07777;
+	int64_t t = in->mtime_ns ? in->mtime_ns : fs->mount_ns;
 
 	memset(st, 0, sizeof(*st));
 	/* 0 is a mode like any other (chmod 000); only an unknown mode
 	 * (no type either) gets the defaults */
-	if (!info || !info->mode)
+	if (!in->mode)
 		perm = is_dir ? 0755 : 0644;
 	if (fs->umask)
 		perm &= ~(uint32_t)fs->umask;
 	st->st_mode = (is_dir ? S_IFDIR : S_IFREG) | perm;
-	st->st_nlink = info && info->nlink ? info->nlink : (is_dir ? 2 : 1);
+	st->st_nlink = in->nlink ? in->nlink : (is_dir ? 2 : 1);
 	/* uid=/gid= given by the operator override the objects' owners */
-	st->st_uid = own && info->uid != SMUX_ID_NONE &&
-				     !(fs->opts && fs->opts->has_uid)
-			     ? (uid_t)info->uid
-			     : fs->uid;
-	st->st_gid = own && info->gid != SMUX_ID_NONE &&
-				     !(fs->opts && fs->opts->has_gid)
-			     ? (gid_t)info->gid
-			     : fs->gid;
-	st->st_size = is_dir || !info ? 0 : (off_t)info->size;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	if (in->has_owner && in->uid != SMUX_ID_NONE &&
+	    !(fs->opts && fs->opts->has_uid))
+		st->st_uid = (uid_t)in->uid;
+	if (in->has_owner && in->gid != SMUX_ID_NONE &&
+	    !(fs->opts && fs->opts->has_gid))
+		st->st_gid = (gid_t)in->gid;
+	st->st_size = is_dir ? 0 : (off_t)in->size;
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_blksize = MIB;
 	smuxfs_timespec(t, &st->st_mtim);
-	smuxfs_timespec(info && info->atime_ns ? info->atime_ns : t,
-			&st->st_atim);
-	smuxfs_timespec(info && info->ctime_ns ? info->ctime_ns : t,
-			&st->st_ctim);
+	smuxfs_timespec(in->atime_ns ? in->atime_ns : t, &st->st_atim);
+	smuxfs_timespec(in->ctime_ns ? in->ctime_ns : t, &st->st_ctim);
 }
 
 mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode)
