@@ -24,6 +24,7 @@ rsync:/usr/bin/rsync
 sqlite3:/usr/bin/sqlite3
 git:/usr/bin/git
 jq:/usr/bin/jq
+python3:/usr/bin/python3
 "
 
 missing=""

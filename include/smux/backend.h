@@ -238,6 +238,10 @@ struct smux_backend_ops {
 	/* Optional: what the instance can do (enum smux_caps); NULL = 0. */
 	unsigned (*caps)(struct smux_backend *b);
 
+	/* Optional: the longest key (bytes) the instance takes, at most
+	 * SMUX_KEY_MAX (an object store: 1024); NULL = SMUX_KEY_MAX. */
+	size_t (*key_max)(struct smux_backend *b);
+
 	/* Optional (SMUX_CAP_HARDLINK): makes @dst another name of the object
 	 * @src. EXISTS when @dst exists. */
 	int (*link)(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -304,11 +308,23 @@ int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 			     struct smux_error *err);
 /* enum smux_caps of @b; 0 when ops->caps is NULL. */
 unsigned smux_backend_caps(struct smux_backend *b);
+/* The longest key @b takes: ops->key_max, SMUX_KEY_MAX when NULL (never
+ * more). A mux takes what its most limited member takes. */
+size_t smux_backend_key_max(struct smux_backend *b);
 /* NOT_SUPPORTED (-ENOTSUP) when ops->link is NULL. */
 int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
+/*
+ * Fills @po (cleared first) to store a copy of the object @info describes:
+ * its type and mode as given (SMUX_PUT_MODE, 0000 included; a symlink
+ * stays a symlink) when known, its mtime,
+ * and its owner (SMUX_PUT_OWNER) when it has one and this process may give
+ * files away (euid 0); otherwise the copy belongs to whoever writes it.
+ * Every copy, repair and attribute rewrite goes through here.
+ */
+void smux_put_opts_keep(struct smux_put_opts *po, const struct smux_info *info);
 /* Fills zeros (unknown) when NULL. */
 int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_statfs *out, struct smux_error *err);

@@ -6,7 +6,9 @@
  * "photos/2026/a.jpg". A key ending in '/' names a directory marker
  * ("photos/2026/"). Refused: the empty key, a leading '/', an empty segment
  * ("a//b"), "." or ".." segments, a NUL byte inside the key, a segment over
- * SMUX_KEY_SEGMENT_MAX bytes, a key over SMUX_KEY_MAX bytes.
+ * SMUX_KEY_SEGMENT_MAX bytes, a key over SMUX_KEY_MAX bytes (the
+ * limit of every backend; one backend's own may be lower, see
+ * smux_backend_key_max in smux/backend.h).
  */
 #ifndef SMUX_KEY_H
 #define SMUX_KEY_H
@@ -20,8 +22,10 @@
 extern "C" {
 #endif
 
-#define SMUX_KEY_MAX	     1024 /* bytes, as S3 */
-#define SMUX_KEY_SEGMENT_MAX 255  /* bytes, as NAME_MAX */
+/* bytes: PATH_MAX - 1, what a file backend takes; a backend may take
+ * less (an object store: 1024, smux_backend_key_max) */
+#define SMUX_KEY_MAX	     4095
+#define SMUX_KEY_SEGMENT_MAX 255 /* bytes, as NAME_MAX */
 
 /* What a caller accepts besides a plain object key. */
 enum smux_key_flags {

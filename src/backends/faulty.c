@@ -410,6 +410,11 @@ static unsigned faultyb_caps(struct smux_backend *b)
 	return smux_backend_caps(faultyb_of(b)->inner);
 }
 
+static size_t faultyb_key_max(struct smux_backend *b)
+{
+	return smux_backend_key_max(faultyb_of(b)->inner);
+}
+
 static int faultyb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *src, const char *dst,
 			struct smux_error *err)
@@ -567,6 +572,7 @@ static const struct smux_backend_ops faultyb_ops = {
 	.statfs = faultyb_statfs,
 	.writer_open = faultyb_writer_open,
 	.caps = faultyb_caps,
+	.key_max = faultyb_key_max,
 	.link = faultyb_link,
 	.destroy = faultyb_destroy,
 };

@@ -118,7 +118,13 @@ static int fileb_put_dir(const struct smux__file *fb, const char *path,
 	rc = smux__file_mkdirs(fb, path, &fd, "put", key, err);
 	if (rc)
 		return rc;
-	if (opts && opts->mode && fchmod(fd, (mode_t)(opts->mode & 07777)))
+	if (opts && (opts->flags & SMUX_PUT_OWNER)) {
+		rc = smux__file_set_owner(fd, opts->uid, opts->gid);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "chown", key);
+	}
+	if (!rc && smux__file_put_has_mode(opts) &&
+	    fchmod(fd, (mode_t)(opts->mode & 07777)))
 		rc = smux__file_fail(fb, err, errno, "chmod", key);
 	if (!rc && opts && opts->mtime_ns) {
 		rc = smux__file_set_mtime(fd, opts->mtime_ns);
@@ -145,6 +151,7 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char path[SMUX_KEY_MAX + 1];
 	const char *name;
 	bool is_dir, exists;
+	struct stat old;
 	int dirfd, rc;
 
 	if (!fb)
@@ -170,15 +177,24 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = smux__file_check_replace(fb, dirfd, name, key, &exists, err);
 	if (rc)
 		goto out_close_dir;
+	/* the owner a replaced object had is kept (put_owner) */
+	if (exists && fstatat(dirfd, name, &old, AT_SYMLINK_NOFOLLOW) < 0)
+		exists = false;
 	rc = smux__file_tmp_create(fb, dirfd, &t, key, err);
 	if (rc)
 		goto out_close_dir;
 	rc = fileb_fill(fb, ctx, src, t.fd, key, err);
+	if (!rc) {
+		/* the owner before the mode: a chown clears setuid */
+		rc = smux__file_put_owner(t.fd, opts, exists ? &old : NULL);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "chown", key);
+	}
 	if (!rc)
 		rc = smux__file_tmp_seal(
 			fb, &t,
-			opts && opts->mode ? opts->mode
-					   : SMUX__FILE_DEFAULT_MODE,
+			smux__file_put_has_mode(opts) ? opts->mode
+						      : SMUX__FILE_DEFAULT_MODE,
 			opts ? opts->mtime_ns : 0, !fb->no_fsync, key, err);
 	if (!rc)
 		rc = smux__file_tmp_publish(fb, &t, name, !fb->no_fsync, key,
@@ -576,8 +592,14 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!rc)
 		rc = smux__file_copy_fd(fb, ctx, in, 0, t.fd, 0,
 					(uint64_t)st.st_size, dst, err);
-	/* Keep mode and mtime, as mv and S3 CopyObject do. */
+	/* Keep owner (where the daemon may), mode and mtime, as mv and S3
+	 * CopyObject do. */
 	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if (!rc) {
+		rc = smux__file_put_owner(t.fd, NULL, &st);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "chown", dst);
+	}
 	if (!rc)
 		rc = smux__file_tmp_seal(fb, &t, st.st_mode & 07777, mtime_ns,
 					 !fb->no_fsync, dst, err);
@@ -707,14 +729,21 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	return rc;
 }
 
-/* chmod/utimens in place: no content is rewritten. A marker key or a
- * plain key naming a directory changes the directory. */
+/*
+ * chmod/chown/utimens in place: no content is rewritten. A marker key or a
+ * plain key naming a directory changes the directory. The object is opened
+ * O_PATH (never followed), so a file the daemon may not read (mode 0000)
+ * still takes attributes; mode and times go through the descriptor's
+ * /proc/self/fd link, which names exactly that inode. The owner is set
+ * first: the kernel clears setuid/setgid when it changes.
+ */
 static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			 const char *key, const struct smux_setattr *attr,
 			 struct smux_error *err)
 {
 	struct smux__file *fb = smux__file_from(b);
-	char path[SMUX_KEY_MAX + 1];
+	char path[SMUX_KEY_MAX + 1], proc[64];
+	struct timespec ts[2];
 	struct stat st;
 	bool is_dir;
 	int fd, rc;
@@ -725,31 +754,57 @@ static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				 err);
 	if (rc)
 		return rc;
-	fd = smux__file_open_object(fb, path, is_dir, true, "setattr", key, &st,
-				    err);
-	if (fd < 0 && fd != -ENOENT && !is_dir) {
+	fd = smux__file_open(fb->root_fd, path, O_PATH | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return smux__file_fail(fb, err, fd == -ENOTDIR ? ENOENT : -fd,
+				       "setattr", key);
+	if (fstat(fd, &st) < 0) {
+		rc = smux__file_fail(fb, err, errno, "setattr", key);
+		goto out_close;
+	}
+	if (is_dir && !S_ISDIR(st.st_mode)) {
+		rc = smux__file_fail(fb, err, ENOENT, "setattr", key);
+		goto out_close;
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		/* a symlink, FIFO or socket: never opened, never followed */
 		struct smux_error mine;
 
 		rc = smux__file_setattr_special(fb, path, key, attr, &mine);
-		if (rc == 0)
-			return fd;
 		if (rc < 0 && err)
 			*err = mine;
-		if (rc > 0)
-			smux_error_clear(err);
-		return rc < 0 ? rc : 0;
+		else if (rc == 0)
+			rc = smux_error_set(err, SMUX_E_PERMISSION_DENIED,
+					    fb->base.name,
+					    "setattr \"%s\": not a regular "
+					    "file",
+					    key);
+		else
+			rc = 0;
+		goto out_close;
 	}
-	if (fd < 0)
-		return fd;
-	if ((attr->flags & SMUX_SET_MODE) &&
-	    fchmod(fd, (mode_t)(attr->mode & 07777)) < 0)
-		rc = smux__file_fail(fb, err, errno, "chmod", key);
-	if (!rc && (attr->flags & SMUX_SET_MTIME)) {
-		rc = smux__file_set_mtime(fd, attr->mtime_ns);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (attr->flags & SMUX_SET_OWNER) {
+		rc = smux__file_set_owner(fd, attr->uid, attr->gid);
 		if (rc)
-			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
+			rc = smux__file_fail(fb, err, -rc, "chown", key);
+	}
+	if (!rc && (attr->flags & SMUX_SET_MODE) &&
+	    chmod(proc, (mode_t)(attr->mode & 07777)) < 0)
+		rc = smux__file_fail(fb, err, errno, "chmod", key);
+	if (!rc && (attr->flags & (SMUX_SET_MTIME | SMUX_SET_ATIME))) {
+		ts[0].tv_sec = ts[1].tv_sec = 0;
+		ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
+		if (attr->flags & SMUX_SET_ATIME)
+			smux__file_timespec(attr->atime_ns, &ts[0]);
+		if (attr->flags & SMUX_SET_MTIME)
+			smux__file_timespec(attr->mtime_ns, &ts[1]);
+		if (utimensat(AT_FDCWD, proc, ts, 0) < 0)
+			rc = smux__file_fail(fb, err, errno, "set times of",
+					     key);
 	}
 	/* attributes are metadata: no fsync (see the delete above) */
+out_close:
 	close(fd);
 	return rc;
 }
@@ -854,8 +909,9 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned fileb_caps(struct smux_backend *b)
 {
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
-			SMUX_CAP_DIR_RENAME;
+			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER;
 
+	(void)b;
 	return caps;
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "smux/backend.h"
 #include "smux/file.h"
@@ -110,10 +111,33 @@ int smux__file_open_object(const struct smux__file *fb, const char *path,
 			   const char *key, struct stat *st,
 			   struct smux_error *err);
 
+/* True when a put or commit with @opts sets the permission bits:
+ * opts->mode is not 0, or SMUX_PUT_MODE says 0000 is meant. */
+static inline bool smux__file_put_has_mode(const struct smux_put_opts *opts)
+{
+	return opts && (opts->mode || (opts->flags & SMUX_PUT_MODE));
+}
+
+/*
+ * Gives @fd (any fd, O_PATH included; never follows a link) the owner
+ * @uid/@gid; SMUX_ID_NONE keeps that one. The kernel clears setuid and
+ * setgid of a regular file whose owner changes, so an owner is set before
+ * the mode. 0 or -errno.
+ */
+int smux__file_set_owner(int fd, uint32_t uid, uint32_t gid);
+/*
+ * The owner of a new inode @fd replacing an object: @opts's with
+ * SMUX_PUT_OWNER (a failure is returned), else the replaced object's
+ * (@keep, NULL when there was none; best effort: a daemon that may not
+ * give files away leaves its own). 0 or -errno.
+ */
+int smux__file_put_owner(int fd, const struct smux_put_opts *opts,
+			 const struct stat *keep);
+
 /* Hex version token of a stat (size and mtime). */
 void smux__file_etag(const struct stat *st, char *etag, size_t size);
 /* Fills @info (NULL allowed) from @st: S_IFDIR with size 0 for a
- * directory. */
+ * directory; owner, atime, ctime and link count as the stat has them. */
 void smux__file_fill_info(const struct stat *st, struct smux_info *info);
 
 /* Creates a fresh temp file in @dirfd. */
@@ -149,6 +173,8 @@ int smux__file_copy_fd(const struct smux__file *fb, const struct smux_ctx *ctx,
 		       int in, uint64_t in_off, int out, uint64_t out_off,
 		       uint64_t len, const char *key, struct smux_error *err);
 
+/* @ns since the epoch as a timespec (negative times included). */
+void smux__file_timespec(int64_t ns, struct timespec *ts);
 /* Sets the mtime of @fd to @mtime_ns (ns since the epoch), keeping the
  * atime. 0 or -errno. */
 int smux__file_set_mtime(int fd, int64_t mtime_ns);

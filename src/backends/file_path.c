@@ -257,9 +257,17 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 {
 	if (!info)
 		return;
-	memset(info, 0, sizeof(*info));
+	smux_info_clear(info);
 	info->mtime_ns =
 		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	info->atime_ns =
+		(int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec;
+	info->ctime_ns =
+		(int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	info->uid = (uint32_t)st->st_uid;
+	info->gid = (uint32_t)st->st_gid;
+	info->has_owner = true;
+	info->nlink = (uint32_t)st->st_nlink;
 	if (S_ISDIR(st->st_mode)) {
 		info->mode = S_IFDIR | (st->st_mode & 07777);
 		info->size = 0;

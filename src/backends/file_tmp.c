@@ -67,19 +67,50 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 	return 0;
 }
 
+void smux__file_timespec(int64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000);
+	ts->tv_nsec = (long)(ns % 1000000000);
+	if (ts->tv_nsec < 0) {
+		ts->tv_sec--;
+		ts->tv_nsec += 1000000000;
+	}
+}
+
 int smux__file_set_mtime(int fd, int64_t mtime_ns)
 {
 	struct timespec ts[2];
 
 	ts[0].tv_sec = 0;
 	ts[0].tv_nsec = UTIME_OMIT; /* atime stays */
-	ts[1].tv_sec = (time_t)(mtime_ns / 1000000000);
-	ts[1].tv_nsec = (long)(mtime_ns % 1000000000);
-	if (ts[1].tv_nsec < 0) {
-		ts[1].tv_sec--;
-		ts[1].tv_nsec += 1000000000;
-	}
+	smux__file_timespec(mtime_ns, &ts[1]);
 	return futimens(fd, ts) < 0 ? -errno : 0;
+}
+
+int smux__file_set_owner(int fd, uint32_t uid, uint32_t gid)
+{
+	uid_t u = uid == SMUX_ID_NONE ? (uid_t)-1 : (uid_t)uid;
+	gid_t g = gid == SMUX_ID_NONE ? (gid_t)-1 : (gid_t)gid;
+
+	if (u == (uid_t)-1 && g == (gid_t)-1)
+		return 0;
+	return fchownat(fd, "", u, g, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+int smux__file_put_owner(int fd, const struct smux_put_opts *opts,
+			 const struct stat *keep)
+{
+	struct stat st;
+	int rc;
+
+	if (opts && (opts->flags & SMUX_PUT_OWNER))
+		return smux__file_set_owner(fd, opts->uid, opts->gid);
+	if (!keep || fstat(fd, &st) < 0 ||
+	    (st.st_uid == keep->st_uid && st.st_gid == keep->st_gid))
+		return 0;
+	rc = smux__file_set_owner(fd, (uint32_t)keep->st_uid,
+				  (uint32_t)keep->st_gid);
+	return rc == -EPERM ? 0 : rc;
 }
 
 int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,

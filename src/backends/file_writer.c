@@ -217,7 +217,13 @@ static int fileb_writer_touch(struct fileb_writer *fw,
 	const char *key = fw->base.key;
 	struct stat st;
 
-	if (opts && opts->mode) {
+	if (opts && (opts->flags & SMUX_PUT_OWNER)) {
+		int rc = smux__file_set_owner(fw->fd, opts->uid, opts->gid);
+
+		if (rc)
+			return smux__file_fail(fw->fb, err, -rc, "chown", key);
+	}
+	if (smux__file_put_has_mode(opts)) {
 		if (fchmod(fw->fd, (mode_t)(opts->mode & 07777)) < 0)
 			return smux__file_fail(fw->fb, err, errno, "chmod",
 					       key);
@@ -249,6 +255,7 @@ static int fileb_writer_commit(struct smux_writer *w,
 			       struct smux_info *info, struct smux_error *err)
 {
 	struct fileb_writer *fw = fileb_writer_from(w);
+	struct stat there;
 	uint32_t mode;
 	bool same, sync;
 	int rc;
@@ -270,7 +277,17 @@ static int fileb_writer_commit(struct smux_writer *w,
 		if (rc)
 			return rc;
 	}
-	mode = opts && opts->mode ? opts->mode & 07777 : fw->mode;
+	mode = smux__file_put_has_mode(opts) ? opts->mode & 07777 : fw->mode;
+	/* the owner of the object replaced now (a chown since the open
+	 * stays), before the mode: a chown clears setuid */
+	rc = smux__file_put_owner(fw->tmp.fd, opts,
+				  fstatat(fw->dirfd, fw->name, &there,
+					  AT_SYMLINK_NOFOLLOW) == 0 &&
+						  S_ISREG(there.st_mode)
+					  ? &there
+					  : NULL);
+	if (rc)
+		return smux__file_fail(fw->fb, err, -rc, "chown", w->key);
 	rc = smux__file_tmp_seal(fw->fb, &fw->tmp, mode,
 				 opts ? opts->mtime_ns : 0, sync, w->key, err);
 	if (!rc)

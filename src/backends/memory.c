@@ -50,6 +50,10 @@ struct memb_entry {
 	/* file type (S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK) |
 	 * permission bits; a symlink's blob is its target */
 	uint32_t mode;
+	int64_t atime_ns;
+	int64_t ctime_ns;  /* every change of content or attributes */
+	uint32_t uid, gid; /* with has_owner */
+	bool has_owner;	   /* set by a put or setattr with an owner */
 };
 
 struct memb_backend {
@@ -150,10 +154,18 @@ static size_t memb_lower_bound(const struct memb_backend *m, const char *key)
 
 static void memb_entry_info(const struct memb_entry *e, struct smux_info *info)
 {
-	memset(info, 0, sizeof(*info));
+	smux_info_clear(info);
 	info->size = e->blob ? e->blob->size : 0;
 	info->mtime_ns = e->mtime_ns;
 	info->mode = e->mode;
+	info->atime_ns = e->atime_ns;
+	info->ctime_ns = e->ctime_ns;
+	if (e->has_owner) {
+		info->uid = e->uid;
+		info->gid = e->gid;
+		info->has_owner = true;
+	}
+	info->nlink = S_ISDIR(e->mode) ? 0 : 1; /* a marker: not counted */
 	/*
 	 * The etag is size and mtime, not the publish counter: replicas that
 	 * a mux wrote with one explicit mtime then agree on the version, so a
@@ -204,7 +216,7 @@ static enum memb_kind memb_lookup(const struct memb_backend *m, const char *key,
 		return MEMB_DIR;
 	}
 	/* Implied: no version of its own; the first child's time. */
-	memset(info, 0, sizeof(*info));
+	smux_info_clear(info);
 	info->mtime_ns = e->mtime_ns;
 	info->mode = S_IFDIR | MEMB_DIR_MODE;
 	return MEMB_DIR;
@@ -222,15 +234,18 @@ static int memb_not_found(struct memb_backend *m, enum memb_kind kind,
 
 /*
  * Makes @key name @blob (reference consumed) with @mode and @mtime_ns,
- * under the write lock the caller holds. *@key_owned is a heap copy of the
+ * under the write lock the caller holds. The owner and atime come from
+ * @like (the entry copied or moved, NULL: a replaced entry keeps its own,
+ * a new one has none and its mtime as atime); the ctime is now.
+ * *@key_owned is a heap copy of the
  * key: taken when a new entry is inserted (set to NULL), left for the
  * caller to free otherwise. The replaced blob goes to *@old for the caller
  * to unref after unlocking. Returns 0 or -ENOMEM (nothing changed).
  */
 static int memb_insert_locked(struct memb_backend *m, char **key_owned,
 			      struct memb_blob *blob, uint32_t mode,
-			      int64_t mtime_ns, struct smux_info *info,
-			      struct memb_blob **old)
+			      int64_t mtime_ns, const struct memb_entry *like,
+			      struct smux_info *info, struct memb_blob **old)
 {
 	size_t i = memb_lower_bound(m, *key_owned);
 	struct memb_entry *e;
@@ -258,11 +273,21 @@ static int memb_insert_locked(struct memb_backend *m, char **key_owned,
 		e = &m->ents[i];
 		e->key = *key_owned;
 		*key_owned = NULL;
+		e->has_owner = false;
+		e->uid = e->gid = SMUX_ID_NONE;
+		e->atime_ns = mtime_ns;
+	}
+	if (like) {
+		e->has_owner = like->has_owner;
+		e->uid = like->uid;
+		e->gid = like->gid;
+		e->atime_ns = like->atime_ns;
 	}
 	e->blob = blob;
 	e->version = ++m->version;
 	e->mtime_ns = mtime_ns;
 	e->mode = mode;
+	e->ctime_ns = memb_now_real_ns();
 	if (info)
 		memb_entry_info(e, info);
 	return 0;
@@ -288,7 +313,9 @@ static int memb_publish(struct memb_backend *m, const char *key,
 	char *key_owned = strdup(key);
 	int rc;
 
-	if (opts && opts->mode)
+	struct memb_entry like = {0}, *likep = NULL;
+
+	if (opts && (opts->mode || (opts->flags & SMUX_PUT_MODE)))
 		mode = (mode & S_IFMT) | (opts->mode & 07777);
 	if (!dir && opts && memb_is_special(opts->mode)) {
 		/* a symlink's mode is always 0777, as on Linux */
@@ -298,13 +325,33 @@ static int memb_publish(struct memb_backend *m, const char *key,
 			perm = MEMB_FILE_MODE;
 		mode = (opts->mode & S_IFMT) | perm;
 	}
+	if (opts && (opts->flags & SMUX_PUT_OWNER)) {
+		/* SMUX_ID_NONE keeps that id: resolved under the lock */
+		like.has_owner = true;
+		like.uid = opts->uid;
+		like.gid = opts->gid;
+		like.atime_ns = mtime;
+		likep = &like;
+	}
 	if (!key_owned) {
 		memb_blob_unref(blob);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, m->base.name,
 				      "out of memory storing %s", key);
 	}
 	pthread_rwlock_wrlock(&m->lock);
-	rc = memb_insert_locked(m, &key_owned, blob, mode, mtime, info, &old);
+	if (likep && (like.uid == SMUX_ID_NONE || like.gid == SMUX_ID_NONE)) {
+		size_t i = memb_lower_bound(m, key);
+		bool found = i < m->n && strcmp(m->ents[i].key, key) == 0;
+
+		if (found)
+			like.atime_ns = m->ents[i].atime_ns;
+		if (like.uid == SMUX_ID_NONE && found && m->ents[i].has_owner)
+			like.uid = m->ents[i].uid;
+		if (like.gid == SMUX_ID_NONE && found && m->ents[i].has_owner)
+			like.gid = m->ents[i].gid;
+	}
+	rc = memb_insert_locked(m, &key_owned, blob, mode, mtime, likep, info,
+				&old);
 	pthread_rwlock_unlock(&m->lock);
 	free(key_owned);
 	memb_blob_unref(old);
@@ -659,13 +706,14 @@ static int memb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	pthread_rwlock_wrlock(&m->lock);
 	i = memb_lower_bound(m, src);
 	if (i < m->n && strcmp(m->ents[i].key, src) == 0) {
-		const struct memb_entry *e = &m->ents[i];
+		/* a copy: the insert may move the array */
+		const struct memb_entry e = m->ents[i];
 
-		blob = memb_blob_ref(e->blob);
-		/* keep mode and mtime, as the file backend, mv and
+		blob = memb_blob_ref(e.blob);
+		/* keep owner, mode and mtime, as the file backend, mv and
 		 * replicas copying the same source do */
-		rc = memb_insert_locked(m, &key_owned, blob, e->mode,
-					e->mtime_ns, NULL, &old);
+		rc = memb_insert_locked(m, &key_owned, blob, e.mode, e.mtime_ns,
+					&e, NULL, &old);
 		if (rc < 0)
 			memb_blob_unref(blob);
 	} else {
@@ -706,7 +754,7 @@ static int memb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		struct memb_entry e = m->ents[i];
 
 		rc = memb_insert_locked(m, &key_owned, memb_blob_ref(e.blob),
-					e.mode, e.mtime_ns, NULL, &old);
+					e.mode, e.mtime_ns, &e, NULL, &old);
 		if (rc < 0) {
 			memb_blob_unref(e.blob);
 		} else {
@@ -748,10 +796,28 @@ static int memb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (i < m->n && strcmp(m->ents[i].key, key) == 0) {
 		struct memb_entry *e = &m->ents[i];
 
+		if (a->flags & SMUX_SET_OWNER) {
+			if (!e->has_owner)
+				e->uid = e->gid = SMUX_ID_NONE;
+			if (a->uid != SMUX_ID_NONE)
+				e->uid = a->uid;
+			if (a->gid != SMUX_ID_NONE)
+				e->gid = a->gid;
+			e->has_owner = true;
+			/* as the kernel does on a chown of a file */
+			if (S_ISREG(e->mode))
+				e->mode &=
+					~(uint32_t)(e->mode & S_IXGRP
+							    ? S_ISUID | S_ISGID
+							    : S_ISUID);
+		}
 		if (a->flags & SMUX_SET_MODE)
 			e->mode = (e->mode & S_IFMT) | (a->mode & 07777);
 		if (a->flags & SMUX_SET_MTIME)
 			e->mtime_ns = a->mtime_ns;
+		if (a->flags & SMUX_SET_ATIME)
+			e->atime_ns = a->atime_ns;
+		e->ctime_ns = memb_now_real_ns();
 		rc = 0;
 	} else {
 		kind = memb_lookup(m, key, &found, NULL);
@@ -939,6 +1005,13 @@ static int memb_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* A memory backend keeps owners (as metadata). */
+static unsigned memb_caps(struct smux_backend *b)
+{
+	memb_from(b);
+	return SMUX_CAP_OWNER;
+}
+
 static void memb_destroy(struct smux_backend *b)
 {
 	struct memb_backend *m = memb_from(b);
@@ -966,6 +1039,7 @@ static const struct smux_backend_ops memb_ops = {
 	.healthcheck = memb_healthcheck,
 	.statfs = memb_statfs,
 	.writer_open = memb_writer_open,
+	.caps = memb_caps,
 	.destroy = memb_destroy,
 };
 

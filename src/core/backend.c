@@ -185,10 +185,11 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct smux_source source;
 	struct smux_sink sink;
-	struct smux_info info = {0};
-	struct smux_put_opts opts = {0};
+	struct smux_info info;
+	struct smux_put_opts opts;
 	int fd, rc;
 
+	smux_info_clear(&info);
 	fd = smux_tmpfile(b->name, "copy", err);
 	if (fd < 0)
 		return fd;
@@ -198,9 +199,9 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 			 &info, err);
 	if (rc)
 		goto out_close;
-	/* a copy keeps the type (a symlink stays one), mode and mtime */
-	opts.mode = info.mode & (S_IFMT | 07777);
-	opts.mtime_ns = info.mtime_ns;
+	/* a copy keeps the type (a symlink stays one), owner, mode and
+	 * mtime */
+	smux_put_opts_keep(&opts, &info);
 	smux_source_fd(&source, fd, 0, sink.written);
 	rc = b->ops->put(b, ctx, dst, &source, &opts, NULL, err);
 out_close:
@@ -292,14 +293,24 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct smux_put_opts opts = {0};
 	struct smux_source source;
-	struct smux_info info = {0};
+	struct smux_info info;
 	struct smux_sink sink;
 	int fd, rc;
 
+	/* atime is not a put option: a store without setattr keeps none */
+	smux_info_clear(&info);
 	if (smux_key_is_dir(key)) {
 		/* a marker has no content: put it again with the mode */
-		opts.mode = (a->flags & SMUX_SET_MODE) ? a->mode & 07777 : 0;
+		if (a->flags & SMUX_SET_MODE) {
+			opts.mode = a->mode & 07777;
+			opts.flags |= SMUX_PUT_MODE;
+		}
 		opts.mtime_ns = (a->flags & SMUX_SET_MTIME) ? a->mtime_ns : 0;
+		if (a->flags & SMUX_SET_OWNER) {
+			opts.uid = a->uid;
+			opts.gid = a->gid;
+			opts.flags |= SMUX_PUT_OWNER;
+		}
 		smux_source_buf(&source, "", 0);
 		return b->ops->put(b, ctx, key, &source, &opts, NULL, err);
 	}
@@ -312,10 +323,23 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 			 &info, err);
 	if (rc)
 		goto out_close;
-	opts.mode = (a->flags & SMUX_SET_MODE) ? a->mode & 07777
-					       : info.mode & 07777;
-	opts.mtime_ns =
-		(a->flags & SMUX_SET_MTIME) ? a->mtime_ns : info.mtime_ns;
+	smux_put_opts_keep(&opts, &info);
+	if (a->flags & SMUX_SET_MODE) {
+		opts.mode = (opts.mode & S_IFMT) | (a->mode & 07777);
+		opts.flags |= SMUX_PUT_MODE;
+	}
+	if (a->flags & SMUX_SET_MTIME)
+		opts.mtime_ns = a->mtime_ns;
+	if (a->flags & SMUX_SET_OWNER) {
+		/* SMUX_ID_NONE keeps that one */
+		opts.uid = a->uid != SMUX_ID_NONE ? a->uid
+			   : info.has_owner	  ? info.uid
+						  : SMUX_ID_NONE;
+		opts.gid = a->gid != SMUX_ID_NONE ? a->gid
+			   : info.has_owner	  ? info.gid
+						  : SMUX_ID_NONE;
+		opts.flags |= SMUX_PUT_OWNER;
+	}
 	smux_source_fd(&source, fd, 0, sink.written);
 	rc = b->ops->put(b, ctx, key, &source, &opts, NULL, err);
 out_close:
@@ -372,6 +396,13 @@ unsigned smux_backend_caps(struct smux_backend *b)
 	return b->ops->caps ? b->ops->caps(b) : 0;
 }
 
+size_t smux_backend_key_max(struct smux_backend *b)
+{
+	size_t n = b->ops->key_max ? b->ops->key_max(b) : SMUX_KEY_MAX;
+
+	return n && n < SMUX_KEY_MAX ? n : SMUX_KEY_MAX;
+}
+
 int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {
@@ -393,6 +424,21 @@ void smux_info_clear(struct smux_info *info)
 	memset(info, 0, sizeof(*info));
 	info->uid = SMUX_ID_NONE;
 	info->gid = SMUX_ID_NONE;
+}
+
+void smux_put_opts_keep(struct smux_put_opts *po, const struct smux_info *info)
+{
+	memset(po, 0, sizeof(*po));
+	po->mtime_ns = info->mtime_ns;
+	if (info->mode) {
+		po->mode = info->mode & (S_IFMT | 07777);
+		po->flags |= SMUX_PUT_MODE;
+	}
+	if (info->has_owner && geteuid() == 0) {
+		po->uid = info->uid;
+		po->gid = info->gid;
+		po->flags |= SMUX_PUT_OWNER;
+	}
 }
 
 int smux_backend_statfs(struct smux_backend *b, const struct smux_ctx *ctx,

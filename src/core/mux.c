@@ -937,10 +937,9 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = mux_get(b, ctx, src, &all, &sink, &info, err);
 	if (rc == 0) {
-		/* a copy keeps the type (a symlink stays one), mode and
-		 * mtime */
-		po.mode = info.mode & (S_IFMT | 07777);
-		po.mtime_ns = info.mtime_ns;
+		/* a copy keeps the type (a symlink stays one), owner,
+		 * mode and mtime */
+		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, sink.written);
 		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
 	}
@@ -1211,6 +1210,22 @@ static unsigned mux_caps(struct smux_backend *b)
 	return caps;
 }
 
+/* A mux takes the keys every current member takes. */
+static size_t mux_key_max(struct smux_backend *b)
+{
+	struct mux_view *v = smux__view_get(smux__mux_of(b));
+	size_t n = SMUX_KEY_MAX;
+
+	for (size_t i = 0; i < v->n; i++) {
+		size_t m = smux_backend_key_max(v->m[i]->backend);
+
+		if (m < n)
+			n = m;
+	}
+	smux__view_put(v);
+	return n;
+}
+
 /* ---- for mux_reader.c ---- */
 
 int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1250,5 +1265,6 @@ static const struct smux_backend_ops mux_ops = {
 	.reader_open = smux__mux_reader_open,
 	.caps = mux_caps,
 	.link = mux_link,
+	.key_max = mux_key_max,
 	.destroy = mux_destroy,
 };

@@ -112,9 +112,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		/* a replica that missed a symlink gets a symlink; one that
 		 * missed a hard link gets a copy (a separate file: replay
 		 * knows one key, not the group of names; the HINT_REPLAYED
-		 * event names it) */
-		po.mode = info.mode & (S_IFMT | 07777);
-		po.mtime_ns = info.mtime_ns;
+		 * event names it); owner, mode and mtime are kept */
+		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
 		rc = run(mux, ctx, dst, &put, probe_dst, err);

@@ -190,6 +190,8 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 		v[SMUX__MK_ALLOW_OTHER].line && v[SMUX__MK_ALLOW_OTHER].b;
 	o->default_permissions = v[SMUX__MK_DEFAULT_PERMISSIONS].line &&
 				 v[SMUX__MK_DEFAULT_PERMISSIONS].b;
+	o->no_default_permissions = v[SMUX__MK_DEFAULT_PERMISSIONS].line &&
+				    !v[SMUX__MK_DEFAULT_PERMISSIONS].b;
 	o->ro = v[SMUX__MK_RO].line && v[SMUX__MK_RO].b;
 	o->has_uid = v[SMUX__MK_UID].line != 0;
 	o->uid = (uid_t)v[SMUX__MK_UID].u;
@@ -261,9 +263,13 @@ struct smux_fs_opts *smux_config_opts(struct smux_config *cfg)
 	return &cfg->opts;
 }
 
+/* -o options that are no [mount] key */
+#define OPT_RW			   (-1)
+#define OPT_NO_DEFAULT_PERMISSIONS (-2)
+
 static const struct {
 	const char *name;
-	int key; /* SMUX__MK_*; -1 for rw */
+	int key; /* SMUX__MK_*; OPT_RW, OPT_NO_DEFAULT_PERMISSIONS */
 	bool flag;
 } mount_opts[] = {
 	{"cache_dir", SMUX__MK_CACHE_DIR, false},
@@ -279,7 +285,8 @@ static const struct {
 	{"allow_other", SMUX__MK_ALLOW_OTHER, true},
 	{"default_permissions", SMUX__MK_DEFAULT_PERMISSIONS, true},
 	{"ro", SMUX__MK_RO, true},
-	{"rw", -1, true},
+	{"no_default_permissions", OPT_NO_DEFAULT_PERMISSIONS, true},
+	{"rw", OPT_RW, true},
 };
 
 static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
@@ -351,6 +358,11 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		return 0;
 	case SMUX__MK_DEFAULT_PERMISSIONS:
 		o->default_permissions = true;
+		o->no_default_permissions = false;
+		return 0;
+	case OPT_NO_DEFAULT_PERMISSIONS:
+		o->default_permissions = false;
+		o->no_default_permissions = true;
 		return 0;
 	case SMUX__MK_RO:
 		o->ro = true;
@@ -397,6 +409,12 @@ int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
 		return 1;
 	}
 	return 0;
+}
+
+bool smux_fs_default_permissions(const struct smux_fs_opts *o)
+{
+	return o->default_permissions ||
+	       (o->allow_other && !o->no_default_permissions);
 }
 
 bool smux_config_ignored_opt(const char *opt)

@@ -48,7 +48,13 @@ struct smux_fs_opts {
 	 * the tree (smux_config_has_network) */
 	enum smux_fs_auto read_cache;
 	bool allow_other;
+	/* asked for explicitly (-o default_permissions, or true in
+	 * [mount]); smux_fs_default_permissions() says what applies */
 	bool default_permissions;
+	/* the operator's explicit opt-out (default_permissions = false in
+	 * [mount], -o no_default_permissions): allow_other without the
+	 * kernel's permission checks */
+	bool no_default_permissions;
 	bool ro;
 	bool has_uid, has_gid, has_umask;
 	uid_t uid;
@@ -75,11 +81,20 @@ void smux_config_free(struct smux_config *cfg);
 struct smux_fs_opts *smux_config_opts(struct smux_config *cfg);
 
 /*
+ * Whether the kernel checks permissions (FUSE default_permissions): when
+ * asked for, and always with allow_other unless the operator opted out
+ * explicitly (@o->no_default_permissions) - every local user would
+ * otherwise get the daemon's rights over every file.
+ */
+bool smux_fs_default_permissions(const struct smux_fs_opts *o);
+
+/*
  * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
  * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
  * cache_size=, read_cache=, uid=, gid=, umask=, allow_other,
- * default_permissions, ro, rw). Returns 1 when applied, 0 when the
- * option is not smuxfs's (the caller passes it to FUSE or ignores it), or
+ * default_permissions, no_default_permissions, ro, rw). Returns 1 when
+ * applied, 0 when the option is not smuxfs's (the caller passes it to
+ * FUSE or ignores it), or
  * a negative errno with @errbuf saying "option KEY: reason".
  */
 int smux_config_mount_opt(struct smux_config *cfg, const char *opt,

@@ -188,7 +188,7 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 		smux__cfg_fmt_duration(to_ms(o->negative_timeout), c,
 				       sizeof(c)),
 		smux__cfg_fmt_size(o->cache_size, d, sizeof(d)),
-		yes_no(o->allow_other), yes_no(o->default_permissions),
+		yes_no(o->allow_other), yes_no(smux_fs_default_permissions(o)),
 		yes_no(o->ro));
 	if (o->has_uid)
 		fprintf(f, ", uid %u", (unsigned)o->uid);
@@ -282,7 +282,7 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
 	     put(j, "allow_other", json_boolean(o->allow_other)) &&
 	     put(j, "default_permissions",
-		 json_boolean(o->default_permissions)) &&
+		 json_boolean(smux_fs_default_permissions(o))) &&
 	     put(j, "ro", json_boolean(o->ro)) &&
 	     put(j, "uid", o->has_uid ? json_integer(o->uid) : json_null()) &&
 	     put(j, "gid", o->has_gid ? json_integer(o->gid) : json_null()) &&

@@ -81,6 +81,9 @@ struct smuxfs {
 	struct smux_events *events; /* may be NULL */
 	const char *prefix;	    /* key prefix ("" or "a/b/") */
 	size_t prefix_len;
+	/* the longest key the root takes at mount (its most limited
+	 * member's, smux_backend_key_max); 0 = SMUX_KEY_MAX */
+	size_t key_max;
 	int staging_fd; /* O_PATH of cache_dir/staging, for O_TMPFILE */
 	bool ro;	/* -o ro: every change is EROFS */
 	/* stage every write in cache_dir even when the root has a writer
@@ -107,11 +110,14 @@ struct smuxfs {
 	char readahead_path[96];
 	atomic_bool readahead_done;
 	atomic_llong last_mtime_ns; /* smuxfs_unique_mtime() */
-	/* The root directory has no key in any backend: chmod and utimens
-	 * on it are kept here while mounted (0: the defaults, 0755 and
-	 * mount_ns). */
+	/* The root directory has no key in any backend: chmod, chown and
+	 * utimens on it are kept here while mounted. root_mode is S_IFDIR |
+	 * the bits once set (0: the default, 0755; 0000 is S_IFDIR alone),
+	 * root_mtime_ns 0 means mount_ns, root_uid/root_gid SMUX_ID_NONE
+	 * the mount's uid/gid. */
 	atomic_uint root_mode;
 	atomic_llong root_mtime_ns;
+	atomic_uint root_uid, root_gid;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
@@ -189,7 +195,13 @@ struct smuxfs_ofile_attr {
 	uint32_t mode; /* permission bits, 0 = unknown */
 	int64_t mtime_ns;
 	bool dirty;
-	bool deleted; /* its name was unlinked or replaced */
+	bool deleted;  /* its name was unlinked or replaced */
+	bool mode_set; /* mode is meant (0000 too), else unknown */
+	/* with has_owner: the owner a created file gets at its commit (its
+	 * caller's, smuxfs_caller_owner), shown until then; otherwise the
+	 * object's owner is shown. Callers zero the struct first. */
+	uint32_t uid, gid;
+	bool has_owner;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
@@ -283,8 +295,10 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 /*
  * "/a/b" -> prefix + "a/b" into @key (@cap bytes); "/" -> the prefix
  * without its trailing '/' ("" without a prefix). -ENAMETOOLONG for a
- * name over 255 bytes or a key too long, -EINVAL for what no key can
- * name.
+ * name over 255 bytes or a key longer than the root takes (fs->key_max,
+ * less one byte for a directory's '/'): every operation on such a path
+ * answers it the same way, before any lookup. -EINVAL for what no key
+ * can name.
  */
 int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap);
 /* The negative errno of a libsmux error (EIO when it has none). Logs
@@ -303,9 +317,38 @@ int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
  */
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info);
-/* Fills @st for a file or directory from backend info (or defaults). */
+/*
+ * Fills @st for a file or directory from backend info (or defaults):
+ * permission bits as kept (0000 included; defaults 0755/0644 only when
+ * the mode is unknown), the object's owner unless uid=/gid= were given,
+ * atime and ctime (mtime when unknown), the link count (2 or 1 when
+ * unknown).
+ */
 void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 		      const struct smux_info *info);
+
+/*
+ * The permission bits a new file or directory of the calling process
+ * gets from the @mode it asked for: setuid and setgid are dropped unless
+ * the caller is root (the daemon never creates them on behalf of an
+ * unprivileged caller). Only the bits 07777 are returned.
+ */
+mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode);
+/*
+ * Completes @po for the new object @key (@is_dir: a directory) created by
+ * the calling process: when the daemon runs as root and the root keeps
+ * owners (SMUX_CAP_OWNER), SMUX_PUT_OWNER with the caller's uid and gid,
+ * or the parent directory's group when that one is setgid (as the kernel
+ * does); a directory in a setgid directory gets setgid in po->mode. Sets
+ * SMUX_PUT_MODE: po->mode is meant as given (0000 stays 0000). Call with
+ * po->mode already filled (smuxfs_caller_mode). Costs a lookup of the
+ * parent directory.
+ */
+void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
+			 struct smux_put_opts *po);
+
+/* @ns since the epoch as a timespec. */
+void smuxfs_timespec(int64_t ns, struct timespec *ts);
 
 /* Raises the mount's read-ahead to 8 MiB once (root only; a failure is
  * logged at debug level and ignored). */

@@ -82,8 +82,10 @@ static void usage(FILE *out)
 		"cache_size=,\n"
 		"                   read_cache=auto|on|off, "
 		"uid=, gid=, umask=,\n"
-		"                   allow_other, "
-		"default_permissions, ro, rw;\n"
+		"                   allow_other (turns on "
+		"default_permissions),\n"
+		"                   default_permissions, "
+		"no_default_permissions, ro, rw;\n"
 		"                   fstab's _netdev, nofail, noauto, "
 		"x-systemd.*, defaults ...\n"
 		"                   are ignored; anything else goes to FUSE\n"
@@ -413,6 +415,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->uid = o->has_uid ? o->uid : getuid();
 	fs->gid = o->has_gid ? o->gid : getgid();
 	fs->umask = o->has_umask ? o->umask : 0;
+	atomic_store(&fs->root_uid, SMUX_ID_NONE);
+	atomic_store(&fs->root_gid, SMUX_ID_NONE);
 	clock_gettime(CLOCK_REALTIME, &now);
 	fs->mount_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 	smuxfs_init_tables(fs);
@@ -450,6 +454,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 			       sizeof(errbuf));
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
+	fs->key_max = smux_backend_key_max(fs->root);
 
 	/* The read cache lives for one run: what an earlier run left in
 	 * cache_dir/read is deleted, whether the cache is on or off. */
@@ -644,7 +649,7 @@ int main(int argc, char **argv)
 		struct smux_fs_opts *o = smux_config_opts(d.cfg);
 
 		if ((o->allow_other && fuse_opt(&d.args, "allow_other")) ||
-		    (o->default_permissions &&
+		    (smux_fs_default_permissions(o) &&
 		     fuse_opt(&d.args, "default_permissions")) ||
 		    (o->ro && fuse_opt(&d.args, "ro"))) {
 			teardown(&d);
@@ -688,6 +693,17 @@ int main(int argc, char **argv)
 		return status;
 	}
 	smux_log(LOG_INFO, "%s mounted on %s", cfgpath, d.mnt);
+	{
+		const struct smux_fs_opts *o = smux_config_opts(d.cfg);
+
+		if (o->allow_other && !smux_fs_default_permissions(o))
+			smux_log(LOG_WARNING,
+				 "allow_other without default_permissions "
+				 "(opted out): the kernel checks no "
+				 "permissions, every local user may read, "
+				 "change and delete every file with the "
+				 "daemon's rights");
+	}
 	if (!d.cli.foreground) {
 		to_dev_null();
 		if (chdir("/") < 0)

@@ -46,7 +46,10 @@ struct smuxfs_ofile {
 	struct smux_writer *w; /* the pending content, or NULL: */
 	int fd;		       /* staging file (O_TMPFILE), -1 with a writer */
 	uint64_t size;	       /* staging: content size */
-	uint32_t mode;	       /* permission bits committed (0 = keep) */
+	uint32_t mode;	       /* permission bits committed */
+	bool mode_set;	       /* mode meant as given (0000 too), else kept */
+	bool own;	       /* a created file: uid/gid given at its commit */
+	uint32_t uid, gid;
 	int64_t mtime_ns;      /* reported mtime; committed when mtime_set */
 	bool mtime_set;	       /* mtime_ns chosen by utimens */
 	bool dirty;	       /* content or attributes not committed */
@@ -241,7 +244,7 @@ static int ofile_stage(struct smuxfs *fs, struct smuxfs_ofile *of,
 
 /* Opens the content of a new ofile. Caller holds of->lock. */
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
-		       unsigned flags, mode_t mode)
+		       unsigned flags, const struct smux_put_opts *co)
 {
 	struct smux_info info = {0};
 	struct smux_error err;
@@ -255,7 +258,13 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->inplace = !fs->force_staging &&
 		      (smux_backend_caps(fs->root) & SMUX_CAP_INPLACE);
 	if (flags & SMUXFS_OF_CREATE) {
-		of->mode = mode & 07777;
+		/* the caller's mode (no set-id bits for an unprivileged
+		 * one) and owner (smuxfs_caller_owner), given at commit */
+		of->mode = co->mode & 07777;
+		of->mode_set = true;
+		of->own = co->flags & SMUX_PUT_OWNER;
+		of->uid = co->uid;
+		of->gid = co->gid;
 		of->mtime_ns = realtime_ns();
 		of->dirty = true;
 		/* in place, a create opens what is there (O_CREAT without
@@ -270,6 +279,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (S_ISDIR(info.mode))
 			return -EISDIR;
 		of->mode = info.mode & 07777;
+		of->mode_set = info.mode != 0;
 		of->mtime_ns = info.mtime_ns;
 		of->dirty = flags & SMUXFS_OF_TRUNC;
 	}
@@ -322,10 +332,15 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 		      mode_t mode, struct smuxfs_ofile **out)
 {
+	struct smux_put_opts co = {0};
 	struct smuxfs_ofile *of;
 	int rc;
 
 	*out = NULL;
+	if (flags & SMUXFS_OF_CREATE) { /* before any lock: a parent lookup */
+		co.mode = smuxfs_caller_mode(fs, mode);
+		smuxfs_caller_owner(fs, key, false, &co);
+	}
 	/* the key's size may change from now on, uncommitted */
 	atomic_fetch_add(&fs->mutations, 1);
 	pthread_mutex_lock(&fs->otable.lock);
@@ -366,7 +381,7 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	table_insert(fs, of);
 	pthread_mutex_unlock(&fs->otable.lock);
 
-	rc = ofile_start(fs, of, flags, mode);
+	rc = ofile_start(fs, of, flags, &co);
 	of->open_rc = rc;
 	pthread_mutex_unlock(&of->lock);
 	if (rc) {
@@ -498,7 +513,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (!of->dirty && !(durable && !of->durable))
 		return 0;
 	opts.mode = of->mode;
-	opts.flags = SMUX_PUT_MODE;
+	if (of->mode_set)
+		opts.flags |= SMUX_PUT_MODE;
+	if (of->own) {
+		opts.flags |= SMUX_PUT_OWNER;
+		opts.uid = of->uid;
+		opts.gid = of->gid;
+	}
 	/* a durable-only commit keeps the mtime it committed before; in
 	 * place, the file's own (others may have written it since) */
 	if (of->mtime_set)
@@ -522,6 +543,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		return err.e.sys_errno > 0 ? -err.e.sys_errno : -EIO;
 	}
 	of->dirty = false;
+	of->own = false; /* given once: a later chown stays */
 	of->durable = of->w ? durable || of->durable : true;
 	if (opts.mtime_ns)
 		of->mtime_ns = opts.mtime_ns;
@@ -577,6 +599,10 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->mode = of->mode;
 	a->mtime_ns = of->mtime_ns;
 	a->dirty = of->dirty;
+	a->mode_set = of->mode_set;
+	a->uid = of->uid;
+	a->gid = of->gid;
+	a->has_owner = of->own;
 	a->deleted = of->deleted;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
@@ -588,6 +614,7 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 
 	pthread_mutex_lock(&of->lock);
 	of->mode = mode & 07777;
+	of->mode_set = true;
 	dirty = of->dirty;
 	pthread_mutex_unlock(&of->lock);
 	return dirty;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "fs/fs.h"
 #include "smux/mux.h"
@@ -35,6 +36,7 @@ int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap)
 {
 	const char *p = path, *seg;
 	size_t len, plen = fs->prefix_len;
+	size_t kmax = fs->key_max ? fs->key_max : SMUX_KEY_MAX;
 
 	if (!path || path[0] != '/')
 		return -EINVAL;
@@ -63,7 +65,8 @@ int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap)
 		key[plen] = '\0';
 		return 0;
 	}
-	if (plen + len >= cap || plen + len > SMUX_KEY_MAX - 1)
+	/* one byte stays for the '/' of a directory's marker */
+	if (plen + len >= cap || plen + len > kmax - 1)
 		return -ENAMETOOLONG;
 	memcpy(key, fs->prefix, plen);
 	memcpy(key + plen, p, len);
@@ -106,7 +109,7 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info)
 {
 	char dkey[SMUX_KEY_MAX + 2];
-	struct smuxfs_ofile_attr a;
+	struct smuxfs_ofile_attr a = {0};
 	struct smuxfs_ofile *of;
 	struct smux_info local;
 	struct smux_error err;
@@ -115,26 +118,48 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 
 	if (!info)
 		info = &local;
-	memset(info, 0, sizeof(*info));
+	smux_info_clear(info);
 	*is_dir = false;
 	if (is_root) {
+		uint32_t m = atomic_load(&fs->root_mode);
+
 		*is_dir = true;
-		info->mode = S_IFDIR | atomic_load(&fs->root_mode);
+		info->mode = m ? m : S_IFDIR | 0755;
 		info->mtime_ns = atomic_load(&fs->root_mtime_ns);
+		info->uid = atomic_load(&fs->root_uid);
+		info->gid = atomic_load(&fs->root_gid);
+		info->has_owner =
+			info->uid != SMUX_ID_NONE || info->gid != SMUX_ID_NONE;
+		if (info->uid == SMUX_ID_NONE)
+			info->uid = (uint32_t)fs->uid;
+		if (info->gid == SMUX_ID_NONE)
+			info->gid = (uint32_t)fs->gid;
 		return 0;
 	}
+	smuxfs_ctx(&ctx);
 	of = smuxfs_ofile_find(fs, key);
 	if (of) {
 		rc = smuxfs_ofile_attr(of, &a);
 		smuxfs_ofile_release(fs, of);
 		if (rc == 0) {
+			/* owner, atime, ctime from the object when it is
+			 * there; what is pending from the open file */
+			if (smux_backend_head(fs->root, &ctx, key, info,
+					      &err) != 0 ||
+			    S_ISDIR(info->mode))
+				smux_info_clear(info);
 			info->size = a.size;
-			info->mode = S_IFREG | a.mode;
+			if (a.mode_set || !info->mode)
+				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;
+			if (a.has_owner) {
+				info->uid = a.uid;
+				info->gid = a.gid;
+				info->has_owner = true;
+			}
 			return 0;
 		}
 	}
-	smuxfs_ctx(&ctx);
 	rc = smux_backend_head(fs->root, &ctx, key, info, &err);
 	if (rc == 0) {
 		*is_dir = S_ISDIR(info->mode);
@@ -162,34 +187,91 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 		      const struct smux_info *info)
 {
-	uint32_t perm = info ? info->mode & 07777 : 0;
-	int64_t t = info && info->mtime_ns ? info->mtime_ns : fs->mount_ns;
+	static const struct smux_info unknown = {
+		.uid = SMUX_ID_NONE,
+		.gid = SMUX_ID_NONE,
+	};
+	const struct smux_info *in = info ? info : &unknown;
+	uint32_t perm = in->mode & 07777;
+	int64_t t = in->mtime_ns ? in->mtime_ns : fs->mount_ns;
 
 	memset(st, 0, sizeof(*st));
-	if (!perm)
+	/* 0 is a mode like any other (chmod 000); only an unknown mode
+	 * (no type either) gets the defaults */
+	if (!in->mode)
 		perm = is_dir ? 0755 : 0644;
 	if (fs->umask)
 		perm &= ~(uint32_t)fs->umask;
 	st->st_mode = (is_dir ? S_IFDIR : S_IFREG) | perm;
-	st->st_nlink = is_dir ? 2 : 1;
-	if (!is_dir && info &&
-	    (S_ISLNK(info->mode) || S_ISFIFO(info->mode) ||
-	     S_ISSOCK(info->mode))) {
+	if (!is_dir && (S_ISLNK(in->mode) || S_ISFIFO(in->mode) ||
+			S_ISSOCK(in->mode))) {
 		/* a symlink's size is its target's length, as lstat says */
-		st->st_mode = (info->mode & S_IFMT) |
-			      (S_ISLNK(info->mode) ? 0777 : perm);
+		st->st_mode = (in->mode & S_IFMT) |
+			      (S_ISLNK(in->mode) ? 0777 : perm);
 	}
-	if (!is_dir && info && info->nlink)
-		st->st_nlink = info->nlink;
+	st->st_nlink = in->nlink ? in->nlink : (is_dir ? 2 : 1);
+	/* uid=/gid= given by the operator override the objects' owners */
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
-	st->st_size = is_dir || !info ? 0 : (off_t)info->size;
+	if (in->has_owner && in->uid != SMUX_ID_NONE &&
+	    !(fs->opts && fs->opts->has_uid))
+		st->st_uid = (uid_t)in->uid;
+	if (in->has_owner && in->gid != SMUX_ID_NONE &&
+	    !(fs->opts && fs->opts->has_gid))
+		st->st_gid = (gid_t)in->gid;
+	st->st_size = is_dir ? 0 : (off_t)in->size;
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_blksize = MIB;
-	st->st_mtim.tv_sec = t / 1000000000;
-	st->st_mtim.tv_nsec = t % 1000000000;
-	st->st_atim = st->st_mtim;
-	st->st_ctim = st->st_mtim;
+	smuxfs_timespec(t, &st->st_mtim);
+	smuxfs_timespec(in->atime_ns ? in->atime_ns : t, &st->st_atim);
+	smuxfs_timespec(in->ctime_ns ? in->ctime_ns : t, &st->st_ctim);
+}
+
+mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode)
+{
+	(void)fs;
+	mode &= 07777;
+	if (fuse_get_context()->uid != 0)
+		mode &= ~(mode_t)(S_ISUID | S_ISGID);
+	return mode;
+}
+
+void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
+			 struct smux_put_opts *po)
+{
+	const struct fuse_context *c = fuse_get_context();
+	const char *slash = strrchr(key, '/');
+	char parent[SMUX_KEY_MAX + 2];
+	struct smux_info pinfo;
+	bool pdir = false, sgid = false;
+	size_t n = slash ? (size_t)(slash - key) : 0;
+
+	po->flags |= SMUX_PUT_MODE;
+	if (n < sizeof(parent)) {
+		memcpy(parent, key, n);
+		parent[n] = '\0';
+		/* the mount root is "" or the prefix without its '/' */
+		sgid = smuxfs_lookup(fs, parent, n + 1 == fs->prefix_len || !n,
+				     &pdir, &pinfo) == 0 &&
+		       pdir && (pinfo.mode & S_ISGID);
+	}
+	if (sgid && is_dir)
+		po->mode |= S_ISGID;
+	if (geteuid() != 0 || !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))
+		return;
+	po->flags |= SMUX_PUT_OWNER;
+	po->uid = (uint32_t)c->uid;
+	po->gid = sgid && pinfo.has_owner ? pinfo.gid : (uint32_t)c->gid;
+}
+
+void smuxfs_timespec(int64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000);
+	ts->tv_nsec = (long)(ns % 1000000000);
+	if (ts->tv_nsec < 0) {
+		ts->tv_sec--;
+		ts->tv_nsec += 1000000000;
+	}
 }
 
 void smuxfs_raise_readahead(struct smuxfs *fs)
@@ -214,6 +296,34 @@ void smuxfs_raise_readahead(struct smuxfs *fs)
 			 fs->readahead_path);
 }
 
+/*
+ * A write by an unprivileged process clears setuid (and setgid on a group
+ * executable file), as a local filesystem does. The kernel does it with a
+ * SETATTR for cached writes; for direct writes it sets
+ * FUSE_WRITE_KILL_SUIDGID, which the high-level API does not pass on.
+ */
+static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
+				 off_t off, struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+	struct smuxfs_ofile_attr a = {0};
+	mode_t kill;
+	int rc;
+
+	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of &&
+	    fuse_get_context()->uid != 0 &&
+	    smuxfs_ofile_attr(fh->of, &a) == 0 &&
+	    (a.mode & (S_ISUID | S_ISGID))) {
+		kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
+		if (a.mode & kill) {
+			rc = smuxfs_chmod(path, a.mode & ~kill, fi);
+			if (rc)
+				return rc;
+		}
+	}
+	return smuxfs_write(path, buf, size, off, fi);
+}
+
 static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	struct smuxfs *fs = fuse_get_context()->private_data;
@@ -228,6 +338,10 @@ static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * raises the mount's bdi read-ahead instead). Async reads stay on. */
 	conn->max_write = MIB;
 	conn->max_readahead = MIB;
+	/* The kernel clears setuid/setgid on a write, truncate or chown by
+	 * sending a SETATTR (chmod) itself, as it knows the writer's
+	 * privileges; with this capability it would leave that to us. */
+	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
 	smux_log(LOG_INFO, "mounted (max_write %u, kernel protocol %u.%u)",
 		 conn->max_write, conn->proto_major, conn->proto_minor);
 	return fs;
@@ -254,7 +368,7 @@ const struct fuse_operations smuxfs_ops = {
 	.truncate = smuxfs_truncate,
 	.open = smuxfs_open,
 	.read = smuxfs_read,
-	.write = smuxfs_write,
+	.write = smuxfs_write_killpriv,
 	.statfs = smuxfs_statfs,
 	.flush = smuxfs_flush,
 	.release = smuxfs_release,

@@ -180,11 +180,13 @@ static const struct pending *find_pending(const struct lister *l,
 	return NULL;
 }
 
+/* What is pending over @info (the listed object's: owner, times, or
+ * cleared for a file not committed yet). */
 static void pending_info(const struct pending *p, struct smux_info *info)
 {
-	memset(info, 0, sizeof(*info));
 	info->size = p->a.size;
-	info->mode = S_IFREG | p->a.mode;
+	if (p->a.mode_set || !info->mode)
+		info->mode = S_IFREG | p->a.mode;
 	info->mtime_ns = p->a.mtime_ns;
 }
 
@@ -320,6 +322,7 @@ static int snap_take(struct smuxfs *fs, const char *path,
 
 		if (nameset_has(&l.seen, l.pend[i].name))
 			continue;
+		smux_info_clear(&info);
 		pending_info(&l.pend[i], &info);
 		smuxfs_fill_stat(fs, &st, false, &info);
 		rc = snap_add(l.snap, l.pend[i].name, &st, false);

@@ -66,16 +66,27 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
 		/* the open file itself: renamed or unlinked, it is still
 		 * there for its handles */
-		struct smuxfs_ofile_attr a;
+		struct smuxfs_ofile_attr a = {0};
 
 		rc = smuxfs_ofile_attr(fh->of, &a);
 		if (rc)
 			return rc;
 		is_dir = false;
-		memset(&info, 0, sizeof(info));
+		/* owner and times from the object while it has this name */
+		if (smuxfs_fh_key(fs, fh, key, sizeof(key)) != 0 ||
+		    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 ||
+		    is_dir)
+			smux_info_clear(&info);
+		is_dir = false;
 		info.size = a.size;
-		info.mode = S_IFREG | a.mode;
+		if (a.mode_set || !info.mode)
+			info.mode = S_IFREG | a.mode;
 		info.mtime_ns = a.mtime_ns;
+		if (a.has_owner) {
+			info.uid = a.uid;
+			info.gid = a.gid;
+			info.has_owner = true;
+		}
 		gone = a.deleted;
 	} else if (fh && fh->kind == SMUXFS_FH_FILE && fh->reader &&
 		   atomic_load(&fh->unlinked)) {
@@ -113,7 +124,7 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 {
 	struct smuxfs *fs = smuxfs_get();
 	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
-	struct smux_put_opts opts = {.mode = mode & 07777};
+	struct smux_put_opts opts = {.mode = smuxfs_caller_mode(fs, mode)};
 	struct smux_source src;
 	struct smux_error err;
 	struct smux_ctx ctx;
@@ -135,6 +146,8 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
 	if (rc)
 		return rc;
+	/* mode as asked (0000 too), owned by the caller */
+	smuxfs_caller_owner(fs, key, true, &opts);
 	smux_source_buf(&src, "", 0);
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, dkey, &src, &opts, NULL, &err);
@@ -323,10 +336,8 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 	struct smux_ctx ctx;
 
 	smuxfs_ctx(&ctx);
-	if (smux_backend_head(fs->root, &ctx, from_dir, &info, &err) == 0) {
-		opts.mode = info.mode & 07777;
-		opts.mtime_ns = info.mtime_ns;
-	}
+	if (smux_backend_head(fs->root, &ctx, from_dir, &info, &err) == 0)
+		smux_put_opts_keep(&opts, &info); /* owner, mode, mtime */
 	smux_source_buf(&src, "", 0);
 	if (smux_backend_put(fs->root, &ctx, to_dir, &src, &opts, NULL, &err))
 		return smuxfs_errno(&err, "mkdir (rename)", to_dir);
@@ -514,9 +525,14 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	if (is_root && !key[0]) {
 		/* the backends' root has no key: kept by the mount (fs.h) */
 		if (attr->flags & SMUX_SET_MODE)
-			atomic_store(&fs->root_mode, attr->mode & 07777);
+			atomic_store(&fs->root_mode,
+				     S_IFDIR | (attr->mode & 07777));
 		if (attr->flags & SMUX_SET_MTIME)
 			atomic_store(&fs->root_mtime_ns, attr->mtime_ns);
+		if ((attr->flags & SMUX_SET_OWNER) && attr->uid != SMUX_ID_NONE)
+			atomic_store(&fs->root_uid, attr->uid);
+		if ((attr->flags & SMUX_SET_OWNER) && attr->gid != SMUX_ID_NONE)
+			atomic_store(&fs->root_gid, attr->gid);
 		return 0;
 	}
 	rc = smuxfs_lookup(fs, key, is_root, &is_dir, NULL);
@@ -539,11 +555,32 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	return 0;
 }
 
+/*
+ * setuid/setgid asked by an unprivileged caller stay only on an object
+ * that caller owns (what the kernel's own check, default_permissions,
+ * assumed from the reported owner): a mount without owners, or with
+ * uid= naming the caller, never gets a setuid file of someone else.
+ */
+static mode_t chmod_bits(struct smuxfs *fs, const char *key, bool is_root,
+			 mode_t mode)
+{
+	const struct fuse_context *c = fuse_get_context();
+	struct smux_info info;
+	bool is_dir;
+
+	mode &= 07777;
+	if (!(mode & (S_ISUID | S_ISGID)) || c->uid == 0)
+		return mode;
+	if (!is_root && smuxfs_lookup(fs, key, false, &is_dir, &info) == 0 &&
+	    info.has_owner && info.uid == (uint32_t)c->uid)
+		return mode;
+	return mode & ~(mode_t)(S_ISUID | S_ISGID);
+}
+
 int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
-	struct smux_setattr attr = {.flags = SMUX_SET_MODE,
-				    .mode = mode & 07777};
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE};
 	char key[SMUX_KEY_MAX + 2];
 	struct smuxfs_ofile *of;
 	bool is_root, dirty = false;
@@ -552,6 +589,8 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
+	/* 0000 is a mode like any other */
+	attr.mode = chmod_bits(fs, key, is_root, mode);
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
 		dirty = smuxfs_ofile_set_mode(of, attr.mode);
@@ -560,48 +599,98 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return dirty ? 0 : set_attr(fs, key, is_root, &attr);
 }
 
+/* One time of utimensat: UTIME_NOW, UTIME_OMIT (false) or as given. */
+static bool utime_ns(const struct timespec *tv, int64_t *ns)
+{
+	struct timespec now;
+
+	if (!tv || tv->tv_nsec == UTIME_NOW) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		*ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		return true;
+	}
+	if (tv->tv_nsec == UTIME_OMIT)
+		return false;
+	*ns = (int64_t)tv->tv_sec * 1000000000 + tv->tv_nsec;
+	return true;
+}
+
 int smuxfs_utimens(const char *path, const struct timespec tv[2],
 		   struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
-	struct smux_setattr attr = {.flags = SMUX_SET_MTIME};
+	struct smux_setattr attr = {0};
 	char key[SMUX_KEY_MAX + 2];
 	struct smuxfs_ofile *of;
 	bool is_root, dirty = false;
-	struct timespec now;
 	int rc;
 
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
-	if (!tv || tv[1].tv_nsec == UTIME_NOW) {
-		clock_gettime(CLOCK_REALTIME, &now);
-		attr.mtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-	} else if (tv[1].tv_nsec == UTIME_OMIT) {
-		return 0; /* atime only: not kept */
-	} else {
-		attr.mtime_ns =
-			(int64_t)tv[1].tv_sec * 1000000000 + tv[1].tv_nsec;
-	}
-	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
+	if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
+		attr.flags |= SMUX_SET_ATIME;
+	if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
+		attr.flags |= SMUX_SET_MTIME;
+	if (!attr.flags)
+		return 0;
+	of = is_root || !(attr.flags & SMUX_SET_MTIME)
+		     ? NULL
+		     : smuxfs_ofile_find(fs, key);
 	if (of) {
 		dirty = smuxfs_ofile_set_mtime(of, attr.mtime_ns);
 		smuxfs_ofile_release(fs, of);
 	}
-	return dirty ? 0 : set_attr(fs, key, is_root, &attr);
+	if (dirty) {
+		/* the mtime goes with the next commit; the atime now, to
+		 * the object when it is already there */
+		attr.flags &= ~(unsigned)SMUX_SET_MTIME;
+		if (!attr.flags)
+			return 0;
+		rc = set_attr(fs, key, is_root, &attr);
+		return rc == -ENOENT ? 0 : rc;
+	}
+	return set_attr(fs, key, is_root, &attr);
 }
 
 int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 		 struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
+	struct smux_setattr attr = {
+		.flags = SMUX_SET_OWNER,
+		.uid = uid == (uid_t)-1 ? SMUX_ID_NONE : (uint32_t)uid,
+		.gid = gid == (gid_t)-1 ? SMUX_ID_NONE : (uint32_t)gid,
+	};
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+	bool is_root;
+	int rc;
 
-	(void)path;
-	(void)fi;
-	if ((uid == (uid_t)-1 || uid == fs->uid) &&
-	    (gid == (gid_t)-1 || gid == fs->gid))
+	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc)
+		return rc;
+	if (!(smux_backend_caps(fs->root) & SMUX_CAP_OWNER)) {
+		/* nothing keeps owners: the mount's (uid=, gid=) only */
+		if ((uid == (uid_t)-1 || uid == fs->uid) &&
+		    (gid == (gid_t)-1 || gid == fs->gid))
+			return 0;
+		smux_log(LOG_DEBUG,
+			 "chown %s: the tree keeps no owners (EPERM)", key);
+		return -EPERM;
+	}
+	if (attr.uid == SMUX_ID_NONE && attr.gid == SMUX_ID_NONE)
 		return 0;
-	return -EPERM; /* ownership is the mount's (uid=, gid=) */
+	/* An open file not committed yet (tar: write, fchown, fchmod,
+	 * close) has no object to chown: commit what is pending first. */
+	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
+	if (of) {
+		rc = smuxfs_ofile_commit(fs, of, false);
+		smuxfs_ofile_release(fs, of);
+		if (rc)
+			return rc;
+	}
+	return set_attr(fs, key, is_root, &attr);
 }
 
 int smuxfs_statfs(const char *path, struct statvfs *st)
@@ -643,7 +732,9 @@ static int make_object(const char *path, uint32_t mode, const char *content,
 		       const char *op)
 {
 	struct smuxfs *fs = smuxfs_get();
-	struct smux_put_opts opts = {.mode = mode};
+	struct smux_put_opts opts = {
+		.mode = (mode & S_IFMT) | smuxfs_caller_mode(fs, mode & 07777),
+	};
 	char key[SMUX_KEY_MAX + 2];
 	struct smux_source src;
 	struct smux_error err;
@@ -658,6 +749,7 @@ static int make_object(const char *path, uint32_t mode, const char *content,
 		return rc;
 	if (is_root || smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
 		return -EEXIST;
+	smuxfs_caller_owner(fs, key, false, &opts); /* 0000 too */
 	smux_source_buf(&src, content, strlen(content));
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, key, &src, &opts, NULL, &err);

@@ -89,7 +89,7 @@ void conf_test_invalid_keys(void **state)
 {
 	static const char *const only_src[] = {"ok-src"};
 	struct conf_env *env = *state;
-	char seg256[2 + 256 + 1], key1025[1025 + 1];
+	char seg256[2 + 256 + 1], toolong[SMUX_KEY_MAX + 1 + 1];
 	struct conf_bad_key keys[] = {
 		{"empty", "", SMUX_E_INVALID_KEY, false},
 		{"leading slash", "/a", SMUX_E_INVALID_KEY, true},
@@ -101,13 +101,13 @@ void conf_test_invalid_keys(void **state)
 		{"dot-dot", "..", SMUX_E_INVALID_KEY, false},
 		{"dot", ".", SMUX_E_INVALID_KEY, false},
 		{"256-byte segment", seg256, SMUX_E_KEY_TOO_LONG, true},
-		{"1025-byte key", key1025, SMUX_E_KEY_TOO_LONG, true},
+		{"key over SMUX_KEY_MAX", toolong, SMUX_E_KEY_TOO_LONG, true},
 	};
 
 	conf_make_key(seg256, sizeof(seg256) - 1, 256, "x/");
-	conf_make_key(key1025, sizeof(key1025) - 1, 200, "");
+	conf_make_key(toolong, sizeof(toolong) - 1, 200, "");
 	assert_int_equal(strlen(seg256), 258);
-	assert_int_equal(strlen(key1025), 1025);
+	assert_int_equal(strlen(toolong), SMUX_KEY_MAX + 1);
 	CONF_PUT(env, "ok-src", "src", 3, NULL);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		conf_refuse_everywhere(env, &keys[i]);
@@ -144,9 +144,10 @@ void conf_test_key_nul(void **state)
 void conf_test_longest_keys(void **state)
 {
 	struct conf_env *env = *state;
-	char seg255[2 + 255 + 1], key1024[1024 + 1];
+	/* the longest key this backend takes (smux_backend_key_max) */
+	char seg255[2 + 255 + 1], longest[SMUX_KEY_MAX + 1];
 	const char *keys[] = {
-		seg255,	    key1024,  "...",	  ".hidden",
+		seg255,	    longest,  "...",	  ".hidden",
 		"a/..b/c",  "a/.b",   "sp ace",	  "ctrl\x01char",
 		"quote\"'", "pct%41", "\xc3\xbc",
 	};
@@ -158,7 +159,8 @@ void conf_test_longest_keys(void **state)
 
 	conf_fill(data, sizeof(data), 9);
 	conf_make_key(seg255, sizeof(seg255) - 1, 255, "x/");
-	conf_make_key(key1024, sizeof(key1024) - 1, 250, "");
+	conf_make_key(longest, smux_backend_key_max(env->b), 250, "");
+	assert_int_equal(strlen(longest), smux_backend_key_max(env->b));
 	for (size_t i = 0; i < n; i++) {
 		CONF_PUT(env, keys[i], data, i + 1, NULL);
 		CONF_OK(smux_backend_head(env->b, &env->ctx, keys[i], &info,

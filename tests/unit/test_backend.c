@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "smux/backend.h"
+#include "smux/memory.h"
+#include "smux/mux.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -484,8 +486,16 @@ static void fake_destroy(struct smux_backend *b)
 	free(f);
 }
 
+/* An object store's limit. */
+static size_t fake_key_max(struct smux_backend *b)
+{
+	(void)b;
+	return 1024;
+}
+
 static const struct smux_backend_ops fake_full_ops = {
 	.kind = "fake",
+	.key_max = fake_key_max,
 	.get = fake_get,
 	.put = fake_put,
 	.del = fake_del,
@@ -1483,11 +1493,73 @@ static void test_writer_errors(void **state)
 #define T_FULL(t) cmocka_unit_test_setup_teardown(t, setup_full, teardown)
 #define T_MIN(t)  cmocka_unit_test_setup_teardown(t, setup_min, teardown)
 
+/* setattr without ops->setattr rewrites the object: mode 0000 is meant
+ * (SMUX_PUT_MODE), an owner goes with SMUX_PUT_OWNER (SMUX_ID_NONE keeps
+ * that id), a marker too. */
+static void test_setattr_fallback_owner_mode0(void **state)
+{
+	struct env *env = *state;
+	struct smux_setattr a = {.flags = SMUX_SET_MODE | SMUX_SET_OWNER,
+				 .mode = 0,
+				 .uid = 5,
+				 .gid = SMUX_ID_NONE};
+	struct smux_error err;
+
+	assert_int_equal(
+		smux_backend_put_buf(env->b, &env->ctx, "x", "abc", 3, &err),
+		0);
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "x", &a, &err),
+			 0);
+	assert_true(env->f->last_put.flags & SMUX_PUT_MODE);
+	assert_int_equal(env->f->last_put.mode, 0);
+	assert_true(env->f->last_put.flags & SMUX_PUT_OWNER);
+	assert_int_equal(env->f->last_put.uid, 5);
+	assert_int_equal(env->f->last_put.gid, SMUX_ID_NONE);
+	assert_string_equal(env->f->last_key, "x");
+	assert_int_equal(
+		smux_backend_put_buf(env->b, &env->ctx, "d/", "", 0, &err), 0);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "d/", &a, &err), 0);
+	assert_true(env->f->last_put.flags & SMUX_PUT_MODE);
+	assert_true(env->f->last_put.flags & SMUX_PUT_OWNER);
+	assert_int_equal(env->f->last_put.uid, 5);
+	assert_string_equal(env->f->last_key, "d/");
+}
+
+/* The longest key: SMUX_KEY_MAX without ops->key_max, the backend's own
+ * otherwise, and a mux takes what its most limited member takes. */
+static void test_key_max(void **state)
+{
+	struct env *env = *state;
+	struct smux_mux_opts mo = {.mode = SMUX_MODE_MIRROR};
+	struct smux_mux_member m[2] = {{0}};
+	struct smux_backend *mem, *mux;
+	struct smux_error err;
+
+	assert_int_equal(smux_backend_key_max(env->b),
+			 env->b->ops->key_max ? 1024 : SMUX_KEY_MAX);
+	assert_int_equal(smux_memory_new("mem", &mem, &err), 0);
+	assert_int_equal(smux_backend_key_max(mem), SMUX_KEY_MAX);
+	m[0].backend = mem;
+	m[1].backend = env->b;
+	assert_int_equal(smux_mux_new("mx", &mo, m, 2, &mux, &err), 0);
+	assert_int_equal(smux_backend_key_max(mux),
+			 env->b->ops->key_max ? 1024 : SMUX_KEY_MAX);
+	smux_backend_unref(mux);
+	assert_int_equal(smux_mux_new("mx", &mo, m, 1, &mux, &err), 0);
+	assert_int_equal(smux_backend_key_max(mux), SMUX_KEY_MAX);
+	smux_backend_unref(mux);
+	smux_backend_unref(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest dispatch[] = {
 		T_FULL(test_invalid_keys_never_reach_ops),
 		T_MIN(test_invalid_keys_never_reach_ops),
+		T_FULL(test_key_max),
+		T_MIN(test_key_max),
+		T_MIN(test_setattr_fallback_owner_mode0),
 		T_FULL(test_cancelled_ctx_never_reaches_ops),
 		T_FULL(test_bad_arguments_never_reach_ops),
 		T_FULL(test_list_arguments_forwarded),

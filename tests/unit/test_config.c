@@ -574,6 +574,56 @@ static void test_mount_opt(void **state)
 	tmp_release(&t);
 }
 
+/* allow_other turns on default_permissions unless the operator opts out
+ * explicitly, in [mount] or with -o no_default_permissions; an explicit
+ * -o default_permissions wins over an earlier opt-out. */
+static void test_default_permissions(void **state)
+{
+	struct tmp t = {0};
+	struct smux_config *c;
+	struct smux_fs_opts *o;
+	char err[ERRLEN];
+
+	(void)state;
+	tmp_init(&t);
+	c = must_load(&t, MOUNT_A MEM("a"));
+	o = smux_config_opts(c);
+	assert_false(smux_fs_default_permissions(o));
+	assert_int_equal(
+		smux_config_mount_opt(c, "allow_other", err, sizeof(err)), 1);
+	assert_true(smux_fs_default_permissions(o));
+	assert_int_equal(smux_config_mount_opt(c, "no_default_permissions", err,
+					       sizeof(err)),
+			 1);
+	assert_false(smux_fs_default_permissions(o));
+	assert_int_equal(smux_config_mount_opt(c, "no_default_permissions=1",
+					       err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err,
+			    "option no_default_permissions: takes no value");
+	assert_int_equal(smux_config_mount_opt(c, "default_permissions", err,
+					       sizeof(err)),
+			 1);
+	assert_true(smux_fs_default_permissions(o));
+	smux_config_free(c);
+
+	c = must_load(&t, "[mount]\nroot = a\nallow_other = yes\n\n" MEM("a"));
+	assert_true(smux_fs_default_permissions(smux_config_opts(c)));
+	smux_config_free(c);
+	c = must_load(&t, "[mount]\nroot = a\nallow_other = yes\n"
+			  "default_permissions = false\n\n" MEM("a"));
+	o = smux_config_opts(c);
+	assert_true(o->no_default_permissions);
+	assert_false(smux_fs_default_permissions(o));
+	smux_config_free(c);
+	/* false without allow_other: nothing to opt out of, no checks */
+	c = must_load(
+		&t, "[mount]\nroot = a\ndefault_permissions = no\n\n" MEM("a"));
+	assert_false(smux_fs_default_permissions(smux_config_opts(c)));
+	smux_config_free(c);
+	tmp_release(&t);
+}
+
 static void test_ignored_opt(void **state)
 {
 	static const char *const yes[] = {
@@ -1189,6 +1239,7 @@ int main(void)
 	const struct CMUnitTest mount[] = {
 		cmocka_unit_test(test_mount_defaults),
 		cmocka_unit_test(test_mount_opt),
+		cmocka_unit_test(test_default_permissions),
 		cmocka_unit_test(test_ignored_opt),
 	};
 	const struct CMUnitTest build[] = {

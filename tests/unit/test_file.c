@@ -1218,6 +1218,131 @@ static void test_setattr(void **state)
 	assert_int_equal(chmod(at(env, "root/s"), 0755), 0);
 }
 
+/* Owners, atime, ctime and link counts: reported from the stat, set in
+ * place (chown never follows, a 0000 file still takes attributes), a put
+ * honours mode 0000 and an owner, and a writer's commit keeps the owner
+ * of the object it replaces. Needs root for the chowns. */
+static void test_owner_times(void **state)
+{
+	struct env *env = *state;
+	struct smux_setattr own = {
+		.flags = SMUX_SET_OWNER, .uid = 1234, .gid = SMUX_ID_NONE};
+	struct smux_setattr zero = {.flags = SMUX_SET_MODE, .mode = 0};
+	struct smux_setattr atime = {.flags = SMUX_SET_ATIME,
+				     .atime_ns = 1000000000LL * 1000000000 + 7};
+	struct smux_setattr grp = {
+		.flags = SMUX_SET_OWNER, .uid = SMUX_ID_NONE, .gid = 4321};
+	struct smux_put_opts po = {.mode = 0, .flags = SMUX_PUT_MODE};
+	struct smux_source src;
+	struct smux_writer *w;
+	struct smux_info info;
+	struct stat st;
+	int64_t ctime0, mtime0;
+
+	if (geteuid() != 0)
+		skip();
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_OWNER);
+	assert_int_equal(put_str(env, "o/f", "data"), 0);
+	assert_int_equal(mkdir(at(env, "root/o/sub1"), 0755), 0);
+	assert_int_equal(mkdir(at(env, "root/o/sub2"), 0755), 0);
+	assert_int_equal(stat(at(env, "root/o/f"), &st), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "o/f", &info, &env->err),
+		0);
+	assert_true(info.has_owner);
+	assert_int_equal(info.uid, st.st_uid);
+	assert_int_equal(info.gid, st.st_gid);
+	assert_int_equal(info.nlink, 1);
+	assert_int_equal(info.atime_ns,
+			 (int64_t)st.st_atim.tv_sec * 1000000000 +
+				 st.st_atim.tv_nsec);
+	assert_int_equal(info.ctime_ns,
+			 (int64_t)st.st_ctim.tv_sec * 1000000000 +
+				 st.st_ctim.tv_nsec);
+	ctime0 = info.ctime_ns;
+	mtime0 = info.mtime_ns;
+	/* a directory: 2 + its subdirectories (ext4, tmpfs) */
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "o/", &info, &env->err),
+		0);
+	assert_int_equal(info.nlink, 4);
+
+	/* chown: the uid only, then the gid only */
+	usleep(10000);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "o/f", &own, &env->err),
+		0);
+	assert_int_equal(
+		smux_backend_setattr(env->b, &env->ctx, "o/f", &grp, &env->err),
+		0);
+	assert_int_equal(stat(at(env, "root/o/f"), &st), 0);
+	assert_int_equal(st.st_uid, 1234);
+	assert_int_equal(st.st_gid, 4321);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "o/f", &info, &env->err),
+		0);
+	assert_int_equal(info.uid, 1234);
+	assert_int_equal(info.gid, 4321);
+	assert_true(info.ctime_ns > ctime0); /* chown changes the ctime */
+	assert_int_equal(info.mtime_ns, mtime0);
+
+	/* chmod 000, then attributes on the unreadable file: atime alone */
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "o/f", &zero,
+					      &env->err),
+			 0);
+	assert_int_equal(smux_backend_setattr(env->b, &env->ctx, "o/f", &atime,
+					      &env->err),
+			 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "o/f", &info, &env->err),
+		0);
+	assert_int_equal(info.mode, S_IFREG | 0);
+	assert_int_equal(info.atime_ns, atime.atime_ns);
+	assert_int_equal(info.mtime_ns, mtime0); /* UTIME_OMIT */
+
+	/* a writer's commit keeps the owner of the object it replaces */
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "o/f",
+						  SMUX_WRITER_TRUNC, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, "new", 3, 0, &env->err), 0);
+	assert_int_equal(
+		smux_writer_commit(w, &env->ctx, NULL, NULL, &env->err), 0);
+	smux_writer_close(w);
+	assert_int_equal(stat(at(env, "root/o/f"), &st), 0);
+	assert_int_equal(st.st_uid, 1234);
+	assert_int_equal(st.st_gid, 4321);
+
+	/* a put with mode 0000 and an owner; an object and a directory */
+	po.flags |= SMUX_PUT_OWNER;
+	po.uid = 65534;
+	po.gid = 65534;
+	smux_source_buf(&src, "x", 1);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "o/g", &src, &po,
+					  NULL, &env->err),
+			 0);
+	assert_int_equal(stat(at(env, "root/o/g"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0);
+	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_gid, 65534);
+	smux_source_buf(&src, "", 0);
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "o/d/", &src, &po,
+					  NULL, &env->err),
+			 0);
+	assert_int_equal(stat(at(env, "root/o/d"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0);
+	assert_int_equal(st.st_uid, 65534);
+	/* without SMUX_PUT_MODE, 0 still means the default */
+	po.flags = 0;
+	assert_int_equal(smux_backend_put(env->b, &env->ctx, "o/h", &src, &po,
+					  NULL, &env->err),
+			 0);
+	assert_int_equal(stat(at(env, "root/o/h"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, SMUX__FILE_DEFAULT_MODE);
+	assert_int_equal(chmod(at(env, "root/o/d"), 0755), 0);
+}
+
 static void test_health_statfs_new(void **state)
 {
 	struct env *env = *state;
@@ -1483,7 +1608,9 @@ static void attack_direct(struct env *env, const char *key)
 static void test_containment(void **state)
 {
 	struct env *env = *state;
-	char outside[PATH_MAX], seg300[301], key2000[2001], nulkey[32];
+	/* a key over SMUX_KEY_MAX (PATH_MAX - 1) */
+	char outside[PATH_MAX], seg300[301], keylong[SMUX_KEY_MAX + 2],
+		nulkey[32];
 	struct snap before_out = {0}, after_out = {0};
 	struct snap before_root = {0}, after_root = {0};
 	const char *keys[] = {
@@ -1513,7 +1640,7 @@ static void test_containment(void **state)
 		"ok/../../outside/secret",
 		"d/../../outside/secret",
 		seg300,
-		key2000,
+		keylong,
 	};
 	size_t i;
 	int rootfd;
@@ -1536,9 +1663,9 @@ static void test_containment(void **state)
 
 	memset(seg300, 'x', 300);
 	seg300[300] = '\0';
-	for (i = 0; i < 2000; i++)
-		key2000[i] = i % 10 == 9 ? '/' : 'k';
-	key2000[2000] = '\0';
+	for (i = 0; i < SMUX_KEY_MAX + 1; i++)
+		keylong[i] = i % 10 == 9 ? '/' : 'k';
+	keylong[SMUX_KEY_MAX + 1] = '\0';
 
 	snap_take(&before_out, outside);
 	snap_take(&before_root, env->root);
@@ -1865,6 +1992,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_owner_times, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_health_statfs_new, setup,
 						teardown),

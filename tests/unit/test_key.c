@@ -249,24 +249,24 @@ static void test_segment_limit(void **state)
 static void test_key_limit(void **state)
 {
 	(void)state;
-	assert_int_equal(SMUX_KEY_MAX, 1024);
+	/* PATH_MAX - 1: what a file backend takes */
+	assert_int_equal(SMUX_KEY_MAX, 4095);
 
-	/* exactly 1024 bytes: accepted */
-	check_made(1024, 100, false, K_OBJ, 0);
-	check_made(1024, 100, false, K_PREFIX, 0);
-	check_made(1024, 100, true, K_DIR, 0);
-	check_made(1024, 100, true, K_PREFIX, 0);
-	check_made(1024, 254, false, K_OBJ, 0);
-	/* four 255-byte segments and the marker's '/' */
-	check_made(1024, 255, true, K_DIR, 0);
-	check_made(1024, 255, true, K_PREFIX, 0);
-	/* 1025 bytes: too long, though every segment is fine */
-	check_made(1025, 100, false, K_OBJ, -ENAMETOOLONG);
-	check_made(1025, 100, false, K_DIR, -ENAMETOOLONG);
-	check_made(1025, 100, false, K_PREFIX, -ENAMETOOLONG);
-	check_made(1025, 100, true, K_DIR, -ENAMETOOLONG);
-	check_made(1025, 100, true, K_PREFIX, -ENAMETOOLONG);
+	/* exactly 4095 bytes: accepted */
+	check_made(4095, 100, false, K_OBJ, 0);
+	check_made(4095, 100, false, K_PREFIX, 0);
+	check_made(4095, 100, true, K_DIR, 0);
+	check_made(4095, 100, true, K_PREFIX, 0);
+	check_made(4095, 254, false, K_OBJ, 0);
+	check_made(4095, 255, true, K_DIR, 0);
+	check_made(4095, 255, true, K_PREFIX, 0);
+	/* 4096 bytes: too long, though every segment is fine */
 	check_made(4096, 100, false, K_OBJ, -ENAMETOOLONG);
+	check_made(4096, 100, false, K_DIR, -ENAMETOOLONG);
+	check_made(4096, 100, false, K_PREFIX, -ENAMETOOLONG);
+	check_made(4096, 100, true, K_DIR, -ENAMETOOLONG);
+	check_made(4096, 100, true, K_PREFIX, -ENAMETOOLONG);
+	check_made(8192, 100, false, K_OBJ, -ENAMETOOLONG);
 }
 
 static void test_is_dir(void **state)

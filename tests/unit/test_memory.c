@@ -549,6 +549,82 @@ static void test_special_objects(void **state)
 			 -ENOENT);
 }
 
+/* Owners, atime and ctime are kept: none until a put or setattr gives
+ * one, kept by a replacing put, copied by copy and rename; the ctime
+ * moves on every change; mode 0000 is meant with SMUX_PUT_MODE. */
+static void test_owner_times(void **state)
+{
+	struct smux_backend *b = *state;
+	struct smux_setattr own = {
+		.flags = SMUX_SET_OWNER, .uid = 1000, .gid = SMUX_ID_NONE};
+	struct smux_setattr at = {.flags = SMUX_SET_ATIME | SMUX_SET_MODE,
+				  .atime_ns = 42,
+				  .mode = 04755};
+	struct smux_put_opts po = {
+		.flags = SMUX_PUT_MODE | SMUX_PUT_OWNER, .uid = 7, .gid = 8};
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_info info;
+	int64_t ctime0;
+
+	assert_true(smux_backend_caps(b) & SMUX_CAP_OWNER);
+	put(b, "f", "one");
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_false(info.has_owner);
+	assert_int_equal(info.uid, SMUX_ID_NONE);
+	assert_true(info.ctime_ns > 0);
+	assert_int_equal(info.atime_ns, info.mtime_ns);
+	assert_int_equal(info.nlink, 1);
+	ctime0 = info.ctime_ns;
+
+	assert_int_equal(smux_backend_setattr(b, NULL, "f", &own, &err), 0);
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_true(info.has_owner);
+	assert_int_equal(info.uid, 1000);
+	assert_int_equal(info.gid, SMUX_ID_NONE);
+	assert_true(info.ctime_ns > ctime0);
+	ctime0 = info.ctime_ns;
+
+	/* the mode after the owner: setuid stays; a chown then clears it */
+	assert_int_equal(smux_backend_setattr(b, NULL, "f", &at, &err), 0);
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_int_equal(info.atime_ns, 42);
+	assert_int_equal(info.mode, S_IFREG | 04755);
+	assert_int_equal(smux_backend_setattr(b, NULL, "f", &own, &err), 0);
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFREG | 0755);
+
+	/* a put replacing it keeps the owner; the ctime moves */
+	put(b, "f", "two");
+	assert_int_equal(smux_backend_head(b, NULL, "f", &info, &err), 0);
+	assert_true(info.has_owner);
+	assert_int_equal(info.uid, 1000);
+	assert_true(info.ctime_ns > ctime0);
+
+	/* copy and rename carry the owner */
+	assert_int_equal(smux_backend_copy(b, NULL, "f", "g", &err), 0);
+	assert_int_equal(smux_backend_rename(b, NULL, "g", "h", &err), 0);
+	assert_int_equal(smux_backend_head(b, NULL, "h", &info, &err), 0);
+	assert_true(info.has_owner);
+	assert_int_equal(info.uid, 1000);
+
+	/* a put with mode 0000 and an owner */
+	smux_source_buf(&src, "x", 1);
+	assert_int_equal(smux_backend_put(b, NULL, "h", &src, &po, NULL, &err),
+			 0);
+	assert_int_equal(smux_backend_head(b, NULL, "h", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFREG | 0);
+	assert_int_equal(info.uid, 7);
+	assert_int_equal(info.gid, 8);
+	/* a marker: mode 0000 too, no link count of its own */
+	smux_source_buf(&src, "", 0);
+	assert_int_equal(smux_backend_put(b, NULL, "d/", &src, &po, NULL, &err),
+			 0);
+	assert_int_equal(smux_backend_head(b, NULL, "d/", &info, &err), 0);
+	assert_int_equal(info.mode, S_IFDIR | 0);
+	assert_int_equal(info.nlink, 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -566,6 +642,7 @@ int main(void)
 		T(test_concurrent_no_torn_reads),
 		T(test_optional_ops),
 		T(test_special_objects),
+		T(test_owner_times),
 	};
 
 	return cmocka_run_group_tests_name("memory", tests, NULL, NULL);
