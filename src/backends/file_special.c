@@ -208,7 +208,6 @@ int smux__file_find_special(const struct smux__file *fb, const char *path,
 		return rc == -ENOTDIR
 			       ? smux__file_fail(fb, err, ENOENT, op, key)
 			       : rc;
-	rc = 0;
 	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0) {
 		rc = smux__file_fail(fb, err, errno, op, key);
 	} else if (!smux__file_is_special(st->st_mode)) {

@@ -376,7 +376,8 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 			rc = smuxfs_errno(&err, "rename", from);
 			goto out;
 		}
-		rc = 0; /* a replica is not up: key by key, with hints */
+		/* NOT_SUPPORTED (a replica not up, a hint pending): key by
+		 * key, with hints */
 	}
 	rc = smux_backend_list(fs->root, &ctx, from, NULL, walk_entry, &w,
 			       &err);

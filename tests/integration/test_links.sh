@@ -105,8 +105,9 @@ mv "$M/rel" "$M/d/moved"
 expect "readlink moved" "$(readlink "$M/d/moved")" target.txt
 rm "$M/d/moved" "$M/dangling"
 for r in $REPLICAS; do
-	[ ! -L "$r/rel" ] && [ ! -L "$r/d/moved" ] && [ ! -L "$r/dangling" ] ||
-		fail "$r keeps a removed link"
+	for l in rel d/moved dangling; do
+		[ ! -L "$r/$l" ] || fail "$r keeps the removed link $l"
+	done
 	[ -f "$r/target.txt" ] || fail "rm of a link removed its target on $r"
 done
 # replacing a link by rename replaces the link, not its target
