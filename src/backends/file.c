@@ -629,6 +629,8 @@ static void fileb_destroy(struct smux_backend *b)
 
 	if (!fb)
 		return;
+	if (fb->work_fd >= 0)
+		close(fb->work_fd); /* drops its flock */
 	close(fb->root_fd);
 	smux_backend_release(&fb->base);
 	free(fb);
@@ -697,6 +699,19 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 	}
 	fb->root_fd = fd;
 	fb->no_fsync = opts->no_fsync;
+	rc = smux__file_work_open(fb, err);
+	if (rc) {
+		fb->work_fd = -1;
+		fileb_destroy(&fb->base);
+		return rc;
+	}
 	*out = &fb->base;
 	return 0;
+}
+
+unsigned smux_file_swept(struct smux_backend *b)
+{
+	struct smux__file *fb = smux__file_from(b);
+
+	return fb ? fb->swept : 0;
 }

@@ -23,7 +23,15 @@
 #include "smux/backend.h"
 #include "smux/file.h"
 
-/* Temp files: ".smux-tmp." + 16 hex digits. Never listed. */
+/*
+ * Temp files: ".smux-tmp." + 16 hex digits, always inside the work folder
+ * SMUX__FILE_WORK_DIR at the root (one per backend root, created by
+ * smux_file_new, swept of an earlier run's leftovers there, never listed;
+ * the key of that name at the root level is INVALID_KEY). A user file
+ * elsewhere whose name starts like a temp file is an ordinary file.
+ */
+#define SMUX__FILE_WORK_DIR	  ".smuxfs-tmp"
+#define SMUX__FILE_WORK_DIR_LEN	  (sizeof(SMUX__FILE_WORK_DIR) - 1)
 #define SMUX__FILE_TMP_PREFIX	  ".smux-tmp."
 #define SMUX__FILE_TMP_PREFIX_LEN (sizeof(SMUX__FILE_TMP_PREFIX) - 1)
 #define SMUX__FILE_TMP_NAME_MAX	  (SMUX__FILE_TMP_PREFIX_LEN + 16 + 1)
@@ -36,13 +44,20 @@
 struct smux__file {
 	struct smux_backend base; /* first: downcast by smux__file_from */
 	int root_fd;		  /* O_PATH|O_DIRECTORY on the root */
+	int work_fd;		  /* the work folder, O_RDONLY, flock'd
+				   * LOCK_SH; -1 when it could not be made
+				   * (a read-only root) */
+	int work_errno;		  /* why work_fd is -1 */
+	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
 };
 
-/* A temp file being filled in @dirfd (borrowed). */
+/* A temp file being filled in the work folder, to be published into
+ * @dirfd. Both fds are borrowed. */
 struct smux__file_tmp {
-	int dirfd;
-	int fd; /* O_RDWR, -1 when none */
+	int workfd; /* where the temp file is named (fb->work_fd) */
+	int dirfd;  /* the target's directory */
+	int fd;	    /* O_RDWR, -1 when none */
 	char name[SMUX__FILE_TMP_NAME_MAX];
 };
 
@@ -116,7 +131,8 @@ void smux__file_etag(const struct stat *st, char *etag, size_t size);
  * directory. */
 void smux__file_fill_info(const struct stat *st, struct smux_info *info);
 
-/* Creates a fresh temp file in @dirfd. */
+/* Creates a fresh temp file in the work folder, to be published into
+ * @dirfd. */
 int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 			  struct smux__file_tmp *t, const char *key,
 			  struct smux_error *err);
@@ -128,8 +144,9 @@ int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
 			uint32_t mode, int64_t mtime_ns, bool sync,
 			const char *key, struct smux_error *err);
 /*
- * Renames the temp file over @name in the same directory, fsyncs the
- * directory when @sync and fills @info (NULL allowed) from the published inode. The
+ * Renames the temp file from the work folder over @name in its target
+ * directory (the same filesystem: openat2 never crosses a mount beneath
+ * the root), fsyncs that directory when @sync and fills @info (NULL allowed) from the published inode. The
  * temp file's fd stays open; the name no longer exists.
  */
 int smux__file_tmp_publish(const struct smux__file *fb,
@@ -138,6 +155,14 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 			   struct smux_error *err);
 /* Unlinks the temp file (if still named) and closes its fd. */
 void smux__file_tmp_discard(struct smux__file_tmp *t);
+
+/*
+ * Makes (when missing) and opens the work folder of @fb, and, when no
+ * other live process has it open, removes whatever an earlier run left
+ * in it (counted in fb->swept). Sets fb->work_fd, or -1 and
+ * fb->work_errno when the root is not writable. 0 or a negative errno.
+ */
+int smux__file_work_open(struct smux__file *fb, struct smux_error *err);
 
 /*
  * Copies @len bytes from @in at @in_off to @out at @out_off with

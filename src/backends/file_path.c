@@ -155,6 +155,14 @@ int smux__file_key_path(const struct smux__file *fb, const char *key,
 	if (!fileb_path_ok(path))
 		return smux_error_set(err, SMUX_E_INVALID_KEY, fb->base.name,
 				      "invalid key \"%s\"", key);
+	if (!strncmp(path, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN) &&
+	    (path[SMUX__FILE_WORK_DIR_LEN] == '\0' ||
+	     path[SMUX__FILE_WORK_DIR_LEN] == '/'))
+		return smux_error_set(err, SMUX_E_INVALID_KEY, fb->base.name,
+				      "invalid key \"%s\": " SMUX__FILE_WORK_DIR
+				      " at the root is the backend's work "
+				      "folder",
+				      key);
 	return 0;
 }
 

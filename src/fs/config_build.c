@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "fs/config_internal.h"
+#include "fs/fs.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/memory.h"
@@ -66,7 +68,13 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		file.path = v[SMUX__BK_PATH].s;
 		file.no_fsync =
 			v[SMUX__BK_NO_FSYNC].line && v[SMUX__BK_NO_FSYNC].b;
-		return smux_file_new(s->name, &file, &s->built, err);
+		rc = smux_file_new(s->name, &file, &s->built, err);
+		if (!rc && smux_file_swept(s->built))
+			smux_log(LOG_NOTICE,
+				 "backend \"%s\": removed %u leftover temp "
+				 "file(s) of an earlier run from %s/.smuxfs-tmp",
+				 s->name, smux_file_swept(s->built), file.path);
+		return rc;
 	case SMUX__CFG_T_MEMORY:
 		return smux_memory_new(s->name, &s->built, err);
 	case SMUX__CFG_T_FAULTY:
