@@ -67,6 +67,7 @@ done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 tests+=("test_rcache.sh")
+tests+=("test_crash.sh")
 
 selected() {
 	local name=$1 f
