@@ -96,23 +96,30 @@ int smux__file_key_path(const struct smux__file *fb, const char *key,
 
 /*
  * mkdir -p of @dir (relative to the root, "" for the root), one component
- * at a time, each opened beneath the previous one; fsyncs each directory
- * that gained an entry unless no_fsync. Returns the directory opened
- * O_RDONLY in *@out. A component that is a file is NOT_DIRECTORY.
+ * at a time, each opened beneath the previous one; when @sync (and not
+ * no_fsync) fsyncs each directory that gained an entry, as a put (which
+ * promises durability) needs; mkdir and rename pay that only when a
+ * program asks (ops->sync). Returns the directory opened O_RDONLY in
+ * *@out. A component that is a file is NOT_DIRECTORY.
  */
-int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
-		      const char *op, const char *key, struct smux_error *err);
+int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
+		      int *out, const char *op, const char *key,
+		      struct smux_error *err);
+
+/* @create of smux__file_open_parent(): false, or one of these. */
+#define SMUX__FILE_CREATE      1 /* mkdir -p, not durable (true) */
+#define SMUX__FILE_CREATE_SYNC 2 /* mkdir -p, new entries fsync'd */
 
 /*
  * Opens the parent directory of @path (no trailing '/') beneath the root
  * with @flags (O_RDONLY or O_PATH; O_DIRECTORY is added), creating missing
- * directories like mkdir -p when @create. *@name points at the last
+ * directories like mkdir -p when @create (SMUX__FILE_CREATE[_SYNC]). *@name points at the last
  * component inside @path. Errors name @op and @key; ENOENT and ENOTDIR
  * are returned as is (-ENOENT, -ENOTDIR) for the caller to interpret,
  * with @err filled all the same.
  */
 int smux__file_open_parent(const struct smux__file *fb, const char *path,
-			   int flags, bool create, int *dirfd,
+			   int flags, int create, int *dirfd,
 			   const char **name, const char *op, const char *key,
 			   struct smux_error *err);
 

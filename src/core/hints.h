@@ -34,6 +34,10 @@
 enum smux__hint_kind {
 	SMUX__HINT_PUT,
 	SMUX__HINT_DEL,
+	/* never journaled: what a write routed with it leaves a member that
+	 * missed it (a sync: the writes it would make durable carry their
+	 * own hints). The mux records nothing for it. */
+	SMUX__HINT_NONE,
 };
 
 struct smux__hint {

@@ -67,7 +67,7 @@ done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 tests+=("test_rcache.sh")
-tests+=("test_crash.sh")
+tests+=("test_crash.sh" "test_sync.sh")
 
 selected() {
 	local name=$1 f

@@ -30,6 +30,7 @@
 #include "backends/file_internal.h"
 #include "smux/backend.h"
 #include "smux/file.h"
+#include "smux/memory.h"
 
 #define MB ((size_t)1024 * 1024)
 
@@ -1275,6 +1276,47 @@ static void test_work_sweep(void **state)
 	assert_null(b2);
 }
 
+/* sync: an object with its directory, a directory, the root. */
+static void test_sync(void **state)
+{
+	struct env *env = *state;
+	struct smux_backend *mem;
+	int rc;
+
+	assert_int_equal(put_str(env, "d/e/f", "x"), 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d/e/f",
+					   &env->err),
+			 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d/e/",
+					   &env->err),
+			 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d", &env->err),
+			 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "", &env->err),
+			 0);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/missing", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "missing/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/e/f/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/e/f/g", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, ".smuxfs-tmp/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_KEY);
+	rc = smux_backend_sync(env->b, &env->ctx, "../x", &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_KEY);
+	/* a symlink in the way is refused, never followed */
+	assert_int_equal(symlink("d", at(env, "root/ln")), 0);
+	rc = smux_backend_sync(env->b, &env->ctx, "ln/e/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	/* a backend without ops->sync: nothing to do */
+	assert_int_equal(smux_memory_new("m", &mem, &env->err), 0);
+	assert_int_equal(smux_backend_sync(mem, &env->ctx, "any", &env->err),
+			 0);
+	smux_backend_unref(mem);
+}
+
 /* A root this process cannot write opens for reading; writes fail with
  * a reason. (Skipped as root, who writes anyway.) */
 static void test_work_readonly_root(void **state)
@@ -1720,6 +1762,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_work_readonly_root, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 	};
 	const struct CMUnitTest listing[] = {
 		cmocka_unit_test_setup_teardown(test_list_order, setup_fast,
