@@ -31,6 +31,9 @@ extern "C" {
 struct smux_file_opts {
 	const char *path; /* the root directory; must exist */
 	bool no_fsync;	  /* skip fsyncs (tests, benchmarks); never default */
+	/* never change the root (a read-only mount): no work folder is made
+	 * and none is swept; writes fail (PERMISSION_DENIED) */
+	bool read_only;
 };
 
 /*

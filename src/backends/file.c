@@ -759,6 +759,7 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 	}
 	fb->root_fd = fd;
 	fb->no_fsync = opts->no_fsync;
+	fb->read_only = opts->read_only;
 	rc = smux__file_work_open(fb, err);
 	if (rc) {
 		fb->work_fd = -1;

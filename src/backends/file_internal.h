@@ -50,6 +50,7 @@ struct smux__file {
 	int work_errno;		  /* why work_fd is -1 */
 	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
+	bool read_only;		  /* smux_file_opts.read_only */
 };
 
 /* A temp file being filled in the work folder, to be published into
@@ -167,7 +168,8 @@ void smux__file_tmp_discard(struct smux__file_tmp *t);
  * Makes (when missing) and opens the work folder of @fb, and, when no
  * other live process has it open, removes whatever an earlier run left
  * in it (counted in fb->swept). Sets fb->work_fd, or -1 and
- * fb->work_errno when the root is not writable. 0 or a negative errno.
+ * fb->work_errno when the root is not writable or fb->read_only (then
+ * nothing is touched). 0 or a negative errno.
  */
 int smux__file_work_open(struct smux__file *fb, struct smux_error *err);
 

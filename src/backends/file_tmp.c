@@ -195,6 +195,10 @@ int smux__file_work_open(struct smux__file *fb, struct smux_error *err)
 
 	fb->work_fd = -1;
 	fb->swept = 0;
+	if (fb->read_only) {
+		fb->work_errno = EROFS;
+		return 0;
+	}
 	if (mkdirat(fb->root_fd, SMUX__FILE_WORK_DIR, 0700) < 0 &&
 	    errno != EEXIST) {
 		int e = errno;

@@ -1268,6 +1268,27 @@ static void test_work_sweep(void **state)
 	env->b = b3;
 	assert_int_equal(smux_file_swept(NULL), 0);
 
+	/* read_only: the root is never changed, leftovers stay. */
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.00000000000000cc"),
+		   "crash");
+	opts.read_only = true;
+	assert_int_equal(mkdir(at(env, "rofresh"), 0755), 0);
+	opts.path = at(env, "rofresh");
+	assert_int_equal(smux_file_new("ro1", &opts, &b2, &env->err), 0);
+	assert_int_equal(access(at(env, "rofresh/.smuxfs-tmp"), F_OK), -1);
+	expect_code(smux_backend_put_buf(b2, &env->ctx, "x", "x", 1,
+					 &env->err),
+		    &env->err, SMUX_E_PERMISSION_DENIED);
+	smux_backend_unref(b2);
+	smux_backend_unref(env->b);
+	env->b = NULL;
+	opts.path = env->root;
+	assert_int_equal(smux_file_new("ro2", &opts, &b2, &env->err), 0);
+	assert_int_equal(smux_file_swept(b2), 0);
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 1);
+	env->b = b2;
+	opts.read_only = false;
+
 	/* A work folder that is a symlink is refused, never followed. */
 	assert_int_equal(mkdir(at(env, "other"), 0755), 0);
 	assert_int_equal(symlink("..", at(env, "other/.smuxfs-tmp")), 0);
