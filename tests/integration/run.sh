@@ -61,7 +61,7 @@ MODES="failover round-robin weighted sticky-by-key shield mirror"
 tests=()
 for m in $MODES; do tests+=("test_programs.sh $m"); done
 for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); done
-for s in errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror midrun-failover midrun-open; do
+for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open; do
 	tests+=("test_failover.sh $s")
 done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
