@@ -24,6 +24,7 @@ rsync:/usr/bin/rsync
 sqlite3:/usr/bin/sqlite3
 git:/usr/bin/git
 jq:/usr/bin/jq
+strace:/usr/bin/strace
 "
 
 missing=""
