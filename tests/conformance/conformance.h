@@ -161,6 +161,7 @@ void conf_test_concurrent_keys(void **state);
 /* conformance_attr.c */
 void conf_test_rename(void **state);
 void conf_test_setattr(void **state);
+void conf_test_sync(void **state);
 
 /* conformance_large.c */
 void conf_test_large_object(void **state);

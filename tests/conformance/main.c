@@ -48,6 +48,7 @@ static const struct CMUnitTest conf_tests[] = {
 	CONF_TEST(conf_test_concurrent_keys),
 	CONF_TEST(conf_test_rename),
 	CONF_TEST(conf_test_setattr),
+	CONF_TEST(conf_test_sync),
 	CONF_TEST(conf_test_large_object),
 };
 
