@@ -381,6 +381,9 @@ struct smux_writer {
 	const struct smux_writer_ops *ops;
 	struct smux_backend *backend; /* holds a reference */
 	char *key;
+	/* pwrite takes SMUX_OFF_APPEND itself (else the wrapper turns it
+	 * into the pending size); set by the kind at open */
+	bool appends;
 };
 
 /* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */
@@ -411,10 +414,10 @@ void smux_writer_close(struct smux_writer *w);
 /* ---- readers ---- */
 
 struct smux_reader_ops {
-	/* Reads up to @len bytes at @off of the version opened; returns the
-	 * bytes read (short only at the end) or a negative errno.
-	 * PRECONDITION_FAILED when that version is gone or changed (a reader
-	 * never mixes two versions). */
+	/* Reads up to @len bytes at @off of the version opened (a live
+	 * reader: of the object as it is now); returns the bytes read (short
+	 * only at the end) or a negative errno. PRECONDITION_FAILED when that
+	 * version is gone or changed (a reader never mixes two versions). */
 	long (*pread)(struct smux_reader *r, const struct smux_ctx *ctx,
 		      void *buf, size_t len, uint64_t off,
 		      struct smux_error *err);
@@ -429,6 +432,12 @@ struct smux_reader {
 	const struct smux_reader_ops *ops;
 	struct smux_backend *backend; /* holds a reference */
 	struct smux_info info;	      /* of the version opened */
+	/* Reads follow the object as it is changed in place (a local file
+	 * kept open: it grows, and a rename or unlink leaves the inode
+	 * readable), so callers need not check the version: info is as of
+	 * the open, pread reads to the end as it is now. Else pread serves
+	 * the version opened or fails PRECONDITION_FAILED. */
+	bool live;
 };
 
 /* Fills the generic part (refs @b). */

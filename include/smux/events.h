@@ -32,6 +32,7 @@ enum smux_topic {
 	SMUX_EV_WEIGHT_CHANGED,	   /* storage-mux.weight.changed */
 	SMUX_EV_HINT_RECORDED,	   /* storage-mux.hint.recorded */
 	SMUX_EV_HINT_REPLAYED,	   /* storage-mux.hint.replayed */
+	SMUX_EV_RECONCILED,	   /* storage-mux.reconciled */
 	SMUX_TOPIC_COUNT
 };
 
@@ -50,6 +51,10 @@ enum smux_topic {
  *  weight.changed     name, weight_from, weight_to
  *  hint.recorded      name (replica), key
  *  hint.replayed      name (replica), key, cause (when it failed)
+ *  reconciled         key, name (the replica whose copy won), failed[]
+ *                     (the replicas it was copied to; JSON "updated"),
+ *                     cause (when it failed): replicas left different by
+ *                     an interrupted in-place write made identical
  * `mux` names the mux that emitted it; `at_ms` is wall-clock time.
  */
 struct smux_event {

@@ -677,7 +677,7 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
  * capability of one feature, added with it. */
 static unsigned fileb_caps(struct smux_backend *b)
 {
-	unsigned caps = 0;
+	unsigned caps = SMUX_CAP_INPLACE;
 
 	return caps;
 }

@@ -206,6 +206,11 @@ int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
 int smux__file_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, unsigned flags,
 			   struct smux_writer **out, struct smux_error *err);
+/* The in-place writer (file_inplace.c): writer_open with
+ * SMUX_WRITER_INPLACE; @path is @key's path (smux__file_key_path). */
+int smux__file_inplace_open(struct smux__file *fb, const char *key,
+			    const char *path, unsigned flags,
+			    struct smux_writer **out, struct smux_error *err);
 /* The reader_open operation (file_reader.c). */
 int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, struct smux_reader **out,

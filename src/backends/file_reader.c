@@ -4,10 +4,12 @@
  * once (openat2 beneath the root, as every path of this backend) and read
  * with pread, so a READ through the mount costs no path walk.
  *
- * The fd pins the inode: writes through any backend of this kind replace
- * a file by rename, so the open version stays whole. A program writing
- * the backing file in place is caught by comparing size and mtime after
- * every read (PRECONDITION_FAILED: never a mix of two versions).
+ * The fd pins the inode and reads it as a local program would: a file
+ * written in place (by the mount's in-place writers or by anyone on the
+ * backend directory) shows its new bytes, a file that grows is read to
+ * its new end (tail -f), and a file replaced by rename or unlinked keeps
+ * serving the inode opened. The reader is "live" (backend.h): callers do
+ * not pin its version.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,13 +33,14 @@ static long file_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 	struct file_reader *fr = (struct file_reader *)r;
 	const struct smux__file *fb = smux__file_from(r->backend);
 	size_t got = 0;
-	struct stat now;
 	int rc;
 
 	rc = smux__file_check_ctx(fb, ctx, err);
 	if (rc)
 		return rc;
-	while (got < len && off + got < (uint64_t)fr->st.st_size) {
+	if (off > (uint64_t)INT64_MAX)
+		return 0;
+	while (got < len) {
 		ssize_t n = pread(fr->fd, (char *)buf + got, len - got,
 				  (off_t)(off + got));
 
@@ -49,18 +52,6 @@ static long file_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 			break;
 		got += (size_t)n;
 	}
-	if (fstat(fr->fd, &now) < 0)
-		return smux__file_fail(fb, err, errno, "read", fr->key);
-	if (now.st_size != fr->st.st_size ||
-	    now.st_mtim.tv_sec != fr->st.st_mtim.tv_sec ||
-	    now.st_mtim.tv_nsec != fr->st.st_mtim.tv_nsec)
-		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
-				      r->backend->name,
-				      "read \"%s\": the file changed in place "
-				      "while open",
-				      fr->key);
-	if (got > (size_t)(fr->st.st_size - (off_t)off))
-		got = (size_t)(fr->st.st_size - (off_t)off);
 	return (long)got;
 }
 
@@ -112,6 +103,7 @@ int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	fr->fd = fd;
 	smux_reader_init(&fr->base, &file_reader_ops, b);
 	smux__file_fill_info(&fr->st, &fr->base.info);
+	fr->base.live = true;
 	*out = &fr->base;
 	return 0;
 }

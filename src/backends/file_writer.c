@@ -368,6 +368,8 @@ int smux__file_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "cannot write to directory marker "
 				      "\"%s\"",
 				      key);
+	if (flags & SMUX_WRITER_INPLACE)
+		return smux__file_inplace_open(fb, key, path, flags, out, err);
 	fw = calloc(1, sizeof(*fw));
 	if (!fw)
 		return smux__file_fail(fb, err, ENOMEM, "open writer for", key);

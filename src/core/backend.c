@@ -484,7 +484,10 @@ int smux_writer_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 
 	LOCAL_ERR(err);
 	smux_error_clear(err);
-	if (off + len < off)
+	/* a writer that cannot append itself appends at its pending size */
+	if (off == SMUX_OFF_APPEND && !w->appends)
+		off = w->ops->size(w);
+	if (off != SMUX_OFF_APPEND && off + len < off)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      w->backend->name, "offset overflow");
 	rc = smux_ctx_check(ctx, w->backend->name, err);

@@ -88,6 +88,7 @@ static const char *const topic_names[SMUX_TOPIC_COUNT] = {
 	[SMUX_EV_WEIGHT_CHANGED] = "storage-mux.weight.changed",
 	[SMUX_EV_HINT_RECORDED] = "storage-mux.hint.recorded",
 	[SMUX_EV_HINT_REPLAYED] = "storage-mux.hint.replayed",
+	[SMUX_EV_RECONCILED] = "storage-mux.reconciled",
 };
 
 const char *smux_topic_name(enum smux_topic t)
@@ -568,6 +569,23 @@ static bool put_fanout(json_t *o, const struct smux_event *ev)
 	return true;
 }
 
+/* ev->failed[] as a JSON array of names (NULL on no memory). */
+static json_t *names_array(const struct smux_event *ev)
+{
+	unsigned n = ev->n_failed < SMUX_EVENT_MAX_FAILED
+			     ? ev->n_failed
+			     : SMUX_EVENT_MAX_FAILED;
+	json_t *a = json_array();
+
+	for (unsigned i = 0; a && i < n; i++) {
+		if (json_array_append_new(a, JSTR(ev->failed[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 /* The payload fields of @ev's topic (seed 9.2 spelling). */
 static bool put_payload(json_t *o, const struct smux_event *ev)
 {
@@ -607,6 +625,11 @@ static bool put_payload(json_t *o, const struct smux_event *ev)
 	case SMUX_EV_HINT_REPLAYED:
 		return put(o, "name", JSTR(ev->name)) &&
 		       put(o, "key", JSTR(ev->key)) &&
+		       (!ev->has_cause || put_cause(o, ev, false));
+	case SMUX_EV_RECONCILED:
+		return put(o, "key", JSTR(ev->key)) &&
+		       put(o, "source", JSTR(ev->name)) &&
+		       put(o, "updated", names_array(ev)) &&
 		       (!ev->has_cause || put_cause(o, ev, false));
 	case SMUX_TOPIC_COUNT:
 		break;

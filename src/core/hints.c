@@ -384,7 +384,9 @@ static int jbuf_add_record(struct jbuf *b, json_t *o)
 
 static const char *kind_name(enum smux__hint_kind kind)
 {
-	return kind == SMUX__HINT_DEL ? "del" : "put";
+	return kind == SMUX__HINT_DEL	   ? "del"
+	       : kind == SMUX__HINT_INTENT ? "intent"
+					   : "put";
 }
 
 /*
@@ -545,6 +547,8 @@ static int load_hint(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 		k = SMUX__HINT_PUT;
 	} else if (kind && strcmp(kind, "del") == 0) {
 		k = SMUX__HINT_DEL;
+	} else if (kind && strcmp(kind, "intent") == 0) {
+		k = SMUX__HINT_INTENT;
 	} else {
 		snprintf(why, whylen, "missing or bad \"kind\"");
 		return -EINVAL;
@@ -704,7 +708,7 @@ static int write_all(int fd, const char *buf, size_t len)
  * cut back to its last good record (now, or before the next append).
  */
 static int journal_append(struct smux__hints *h, const char *buf, size_t len,
-			  unsigned nlines, unsigned ndone,
+			  unsigned nlines, unsigned ndone, bool sync,
 			  struct smux_error *err)
 {
 	const char *what;
@@ -726,7 +730,7 @@ static int journal_append(struct smux__hints *h, const char *buf, size_t len,
 	/* One write(2) in practice; O_APPEND puts it at the end. */
 	what = "write";
 	rc = write_all(h->fd, buf, len);
-	if (rc == 0) {
+	if (rc == 0 && sync) {
 		what = "fdatasync";
 		if (fdatasync(h->fd) != 0)
 			rc = -errno;
@@ -1070,7 +1074,8 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 	rc = check_args(h, replica, key, err);
 	if (rc)
 		return rc;
-	if (kind != SMUX__HINT_PUT && kind != SMUX__HINT_DEL)
+	if (kind != SMUX__HINT_PUT && kind != SMUX__HINT_DEL &&
+	    kind != SMUX__HINT_INTENT)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
 				      "hint journal: bad kind %d", (int)kind);
 
@@ -1093,7 +1098,8 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		entry_free(e);
 		goto out_unlock;
 	}
-	rc = journal_append(h, b.p, b.len, old ? 2 : 1, old ? 1 : 0, err);
+	rc = journal_append(h, b.p, b.len, old ? 2 : 1, old ? 1 : 0, true,
+			    err);
 	if (rc) {
 		entry_free(e);
 		goto out_unlock;
@@ -1110,9 +1116,10 @@ out_unlock:
 	return rc;
 }
 
-/* Records and applies the done record of @e; caller holds h->lock. */
+/* Records and applies the done record of @e (fdatasync'ed when @sync);
+ * caller holds h->lock. */
 static int mark_done_locked(struct smux__hints *h, struct hint_entry *e,
-			    struct smux_error *err)
+			    bool sync, struct smux_error *err)
 {
 	struct jbuf b = {0};
 	int rc;
@@ -1121,7 +1128,7 @@ static int mark_done_locked(struct smux__hints *h, struct hint_entry *e,
 		rc = no_memory(err);
 		goto out;
 	}
-	rc = journal_append(h, b.p, b.len, 1, 1, err);
+	rc = journal_append(h, b.p, b.len, 1, 1, sync, err);
 	if (rc)
 		goto out;
 	entry_unlink(h, e);
@@ -1141,7 +1148,23 @@ int smux__hints_done(struct smux__hints *h, uint64_t id, struct smux_error *err)
 	pthread_mutex_lock(&h->lock);
 	e = find_id(h, id);
 	if (e)
-		rc = mark_done_locked(h, e, err);
+		rc = mark_done_locked(h, e, true, err);
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+int smux__hints_done_lazy(struct smux__hints *h, uint64_t id,
+			  struct smux_error *err)
+{
+	struct hint_entry *e;
+	int rc = 0;
+
+	if (!h)
+		return check_args(h, NULL, NULL, err);
+	pthread_mutex_lock(&h->lock);
+	e = find_id(h, id);
+	if (e)
+		rc = mark_done_locked(h, e, false, err);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
 }
@@ -1158,7 +1181,7 @@ int smux__hints_supersede(struct smux__hints *h, const char *replica,
 	pthread_mutex_lock(&h->lock);
 	e = find_rk(h, find_replica(h, replica), key);
 	if (e)
-		rc = mark_done_locked(h, e, err);
+		rc = mark_done_locked(h, e, true, err);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
 }

@@ -34,11 +34,18 @@
 enum smux__hint_kind {
 	SMUX__HINT_PUT,
 	SMUX__HINT_DEL,
+	/* A write intent (replica SMUX__INTENT_ALL): an in-place writer is
+	 * about to change the key on every replica; until its commit the
+	 * replicas may differ, and a crash leaves them to be reconciled. */
+	SMUX__HINT_INTENT,
 	/* never journaled: what a write routed with it leaves a member that
 	 * missed it (a sync: the writes it would make durable carry their
 	 * own hints). The mux records nothing for it. */
 	SMUX__HINT_NONE,
 };
+
+/* The replica name of write intents (no backend can be named so). */
+#define SMUX__INTENT_ALL "*"
 
 struct smux__hint {
 	uint64_t id;
@@ -74,6 +81,11 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 /* Marks hint @id done (replayed). Unknown ids are ignored. */
 int smux__hints_done(struct smux__hints *h, uint64_t id,
 		     struct smux_error *err);
+
+/* As smux__hints_done without the fdatasync: for records whose loss
+ * costs only needless work after a crash (a write intent's end). */
+int smux__hints_done_lazy(struct smux__hints *h, uint64_t id,
+			  struct smux_error *err);
 
 /* Marks done every pending hint of @replica for @key (a later write of
  * the key reached the replica). */

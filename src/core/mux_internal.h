@@ -102,6 +102,9 @@ struct smux_mux {
 	 * at a time (mux_repair.c) */
 	pthread_mutex_t replay_lock;
 	struct mux_replay *replaying; /* protected by replay_lock */
+	/* keys with an open in-place fan-out writer (mux_intent.c) */
+	pthread_mutex_t intent_lock;
+	struct mux_busy *busy; /* protected by intent_lock */
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -319,7 +322,29 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, struct smux_reader **out,
 			  struct smux_error *err);
 
+/* mux_intent.c: write intents of in-place fan-out writers */
+
+/* @key has an open in-place writer (refcounted): its intent is not
+ * reconciled meanwhile. 0 or NO_MEMORY. */
+int smux__intent_hold(struct smux_mux *mux, const char *key,
+		      struct smux_error *err);
+/* Ends a hold; @pending: the writer left an intent pending (the repair
+ * is woken to reconcile it). */
+void smux__intent_unhold(struct smux_mux *mux, const char *key, bool pending);
+/* True while a writer holds @key. */
+bool smux__intent_busy(struct smux_mux *mux, const char *key);
+/* Journals the intent for @key unless *@id already names one (durable
+ * before it returns). 0 or the journal's failure. */
+int smux__intent_begin(struct smux_mux *mux, const char *key, uint64_t *id,
+		       struct smux_error *err);
+/* Ends the intent *@id (if any) after a commit that met the write policy;
+ * *@id becomes 0. */
+void smux__intent_end(struct smux_mux *mux, uint64_t *id);
+/* Frees the busy list (mux destroy). */
+void smux__intent_free_all(struct smux_mux *mux);
+
 /* mux_repair.c */
+
 
 /*
  * Replays the pending hints whose replica is up (or due a probe). A hint

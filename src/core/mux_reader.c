@@ -524,6 +524,7 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	smux_reader_init(&mr->base, &mux_reader_ops, b);
 	mr->base.info = p->r->info;
+	mr->base.live = p->r->live;
 	mr->mux = mux;
 	mr->cur = p;
 	pthread_mutex_init(&mr->lock, NULL);

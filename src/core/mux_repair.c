@@ -14,6 +14,11 @@
  * repairs (the background thread's and smux_mux_repair's) never replay
  * one (replica, key) at once: an older copy could otherwise land after a
  * newer one.
+ *
+ * A write intent (mux_intent.c) still pending once its writer is gone is
+ * reconciled: every member is asked for the key, the newest copy (latest
+ * mtime, then the larger) is copied onto the members whose version
+ * differs, and an event (storage-mux.reconciled) names the key.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,17 +60,19 @@ static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
 /*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
- * is @src's health probe. Returns 0 - also when @dst's hint for @key went
- * away meanwhile (a later write reached @dst, and this older copy must not
- * land on top of it) -, -ENOENT when @src answered "not found", else an
- * error; *@got tells whether @src delivered the object (a later failure
- * is then @dst's). *@probe is cleared once a call reached @dst (it then
- * reported @dst's probe).
+ * is @src's health probe. With @hinted, only while @dst's hint for @key is
+ * pending; without (a reconcile), only while no writer holds the key.
+ * Returns 0 - also when that condition went away meanwhile (a later write
+ * reached @dst, and this older copy must not land on top of it) -,
+ * -ENOENT when @src answered "not found", else an error; *@got tells
+ * whether @src delivered the object (a later failure is then @dst's).
+ * *@probe is cleared once a call reached @dst (it then reported @dst's
+ * probe).
  */
-static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct mux_member *src, bool src_probe,
-		     struct mux_member *dst, const char *key, bool *probe,
-		     bool *got, struct smux_error *err)
+static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    struct mux_member *src, bool src_probe,
+		    struct mux_member *dst, const char *key, bool hinted,
+		    bool *probe, bool *got, struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
 	bool marker = smux_key_is_dir(key), probe_dst = *probe;
@@ -99,7 +106,8 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
-	if (rc == 0 && smux__hints_has(mux->hints, dst->name, key)) {
+	if (rc == 0 && (hinted ? smux__hints_has(mux->hints, dst->name, key)
+			       : !smux__intent_busy(mux, key))) {
 		po.mode = info.mode & 07777;
 		po.mtime_ns = info.mtime_ns;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
@@ -110,6 +118,16 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	close(fd);
 	return rc;
+}
+
+/* copy_if of a hint's replay. */
+static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct mux_member *src, bool src_probe,
+		     struct mux_member *dst, const char *key, bool *probe,
+		     bool *got, struct smux_error *err)
+{
+	return copy_if(mux, ctx, src, src_probe, dst, key, true, probe, got,
+		       err);
 }
 
 /*
@@ -210,6 +228,69 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/*
+ * Reconciles the replicas of @key after an interrupted in-place write
+ * (@ev: fills name and failed[] with the source and the members it was
+ * copied to). 0 once they agree (or the key is gone everywhere); an error
+ * while a member is not up or a call failed (the intent stays pending).
+ */
+static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_view *v, const char *key,
+		      struct smux_event *ev, struct smux_error *err)
+{
+	struct smux_info *info = calloc(v->n ? v->n : 1, sizeof(*info));
+	bool *have = calloc(v->n ? v->n : 1, sizeof(*have));
+	int src = -1;
+	long rc = 0;
+
+	if (!info || !have) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				    NULL);
+		goto out;
+	}
+	for (unsigned i = 0; i < v->n && rc == 0; i++) {
+		struct smux__call head = {
+			.op = SMUX__OP_HEAD, .key = key, .info = &info[i]};
+
+		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP) {
+			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					    v->m[i]->name,
+					    "reconcile %s: replica not up",
+					    key);
+			break;
+		}
+		rc = run(mux, ctx, v->m[i], &head, false, err);
+		have[i] = rc == 0;
+		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0;
+		if (have[i] &&
+		    (src < 0 || info[i].mtime_ns > info[src].mtime_ns ||
+		     (info[i].mtime_ns == info[src].mtime_ns &&
+		      info[i].size > info[src].size)))
+			src = (int)i;
+	}
+	if (rc || src < 0)
+		goto out;
+	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
+	for (unsigned i = 0; i < v->n && rc == 0; i++) {
+		bool probe = false, got;
+
+		if ((int)i == src ||
+		    (have[i] && info[i].size == info[src].size &&
+		     strcmp(info[i].etag, info[src].etag) == 0))
+			continue;
+		rc = copy_if(mux, ctx, v->m[src], false, v->m[i], key, false,
+			     &probe, &got, err);
+		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
+			snprintf(ev->failed[ev->n_failed++],
+				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
+	}
+out:
+	free(info);
+	free(have);
+	return rc;
+}
+
 /* A (replica, key) pair one repair is replaying; on that repair's stack,
  * in mux->replaying while it replays. */
 struct mux_replay {
@@ -301,6 +382,26 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux_ctx_check(ctx, mux->base.name, err);
 		if (rc)
 			break;
+		if (list[i].kind == SMUX__HINT_INTENT) {
+			/* a writer still at it, or another repair: later */
+			if (smux__intent_busy(mux, list[i].key) ||
+			    !replay_claim(mux, &claim, &list[i]))
+				continue;
+			ev.topic = SMUX_EV_RECONCILED;
+			snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
+			if (reconcile(mux, ctx, v, list[i].key, &ev, &e) == 0) {
+				if (smux__hints_done(mux->hints, list[i].id,
+						     err) == 0)
+					done++;
+			} else {
+				ev.has_cause = true;
+				ev.cause = e.e;
+			}
+			replay_release(mux, &claim);
+			if (ev.n_failed || ev.has_cause)
+				emit(mux, &ev);
+			continue;
+		}
 		for (unsigned j = 0; j < v->n && !m; j++)
 			if (strcmp(v->m[j]->name, list[i].replica) == 0)
 				m = v->m[j];

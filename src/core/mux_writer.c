@@ -356,6 +356,9 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	}
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, ok, errs,
 				 mw->n, err);
+	/* the replicas that missed it have hints: the intent is over */
+	if (rc == 0)
+		smux__intent_end(mux, &mw->intent);
 	if (rc == 0 && info && info_from >= 0)
 		*info = infos[info_from];
 	return (int)rc;
@@ -417,13 +420,19 @@ static int mw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 		.len = len,
 		.off = off,
 	};
-	long rc;
+	long rc = 0;
 
+	if (mw->inplace)
+		rc = smux__intent_begin(mw->mux, w->key, &mw->intent, err);
+	if (rc)
+		return (int)rc;
 	if (mw->fanout)
 		rc = fan(mw, ctx, &c, err);
 	else
 		rc = smux__mw_single_pwrite(mw, ctx, buf, len, off, err);
-	if (rc == 0 && len && off + len > mw->size)
+	if (rc == 0 && off == SMUX_OFF_APPEND)
+		mw->size += len; /* at least: others may append too */
+	else if (rc == 0 && len && off + len > mw->size)
 		mw->size = off + len;
 	return (int)rc;
 }
@@ -433,8 +442,12 @@ static int mw_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct smux__mux_writer *mw = mw_of(w);
 	struct smux__call c = {.op = SMUX__OP_W_TRUNCATE, .off = size};
-	long rc;
+	long rc = 0;
 
+	if (mw->inplace)
+		rc = smux__intent_begin(mw->mux, w->key, &mw->intent, err);
+	if (rc)
+		return (int)rc;
 	if (mw->fanout)
 		rc = fan(mw, ctx, &c, err);
 	else
@@ -499,6 +512,8 @@ static void mw_close(struct smux_writer *w)
 	}
 	if (!mw->fanout)
 		smux__mw_single_release(mw);
+	if (mw->inplace)
+		smux__intent_unhold(mw->mux, w->key, mw->intent != 0);
 	smux_writer_release(&mw->base);
 	free(mw);
 }
@@ -539,7 +554,19 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		free(mw);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
 	}
+	mw->base.appends = true; /* each member writer appends its way */
 	atomic_fetch_add(&mux->total_calls, 1);
+	if (mw->fanout && (flags & SMUX_WRITER_INPLACE)) {
+		rc = smux__intent_hold(mux, key, err);
+		if (rc)
+			goto out_close;
+		mw->inplace = true;
+		/* a truncating open changes every replica already */
+		if (flags & SMUX_WRITER_TRUNC)
+			rc = smux__intent_begin(mux, key, &mw->intent, err);
+		if (rc)
+			goto out_close;
+	}
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);
 	else

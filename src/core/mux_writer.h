@@ -43,6 +43,11 @@ struct smux__mux_writer {
 	struct mux_member *m[SMUX__WRITER_MAX]; /* references */
 	struct smux__mw_sub *s[SMUX__WRITER_MAX];
 	uint64_t size; /* pending size, as the caller made it */
+	/* fan-out in place (SMUX_WRITER_INPLACE): the key is held busy and
+	 * a write intent is journaled before the first change
+	 * (mux_intent.c); intent: its id, 0 when none is pending */
+	bool inplace;
+	uint64_t intent;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */

@@ -135,8 +135,11 @@ static void spool_start(struct smux__mux_writer *mw, unsigned flags)
 	mw->spool_size = 0;
 	if (mw->fanout || !spool_wanted(mw->mux))
 		return;
-	/* an append to a large object would copy all of it first */
-	if (!(flags & SMUX_WRITER_TRUNC) && mw->size > SPOOL_BASE_MAX)
+	/* an append to a large object would copy all of it first; an
+	 * in-place open of an existing file would copy it at every open
+	 * (an append loop): neither keeps a spool */
+	if (!(flags & SMUX_WRITER_TRUNC) &&
+	    (mw->size > SPOOL_BASE_MAX || (flags & SMUX_WRITER_INPLACE)))
 		return;
 	mw->spool = smux_tmpfile(mw->mux->base.name, "writer spool", &e);
 	if (mw->spool < 0) {
@@ -611,6 +614,10 @@ int smux__mw_single_pwrite(struct smux__mux_writer *mw,
 	bool spooled;
 	int rc;
 
+	/* where an O_APPEND write lands is the member's to say (others may
+	 * append behind us): the spool cannot follow, the writer stays */
+	if (off == SMUX_OFF_APPEND)
+		spool_drop(mw);
 	if (mw->spool_state == SMUX__SPOOL_LAZY) {
 		rc = spool_fill(mw, ctx, UINT64_MAX, err);
 		if (rc)

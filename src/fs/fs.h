@@ -145,6 +145,8 @@ enum smuxfs_ofile_flags {
 	SMUXFS_OF_TRUNC = 1,  /* start empty (O_TRUNC, create) */
 	SMUXFS_OF_CREATE = 2, /* a new file: dirty from the start, so even an
 				 empty one is committed */
+	SMUXFS_OF_EXCL = 4,   /* O_EXCL: fail with -EEXIST when the key
+				 exists (where the backend can tell) */
 };
 
 /*
@@ -187,6 +189,7 @@ struct smuxfs_ofile_attr {
 	uint32_t mode; /* permission bits, 0 = unknown */
 	int64_t mtime_ns;
 	bool dirty;
+	bool deleted; /* its name was unlinked or replaced */
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
@@ -198,14 +201,16 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
 
-/* unlink: removes the ofile of @key from the table and marks it deleted,
- * so nothing of it is ever committed again. No-op without one. */
-void smuxfs_ofile_unlinked(struct smuxfs *fs, const char *key);
+/* unlink(2) of @key: deletes the object and, once that succeeded, takes
+ * an open file of @key out of the table and marks it deleted, so nothing
+ * of it is committed again (its handles keep working on what they hold).
+ * A failed delete changes nothing. 0 or a negative errno. */
+int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key);
 /*
  * rename of an object key: commits a dirty ofile of @from, renames the
- * object in the backend, moves the ofile (if any) to @to with its writer
- * reopened there, and orphans an ofile of @to (as unlink). Returns 0 or a
- * negative errno.
+ * object in the backend and, only once that succeeded, orphans an ofile
+ * of @to (as unlink) and moves the ofile (if any) to @to with its writer
+ * reopened there. Returns 0 or a negative errno.
  */
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
 
@@ -245,6 +250,9 @@ struct smuxfs_fh {
 	struct smux_reader *reader;
 	atomic_ulong mutations; /* fs->mutations when the reader was checked */
 	atomic_bool reader_off; /* renamed: read the new key with gets */
+	atomic_bool unlinked;	/* its name was unlinked or replaced */
+	bool wrote;		/* this handle wrote (or created): only a
+				   handle that wrote commits at close */
 	uint64_t size;		/* FILE: size at open */
 	char *data;		/* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */

@@ -379,6 +379,20 @@ static long raise_nofile(void)
 	return (long)(rl.rlim_cur / 2);
 }
 
+/* Every event of the mux tree goes to the log (one JSON line each);
+ * replicas made identical after a crash are worth a warning. */
+static void log_event(void *arg, const struct smux_event *ev)
+{
+	char *json = smux_event_to_json(ev);
+
+	(void)arg;
+	if (json)
+		smux_log(ev->topic == SMUX_EV_RECONCILED ? LOG_WARNING
+							 : LOG_INFO,
+			 "event %s", json);
+	free(json);
+}
+
 static int start(struct daemon *d, struct status_msg *sm)
 {
 	struct smuxfs *fs = &d->fs;
@@ -429,6 +443,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->events = smux_events_new();
 	if (!fs->events)
 		FAIL(EXIT_BACKEND, "cannot start the event bus");
+	if (smux_events_subscribe(fs->events, log_event, NULL) < 0)
+		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
 	errbuf[0] = '\0';
 	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
 			       sizeof(errbuf));

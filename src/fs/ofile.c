@@ -50,6 +50,7 @@ struct smuxfs_ofile {
 	int64_t mtime_ns;      /* reported mtime; committed when mtime_set */
 	bool mtime_set;	       /* mtime_ns chosen by utimens */
 	bool dirty;	       /* content or attributes not committed */
+	bool inplace;	       /* w writes the object itself (in place) */
 	bool durable;	       /* everything committed is durable */
 	bool deleted;	       /* unlinked or replaced: never commit again */
 };
@@ -247,13 +248,20 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	struct smux_ctx ctx;
 	int rc;
 
+	unsigned wflags;
+
 	smuxfs_ctx(&ctx);
 	of->durable = true;
+	of->inplace = !fs->force_staging &&
+		      (smux_backend_caps(fs->root) & SMUX_CAP_INPLACE);
 	if (flags & SMUXFS_OF_CREATE) {
 		of->mode = mode & 07777;
 		of->mtime_ns = realtime_ns();
 		of->dirty = true;
-		flags |= SMUXFS_OF_TRUNC;
+		/* in place, a create opens what is there (O_CREAT without
+		 * O_TRUNC keeps a file that appeared meanwhile) */
+		if (!of->inplace)
+			flags |= SMUXFS_OF_TRUNC;
 	} else {
 		/* the mode to keep and the attributes to report */
 		rc = smux_backend_head(fs->root, &ctx, of->key, &info, &err);
@@ -267,10 +275,12 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	if (fs->force_staging)
 		return ofile_stage(fs, of, flags);
-	rc = smux_backend_writer_open(
-		fs->root, &ctx, of->key,
-		(flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0, &of->w,
-		&err);
+	wflags = (flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0;
+	if (of->inplace)
+		wflags |= SMUX_WRITER_INPLACE |
+			  ((flags & SMUXFS_OF_EXCL) ? SMUX_WRITER_EXCL : 0);
+	rc = smux_backend_writer_open(fs->root, &ctx, of->key, wflags, &of->w,
+				      &err);
 	if (rc == 0) {
 		/* an earlier close may have committed without fsync: the
 		 * first fsync makes sure (a put, staging's way, is always
@@ -280,6 +290,9 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	if (err.e.code != SMUX_E_NOT_SUPPORTED)
 		return smuxfs_errno(&err, "open writer", of->key);
+	of->inplace = false;
+	if (flags & SMUXFS_OF_CREATE)
+		flags |= SMUXFS_OF_TRUNC;
 	return ofile_stage(fs, of, flags);
 }
 
@@ -322,6 +335,8 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 		pthread_mutex_unlock(&fs->otable.lock);
 		pthread_mutex_lock(&of->lock);
 		rc = of->open_rc;
+		if (rc == 0 && (flags & SMUXFS_OF_EXCL) && !of->deleted)
+			rc = -EEXIST;
 		if (rc == 0 && (flags & SMUXFS_OF_TRUNC))
 			rc = ofile_trunc_locked(of, 0);
 		pthread_mutex_unlock(&of->lock);
@@ -429,6 +444,8 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			goto out;
 		}
 	} else {
+		if (off == SMUX_OFF_APPEND)
+			off = of->size;
 		while (done < len) {
 			ssize_t r = pwrite(of->fd, buf + done, len - done,
 					   (off_t)(off + done));
@@ -481,9 +498,15 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (!of->dirty && !(durable && !of->durable))
 		return 0;
 	opts.mode = of->mode;
-	/* a durable-only commit keeps the mtime it committed before */
-	opts.mtime_ns = of->mtime_set || !of->dirty ? of->mtime_ns
-						    : smuxfs_unique_mtime(fs);
+	opts.flags = SMUX_PUT_MODE;
+	/* a durable-only commit keeps the mtime it committed before; in
+	 * place, the file's own (others may have written it since) */
+	if (of->mtime_set)
+		opts.mtime_ns = of->mtime_ns;
+	else if (of->dirty)
+		opts.mtime_ns = smuxfs_unique_mtime(fs);
+	else
+		opts.mtime_ns = of->inplace ? 0 : of->mtime_ns;
 	opts.durable = durable;
 	smuxfs_ctx(&ctx);
 	if (of->w) {
@@ -500,7 +523,8 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	of->dirty = false;
 	of->durable = of->w ? durable || of->durable : true;
-	of->mtime_ns = opts.mtime_ns;
+	if (opts.mtime_ns)
+		of->mtime_ns = opts.mtime_ns;
 	of->mtime_set = false;
 	smuxfs_etag_forget(fs, of->key);
 	return 0;
@@ -553,6 +577,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->mode = of->mode;
 	a->mtime_ns = of->mtime_ns;
 	a->dirty = of->dirty;
+	a->deleted = of->deleted;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
 }
@@ -583,24 +608,47 @@ bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
 
 /* ---- namespace changes ---- */
 
-void smuxfs_ofile_unlinked(struct smuxfs *fs, const char *key)
-{
-	struct smuxfs_ofile *of;
+static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);
+static void readers_unlinked(struct smuxfs *fs, const char *key);
 
+/* The name of @of is gone (unlinked or replaced by a rename): nothing of
+ * it is committed again, and the table forgets it. Its handles keep their
+ * content (an in-place writer keeps the inode, as a local file would).
+ * Caller holds of->lock. */
+static void ofile_orphan_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
 	pthread_mutex_lock(&fs->otable.lock);
-	of = table_lookup(fs, key);
-	if (of) {
-		table_remove(fs, of);
-		of->refs++;
-	}
+	table_remove(fs, of);
 	pthread_mutex_unlock(&fs->otable.lock);
-	smuxfs_etag_forget(fs, key);
-	if (!of)
-		return;
-	pthread_mutex_lock(&of->lock);
 	of->deleted = true;
-	pthread_mutex_unlock(&of->lock);
-	ofile_unref(fs, of);
+	of->dirty = false;
+}
+
+int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	/* held across the delete: no commit of @key can slip in between,
+	 * and the open file is given up only once the delete succeeded */
+	if (of)
+		pthread_mutex_lock(&of->lock);
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_del(fs->root, &ctx, key, &err);
+	if (rc)
+		rc = smuxfs_errno(&err, "unlink", key);
+	else if (of)
+		ofile_orphan_locked(fs, of);
+	if (of) {
+		pthread_mutex_unlock(&of->lock);
+		ofile_unref(fs, of);
+	}
+	smuxfs_etag_forget(fs, key);
+	if (rc == 0)
+		readers_unlinked(fs, key);
+	return rc;
 }
 
 /* Moves @of to @to in the table and reopens its writer there. Caller
@@ -638,7 +686,9 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	smux_writer_close(of->w);
 	of->w = NULL;
 	smuxfs_ctx(&ctx);
-	rc = smux_backend_writer_open(fs->root, &ctx, to, 0, &of->w, &err);
+	rc = smux_backend_writer_open(fs->root, &ctx, to,
+				      of->inplace ? SMUX_WRITER_INPLACE : 0,
+				      &of->w, &err);
 	if (rc) {
 		smux_log(LOG_ERR, "reopening %s after rename: %s", to,
 			 smux_error_format(&err, msg, sizeof(msg)));
@@ -650,15 +700,21 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);
 
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 {
-	struct smuxfs_ofile *of;
+	struct smuxfs_ofile *of, *target;
 	struct smux_error err;
 	struct smux_ctx ctx;
 	int rc = 0;
 
-	/* whatever is open under the target name is replaced */
-	smuxfs_ofile_unlinked(fs, to);
+	/* whatever is open under the target name is replaced, but only
+	 * once the rename succeeded: a failed one leaves its writer whole */
+	target = smuxfs_ofile_find(fs, to);
 	smuxfs_etag_forget(fs, from);
+	smuxfs_etag_forget(fs, to);
 	of = smuxfs_ofile_find(fs, from);
+	if (of == target && of) { /* rename onto itself */
+		ofile_unref(fs, target);
+		target = NULL;
+	}
 	if (of) {
 		pthread_mutex_lock(&of->lock);
 		rc = ofile_commit_locked(fs, of, false);
@@ -669,13 +725,25 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 		if (rc)
 			rc = smuxfs_errno(&err, "rename", from);
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		readers_unlinked(fs, to);
 		readers_rekey(fs, from, to);
+	}
 	if (of) {
+		/* moved first (found first under @to from now on) */
 		if (rc == 0)
 			ofile_rekey_locked(fs, of, to);
 		pthread_mutex_unlock(&of->lock);
 		ofile_unref(fs, of);
+	}
+	if (target) {
+		/* never two ofile locks at once */
+		if (rc == 0) {
+			pthread_mutex_lock(&target->lock);
+			ofile_orphan_locked(fs, target);
+			pthread_mutex_unlock(&target->lock);
+		}
+		ofile_unref(fs, target);
 	}
 	return rc;
 }
@@ -850,6 +918,17 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 		/* a reader may read by key: pinned gets follow the name */
 		atomic_store(&fh->reader_off, true);
 	}
+	pthread_mutex_unlock(&fs->otable.lock);
+}
+
+/* After an unlink of @key (or a rename over it): clean read handles of
+ * it read on from what they hold, and say their file has no name. */
+static void readers_unlinked(struct smuxfs *fs, const char *key)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
+		if (strcmp(fh->key, key) == 0)
+			atomic_store(&fh->unlinked, true);
 	pthread_mutex_unlock(&fs->otable.lock);
 }
 

@@ -113,6 +113,8 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 	if (!fh)
 		return -ENOMEM;
 	fh->writable = acc != O_RDONLY;
+	/* O_TRUNC is a write: this handle commits it at close */
+	fh->wrote = trunc;
 	if (fh->writable || trunc) {
 		rc = smuxfs_ofile_open(fs, key, trunc ? SMUXFS_OF_TRUNC : 0, 0,
 				       &fh->of);
@@ -158,7 +160,16 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if (!fh)
 		return -ENOMEM;
 	fh->writable = true;
-	rc = smuxfs_ofile_open(fs, key, SMUXFS_OF_CREATE | SMUXFS_OF_TRUNC,
+	fh->wrote = true; /* even an empty new file is committed */
+	/* The kernel looked the name up first; a file that appeared since
+	 * (another mount on the same backends) is opened as open(2) would:
+	 * O_EXCL fails, O_TRUNC empties it, else it is kept. */
+	rc = smuxfs_ofile_open(fs, key,
+			       SMUXFS_OF_CREATE |
+				       ((fi->flags & O_EXCL) ? SMUXFS_OF_EXCL
+							     : 0) |
+				       ((fi->flags & O_TRUNC) ? SMUXFS_OF_TRUNC
+							      : 0),
 			       mode, &fh->of);
 	if (rc) {
 		smuxfs_fh_free(fs, fh);
@@ -241,8 +252,11 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 			return (int)n;
 	}
 	smuxfs_ctx(&ctx);
-	if (fh->reader && !atomic_load(&fh->reader_off) &&
-	    reader_current(fs, fh, key) == 0) {
+	/* a live reader (a local file kept open) reads the file as it is,
+	 * as a local one would: no version to pin */
+	if (fh->reader &&
+	    (fh->reader->live || (!atomic_load(&fh->reader_off) &&
+				  reader_current(fs, fh, key) == 0))) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
 	} else {
@@ -276,7 +290,12 @@ int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 		return -EPERM;
 	if (!fh->of || off < 0)
 		return -EBADF;
-	return (int)smuxfs_ofile_write(fs, fh->of, buf, size, (uint64_t)off);
+	fh->wrote = true;
+	/* O_APPEND lands at the end as it is now, whatever the kernel
+	 * thinks the size is (another program may have appended) */
+	return (int)smuxfs_ofile_write(fs, fh->of, buf, size,
+				       (fi->flags & O_APPEND) ? SMUX_OFF_APPEND
+							      : (uint64_t)off);
 }
 
 int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
@@ -293,8 +312,10 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 		return -EPERM;
 	if (fs->ro)
 		return -EROFS;
-	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of)
+	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
+		fh->wrote = true;
 		return smuxfs_ofile_truncate(fs, fh->of, (uint64_t)size);
+	}
 	if (fh && fh->kind == SMUXFS_FH_FILE) {
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc)
@@ -326,7 +347,9 @@ int smuxfs_flush(const char *path, struct fuse_file_info *fi)
 	struct smuxfs_fh *fh = fh_of(fi);
 
 	(void)path;
-	if (!fh || !fh->of)
+	/* only a handle that wrote commits: a reader's close publishes
+	 * nothing and gets no other handle's error */
+	if (!fh || !fh->of || !fh->wrote)
 		return 0;
 	return smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
 }

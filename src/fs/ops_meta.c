@@ -51,7 +51,7 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
 	char key[SMUX_KEY_MAX + 2];
 	struct smux_info info;
-	bool is_dir, is_root = false;
+	bool is_dir, is_root = false, gone = false;
 	int rc;
 
 	smuxfs_raise_readahead(fs);
@@ -74,6 +74,15 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		info.size = a.size;
 		info.mode = S_IFREG | a.mode;
 		info.mtime_ns = a.mtime_ns;
+		gone = a.deleted;
+	} else if (fh && fh->kind == SMUXFS_FH_FILE && fh->reader &&
+		   atomic_load(&fh->unlinked)) {
+		/* unlinked while open: the handle still reads what it
+		 * opened, as on a local filesystem */
+		is_dir = false;
+		info = fh->reader->info;
+		gone = true;
+		rc = 0;
 	} else if (fh && fh->kind == SMUXFS_FH_FILE) {
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc == 0)
@@ -91,6 +100,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	if (rc)
 		return rc;
 	smuxfs_fill_stat(fs, st, is_dir, &info);
+	if (gone)
+		st->st_nlink = 0;
 	return 0;
 }
 
@@ -202,8 +213,6 @@ int smuxfs_unlink(const char *path)
 {
 	struct smuxfs *fs = smuxfs_get();
 	char key[SMUX_KEY_MAX + 2];
-	struct smux_error err;
-	struct smux_ctx ctx;
 	bool is_root;
 	int rc;
 
@@ -215,10 +224,7 @@ int smuxfs_unlink(const char *path)
 	if (is_root)
 		return -EISDIR;
 	/* open handles keep their content; nothing of it is committed */
-	smuxfs_ofile_unlinked(fs, key);
-	smuxfs_ctx(&ctx);
-	rc = smux_backend_del(fs->root, &ctx, key, &err);
-	return rc ? smuxfs_errno(&err, "unlink", key) : 0;
+	return smuxfs_ofile_unlink(fs, key);
 }
 
 /* ---- rename ---- */

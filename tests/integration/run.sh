@@ -66,6 +66,8 @@ for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midr
 done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
+for k in file mirror failover; do tests+=("test_local.sh $k"); done
+for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_rcache.sh")
 tests+=("test_crash.sh" "test_sync.sh")
 

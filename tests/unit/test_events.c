@@ -127,7 +127,7 @@ static void test_topic_names(void **state)
 		"storage-mux.drain.started",  "storage-mux.drain.completed",
 		"storage-mux.backend.added",  "storage-mux.backend.removed",
 		"storage-mux.weight.changed", "storage-mux.hint.recorded",
-		"storage-mux.hint.replayed",
+		"storage-mux.hint.replayed",  "storage-mux.reconciled",
 	};
 
 	(void)state;
@@ -736,6 +736,23 @@ static void test_json_hints(void **state)
 	j = parse(&ev);
 	check_common(j, SMUX_EV_HINT_REPLAYED, 3);
 	assert_non_null(strstr(jget_str(j, "cause"), "gone"));
+	json_decref(j);
+
+	/* reconciled: the key, the winning copy and where it went */
+	ev.topic = SMUX_EV_RECONCILED;
+	ev.has_cause = false;
+	ev.n_failed = 2;
+	snprintf(ev.failed[0], sizeof(ev.failed[0]), "b");
+	snprintf(ev.failed[1], sizeof(ev.failed[1]), "c");
+	j = parse(&ev);
+	check_common(j, SMUX_EV_RECONCILED, 3);
+	assert_string_equal(jget_str(j, "key"), "photos/2026/a.jpg");
+	assert_string_equal(jget_str(j, "source"), "edge-a");
+	assert_int_equal(json_array_size(json_object_get(j, "updated")), 2);
+	assert_string_equal(
+		json_string_value(json_array_get(json_object_get(j, "updated"),
+						 1)),
+		"c");
 	json_decref(j);
 }
 

@@ -805,6 +805,104 @@ static void *race_reader(void *arg)
 	return NULL;
 }
 
+/* SMUX_WRITER_INPLACE: writes land in the file itself, at once; appends
+ * land at the end as it is then; nothing is copied or renamed. */
+static void test_writer_inplace(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts po = {.mode = 0640, .flags = SMUX_PUT_MODE};
+	struct smux_writer *w;
+	struct smux_info info;
+	struct stat st, st2;
+	char buf[64];
+	int fd, rc;
+
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_INPLACE);
+	/* a new file: created at open, private until the commit */
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "d/log",
+						  SMUX_WRITER_INPLACE, &w,
+						  &env->err),
+			 0);
+	assert_true(w->appends);
+	assert_int_equal(stat(at(env, "root/d/log"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "abc", 3, 0,
+					    &env->err),
+			 0);
+	expect_content(env, "d/log", "abc"); /* visible before any commit */
+	/* another program appends behind our back; O_APPEND lands after */
+	fd = open(at(env, "root/d/log"), O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "X", 1), 1);
+	close(fd);
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "d", 1,
+					    SMUX_OFF_APPEND, &env->err),
+			 0);
+	expect_content(env, "d/log", "abcXd");
+	assert_int_equal(smux_writer_size(w), 5);
+	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 1, &env->err),
+			 4);
+	assert_memory_equal(buf, "bcXd", 4);
+	po.mtime_ns = 1500000000123456789LL;
+	assert_int_equal(smux_writer_commit(w, &env->ctx, &po, &info,
+					    &env->err),
+			 0);
+	assert_int_equal(info.size, 5);
+	assert_int_equal(stat(at(env, "root/d/log"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640);
+	assert_int_equal(st.st_mtim.tv_sec, 1500000000);
+	assert_int_equal(st.st_mtim.tv_nsec, 123456789);
+	/* more writes after a commit, then close without one: kept */
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "Z", 1, 0,
+					    &env->err),
+			 0);
+	smux_writer_close(w);
+	expect_content(env, "d/log", "ZbcXd");
+
+	/* reopening keeps the inode: an append costs no copy */
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "d/log",
+						  SMUX_WRITER_INPLACE, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "!", 1,
+					    SMUX_OFF_APPEND, &env->err),
+			 0);
+	po.durable = true;
+	assert_int_equal(smux_writer_commit(w, &env->ctx, &po, NULL,
+					    &env->err),
+			 0);
+	smux_writer_close(w);
+	assert_int_equal(stat(at(env, "root/d/log"), &st2), 0);
+	assert_int_equal(st2.st_ino, st.st_ino);
+	expect_content(env, "d/log", "ZbcXd!");
+	assert_int_equal(count_tmp(at(env, "root")), 0);
+
+	/* O_EXCL on an existing file; O_TRUNC empties it in place */
+	rc = smux_backend_writer_open(env->b, &env->ctx, "d/log",
+				      SMUX_WRITER_INPLACE | SMUX_WRITER_EXCL,
+				      &w, &env->err);
+	expect_code(rc, &env->err, SMUX_E_ALREADY_EXISTS);
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "d/log",
+						  SMUX_WRITER_INPLACE |
+							  SMUX_WRITER_TRUNC,
+						  &w, &env->err),
+			 0);
+	expect_content(env, "d/log", "");
+	smux_writer_close(w);
+	assert_int_equal(stat(at(env, "root/d/log"), &st2), 0);
+	assert_int_equal(st2.st_ino, st.st_ino);
+
+	/* never through a symlink, never onto a directory */
+	assert_int_equal(symlink("/etc/passwd", at(env, "root/d/link")), 0);
+	rc = smux_backend_writer_open(env->b, &env->ctx, "d/link",
+				      SMUX_WRITER_INPLACE, &w, &env->err);
+	assert_true(rc < 0);
+	assert_null(w);
+	rc = smux_backend_writer_open(env->b, &env->ctx, "d",
+				      SMUX_WRITER_INPLACE, &w, &env->err);
+	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
+}
+
 static void test_writer_concurrent_readers(void **state)
 {
 	struct env *env = *state;
@@ -1017,7 +1115,8 @@ static void test_reader(void **state)
 	assert_memory_equal(buf, "new", 3);
 	smux_reader_close(r);
 
-	/* written in place behind the backend: refused, not mixed */
+	/* written in place behind the backend (a growing log): a live
+	 * reader reads the new bytes, as a local file would (tail -f) */
 	assert_int_equal(put_str(env, "d/inplace", "0123456789"), 0);
 	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx,
 						  "d/inplace", &r, &env->err),
@@ -1025,12 +1124,18 @@ static void test_reader(void **state)
 	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx,
 						  "d/inplace", &r2, &env->err),
 			 0);
+	assert_true(r->live);
+	assert_int_equal(r->info.size, 10);
 	fd = open(at(env, "root/d/inplace"), O_WRONLY | O_APPEND);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "X", 1), 1);
 	close(fd);
-	n = smux_reader_pread(r, &env->ctx, buf, 10, 0, &env->err);
-	expect_code((int)n, &env->err, SMUX_E_PRECONDITION_FAILED);
+	n = smux_reader_pread(r, &env->ctx, buf, 20, 0, &env->err);
+	assert_int_equal(n, 11);
+	assert_memory_equal(buf, "0123456789X", 11);
+	n = smux_reader_pread(r2, &env->ctx, buf, 20, 10, &env->err);
+	assert_int_equal(n, 1);
+	assert_memory_equal(buf, "X", 1);
 	smux_reader_close(r);
 	smux_reader_close(r2);
 
@@ -1793,6 +1898,8 @@ int main(void)
 	};
 	const struct CMUnitTest writer[] = {
 		cmocka_unit_test_setup_teardown(test_writer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_inplace, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_concurrent_readers,
 						setup, teardown),
 	};

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# test_local.sh KIND - the mount behaves like a local filesystem where its
+# backends are local directories (issue 8), over a file backend (file), a
+# mirror of two (mirror) and a failover of two (failover):
+#   - appends are written in place: 50 `echo >>` to a 100 MiB file keep
+#     the backing file's inode on every replica (no copy, no rename) and
+#     land in order;
+#   - O_APPEND lands at the end as it is then: lines appended alternately
+#     through the mount and straight into the backing file (a second
+#     writer on the same storage) all arrive, in order (file, failover);
+#   - `tail -f` follows a growing log, appended through the mount and
+#     behind it, without "Stale file handle";
+#   - O_EXCL and O_CREAT without O_TRUNC are honoured when the file
+#     appeared behind a cached negative lookup;
+#   - a file unlinked while open stays usable through its descriptor
+#     (read, write; fstat is still ESTALE: libfuse 3.14's high-level API
+#     sends GETATTR of an unlinked node without its handle);
+#   - a failed unlink (the backing directory is immutable) leaves an open
+#     writer's data and its close() result intact (file);
+#   - a handle that only reads never commits: its close publishes nothing.
+. "$(dirname "$0")/lib.sh"
+
+KIND=${1:-file}
+m=$T/mnt
+A=$T/a
+B=$T/b
+
+new_config "$T/local.conf" root negative_timeout=30s entry_timeout=30s
+case $KIND in
+file) cfg_file root "$A" ;;
+mirror | failover)
+	cfg_mux root "$KIND" "a b"
+	cfg_file a "$A"
+	cfg_file b "$B"
+	;;
+*) fail "unknown kind $KIND" ;;
+esac
+replicas=("$A")
+[ "$KIND" = file ] || replicas+=("$B")
+mount_smux "$T/local.conf" "$m"
+
+ino() { stat -c %i "$1"; }
+
+log "$KIND: 50 appends to a 100 MiB file are written in place"
+head -c $((100 << 20)) /dev/zero >"$m/big"
+declare -A before
+for r in "${replicas[@]}"; do
+	if [ "$KIND" = failover ] && [ "$r" = "$B" ]; then
+		continue # a standby gets what failover writes only on a hint
+	fi
+	before[$r]=$(ino "$r/big")
+done
+for i in $(seq 1 50); do echo "line $i" >>"$m/big"; done
+for r in "${!before[@]}"; do
+	[ "$(ino "$r/big")" = "${before[$r]}" ] ||
+		fail "$KIND: $r/big was replaced (inode changed): appends copy the file"
+	seq 1 50 | sed 's/^/line /' >"$T/tail-want"
+	tail -c "$(wc -c <"$T/tail-want")" "$r/big" >"$T/tail-r"
+	cmp -s "$T/tail-r" "$T/tail-want" || fail "$KIND: appended lines on $r"
+done
+[ "$(stat -c %s "$m/big")" = $(((100 << 20) + $(cat "$T/tail-want" | wc -c))) ] ||
+	fail "$KIND: size after appends"
+rm "$m/big"
+
+if [ "$KIND" != mirror ]; then
+	log "$KIND: appends through the mount and behind it interleave"
+	: >"$m/two"
+	for i in $(seq 1 20); do
+		if [ $((i % 2)) -eq 1 ]; then
+			echo "line $i" >>"$m/two"
+		else
+			echo "line $i" >>"$A/two"
+		fi
+	done
+	seq 1 20 | sed 's/^/line /' >"$T/two-want"
+	cmp -s "$A/two" "$T/two-want" ||
+		fail "$KIND: backend lost appends: $(diff "$T/two-want" "$A/two" | head -5)"
+	sleep 1.2 # the attribute timeout: the kernel learns the new size
+	cmp -s "$m/two" "$T/two-want" ||
+		fail "$KIND: mount shows lost appends: $(diff "$T/two-want" "$m/two" | head -5)"
+	rm "$m/two"
+fi
+
+log "$KIND: tail -f follows a growing log"
+echo "start" >"$m/log"
+tail -f "$m/log" >"$T/tail.out" 2>"$T/tail.err" &
+tailpid=$!
+sleep 0.5
+for i in $(seq 1 6); do
+	if [ "$KIND" != mirror ] && [ $((i % 3)) -eq 0 ]; then
+		echo "entry $i" >>"$A/log" # behind the mount
+	else
+		echo "entry $i" >>"$m/log"
+	fi
+	sleep 0.3
+done
+for _ in $(seq 1 40); do
+	grep -qx "entry 6" "$T/tail.out" && break
+	sleep 0.25
+done
+kill -0 "$tailpid" 2>/dev/null || fail "$KIND: tail -f died: $(cat "$T/tail.err")"
+kill "$tailpid"
+wait "$tailpid" 2>/dev/null || true
+{ echo start; seq 1 6 | sed 's/^/entry /'; } >"$T/tail.want"
+cmp -s "$T/tail.out" "$T/tail.want" ||
+	fail "$KIND: tail -f saw: $(tr '\n' '|' <"$T/tail.out") err: $(cat "$T/tail.err")"
+[ ! -s "$T/tail.err" ] || fail "$KIND: tail -f said: $(cat "$T/tail.err")"
+
+log "$KIND: O_EXCL and O_CREAT honour a file that appeared meanwhile"
+ls "$m/late" 2>/dev/null && fail "late exists already"
+for r in "${replicas[@]}"; do echo x >"$r/late"; done
+if (set -C && echo y >"$m/late") 2>/dev/null; then
+	fail "$KIND: O_EXCL create succeeded over a file that appeared"
+fi
+echo z >>"$m/late"
+[ "$(cat "$A/late")" = "$(printf 'x\nz')" ] ||
+	fail "$KIND: O_CREAT without O_TRUNC lost the file: $(cat "$A/late")"
+rm "$m/late"
+
+log "$KIND: a file unlinked while open stays usable"
+perl -e '
+	use Fcntl qw(SEEK_SET);
+	my $p = $ARGV[0];
+	open(my $f, "+>", $p) or die "open: $!";
+	syswrite($f, "hello") == 5 or die "write: $!";
+	unlink($p) or die "unlink: $!";
+	-e $p and die "still there\n";
+	sysseek($f, 0, SEEK_SET);
+	my $buf; sysread($f, $buf, 100) == 5 or die "read: $!";
+	$buf eq "hello" or die "read back \"$buf\"\n";
+	syswrite($f, " world") == 6 or die "write after unlink: $!";
+	sysseek($f, 0, SEEK_SET);
+	sysread($f, $buf, 100); $buf eq "hello world" or die "got \"$buf\"\n";
+	close($f) or die "close: $!";' "$m/unl" || fail "$KIND: unlinked open file"
+
+if [ "$KIND" = file ]; then
+	log "$KIND: a failed unlink keeps an open writer's data"
+	mkdir "$m/imm"
+	echo first >"$m/imm/f"
+	exec 7>>"$m/imm/f"
+	echo second >&7
+	chattr +i "$A/imm"
+	if rm "$m/imm/f" 2>/dev/null; then
+		chattr -i "$A/imm"
+		exec 7>&-
+		fail "$KIND: unlink in an immutable directory succeeded"
+	fi
+	echo third >&7
+	if ! exec 7>&-; then
+		chattr -i "$A/imm"
+		fail "$KIND: close after a failed unlink failed"
+	fi
+	chattr -i "$A/imm"
+	[ "$(cat "$m/imm/f")" = "$(printf 'first\nsecond\nthird')" ] ||
+		fail "$KIND: writer's data after a failed unlink: $(cat "$m/imm/f")"
+	rm -r "$m/imm"
+fi
+
+log "$KIND: a handle that only reads commits nothing"
+echo v1 >"$m/ro"
+exec 8<>"$m/ro"        # opened for writing, never writes
+for r in "${replicas[@]}"; do
+	[ "$KIND" = failover ] && [ "$r" = "$B" ] && continue
+	echo v2 >"$r/ro" # the file changes behind the mount meanwhile
+done
+exec 8>&-
+[ "$(cat "$A/ro")" = v2 ] || fail "$KIND: a reader's close republished old content"
+
+unmount_smux "$m"
+log "$KIND: ok"

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_mux_intent.c - write intents of in-place fan-out writers
+ * (src/core/mux_intent.c, the reconcile in mux_repair.c): a mirror of two
+ * file backends whose in-place writer is left uncommitted (the daemon
+ * died, or the writer was closed without a commit) gets its replicas made
+ * identical from the newest copy, with a reconciled event; a committed
+ * writer leaves nothing to do; a key with an open writer is left alone;
+ * an intent journaled before a crash is reconciled by the next mux on the
+ * same state directory.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+struct it {
+	char dir[64];
+	char a[96], b[96], state[96];
+	struct smux_backend *fa, *fb, *mux;
+	struct mh_events *ev;
+	struct smux_ctx ctx;
+};
+
+static struct smux_backend *it_file(const char *name, const char *path)
+{
+	struct smux_file_opts o = {.path = path, .no_fsync = true};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	MH_OK(smux_file_new(name, &o, &b, &err), &err);
+	return b;
+}
+
+static void it_mux(struct it *t, const char *state)
+{
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_MIRROR,
+		.events = t->ev->bus,
+		.state_dir = state,
+	};
+	struct smux_backend *bs[2] = {t->fa, t->fb};
+
+	t->mux = mh_mux("m", &o, bs, NULL, 2);
+}
+
+static int setup(void **state)
+{
+	struct it *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	snprintf(t->dir, sizeof(t->dir), "/tmp/smux-intent-XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	snprintf(t->a, sizeof(t->a), "%s/a", t->dir);
+	snprintf(t->b, sizeof(t->b), "%s/b", t->dir);
+	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
+	assert_int_equal(mkdir(t->a, 0755), 0);
+	assert_int_equal(mkdir(t->b, 0755), 0);
+	t->fa = it_file("a", t->a);
+	t->fb = it_file("b", t->b);
+	t->ev = mh_events_new();
+	smux_ctx_init(&t->ctx);
+	it_mux(t, t->state);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct it *t = *state;
+
+	smux_backend_unref(t->mux);
+	smux_backend_unref(t->fa);
+	smux_backend_unref(t->fb);
+	mh_events_free(t->ev);
+	mh_rm_rf(t->dir);
+	free(t);
+	return 0;
+}
+
+/* Writes @s into the backing file @dir/@name directly, as a write that
+ * reached one replica only before the daemon died. */
+static void write_behind(const char *dir, const char *name, const char *s)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+	close(fd);
+}
+
+static struct smux_writer *open_inplace(struct it *t, const char *key)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+
+	assert_true(smux_backend_caps(t->mux) & SMUX_CAP_INPLACE);
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, key,
+				       SMUX_WRITER_INPLACE, &w, &err),
+	      &err);
+	return w;
+}
+
+static void test_uncommitted_reconciled(void **state)
+{
+	struct it *t = *state;
+	struct smux_writer *w = open_inplace(t, "k");
+	struct smux_event ev;
+	struct smux_error err;
+	unsigned replayed = 0, pending = 0;
+
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "hello", 5, 0, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 1); /* the intent */
+	/* a writer still at it is left alone */
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(replayed, 0);
+	assert_int_equal(pending, 1);
+	/* replica b got a later, longer write than a */
+	write_behind(t->b, "k", "hello, world");
+	smux_writer_close(w); /* no commit */
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(t->fa, "k", "hello, world");
+	MH_HOLDS(t->fb, "k", "hello, world");
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.key, "k");
+	assert_string_equal(ev.name, "b");
+	assert_int_equal(ev.n_failed, 1);
+	assert_string_equal(ev.failed[0], "a");
+}
+
+static void test_committed_nothing_left(void **state)
+{
+	struct it *t = *state;
+	struct smux_writer *w = open_inplace(t, "d/k");
+	struct smux_put_opts po = {0};
+	struct smux_error err;
+	struct smux_event ev;
+
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "v1", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &t->ctx, &po, NULL, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
+	/* more writes after the commit: a new intent, ended by the next */
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "!", 1, SMUX_OFF_APPEND, &err),
+	      &err);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 1);
+	MH_OK(smux_writer_commit(w, &t->ctx, &po, NULL, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
+	smux_writer_close(w);
+	MH_HOLDS(t->fa, "d/k", "v1!");
+	MH_HOLDS(t->fb, "d/k", "v1!");
+	assert_false(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+}
+
+/* The background thread reconciles once the writer is gone, without a
+ * repair call or any traffic. */
+static void test_background(void **state)
+{
+	struct it *t = *state;
+	struct smux_writer *w = open_inplace(t, "bg");
+	struct smux_error err;
+
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "one", 3, 0, &err), &err);
+	write_behind(t->a, "bg", "one two");
+	smux_writer_close(w);
+	for (int i = 0; i < 500 && smux_mux_pending_hints(t->mux); i++)
+		usleep(10000);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
+	MH_HOLDS(t->fb, "bg", "one two");
+}
+
+/* An intent on disk when the daemon died is reconciled by the next mux
+ * over the same state directory. */
+static void test_after_crash(void **state)
+{
+	struct it *t = *state;
+	struct smux_writer *w = open_inplace(t, "crash");
+	char cmd[512], crashed[128];
+	struct smux_error err;
+	unsigned replayed = 0, pending = 0;
+
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "partial", 7, 0, &err), &err);
+	/* the journal as the crash left it */
+	snprintf(crashed, sizeof(crashed), "%s/crashed", t->dir);
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", t->state, crashed);
+	assert_int_equal(system(cmd), 0);
+	MH_OK(smux_writer_commit(w, &t->ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	smux_backend_unref(t->mux);
+	write_behind(t->a, "crash", "partial, and more"); /* a got further */
+
+	it_mux(t, crashed);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 1);
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(t->fb, "crash", "partial, and more");
+	MH_HOLDS(t->fa, "crash", "partial, and more");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_uncommitted_reconciled,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_committed_nothing_left,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_background, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_after_crash, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
