@@ -19,12 +19,12 @@
  * deletes another running daemon's pending temp files. A lock dies with
  * its process, so a kill -9 never keeps a sweep away.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -159,9 +159,8 @@ void smux__file_tmp_discard(struct smux__file_tmp *t)
 
 /* ---- the work folder ---- */
 
-/* Removes every entry of the work folder @fd (leftovers of a run that
- * died); a directory someone made there goes too, one level deep. */
-static unsigned fileb_work_sweep(int fd)
+/* One pass over the work folder @fd removing what it lists; the count. */
+static unsigned fileb_work_sweep_pass(int fd)
 {
 	unsigned n = 0;
 	struct dirent *de;
@@ -176,6 +175,7 @@ static unsigned fileb_work_sweep(int fd)
 		close(dup);
 		return 0;
 	}
+	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -186,6 +186,23 @@ static unsigned fileb_work_sweep(int fd)
 			n++;
 	}
 	closedir(d);
+	return n;
+}
+
+/* Removes every entry of the work folder @fd (leftovers of a run that
+ * died; an empty directory someone made there goes too). readdir may miss
+ * entries while the directory shrinks, so passes repeat while one finds
+ * something. */
+static unsigned fileb_work_sweep(int fd)
+{
+	unsigned n = 0, pass, i;
+
+	for (i = 0; i < 4; i++) {
+		pass = fileb_work_sweep_pass(fd);
+		n += pass;
+		if (!pass)
+			break;
+	}
 	return n;
 }
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # test_crash.sh - what a crash of the daemon (kill -9) leaves behind, on a
 # mirror of two file backends:
-#   - a 256 MiB dd through the mount killed mid-way: no temp file is left
+#   - a 256 MiB dd through the mount killed mid-way (written in place or
+#     into a temp file, whichever the daemon does): no temp file is left
 #     beside the user's files in either backend directory (find -name
 #     '.smux-tmp*' outside the work folder .smuxfs-tmp is empty), so rm of
 #     the files then rmdir of their directory works through the mount and
 #     leaves nothing in the backends;
-#   - the remount removes the leftovers from the work folder (empty after
-#     the mount, the daemon logs how many it removed);
+#   - the remount removes the leftovers from the work folder (the crash's
+#     own, plus one planted in each as a cut-short put would leave it):
+#     empty after the mount, the daemon logs how many it removed;
 #   - a user file whose name starts like a temp file (.smux-tmp.user) is
 #     listed and removed like any other; the work folder is never listed
 #     and cannot be made through the mount.
@@ -41,10 +43,21 @@ writer_dd() {
 	echo $!
 }
 
-# in_flight DIR: some temp file in a backend is past 16 MiB (the write is
-# under way and has not been published).
+# in_flight: some file in a backend is past 16 MiB: the write is under way
+# (in place, or into a temp file not yet published).
 in_flight() {
-	find $DIRS -name '.smux-tmp*' -size +16M -print | grep -q .
+	find $DIRS -type f -size +16M -print | grep -q .
+}
+
+# cut_short NAME: no backend holds the whole big file (the kill came first).
+cut_short() {
+	local d f
+	for d in $DIRS; do
+		f=$d/$1/big.bin
+		[ -f "$f" ] || continue
+		[ "$(stat -c %s "$f")" -lt $((BIG_MB * 1048576)) ] || return 1
+	done
+	return 0
 }
 
 # crash_case NAME WRITER: mounts, makes directory NAME with a finished file
@@ -63,19 +76,30 @@ crash_case() {
 		kill -0 "$wpid" 2>/dev/null || fail "$writer ended before the crash"
 		sleep 0.05
 	done
-	in_flight || fail "$writer: no temp file past 16 MiB after 30 s"
+	in_flight || fail "$writer: nothing written past 16 MiB after 30 s"
 	crash_smux "$M"
 	wait "$wpid" 2>/dev/null || true # it fails: the mount went away
+	cut_short "$name" || fail "$writer finished before the kill: nothing was crashed"
 
-	log "behind the dead mount:"
-	find $DIRS -name '.smux-tmp*' -printf '  %p %s\n' >&2
+	log "behind the dead mount (work folder: $(work_entries | wc -l) temp file(s)):"
+	find $DIRS \( -name '.smux-tmp*' -o -name big.bin \) -printf '  %p %s\n' >&2
 	n=$(hidden_leftovers | wc -l)
 	[ "$n" -eq 0 ] || fail "$n temp file(s) left beside user files: $(hidden_leftovers)"
-	work_entries | grep -q . || fail "the crash left no temp file in the work folder (the test did not crash a write)"
+	# what a put or a temp-file writer that the kill cut short leaves (an
+	# in-place write leaves none): one more in each work folder, so the
+	# sweep is seen whichever way the dd was written
+	for d in $DIRS; do
+		head -c 1M /dev/zero >"$d/.smuxfs-tmp/.smux-tmp.00000000deadbeef"
+	done
+
+	work_entries >"$T/leftovers"
 
 	mount_smux "$T/crash.conf" "$M"
-	n=$(work_entries | wc -l)
-	[ "$n" -eq 0 ] || fail "work folder not swept at mount: $(work_entries)"
+	# (the new daemon may be at work in the folder already: a repair
+	# copying a replica; only the dead run's files must be gone)
+	while read -r f; do
+		[ ! -e "$f" ] || fail "leftover $f not swept at mount"
+	done <"$T/leftovers"
 	grep -q "removed [0-9]* leftover temp" "$T"/smuxfs.*.log ||
 		fail "no log line names the sweep"
 	[ "$(cat "$M/$name/finished.txt")" = done ] || fail "finished.txt lost"
@@ -92,6 +116,8 @@ crash_case() {
 		[ ! -e "$d/$name" ] || fail "$d/$name still there: $(ls -A "$d/$name")"
 	done
 	unmount_smux "$M"
+	n=$(work_entries | wc -l)
+	[ "$n" -eq 0 ] || fail "temp files left after a clean unmount: $(work_entries)"
 }
 
 crash_case dd-dir writer_dd
