@@ -610,9 +610,9 @@ static int fileb_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 		fd = smux__file_open(fb->root_fd, path,
 				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 		if (fd < 0)
-			return smux__file_fail(
-				fb, err, fd == -ENOTDIR ? ENOENT : -fd, "sync",
-				key);
+			return smux__file_fail(fb, err,
+					       fd == -ENOTDIR ? ENOENT : -fd,
+					       "sync", key);
 	} else {
 		rc = smux__file_open_parent(fb, path, O_RDONLY, false, &dirfd,
 					    &name, "sync", key, err);

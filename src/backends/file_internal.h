@@ -50,7 +50,7 @@ struct smux__file {
 	int work_errno;		  /* why work_fd is -1 */
 	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
-	bool read_only;		  /* smux_file_opts.read_only */
+	bool read_only; /* smux_file_opts.read_only */
 };
 
 /* A temp file being filled in the work folder, to be published into
@@ -120,8 +120,8 @@ int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
  * with @err filled all the same.
  */
 int smux__file_open_parent(const struct smux__file *fb, const char *path,
-			   int flags, int create, int *dirfd,
-			   const char **name, const char *op, const char *key,
+			   int flags, int create, int *dirfd, const char **name,
+			   const char *op, const char *key,
 			   struct smux_error *err);
 
 /* Opens @path read-only with its stat in @st: a directory is

@@ -231,8 +231,7 @@ static int fileb_list_dir(struct fileb_lister *l, int dirfd, size_t keylen,
 
 	rc = smux__file_check_ctx(l->fb, l->ctx, l->err);
 	if (!rc)
-		rc = fileb_read_names(l, dirfd, keylen == 0, filter, flen,
-				      &ns);
+		rc = fileb_read_names(l, dirfd, keylen == 0, filter, flen, &ns);
 	if (rc)
 		goto out;
 	if (marker && ns.n == 0) {

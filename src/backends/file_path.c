@@ -223,8 +223,8 @@ int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
 }
 
 int smux__file_open_parent(const struct smux__file *fb, const char *path,
-			   int flags, int create, int *dirfd,
-			   const char **name, const char *op, const char *key,
+			   int flags, int create, int *dirfd, const char **name,
+			   const char *op, const char *key,
 			   struct smux_error *err)
 {
 	char dir[SMUX_KEY_MAX + 1];

@@ -69,12 +69,11 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 	if (fb->work_fd < 0) {
 		t->fd = -1;
 		t->name[0] = '\0';
-		return smux_error_set(err, SMUX_E_PERMISSION_DENIED,
-				      fb->base.name,
-				      "create temp file for \"%s\": no work "
-				      "folder " SMUX__FILE_WORK_DIR
-				      " at the root (%s)",
-				      key, strerrordesc_np(fb->work_errno));
+		return smux_error_set(
+			err, SMUX_E_PERMISSION_DENIED, fb->base.name,
+			"create temp file for \"%s\": no work "
+			"folder " SMUX__FILE_WORK_DIR " at the root (%s)",
+			key, strerrordesc_np(fb->work_errno));
 	}
 	for (tries = 0; tries < 8 && fd == -EEXIST; tries++) {
 		fileb_tmp_name(t->name);
@@ -208,7 +207,7 @@ static unsigned fileb_work_sweep(int fd)
 
 int smux__file_work_open(struct smux__file *fb, struct smux_error *err)
 {
-	int fd;
+	int fd, e;
 
 	fb->work_fd = -1;
 	fb->swept = 0;
@@ -218,8 +217,7 @@ int smux__file_work_open(struct smux__file *fb, struct smux_error *err)
 	}
 	if (mkdirat(fb->root_fd, SMUX__FILE_WORK_DIR, 0700) < 0 &&
 	    errno != EEXIST) {
-		int e = errno;
-
+		e = errno;
 		if (e == EROFS || e == EACCES || e == EPERM) {
 			/* Readable all the same; writes say why not. */
 			fb->work_errno = e;
@@ -246,13 +244,10 @@ int smux__file_work_open(struct smux__file *fb, struct smux_error *err)
 	return 0;
 
 out_fail:
-	{
-		int e = errno;
-
-		close(fd);
-		return smux__file_fail(fb, err, e, "lock work folder",
-				       SMUX__FILE_WORK_DIR);
-	}
+	e = errno;
+	close(fd);
+	return smux__file_fail(fb, err, e, "lock work folder",
+			       SMUX__FILE_WORK_DIR);
 }
 
 /* ---- byte moving ---- */

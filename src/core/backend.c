@@ -322,8 +322,7 @@ int smux_backend_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 	int rc;
 
 	LOCAL_ERR(err);
-	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR | SMUX_KEY_ALLOW_EMPTY,
-		   err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR | SMUX_KEY_ALLOW_EMPTY, err);
 	if (rc)
 		return rc;
 	if (!b->ops->sync)

@@ -63,7 +63,7 @@ enum smux__op {
 struct smux__call {
 	enum smux__op op;
 	struct smux_backend *backend; /* the job holds a reference */
-	const char *key; /* GET..COPY, SETATTR, SYNC, WRITER_OPEN, LIST
+	const char *key;  /* GET..COPY, SETATTR, SYNC, WRITER_OPEN, LIST
 			    prefix */
 	const char *key2; /* COPY/RENAME destination, LIST delimiter */
 	const struct smux_setattr *setattr;   /* SETATTR (copied) */

@@ -201,9 +201,10 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->read_cache = v[SMUX__MK_READ_CACHE].line
 				? (enum smux_fs_auto)v[SMUX__MK_READ_CACHE].i
 				: SMUX_FS_AUTO;
-	o->backend_timeout_ms = v[SMUX__MK_BACKEND_TIMEOUT].line
-					? (uint64_t)v[SMUX__MK_BACKEND_TIMEOUT].i
-					: SMUX_DEFAULT_BACKEND_TIMEOUT_MS;
+	o->backend_timeout_ms =
+		v[SMUX__MK_BACKEND_TIMEOUT].line
+			? (uint64_t)v[SMUX__MK_BACKEND_TIMEOUT].i
+			: SMUX_DEFAULT_BACKEND_TIMEOUT_MS;
 	return 0;
 }
 

@@ -71,10 +71,11 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		file.read_only = b->cfg->opts.ro; /* -o ro changes nothing */
 		rc = smux_file_new(s->name, &file, &s->built, err);
 		if (!rc && smux_file_swept(s->built))
-			smux_log(LOG_NOTICE,
-				 "backend \"%s\": removed %u leftover temp "
-				 "file(s) of an earlier run from %s/.smuxfs-tmp",
-				 s->name, smux_file_swept(s->built), file.path);
+			smux_log(
+				LOG_NOTICE,
+				"backend \"%s\": removed %u leftover temp "
+				"file(s) of an earlier run from %s/.smuxfs-tmp",
+				s->name, smux_file_swept(s->built), file.path);
 		return rc;
 	case SMUX__CFG_T_MEMORY:
 		return smux_memory_new(s->name, &s->built, err);

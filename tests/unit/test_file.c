@@ -1287,17 +1287,15 @@ static void test_work_folder(void **state)
 						  SMUX_WRITER_TRUNC, &w,
 						  &env->err),
 			 0);
-	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "abc", 3, 0,
-					    &env->err),
-			 0);
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, "abc", 3, 0, &env->err), 0);
 	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 1);
 	assert_int_equal(count_entries(at(env, "root/d")), 1); /* keep */
 	assert_int_equal(count_tmp(at(env, "root/d")), 0);
 	assert_string_equal(list(env, &c, "", NULL), "d/keep");
 	/* A crash here would leave d/ empty once keep is gone. */
-	assert_int_equal(smux_backend_del(env->b, &env->ctx, "d/keep",
-					  &env->err),
-			 0);
+	assert_int_equal(
+		smux_backend_del(env->b, &env->ctx, "d/keep", &env->err), 0);
 	assert_int_equal(count_entries(at(env, "root/d")), 0);
 	/* Publishing renames from the work folder into d/. */
 	writer_commit(env, w, NULL);
@@ -1324,14 +1322,13 @@ static void test_work_folder(void **state)
 	expect_code(smux_backend_head(env->b, &env->ctx, ".smuxfs-tmp", &info,
 				      &env->err),
 		    &env->err, SMUX_E_INVALID_KEY);
-	expect_code(smux_backend_del(env->b, &env->ctx, ".smuxfs-tmp/",
-				     &env->err),
-		    &env->err, SMUX_E_INVALID_KEY);
+	expect_code(
+		smux_backend_del(env->b, &env->ctx, ".smuxfs-tmp/", &env->err),
+		&env->err, SMUX_E_INVALID_KEY);
 	assert_int_equal(put_str(env, "d/.smuxfs-tmp", "deep"), 0);
 	expect_content(env, "d/.smuxfs-tmp", "deep");
 	assert_int_equal(put_str(env, ".smuxfs-tmpx", "near"), 0);
-	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.0000000000000000"),
-		   "t");
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.0000000000000000"), "t");
 	assert_string_equal(list(env, &c, ".smuxfs-tmp/", NULL), "");
 	assert_string_equal(list(env, &c, ".smuxfs", "/"), ".smuxfs-tmpx");
 	assert_string_equal(list(env, &c, "", "/"),
@@ -1381,8 +1378,7 @@ static void test_work_sweep(void **state)
 	opts.path = at(env, "rofresh");
 	assert_int_equal(smux_file_new("ro1", &opts, &b2, &env->err), 0);
 	assert_int_equal(access(at(env, "rofresh/.smuxfs-tmp"), F_OK), -1);
-	expect_code(smux_backend_put_buf(b2, &env->ctx, "x", "x", 1,
-					 &env->err),
+	expect_code(smux_backend_put_buf(b2, &env->ctx, "x", "x", 1, &env->err),
 		    &env->err, SMUX_E_PERMISSION_DENIED);
 	smux_backend_unref(b2);
 	smux_backend_unref(env->b);
@@ -1410,12 +1406,10 @@ static void test_sync(void **state)
 	int rc;
 
 	assert_int_equal(put_str(env, "d/e/f", "x"), 0);
-	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d/e/f",
-					   &env->err),
-			 0);
-	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d/e/",
-					   &env->err),
-			 0);
+	assert_int_equal(
+		smux_backend_sync(env->b, &env->ctx, "d/e/f", &env->err), 0);
+	assert_int_equal(
+		smux_backend_sync(env->b, &env->ctx, "d/e/", &env->err), 0);
 	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d", &env->err),
 			 0);
 	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "", &env->err),
@@ -1461,9 +1455,9 @@ static void test_work_readonly_root(void **state)
 	assert_int_equal(chmod(at(env, "ro"), 0555), 0);
 	opts.path = at(env, "ro");
 	assert_int_equal(smux_file_new("ro", &opts, &b2, &env->err), 0);
-	assert_int_equal(smux_backend_get_all(b2, &env->ctx, "f", &buf, &len,
-					      &env->err),
-			 0);
+	assert_int_equal(
+		smux_backend_get_all(b2, &env->ctx, "f", &buf, &len, &env->err),
+		0);
 	free(buf);
 	rc = smux_backend_put_buf(b2, &env->ctx, "g", "x", 1, &env->err);
 	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);

@@ -16,9 +16,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <sys/stat.h>
 #include <jansson.h>
 #include <math.h>
+#include <sys/stat.h>
 
 #include "mux_helpers.h"
 #include "smux/file.h"
@@ -559,8 +559,8 @@ static void test_sync_routing(void **state)
 		MH_ERR(smux_backend_sync(mux, &ctx, "/abs", &err), &err,
 		       SMUX_E_INVALID_KEY);
 		if (modes[m] != SMUX_MODE_STICKY)
-			MH_ERR(smux_backend_sync(mux, &ctx, "nope", &err),
-			       &err, SMUX_E_KEY_NOT_FOUND);
+			MH_ERR(smux_backend_sync(mux, &ctx, "nope", &err), &err,
+			       SMUX_E_KEY_NOT_FOUND);
 		smux_backend_unref(mux);
 		trio_release(&t);
 		mh_rm_rf(base);
