@@ -25,6 +25,7 @@ sqlite3:/usr/bin/sqlite3
 git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
+strace:/usr/bin/strace
 "
 
 missing=""

@@ -247,6 +247,15 @@ struct smux_backend_ops {
 	int (*link)(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *src, const char *dst, struct smux_error *err);
 
+	/* Optional: makes @key durable: an object's content and its
+	 * directory entry, or a directory ("a/", "" for the root) and its
+	 * entries (fsync(2) of a file or directory and what names it).
+	 * Other operations need not be durable before it (only put, which
+	 * promises durability itself). NULL: writes are durable when they
+	 * return, nothing to do. */
+	int (*sync)(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *key, struct smux_error *err);
+
 	/* Frees the instance; no operation is running or will run. */
 	void (*destroy)(struct smux_backend *b);
 };
@@ -314,6 +323,10 @@ size_t smux_backend_key_max(struct smux_backend *b);
 /* NOT_SUPPORTED (-ENOTSUP) when ops->link is NULL. */
 int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err);
+/* @key: an object, a directory marker "a/" or "" (the root). 0 when
+ * ops->sync is NULL (nothing to do). */
+int smux_backend_sync(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
 /*

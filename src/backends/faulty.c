@@ -381,6 +381,17 @@ static int faultyb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_setattr(fb->inner, ctx, key, attr, err);
 }
 
+static int faultyb_sync(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_sync(fb->inner, ctx, key, err);
+}
+
 static int faultyb_healthcheck(struct smux_backend *b,
 			       const struct smux_ctx *ctx,
 			       struct smux_error *err)
@@ -568,6 +579,7 @@ static const struct smux_backend_ops faultyb_ops = {
 	.copy = faultyb_copy,
 	.rename = faultyb_rename,
 	.setattr = faultyb_setattr,
+	.sync = faultyb_sync,
 	.healthcheck = faultyb_healthcheck,
 	.statfs = faultyb_statfs,
 	.writer_open = faultyb_writer_open,

@@ -115,7 +115,8 @@ static int fileb_put_dir(const struct smux__file *fb, const char *path,
 				      "directory marker \"%s\" takes no "
 				      "content",
 				      key);
-	rc = smux__file_mkdirs(fb, path, &fd, "put", key, err);
+	/* a marker is mkdir(2): durable when a program asks (sync) */
+	rc = smux__file_mkdirs(fb, path, false, &fd, "put", key, err);
 	if (rc)
 		return rc;
 	if (opts && (opts->flags & SMUX_PUT_OWNER)) {
@@ -162,8 +163,8 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	if (is_dir)
 		return fileb_put_dir(fb, path, key, src, opts, info, err);
-	rc = smux__file_open_parent(fb, path, O_RDONLY, true, &dirfd, &name,
-				    "put", key, err);
+	rc = smux__file_open_parent(fb, path, O_RDONLY, SMUX__FILE_CREATE_SYNC,
+				    &dirfd, &name, "put", key, err);
 	if (rc)
 		return rc;
 	if (opts && smux__file_is_special(opts->mode)) {
@@ -541,7 +542,8 @@ static int fileb_copy_special(const struct smux__file *fb, const char *src_path,
 			fb, dirfd, name, dst, st.st_mode, target,
 			(int64_t)st.st_mtim.tv_sec * 1000000000 +
 				st.st_mtim.tv_nsec,
-			NULL, err);
+			geteuid() == 0 ? st.st_uid : SMUX_ID_NONE,
+			geteuid() == 0 ? st.st_gid : SMUX_ID_NONE, NULL, err);
 	close(dirfd);
 	return rc;
 }
@@ -582,7 +584,8 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 					  err);
 	if (in < 0)
 		return in;
-	rc = smux__file_open_parent(fb, dst_path, O_RDONLY, true, &dirfd, &name,
+	rc = smux__file_open_parent(fb, dst_path, O_RDONLY,
+				    SMUX__FILE_CREATE_SYNC, &dirfd, &name,
 				    "copy to", dst, err);
 	if (rc)
 		goto out_close_in;
@@ -658,9 +661,7 @@ static int fileb_rename_dir(const struct smux__file *fb, const char *src,
 		rc = smux__file_fail(fb, err,
 				     errno == EEXIST ? ENOTEMPTY : errno,
 				     "rename", src);
-	if (!rc && !fb->no_fsync && (fsync(dfd) < 0 || fsync(sfd) < 0))
-		rc = smux__file_fail(fb, err, errno, "fsync directories of",
-				     dst);
+	/* as an object rename: durable when a program asks (sync) */
 	if (dfd >= 0)
 		close(dfd);
 	close(sfd);
@@ -669,9 +670,10 @@ static int fileb_rename_dir(const struct smux__file *fb, const char *src,
 
 /*
  * rename(2) beneath the root: atomic, and the object keeps its inode, mode
- * and mtime. The source is a regular file or a special object (a symlink
- * moves as a symlink); the target may be absent, a regular file or a
- * special object (replaced itself, never followed), never a directory.
+ * and mtime; durable once the key (or its directories) is synced. The
+ * source is a regular file or a special object (a symlink moves as a
+ * symlink); the target may be absent, a regular file or a special object
+ * (replaced itself, never followed), never a directory.
  */
 static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *src, const char *dst,
@@ -718,11 +720,10 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!rc)
 		rc = smux__file_check_replace(fb, dst_dir, dst_name, dst,
 					      &exists, err);
+	/* No directory fsync: durable when a program asks (sync of the
+	 * key or of the directories), as rename(2) is. */
 	if (!rc && renameat(src_dir, src_name, dst_dir, dst_name) < 0)
 		rc = smux__file_fail(fb, err, errno, "rename", src);
-	if (!rc && !fb->no_fsync && (fsync(dst_dir) < 0 || fsync(src_dir) < 0))
-		rc = smux__file_fail(fb, err, errno, "fsync directories of",
-				     dst);
 	if (dst_dir >= 0)
 		close(dst_dir);
 	close(src_dir);
@@ -806,6 +807,64 @@ static int fileb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	/* attributes are metadata: no fsync (see the delete above) */
 out_close:
 	close(fd);
+	return rc;
+}
+
+/*
+ * fsync(2) where a program asked for durability: an object and its
+ * directory (so a rename or create is durable too), or a directory ("a/",
+ * "" for the root) itself, which makes its entries durable. A plain key
+ * naming a directory is synced with its parent, like an object.
+ */
+static int fileb_sync(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char path[SMUX_KEY_MAX + 1];
+	const char *name;
+	bool is_dir;
+	int fd, dirfd = -1, rc;
+	struct stat st;
+
+	if (!fb)
+		return fileb_not_file(b, err);
+	if (!key[0]) {
+		path[0] = '\0';
+		is_dir = true;
+	} else {
+		rc = smux__file_key_path(fb, key, SMUX_KEY_ALLOW_DIR, path,
+					 &is_dir, err);
+		if (rc)
+			return rc;
+	}
+	if (is_dir) {
+		fd = smux__file_open(fb->root_fd, path,
+				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+		if (fd < 0)
+			return smux__file_fail(fb, err,
+					       fd == -ENOTDIR ? ENOENT : -fd,
+					       "sync", key);
+	} else {
+		rc = smux__file_open_parent(fb, path, O_RDONLY, false, &dirfd,
+					    &name, "sync", key, err);
+		if (rc == -ENOTDIR)
+			return smux__file_fail(fb, err, ENOENT, "sync", key);
+		if (rc)
+			return rc;
+		fd = smux__file_open_object(fb, path, false, true, "sync", key,
+					    &st, err);
+		if (fd < 0) {
+			close(dirfd);
+			return fd;
+		}
+	}
+	rc = 0;
+	if (!fb->no_fsync &&
+	    (fsync(fd) < 0 || (dirfd >= 0 && fsync(dirfd) < 0)))
+		rc = smux__file_fail(fb, err, errno, "sync", key);
+	close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
 	return rc;
 }
 
@@ -921,6 +980,8 @@ static void fileb_destroy(struct smux_backend *b)
 
 	if (!fb)
 		return;
+	if (fb->work_fd >= 0)
+		close(fb->work_fd); /* drops its flock */
 	close(fb->root_fd);
 	smux_backend_release(&fb->base);
 	free(fb);
@@ -936,6 +997,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.copy = fileb_copy,
 	.rename = fileb_rename,
 	.setattr = fileb_setattr,
+	.sync = fileb_sync,
 	.healthcheck = fileb_healthcheck,
 	.statfs = fileb_statfs,
 	.writer_open = smux__file_writer_open,
@@ -990,6 +1052,20 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 	}
 	fb->root_fd = fd;
 	fb->no_fsync = opts->no_fsync;
+	fb->read_only = opts->read_only;
+	rc = smux__file_work_open(fb, err);
+	if (rc) {
+		fb->work_fd = -1;
+		fileb_destroy(&fb->base);
+		return rc;
+	}
 	*out = &fb->base;
 	return 0;
+}
+
+unsigned smux_file_swept(struct smux_backend *b)
+{
+	struct smux__file *fb = smux__file_from(b);
+
+	return fb ? fb->swept : 0;
 }

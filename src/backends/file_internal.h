@@ -24,7 +24,15 @@
 #include "smux/backend.h"
 #include "smux/file.h"
 
-/* Temp files: ".smux-tmp." + 16 hex digits. Never listed. */
+/*
+ * Temp files: ".smux-tmp." + 16 hex digits, always inside the work folder
+ * SMUX__FILE_WORK_DIR at the root (one per backend root, created by
+ * smux_file_new, swept of an earlier run's leftovers there, never listed;
+ * the key of that name at the root level is INVALID_KEY). A user file
+ * elsewhere whose name starts like a temp file is an ordinary file.
+ */
+#define SMUX__FILE_WORK_DIR	  ".smuxfs-tmp"
+#define SMUX__FILE_WORK_DIR_LEN	  (sizeof(SMUX__FILE_WORK_DIR) - 1)
 #define SMUX__FILE_TMP_PREFIX	  ".smux-tmp."
 #define SMUX__FILE_TMP_PREFIX_LEN (sizeof(SMUX__FILE_TMP_PREFIX) - 1)
 #define SMUX__FILE_TMP_NAME_MAX	  (SMUX__FILE_TMP_PREFIX_LEN + 16 + 1)
@@ -37,13 +45,21 @@
 struct smux__file {
 	struct smux_backend base; /* first: downcast by smux__file_from */
 	int root_fd;		  /* O_PATH|O_DIRECTORY on the root */
+	int work_fd;		  /* the work folder, O_RDONLY, flock'd
+				   * LOCK_SH; -1 when it could not be made
+				   * (a read-only root) */
+	int work_errno;		  /* why work_fd is -1 */
+	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
+	bool read_only; /* smux_file_opts.read_only */
 };
 
-/* A temp file being filled in @dirfd (borrowed). */
+/* A temp file being filled in the work folder, to be published into
+ * @dirfd. Both fds are borrowed. */
 struct smux__file_tmp {
-	int dirfd;
-	int fd; /* O_RDWR, -1 when none */
+	int workfd; /* where the temp file is named (fb->work_fd) */
+	int dirfd;  /* the target's directory */
+	int fd;	    /* O_RDWR, -1 when none */
 	char name[SMUX__FILE_TMP_NAME_MAX];
 };
 
@@ -82,24 +98,31 @@ int smux__file_key_path(const struct smux__file *fb, const char *key,
 
 /*
  * mkdir -p of @dir (relative to the root, "" for the root), one component
- * at a time, each opened beneath the previous one; fsyncs each directory
- * that gained an entry unless no_fsync. Returns the directory opened
- * O_RDONLY in *@out. A component that is a file is NOT_DIRECTORY.
+ * at a time, each opened beneath the previous one; when @sync (and not
+ * no_fsync) fsyncs each directory that gained an entry, as a put (which
+ * promises durability) needs; mkdir and rename pay that only when a
+ * program asks (ops->sync). Returns the directory opened O_RDONLY in
+ * *@out. A component that is a file is NOT_DIRECTORY.
  */
-int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
-		      const char *op, const char *key, struct smux_error *err);
+int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
+		      int *out, const char *op, const char *key,
+		      struct smux_error *err);
+
+/* @create of smux__file_open_parent(): false, or one of these. */
+#define SMUX__FILE_CREATE      1 /* mkdir -p, not durable (true) */
+#define SMUX__FILE_CREATE_SYNC 2 /* mkdir -p, new entries fsync'd */
 
 /*
  * Opens the parent directory of @path (no trailing '/') beneath the root
  * with @flags (O_RDONLY or O_PATH; O_DIRECTORY is added), creating missing
- * directories like mkdir -p when @create. *@name points at the last
+ * directories like mkdir -p when @create (SMUX__FILE_CREATE[_SYNC]). *@name points at the last
  * component inside @path. Errors name @op and @key; ENOENT and ENOTDIR
  * are returned as is (-ENOENT, -ENOTDIR) for the caller to interpret,
  * with @err filled all the same.
  */
 int smux__file_open_parent(const struct smux__file *fb, const char *path,
-			   int flags, bool create, int *dirfd,
-			   const char **name, const char *op, const char *key,
+			   int flags, int create, int *dirfd, const char **name,
+			   const char *op, const char *key,
 			   struct smux_error *err);
 
 /* Opens @path read-only with its stat in @st: a directory is
@@ -140,7 +163,8 @@ void smux__file_etag(const struct stat *st, char *etag, size_t size);
  * directory; owner, atime, ctime and link count as the stat has them. */
 void smux__file_fill_info(const struct stat *st, struct smux_info *info);
 
-/* Creates a fresh temp file in @dirfd. */
+/* Creates a fresh temp file in the work folder, to be published into
+ * @dirfd. */
 int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 			  struct smux__file_tmp *t, const char *key,
 			  struct smux_error *err);
@@ -152,8 +176,9 @@ int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
 			uint32_t mode, int64_t mtime_ns, bool sync,
 			const char *key, struct smux_error *err);
 /*
- * Renames the temp file over @name in the same directory, fsyncs the
- * directory when @sync and fills @info (NULL allowed) from the published inode. The
+ * Renames the temp file from the work folder over @name in its target
+ * directory (the same filesystem: openat2 never crosses a mount beneath
+ * the root), fsyncs that directory when @sync and fills @info (NULL allowed) from the published inode. The
  * temp file's fd stays open; the name no longer exists.
  */
 int smux__file_tmp_publish(const struct smux__file *fb,
@@ -162,6 +187,15 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 			   struct smux_error *err);
 /* Unlinks the temp file (if still named) and closes its fd. */
 void smux__file_tmp_discard(struct smux__file_tmp *t);
+
+/*
+ * Makes (when missing) and opens the work folder of @fb, and, when no
+ * other live process has it open, removes whatever an earlier run left
+ * in it (counted in fb->swept). Sets fb->work_fd, or -1 and
+ * fb->work_errno when the root is not writable or fb->read_only (then
+ * nothing is touched). 0 or a negative errno.
+ */
+int smux__file_work_open(struct smux__file *fb, struct smux_error *err);
 
 /*
  * Copies @len bytes from @in at @in_off to @out at @out_off with
@@ -207,13 +241,15 @@ void smux__file_tmp_name(char *name);
 /*
  * Stores the special object @mode (S_IFLNK with @target, or S_IFIFO /
  * S_IFSOCK with @mode's permission bits) as @name of @dirfd: created
- * under a temp name with @mtime_ns (0: a unique now), then renamed over
+ * under a temp name in the work folder with @mtime_ns (0: a unique now)
+ * and owner @uid/@gid (SMUX_ID_NONE: the daemon's), then renamed over
  * @name (replacing a file or special object atomically). Fills @info.
  */
 int smux__file_put_special(const struct smux__file *fb, int dirfd,
 			   const char *name, const char *key, uint32_t mode,
-			   const char *target, int64_t mtime_ns,
-			   struct smux_info *info, struct smux_error *err);
+			   const char *target, int64_t mtime_ns, uint32_t uid,
+			   uint32_t gid, struct smux_info *info,
+			   struct smux_error *err);
 /* The put of a special object: the target is @src's content (1 to
  * PATH_MAX - 1 bytes, no NUL); a FIFO or socket takes no content. */
 int smux__file_put_special_src(const struct smux__file *fb, int dirfd,

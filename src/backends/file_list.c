@@ -16,7 +16,8 @@
  * filter on names and never opened. Subdirectories are opened one name at
  * a time beneath their parent. Symlinks, FIFOs and sockets are listed as
  * such (S_IFLNK | 0777 with the target's length as size), never followed;
- * temp files, devices and anything else are skipped.
+ * devices and anything else are skipped, and so is the work folder at the
+ * root (temp files live only there, file_tmp.c).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -106,15 +107,16 @@ static int fileb_names_cmp(const void *a, const void *b, void *arena)
 	return strcmp(base + *(const size_t *)a, base + *(const size_t *)b);
 }
 
-static bool fileb_is_tmp(const char *name, size_t len)
+/* The work folder: the one name hidden, and only at the root. */
+static bool fileb_is_work(const char *name, size_t len)
 {
-	return len >= SMUX__FILE_TMP_PREFIX_LEN &&
-	       memcmp(name, SMUX__FILE_TMP_PREFIX, SMUX__FILE_TMP_PREFIX_LEN) ==
-		       0;
+	return len == SMUX__FILE_WORK_DIR_LEN &&
+	       !memcmp(name, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN);
 }
 
-/* Reads the listable names of @dirfd starting with @filter, sorted. */
-static int fileb_read_names(struct fileb_lister *l, int dirfd,
+/* Reads the listable names of @dirfd starting with @filter, sorted;
+ * @at_root: @dirfd is the backend's root. */
+static int fileb_read_names(struct fileb_lister *l, int dirfd, bool at_root,
 			    const char *filter, size_t flen,
 			    struct fileb_names *ns)
 {
@@ -146,7 +148,7 @@ static int fileb_read_names(struct fileb_lister *l, int dirfd,
 		}
 		len = strlen(de->d_name);
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    fileb_is_tmp(de->d_name, len))
+		    (at_root && fileb_is_work(de->d_name, len)))
 			continue;
 		if (len < flen || memcmp(de->d_name, filter, flen) != 0)
 			continue;
@@ -229,7 +231,7 @@ static int fileb_list_dir(struct fileb_lister *l, int dirfd, size_t keylen,
 
 	rc = smux__file_check_ctx(l->fb, l->ctx, l->err);
 	if (!rc)
-		rc = fileb_read_names(l, dirfd, filter, flen, &ns);
+		rc = fileb_read_names(l, dirfd, keylen == 0, filter, flen, &ns);
 	if (rc)
 		goto out;
 	if (marker && ns.n == 0) {
@@ -314,6 +316,10 @@ int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
 	memcpy(dir, prefix, dlen ? dlen - 1 : 0);
 	dir[dlen ? dlen - 1 : 0] = '\0';
 
+	if (!strncmp(dir, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN) &&
+	    (dir[SMUX__FILE_WORK_DIR_LEN] == '\0' ||
+	     dir[SMUX__FILE_WORK_DIR_LEN] == '/'))
+		return 0; /* the work folder holds no keys */
 	fd = smux__file_open(fb->root_fd, dir, O_RDONLY | O_DIRECTORY, 0);
 	if (fd == -ENOENT || fd == -ENOTDIR)
 		return 0; /* nothing under a missing directory */

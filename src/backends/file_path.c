@@ -155,11 +155,20 @@ int smux__file_key_path(const struct smux__file *fb, const char *key,
 	if (!fileb_path_ok(path))
 		return smux_error_set(err, SMUX_E_INVALID_KEY, fb->base.name,
 				      "invalid key \"%s\"", key);
+	if (!strncmp(path, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN) &&
+	    (path[SMUX__FILE_WORK_DIR_LEN] == '\0' ||
+	     path[SMUX__FILE_WORK_DIR_LEN] == '/'))
+		return smux_error_set(err, SMUX_E_INVALID_KEY, fb->base.name,
+				      "invalid key \"%s\": " SMUX__FILE_WORK_DIR
+				      " at the root is the backend's work "
+				      "folder",
+				      key);
 	return 0;
 }
 
-int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
-		      const char *op, const char *key, struct smux_error *err)
+int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
+		      int *out, const char *op, const char *key,
+		      struct smux_error *err)
 {
 	char seg[NAME_MAX + 1];
 	const char *p = dir;
@@ -190,7 +199,7 @@ int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
 		fd = smux__file_open(cur, seg, O_RDONLY | O_DIRECTORY, 0);
 		if (fd == -ENOENT) {
 			if (mkdirat(cur, seg, SMUX__FILE_DIR_MODE) == 0) {
-				if (!fb->no_fsync && fsync(cur) < 0)
+				if (sync && !fb->no_fsync && fsync(cur) < 0)
 					fd = -errno;
 				else
 					fd = smux__file_open(
@@ -214,8 +223,8 @@ int smux__file_mkdirs(const struct smux__file *fb, const char *dir, int *out,
 }
 
 int smux__file_open_parent(const struct smux__file *fb, const char *path,
-			   int flags, bool create, int *dirfd,
-			   const char **name, const char *op, const char *key,
+			   int flags, int create, int *dirfd, const char **name,
+			   const char *op, const char *key,
 			   struct smux_error *err)
 {
 	char dir[SMUX_KEY_MAX + 1];
@@ -230,7 +239,9 @@ int smux__file_open_parent(const struct smux__file *fb, const char *path,
 	memcpy(dir, path, n);
 	dir[n] = '\0';
 	if (create)
-		return smux__file_mkdirs(fb, dir, dirfd, op, key, err);
+		return smux__file_mkdirs(fb, dir,
+					 create == SMUX__FILE_CREATE_SYNC,
+					 dirfd, op, key, err);
 	fd = smux__file_open(fb->root_fd, dir, flags | O_DIRECTORY, 0);
 	if (fd < 0)
 		return smux__file_fail(fb, err, -fd, op, key);

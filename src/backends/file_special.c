@@ -77,7 +77,8 @@ static int fileb_read_target(const struct smux__file *fb,
 	return 0;
 }
 
-/* Creates the special object under a fresh temp name in @t->name. */
+/* Creates the special object under a fresh temp name @t->name in the
+ * work folder (where a crash's leftovers are swept, file_tmp.c). */
 static int fileb_make_tmp(const struct smux__file *fb, int dirfd,
 			  struct smux__file_tmp *t, uint32_t mode,
 			  const char *target, const char *key,
@@ -86,15 +87,20 @@ static int fileb_make_tmp(const struct smux__file *fb, int dirfd,
 	int tries, e = EEXIST;
 
 	t->dirfd = dirfd;
+	t->workfd = fb->work_fd;
 	t->fd = -1;
+	t->name[0] = '\0';
+	if (fb->work_fd < 0)
+		return smux__file_fail(fb, err, fb->work_errno, "create", key);
 	for (tries = 0; tries < 8 && e == EEXIST; tries++) {
 		int r;
 
 		smux__file_tmp_name(t->name);
 		if (S_ISLNK(mode))
-			r = symlinkat(target, dirfd, t->name);
+			r = symlinkat(target, fb->work_fd, t->name);
 		else
-			r = mknodat(dirfd, t->name, (mode & S_IFMT) | 0600, 0);
+			r = mknodat(fb->work_fd, t->name,
+				    (mode & S_IFMT) | 0600, 0);
 		e = r < 0 ? errno : 0;
 	}
 	if (e) {
@@ -132,8 +138,9 @@ static int fileb_apply(const struct smux__file *fb, int dirfd, const char *name,
 
 int smux__file_put_special(const struct smux__file *fb, int dirfd,
 			   const char *name, const char *key, uint32_t mode,
-			   const char *target, int64_t mtime_ns,
-			   struct smux_info *info, struct smux_error *err)
+			   const char *target, int64_t mtime_ns, uint32_t uid,
+			   uint32_t gid, struct smux_info *info,
+			   struct smux_error *err)
 {
 	struct smux__file_tmp t = {.fd = -1};
 	struct smux_setattr a = {
@@ -147,11 +154,16 @@ int smux__file_put_special(const struct smux__file *fb, int dirfd,
 
 	if (!S_ISLNK(mode))
 		a.flags |= SMUX_SET_MODE;
+	if (uid != SMUX_ID_NONE || gid != SMUX_ID_NONE) {
+		a.flags |= SMUX_SET_OWNER;
+		a.uid = uid;
+		a.gid = gid;
+	}
 	rc = fileb_make_tmp(fb, dirfd, &t, mode, target, key, err);
 	if (rc)
 		return rc;
-	rc = fileb_apply(fb, dirfd, t.name, S_ISLNK(mode), key, &a, err);
-	if (!rc && renameat(dirfd, t.name, dirfd, name) < 0)
+	rc = fileb_apply(fb, fb->work_fd, t.name, S_ISLNK(mode), key, &a, err);
+	if (!rc && renameat(fb->work_fd, t.name, dirfd, name) < 0)
 		rc = smux__file_fail(fb, err, errno, "rename into", key);
 	if (!rc)
 		t.name[0] = '\0';
@@ -190,8 +202,11 @@ int smux__file_put_special_src(const struct smux__file *fb, int dirfd,
 	} else if (!(mode & 07777) && !(opts->flags & SMUX_PUT_MODE)) {
 		mode |= SMUX__FILE_DEFAULT_MODE;
 	}
-	return smux__file_put_special(fb, dirfd, name, key, mode, target,
-				      opts->mtime_ns, info, err);
+	return smux__file_put_special(
+		fb, dirfd, name, key, mode, target, opts->mtime_ns,
+		(opts->flags & SMUX_PUT_OWNER) ? opts->uid : SMUX_ID_NONE,
+		(opts->flags & SMUX_PUT_OWNER) ? opts->gid : SMUX_ID_NONE, info,
+		err);
 }
 
 int smux__file_find_special(const struct smux__file *fb, const char *path,

@@ -3,16 +3,29 @@
  * backends/file_tmp.c - temp files and byte copying for the file backend
  * (file_internal.h).
  *
- * Owns: creating ".smux-tmp.<random>" files beside a target, sealing them
- * (mode, mtime, fsync), publishing them with rename(2) and discarding them;
- * copy_file_range with its read/write fallback. A temp file is always
- * created with O_EXCL in a directory fd that came from smux__file_open().
+ * Owns: the work folder "<root>/.smuxfs-tmp" (made, locked and swept at
+ * open); creating ".smux-tmp.<random>" files in it, sealing them (mode,
+ * mtime, fsync), publishing them with renameat(2) into the target's
+ * directory and discarding them; copy_file_range with its read/write
+ * fallback. A temp file is always created with O_EXCL in the work folder,
+ * opened with smux__file_open() beneath the root.
+ *
+ * Crash leftovers: a daemon killed mid-write leaves its temp files in the
+ * work folder only, never beside a user's files (where they would block
+ * rmdir of a directory that looks empty). The next open of the backend
+ * removes them, unless another live process has the folder open: each
+ * instance holds a shared flock(2) on the folder for its lifetime, and the
+ * sweep runs only under an exclusive one, so one daemon's start never
+ * deletes another running daemon's pending temp files. A lock dies with
+ * its process, so a kill -9 never keeps a sweep away.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -51,13 +64,23 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 {
 	int tries, fd = -EEXIST;
 
+	t->workfd = fb->work_fd;
+	t->dirfd = dirfd;
+	if (fb->work_fd < 0) {
+		t->fd = -1;
+		t->name[0] = '\0';
+		return smux_error_set(
+			err, SMUX_E_PERMISSION_DENIED, fb->base.name,
+			"create temp file for \"%s\": no work "
+			"folder " SMUX__FILE_WORK_DIR " at the root (%s)",
+			key, strerrordesc_np(fb->work_errno));
+	}
 	for (tries = 0; tries < 8 && fd == -EEXIST; tries++) {
 		smux__file_tmp_name(t->name);
-		fd = smux__file_open(dirfd, t->name,
+		fd = smux__file_open(fb->work_fd, t->name,
 				     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW,
 				     0600);
 	}
-	t->dirfd = dirfd;
 	t->fd = fd;
 	if (fd < 0) {
 		t->name[0] = '\0';
@@ -140,7 +163,7 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 {
 	struct stat st;
 
-	if (renameat(t->dirfd, t->name, t->dirfd, name) < 0)
+	if (renameat(t->workfd, t->name, t->dirfd, name) < 0)
 		return smux__file_fail(fb, err, errno, "rename into", key);
 	t->name[0] = '\0';
 	if (sync && fsync(t->dirfd) < 0)
@@ -157,11 +180,105 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 void smux__file_tmp_discard(struct smux__file_tmp *t)
 {
 	if (t->name[0])
-		unlinkat(t->dirfd, t->name, 0);
+		unlinkat(t->workfd, t->name, 0);
 	t->name[0] = '\0';
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
+}
+
+/* ---- the work folder ---- */
+
+/* One pass over the work folder @fd removing what it lists; the count. */
+static unsigned fileb_work_sweep_pass(int fd)
+{
+	unsigned n = 0;
+	struct dirent *de;
+	DIR *d;
+	int dup;
+
+	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return 0;
+	d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return 0;
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(fd, de->d_name, 0) == 0)
+			n++;
+		else if (errno == EISDIR &&
+			 unlinkat(fd, de->d_name, AT_REMOVEDIR) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Removes every entry of the work folder @fd (leftovers of a run that
+ * died; an empty directory someone made there goes too). readdir may miss
+ * entries while the directory shrinks, so passes repeat while one finds
+ * something. */
+static unsigned fileb_work_sweep(int fd)
+{
+	unsigned n = 0, pass, i;
+
+	for (i = 0; i < 4; i++) {
+		pass = fileb_work_sweep_pass(fd);
+		n += pass;
+		if (!pass)
+			break;
+	}
+	return n;
+}
+
+int smux__file_work_open(struct smux__file *fb, struct smux_error *err)
+{
+	int fd, e;
+
+	fb->work_fd = -1;
+	fb->swept = 0;
+	if (fb->read_only) {
+		fb->work_errno = EROFS;
+		return 0;
+	}
+	if (mkdirat(fb->root_fd, SMUX__FILE_WORK_DIR, 0700) < 0 &&
+	    errno != EEXIST) {
+		e = errno;
+		if (e == EROFS || e == EACCES || e == EPERM) {
+			/* Readable all the same; writes say why not. */
+			fb->work_errno = e;
+			return 0;
+		}
+		return smux__file_fail(fb, err, e, "create work folder",
+				       SMUX__FILE_WORK_DIR);
+	}
+	fd = smux__file_open(fb->root_fd, SMUX__FILE_WORK_DIR,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return smux__file_fail(fb, err, -fd, "open work folder",
+				       SMUX__FILE_WORK_DIR);
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		fb->swept = fileb_work_sweep(fd);
+		/* Not atomic, and need not be: nothing of ours is in the
+		 * folder yet for another opener's sweep to remove. */
+		if (flock(fd, LOCK_SH) < 0)
+			goto out_fail;
+	} else if (errno != EWOULDBLOCK || flock(fd, LOCK_SH) < 0) {
+		goto out_fail;
+	}
+	fb->work_fd = fd;
+	return 0;
+
+out_fail:
+	e = errno;
+	close(fd);
+	return smux__file_fail(fb, err, e, "lock work folder",
+			       SMUX__FILE_WORK_DIR);
 }
 
 /* ---- byte moving ---- */

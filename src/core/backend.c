@@ -367,6 +367,21 @@ int smux_backend_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, rc, err);
 }
 
+int smux_backend_sync(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR | SMUX_KEY_ALLOW_EMPTY, err);
+	if (rc)
+		return rc;
+	if (!b->ops->sync)
+		return 0;
+	rc = b->ops->sync(b, ctx, key, err);
+	return finish(b, rc, err);
+}
+
 static int stop_after_one(void *arg, const struct smux_list_entry *e)
 {
 	(void)arg;

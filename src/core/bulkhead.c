@@ -550,6 +550,8 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	case SMUX__OP_SETATTR:
 		return smux_backend_setattr(b, ctx, job->key, &job->setattr,
 					    err);
+	case SMUX__OP_SYNC:
+		return smux_backend_sync(b, ctx, job->key, err);
 	case SMUX__OP_HEALTHCHECK:
 		return smux_backend_healthcheck(b, ctx, err);
 	case SMUX__OP_STATFS:

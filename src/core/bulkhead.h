@@ -42,6 +42,7 @@ enum smux__op {
 	SMUX__OP_COPY,
 	SMUX__OP_RENAME,
 	SMUX__OP_SETATTR,
+	SMUX__OP_SYNC,
 	SMUX__OP_HEALTHCHECK,
 	SMUX__OP_STATFS,
 	SMUX__OP_WRITER_OPEN,
@@ -63,7 +64,8 @@ enum smux__op {
 struct smux__call {
 	enum smux__op op;
 	struct smux_backend *backend; /* the job holds a reference */
-	const char *key;	      /* GET..COPY, WRITER_OPEN, LIST prefix */
+	const char *key;  /* GET..COPY, SETATTR, SYNC, WRITER_OPEN, LIST
+			    prefix */
 	const char *key2; /* COPY/RENAME/LINK destination, LIST delimiter */
 	const struct smux_setattr *setattr;   /* SETATTR (copied) */
 	const struct smux_get_opts *get_opts; /* GET (copied) */

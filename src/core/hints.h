@@ -38,6 +38,10 @@ enum smux__hint_kind {
 	 * about to change the key on every replica; until its commit the
 	 * replicas may differ, and a crash leaves them to be reconciled. */
 	SMUX__HINT_INTENT,
+	/* never journaled: what a write routed with it leaves a member that
+	 * missed it (a sync: the writes it would make durable carry their
+	 * own hints). The mux records nothing for it. */
+	SMUX__HINT_NONE,
 };
 
 /* The replica name of write intents (no backend can be named so). */

@@ -1129,6 +1129,38 @@ static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/*
+ * Durability goes where the key is, as attributes do (mux_setattr): every
+ * replica in shield and mirror; in failover the first member with the
+ * key's latest version; in sticky-by-key the shard that holds the key,
+ * and every shard for the root (it is on all of them). The write policy
+ * (quorum, fanout-partial) applies, but a member that missed a sync gets
+ * no hint: the writes a sync makes durable carry their own, and their
+ * replay is a durable put.
+ */
+static int mux_sync(struct smux_backend *b, const struct smux_ctx *ctx,
+		    const char *key, struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {.op = SMUX__OP_SYNC, .key = key};
+	bool root = key[0] == '\0';
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	if (mux->mode != SMUX_MODE_STICKY)
+		return (int)route_write(mux, ctx, &call, SMUX__HINT_NONE,
+					"sync", err);
+	rc = op_enter(mux, ctx, &child, "sync", key,
+		      root ? "fanout" : "selected", &span, err);
+	if (rc == 0 && root)
+		rc = smux__exec_fanout(mux, &child, &call, SMUX__HINT_NONE,
+				       span, err);
+	else if (rc == 0)
+		rc = smux__exec_find(mux, &child, &call, span, err);
+	return (int)op_leave(mux, span, rc, err);
+}
+
 static int mux_list(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *prefix, const char *delimiter, smux_list_fn fn,
 		    void *arg, struct smux_error *err)
@@ -1259,6 +1291,7 @@ static const struct smux_backend_ops mux_ops = {
 	.copy = mux_copy,
 	.rename = mux_rename,
 	.setattr = mux_setattr,
+	.sync = mux_sync,
 	.healthcheck = mux_healthcheck,
 	.statfs = mux_statfs,
 	.writer_open = smux__mux_writer_open,

@@ -675,7 +675,7 @@ static int record_hints(struct smux_mux *mux, const char *key,
 			enum smux__hint_kind kind, struct mux_member **m,
 			const bool *ok, unsigned n, struct smux_error *err)
 {
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n && kind != SMUX__HINT_NONE; i++) {
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		int rc;
 
@@ -702,8 +702,11 @@ static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
 			  unsigned n)
 {
-	struct mux_view *v = smux__view_get(mux);
+	struct mux_view *v;
 
+	if (kind == SMUX__HINT_NONE)
+		return;
+	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *d = v->m[i];
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};

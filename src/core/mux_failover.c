@@ -40,6 +40,8 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 	unsigned pos = 0, added = 0;
 	int rc = 0;
 
+	if (kind == SMUX__HINT_NONE)
+		return 0;
 	if (smux__member_stale(mux, acked, key))
 		smux__hints_supersede(mux->hints, acked->name, key, NULL);
 	v = smux__view_get(mux);

@@ -36,6 +36,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_GID] = {"gid", SMUX__VT_GID},
 	[SMUX__MK_UMASK] = {"umask", SMUX__VT_UMASK},
 	[SMUX__MK_READ_CACHE] = {"read_cache", SMUX__VT_AUTO},
+	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
 };
 
 static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
@@ -202,6 +203,10 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->read_cache = v[SMUX__MK_READ_CACHE].line
 				? (enum smux_fs_auto)v[SMUX__MK_READ_CACHE].i
 				: SMUX_FS_AUTO;
+	o->backend_timeout_ms =
+		v[SMUX__MK_BACKEND_TIMEOUT].line
+			? (uint64_t)v[SMUX__MK_BACKEND_TIMEOUT].i
+			: SMUX_DEFAULT_BACKEND_TIMEOUT_MS;
 	return 0;
 }
 
@@ -279,6 +284,7 @@ static const struct {
 	{"negative_timeout", SMUX__MK_NEGATIVE_TIMEOUT, false},
 	{"cache_size", SMUX__MK_CACHE_SIZE, false},
 	{"read_cache", SMUX__MK_READ_CACHE, false},
+	{"backend_timeout", SMUX__MK_BACKEND_TIMEOUT, false},
 	{"uid", SMUX__MK_UID, false},
 	{"gid", SMUX__MK_GID, false},
 	{"umask", SMUX__MK_UMASK, false},
@@ -334,6 +340,15 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		else
 			o->negative_timeout = (double)ms / 1000.0;
 		return 0;
+	case SMUX__MK_BACKEND_TIMEOUT:
+		rc = smux__cfg_parse_duration(val, &ms, why, len);
+		if (rc == 0 && ms <= 0) {
+			snprintf(why, len, "must be more than 0");
+			rc = -EINVAL;
+		}
+		if (rc == 0)
+			o->backend_timeout_ms = (uint64_t)ms;
+		return rc;
 	case SMUX__MK_CACHE_SIZE:
 		return smux__cfg_parse_size(val, &o->cache_size, why, len);
 	case SMUX__MK_READ_CACHE:

@@ -47,6 +47,10 @@ struct smux_fs_opts {
 	/* the read cache: on, off, or auto = on with a network backend in
 	 * the tree (smux_config_has_network) */
 	enum smux_fs_auto read_cache;
+	/* the deadline of each call to a root that is a single backend
+	 * (wrapped in a one-member failover mux, so it gets a bulkhead like
+	 * any mux member); a mux root has its own backend_timeout (30s) */
+	uint64_t backend_timeout_ms;
 	bool allow_other;
 	/* asked for explicitly (-o default_permissions, or true in
 	 * [mount]); smux_fs_default_permissions() says what applies */
@@ -91,10 +95,10 @@ bool smux_fs_default_permissions(const struct smux_fs_opts *o);
 /*
  * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
  * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
- * cache_size=, read_cache=, uid=, gid=, umask=, allow_other,
- * default_permissions, no_default_permissions, ro, rw). Returns 1 when
- * applied, 0 when the option is not smuxfs's (the caller passes it to
- * FUSE or ignores it), or
+ * cache_size=, read_cache=, backend_timeout=, uid=, gid=, umask=,
+ * allow_other, default_permissions, no_default_permissions, ro, rw).
+ * Returns 1 when applied, 0 when the option is not smuxfs's (the caller
+ * passes it to FUSE or ignores it), or
  * a negative errno with @errbuf saying "option KEY: reason".
  */
 int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
@@ -107,7 +111,11 @@ bool smux_config_ignored_opt(const char *opt);
 
 /*
  * Builds every backend and mux of the tree under the root (muxes get
- * @events, which may be NULL, and state_dir as their hint directory).
+ * @events, which may be NULL, and state_dir as their hint directory). A
+ * root that is a single backend comes back wrapped in a one-member
+ * failover mux of the same name with [mount] backend_timeout, so every
+ * call to it has a deadline and a bulkhead (a hung directory never hangs
+ * a FUSE request or the unmount).
  * Returns 0 and one reference on the root in *@root, or a negative errno
  * with @errbuf naming the section and the reason (a missing file backend
  * directory, a mux cycle, ...).

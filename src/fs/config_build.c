@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "fs/config_internal.h"
+#include "fs/fs.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/memory.h"
@@ -66,7 +68,15 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		file.path = v[SMUX__BK_PATH].s;
 		file.no_fsync =
 			v[SMUX__BK_NO_FSYNC].line && v[SMUX__BK_NO_FSYNC].b;
-		return smux_file_new(s->name, &file, &s->built, err);
+		file.read_only = b->cfg->opts.ro; /* -o ro changes nothing */
+		rc = smux_file_new(s->name, &file, &s->built, err);
+		if (!rc && smux_file_swept(s->built))
+			smux_log(
+				LOG_NOTICE,
+				"backend \"%s\": removed %u leftover temp "
+				"file(s) of an earlier run from %s/.smuxfs-tmp",
+				s->name, smux_file_swept(s->built), file.path);
+		return rc;
 	case SMUX__CFG_T_MEMORY:
 		return smux_memory_new(s->name, &s->built, err);
 	case SMUX__CFG_T_FAULTY:
@@ -170,6 +180,31 @@ static int build_section(struct build *b, struct smux__cfg_section *s)
 	return rc;
 }
 
+/*
+ * A root that is one backend gets what a mux member gets: a deadline per
+ * call and a bulkhead (DESIGN section 4), by wrapping it in a one-member
+ * failover mux named like the backend (so .smux/stats shows the name the
+ * operator wrote). A failover of one member never falls through and never
+ * hints; reads and writes go to the backend as before.
+ */
+static int build_single_root(struct build *b, struct smux__cfg_section *s,
+			     struct smux_backend **root)
+{
+	struct smux_mux_member m = {.backend = s->built};
+	struct smux_mux_opts mo = {0};
+	struct smux_error err = {0};
+	int rc;
+
+	mo.mode = SMUX_MODE_FAILOVER;
+	mo.backend_timeout_ms = (int64_t)b->cfg->opts.backend_timeout_ms;
+	mo.state_dir = NULL; /* one member: nothing to hint */
+	mo.events = b->events;
+	rc = smux_mux_new(s->name, &mo, &m, 1, root, &err);
+	if (rc)
+		return build_error(b, s, &err, rc);
+	return 0;
+}
+
 int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 		      struct smux_backend **root, char *errbuf, size_t errlen)
 {
@@ -183,8 +218,10 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
 	rc = build_section(&b, cfg->root);
-	if (rc == 0)
+	if (rc == 0 && cfg->root->kind == SMUX__CFG_MUX)
 		*root = smux_backend_ref(cfg->root->built);
+	else if (rc == 0)
+		rc = build_single_root(&b, cfg->root, root);
 	/* the tree holds its own references to what it uses */
 	for (unsigned i = 0; i < cfg->n_secs; i++) {
 		smux_backend_unref(cfg->secs[i]->built);

@@ -507,6 +507,8 @@ static int parse_value(struct cfg_parser *p, struct smux__cfg_section *s,
 /* Durations of a mux that must be > 0 (0 would mean "the default"). */
 static bool must_be_positive(const struct smux__cfg_section *s, int k)
 {
+	if (s->kind == SMUX__CFG_MOUNT)
+		return k == SMUX__MK_BACKEND_TIMEOUT;
 	return s->kind == SMUX__CFG_MUX &&
 	       (k == SMUX__XK_BACKEND_TIMEOUT || k == SMUX__XK_COOLDOWN ||
 		k == SMUX__XK_MAX_COOLDOWN);

@@ -379,6 +379,7 @@ int smuxfs_readlink(const char *path, char *buf, size_t size);
 int smuxfs_link(const char *from, const char *to);
 int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
 int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);
+int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi);
 
 int smuxfs_open(const char *path, struct fuse_file_info *fi);
 int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi);

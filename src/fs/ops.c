@@ -376,6 +376,7 @@ const struct fuse_operations smuxfs_ops = {
 	.opendir = smuxfs_opendir,
 	.readdir = smuxfs_readdir,
 	.releasedir = smuxfs_releasedir,
+	.fsyncdir = smuxfs_fsyncdir,
 	.init = smuxfs_init,
 	.destroy = smuxfs_destroy,
 	.create = smuxfs_create,

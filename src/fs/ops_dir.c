@@ -275,6 +275,38 @@ int smuxfs_releasedir(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/*
+ * fsync(2) of a directory: its entries become durable on every member
+ * that holds it in the mode's write pattern (smux_backend_sync). mkdir,
+ * rename and create pay no directory fsync of their own; this is where a
+ * program that wants them durable (a database, git, rsync --fsync) asks.
+ */
+int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = dir_fh(fi);
+	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	(void)datasync;
+	if (fh && fh->path)
+		path = fh->path;
+	if (!path)
+		return -ESTALE;
+	if (fs->ro || smuxdir_owns(path))
+		return 0;
+	rc = smuxfs_path_key(fs, path, key, sizeof(key));
+	if (!rc)
+		rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	rc = smux_backend_sync(fs->root, &ctx, dkey, &err);
+	return rc ? smuxfs_errno(&err, "fsyncdir", dkey) : 0;
+}
+
 /* Lists the directory @path into a new snapshot in *@out. */
 static int snap_take(struct smuxfs *fs, const char *path,
 		     struct smuxfs_dirsnap **out)

@@ -32,7 +32,22 @@
 #   ls-lR            ls -lR of that tree
 #   cat-all          cat every file of the tree to /dev/null
 #   rm-r             rm -r of the tree
-# Every timed step starts after a sync. seq-write-fsync first reads its
+#   append-loop      BENCH_APPENDS (1000) x `echo line >> big` (the shell's
+#                    open O_APPEND, write, close) to a 100 MiB file made
+#                    untimed from the random file: what a log costs
+#   sqlite-inserts   BENCH_INSERTS (1000) autocommit INSERTs with sqlite3 in
+#                    rollback-journal mode (journal_mode=DELETE, the default;
+#                    every commit creates, fsyncs and deletes a journal)
+#   sqlite-wal       the same in WAL mode (journal_mode=WAL: a shared-memory
+#                    index mapped from the -shm file, fsyncs of the WAL); a
+#                    system that cannot run it is reported "fail", the run
+#                    goes on
+#   git-clone        git clone --no-hardlinks of a real repository (this
+#                    project's own, copied once to a bare repository in the
+#                    scratch area) into the mount
+# Every timed step starts after a sync. The program rows (append-loop,
+# sqlite-*, git-clone) run on the mounted system as is, after a sync; their
+# set-up and clean-up are untimed. seq-write-fsync first reads its
 # source into the page cache; seq-read-cold unmounts and remounts the FUSE
 # system and drops the page cache (sync; echo 3 > /proc/sys/vm/drop_caches),
 # so the file comes from the disk through the system. The file-tree rows
@@ -56,9 +71,13 @@
 #   BENCH_REPS=5           repetitions
 #   BENCH_SIZE_MB=512      size of the sequential file
 #   BENCH_FILES=2000       files in the tree (4 KiB each)
+#   BENCH_APPENDS=1000     appends of append-loop
+#   BENCH_INSERTS=1000     inserts of sqlite-inserts and sqlite-wal
+#   BENCH_GIT_REPO=<this repository>  what git-clone clones
 #   BENCH_DIR=/var/tmp     where the scratch directory is made (one fs)
 #   BENCH_SYSTEMS="plain smuxfs-1 smuxfs-mirror2 mergerfs unionfs"
-#   BENCH_WORKLOADS="seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r"
+#   BENCH_WORKLOADS="seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r
+#                    append-loop sqlite-inserts sqlite-wal git-clone"
 #                          (a subset runs in this order; seq-read-cold reads
 #                          what seq-write-fsync wrote, ls-lR, cat-all and
 #                          rm-r need the tree untar made)
@@ -80,6 +99,9 @@ shopt -s inherit_errexit
 REPS=${BENCH_REPS:-5}
 SIZE_MB=${BENCH_SIZE_MB:-512}
 NFILES=${BENCH_FILES:-2000}
+NAPPENDS=${BENCH_APPENDS:-1000}
+NINSERTS=${BENCH_INSERTS:-1000}
+GIT_REPO=${BENCH_GIT_REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 read -r -a SYSTEMS <<<"${BENCH_SYSTEMS:-plain smuxfs-1 smuxfs-mirror2 mergerfs unionfs}"
 SMUXFS=${BENCH_SMUXFS:-$(dirname "$0")/../../build/smuxfs}
 SMUXFS_OPTS=${BENCH_SMUXFS_OPTS:-}
@@ -87,7 +109,7 @@ MERGERFS_OPTS=${BENCH_MERGERFS_OPTS:-use_ino,cache.files=off,dropcacheonclose=tr
 UNIONFS_OPTS=${BENCH_UNIONFS_OPTS:-cow}
 PEER_RA_KB=${BENCH_PEER_READAHEAD_KB:-}
 MOUNT_TIMEOUT=30
-read -r -a WORKLOADS <<<"${BENCH_WORKLOADS:-seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r}"
+read -r -a WORKLOADS <<<"${BENCH_WORKLOADS:-seq-write-fsync seq-read-cold untar ls-lR cat-all rm-r append-loop sqlite-inserts sqlite-wal git-clone}"
 
 die() {
 	echo "fs_bench: $*" >&2
@@ -98,6 +120,8 @@ die() {
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS=$REPS: not a positive integer"
 [[ "$SIZE_MB" =~ ^[1-9][0-9]*$ ]] || die "BENCH_SIZE_MB=$SIZE_MB: not a positive integer"
 [[ "$NFILES" =~ ^[1-9][0-9]*$ ]] || die "BENCH_FILES=$NFILES: not a positive integer"
+[[ "$NAPPENDS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_APPENDS=$NAPPENDS: not a positive integer"
+[[ "$NINSERTS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_INSERTS=$NINSERTS: not a positive integer"
 [ -e /dev/fuse ] || die "/dev/fuse is missing"
 
 has_system() {
@@ -115,6 +139,7 @@ done
 for w in "${WORKLOADS[@]}"; do
 	case $w in
 	seq-write-fsync | seq-read-cold | untar | ls-lR | cat-all | rm-r) ;;
+	append-loop | sqlite-inserts | sqlite-wal | git-clone) ;;
 	*) die "BENCH_WORKLOADS: unknown workload \"$w\"" ;;
 	esac
 done
@@ -142,6 +167,14 @@ install_peers
 for t in tar dd timeout mountpoint; do
 	command -v $t >/dev/null || die "$t is missing"
 done
+if has_workload sqlite-inserts || has_workload sqlite-wal; then
+	command -v sqlite3 >/dev/null || die "sqlite3 is missing (scripts/install-deps.sh)"
+fi
+if has_workload git-clone; then
+	command -v git >/dev/null || die "git is missing (scripts/install-deps.sh)"
+	git -C "$GIT_REPO" rev-parse HEAD >/dev/null 2>&1 ||
+		die "BENCH_GIT_REPO=$GIT_REPO is not a git repository"
+fi
 if has_system smuxfs-1 || has_system smuxfs-mirror2; then
 	[ -x "$SMUXFS" ] || die "$SMUXFS is not built (make build/smuxfs)"
 	SMUXFS=$(realpath "$SMUXFS")
@@ -339,6 +372,16 @@ make_inputs() {
 	done
 	tar -C "$t" -cf "$BASE/tree.tar" tree
 	rm -rf "$t"
+	if has_workload sqlite-inserts || has_workload sqlite-wal; then
+		for ((i = 0; i < NINSERTS; i++)); do
+			printf "INSERT INTO t(n, s) VALUES (%d, '%s');\n" "$i" \
+				"row $i of the smuxfs bench, some text to store"
+		done >"$BASE/inserts.sql"
+	fi
+	if has_workload git-clone; then
+		git clone -q --bare --no-hardlinks "$GIT_REPO" "$BASE/repo.git"
+		GIT_HEAD=$(git -C "$BASE/repo.git" rev-parse HEAD)
+	fi
 }
 
 # --- workloads ----------------------------------------------------------------
@@ -421,20 +464,92 @@ run_workload() {
 		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
 		[ ! -e "$dir/tree" ] || die "$s: tree still there after rm -r"
 		;;
+	append-loop)
+		rm -f "$dir/log"
+		{ head -c 100M "$BASE/src.bin"; echo; } >"$dir/log"
+		sync
+		t0=$(now)
+		for ((n = 0; n < NAPPENDS; n++)); do
+			echo "line $n of an append loop" >>"$dir/log"
+		done
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		# every append landed, at the end
+		n=$(tail -n "$NAPPENDS" "$dir/log" | grep -c '^line [0-9]* of an append loop$' || true)
+		[ "$n" -eq "$NAPPENDS" ] || die "$s: append-loop: $n of $NAPPENDS lines at the end of the file"
+		rm -f "$dir/log"
+		;;
+	sqlite-inserts)
+		sqlite_run "$dir" DELETE
+		;;
+	sqlite-wal)
+		sqlite_run "$dir" WAL
+		;;
+	git-clone)
+		rm -rf "$dir/clone"
+		sync
+		t0=$(now)
+		git clone -q --no-hardlinks "$BASE/repo.git" "$dir/clone"
+		t1=$(now)
+		echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
+		[ "$(git -C "$dir/clone" rev-parse HEAD)" = "$GIT_HEAD" ] ||
+			die "$s: the clone's HEAD is not $GIT_HEAD"
+		if [ "$rep" = 1 ]; then
+			git -C "$dir/clone" fsck --no-dangling --no-progress >/dev/null 2>&1 ||
+				die "$s: git fsck of the clone failed"
+		fi
+		rm -rf "$dir/clone"
+		;;
 	esac
+}
+
+# sqlite_run DIR MODE: NINSERTS autocommit inserts into a fresh database in
+# journal mode MODE; prints the seconds, or "fail" (with the error on
+# stderr) when the system cannot run it.
+sqlite_run() {
+	local dir=$1 mode=$2 t0 t1 n
+	rm -f "$dir/bench.db" "$dir/bench.db-journal" "$dir/bench.db-wal" "$dir/bench.db-shm"
+	if ! sqlite3 "$dir/bench.db" "PRAGMA journal_mode=$mode;" \
+		"CREATE TABLE t(n INTEGER PRIMARY KEY, s TEXT);" >/dev/null 2>"$BASE/sqlite.err"; then
+		echo "fs_bench: sqlite3 ($mode) on $dir: $(head -c 300 "$BASE/sqlite.err")" >&2
+		echo fail
+		return 0
+	fi
+	sync
+	t0=$(now)
+	if ! sqlite3 "$dir/bench.db" <"$BASE/inserts.sql" 2>"$BASE/sqlite.err"; then
+		echo "fs_bench: sqlite3 inserts ($mode) on $dir: $(head -c 300 "$BASE/sqlite.err")" >&2
+		echo fail
+		return 0
+	fi
+	t1=$(now)
+	n=$(sqlite3 "$dir/bench.db" "SELECT count(*) FROM t;")
+	[ "$n" -eq "$NINSERTS" ] || die "$dir: sqlite3 ($mode) holds $n rows, not $NINSERTS"
+	rm -f "$dir/bench.db" "$dir/bench.db-journal" "$dir/bench.db-wal" "$dir/bench.db-shm"
+	echo "$t0 $t1" | awk '{ printf "%.3f\n", $2 - $1 }'
 }
 
 is_throughput() { [[ "$1" == seq-* ]]; }
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '
-	{ v[NR] = $1 }
-	END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
-	      else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# "fail" samples (a system that could not run the workload) are left out;
+# the median of nothing but failures is "fail".
+median() {
+	local all nums
+	all=$(tr ' ' '\n')
+	nums=$(awk '$1 != "" && $1 != "fail"' <<<"$all" | sort -g)
+	if [ -z "$nums" ]; then
+		if grep -qx fail <<<"$all"; then echo fail; else echo -; fi
+		return 0
+	fi
+	awk '{ v[NR] = $1 }
+	END { if (NR % 2) print v[(NR + 1) / 2];
+	      else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }' <<<"$nums"
+}
 
 # Speed ratio of smuxfs-1 against PEER for workload W: >1 = smuxfs faster.
 ratio() {
 	local w=$1 smux=$2 peer=$3
-	[ "$smux" = - ] || [ "$peer" = - ] && { echo -; return; }
+	case "$smux $peer" in *-* | *fail*) echo -; return ;; esac
 	if is_throughput "$w"; then
 		awk -v a="$smux" -v b="$peer" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }'
 	else

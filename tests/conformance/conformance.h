@@ -162,6 +162,7 @@ void conf_test_concurrent_keys(void **state);
 void conf_test_rename(void **state);
 void conf_test_setattr(void **state);
 void conf_test_symlink(void **state);
+void conf_test_sync(void **state);
 
 /* conformance_large.c */
 void conf_test_large_object(void **state);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conformance_attr.c - rename, setattr and special objects (symlinks,
- * FIFOs): what every backend and mode
- * must do, natively or through the dispatch wrappers' fallbacks.
+ * conformance_attr.c - rename, setattr, sync and special objects
+ * (symlinks, FIFOs): what every backend and mode must do, natively or
+ * through the dispatch wrappers' fallbacks.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -142,4 +142,27 @@ void conf_test_symlink(void **state)
 	assert_int_equal(info.size, 0);
 	CONF_OK(smux_backend_del(env->b, &env->ctx, "p", &err), &err);
 	CONF_ABSENT(env, "p");
+}
+
+/* sync makes durable what exists: an object, a directory marker, the
+ * root; it changes nothing. A backend without ops->sync answers 0 for any
+ * valid key; one with it may say KEY_NOT_FOUND for a missing one, never
+ * anything else. */
+void conf_test_sync(void **state)
+{
+	struct conf_env *env = *state;
+	struct smux_error err;
+	int rc;
+
+	CONF_PUT(env, "y/z", "durable", 7, NULL);
+	CONF_OK(smux_backend_sync(env->b, &env->ctx, "y/z", &err), &err);
+	CONF_OK(smux_backend_sync(env->b, &env->ctx, "y/", &err), &err);
+	CONF_OK(smux_backend_sync(env->b, &env->ctx, "", &err), &err);
+	CONF_EXPECT(env, "y/z", "durable", 7);
+	rc = smux_backend_sync(env->b, &env->ctx, "y/missing", &err);
+	if (rc)
+		CONF_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND, ENOENT);
+	CONF_ABSENT(env, "y/missing");
+	CONF_ERR(smux_backend_sync(env->b, &env->ctx, "../y", &err), &err,
+		 SMUX_E_INVALID_KEY, EINVAL);
 }

@@ -258,6 +258,33 @@ unmount_smux() {
 	log "unmounted $mnt"
 }
 
+# crash_smux MNT: kill -9 of the foreground daemon serving MNT (a crash:
+# no unmount, no cleanup of its own), then the dead mount is taken down
+# (fusermount3 -u, umount -l as the last resort). The daemon is forgotten:
+# its exit status is the kill's.
+crash_smux() {
+	local mnt=$1 e pid m logf keep=() found=0
+	for e in "${_SMUX_FG_PIDS[@]}"; do
+		IFS=: read -r pid m logf <<<"$e"
+		if [ "$m" != "$mnt" ]; then
+			keep+=("$e")
+			continue
+		fi
+		found=1
+		kill -KILL "$pid"
+		wait "$pid" 2>/dev/null || true
+		log "killed daemon $pid of $mnt with SIGKILL"
+	done
+	[ "$found" -eq 1 ] || fail "crash_smux: no foreground daemon for $mnt"
+	_SMUX_FG_PIDS=("${keep[@]}")
+	_smux_umount "$mnt" || true
+	_smux_forget_mount "$mnt"
+	if grep -qs " $mnt " /proc/mounts; then
+		fail "$mnt still mounted after the crash"
+	fi
+	return 0
+}
+
 # check_sanitizers: fails if any daemon log or sanitizer file has a report.
 check_sanitizers() {
 	local f found=0

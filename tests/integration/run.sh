@@ -61,7 +61,7 @@ MODES="failover round-robin weighted sticky-by-key shield mirror"
 tests=()
 for m in $MODES; do tests+=("test_programs.sh $m"); done
 for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); done
-for s in errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror midrun-failover midrun-open; do
+for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open; do
 	tests+=("test_failover.sh $s")
 done
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
@@ -71,6 +71,7 @@ for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
+tests+=("test_crash.sh" "test_sync.sh")
 
 selected() {
 	local name=$1 f

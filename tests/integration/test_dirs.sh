@@ -141,7 +141,10 @@ run_case() {
 	rm -r "$m/big"
 	[ -e "$m/big" ] && fail "$kind: big still there after rm -r"
 	if [ "$kind" != memory ]; then
-		[ -z "$(ls -A "$T/$kind-a")" ] || fail "$kind: backing dir not empty"
+		[ -z "$(ls -A -I .smuxfs-tmp "$T/$kind-a")" ] ||
+			fail "$kind: backing dir not empty"
+		[ -z "$(ls -A "$T/$kind-a/.smuxfs-tmp")" ] ||
+			fail "$kind: temp files left in the work folder"
 	fi
 
 	log "$kind: tar with a \".\" member into the root"

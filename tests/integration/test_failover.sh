@@ -24,6 +24,11 @@
 #               are the probes that meet the timeout: they must fall
 #               through to good too.
 #   mirror-hung the same hung replica in a mirror.
+#   single-hung a faulty backend that hangs (hang = 120s) mounted alone as
+#               [mount] root with backend_timeout = 1s: stat returns an
+#               error within the timeout (the root is wrapped in a
+#               one-member mux: a bulkhead), .smux/stats names the backend
+#               and counts the timeout, the unmount is prompt.
 #   recovery    failover [flaky, good], flaky = faulty error_rate = 0.3 over
 #               a replica identical to good, cooldown 200ms: while a reader
 #               loops over the files (every read must succeed), .smux/stats
@@ -459,7 +464,34 @@ scenario_midrun_open() {
 	unmount_smux "$m"
 }
 
-SCENARIOS="errors mirror-err hung hung-probe mirror-hung recovery midrun-mirror midrun-failover midrun-open"
+# --- single-hung: a hung backend mounted alone ----------------------------------
+scenario_single_hung() {
+	local t0 el rc=0 out
+	log "single-hung: [mount] root = a faulty backend that hangs (120s) from 3s on, backend_timeout 1s"
+	mkdir -p "$T/single-in/d"
+	echo before >"$T/single-in/d/present"
+	new_config "$T/single.conf" solo backend_timeout=1s
+	cfg_faulty solo solo_in hang=120s hang_rate=1 fault_after=3s
+	cfg_file solo_in "$T/single-in"
+	t0=$SECONDS
+	mount_smux "$T/single.conf" "$T/m9" attr_timeout=0,entry_timeout=0,negative_timeout=0
+	[ "$(stats "$T/m9" .name)" = solo ] || fail ".smux/stats does not name the backend: $(head -c 300 "$T/m9/.smux/stats")"
+	[ "$(stats "$T/m9" '.backends[0].name')" = solo ] || fail ".smux/stats lacks the backend"
+	while [ $((SECONDS - t0)) -lt 5 ]; do sleep 0.2; done
+	t0=$(date +%s%N)
+	out=$(timeout -s KILL 20 stat "$T/m9/d/present" 2>&1) || rc=$?
+	el=$((($(date +%s%N) - t0) / 1000000))
+	log "stat during the hang: rc $rc after ${el}ms: $out"
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "stat hung past 20s on a hung single backend"
+	[ "$rc" -ne 0 ] || fail "stat succeeded on a hung backend"
+	[ "$el" -lt 10000 ] || fail "stat took ${el}ms with backend_timeout 1s"
+	[ "$(backend_stat "$T/m9" solo timeouts)" -gt 0 ] || fail "no timeout counted"
+	t0=$SECONDS
+	unmount_smux "$T/m9"
+	[ $((SECONDS - t0)) -lt 15 ] || fail "unmount took $((SECONDS - t0))s with a hung backend"
+}
+
+SCENARIOS="errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open"
 if [ $# -eq 0 ]; then
 	set -- $SCENARIOS
 fi

@@ -35,9 +35,10 @@ check_backing() {
 			while IFS= read -r rel; do
 				[ -f "$snap/$rel" ] || fail "s$d has $rel, which the mount does not show"
 			done < <(cd "$T/s$d" && find . -type f | sed 's|^\./||')
+			# (the file backend's work folder is no part of the tree)
 			while IFS= read -r rel; do
 				[ -d "$snap/$rel" ] || fail "s$d has directory $rel, which the mount does not show"
-			done < <(cd "$T/s$d" && find . -mindepth 1 -type d | sed 's|^\./||')
+			done < <(cd "$T/s$d" && find . -mindepth 1 -type d ! -path ./.smuxfs-tmp | sed 's|^\./||')
 		done
 		# every directory the mount shows exists on some shard
 		while IFS= read -r rel; do
@@ -55,10 +56,14 @@ check_backing() {
 		;;
 	*)
 		for d in $(mode_full_copies "$MODE"); do
-			diff -r "$snap" "$d" || fail "$d differs from the mount's tree"
+			# the file backend's work folder is no part of the tree
+			diff -r -x .smuxfs-tmp "$snap" "$d" ||
+				fail "$d differs from the mount's tree"
+			[ -z "$(ls -A "$d/.smuxfs-tmp")" ] ||
+				fail "temp files left in $d/.smuxfs-tmp"
 		done
 		if [ "$MODE" = failover ]; then
-			n=$(find "$T/b" -mindepth 1 | wc -l)
+			n=$(find "$T/b" -mindepth 1 ! -name .smuxfs-tmp | wc -l)
 			[ "$n" -eq 0 ] || fail "standby b holds $n entries while a was healthy"
 		fi
 		;;

@@ -130,7 +130,10 @@ log ".smux never reaches a backend"
 [ "$(cat "$T/a/.smux/stats")" = "backend junk" ] || fail "the backend's own .smux was changed"
 [ ! -e "$T/b/.smux" ] || fail "$T/b/.smux exists"
 for d in "$T/a" "$T/b"; do
-	n=$(find "$d" -name .smux -path "$d/.smux" -prune -o -name '*smux*' -print | wc -l)
+	# the file backend's work folder (.smuxfs-tmp) is its own, and empty
+	n=$(find "$d" \( -path "$d/.smux" -o -path "$d/.smuxfs-tmp" \) -prune \
+		-o -name '*smux*' -print | wc -l)
 	[ "$n" -eq 0 ] || fail "$d has smux-named entries: $(find "$d" -name '*smux*')"
+	[ -z "$(ls -A "$d/.smuxfs-tmp")" ] || fail "$d/.smuxfs-tmp is not empty"
 	[ -f "$d/file1" ] || fail "$d lacks file1"
 done

@@ -30,6 +30,7 @@
 #include "backends/file_internal.h"
 #include "smux/backend.h"
 #include "smux/file.h"
+#include "smux/memory.h"
 
 #define MB ((size_t)1024 * 1024)
 
@@ -565,9 +566,10 @@ static void test_list_order(void **state)
 	assert_int_equal(put_str(env, "b", "1"), 0);
 	assert_int_equal(put_str(env, "empty/", ""), 0);
 	assert_int_equal(put_str(env, "a-", "1"), 0);
-	/* Never listed: temp files. Symlinks and FIFOs are, as such. */
-	write_file(at(env, "root/.smux-tmp.0123456789abcdef"), "tmp");
-	write_file(at(env, "root/a/.smux-tmp.x"), "tmp");
+	/* Never listed: the work folder's temp files. Symlinks and FIFOs
+	 * are, as such. */
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.0123456789abcdef"),
+		   "tmp");
 	assert_int_equal(symlink("a.txt", at(env, "root/sl")), 0);
 	assert_int_equal(symlink("a", at(env, "root/a/sldir")), 0);
 	assert_int_equal(mkfifo(at(env, "root/fifo"), 0600), 0);
@@ -1374,10 +1376,231 @@ static void test_health_statfs_new(void **state)
 	opts.path = at(env, "gone");
 	assert_int_equal(smux_file_new("gone", &opts, &b2, &env->err), 0);
 	assert_int_equal(smux_backend_healthcheck(b2, &env->ctx, &env->err), 0);
+	assert_int_equal(rmdir(at(env, "gone/.smuxfs-tmp")), 0);
 	assert_int_equal(rmdir(at(env, "gone")), 0);
 	rc = smux_backend_healthcheck(b2, &env->ctx, &env->err);
 	assert_true(rc < 0);
 	smux_backend_unref(b2);
+}
+
+/* ---- the work folder (crash leftovers) ---- */
+
+/* Entries of @dir other than "." and "..". */
+static int count_entries(const char *dir)
+{
+	struct dirent *de;
+	int n = 0;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * Temp files live in <root>/.smuxfs-tmp only: a pending writer leaves
+ * nothing beside its target (so rmdir of an emptied directory works after
+ * a crash), user files named like temp files are ordinary keys, and the
+ * work folder is neither listed nor addressable.
+ */
+static void test_work_folder(void **state)
+{
+	struct env *env = *state;
+	struct smux_writer *w;
+	struct coll c = {0};
+	struct smux_info info;
+	struct stat st;
+
+	assert_int_equal(lstat(at(env, "root/.smuxfs-tmp"), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0700);
+
+	/* A pending writer: its temp file is in the work folder. */
+	assert_int_equal(put_str(env, "d/keep", "k"), 0);
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "d/new",
+						  SMUX_WRITER_TRUNC, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, "abc", 3, 0, &env->err), 0);
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 1);
+	assert_int_equal(count_entries(at(env, "root/d")), 1); /* keep */
+	assert_int_equal(count_tmp(at(env, "root/d")), 0);
+	assert_string_equal(list(env, &c, "", NULL), "d/keep");
+	/* A crash here would leave d/ empty once keep is gone. */
+	assert_int_equal(
+		smux_backend_del(env->b, &env->ctx, "d/keep", &env->err), 0);
+	assert_int_equal(count_entries(at(env, "root/d")), 0);
+	/* Publishing renames from the work folder into d/. */
+	writer_commit(env, w, NULL);
+	smux_writer_close(w);
+	expect_content(env, "d/new", "abc");
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 0);
+
+	/* A user's ".smux-tmp.*" files are ordinary files. */
+	write_file(at(env, "root/.smux-tmp.0123456789abcdef"), "u1");
+	write_file(at(env, "root/d/.smux-tmp.x"), "u2");
+	assert_string_equal(list(env, &c, "", NULL),
+			    ".smux-tmp.0123456789abcdef,d/.smux-tmp.x,d/new");
+	expect_content(env, "d/.smux-tmp.x", "u2");
+	assert_int_equal(put_str(env, ".smux-tmp.y", "u3"), 0);
+	expect_content(env, ".smux-tmp.y", "u3");
+
+	/* The work folder is no key, at the root level only. */
+	expect_code(put_str(env, ".smuxfs-tmp", "x"), &env->err,
+		    SMUX_E_INVALID_KEY);
+	expect_code(put_str(env, ".smuxfs-tmp/x", "x"), &env->err,
+		    SMUX_E_INVALID_KEY);
+	expect_code(put_str(env, ".smuxfs-tmp/", ""), &env->err,
+		    SMUX_E_INVALID_KEY);
+	expect_code(smux_backend_head(env->b, &env->ctx, ".smuxfs-tmp", &info,
+				      &env->err),
+		    &env->err, SMUX_E_INVALID_KEY);
+	expect_code(
+		smux_backend_del(env->b, &env->ctx, ".smuxfs-tmp/", &env->err),
+		&env->err, SMUX_E_INVALID_KEY);
+	assert_int_equal(put_str(env, "d/.smuxfs-tmp", "deep"), 0);
+	expect_content(env, "d/.smuxfs-tmp", "deep");
+	assert_int_equal(put_str(env, ".smuxfs-tmpx", "near"), 0);
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.0000000000000000"), "t");
+	assert_string_equal(list(env, &c, ".smuxfs-tmp/", NULL), "");
+	assert_string_equal(list(env, &c, ".smuxfs", "/"), ".smuxfs-tmpx");
+	assert_string_equal(list(env, &c, "", "/"),
+			    ".smux-tmp.0123456789abcdef,.smux-tmp.y,"
+			    ".smuxfs-tmpx,[d/]");
+}
+
+/*
+ * Leftovers of a run that died are removed at the next open, unless
+ * another live instance holds the folder (its pending temp files are not
+ * leftovers). The lock is per open, so a second instance in this process
+ * stands for a second daemon.
+ */
+static void test_work_sweep(void **state)
+{
+	struct env *env = *state;
+	struct smux_file_opts opts = {.path = env->root};
+	struct smux_backend *b2, *b3;
+
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.00000000000000aa"),
+		   "crash");
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.00000000000000bb"),
+		   "crash");
+	assert_int_equal(mkdir(at(env, "root/.smuxfs-tmp/odd"), 0700), 0);
+	assert_int_equal(smux_file_swept(env->b), 0);
+
+	/* env->b is live: nothing is swept. */
+	assert_int_equal(smux_file_new("second", &opts, &b2, &env->err), 0);
+	assert_int_equal(smux_file_swept(b2), 0);
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 3);
+	smux_backend_unref(b2);
+
+	/* The last instance gone (a daemon killed): the next open sweeps. */
+	smux_backend_unref(env->b);
+	env->b = NULL;
+	assert_int_equal(smux_file_new("third", &opts, &b3, &env->err), 0);
+	assert_int_equal(smux_file_swept(b3), 3);
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 0);
+	env->b = b3;
+	assert_int_equal(smux_file_swept(NULL), 0);
+
+	/* read_only: the root is never changed, leftovers stay. */
+	write_file(at(env, "root/.smuxfs-tmp/.smux-tmp.00000000000000cc"),
+		   "crash");
+	opts.read_only = true;
+	assert_int_equal(mkdir(at(env, "rofresh"), 0755), 0);
+	opts.path = at(env, "rofresh");
+	assert_int_equal(smux_file_new("ro1", &opts, &b2, &env->err), 0);
+	assert_int_equal(access(at(env, "rofresh/.smuxfs-tmp"), F_OK), -1);
+	expect_code(smux_backend_put_buf(b2, &env->ctx, "x", "x", 1, &env->err),
+		    &env->err, SMUX_E_PERMISSION_DENIED);
+	smux_backend_unref(b2);
+	smux_backend_unref(env->b);
+	env->b = NULL;
+	opts.path = env->root;
+	assert_int_equal(smux_file_new("ro2", &opts, &b2, &env->err), 0);
+	assert_int_equal(smux_file_swept(b2), 0);
+	assert_int_equal(count_entries(at(env, "root/.smuxfs-tmp")), 1);
+	env->b = b2;
+	opts.read_only = false;
+
+	/* A work folder that is a symlink is refused, never followed. */
+	assert_int_equal(mkdir(at(env, "other"), 0755), 0);
+	assert_int_equal(symlink("..", at(env, "other/.smuxfs-tmp")), 0);
+	opts.path = at(env, "other");
+	assert_true(smux_file_new("sym", &opts, &b2, &env->err) < 0);
+	assert_null(b2);
+}
+
+/* sync: an object with its directory, a directory, the root. */
+static void test_sync(void **state)
+{
+	struct env *env = *state;
+	struct smux_backend *mem;
+	int rc;
+
+	assert_int_equal(put_str(env, "d/e/f", "x"), 0);
+	assert_int_equal(
+		smux_backend_sync(env->b, &env->ctx, "d/e/f", &env->err), 0);
+	assert_int_equal(
+		smux_backend_sync(env->b, &env->ctx, "d/e/", &env->err), 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "d", &env->err),
+			 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "", &env->err),
+			 0);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/missing", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "missing/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/e/f/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, "d/e/f/g", &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_sync(env->b, &env->ctx, ".smuxfs-tmp/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_KEY);
+	rc = smux_backend_sync(env->b, &env->ctx, "../x", &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_KEY);
+	/* a symlink in the way is refused, never followed */
+	assert_int_equal(symlink("d", at(env, "root/ln")), 0);
+	rc = smux_backend_sync(env->b, &env->ctx, "ln/e/", &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	/* a backend without ops->sync: nothing to do */
+	assert_int_equal(smux_memory_new("m", &mem, &env->err), 0);
+	assert_int_equal(smux_backend_sync(mem, &env->ctx, "any", &env->err),
+			 0);
+	smux_backend_unref(mem);
+}
+
+/* A root this process cannot write opens for reading; writes fail with
+ * a reason. (Skipped as root, who writes anyway.) */
+static void test_work_readonly_root(void **state)
+{
+	struct env *env = *state;
+	struct smux_file_opts opts = {0};
+	struct smux_backend *b2;
+	unsigned char *buf;
+	size_t len;
+	int rc;
+
+	if (geteuid() == 0)
+		skip();
+	assert_int_equal(mkdir(at(env, "ro"), 0755), 0);
+	write_file(at(env, "ro/f"), "ro");
+	assert_int_equal(chmod(at(env, "ro"), 0555), 0);
+	opts.path = at(env, "ro");
+	assert_int_equal(smux_file_new("ro", &opts, &b2, &env->err), 0);
+	assert_int_equal(
+		smux_backend_get_all(b2, &env->ctx, "f", &buf, &len, &env->err),
+		0);
+	free(buf);
+	rc = smux_backend_put_buf(b2, &env->ctx, "g", "x", 1, &env->err);
+	expect_code(rc, &env->err, SMUX_E_PERMISSION_DENIED);
+	smux_backend_unref(b2);
+	chmod(at(env, "ro"), 0755);
 }
 
 /* ---- containment ---- */
@@ -1997,6 +2220,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_health_statfs_new, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_work_folder, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_work_sweep, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_work_readonly_root, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sync, setup, teardown),
 	};
 	const struct CMUnitTest listing[] = {
 		cmocka_unit_test_setup_teardown(test_list_order, setup_fast,

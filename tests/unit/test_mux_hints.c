@@ -253,6 +253,39 @@ static void test_hinted_handoff(void **state)
 	rep_release(&r);
 }
 
+/* A sync that misses a replica is acknowledged by the write policy and
+ * journals nothing (the writes it makes durable carry their own hints),
+ * the root included; a failover standby ahead of the member that took it
+ * gets no hint either. */
+static void test_sync_never_hinted(void **state)
+{
+	static const char *const keys[] = {"a", "d/", ""};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, true);
+	MH_OK(mh_put(r.mux, "a", "x", &err), &err);
+	MH_OK(mh_put(r.mux, "d/", "", &err), &err);
+	mh_fail(r.f[1], true);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		MH_OK(smux_backend_sync(r.mux, &ctx, keys[i], &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	assert_int_equal(mh_events_count(r.ev, SMUX_EV_HINT_RECORDED), 0);
+	assert_true(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL) >= 1);
+	rep_release(&r);
+
+	rep_init(&r, SMUX_MODE_FAILOVER, 0, false, true);
+	MH_OK(mh_put(r.mux, "a", "x", &err), &err);
+	mh_fail(r.f[0], true);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		MH_OK(smux_backend_sync(r.mux, &ctx, keys[i], &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	rep_release(&r);
+}
+
 /* A missed delete is replayed as a delete; a missed directory marker is
  * recreated. */
 static void test_handoff_delete_and_marker(void **state)
@@ -899,6 +932,7 @@ int main(void)
 		cmocka_unit_test(test_shield_mirror_fails),
 		cmocka_unit_test(test_mirror_quorum),
 		cmocka_unit_test(test_hinted_handoff),
+		cmocka_unit_test(test_sync_never_hinted),
 		cmocka_unit_test(test_handoff_delete_and_marker),
 		cmocka_unit_test(test_handoff_without_peer),
 		cmocka_unit_test(test_crash_safety),

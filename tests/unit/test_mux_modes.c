@@ -18,8 +18,10 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <sys/stat.h>
 
 #include "mux_helpers.h"
+#include "smux/file.h"
 
 /* Three faulty wrappers f0..f2 over three memory backends mem0..mem2. */
 struct trio {
@@ -468,6 +470,103 @@ static void list_all(struct smux_backend *b, const char *prefix,
 	      &err);
 }
 
+/* Calls each member's faulty wrapper has seen since @before. */
+static void calls_since(struct trio *t, const unsigned long *before,
+			unsigned long *d)
+{
+	for (int i = 0; i < 3; i++)
+		d[i] = smux_faulty_calls(t->f[i]) - before[i];
+}
+
+/* Three file backends under @base (mkdtemp'd), each in a faulty
+ * wrapper that counts calls: file backends answer sync of a missing key
+ * with KEY_NOT_FOUND (a backend without ops->sync answers 0 for any). */
+static void trio_init_files(struct trio *t, char *base)
+{
+	struct smux_file_opts fo = {.no_fsync = true};
+	char name[32], dir[64];
+	struct smux_error err;
+
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		snprintf(dir, sizeof(dir), "%s/%d", base, i);
+		assert_int_equal(mkdir(dir, 0700), 0);
+		fo.path = dir;
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &t->mem[i], &err), &err);
+		snprintf(name, sizeof(name), "f%d", i);
+		t->f[i] = mh_faulty(name, t->mem[i], NULL);
+	}
+}
+
+/*
+ * sync goes where the key is, as setattr does: every replica of a mirror
+ * or shield, only the primary of a failover, the holding shard of a
+ * sticky-by-key mux, found in member order (every shard for the root,
+ * which is on all of them).
+ */
+static void test_sync_routing(void **state)
+{
+	static const enum smux_mode modes[] = {
+		SMUX_MODE_MIRROR, SMUX_MODE_SHIELD, SMUX_MODE_FAILOVER,
+		SMUX_MODE_STICKY};
+	unsigned long before[3], d[3];
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct trio t;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct smux_mux_opts o = {.mode = modes[m]};
+		char base[] = "/tmp/smux-test-sync.XXXXXX";
+		const char *key = "dir/synced";
+		unsigned holder = smux_fnv1a(key, strlen(key)) % 3;
+
+		trio_init_files(&t, base);
+		mux = mh_mux("sy", &o, t.f, NULL, 3);
+		MH_OK(mh_put(mux, key, "x", &err), &err);
+		for (int i = 0; i < 3; i++)
+			before[i] = smux_faulty_calls(t.f[i]);
+		MH_OK(smux_backend_sync(mux, &ctx, key, &err), &err);
+		calls_since(&t, before, d);
+		switch (modes[m]) {
+		case SMUX_MODE_MIRROR:
+		case SMUX_MODE_SHIELD:
+			for (int i = 0; i < 3; i++)
+				assert_int_equal(d[i], 1);
+			break;
+		case SMUX_MODE_FAILOVER:
+			assert_true(d[0] >= 1);
+			assert_int_equal(d[1] + d[2], 0);
+			break;
+		default:
+			/* shards before the holder answer KEY_NOT_FOUND */
+			for (unsigned i = 0; i < 3; i++)
+				assert_int_equal(d[i], i <= holder ? 1 : 0);
+			break;
+		}
+		/* the root and a directory marker are valid keys */
+		for (int i = 0; i < 3; i++)
+			before[i] = smux_faulty_calls(t.f[i]);
+		MH_OK(smux_backend_sync(mux, &ctx, "", &err), &err);
+		calls_since(&t, before, d);
+		if (modes[m] != SMUX_MODE_FAILOVER)
+			for (int i = 0; i < 3; i++)
+				assert_int_equal(d[i], 1);
+		MH_OK(smux_backend_sync(mux, &ctx, "dir/", &err), &err);
+		MH_ERR(smux_backend_sync(mux, &ctx, "/abs", &err), &err,
+		       SMUX_E_INVALID_KEY);
+		if (modes[m] != SMUX_MODE_STICKY)
+			MH_ERR(smux_backend_sync(mux, &ctx, "nope", &err), &err,
+			       SMUX_E_KEY_NOT_FOUND);
+		smux_backend_unref(mux);
+		trio_release(&t);
+		mh_rm_rf(base);
+	}
+}
+
 static void test_sticky_list_union(void **state)
 {
 	struct smux_mux_opts o = {.mode = SMUX_MODE_STICKY};
@@ -779,6 +878,7 @@ int main(void)
 		cmocka_unit_test(test_weight_zero),
 		cmocka_unit_test(test_fnv1a_vectors),
 		cmocka_unit_test(test_sticky_mapping),
+		cmocka_unit_test(test_sync_routing),
 		cmocka_unit_test(test_sticky_list_union),
 		cmocka_unit_test(test_mirror_list_union),
 		cmocka_unit_test(test_nesting_depth),

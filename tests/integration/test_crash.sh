@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# test_crash.sh - what a crash of the daemon (kill -9) leaves behind, on a
+# mirror of two file backends:
+#   - a 256 MiB dd through the mount killed mid-way (written in place or
+#     into a temp file, whichever the daemon does): no temp file is left
+#     beside the user's files in either backend directory (find -name
+#     '.smux-tmp*' outside the work folder .smuxfs-tmp is empty), so rm of
+#     the files then rmdir of their directory works through the mount and
+#     leaves nothing in the backends;
+#   - the remount removes the leftovers from the work folder (the crash's
+#     own, plus one planted in each as a cut-short put would leave it):
+#     empty after the mount, the daemon logs how many it removed;
+#   - a user file whose name starts like a temp file (.smux-tmp.user) is
+#     listed and removed like any other; the work folder is never listed
+#     and cannot be made through the mount.
+# Each scenario is one function over a fresh mount (crash_case NAME WRITER):
+# a new crash scenario (an append loop, in-place writes) is one more call.
+. "$(dirname "$0")/lib.sh"
+
+BIG_MB=${SMUX_IT_BIG_MB:-256}
+M=$T/mnt
+DIRS="$T/r1 $T/r2"
+
+new_config "$T/crash.conf" m
+cfg_mux m mirror "r1 r2" backend_timeout=10s
+cfg_file r1 "$T/r1"
+cfg_file r2 "$T/r2"
+
+# hidden_leftovers: temp files anywhere in the backends but the work folder
+# (the user's own .smux-tmp.user is no temp file).
+hidden_leftovers() {
+	find $DIRS -name .smuxfs-tmp -prune -o -name '.smux-tmp*' \
+		! -name .smux-tmp.user -print
+}
+
+# work_entries: what the work folders hold.
+work_entries() { find $DIRS -path '*/.smuxfs-tmp/*' -print; }
+
+# writer_dd NAME: the big write, in the background; prints its pid.
+writer_dd() {
+	dd if=/dev/zero of="$M/$1/big.bin" bs=1M count="$BIG_MB" \
+		status=none 2>/dev/null &
+	echo $!
+}
+
+# in_flight: some file in a backend is past 16 MiB: the write is under way
+# (in place, or into a temp file not yet published).
+in_flight() {
+	find $DIRS -type f -size +16M -print | grep -q .
+}
+
+# cut_short NAME: no backend holds the whole big file (the kill came first).
+cut_short() {
+	local d f
+	for d in $DIRS; do
+		f=$d/$1/big.bin
+		[ -f "$f" ] || continue
+		[ "$(stat -c %s "$f")" -lt $((BIG_MB * 1048576)) ] || return 1
+	done
+	return 0
+}
+
+# crash_case NAME WRITER: mounts, makes directory NAME with a finished file
+# and a user's .smux-tmp.user, starts WRITER NAME, kills the daemon while
+# the write is in flight, remounts and checks what is left.
+crash_case() {
+	local name=$1 writer=$2 wpid i d n
+	log "--- crash during $writer"
+	mount_smux "$T/crash.conf" "$M"
+	mkdir "$M/$name"
+	echo done >"$M/$name/finished.txt"
+	echo user >"$M/$name/.smux-tmp.user"
+	wpid=$($writer "$name")
+	for ((i = 0; i < 600; i++)); do
+		in_flight && break
+		kill -0 "$wpid" 2>/dev/null || fail "$writer ended before the crash"
+		sleep 0.05
+	done
+	in_flight || fail "$writer: nothing written past 16 MiB after 30 s"
+	crash_smux "$M"
+	wait "$wpid" 2>/dev/null || true # it fails: the mount went away
+	cut_short "$name" || fail "$writer finished before the kill: nothing was crashed"
+
+	log "behind the dead mount (work folder: $(work_entries | wc -l) temp file(s)):"
+	find $DIRS \( -name '.smux-tmp*' -o -name big.bin \) -printf '  %p %s\n' >&2
+	n=$(hidden_leftovers | wc -l)
+	[ "$n" -eq 0 ] || fail "$n temp file(s) left beside user files: $(hidden_leftovers)"
+	# what a put or a temp-file writer that the kill cut short leaves (an
+	# in-place write leaves none): one more in each work folder, so the
+	# sweep is seen whichever way the dd was written
+	for d in $DIRS; do
+		head -c 1M /dev/zero >"$d/.smuxfs-tmp/.smux-tmp.00000000deadbeef"
+	done
+
+	work_entries >"$T/leftovers"
+
+	mount_smux "$T/crash.conf" "$M"
+	# (the new daemon may be at work in the folder already: a repair
+	# copying a replica; only the dead run's files must be gone)
+	while read -r f; do
+		[ ! -e "$f" ] || fail "leftover $f not swept at mount"
+	done <"$T/leftovers"
+	grep -q "removed [0-9]* leftover temp" "$T"/smuxfs.*.log ||
+		fail "no log line names the sweep"
+	[ "$(cat "$M/$name/finished.txt")" = done ] || fail "finished.txt lost"
+	ls -A "$M/$name" | grep -qx '.smux-tmp.user' ||
+		fail ".smux-tmp.user is not listed: $(ls -A "$M/$name")"
+	[ "$(cat "$M/$name/.smux-tmp.user")" = user ] || fail ".smux-tmp.user content"
+	if ls -A "$M" | grep -qx .smuxfs-tmp; then
+		fail "the work folder is listed at the mount root"
+	fi
+	expect_fail "" mkdir "$M/.smuxfs-tmp"
+	rm -f "$M/$name"/* "$M/$name"/.smux-tmp.user
+	rmdir "$M/$name" || fail "rmdir $name after the crash: $(ls -A "$M/$name" 2>&1)"
+	for d in $DIRS; do
+		[ ! -e "$d/$name" ] || fail "$d/$name still there: $(ls -A "$d/$name")"
+	done
+	unmount_smux "$M"
+	n=$(work_entries | wc -l)
+	[ "$n" -eq 0 ] || fail "temp files left after a clean unmount: $(work_entries)"
+}
+
+crash_case dd-dir writer_dd
