@@ -52,9 +52,10 @@ enum smux_topic {
  *  hint.recorded      name (replica), key
  *  hint.replayed      name (replica), key, cause (when it failed)
  *  reconciled         key, name (the replica whose copy won), failed[]
- *                     (the replicas it was copied to; JSON "updated"),
- *                     cause (when it failed): replicas left different by
- *                     an interrupted in-place write made identical
+ *                     (the replicas it was copied to, none when they
+ *                     agreed; JSON "updated"), cause (when it failed):
+ *                     the replicas of a key whose in-place write was
+ *                     interrupted compared and made identical
  * `mux` names the mux that emitted it; `at_ms` is wall-clock time.
  */
 struct smux_event {

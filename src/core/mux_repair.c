@@ -415,8 +415,9 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 				ev.cause = e.e;
 			}
 			replay_release(mux, &claim);
-			if (ev.n_failed || ev.has_cause)
-				emit(mux, &ev);
+			/* always: the key was being written when its writer
+			 * died, and operators want to know which it was */
+			emit(mux, &ev);
 			continue;
 		}
 		for (unsigned j = 0; j < v->n && !m; j++)

@@ -12,7 +12,14 @@
 #     empty after the mount, the daemon logs how many it removed;
 #   - a user file whose name starts like a temp file (.smux-tmp.user) is
 #     listed and removed like any other; the work folder is never listed
-#     and cannot be made through the mount.
+#     and cannot be made through the mount;
+#   - the write intent the dead daemon left is reconciled at the remount:
+#     the replicas of the file being written (one made to differ behind
+#     the mount, as if it had got further) end identical, from the copy
+#     that got furthest, and the log has a storage-mux.reconciled event
+#     naming the key;
+#   - the same for an append loop (echo >> log) killed mid-way: no line
+#     lost or reordered, the replicas identical.
 # Each scenario is one function over a fresh mount (crash_case NAME WRITER):
 # a new crash scenario (an append loop, in-place writes) is one more call.
 . "$(dirname "$0")/lib.sh"
@@ -93,8 +100,11 @@ crash_case() {
 	done
 
 	work_entries >"$T/leftovers"
+	# one replica got further than the other before the kill
+	echo "further" >>"$T/r2/$name/big.bin"
 
 	mount_smux "$T/crash.conf" "$M"
+	reconciled "$name/big.bin"
 	# (the new daemon may be at work in the folder already: a repair
 	# copying a replica; only the dead run's files must be gone)
 	while read -r f; do
@@ -120,4 +130,44 @@ crash_case() {
 	[ "$n" -eq 0 ] || fail "temp files left after a clean unmount: $(work_entries)"
 }
 
+# reconciled KEY: the replicas of KEY become identical after the remount
+# and an event names KEY.
+reconciled() {
+	local key=$1 i
+	for ((i = 0; i < 200; i++)); do
+		grep -q "storage-mux.reconciled.*\"key\":\"$key\"" \
+			"$T"/smuxfs.*.log && cmp -s "$T/r1/$key" "$T/r2/$key" && break
+		sleep 0.1
+	done
+	grep -q "storage-mux.reconciled.*\"key\":\"$key\"" "$T"/smuxfs.*.log ||
+		fail "no reconciled event names $key"
+	cmp -s "$T/r1/$key" "$T/r2/$key" || fail "$key differs on the replicas"
+	[ "$(tail -c 8 "$T/r1/$key")" = further ] ||
+		fail "$key: not reconciled from the copy that got furthest"
+}
+
 crash_case dd-dir writer_dd
+
+log "--- crash during an append loop"
+mount_smux "$T/crash.conf" "$M"
+mkdir "$M/ap"
+(for i in $(seq 1 200000); do echo "line $i" >>"$M/ap/log" || exit 0; done) &
+wpid=$!
+for ((i = 0; i < 600; i++)); do
+	[ -f "$T/r1/ap/log" ] && [ "$(wc -l <"$T/r1/ap/log")" -gt 300 ] && break
+	sleep 0.05
+done
+crash_smux "$M"
+wait "$wpid" 2>/dev/null || true
+n=$(wc -l <"$T/r1/ap/log")
+[ "$n" -gt 300 ] || fail "append loop: only $n lines before the kill"
+echo "further" >>"$T/r2/ap/log"
+mount_smux "$T/crash.conf" "$M"
+reconciled ap/log
+# every line that landed, in order, none lost in between
+head -n -1 "$T/r1/ap/log" >"$T/ap-got"
+seq 1 "$(wc -l <"$T/ap-got")" | sed 's/^/line /' >"$T/ap-want"
+cmp -s "$T/ap-got" "$T/ap-want" || fail "append loop: lines lost or reordered"
+rm -r "$M/ap"
+unmount_smux "$M"
+[ -z "$(ls -A "$T/r1" | grep -v '^.smuxfs-tmp$')" ] || fail "r1 not empty: $(ls -A "$T/r1")"
