@@ -1138,7 +1138,8 @@ out:
 	return rc;
 }
 
-int smux__hints_done(struct smux__hints *h, uint64_t id, struct smux_error *err)
+static int done_id(struct smux__hints *h, uint64_t id, bool sync,
+		   struct smux_error *err)
 {
 	struct hint_entry *e;
 	int rc = 0;
@@ -1148,25 +1149,20 @@ int smux__hints_done(struct smux__hints *h, uint64_t id, struct smux_error *err)
 	pthread_mutex_lock(&h->lock);
 	e = find_id(h, id);
 	if (e)
-		rc = mark_done_locked(h, e, true, err);
+		rc = mark_done_locked(h, e, sync, err);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
+}
+
+int smux__hints_done(struct smux__hints *h, uint64_t id, struct smux_error *err)
+{
+	return done_id(h, id, true, err);
 }
 
 int smux__hints_done_lazy(struct smux__hints *h, uint64_t id,
 			  struct smux_error *err)
 {
-	struct hint_entry *e;
-	int rc = 0;
-
-	if (!h)
-		return check_args(h, NULL, NULL, err);
-	pthread_mutex_lock(&h->lock);
-	e = find_id(h, id);
-	if (e)
-		rc = mark_done_locked(h, e, false, err);
-	pthread_mutex_unlock(&h->lock);
-	return rc;
+	return done_id(h, id, false, err);
 }
 
 int smux__hints_supersede(struct smux__hints *h, const char *replica,

@@ -387,13 +387,28 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc)
 			break;
 		if (list[i].kind == SMUX__HINT_INTENT) {
-			enum smux__intent_state st = smux__intent_state(
-				mux, list[i].key, list[i].id);
+			enum smux__intent_state st;
 
-			/* a writer still at it, or another repair: later */
-			if (st == SMUX__INTENT_BUSY ||
-			    !replay_claim(mux, &claim, &list[i]))
+			/* another repair at it: as for a hint, a caller
+			 * waits for it and then looks again */
+			if (!replay_claim(mux, &claim, &list[i])) {
+				if (!wait)
+					continue;
+				rc = replay_wait(mux, ctx, &list[i], err);
+				if (rc)
+					break;
+				if (!smux__hints_has(mux->hints,
+						     list[i].replica,
+						     list[i].key) ||
+				    !replay_claim(mux, &claim, &list[i]))
+					continue;
+			}
+			/* a writer still at it, or a clean one lingering */
+			st = smux__intent_state(mux, list[i].key, list[i].id);
+			if (st == SMUX__INTENT_BUSY) {
+				replay_release(mux, &claim);
 				continue;
+			}
 			if (st == SMUX__INTENT_CLEAN) {
 				smux__hints_done_lazy(mux->hints, list[i].id,
 						      NULL);
