@@ -848,7 +848,9 @@ static void test_link_fanout(void **state)
 /* Extended attributes over three file replicas: a setxattr or removexattr
  * reaches every replica in mirror; one that misses a replica (down) is
  * acknowledged with a hint, and reads of the key avoid that replica until
- * the repair; getxattr/listxattr are reads (size queries included);
+ * the repair, whose replay copies the attributes with the object (a
+ * missed remove included); getxattr/listxattr are reads (size queries
+ * included);
  * failover writes the first member only; a memory member has none. */
 static void test_xattr_fanout(void **state)
 {
@@ -928,13 +930,34 @@ static void test_xattr_fanout(void **state)
 	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
 	assert_int_equal(pending, 0);
 	MH_HOLDS(fb[2], "a", "content");
+	/* the replay copied the attributes with the object */
+	memset(buf, 0, sizeof(buf));
+	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	assert_string_equal(buf, "v2");
 
-	/* remove reaches every replica */
+	/* a missed remove: replayed too (r2 keeps user.k until then) */
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.keep", "1", 1, 0,
+				    &err),
+	      &err);
+	mh_fail(ff[2], true);
 	MH_OK(smux_backend_removexattr(mux, &ctx, "a", "user.k", &err), &err);
-	for (int i = 0; i < 2; i++)
+	mh_fail(ff[2], false);
+	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	mh_clock_set(&clk, 200000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
 		MH_ERR(smux_backend_getxattr(fb[i], &ctx, "a", "user.k", buf,
 					     sizeof(buf), &n, &err),
 		       &err, SMUX_E_NO_ATTR);
+		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.keep",
+					    buf, sizeof(buf), &n, &err),
+		      &err);
+	}
 	MH_ERR(smux_backend_removexattr(mux, &ctx, "a", "user.k", &err), &err,
 	       SMUX_E_NO_ATTR);
 
