@@ -159,24 +159,34 @@ expect "tree after remount" "$(dump "$M/cp")" "$want"
 unmount_smux "$M"
 
 # ---- xattr = off ----
-mount_smux "$CONF" "$M" "xattr=off"
-grep -q "extended attributes off" "$T"/smuxfs.*.log || fail "the log does not say xattrs are off"
+# FUSE's own debug output (-o debug) lists every request the kernel sends
+mount_smux "$CONF" "$M" "xattr=off,debug"
+LOGF=$T/smuxfs.$_SMUX_NLOG.log
+grep -q "extended attributes off" "$LOGF" || fail "the log does not say xattrs are off"
 for i in 1 2 3; do
 	case $(getfattr --absolute-names -n user.big "$M/f" 2>&1 || true) in
 	*"Operation not supported"*) ;;
 	*) fail "getfattr #$i with xattr=off: $(getfattr --absolute-names -n user.big "$M/f" 2>&1)" ;;
 	esac
+	out=$(setfattr -n user.off -v x "$M/f" 2>&1) && fail "setfattr with xattr=off succeeded"
+	case $out in
+	*"Operation not supported"*) ;;
+	*) fail "setfattr with xattr=off: $out" ;;
+	esac
+	getfattr -d "$M/f" >/dev/null 2>&1 || true
+	setfattr -x user.big "$M/f" 2>/dev/null && fail "setfattr -x with xattr=off succeeded"
 done
-out=$(setfattr -n user.off -v x "$M/f" 2>&1) && fail "setfattr with xattr=off succeeded"
-case $out in
-*"Operation not supported"*) ;;
-*) fail "setfattr with xattr=off: $out" ;;
-esac
 for r in $REPLICAS; do
 	case $(value "$r/f" user.off) in
 	*"No such attribute"*) ;;
 	*) fail "a setfattr with xattr=off reached $r/f" ;;
 	esac
+	expect "$r/f user.big kept with xattr=off" "$(value "$r/f" user.big)" "$big"
+done
+# the kernel asked once per kind of call, then stopped asking
+for op in GETXATTR SETXATTR LISTXATTR REMOVEXATTR; do
+	n=$(grep -c "opcode: $op " "$LOGF" || true)
+	[ "$n" -le 1 ] || fail "xattr=off: the kernel sent $op $n times (want at most 1)"
 done
 # cp -a still works (it ignores ENOTSUP of xattrs), without them
 cp -a "$S" "$M/cp-off"
