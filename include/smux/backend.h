@@ -375,9 +375,9 @@ int smux_backend_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 int smux_backend_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, char *buf, size_t size,
 			   size_t *out_len, struct smux_error *err);
-int smux_backend_removexattr(struct smux_backend *b,
-			     const struct smux_ctx *ctx, const char *key,
-			     const char *name, struct smux_error *err);
+int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, const char *name,
+			     struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
 /*

@@ -467,10 +467,9 @@ static int faultyb_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				     flags, err);
 }
 
-static int faultyb_listxattr(struct smux_backend *b,
-			     const struct smux_ctx *ctx, const char *key,
-			     char *buf, size_t size, size_t *out_len,
-			     struct smux_error *err)
+static int faultyb_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, char *buf, size_t size,
+			     size_t *out_len, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
 	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);

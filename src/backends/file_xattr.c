@@ -198,8 +198,8 @@ int smux__file_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "not a file backend");
 	rc = smux__file_check_ctx(fb, ctx, err);
 	if (!rc)
-		rc = xattr_open(fb, key, "removexattr", &fd, proc,
-				sizeof(proc), err);
+		rc = xattr_open(fb, key, "removexattr", &fd, proc, sizeof(proc),
+				err);
 	if (rc)
 		return rc;
 	if (removexattr(proc, name) < 0)

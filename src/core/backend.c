@@ -488,8 +488,7 @@ int smux_backend_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!out_len)
 		out_len = &ignored;
 	*out_len = 0;
-	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->getxattr,
-			 err);
+	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->getxattr, err);
 	if (rc)
 		return rc;
 	if (!buf)
@@ -507,8 +506,7 @@ int smux_backend_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	int rc;
 
 	LOCAL_ERR(err);
-	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->setxattr,
-			 err);
+	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->setxattr, err);
 	if (rc)
 		return rc;
 	if (size > SMUX_XATTR_SIZE_MAX)
@@ -517,8 +515,8 @@ int smux_backend_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	    flags == (XATTR_CREATE | XATTR_REPLACE) || (size && !value))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
 				      "setxattr flags %d", flags);
-	rc = b->ops->setxattr(b, ctx, key, name, size ? value : "", size,
-			      flags, err);
+	rc = b->ops->setxattr(b, ctx, key, name, size ? value : "", size, flags,
+			      err);
 	return finish(b, rc, err);
 }
 
@@ -544,9 +542,9 @@ int smux_backend_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, rc, err);
 }
 
-int smux_backend_removexattr(struct smux_backend *b,
-			     const struct smux_ctx *ctx, const char *key,
-			     const char *name, struct smux_error *err)
+int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, const char *name,
+			     struct smux_error *err)
 {
 	int rc;
 

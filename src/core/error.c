@@ -90,8 +90,8 @@ static const struct code_row code_table[SMUX_CODE_COUNT] = {
 	    "invalid mux options", SEMANTIC, EINVAL),
 	ROW(SMUX_E_HINT_JOURNAL_FAILED, "STORAGE_MUX.HINT_JOURNAL_FAILED",
 	    "could not record a repair hint", TRANSIENT, EIO),
-	ROW(SMUX_E_NO_ATTR, "STORAGE.NO_ATTRIBUTE", "no such extended attribute",
-	    SEMANTIC, ENODATA),
+	ROW(SMUX_E_NO_ATTR, "STORAGE.NO_ATTRIBUTE",
+	    "no such extended attribute", SEMANTIC, ENODATA),
 };
 
 static const struct code_row *code_row(enum smux_code code)

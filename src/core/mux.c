@@ -1180,8 +1180,7 @@ static int mux_xattr_read(struct smux_backend *b, const struct smux_ctx *ctx,
 		.nread = &n,
 	};
 	long rc = route_read(smux__mux_of(b), ctx, &call,
-			     op == SMUX__OP_GETXATTR ? "getxattr"
-						     : "listxattr",
+			     op == SMUX__OP_GETXATTR ? "getxattr" : "listxattr",
 			     err);
 
 	if (rc < 0)

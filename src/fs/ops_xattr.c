@@ -19,8 +19,7 @@
 #include "fs/fs.h"
 
 /* The key of @path in @key; ENOTSUP for the root and .smux/. */
-static int xattr_key(struct smuxfs *fs, const char *path, char *key,
-		     size_t cap)
+static int xattr_key(struct smuxfs *fs, const char *path, char *key, size_t cap)
 {
 	int rc;
 
@@ -160,7 +159,6 @@ int smuxfs_removexattr(const char *path, const char *name)
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_removexattr(fs->root, &ctx, key, name, &err);
 	if (rc && try_dir(fs, key, &err, dkey, sizeof(dkey)))
-		rc = smux_backend_removexattr(fs->root, &ctx, dkey, name,
-					      &err);
+		rc = smux_backend_removexattr(fs->root, &ctx, dkey, name, &err);
 	return rc ? smuxfs_errno(&err, "removexattr", key) : 0;
 }

@@ -210,8 +210,8 @@ void conf_test_xattr(void **state)
 		&err);
 	assert_int_equal(n, sizeof("user.k"));
 	assert_string_equal(buf, "user.k");
-	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.k",
-				       "v", 1, XATTR_CREATE, &err),
+	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.k", "v",
+				       1, XATTR_CREATE, &err),
 		 &err, SMUX_E_ALREADY_EXISTS, EEXIST);
 	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.none",
 				       "v", 1, XATTR_REPLACE, &err),

@@ -594,8 +594,7 @@ static void test_xattr_key(void **state)
 	smux_config_free(c);
 	c = must_load(&t, "[mount]\nroot = a\nxattr = off\n\n" MEM("a"));
 	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_OFF);
-	assert_int_equal(smux_config_mount_opt(c, "xattr=on", err,
-					       sizeof(err)),
+	assert_int_equal(smux_config_mount_opt(c, "xattr=on", err, sizeof(err)),
 			 1);
 	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_ON);
 	smux_config_free(c);

@@ -1256,16 +1256,16 @@ static void test_xattr(void **state)
 			 0);
 	assert_int_equal(n, 5);
 	assert_string_equal(buf, "value");
-	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj", "user.k", buf,
-				   2, &n, &env->err);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj", "user.k", buf, 2,
+				   &n, &env->err);
 	expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
 	assert_int_equal(env->err.e.sys_errno, ERANGE);
 	/* flags */
-	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.k", "v",
-				   1, XATTR_CREATE, &env->err);
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.k", "v", 1,
+				   XATTR_CREATE, &env->err);
 	expect_code(rc, &env->err, SMUX_E_ALREADY_EXISTS);
-	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.none",
-				   "v", 1, XATTR_REPLACE, &env->err);
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.none", "v",
+				   1, XATTR_REPLACE, &env->err);
 	expect_code(rc, &env->err, SMUX_E_NO_ATTR);
 	assert_int_equal(rc, -ENODATA);
 	/* an empty value is a value */
@@ -1275,17 +1275,17 @@ static void test_xattr(void **state)
 			 0);
 	/* other namespaces: refused, and never listed (trusted.* planted
 	 * behind the backend when we are root) */
-	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "trusted.t",
-				   "v", 1, 0, &env->err);
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "trusted.t", "v",
+				   1, 0, &env->err);
 	expect_code(rc, &env->err, SMUX_E_NOT_SUPPORTED);
 	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj",
 				   "security.selinux", buf, sizeof(buf), &n,
 				   &env->err);
 	expect_code(rc, &env->err, SMUX_E_NOT_SUPPORTED);
 	if (geteuid() == 0)
-		assert_int_equal(setxattr(at(env, "root/x/obj"), "trusted.h",
-					  "x", 1, 0),
-				 0);
+		assert_int_equal(
+			setxattr(at(env, "root/x/obj"), "trusted.h", "x", 1, 0),
+			0);
 	assert_int_equal(smux_backend_listxattr(env->b, &env->ctx, "x/obj",
 						NULL, 0, &n, &env->err),
 			 0);
@@ -1318,9 +1318,8 @@ static void test_xattr(void **state)
 	assert_int_equal(smux_backend_setxattr(env->b, &env->ctx, "x/",
 					       "user.d", "1", 1, 0, &env->err),
 			 0);
-	assert_int_equal(smux_backend_getxattr(env->b, &env->ctx, "x",
-					       "user.d", buf, sizeof(buf), &n,
-					       &env->err),
+	assert_int_equal(smux_backend_getxattr(env->b, &env->ctx, "x", "user.d",
+					       buf, sizeof(buf), &n, &env->err),
 			 0);
 	assert_int_equal(n, 1);
 	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj/", "user.d", buf,

@@ -883,8 +883,7 @@ static void test_xattr_fanout(void **state)
 	mux = mh_mux("xattrs", &o, ff, NULL, 3);
 	assert_true(smux_backend_caps(mux) & SMUX_CAP_XATTR);
 	MH_OK(mh_put(mux, "a", "content", &err), &err);
-	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v1", 2, 0,
-				    &err),
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v1", 2, 0, &err),
 	      &err);
 	for (int i = 0; i < 3; i++) {
 		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.k", buf,
@@ -910,8 +909,7 @@ static void test_xattr_fanout(void **state)
 	/* r2 down: acknowledged, a hint, r2 keeps the old value, and
 	 * reads never ask r2 for it while the hint is pending */
 	mh_fail(ff[2], true);
-	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v2", 2, 0,
-				    &err),
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v2", 2, 0, &err),
 	      &err);
 	assert_int_equal(smux_mux_pending_hints(mux), 1);
 	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
@@ -954,8 +952,8 @@ static void test_xattr_fanout(void **state)
 		MH_ERR(smux_backend_getxattr(fb[i], &ctx, "a", "user.k", buf,
 					     sizeof(buf), &n, &err),
 		       &err, SMUX_E_NO_ATTR);
-		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.keep",
-					    buf, sizeof(buf), &n, &err),
+		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.keep", buf,
+					    sizeof(buf), &n, &err),
 		      &err);
 	}
 	MH_ERR(smux_backend_removexattr(mux, &ctx, "a", "user.k", &err), &err,
