@@ -256,6 +256,35 @@ struct smux_backend_ops {
 	int (*sync)(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *key, struct smux_error *err);
 
+	/*
+	 * Optional (SMUX_CAP_XATTR): extended attributes of @key (an object
+	 * or a directory, "a/"). The wrappers pass only names of the user.
+	 * namespace (1 to SMUX_XATTR_NAME_MAX bytes) and values of at most
+	 * SMUX_XATTR_SIZE_MAX bytes. A symlink or special file has none
+	 * (NOT_SUPPORTED, as Linux answers for user.* there).
+	 *
+	 * getxattr: with @size 0 sets *@out_len to the value's length and
+	 * writes nothing; else copies the value into @buf and sets *@out_len
+	 * (ERANGE, INVALID_ARGUMENT, when it does not fit). NO_ATTR when
+	 * @key has no attribute @name. */
+	int (*getxattr)(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, void *buf,
+			size_t size, size_t *out_len, struct smux_error *err);
+	/* setxattr: @flags 0, XATTR_CREATE (EXISTS when there) or
+	 * XATTR_REPLACE (NO_ATTR when absent). */
+	int (*setxattr)(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, const void *value,
+			size_t size, int flags, struct smux_error *err);
+	/* listxattr: the user.* names, each NUL-terminated, one after the
+	 * other; @size 0 and ERANGE as getxattr. */
+	int (*listxattr)(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, char *buf, size_t size,
+			 size_t *out_len, struct smux_error *err);
+	/* removexattr: NO_ATTR when absent. */
+	int (*removexattr)(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, const char *name,
+			   struct smux_error *err);
+
 	/* Frees the instance; no operation is running or will run. */
 	void (*destroy)(struct smux_backend *b);
 };
@@ -327,6 +356,28 @@ int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
  * ops->sync is NULL (nothing to do). */
 int smux_backend_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *key, struct smux_error *err);
+/*
+ * Extended attributes (ops->getxattr etc.). Only the user. namespace
+ * passes: any other name is NOT_SUPPORTED (ENOTSUP), as is a backend
+ * without the operation. A name longer than SMUX_XATTR_NAME_MAX is
+ * INVALID_ARGUMENT with errno ERANGE, a value or list larger than
+ * SMUX_XATTR_SIZE_MAX INVALID_ARGUMENT with E2BIG (getxattr(2)). @buf
+ * NULL or @size 0 asks for the length only (*@out_len).
+ */
+#define SMUX_XATTR_NAME_MAX 255
+#define SMUX_XATTR_SIZE_MAX 65536
+int smux_backend_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, const char *name, void *buf,
+			  size_t size, size_t *out_len, struct smux_error *err);
+int smux_backend_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, const char *name, const void *value,
+			  size_t size, int flags, struct smux_error *err);
+int smux_backend_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, char *buf, size_t size,
+			   size_t *out_len, struct smux_error *err);
+int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, const char *name,
+			     struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
 /*

@@ -85,6 +85,9 @@ enum smux_code {
 	SMUX_E_INVALID_OPTIONS,	       /* STORAGE_MUX.INVALID_OPTIONS */
 	SMUX_E_HINT_JOURNAL_FAILED,    /* STORAGE_MUX.HINT_JOURNAL_FAILED */
 
+	/* STORAGE.* added later (kept last: the values above do not move) */
+	SMUX_E_NO_ATTR, /* STORAGE.NO_ATTRIBUTE: no such extended attribute */
+
 	SMUX_CODE_COUNT /* number of codes, not a code */
 };
 

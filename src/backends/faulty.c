@@ -438,6 +438,60 @@ static int faultyb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_link(fb->inner, ctx, src, dst, err);
 }
 
+/* Extended attributes: reads are faulted like get, writes like put. */
+static int faultyb_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			    const char *key, const char *name, void *buf,
+			    size_t size, size_t *out_len,
+			    struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_getxattr(fb->inner, ctx, key, name, buf, size,
+				     out_len, err);
+}
+
+static int faultyb_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			    const char *key, const char *name,
+			    const void *value, size_t size, int flags,
+			    struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_setxattr(fb->inner, ctx, key, name, value, size,
+				     flags, err);
+}
+
+static int faultyb_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, char *buf, size_t size,
+			     size_t *out_len, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_listxattr(fb->inner, ctx, key, buf, size, out_len,
+				      err);
+}
+
+static int faultyb_removexattr(struct smux_backend *b,
+			       const struct smux_ctx *ctx, const char *key,
+			       const char *name, struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_removexattr(fb->inner, ctx, key, name, err);
+}
+
 /* ---- the writer ---- */
 
 static const struct smux_writer_ops faultyb_writer_ops;
@@ -586,6 +640,10 @@ static const struct smux_backend_ops faultyb_ops = {
 	.caps = faultyb_caps,
 	.key_max = faultyb_key_max,
 	.link = faultyb_link,
+	.getxattr = faultyb_getxattr,
+	.setxattr = faultyb_setxattr,
+	.listxattr = faultyb_listxattr,
+	.removexattr = faultyb_removexattr,
 	.destroy = faultyb_destroy,
 };
 

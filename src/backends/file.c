@@ -968,7 +968,7 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned fileb_caps(struct smux_backend *b)
 {
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
-			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER;
+			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR;
 
 	(void)b;
 	return caps;
@@ -1004,6 +1004,10 @@ static const struct smux_backend_ops fileb_ops = {
 	.reader_open = smux__file_reader_open,
 	.caps = fileb_caps,
 	.link = fileb_link,
+	.getxattr = smux__file_getxattr,
+	.setxattr = smux__file_setxattr,
+	.listxattr = smux__file_listxattr,
+	.removexattr = smux__file_removexattr,
 	.destroy = fileb_destroy,
 };
 

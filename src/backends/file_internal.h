@@ -291,4 +291,19 @@ int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, struct smux_reader **out,
 			   struct smux_error *err);
 
+/* Extended attributes of @key (backend.h ops->getxattr etc.;
+ * file_xattr.c). */
+int smux__file_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, void *buf,
+			size_t size, size_t *out_len, struct smux_error *err);
+int smux__file_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, const void *value,
+			size_t size, int flags, struct smux_error *err);
+int smux__file_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, char *buf, size_t size,
+			 size_t *out_len, struct smux_error *err);
+int smux__file_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, const char *name,
+			   struct smux_error *err);
+
 #endif /* SMUX_BACKENDS_FILE_INTERNAL_H */

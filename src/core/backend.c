@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "smux/backend.h"
@@ -431,6 +432,128 @@ int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
 				      "hard links are not supported");
 	rc = b->ops->link(b, ctx, src, dst, err);
+	return finish(b, rc, err);
+}
+
+/* ---- extended attributes ---- */
+
+/* Entry checks of the xattr wrappers: the key, and for @name (NULL for
+ * list) the user. namespace and the length limit. */
+static int enter_xattr(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *key, const char *name, bool have_op,
+		       struct smux_error *err)
+{
+	int rc = enter(b, ctx, key, SMUX_KEY_ALLOW_DIR, err);
+
+	if (rc)
+		return rc;
+	if (name && strncmp(name, "user.", 5) != 0)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "extended attribute \"%.64s\": only "
+				      "the user. namespace is kept",
+				      name);
+	if (name && (name[5] == '\0' || strlen(name) > SMUX_XATTR_NAME_MAX)) {
+		rc = smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				    "extended attribute name of %zu bytes",
+				    strlen(name));
+		err->e.sys_errno = name[5] ? ERANGE : EINVAL;
+		return -err->e.sys_errno;
+	}
+	if (!have_op)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "backend kind %s keeps no extended "
+				      "attributes",
+				      b->ops->kind);
+	return 0;
+}
+
+/* E2BIG for a value or list the interface does not carry. */
+static int xattr_too_big(struct smux_backend *b, size_t size,
+			 struct smux_error *err)
+{
+	smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+		       "extended attribute value of %zu bytes", size);
+	err->e.sys_errno = E2BIG;
+	return -E2BIG;
+}
+
+int smux_backend_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, const char *name, void *buf,
+			  size_t size, size_t *out_len, struct smux_error *err)
+{
+	size_t ignored;
+	int rc;
+
+	LOCAL_ERR(err);
+	if (!out_len)
+		out_len = &ignored;
+	*out_len = 0;
+	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->getxattr, err);
+	if (rc)
+		return rc;
+	if (!buf)
+		size = 0;
+	if (size > SMUX_XATTR_SIZE_MAX)
+		size = SMUX_XATTR_SIZE_MAX;
+	rc = b->ops->getxattr(b, ctx, key, name, buf, size, out_len, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *key, const char *name, const void *value,
+			  size_t size, int flags, struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->setxattr, err);
+	if (rc)
+		return rc;
+	if (size > SMUX_XATTR_SIZE_MAX)
+		return xattr_too_big(b, size, err);
+	if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) ||
+	    flags == (XATTR_CREATE | XATTR_REPLACE) || (size && !value))
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "setxattr flags %d", flags);
+	rc = b->ops->setxattr(b, ctx, key, name, size ? value : "", size, flags,
+			      err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, char *buf, size_t size,
+			   size_t *out_len, struct smux_error *err)
+{
+	size_t ignored;
+	int rc;
+
+	LOCAL_ERR(err);
+	if (!out_len)
+		out_len = &ignored;
+	*out_len = 0;
+	rc = enter_xattr(b, ctx, key, NULL, b->ops->listxattr, err);
+	if (rc)
+		return rc;
+	if (!buf)
+		size = 0;
+	if (size > SMUX_XATTR_SIZE_MAX)
+		size = SMUX_XATTR_SIZE_MAX;
+	rc = b->ops->listxattr(b, ctx, key, buf, size, out_len, err);
+	return finish(b, rc, err);
+}
+
+int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			     const char *key, const char *name,
+			     struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter_xattr(b, ctx, key, name ? name : "", b->ops->removexattr,
+			 err);
+	if (rc)
+		return rc;
+	rc = b->ops->removexattr(b, ctx, key, name, err);
 	return finish(b, rc, err);
 }
 

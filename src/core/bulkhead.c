@@ -431,11 +431,14 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	job->len = call->len;
 	job->off = call->off;
 	if (call->op == SMUX__OP_W_PWRITE || call->op == SMUX__OP_W_PREAD ||
-	    call->op == SMUX__OP_R_PREAD) {
+	    call->op == SMUX__OP_R_PREAD || call->op == SMUX__OP_GETXATTR ||
+	    call->op == SMUX__OP_SETXATTR || call->op == SMUX__OP_LISTXATTR) {
 		job->buf = malloc(call->len ? call->len : 1);
 		if (!job->buf)
 			return -ENOMEM;
-		if (call->op == SMUX__OP_W_PWRITE && call->len)
+		if ((call->op == SMUX__OP_W_PWRITE ||
+		     call->op == SMUX__OP_SETXATTR) &&
+		    call->len)
 			memcpy(job->buf, call->wbuf, call->len);
 	}
 
@@ -499,6 +502,23 @@ static struct smux__job *job_new(void)
 static bool op_is_writer(enum smux__op op)
 {
 	return op >= SMUX__OP_W_PWRITE && op <= SMUX__OP_W_CLOSE;
+}
+
+/* GETXATTR/LISTXATTR into the job's buffer; the length (>= 0) or a
+ * negative errno. */
+static long job_xattr_read(struct smux__job *job, struct smux_error *err)
+{
+	size_t n = 0;
+	int rc;
+
+	if (job->op == SMUX__OP_GETXATTR)
+		rc = smux_backend_getxattr(job->backend, &job->wctx, job->key,
+					   job->key2, job->buf, job->len, &n,
+					   err);
+	else
+		rc = smux_backend_listxattr(job->backend, &job->wctx, job->key,
+					    job->buf, job->len, &n, err);
+	return rc ? rc : (long)n;
 }
 
 /* Runs the operation through its dispatch wrapper (worker thread). */
@@ -578,6 +598,16 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	case SMUX__OP_R_PREAD:
 		return smux_reader_pread(job->reader, ctx, job->buf, job->len,
 					 job->off, err);
+	case SMUX__OP_GETXATTR:
+	case SMUX__OP_LISTXATTR:
+		return job_xattr_read(job, err);
+	case SMUX__OP_SETXATTR:
+		return smux_backend_setxattr(b, ctx, job->key, job->key2,
+					     job->buf, job->len,
+					     (int)job->flags, err);
+	case SMUX__OP_REMOVEXATTR:
+		return smux_backend_removexattr(b, ctx, job->key, job->key2,
+						err);
 	}
 	return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
 			      "unknown bulkhead operation %d", (int)job->op);
@@ -871,6 +901,14 @@ static void job_copy_out(struct smux__job *job)
 	case SMUX__OP_W_PREAD:
 	case SMUX__OP_R_PREAD:
 		if (rc > 0 && job->rbuf_out)
+			memcpy(job->rbuf_out, job->buf, (size_t)rc);
+		if (job->nread_out)
+			*job->nread_out = rc;
+		break;
+	case SMUX__OP_GETXATTR:
+	case SMUX__OP_LISTXATTR:
+		/* a length query (len 0) copies nothing */
+		if (rc > 0 && job->rbuf_out && (size_t)rc <= job->len)
 			memcpy(job->rbuf_out, job->buf, (size_t)rc);
 		if (job->nread_out)
 			*job->nread_out = rc;

@@ -54,6 +54,10 @@ enum smux__op {
 	SMUX__OP_READER_OPEN,
 	SMUX__OP_R_PREAD,
 	SMUX__OP_LINK,
+	SMUX__OP_GETXATTR,
+	SMUX__OP_SETXATTR,
+	SMUX__OP_LISTXATTR,
+	SMUX__OP_REMOVEXATTR,
 };
 
 /*
@@ -66,7 +70,8 @@ struct smux__call {
 	struct smux_backend *backend; /* the job holds a reference */
 	const char *key;  /* GET..COPY, SETATTR, SYNC, WRITER_OPEN, LIST
 			    prefix */
-	const char *key2; /* COPY/RENAME/LINK destination, LIST delimiter */
+	const char *key2; /* COPY/RENAME/LINK destination, LIST delimiter,
+			     *XATTR name */
 	const struct smux_setattr *setattr;   /* SETATTR (copied) */
 	const struct smux_get_opts *get_opts; /* GET (copied) */
 	const struct smux_put_opts *put_opts; /* PUT, W_COMMIT (copied) */
@@ -76,7 +81,7 @@ struct smux__call {
 	void *list_arg;
 	struct smux_info *info;		 /* GET, PUT, HEAD, W_COMMIT: out */
 	struct smux_statfs *statfs;	 /* STATFS: out */
-	unsigned flags;			 /* WRITER_OPEN */
+	unsigned flags;			 /* WRITER_OPEN, SETXATTR */
 	struct smux_writer **writer_out; /* WRITER_OPEN: out */
 	struct smux_writer *writer;	 /* W_*: the writer */
 	pthread_mutex_t *writer_lock;	 /* W_*: held by the worker around the
@@ -88,11 +93,14 @@ struct smux__call {
 	 * caller stopped waiting. Releases what writer_lock lives in. */
 	void (*done)(void *arg);
 	void *done_arg;
-	const void *wbuf; /* W_PWRITE: copied into the job */
-	void *rbuf;	  /* W_PREAD, R_PREAD: filled via the job */
-	size_t len;	  /* W_PWRITE, W_PREAD, R_PREAD */
+	const void *wbuf; /* W_PWRITE, SETXATTR: copied into the job */
+	void *rbuf;	  /* W_PREAD, R_PREAD, GET/LISTXATTR: filled via
+			     the job */
+	size_t len;	  /* W_PWRITE, W_PREAD, R_PREAD, *XATTR (buffer or
+			     value size; 0: GET/LISTXATTR ask the length) */
 	uint64_t off;	  /* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE */
-	long *nread;	  /* W_PREAD, R_PREAD: out */
+	long *nread;	  /* W_PREAD, R_PREAD, GET/LISTXATTR: out (the
+			     value's or list's length) */
 	/* READER_OPEN: opens a reader of @key on @backend
 	 * (smux_backend_reader_open when NULL); the reader lands in
 	 * *reader_out on success only (a reader opened after the caller

@@ -90,6 +90,8 @@ static const struct code_row code_table[SMUX_CODE_COUNT] = {
 	    "invalid mux options", SEMANTIC, EINVAL),
 	ROW(SMUX_E_HINT_JOURNAL_FAILED, "STORAGE_MUX.HINT_JOURNAL_FAILED",
 	    "could not record a repair hint", TRANSIENT, EIO),
+	ROW(SMUX_E_NO_ATTR, "STORAGE.NO_ATTRIBUTE",
+	    "no such extended attribute", SEMANTIC, ENODATA),
 };
 
 static const struct code_row *code_row(enum smux_code code)
@@ -213,6 +215,11 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_ALREADY_EXISTS;
 	case ENOTSUP:
 		return SMUX_E_NOT_SUPPORTED;
+	case ENODATA:
+		return SMUX_E_NO_ATTR;
+	case ERANGE: /* an xattr buffer too small (errno kept) */
+	case E2BIG:  /* an xattr value too large (errno kept) */
+		return SMUX_E_INVALID_ARGUMENT;
 	case EINVAL:
 		return SMUX_E_INVALID_ARGUMENT;
 	case EXDEV:

@@ -1161,6 +1161,106 @@ static int mux_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/* ---- extended attributes ---- */
+
+/* getxattr/listxattr are reads, routed like head; *@out_len takes the
+ * length the member that answered gave. */
+static int mux_xattr_read(struct smux_backend *b, const struct smux_ctx *ctx,
+			  enum smux__op op, const char *key, const char *name,
+			  void *buf, size_t size, size_t *out_len,
+			  struct smux_error *err)
+{
+	long n = 0;
+	struct smux__call call = {
+		.op = op,
+		.key = key,
+		.key2 = name,
+		.rbuf = buf,
+		.len = size,
+		.nread = &n,
+	};
+	long rc = route_read(smux__mux_of(b), ctx, &call,
+			     op == SMUX__OP_GETXATTR ? "getxattr" : "listxattr",
+			     err);
+
+	if (rc < 0)
+		return (int)rc;
+	*out_len = (size_t)rc;
+	return 0;
+}
+
+static int mux_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, void *buf,
+			size_t size, size_t *out_len, struct smux_error *err)
+{
+	return mux_xattr_read(b, ctx, SMUX__OP_GETXATTR, key, name, buf, size,
+			      out_len, err);
+}
+
+static int mux_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, char *buf, size_t size,
+			 size_t *out_len, struct smux_error *err)
+{
+	return mux_xattr_read(b, ctx, SMUX__OP_LISTXATTR, key, NULL, buf, size,
+			      out_len, err);
+}
+
+/*
+ * setxattr/removexattr change the object where it is, as setattr does
+ * (every replica in shield and mirror; the shard that holds the key in
+ * sticky-by-key; in failover the first member with the key's latest
+ * version). A replica that misses one gets a put hint: the replay copies
+ * the object from a replica that has it, content, mode, owner and times,
+ * but not its extended attributes (a copy carries none); until a later
+ * setxattr reaches it, that replica answers without them.
+ */
+static int mux_xattr_write(struct smux_backend *b, const struct smux_ctx *ctx,
+			   struct smux__call *call, const char *op,
+			   struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	if (mux->mode != SMUX_MODE_STICKY)
+		return (int)route_write(mux, ctx, call, SMUX__HINT_PUT, op,
+					err);
+	rc = op_enter(mux, ctx, &child, op, call->key, "selected", &span, err);
+	if (rc == 0)
+		rc = smux__exec_find(mux, &child, call, span, err);
+	return (int)op_leave(mux, span, rc, err);
+}
+
+static int mux_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, const void *value,
+			size_t size, int flags, struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_SETXATTR,
+		.key = key,
+		.key2 = name,
+		.wbuf = value,
+		.len = size,
+		.flags = (unsigned)flags,
+	};
+
+	return mux_xattr_write(b, ctx, &call, "setxattr", err);
+}
+
+static int mux_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, const char *name,
+			   struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_REMOVEXATTR,
+		.key = key,
+		.key2 = name,
+	};
+
+	return mux_xattr_write(b, ctx, &call, "removexattr", err);
+}
+
 static int mux_list(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *prefix, const char *delimiter, smux_list_fn fn,
 		    void *arg, struct smux_error *err)
@@ -1299,5 +1399,9 @@ static const struct smux_backend_ops mux_ops = {
 	.caps = mux_caps,
 	.link = mux_link,
 	.key_max = mux_key_max,
+	.getxattr = mux_getxattr,
+	.setxattr = mux_setxattr,
+	.listxattr = mux_listxattr,
+	.removexattr = mux_removexattr,
 	.destroy = mux_destroy,
 };

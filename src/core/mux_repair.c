@@ -13,7 +13,10 @@
  * a write that reached the replica meanwhile is newer than the copy. Two
  * repairs (the background thread's and smux_mux_repair's) never replay
  * one (replica, key) at once: an older copy could otherwise land after a
- * newer one.
+ * newer one. A copy carries the object's user. extended attributes too
+ * when both members keep them (SMUX_CAP_XATTR): a replica that missed a
+ * setxattr or removexattr is hinted like any write, and its replay makes
+ * its attributes those of the source.
  *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
@@ -55,6 +58,93 @@ static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
 	atomic_fetch_sub(&m->health.in_flight, 1);
 	smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? err : NULL, NULL);
+	return rc;
+}
+
+/* Whether @name is one of the @len bytes of NUL-terminated names. */
+static bool xattr_listed(const char *names, size_t len, const char *name)
+{
+	for (size_t at = 0; at < len; at += strlen(names + at) + 1)
+		if (strcmp(names + at, name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Makes the user. extended attributes of @key on @dst those of @src (after
+ * a copy: the new object has none, a directory may keep old ones). Nothing
+ * to do unless both members keep them. 0 or the first failure.
+ */
+static long copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *src, struct mux_member *dst,
+			const char *key, struct smux_error *err)
+{
+	char *names = NULL, *old = NULL, *value = NULL;
+	long n_names = 0, n_old = 0, rc, n;
+	struct smux__call call = {.key = key};
+
+	if (!(smux_backend_caps(src->backend) &
+	      smux_backend_caps(dst->backend) & SMUX_CAP_XATTR))
+		return 0;
+	names = malloc(SMUX_XATTR_SIZE_MAX);
+	old = malloc(SMUX_XATTR_SIZE_MAX);
+	value = malloc(SMUX_XATTR_SIZE_MAX);
+	if (!names || !old || !value) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				    "repair of %s: xattr buffers", key);
+		goto out_free;
+	}
+	call.op = SMUX__OP_LISTXATTR;
+	call.rbuf = names;
+	call.len = SMUX_XATTR_SIZE_MAX;
+	call.nread = &n_names;
+	rc = run(mux, ctx, src, &call, false, err);
+	if (rc < 0)
+		goto out_free;
+	call.rbuf = old;
+	call.nread = &n_old;
+	rc = run(mux, ctx, dst, &call, false, err);
+	if (rc < 0)
+		goto out_free;
+	/* names @dst has and @src has not */
+	for (long at = 0; at < n_old; at += (long)strlen(old + at) + 1) {
+		struct smux__call rm = {.op = SMUX__OP_REMOVEXATTR,
+					.key = key,
+					.key2 = old + at};
+
+		if (xattr_listed(names, (size_t)n_names, old + at))
+			continue;
+		rc = run(mux, ctx, dst, &rm, false, err);
+		if (rc < 0 && err->e.code != SMUX_E_NO_ATTR)
+			goto out_free;
+	}
+	for (long at = 0; at < n_names; at += (long)strlen(names + at) + 1) {
+		struct smux__call get = {.op = SMUX__OP_GETXATTR,
+					 .key = key,
+					 .key2 = names + at,
+					 .rbuf = value,
+					 .len = SMUX_XATTR_SIZE_MAX,
+					 .nread = &n};
+		struct smux__call set = {.op = SMUX__OP_SETXATTR,
+					 .key = key,
+					 .key2 = names + at,
+					 .wbuf = value};
+
+		rc = run(mux, ctx, src, &get, false, err);
+		if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
+			continue; /* removed meanwhile */
+		if (rc < 0)
+			goto out_free;
+		set.len = (size_t)rc;
+		rc = run(mux, ctx, dst, &set, false, err);
+		if (rc < 0)
+			goto out_free;
+	}
+	rc = 0;
+out_free:
+	free(value);
+	free(old);
+	free(names);
 	return rc;
 }
 
@@ -117,6 +207,9 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
 		rc = run(mux, ctx, dst, &put, probe_dst, err);
+		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
+		    !S_ISSOCK(info.mode))
+			rc = copy_xattrs(mux, ctx, src, dst, key, err);
 	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
 		rc = -ENOENT;
 	}

@@ -37,6 +37,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_UMASK] = {"umask", SMUX__VT_UMASK},
 	[SMUX__MK_READ_CACHE] = {"read_cache", SMUX__VT_AUTO},
 	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
+	[SMUX__MK_XATTR] = {"xattr", SMUX__VT_AUTO},
 };
 
 static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
@@ -203,6 +204,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->read_cache = v[SMUX__MK_READ_CACHE].line
 				? (enum smux_fs_auto)v[SMUX__MK_READ_CACHE].i
 				: SMUX_FS_AUTO;
+	o->xattr = v[SMUX__MK_XATTR].line
+			   ? (enum smux_fs_auto)v[SMUX__MK_XATTR].i
+			   : SMUX_FS_AUTO;
 	o->backend_timeout_ms =
 		v[SMUX__MK_BACKEND_TIMEOUT].line
 			? (uint64_t)v[SMUX__MK_BACKEND_TIMEOUT].i
@@ -285,6 +289,7 @@ static const struct {
 	{"cache_size", SMUX__MK_CACHE_SIZE, false},
 	{"read_cache", SMUX__MK_READ_CACHE, false},
 	{"backend_timeout", SMUX__MK_BACKEND_TIMEOUT, false},
+	{"xattr", SMUX__MK_XATTR, false},
 	{"uid", SMUX__MK_UID, false},
 	{"gid", SMUX__MK_GID, false},
 	{"umask", SMUX__MK_UMASK, false},
@@ -355,6 +360,11 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		rc = smux__cfg_parse_auto(val, &ms, why, len);
 		if (rc == 0)
 			o->read_cache = (enum smux_fs_auto)ms;
+		return rc;
+	case SMUX__MK_XATTR:
+		rc = smux__cfg_parse_auto(val, &ms, why, len);
+		if (rc == 0)
+			o->xattr = (enum smux_fs_auto)ms;
 		return rc;
 	case SMUX__MK_UID:
 		rc = smux__cfg_parse_uid(val, &o->uid, why, len);

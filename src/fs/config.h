@@ -47,6 +47,10 @@ struct smux_fs_opts {
 	/* the read cache: on, off, or auto = on with a network backend in
 	 * the tree (smux_config_has_network) */
 	enum smux_fs_auto read_cache;
+	/* extended attributes (user.*): on, off (the kernel is told
+	 * ENOSYS once and stops asking), or auto = on when the root can
+	 * keep them (SMUX_CAP_XATTR) */
+	enum smux_fs_auto xattr;
 	/* the deadline of each call to a root that is a single backend
 	 * (wrapped in a one-member failover mux, so it gets a bulkhead like
 	 * any mux member); a mux root has its own backend_timeout (30s) */
@@ -95,7 +99,7 @@ bool smux_fs_default_permissions(const struct smux_fs_opts *o);
 /*
  * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
  * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
- * cache_size=, read_cache=, backend_timeout=, uid=, gid=, umask=,
+ * cache_size=, read_cache=, xattr=, backend_timeout=, uid=, gid=, umask=,
  * allow_other, default_permissions, no_default_permissions, ro, rw).
  * Returns 1 when applied, 0 when the option is not smuxfs's (the caller
  * passes it to FUSE or ignores it), or

@@ -198,6 +198,8 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 		fprintf(f, ", umask %03o", (unsigned)o->umask);
 	if (o->read_cache != SMUX_FS_AUTO)
 		fprintf(f, ", read_cache %s", auto_name(o->read_cache));
+	if (o->xattr != SMUX_FS_AUTO)
+		fprintf(f, ", xattr %s", auto_name(o->xattr));
 	if (o->backend_timeout_ms != SMUX_DEFAULT_BACKEND_TIMEOUT_MS)
 		fprintf(f, ", backend_timeout %s",
 			smux__cfg_fmt_duration((int64_t)o->backend_timeout_ms,
@@ -284,6 +286,7 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "negative_timeout", duration(to_ms(o->negative_timeout))) &&
 	     put(j, "cache_size", size(o->cache_size)) &&
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
+	     put(j, "xattr", json_string(auto_name(o->xattr))) &&
 	     put(j, "backend_timeout",
 		 duration((int64_t)o->backend_timeout_ms)) &&
 	     put(j, "allow_other", json_boolean(o->allow_other)) &&

@@ -392,6 +392,18 @@ int smuxfs_flush(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi);
 int smuxfs_release(const char *path, struct fuse_file_info *fi);
 
+/* Extended attributes (ops_xattr.c): registered only when the mount keeps
+ * them ([mount] xattr, smuxfs_ops_for). */
+int smuxfs_getxattr(const char *path, const char *name, char *value,
+		    size_t size);
+int smuxfs_setxattr(const char *path, const char *name, const char *value,
+		    size_t size, int flags);
+int smuxfs_listxattr(const char *path, char *list, size_t size);
+int smuxfs_removexattr(const char *path, const char *name);
+/* Fills @ops with smuxfs_ops, without the xattr operations unless @xattr
+ * (libfuse then answers ENOSYS once and the kernel stops asking). */
+void smuxfs_ops_for(struct fuse_operations *ops, bool xattr);
+
 /* ---- the .smux/ virtual directory (smuxdir.c) ---- */
 
 #define SMUXFS_DIR_NAME ".smux"

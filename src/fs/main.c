@@ -80,7 +80,7 @@ static void usage(FILE *out)
 		"attr_timeout=,\n"
 		"                   entry_timeout=, negative_timeout=, "
 		"cache_size=,\n"
-		"                   read_cache=auto|on|off, "
+		"                   read_cache=auto|on|off, xattr=auto|on|off, "
 		"uid=, gid=, umask=,\n"
 		"                   allow_other (turns on "
 		"default_permissions),\n"
@@ -346,6 +346,7 @@ struct daemon {
 	char *prefix;
 	char mnt[PATH_MAX];
 	struct fuse *fuse;
+	struct fuse_operations ops; /* smuxfs_ops as [mount] xattr says */
 	bool mounted;
 	bool signals;
 };
@@ -402,6 +403,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 	char errbuf[512], staging[PATH_MAX], rdir[PATH_MAX];
 	const char *staging_env;
 	struct timespec now;
+	bool xattr;
 	int rc;
 
 	fs->cfg = d->cfg;
@@ -480,7 +482,13 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (!realpath(d->cli.mountpoint, d->mnt))
 		FAIL(EXIT_MOUNT, "mountpoint %s: %s", d->cli.mountpoint,
 		     strerror(errno));
-	d->fuse = fuse_new(&d->args, &smuxfs_ops, sizeof(smuxfs_ops), fs);
+	xattr = o->xattr == SMUX_FS_ON ||
+		(o->xattr == SMUX_FS_AUTO &&
+		 (smux_backend_caps(fs->root) & SMUX_CAP_XATTR));
+	smuxfs_ops_for(&d->ops, xattr);
+	smux_log(LOG_INFO, "extended attributes %s",
+		 xattr ? "on (user.*)" : "off");
+	d->fuse = fuse_new(&d->args, &d->ops, sizeof(d->ops), fs);
 	if (!d->fuse)
 		FAIL(EXIT_MOUNT, "cannot set up FUSE (bad mount option?)");
 	if (fuse_mount(d->fuse, d->mnt))

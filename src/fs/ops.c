@@ -381,4 +381,19 @@ const struct fuse_operations smuxfs_ops = {
 	.destroy = smuxfs_destroy,
 	.create = smuxfs_create,
 	.utimens = smuxfs_utimens,
+	.getxattr = smuxfs_getxattr,
+	.setxattr = smuxfs_setxattr,
+	.listxattr = smuxfs_listxattr,
+	.removexattr = smuxfs_removexattr,
 };
+
+void smuxfs_ops_for(struct fuse_operations *ops, bool xattr)
+{
+	*ops = smuxfs_ops;
+	if (xattr)
+		return;
+	ops->getxattr = NULL;
+	ops->setxattr = NULL;
+	ops->listxattr = NULL;
+	ops->removexattr = NULL;
+}

@@ -163,6 +163,9 @@ void conf_test_rename(void **state);
 void conf_test_setattr(void **state);
 void conf_test_symlink(void **state);
 void conf_test_sync(void **state);
+/* Skipped (after checking the NOT_SUPPORTED answer) by fixtures without
+ * SMUX_CAP_XATTR: memory, and every mux with a memory member. */
+void conf_test_xattr(void **state);
 
 /* conformance_large.c */
 void conf_test_large_object(void **state);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <cmocka.h>
 
@@ -165,4 +166,74 @@ void conf_test_sync(void **state)
 	CONF_ABSENT(env, "y/missing");
 	CONF_ERR(smux_backend_sync(env->b, &env->ctx, "../y", &err), &err,
 		 SMUX_E_INVALID_KEY, EINVAL);
+}
+
+/*
+ * Extended attributes (user.*) where a backend or mode has them
+ * (SMUX_CAP_XATTR); a fixture without the capability skips (the wrappers
+ * then answer NOT_SUPPORTED, checked here before the skip). Set, size
+ * query, get, list, XATTR_CREATE/REPLACE, remove, NO_ATTR, a directory,
+ * other namespaces refused, and the content left as it was.
+ */
+void conf_test_xattr(void **state)
+{
+	struct conf_env *env = *state;
+	struct smux_error err;
+	char buf[64];
+	size_t n = 0;
+
+	CONF_PUT(env, "xa/f", "content", 7, NULL);
+	if (!(smux_backend_caps(env->b) & SMUX_CAP_XATTR)) {
+		CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f",
+					       "user.k", "v", 1, 0, &err),
+			 &err, SMUX_E_NOT_SUPPORTED, ENOTSUP);
+		print_message("  %s keeps no extended attributes: skipped\n",
+			      env->fx->name);
+		skip();
+	}
+	CONF_OK(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.k",
+				      "value", 5, 0, &err),
+		&err);
+	CONF_OK(smux_backend_getxattr(env->b, &env->ctx, "xa/f", "user.k", NULL,
+				      0, &n, &err),
+		&err);
+	assert_int_equal(n, 5);
+	memset(buf, 0, sizeof(buf));
+	CONF_OK(smux_backend_getxattr(env->b, &env->ctx, "xa/f", "user.k", buf,
+				      sizeof(buf), &n, &err),
+		&err);
+	assert_int_equal(n, 5);
+	assert_string_equal(buf, "value");
+	memset(buf, 0, sizeof(buf));
+	CONF_OK(smux_backend_listxattr(env->b, &env->ctx, "xa/f", buf,
+				       sizeof(buf), &n, &err),
+		&err);
+	assert_int_equal(n, sizeof("user.k"));
+	assert_string_equal(buf, "user.k");
+	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.k", "v",
+				       1, XATTR_CREATE, &err),
+		 &err, SMUX_E_ALREADY_EXISTS, EEXIST);
+	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "user.none",
+				       "v", 1, XATTR_REPLACE, &err),
+		 &err, SMUX_E_NO_ATTR, ENODATA);
+	CONF_ERR(smux_backend_setxattr(env->b, &env->ctx, "xa/f", "trusted.k",
+				       "v", 1, 0, &err),
+		 &err, SMUX_E_NOT_SUPPORTED, ENOTSUP);
+	CONF_OK(smux_backend_setxattr(env->b, &env->ctx, "xa/", "user.dir", "d",
+				      1, 0, &err),
+		&err);
+	CONF_OK(smux_backend_getxattr(env->b, &env->ctx, "xa/", "user.dir", buf,
+				      sizeof(buf), &n, &err),
+		&err);
+	assert_int_equal(n, 1);
+	CONF_OK(smux_backend_removexattr(env->b, &env->ctx, "xa/f", "user.k",
+					 &err),
+		&err);
+	CONF_ERR(smux_backend_getxattr(env->b, &env->ctx, "xa/f", "user.k", buf,
+				       sizeof(buf), &n, &err),
+		 &err, SMUX_E_NO_ATTR, ENODATA);
+	CONF_ERR(smux_backend_getxattr(env->b, &env->ctx, "xa/gone", "user.k",
+				       buf, sizeof(buf), &n, &err),
+		 &err, SMUX_E_KEY_NOT_FOUND, ENOENT);
+	CONF_EXPECT(env, "xa/f", "content", 7);
 }

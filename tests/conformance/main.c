@@ -50,6 +50,7 @@ static const struct CMUnitTest conf_tests[] = {
 	CONF_TEST(conf_test_setattr),
 	CONF_TEST(conf_test_symlink),
 	CONF_TEST(conf_test_sync),
+	CONF_TEST(conf_test_xattr),
 	CONF_TEST(conf_test_large_object),
 };
 

@@ -72,6 +72,7 @@ tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 tests+=("test_crash.sh" "test_sync.sh")
+for s in file mirror; do tests+=("test_xattr.sh $s"); done
 
 selected() {
 	local name=$1 f

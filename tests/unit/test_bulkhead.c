@@ -363,6 +363,57 @@ static void fake_destroy(struct smux_backend *b)
 	atomic_fetch_add(&fake_destroyed, 1);
 }
 
+/* "ok" has user.k = "value"; "block" blocks first, then writes "LATE!"
+ * into the buffer it was given (the job's, never the caller's). */
+static int fake_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const char *name, void *buf,
+			 size_t size, size_t *out_len, struct smux_error *err)
+{
+	struct fake *f = to_fake(b);
+	int rc = 0;
+
+	enter_op(f);
+	if (strcmp(key, "block") == 0) {
+		block_in_read(f, ctx);
+		if (size >= 5)
+			memcpy(buf, "LATE!", 5);
+		*out_len = 5;
+		atomic_store(&f->late_rc, 5);
+	} else if (strcmp(key, "ok") == 0 && strcmp(name, "user.k") == 0) {
+		if (size && size < 5)
+			rc = smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+					    b->name, "small");
+		else if (size)
+			memcpy(buf, "value", 5);
+		*out_len = 5;
+	} else {
+		rc = smux_error_set(err, SMUX_E_NO_ATTR, b->name, "none");
+	}
+	leave_op(f);
+	return rc;
+}
+
+/* Keeps the value in last_put ("block": after blocking). */
+static int fake_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, const char *name, const void *value,
+			 size_t size, int flags, struct smux_error *err)
+{
+	struct fake *f = to_fake(b);
+
+	enter_op(f);
+	if (strcmp(key, "block") == 0)
+		block_in_read(f, ctx);
+	pthread_mutex_lock(&f->lock);
+	memset(f->last_put, 0, sizeof(f->last_put));
+	memcpy(f->last_put, value,
+	       size < sizeof(f->last_put) ? size : sizeof(f->last_put) - 1);
+	pthread_mutex_unlock(&f->lock);
+	if (strcmp(key, "block") == 0)
+		atomic_store(&f->late_rc, (int)size);
+	leave_op(f);
+	return 0;
+}
+
 static const struct smux_backend_ops fake_ops = {
 	.kind = "fake",
 	.get = fake_get,
@@ -372,6 +423,8 @@ static const struct smux_backend_ops fake_ops = {
 	.list = fake_list,
 	.statfs = fake_statfs,
 	.writer_open = fake_writer_open,
+	.getxattr = fake_getxattr,
+	.setxattr = fake_setxattr,
 	.destroy = fake_destroy,
 };
 
@@ -635,6 +688,75 @@ static void test_timeout_blocked_in_syscall(void **state)
 	ASSERT_SOON(atomic_load(&f->late_rc) != LATE_UNSET, 2000);
 	assert_int_equal(atomic_load(&f->late_rc), -ECANCELED);
 	assert_int_equal(atomic_load(&f->woke_reason), SMUX_CANCEL_TIMEOUT);
+	ASSERT_SOON(smux__bulkhead_busy(bh) == 0, 2000);
+
+	smux__bulkhead_free(bh);
+	smux_backend_unref(&f->base);
+}
+
+/*
+ * getxattr and setxattr: the value lands in the caller's buffer only when
+ * it fits (a size query copies nothing) and the length comes back as the
+ * result; a blocked one times out, and what the backend writes or reads
+ * afterwards touches the job's copies, never the caller's (freed) buffers.
+ */
+static void test_xattr_calls(void **state)
+{
+	struct fake *f = fake_new("m1");
+	struct smux__bulkhead *bh = smux__bulkhead_new("m1", 4);
+	char *rbuf = calloc(1, 16), *wbuf = strdup("payload");
+	struct smux_error err;
+	struct smux_ctx ctx;
+	long n = -1, rc;
+	struct smux__call c = {.op = SMUX__OP_GETXATTR,
+			       .backend = &f->base,
+			       .key = "ok",
+			       .key2 = "user.k",
+			       .rbuf = rbuf,
+			       .len = 16,
+			       .nread = &n};
+
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux__bulkhead_run(bh, &ctx, 1000, &c, &err), 5);
+	assert_int_equal(n, 5);
+	assert_memory_equal(rbuf, "value", 5);
+	memset(rbuf, 0, 16);
+	c.len = 0; /* a size query */
+	assert_int_equal(smux__bulkhead_run(bh, &ctx, 1000, &c, &err), 5);
+	assert_int_equal(rbuf[0], 0);
+	c.len = 16;
+	c.key2 = "user.none";
+	rc = smux__bulkhead_run(bh, &ctx, 1000, &c, &err);
+	assert_int_equal(rc, -ENODATA);
+	assert_int_equal(err.e.code, SMUX_E_NO_ATTR);
+
+	/* blocked: timeout, then the late write goes to the job's copy */
+	c.key = "block";
+	c.key2 = "user.k";
+	rc = smux__bulkhead_run(bh, &ctx, 100, &c, &err);
+	assert_int_equal(rc, -smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	free(rbuf); /* ASan reports any later access */
+	unblock(f, 1);
+	ASSERT_SOON(atomic_load(&f->late_rc) == 5, 2000);
+	ASSERT_SOON(smux__bulkhead_busy(bh) == 0, 2000);
+
+	/* setxattr: the value is copied into the job at start */
+	atomic_store(&f->late_rc, LATE_UNSET);
+	memset(&c, 0, sizeof(c));
+	c.op = SMUX__OP_SETXATTR;
+	c.backend = &f->base;
+	c.key = "block";
+	c.key2 = "user.k";
+	c.wbuf = wbuf;
+	c.len = strlen(wbuf);
+	rc = smux__bulkhead_run(bh, &ctx, 100, &c, &err);
+	assert_int_equal(rc, -smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	free(wbuf);
+	unblock(f, 1);
+	ASSERT_SOON(atomic_load(&f->late_rc) == 7, 2000);
+	pthread_mutex_lock(&f->lock);
+	assert_string_equal(f->last_put, "payload");
+	pthread_mutex_unlock(&f->lock);
 	ASSERT_SOON(smux__bulkhead_busy(bh) == 0, 2000);
 
 	smux__bulkhead_free(bh);
@@ -1190,6 +1312,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_open_abandoned,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_xattr_calls, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_free_while_stuck, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_idle_retire, setup,

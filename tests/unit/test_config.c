@@ -516,6 +516,10 @@ static void test_mount_opt(void **state)
 		{"allow_other", 1, NULL},
 		{"default_permissions", 1, NULL},
 		{"ro", 1, NULL},
+		{"xattr=off", 1, NULL},
+		{"xattr=sometimes", -EINVAL,
+		 "option xattr: invalid value \"sometimes\" (use auto, on, "
+		 "off)"},
 		{"max_read=131072", 0, NULL},
 		{"fsname=smuxfs", 0, NULL},
 		{"cache_dirx=/a", 0, NULL},
@@ -568,8 +572,34 @@ static void test_mount_opt(void **state)
 	assert_true(o->has_gid && o->gid == 123);
 	assert_true(o->has_umask && o->umask == 077);
 	assert_true(o->allow_other && o->default_permissions && o->ro);
+	assert_int_equal(o->xattr, SMUX_FS_OFF);
 	assert_int_equal(smux_config_mount_opt(c, "rw", err, sizeof(err)), 1);
 	assert_false(o->ro);
+	smux_config_free(c);
+	tmp_release(&t);
+}
+
+/* [mount] xattr: auto by default, on/off (and booleans) as given, -o
+ * overrides the file. */
+static void test_xattr_key(void **state)
+{
+	struct tmp t = {0};
+	struct smux_config *c;
+	char err[ERRLEN];
+
+	(void)state;
+	tmp_init(&t);
+	c = must_load(&t, MOUNT_A MEM("a"));
+	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_AUTO);
+	smux_config_free(c);
+	c = must_load(&t, "[mount]\nroot = a\nxattr = off\n\n" MEM("a"));
+	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_OFF);
+	assert_int_equal(smux_config_mount_opt(c, "xattr=on", err, sizeof(err)),
+			 1);
+	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_ON);
+	smux_config_free(c);
+	c = must_load(&t, "[mount]\nroot = a\nxattr = yes\n\n" MEM("a"));
+	assert_int_equal(smux_config_opts(c)->xattr, SMUX_FS_ON);
 	smux_config_free(c);
 	tmp_release(&t);
 }
@@ -1240,6 +1270,7 @@ int main(void)
 		cmocka_unit_test(test_mount_defaults),
 		cmocka_unit_test(test_mount_opt),
 		cmocka_unit_test(test_default_permissions),
+		cmocka_unit_test(test_xattr_key),
 		cmocka_unit_test(test_ignored_opt),
 	};
 	const struct CMUnitTest build[] = {

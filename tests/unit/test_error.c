@@ -26,7 +26,8 @@ static bool starts_with(const char *s, const char *prefix)
 /* The prefix a code's name must carry, from its group in error.h. */
 static const char *expected_prefix(enum smux_code c)
 {
-	if (c >= SMUX_E_KEY_NOT_FOUND && c <= SMUX_E_UNKNOWN)
+	if ((c >= SMUX_E_KEY_NOT_FOUND && c <= SMUX_E_UNKNOWN) ||
+	    c == SMUX_E_NO_ATTR)
 		return "STORAGE.";
 	if (c == SMUX_E_CREDENTIAL_EXPIRED)
 		return "STORAGE_CDN.";
@@ -318,6 +319,11 @@ static const struct {
 	{EEXIST, SMUX_E_ALREADY_EXISTS, EEXIST},
 	{ENOTSUP, SMUX_E_NOT_SUPPORTED, ENOTSUP},
 	{EINVAL, SMUX_E_INVALID_ARGUMENT, EINVAL},
+	/* extended attributes: none of that name; a buffer too small, a
+	 * value too large (their errno kept, for getxattr(2) callers) */
+	{ENODATA, SMUX_E_NO_ATTR, ENODATA},
+	{ERANGE, SMUX_E_INVALID_ARGUMENT, ERANGE},
+	{E2BIG, SMUX_E_INVALID_ARGUMENT, E2BIG},
 	/* a path that would leave the root is an invalid key (EINVAL) */
 	{EXDEV, SMUX_E_INVALID_KEY, EINVAL},
 	{ELOOP, SMUX_E_INVALID_KEY, EINVAL},

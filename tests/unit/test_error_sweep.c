@@ -413,6 +413,28 @@ static void test_not_directory(void **state)
 	expect_holds(env->b, "f", "file");
 }
 
+static void test_no_attr(void **state)
+{
+	struct fs_env *env = *state;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char buf[16];
+	size_t n = 1;
+	int rc;
+
+	fs_env_open(env);
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(env->b, "f", "file", &err), &err);
+	rc = smux_backend_getxattr(env->b, &ctx, "f", "user.none", buf,
+				   sizeof(buf), &n, &err);
+	SWEEP(rc, &err, SMUX_E_NO_ATTR, SEMANTIC, ENODATA,
+	      "file getxattr of an attribute \"f\" does not have");
+	assert_int_equal(n, 0);
+	rc = smux_backend_removexattr(env->b, &ctx, "f", "user.none", &err);
+	SWEEP(rc, &err, SMUX_E_NO_ATTR, SEMANTIC, ENODATA,
+	      "file removexattr of an attribute \"f\" does not have");
+}
+
 /*
  * No shipped backend reports EEXIST: the file backend's mkdir -p treats
  * it as "already there" and its O_EXCL temp names retry on a collision.
@@ -1064,6 +1086,8 @@ int main(void)
 						teardown_fs),
 		cmocka_unit_test(test_is_directory),
 		cmocka_unit_test_setup_teardown(test_not_directory, setup_fs,
+						teardown_fs),
+		cmocka_unit_test_setup_teardown(test_no_attr, setup_fs,
 						teardown_fs),
 		cmocka_unit_test(test_already_exists),
 		cmocka_unit_test(test_precondition_failed),

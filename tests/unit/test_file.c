@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "backends/file_internal.h"
@@ -1220,6 +1221,145 @@ static void test_setattr(void **state)
 	assert_int_equal(chmod(at(env, "root/s"), 0755), 0);
 }
 
+/* Extended attributes: user.* set, read, listed and removed on the file
+ * itself (the backend's own xattrs, so a copy outside smuxfs keeps them),
+ * on directories, size queries and ERANGE, flags, other namespaces
+ * refused and never listed, symlinks never followed. */
+static void test_xattr(void **state)
+{
+	struct env *env = *state;
+	char buf[64], list[256];
+	size_t n = 0;
+	ssize_t got;
+	int rc;
+
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_XATTR);
+	assert_int_equal(put_str(env, "x/obj", "content"), 0);
+	assert_int_equal(smux_backend_setxattr(env->b, &env->ctx, "x/obj",
+					       "user.k", "value", 5, 0,
+					       &env->err),
+			 0);
+	/* the file itself carries it */
+	got = getxattr(at(env, "root/x/obj"), "user.k", buf, sizeof(buf));
+	assert_int_equal(got, 5);
+	assert_memory_equal(buf, "value", 5);
+	/* size query, then the value */
+	assert_int_equal(smux_backend_getxattr(env->b, &env->ctx, "x/obj",
+					       "user.k", NULL, 0, &n,
+					       &env->err),
+			 0);
+	assert_int_equal(n, 5);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(smux_backend_getxattr(env->b, &env->ctx, "x/obj",
+					       "user.k", buf, sizeof(buf), &n,
+					       &env->err),
+			 0);
+	assert_int_equal(n, 5);
+	assert_string_equal(buf, "value");
+	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj", "user.k", buf, 2,
+				   &n, &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
+	assert_int_equal(env->err.e.sys_errno, ERANGE);
+	/* flags */
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.k", "v", 1,
+				   XATTR_CREATE, &env->err);
+	expect_code(rc, &env->err, SMUX_E_ALREADY_EXISTS);
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.none", "v",
+				   1, XATTR_REPLACE, &env->err);
+	expect_code(rc, &env->err, SMUX_E_NO_ATTR);
+	assert_int_equal(rc, -ENODATA);
+	/* an empty value is a value */
+	assert_int_equal(smux_backend_setxattr(env->b, &env->ctx, "x/obj",
+					       "user.empty", NULL, 0, 0,
+					       &env->err),
+			 0);
+	/* other namespaces: refused, and never listed (trusted.* planted
+	 * behind the backend when we are root) */
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "trusted.t", "v",
+				   1, 0, &env->err);
+	expect_code(rc, &env->err, SMUX_E_NOT_SUPPORTED);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj",
+				   "security.selinux", buf, sizeof(buf), &n,
+				   &env->err);
+	expect_code(rc, &env->err, SMUX_E_NOT_SUPPORTED);
+	if (geteuid() == 0)
+		assert_int_equal(
+			setxattr(at(env, "root/x/obj"), "trusted.h", "x", 1, 0),
+			0);
+	assert_int_equal(smux_backend_listxattr(env->b, &env->ctx, "x/obj",
+						NULL, 0, &n, &env->err),
+			 0);
+	assert_int_equal(n, sizeof("user.k") + sizeof("user.empty"));
+	memset(list, 0, sizeof(list));
+	assert_int_equal(smux_backend_listxattr(env->b, &env->ctx, "x/obj",
+						list, sizeof(list), &n,
+						&env->err),
+			 0);
+	assert_int_equal(n, sizeof("user.k") + sizeof("user.empty"));
+	assert_true((strcmp(list, "user.k") == 0 &&
+		     strcmp(list + 7, "user.empty") == 0) ||
+		    (strcmp(list, "user.empty") == 0 &&
+		     strcmp(list + 11, "user.k") == 0));
+	rc = smux_backend_listxattr(env->b, &env->ctx, "x/obj", list, 4, &n,
+				    &env->err);
+	expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
+	assert_int_equal(env->err.e.sys_errno, ERANGE);
+	/* remove */
+	assert_int_equal(smux_backend_removexattr(env->b, &env->ctx, "x/obj",
+						  "user.k", &env->err),
+			 0);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj", "user.k", buf,
+				   sizeof(buf), &n, &env->err);
+	expect_code(rc, &env->err, SMUX_E_NO_ATTR);
+	rc = smux_backend_removexattr(env->b, &env->ctx, "x/obj", "user.k",
+				      &env->err);
+	expect_code(rc, &env->err, SMUX_E_NO_ATTR);
+	/* a directory, by plain key or marker */
+	assert_int_equal(smux_backend_setxattr(env->b, &env->ctx, "x/",
+					       "user.d", "1", 1, 0, &env->err),
+			 0);
+	assert_int_equal(smux_backend_getxattr(env->b, &env->ctx, "x", "user.d",
+					       buf, sizeof(buf), &n, &env->err),
+			 0);
+	assert_int_equal(n, 1);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "x/obj/", "user.d", buf,
+				   sizeof(buf), &n, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "nope", "user.d", buf,
+				   sizeof(buf), &n, &env->err);
+	expect_code(rc, &env->err, SMUX_E_KEY_NOT_FOUND);
+	/* a symlink key has none, and its target is never reached */
+	assert_int_equal(symlink("obj", at(env, "root/x/link")), 0);
+	rc = smux_backend_setxattr(env->b, &env->ctx, "x/link", "user.k", "v",
+				   1, 0, &env->err);
+	expect_code(rc, &env->err, SMUX_E_NOT_SUPPORTED);
+	/* a symlinked directory on the path is not followed either */
+	assert_int_equal(symlink("x", at(env, "root/xl")), 0);
+	rc = smux_backend_getxattr(env->b, &env->ctx, "xl/obj", "user.empty",
+				   buf, sizeof(buf), &n, &env->err);
+	assert_true(rc < 0);
+	assert_int_not_equal(env->err.e.code, SMUX_E_NO_ATTR);
+	/* too long a name (ERANGE), too large a value (E2BIG) */
+	{
+		char name[300], *big = calloc(1, SMUX_XATTR_SIZE_MAX + 1);
+
+		assert_non_null(big);
+		memset(name, 'n', sizeof(name) - 1);
+		memcpy(name, "user.", 5);
+		name[sizeof(name) - 1] = '\0';
+		rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", name,
+					   "v", 1, 0, &env->err);
+		expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
+		assert_int_equal(rc, -ERANGE);
+		rc = smux_backend_setxattr(env->b, &env->ctx, "x/obj", "user.b",
+					   big, SMUX_XATTR_SIZE_MAX + 1, 0,
+					   &env->err);
+		expect_code(rc, &env->err, SMUX_E_INVALID_ARGUMENT);
+		assert_int_equal(rc, -E2BIG);
+		free(big);
+	}
+}
+
 /* Owners, atime, ctime and link counts: reported from the stat, set in
  * place (chown never follows, a 0000 file still takes attributes), a put
  * honours mode 0000 and an owner, and a writer's commit keeps the owner
@@ -2251,6 +2391,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fifo_objects, setup_fast,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rename_dir, setup_fast,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_xattr, setup_fast,
 						teardown),
 	};
 	int fails = 0;

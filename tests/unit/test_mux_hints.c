@@ -845,6 +845,154 @@ static void test_link_fanout(void **state)
 	mh_rm_rf(base);
 }
 
+/* Extended attributes over three file replicas: a setxattr or removexattr
+ * reaches every replica in mirror; one that misses a replica (down) is
+ * acknowledged with a hint, and reads of the key avoid that replica until
+ * the repair, whose replay copies the attributes with the object (a
+ * missed remove included); getxattr/listxattr are reads (size queries
+ * included);
+ * failover writes the first member only; a memory member has none. */
+static void test_xattr_fanout(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux, *fo, *mem, *memmux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	char base[] = "/tmp/smux-xattr-XXXXXX", dir[3][64], buf[32];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	unsigned pending;
+	size_t n;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fopts = {.path = dir[i],
+					       .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fopts, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+	mux = mh_mux("xattrs", &o, ff, NULL, 3);
+	assert_true(smux_backend_caps(mux) & SMUX_CAP_XATTR);
+	MH_OK(mh_put(mux, "a", "content", &err), &err);
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v1", 2, 0, &err),
+	      &err);
+	for (int i = 0; i < 3; i++) {
+		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.k", buf,
+					    sizeof(buf), &n, &err),
+		      &err);
+		assert_int_equal(n, 2);
+		assert_memory_equal(buf, "v1", 2);
+	}
+	/* reads: a size query, the value, the list */
+	MH_OK(smux_backend_getxattr(mux, &ctx, "a", "user.k", NULL, 0, &n,
+				    &err),
+	      &err);
+	assert_int_equal(n, 2);
+	MH_OK(smux_backend_listxattr(mux, &ctx, "a", buf, sizeof(buf), &n,
+				     &err),
+	      &err);
+	assert_int_equal(n, sizeof("user.k"));
+	assert_string_equal(buf, "user.k");
+	MH_ERR(smux_backend_getxattr(mux, &ctx, "a", "user.none", buf,
+				     sizeof(buf), &n, &err),
+	       &err, SMUX_E_NO_ATTR);
+
+	/* r2 down: acknowledged, a hint, r2 keeps the old value, and
+	 * reads never ask r2 for it while the hint is pending */
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.k", "v2", 2, 0, &err),
+	      &err);
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	assert_memory_equal(buf, "v1", 2);
+	mh_fail(ff[2], false);
+	for (int round = 0; round < 20; round++) {
+		memset(buf, 0, sizeof(buf));
+		MH_OK(smux_backend_getxattr(mux, &ctx, "a", "user.k", buf,
+					    sizeof(buf), &n, &err),
+		      &err);
+		assert_string_equal(buf, "v2");
+	}
+	mh_clock_set(&clk, 100000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(fb[2], "a", "content");
+	/* the replay copied the attributes with the object */
+	memset(buf, 0, sizeof(buf));
+	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	assert_string_equal(buf, "v2");
+
+	/* a missed remove: replayed too (r2 keeps user.k until then) */
+	MH_OK(smux_backend_setxattr(mux, &ctx, "a", "user.keep", "1", 1, 0,
+				    &err),
+	      &err);
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_removexattr(mux, &ctx, "a", "user.k", &err), &err);
+	mh_fail(ff[2], false);
+	MH_OK(smux_backend_getxattr(fb[2], &ctx, "a", "user.k", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	mh_clock_set(&clk, 200000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		MH_ERR(smux_backend_getxattr(fb[i], &ctx, "a", "user.k", buf,
+					     sizeof(buf), &n, &err),
+		       &err, SMUX_E_NO_ATTR);
+		MH_OK(smux_backend_getxattr(fb[i], &ctx, "a", "user.keep", buf,
+					    sizeof(buf), &n, &err),
+		      &err);
+	}
+	MH_ERR(smux_backend_removexattr(mux, &ctx, "a", "user.k", &err), &err,
+	       SMUX_E_NO_ATTR);
+
+	/* failover: the first member only */
+	o.mode = SMUX_MODE_FAILOVER;
+	fo = mh_mux("fo", &o, ff, NULL, 3);
+	MH_OK(smux_backend_setxattr(fo, &ctx, "a", "user.f", "1", 1, 0, &err),
+	      &err);
+	MH_OK(smux_backend_getxattr(fb[0], &ctx, "a", "user.f", buf,
+				    sizeof(buf), &n, &err),
+	      &err);
+	MH_ERR(smux_backend_getxattr(fb[1], &ctx, "a", "user.f", buf,
+				     sizeof(buf), &n, &err),
+	       &err, SMUX_E_NO_ATTR);
+
+	/* a member without xattrs: the mux has none, calls are ENOTSUP */
+	mem = mh_memory("mem");
+	memmux = mh_mux("memmux", &o, &mem, NULL, 1);
+	assert_false(smux_backend_caps(memmux) & SMUX_CAP_XATTR);
+	MH_OK(mh_put(memmux, "a", "x", &err), &err);
+	MH_ERR(smux_backend_setxattr(memmux, &ctx, "a", "user.k", "v", 1, 0,
+				     &err),
+	       &err, SMUX_E_NOT_SUPPORTED);
+	MH_ERR(smux_backend_listxattr(memmux, &ctx, "a", buf, sizeof(buf), &n,
+				      &err),
+	       &err, SMUX_E_NOT_SUPPORTED);
+	smux_backend_unref(memmux);
+	smux_backend_unref(mem);
+	smux_backend_unref(fo);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 /* A directory rename is one rename(2) per file replica, all or nothing:
  * with a member down or a hint pending it is NOT_SUPPORTED (the caller
  * moves key by key, with hints). */
@@ -945,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
+		cmocka_unit_test(test_xattr_fanout),
 		cmocka_unit_test(test_rename_dir_fanout),
 	};
 
