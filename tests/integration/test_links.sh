@@ -21,7 +21,8 @@
 #     odd modes (0600, 0751, 0444): then rsync -n --itemize-changes prints
 #     nothing, diff -r agrees, through the mount and on each replica, and
 #     the hard links are links on each replica.
-# Owners are not compared (rsync -rlptDH, not -a): another part of issue 8.
+# Owners (files, directories, symlinks, FIFOs) are copied by cp -a and
+# rsync -aH as root and compared with the source's.
 . "$(dirname "$0")/lib.sh"
 
 SETUP=${1:?usage: test_links.sh file|mirror|failover|memory}
@@ -232,6 +233,10 @@ mkfifo -m 0600 "$S/a/fifo"
 ln "$S/a/one" "$S/x/one-again"
 touch -h -d @1400000000 "$S/link-one"
 touch -d @1300000000 "$S/a/one"
+# owners other than root's, on a file, a directory, a symlink and a FIFO
+chown 1234:5678 "$S/a/one" "$S/x"
+chown -h 4321:8765 "$S/link-one"
+chown 2345:2345 "$S/a/fifo"
 
 # compare_tree DIR: the tree at DIR is the source's
 compare_tree() {
@@ -241,8 +246,10 @@ compare_tree() {
 	# without -H: through the mount two names of one file show two inode
 	# numbers (libfuse's path nodes), which rsync -H reads as unlinked;
 	# the link itself is checked by the count below and on the replicas
-	out=$(rsync -nrlptD --itemize-changes "$S/" "$dir/")
+	out=$(rsync -nrlptDog --itemize-changes "$S/" "$dir/")
 	[ -z "$out" ] || fail "rsync -n to $dir wants changes: $out"
+	expect "$dir owners" "$(cd "$dir" && stat -c '%u:%g %n' a/one x link-one a/fifo)" \
+		"$(cd "$S" && stat -c '%u:%g %n' a/one x link-one a/fifo)"
 	expect "$dir modes" "$(cd "$dir" && stat -c '%a %n' readonly x x/tool a/b/private a/fifo)" \
 		"444 readonly
 751 x
@@ -258,7 +265,7 @@ compare_tree() {
 
 cp -a "$S" "$M/cp"
 compare_tree "$M/cp"
-rsync -rlptDH "$S/" "$M/rs/"
+rsync -aH "$S/" "$M/rs/"
 compare_tree "$M/rs"
 for r in $REPLICAS; do
 	compare_tree "$r/cp"
@@ -267,7 +274,7 @@ done
 # an update round: rsync replaces a changed link and file in place
 ln -sfn a/b/private "$S/link-one"
 printf 'two\n' >>"$S/a/one"
-rsync -rlptDH "$S/" "$M/rs/"
+rsync -aH "$S/" "$M/rs/"
 compare_tree "$M/rs"
 
 # ---- a fresh daemon shows the same tree ----
