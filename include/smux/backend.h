@@ -82,8 +82,8 @@ struct smux_put_opts {
 	 * keeps the type as a marker in the object's metadata (the stored
 	 * mode; docs/backends.md). Copies pass the type on. */
 	uint32_t mode;
-	int64_t mtime_ns; /* mtime to keep (0 = now) */
-	unsigned flags;	  /* enum smux_put_flags */
+	int64_t mtime_ns;  /* mtime to keep (0 = now) */
+	unsigned flags;	   /* enum smux_put_flags */
 	uint32_t uid, gid; /* owner with SMUX_PUT_OWNER */
 	/* Writer commit only: make the content durable (fsync) before
 	 * returning, not just visible. A put is always durable. */
@@ -99,9 +99,9 @@ enum smux_setattr_flags {
 };
 
 struct smux_setattr {
-	unsigned flags;	  /* enum smux_setattr_flags */
-	uint32_t mode;	  /* permission bits (SMUX_SET_MODE) */
-	int64_t mtime_ns; /* SMUX_SET_MTIME */
+	unsigned flags;	   /* enum smux_setattr_flags */
+	uint32_t mode;	   /* permission bits (SMUX_SET_MODE) */
+	int64_t mtime_ns;  /* SMUX_SET_MTIME */
 	uint32_t uid, gid; /* SMUX_SET_OWNER */
 	int64_t atime_ns;  /* SMUX_SET_ATIME */
 };

@@ -76,8 +76,8 @@ static int inplace_append_fd(struct fileb_inplace *iw, struct smux_error *err)
 	return iw->afd;
 }
 
-static int inplace_append(struct fileb_inplace *iw, const void *buf,
-			  size_t len, struct smux_error *err)
+static int inplace_append(struct fileb_inplace *iw, const void *buf, size_t len,
+			  struct smux_error *err)
 {
 	const unsigned char *p = buf;
 	int fd = inplace_append_fd(iw, err);
@@ -259,8 +259,8 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 	int fd;
 
 	if (flags & SMUX_WRITER_EXCL) {
-		fd = smux__file_open(iw->dirfd, name,
-				     oflags | O_CREAT | O_EXCL, 0600);
+		fd = smux__file_open(iw->dirfd, name, oflags | O_CREAT | O_EXCL,
+				     0600);
 		if (fd >= 0)
 			iw->created = true;
 	} else {
@@ -278,8 +278,8 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		}
 	}
 	if (fd == -EEXIST)
-		return smux_error_set(err, SMUX_E_ALREADY_EXISTS, iw->fb->base.name,
-				      "\"%s\" exists", key);
+		return smux_error_set(err, SMUX_E_ALREADY_EXISTS,
+				      iw->fb->base.name, "\"%s\" exists", key);
 	if (fd == -ELOOP || fd == -ENXIO || fd == -EXDEV)
 		return smux_error_set(err, SMUX_E_PERMISSION_DENIED,
 				      iw->fb->base.name,
@@ -303,8 +303,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 	 * the open) */
 	if (fcntl(fd, F_SETFL, O_RDWR) < 0)
 		return smux__file_fail(iw->fb, err, errno, "open", key);
-	if ((flags & SMUX_WRITER_TRUNC) && st.st_size &&
-	    ftruncate(fd, 0) < 0)
+	if ((flags & SMUX_WRITER_TRUNC) && st.st_size && ftruncate(fd, 0) < 0)
 		return smux__file_fail(iw->fb, err, errno, "truncate", key);
 	return 0;
 }

@@ -1098,8 +1098,7 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		entry_free(e);
 		goto out_unlock;
 	}
-	rc = journal_append(h, b.p, b.len, old ? 2 : 1, old ? 1 : 0, true,
-			    err);
+	rc = journal_append(h, b.p, b.len, old ? 2 : 1, old ? 1 : 0, true, err);
 	if (rc) {
 		entry_free(e);
 		goto out_unlock;

@@ -36,11 +36,11 @@
 /* One key with open in-place writers or a journaled intent. */
 struct mux_busy {
 	char *key;
-	unsigned refs;	     /* open writers */
-	unsigned ndirty;     /* writers with uncommitted changes, or
+	unsigned refs;	  /* open writers */
+	unsigned ndirty;  /* writers with uncommitted changes, or
 				writers that left without a commit */
-	uint64_t intent;     /* journal id, 0 = none */
-	int64_t clean_ns;    /* when ndirty last fell to 0 */
+	uint64_t intent;  /* journal id, 0 = none */
+	int64_t clean_ns; /* when ndirty last fell to 0 */
 	struct mux_busy *next;
 };
 

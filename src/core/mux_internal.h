@@ -357,7 +357,6 @@ void smux__intent_free_all(struct smux_mux *mux);
 
 /* mux_repair.c */
 
-
 /*
  * Replays the pending hints whose replica is up (or due a probe). A hint
  * another repair is replaying right now is left to it; with @wait this

@@ -350,10 +350,9 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 			.op = SMUX__OP_HEAD, .key = key, .info = &info[i]};
 
 		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP) {
-			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-					    v->m[i]->name,
-					    "reconcile %s: replica not up",
-					    key);
+			rc = smux_error_set(
+				err, SMUX_E_ALL_BACKENDS_DOWN, v->m[i]->name,
+				"reconcile %s: replica not up", key);
 			break;
 		}
 		rc = run(mux, ctx, v->m[i], &head, false, err);

@@ -50,12 +50,12 @@ struct smuxfs_ofile {
 	bool mode_set;	       /* mode meant as given (0000 too), else kept */
 	bool own;	       /* a created file: uid/gid given at its commit */
 	uint32_t uid, gid;
-	int64_t mtime_ns;      /* reported mtime; committed when mtime_set */
-	bool mtime_set;	       /* mtime_ns chosen by utimens */
-	bool dirty;	       /* content or attributes not committed */
-	bool inplace;	       /* w writes the object itself (in place) */
-	bool durable;	       /* everything committed is durable */
-	bool deleted;	       /* unlinked or replaced: never commit again */
+	int64_t mtime_ns; /* reported mtime; committed when mtime_set */
+	bool mtime_set;	  /* mtime_ns chosen by utimens */
+	bool dirty;	  /* content or attributes not committed */
+	bool inplace;	  /* w writes the object itself (in place) */
+	bool durable;	  /* everything committed is durable */
+	bool deleted;	  /* unlinked or replaced: never commit again */
 };
 
 static uint32_t key_hash(const char *key)
@@ -775,35 +775,52 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 	return rc;
 }
 
-int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix)
+/*
+ * The ofiles whose key starts with @prefix, each with a reference, in a
+ * new array (*@out, free()) of *@n. Caller holds the table lock. 0 or
+ * -ENOMEM (then what was found is in the array all the same).
+ */
+static int collect_under(struct smuxfs *fs, const char *prefix,
+			 struct smuxfs_ofile ***out, size_t *n)
 {
 	struct smuxfs_ofile **found = NULL;
-	size_t n = 0, cap = 0, plen = strlen(prefix);
-	int rc = 0;
+	size_t cap = 0, plen = strlen(prefix);
 
-	pthread_mutex_lock(&fs->otable.lock);
-	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS && !rc; b++) {
+	*n = 0;
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
 		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
 		     of = of->next) {
 			if (strncmp(of->key, prefix, plen) != 0)
 				continue;
-			if (n == cap) {
+			if (*n == cap) {
 				size_t ncap = cap ? 2 * cap : 16;
 				void *f = realloc(
 					found,
 					ncap * sizeof(struct smuxfs_ofile *));
 
 				if (!f) {
-					rc = -ENOMEM;
-					break;
+					*out = found;
+					return -ENOMEM;
 				}
 				found = f;
 				cap = ncap;
 			}
 			of->refs++;
-			found[n++] = of;
+			found[(*n)++] = of;
 		}
 	}
+	*out = found;
+	return 0;
+}
+
+int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix)
+{
+	struct smuxfs_ofile **found;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	rc = collect_under(fs, prefix, &found, &n);
 	pthread_mutex_unlock(&fs->otable.lock);
 	for (size_t i = 0; i < n; i++) {
 		int r = smuxfs_ofile_commit(fs, found[i], false);
@@ -819,31 +836,13 @@ int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix)
 void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
 			      const char *to)
 {
-	struct smuxfs_ofile **found = NULL;
-	size_t n = 0, cap = 0, flen = strlen(from);
+	struct smuxfs_ofile **found;
+	size_t n, flen = strlen(from);
 	char key[SMUX_KEY_MAX + 2];
 
 	pthread_mutex_lock(&fs->otable.lock);
-	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
-		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
-		     of = of->next) {
-			if (strncmp(of->key, from, flen) != 0)
-				continue;
-			if (n == cap) {
-				size_t ncap = cap ? 2 * cap : 16;
-				void *f = realloc(
-					found,
-					ncap * sizeof(struct smuxfs_ofile *));
-
-				if (!f)
-					break; /* keeps its old name */
-				found = f;
-				cap = ncap;
-			}
-			of->refs++;
-			found[n++] = of;
-		}
-	}
+	/* out of memory: the ones not found keep their old name */
+	(void)collect_under(fs, from, &found, &n);
 	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext) {
 		char *k;
 

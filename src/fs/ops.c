@@ -203,11 +203,11 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	if (fs->umask)
 		perm &= ~(uint32_t)fs->umask;
 	st->st_mode = (is_dir ? S_IFDIR : S_IFREG) | perm;
-	if (!is_dir && (S_ISLNK(in->mode) || S_ISFIFO(in->mode) ||
-			S_ISSOCK(in->mode))) {
+	if (!is_dir &&
+	    (S_ISLNK(in->mode) || S_ISFIFO(in->mode) || S_ISSOCK(in->mode))) {
 		/* a symlink's size is its target's length, as lstat says */
-		st->st_mode = (in->mode & S_IFMT) |
-			      (S_ISLNK(in->mode) ? 0777 : perm);
+		st->st_mode =
+			(in->mode & S_IFMT) | (S_ISLNK(in->mode) ? 0777 : perm);
 	}
 	st->st_nlink = in->nlink ? in->nlink : (is_dir ? 2 : 1);
 	/* uid=/gid= given by the operator override the objects' owners */

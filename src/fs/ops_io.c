@@ -164,13 +164,11 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	/* The kernel looked the name up first; a file that appeared since
 	 * (another mount on the same backends) is opened as open(2) would:
 	 * O_EXCL fails, O_TRUNC empties it, else it is kept. */
-	rc = smuxfs_ofile_open(fs, key,
-			       SMUXFS_OF_CREATE |
-				       ((fi->flags & O_EXCL) ? SMUXFS_OF_EXCL
-							     : 0) |
-				       ((fi->flags & O_TRUNC) ? SMUXFS_OF_TRUNC
-							      : 0),
-			       mode, &fh->of);
+	rc = smuxfs_ofile_open(
+		fs, key,
+		SMUXFS_OF_CREATE | ((fi->flags & O_EXCL) ? SMUXFS_OF_EXCL : 0) |
+			((fi->flags & O_TRUNC) ? SMUXFS_OF_TRUNC : 0),
+		mode, &fh->of);
 	if (rc) {
 		smuxfs_fh_free(fs, fh);
 		return rc;

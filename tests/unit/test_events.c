@@ -749,10 +749,9 @@ static void test_json_hints(void **state)
 	assert_string_equal(jget_str(j, "key"), "photos/2026/a.jpg");
 	assert_string_equal(jget_str(j, "source"), "edge-a");
 	assert_int_equal(json_array_size(json_object_get(j, "updated")), 2);
-	assert_string_equal(
-		json_string_value(json_array_get(json_object_get(j, "updated"),
-						 1)),
-		"c");
+	assert_string_equal(json_string_value(json_array_get(
+				    json_object_get(j, "updated"), 1)),
+			    "c");
 	json_decref(j);
 }
 

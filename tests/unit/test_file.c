@@ -840,9 +840,8 @@ static void test_writer_inplace(void **state)
 	assert_true(w->appends);
 	assert_int_equal(stat(at(env, "root/d/log"), &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "abc", 3, 0,
-					    &env->err),
-			 0);
+	assert_int_equal(
+		smux_writer_pwrite(w, &env->ctx, "abc", 3, 0, &env->err), 0);
 	expect_content(env, "d/log", "abc"); /* visible before any commit */
 	/* another program appends behind our back; O_APPEND lands after */
 	fd = open(at(env, "root/d/log"), O_WRONLY | O_APPEND);
@@ -858,17 +857,15 @@ static void test_writer_inplace(void **state)
 			 4);
 	assert_memory_equal(buf, "bcXd", 4);
 	po.mtime_ns = 1500000000123456789LL;
-	assert_int_equal(smux_writer_commit(w, &env->ctx, &po, &info,
-					    &env->err),
-			 0);
+	assert_int_equal(
+		smux_writer_commit(w, &env->ctx, &po, &info, &env->err), 0);
 	assert_int_equal(info.size, 5);
 	assert_int_equal(stat(at(env, "root/d/log"), &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0640);
 	assert_int_equal(st.st_mtim.tv_sec, 1500000000);
 	assert_int_equal(st.st_mtim.tv_nsec, 123456789);
 	/* more writes after a commit, then close without one: kept */
-	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "Z", 1, 0,
-					    &env->err),
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "Z", 1, 0, &env->err),
 			 0);
 	smux_writer_close(w);
 	expect_content(env, "d/log", "ZbcXd");
@@ -882,8 +879,7 @@ static void test_writer_inplace(void **state)
 					    SMUX_OFF_APPEND, &env->err),
 			 0);
 	po.durable = true;
-	assert_int_equal(smux_writer_commit(w, &env->ctx, &po, NULL,
-					    &env->err),
+	assert_int_equal(smux_writer_commit(w, &env->ctx, &po, NULL, &env->err),
 			 0);
 	smux_writer_close(w);
 	assert_int_equal(stat(at(env, "root/d/log"), &st2), 0);
