@@ -316,7 +316,8 @@ int smux__file_list(struct smux_backend *b, const struct smux_ctx *ctx,
 	memcpy(dir, prefix, dlen ? dlen - 1 : 0);
 	dir[dlen ? dlen - 1 : 0] = '\0';
 
-	if (!strncmp(dir, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN) &&
+	if (dlen > SMUX__FILE_WORK_DIR_LEN &&
+	    !strncmp(dir, SMUX__FILE_WORK_DIR, SMUX__FILE_WORK_DIR_LEN) &&
 	    (dir[SMUX__FILE_WORK_DIR_LEN] == '\0' ||
 	     dir[SMUX__FILE_WORK_DIR_LEN] == '/'))
 		return 0; /* the work folder holds no keys */

@@ -209,10 +209,9 @@ static unsigned fileb_work_sweep_pass(int fd)
 	while ((de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (unlinkat(fd, de->d_name, 0) == 0)
-			n++;
-		else if (errno == EISDIR &&
-			 unlinkat(fd, de->d_name, AT_REMOVEDIR) == 0)
+		if (unlinkat(fd, de->d_name, 0) == 0 ||
+		    (errno == EISDIR &&
+		     unlinkat(fd, de->d_name, AT_REMOVEDIR) == 0))
 			n++;
 	}
 	closedir(d);

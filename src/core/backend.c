@@ -453,9 +453,9 @@ static int enter_xattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "the user. namespace is kept",
 				      name);
 	if (name && (name[5] == '\0' || strlen(name) > SMUX_XATTR_NAME_MAX)) {
-		rc = smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
-				    "extended attribute name of %zu bytes",
-				    strlen(name));
+		smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+			       "extended attribute name of %zu bytes",
+			       strlen(name));
 		err->e.sys_errno = name[5] ? ERANGE : EINVAL;
 		return -err->e.sys_errno;
 	}

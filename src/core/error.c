@@ -219,7 +219,6 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_NO_ATTR;
 	case ERANGE: /* an xattr buffer too small (errno kept) */
 	case E2BIG:  /* an xattr value too large (errno kept) */
-		return SMUX_E_INVALID_ARGUMENT;
 	case EINVAL:
 		return SMUX_E_INVALID_ARGUMENT;
 	case EXDEV:

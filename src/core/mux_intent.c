@@ -154,11 +154,11 @@ enum smux__intent_state smux__intent_state(struct smux_mux *mux,
 	b = busy_find(mux, key);
 	if (b && b->intent != id)
 		b = NULL; /* an older record of the key: compare */
-	if (b && b->refs)
+	/* held by a writer, or clean and lingering: busy */
+	if (b &&
+	    (b->refs || (!b->ndirty && smux_now_ns() - b->clean_ns <
+					       INTENT_LINGER_MS * 1000000LL)))
 		st = SMUX__INTENT_BUSY;
-	else if (b && !b->ndirty &&
-		 smux_now_ns() - b->clean_ns < INTENT_LINGER_MS * 1000000LL)
-		st = SMUX__INTENT_BUSY; /* lingers */
 	else if (b && !b->ndirty)
 		st = SMUX__INTENT_CLEAN;
 	pthread_mutex_unlock(&mux->intent_lock);
