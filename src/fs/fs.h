@@ -268,10 +268,11 @@ struct smuxfs_fh {
 	atomic_ulong mutations; /* fs->mutations when the reader was checked */
 	atomic_bool reader_off; /* renamed: read the new key with gets */
 	atomic_bool unlinked;	/* its name was unlinked or replaced */
-	bool wrote;		/* this handle wrote (or created): only a
-				   handle that wrote commits at close */
-	uint64_t size;		/* FILE: size at open */
-	char *data;		/* VIRTUAL: the snapshot (owned) */
+	/* this handle wrote (or created): only a handle that wrote
+	 * commits at close; set by concurrent writes, read by flush */
+	atomic_bool wrote;
+	uint64_t size;		     /* FILE: size at open */
+	char *data;		     /* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */
 	size_t len;
 	/* FILE without ofile: in otable.readers; key and links protected by

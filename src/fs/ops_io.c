@@ -114,7 +114,7 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 		return -ENOMEM;
 	fh->writable = acc != O_RDONLY;
 	/* O_TRUNC is a write: this handle commits it at close */
-	fh->wrote = trunc;
+	atomic_store(&fh->wrote, trunc);
 	if (fh->writable || trunc) {
 		rc = smuxfs_ofile_open(fs, key, trunc ? SMUXFS_OF_TRUNC : 0, 0,
 				       &fh->of);
@@ -160,7 +160,7 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if (!fh)
 		return -ENOMEM;
 	fh->writable = true;
-	fh->wrote = true; /* even an empty new file is committed */
+	atomic_store(&fh->wrote, true); /* even an empty new file commits */
 	/* The kernel looked the name up first; a file that appeared since
 	 * (another mount on the same backends) is opened as open(2) would:
 	 * O_EXCL fails, O_TRUNC empties it, else it is kept. */
@@ -288,7 +288,7 @@ int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 		return -EPERM;
 	if (!fh->of || off < 0)
 		return -EBADF;
-	fh->wrote = true;
+	atomic_store(&fh->wrote, true);
 	/* O_APPEND lands at the end as it is now, whatever the kernel
 	 * thinks the size is (another program may have appended) */
 	return (int)smuxfs_ofile_write(fs, fh->of, buf, size,
@@ -311,7 +311,7 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (fs->ro)
 		return -EROFS;
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
-		fh->wrote = true;
+		atomic_store(&fh->wrote, true);
 		return smuxfs_ofile_truncate(fs, fh->of, (uint64_t)size);
 	}
 	if (fh && fh->kind == SMUXFS_FH_FILE) {
@@ -347,7 +347,7 @@ int smuxfs_flush(const char *path, struct fuse_file_info *fi)
 	(void)path;
 	/* only a handle that wrote commits: a reader's close publishes
 	 * nothing and gets no other handle's error */
-	if (!fh || !fh->of || !fh->wrote)
+	if (!fh || !fh->of || !atomic_load(&fh->wrote))
 		return 0;
 	return smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
 }
