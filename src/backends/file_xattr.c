@@ -92,30 +92,6 @@ int smux__file_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return rc;
 }
 
-int smux__file_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
-			const char *key, const char *name, const void *value,
-			size_t size, int flags, struct smux_error *err)
-{
-	struct smux__file *fb = smux__file_from(b);
-	char proc[64];
-	int fd, rc;
-
-	if (!fb)
-		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
-				      "not a file backend");
-	rc = smux__file_check_ctx(fb, ctx, err);
-	if (!rc)
-		rc = xattr_open(fb, key, "setxattr", &fd, proc, sizeof(proc),
-				err);
-	if (rc)
-		return rc;
-	/* metadata: no fsync, as setattr (ops->sync makes it durable) */
-	if (setxattr(proc, name, value, size, flags) < 0)
-		rc = smux__file_fail(fb, err, errno, "setxattr", key);
-	close(fd);
-	return rc;
-}
-
 /* Keeps the user. names of the @n bytes of @names in place; returns the
  * bytes kept. */
 static size_t keep_user_names(char *names, size_t n)
@@ -185,11 +161,14 @@ out_close:
 	return rc;
 }
 
-int smux__file_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
-			   const char *key, const char *name,
-			   struct smux_error *err)
+/* setxattr, or removexattr when @value is NULL (metadata: no fsync, as
+ * setattr; ops->sync makes it durable). */
+static int xattr_change(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, const void *value,
+			size_t size, int flags, struct smux_error *err)
 {
 	struct smux__file *fb = smux__file_from(b);
+	const char *op = value ? "setxattr" : "removexattr";
 	char proc[64];
 	int fd, rc;
 
@@ -198,12 +177,28 @@ int smux__file_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "not a file backend");
 	rc = smux__file_check_ctx(fb, ctx, err);
 	if (!rc)
-		rc = xattr_open(fb, key, "removexattr", &fd, proc, sizeof(proc),
-				err);
+		rc = xattr_open(fb, key, op, &fd, proc, sizeof(proc), err);
 	if (rc)
 		return rc;
-	if (removexattr(proc, name) < 0)
-		rc = smux__file_fail(fb, err, errno, "removexattr", key);
+	if ((value ? setxattr(proc, name, value, size, flags)
+		   : removexattr(proc, name)) < 0)
+		rc = smux__file_fail(fb, err, errno, op, key);
 	close(fd);
 	return rc;
+}
+
+int smux__file_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *key, const char *name, const void *value,
+			size_t size, int flags, struct smux_error *err)
+{
+	/* an empty value is a value: never the remove */
+	return xattr_change(b, ctx, key, name, value ? value : "", size, flags,
+			    err);
+}
+
+int smux__file_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *key, const char *name,
+			   struct smux_error *err)
+{
+	return xattr_change(b, ctx, key, name, NULL, 0, 0, err);
 }

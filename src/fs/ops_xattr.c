@@ -116,13 +116,17 @@ int smuxfs_listxattr(const char *path, char *list, size_t size)
 	return n > INT32_MAX ? -E2BIG : (int)n;
 }
 
-int smuxfs_setxattr(const char *path, const char *name, const char *value,
-		    size_t size, int flags)
+/* setxattr, or removexattr when @remove: the same checks, the same
+ * fallback to a directory's marker key. */
+static int xattr_change(const char *path, const char *name, const char *value,
+			size_t size, int flags, bool remove)
 {
 	struct smuxfs *fs = smuxfs_get();
 	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
+	const char *op = remove ? "removexattr" : "setxattr";
 	struct smux_error err;
 	struct smux_ctx ctx;
+	const char *k;
 	int rc;
 
 	rc = xattr_key(fs, path, key, sizeof(key));
@@ -133,32 +137,25 @@ int smuxfs_setxattr(const char *path, const char *name, const char *value,
 	if (rc)
 		return rc;
 	smuxfs_ctx(&ctx);
-	rc = smux_backend_setxattr(fs->root, &ctx, key, name, value, size,
-				   flags, &err);
-	if (rc && try_dir(fs, key, &err, dkey, sizeof(dkey)))
-		rc = smux_backend_setxattr(fs->root, &ctx, dkey, name, value,
-					   size, flags, &err);
-	return rc ? smuxfs_errno(&err, "setxattr", key) : 0;
+	for (k = key;; k = dkey) {
+		rc = remove ? smux_backend_removexattr(fs->root, &ctx, k, name,
+						       &err)
+			    : smux_backend_setxattr(fs->root, &ctx, k, name,
+						    value, size, flags, &err);
+		if (!rc || k == dkey ||
+		    !try_dir(fs, key, &err, dkey, sizeof(dkey)))
+			break;
+	}
+	return rc ? smuxfs_errno(&err, op, key) : 0;
+}
+
+int smuxfs_setxattr(const char *path, const char *name, const char *value,
+		    size_t size, int flags)
+{
+	return xattr_change(path, name, value, size, flags, false);
 }
 
 int smuxfs_removexattr(const char *path, const char *name)
 {
-	struct smuxfs *fs = smuxfs_get();
-	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
-	struct smux_error err;
-	struct smux_ctx ctx;
-	int rc;
-
-	rc = xattr_key(fs, path, key, sizeof(key));
-	if (!rc && fs->ro)
-		rc = -EROFS;
-	if (!rc)
-		rc = commit_pending(fs, key);
-	if (rc)
-		return rc;
-	smuxfs_ctx(&ctx);
-	rc = smux_backend_removexattr(fs->root, &ctx, key, name, &err);
-	if (rc && try_dir(fs, key, &err, dkey, sizeof(dkey)))
-		rc = smux_backend_removexattr(fs->root, &ctx, dkey, name, &err);
-	return rc ? smuxfs_errno(&err, "removexattr", key) : 0;
+	return xattr_change(path, name, NULL, 0, 0, true);
 }
