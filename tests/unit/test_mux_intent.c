@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -226,6 +227,15 @@ static void test_after_crash(void **state)
 	smux_writer_close(w);
 	smux_backend_unref(t->mux);
 	write_behind(t->a, "crash", "partial, and more"); /* a got further */
+	/* later than the commit's explicit ns mtime for sure (the kernel's
+	 * own timestamp is coarser: it may read as older) */
+	snprintf(cmd, sizeof(cmd), "%s/crash", t->a);
+	assert_int_equal(
+		utimensat(AT_FDCWD, cmd,
+			  (struct timespec[2]){{.tv_nsec = UTIME_NOW},
+					       {.tv_sec = time(NULL) + 10}},
+			  0),
+		0);
 
 	it_mux(t, crashed);
 	assert_int_equal(smux_mux_pending_intents(t->mux), 1);
