@@ -196,6 +196,29 @@ static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
 	return smux__member_get(m);
 }
 
+/*
+ * Weighted, once the re-rolls are spent: the draws may all have landed on
+ * members already tried (or gone down since the snapshot) while another up
+ * member with a weight was never asked. Those are taken in view order, so
+ * the operation answers ALL_BACKENDS_DOWN only when every up member with a
+ * weight was tried. A weight of 0 still means "no traffic".
+ */
+static struct mux_member *weighted_rest(struct mux_cursor *c, bool *probe)
+{
+	struct mux_sel *s = c->sel;
+	struct mux_member *m = NULL;
+
+	if (c->pos < s->n_up)
+		c->pos = s->n_up;
+	while (!m && c->pos < 2 * s->n_up) {
+		unsigned idx = s->up[c->pos++ - s->n_up];
+
+		if (atomic_load(&s->view->m[idx]->weight) > 0)
+			m = take(c, idx, probe);
+	}
+	return m;
+}
+
 struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 {
 	struct mux_sel *s = c->sel;
@@ -222,6 +245,8 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 				break;
 			m = take(c, s->up[i], probe);
 		}
+		if (!m)
+			m = weighted_rest(c, probe);
 		break;
 	case SMUX_MODE_STICKY:
 		/* fnv1a(key) % healthy; after a failure the next attempt
