@@ -56,6 +56,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (o == SMUX_OUTCOME_TIMEOUT && ctx &&
 	    smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
 		counted = SMUX_OUTCOME_ABORT;
+	/* queued behind our own max_inflight: the member never saw it */
+	if (o == SMUX_OUTCOME_TIMEOUT && smux__bulkhead_unstarted(err))
+		counted = SMUX_OUTCOME_ABORT;
 	smux__stats_record(&m->stats, counted, err ? err->e.code : SMUX_OK, ms);
 	switch (counted) {
 	case SMUX_OUTCOME_OK:
