@@ -85,6 +85,8 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 			ev.cause = err->e;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
+		/* the background thread probes it once its cooldown ends */
+		smux__mux_kick(mux);
 	} else if (tr == SMUX__HEALTH_RECOVERED) {
 		ev.topic = SMUX_EV_BACKEND_RECOVERED;
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
@@ -148,37 +150,6 @@ static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 	atomic_fetch_sub(&m->health.in_flight, 1);
 	*o = smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? e : NULL, as);
 	return rc;
-}
-
-/*
- * Probe-on-selection for the modes that choose among up members: once a
- * down member's cooldown has passed, the next selection probes it with its
- * health check (real traffic could land a key on the wrong shard).
- */
-static void probe_due(struct smux_mux *mux, const struct smux_ctx *ctx,
-		      struct smux_span *span)
-{
-	struct mux_sel *s = smux__sel_get(mux);
-	int64_t now = smux__mux_now(mux);
-
-	if (now >= s->next_probe_ms) {
-		for (unsigned i = 0; i < s->view->n; i++) {
-			struct mux_member *m = s->view->m[i];
-			struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
-			enum smux_outcome o;
-			struct smux_error e;
-			bool probe = false;
-
-			if (smux__health_status(&m->health) !=
-				    SMUX_STATUS_DOWN ||
-			    !smux__health_acquire(&m->health, now, &probe))
-				continue;
-			if (!probe) /* came back up meanwhile */
-				continue;
-			attempt(mux, ctx, &call, m, true, 0, span, &o, &e);
-		}
-	}
-	smux__sel_put(s);
 }
 
 /* Counts list entries so a list that failed midway is not retried. */
@@ -262,8 +233,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		call->list_fn = count_entry;
 		call->list_arg = &lc;
 	}
-	if (!w->by_order)
-		probe_due(mux, ctx, span);
 	smux__cursor_init(&c, mux, call->key, w->by_order);
 	while ((m = smux__cursor_next(&c, &probe))) {
 		enum smux_outcome o;

@@ -113,6 +113,10 @@ struct smux_mux {
 	pthread_cond_t bg_cond; /* CLOCK_MONOTONIC */
 	bool bg_stop;		/* protected by bg_lock */
 	bool bg_kick;		/* protected by bg_lock: replay hints now */
+	/* in every call of the background thread; fired by
+	 * smux__mux_bg_stop so a stop never waits for a hung member or a
+	 * whole replay pass (mux_repair.c) */
+	struct smux_cancel bg_cancel;
 };
 
 /* mux.c */
@@ -368,5 +372,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
+/*
+ * Probes, with its health check, every down member whose cooldown is
+ * over (the background thread's job: a user request never waits for a
+ * probe). Returns the members probed.
+ */
+unsigned smux__mux_probe_due(struct smux_mux *mux, const struct smux_ctx *ctx);
 
 #endif /* SMUX_CORE_MUX_INTERNAL_H */

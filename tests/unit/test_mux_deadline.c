@@ -234,12 +234,164 @@ static void test_queue_time_not_charged(void **state)
 	duo_release(&d);
 }
 
+/* ---- probes off the I/O path, bounded stop ---- */
+
+struct bg_gets {
+	struct smux_backend *mux;
+	int n, failed;
+	atomic_bool done;
+};
+
+static void *bg_gets_main(void *arg)
+{
+	struct bg_gets *g = arg;
+	struct smux_error err;
+	int rc;
+
+	for (int i = 0; i < g->n; i++) {
+		free(mh_get(g->mux, "k", &rc, &err));
+		if (rc)
+			g->failed++;
+	}
+	atomic_store(&g->done, true);
+	return NULL;
+}
+
+/* Three round-robin members, r1 down with its cooldown over and a health
+ * check that hangs until released; no backend timeout; active health
+ * checks every @healthcheck_interval_ms (0: none). */
+struct probe_env {
+	struct smux_backend *mem, *f[3], *mux;
+	struct mh_events *ev;
+	struct mh_clock clk;
+};
+
+static void probe_env_init(struct probe_env *p, bool ignores_cancel,
+			   int64_t healthcheck_interval_ms)
+{
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_ROUND_ROBIN,
+		.cooldown_ms = 100,
+		.backend_timeout_ms = -1,
+		.healthcheck_interval_ms = healthcheck_interval_ms,
+	};
+	struct smux_faulty_opts hang = {
+		.ops = 1u << SMUX_FAULTY_HEALTHCHECK,
+		.hang_rate = 1,
+		.hang_ignores_cancel = ignores_cancel,
+	};
+	struct smux_error err;
+	char name[32];
+	int rc;
+
+	p->mem = mh_memory("mem");
+	p->ev = mh_events_new();
+	mh_clock_init(&p->clk, 1000);
+	o.clock = &p->clk.clock;
+	o.events = p->ev->bus;
+	MH_OK(mh_put(p->mem, "k", "v", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		p->f[i] = mh_faulty(name, p->mem, NULL);
+	}
+	mh_fail(p->f[1], true);
+	p->mux = mh_mux("rr", &o, p->f, NULL, 3);
+	for (int i = 0; i < 3; i++) {
+		free(mh_get(p->mux, "k", &rc, &err));
+		MH_OK(rc, &err);
+	}
+	assert_int_equal(mh_events_count(p->ev, SMUX_EV_BACKEND_DOWN), 1);
+	smux_faulty_set(p->f[1], &hang);
+	mh_clock_set(&p->clk, 1100); /* r1's cooldown is over */
+}
+
+static void probe_env_release(struct probe_env *p)
+{
+	for (int i = 0; i < 3; i++)
+		smux_backend_unref(p->f[i]);
+	smux_backend_unref(p->mem);
+	mh_events_free(p->ev);
+}
+
+/*
+ * Issue 9: round-robin (also weighted, sticky) probed a down member whose
+ * cooldown was over on the next user request, which then waited for the
+ * health check: up to backend_timeout per hung member, here (no timeout)
+ * for ever. Now the background thread probes; 30 gets finish while the
+ * probe hangs (a watchdog of 10 s tells a hang from a pass), then the
+ * probe, released, brings r1 back.
+ */
+static void test_probe_off_request_path(void **state)
+{
+	struct bg_gets g = {.n = 30};
+	struct probe_env p;
+	pthread_t th;
+
+	(void)state;
+	probe_env_init(&p, false, 0);
+	g.mux = p.mux;
+	atomic_init(&g.done, false);
+	assert_int_equal(pthread_create(&th, NULL, bg_gets_main, &g), 0);
+	MH_SOON(atomic_load(&g.done), 10000);
+	pthread_join(th, NULL);
+	assert_int_equal(g.failed, 0);
+	/* the background thread is the one waiting for r1 */
+	MH_SOON(smux_faulty_hanging(p.f[1]) == 1, 10000);
+	smux_faulty_release_hangs(p.f[1]);
+	MH_SOON(mh_events_count(p.ev, SMUX_EV_BACKEND_RECOVERED) == 1, 10000);
+	smux_backend_unref(p.mux);
+	probe_env_release(&p);
+}
+
+struct bg_unref {
+	struct smux_backend *mux;
+	atomic_bool done;
+};
+
+static void *bg_unref_main(void *arg)
+{
+	struct bg_unref *u = arg;
+
+	smux_backend_unref(u->mux);
+	atomic_store(&u->done, true);
+	return NULL;
+}
+
+/*
+ * Issue 9: the mux's stop joined its background thread, which could be
+ * waiting for a member hung for good (no backend timeout, a health check
+ * stuck in a system call: it ignores cancellation), here in an active
+ * health check (or the probe). The stop cancels the
+ * thread's calls now: destroying the mux returns (watchdog 10 s), the hung
+ * call is left to its worker.
+ */
+static void test_stop_bounded(void **state)
+{
+	struct bg_unref u;
+	struct probe_env p;
+	pthread_t th;
+
+	(void)state;
+	probe_env_init(&p, true, 50);
+	MH_SOON(smux_faulty_hanging(p.f[1]) == 1, 10000);
+	u.mux = p.mux;
+	atomic_init(&u.done, false);
+	assert_int_equal(pthread_create(&th, NULL, bg_unref_main, &u), 0);
+	MH_SOON(atomic_load(&u.done), 10000);
+	pthread_join(th, NULL);
+	smux_faulty_release_hangs(p.f[1]);
+	MH_SOON(smux_faulty_hanging(p.f[1]) == 0, 10000);
+	probe_env_release(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_stream_finishes),
 		cmocka_unit_test(test_stalled_stream_fails),
 		cmocka_unit_test(test_queue_time_not_charged),
+		cmocka_unit_test(test_probe_off_request_path),
+		cmocka_unit_test(test_stop_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
