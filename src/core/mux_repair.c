@@ -452,6 +452,31 @@ static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 }
 
+/*
+ * smux__health_acquire for a replay on @m. A down member whose cooldown is
+ * over may be being probed right now (by the background thread): with
+ * @wait, the repair waits for that probe to end (@ctx may end the wait)
+ * and looks again, instead of leaving the hint pending.
+ */
+static bool replica_acquire(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct mux_member *m, bool wait, bool *probe)
+{
+	for (;;) {
+		int64_t now = smux__mux_now(mux);
+		bool probing;
+
+		if (smux__health_acquire(&m->health, now, probe))
+			return true;
+		pthread_mutex_lock(&m->health.lock);
+		probing = m->health.status == SMUX_STATUS_DOWN &&
+			  m->health.probing;
+		pthread_mutex_unlock(&m->health.lock);
+		if (!wait || !probing ||
+		    smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, NULL))
+			return false;
+	}
+}
+
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
@@ -551,8 +576,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		/* an up replica, or a down one whose cooldown is over (the
 		 * replay probes it: a recovered replica needs no traffic of
 		 * its own to be repaired) */
-		if (!smux__health_acquire(&m->health, smux__mux_now(mux),
-					  &probe)) {
+		if (!replica_acquire(mux, ctx, m, wait, &probe)) {
 			replay_release(mux, &claim);
 			continue;
 		}

@@ -384,6 +384,97 @@ static void test_stop_bounded(void **state)
 	probe_env_release(&p);
 }
 
+/* ---- mirror read mid-stream ---- */
+
+/* A mirror over f0 (faults @o0) and f1 (faults @o1), both holding the
+ * 100-byte "big" (one shared memory backend). */
+static struct smux_backend *mirror_of(struct duo *d,
+				      const struct smux_faulty_opts *o0,
+				      const struct smux_faulty_opts *o1)
+{
+	struct smux_mux_opts mo = {
+		.mode = SMUX_MODE_MIRROR,
+		.cooldown_ms = 600000,
+	};
+	struct smux_error err;
+
+	duo_init(d, o0);
+	smux_faulty_set(d->f[1], o1);
+	MH_OK(mh_put(d->mem, "big", hundred(), &err), &err);
+	return mh_mux("mir", &mo, d->f, NULL, 2);
+}
+
+/*
+ * Issue 9: the replica that owned the first bytes of a mirror read failed
+ * mid-stream while the other, healthy, was still on its way: the other
+ * was refused the sink and the read failed. Now the sink is rewound and
+ * handed over: f1 (300 ms late) serves the whole object.
+ */
+static void test_mirror_owner_fails_other_running(void **state)
+{
+	struct smux_faulty_opts o0 = {
+		.ops = 1u << SMUX_FAULTY_GET,
+		.error_rate = 1,
+		.get_fault_after = 10,
+	};
+	struct smux_faulty_opts o1 = {
+		.ops = 1u << SMUX_FAULTY_GET,
+		.latency_ms = 300,
+	};
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct duo d;
+	char *got;
+	int rc;
+
+	(void)state;
+	mux = mirror_of(&d, &o0, &o1);
+	got = mh_get(mux, "big", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, hundred());
+	free(got);
+	assert_int_equal(member_stats(mux, 0).status, SMUX_STATUS_DOWN);
+	assert_int_equal(member_stats(mux, 1).status, SMUX_STATUS_UP);
+	smux_backend_unref(mux);
+	duo_release(&d);
+}
+
+/*
+ * The same, but f1 had already been refused (f0 owned the sink and kept
+ * streaming, slowly) when f0 broke: the read goes on from f1, from the
+ * start, instead of failing.
+ */
+static void test_mirror_owner_fails_others_refused(void **state)
+{
+	struct smux_faulty_opts o0 = {
+		.ops = 1u << SMUX_FAULTY_GET,
+		.error_rate = 1,
+		.get_fault_after = 20,
+		.stream_chunk = 10,
+		.stream_chunk_ms = 300,
+	};
+	struct smux_faulty_opts o1 = {
+		.ops = 1u << SMUX_FAULTY_GET,
+		.latency_ms = 450,
+	};
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct duo d;
+	char *got;
+	int rc;
+
+	(void)state;
+	mux = mirror_of(&d, &o0, &o1);
+	got = mh_get(mux, "big", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, hundred());
+	free(got);
+	assert_int_equal(smux_faulty_calls(d.f[1]), 2); /* refused, then read */
+	assert_int_equal(member_stats(mux, 0).status, SMUX_STATUS_DOWN);
+	smux_backend_unref(mux);
+	duo_release(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -392,6 +483,8 @@ int main(void)
 		cmocka_unit_test(test_queue_time_not_charged),
 		cmocka_unit_test(test_probe_off_request_path),
 		cmocka_unit_test(test_stop_bounded),
+		cmocka_unit_test(test_mirror_owner_fails_other_running),
+		cmocka_unit_test(test_mirror_owner_fails_others_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
