@@ -188,9 +188,15 @@ static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
 			return NULL;
 		c->seen[idx / 64] |= bit;
 	}
-	/* the clock is read only for a member that is not up */
+	/*
+	 * The clock is read only for a member that is not up. The modes
+	 * that choose among up members never make a request a probe (the
+	 * background thread probes: issue 9); failover and shield keep the
+	 * seed's probe-on-selection in member order, bounded by the budget.
+	 */
 	if (!smux__health_is_up(&m->health) &&
-	    !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe))
+	    (!c->by_order ||
+	     !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe)))
 		return NULL;
 	c->tried++;
 	return smux__member_get(m);
