@@ -105,6 +105,7 @@ static void test_slow_stream_finishes(void **state)
 	struct smux_backend_stats b;
 	struct smux_error err;
 	struct duo d;
+	int64_t t0;
 	char *got;
 	int rc;
 
@@ -112,7 +113,10 @@ static void test_slow_stream_finishes(void **state)
 	duo_init(&d, &o);
 	MH_OK(mh_put(d.mem, "big", hundred(), &err), &err);
 	mux = mh_mux("dl", &mo, d.f, NULL, 2);
+	t0 = smux_now_ns();
 	got = mh_get(mux, "big", &rc, &err);
+	print_message("  slow stream: %lld ms under a 400 ms budget\n",
+		      (long long)((smux_now_ns() - t0) / MS_NS));
 	MH_OK(rc, &err);
 	assert_string_equal(got, hundred());
 	free(got);
@@ -370,14 +374,18 @@ static void test_stop_bounded(void **state)
 	struct bg_unref u;
 	struct probe_env p;
 	pthread_t th;
+	int64_t t0;
 
 	(void)state;
 	probe_env_init(&p, true, 50);
 	MH_SOON(smux_faulty_hanging(p.f[1]) == 1, 10000);
 	u.mux = p.mux;
 	atomic_init(&u.done, false);
+	t0 = smux_now_ns();
 	assert_int_equal(pthread_create(&th, NULL, bg_unref_main, &u), 0);
 	MH_SOON(atomic_load(&u.done), 10000);
+	print_message("  stop with a member hung for good: %lld ms\n",
+		      (long long)((smux_now_ns() - t0) / MS_NS));
 	pthread_join(th, NULL);
 	smux_faulty_release_hangs(p.f[1]);
 	MH_SOON(smux_faulty_hanging(p.f[1]) == 0, 10000);
