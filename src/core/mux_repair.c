@@ -675,6 +675,10 @@ void smux__mux_kick(struct smux_mux *mux)
 	pthread_mutex_unlock(&mux->bg_lock);
 }
 
+/* How soon the background thread looks again at a probe it could not
+ * make (another thread is probing that member). */
+#define BG_OVERDUE_MS 20
+
 /* How long the background thread sleeps between rounds. */
 static int64_t bg_period_ms(struct smux_mux *mux)
 {
@@ -685,13 +689,18 @@ static int64_t bg_period_ms(struct smux_mux *mux)
 	if (mux->healthcheck_interval_ms > 0 &&
 	    mux->healthcheck_interval_ms < p)
 		p = mux->healthcheck_interval_ms;
-	/* wake when the first down member's cooldown ends (its probe) */
+	/*
+	 * Wake when the first down member's cooldown ends (its probe). A
+	 * cooldown already over here means the round could not probe it
+	 * (a request of failover or shield is probing it): look again a
+	 * little later rather than spin.
+	 */
 	s = smux__sel_get(mux);
 	if (s->next_probe_ms != INT64_MAX) {
 		int64_t left = s->next_probe_ms - smux__mux_now(mux);
 
 		if (left < p)
-			p = left > 1 ? left : 1;
+			p = left > 0 ? left : BG_OVERDUE_MS;
 	}
 	smux__sel_put(s);
 	/* retry pending hints now and then even without a recovery */
