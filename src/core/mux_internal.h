@@ -372,11 +372,5 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
-/*
- * Probes, with its health check, every down member whose cooldown is
- * over (the background thread's job: a user request never waits for a
- * probe). Returns the members probed.
- */
-unsigned smux__mux_probe_due(struct smux_mux *mux, const struct smux_ctx *ctx);
 
 #endif /* SMUX_CORE_MUX_INTERNAL_H */

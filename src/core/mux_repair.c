@@ -641,7 +641,12 @@ void smux_mux_check_health(struct smux_backend *b)
 	check_health(mux, &ctx);
 }
 
-unsigned smux__mux_probe_due(struct smux_mux *mux, const struct smux_ctx *ctx)
+/*
+ * Probes, with its health check, every down member whose cooldown is
+ * over (the background thread's job: round-robin, weighted and sticky
+ * requests never probe). Returns the members probed.
+ */
+static unsigned probe_due(struct smux_mux *mux, const struct smux_ctx *ctx)
 {
 	struct mux_sel *s = smux__sel_get(mux);
 	int64_t now = smux__mux_now(mux);
@@ -731,7 +736,7 @@ static void *bg_main(void *arg)
 				now + mux->healthcheck_interval_ms * 1000000LL;
 		}
 		/* down members due a probe: here, never on a user request */
-		smux__mux_probe_due(mux, &ctx);
+		probe_due(mux, &ctx);
 		if (smux__hints_pending(mux->hints, NULL))
 			smux__mux_repair(mux, &ctx, false, NULL, NULL, NULL);
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
