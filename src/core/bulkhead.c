@@ -84,6 +84,7 @@ struct smux__job {
 	struct smux_put_opts put_opts;
 	struct smux_setattr setattr;
 	bool has_get_opts, has_put_opts, want_info;
+	bool streaming; /* GET to a sink, PUT from a source */
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
@@ -100,7 +101,6 @@ struct smux__job {
 	int64_t start_ns;	    /* queued at */
 	int64_t budget_ns;	    /* the member's per-call budget (0: none) */
 	int64_t caller_deadline_ns; /* the caller's ctx (INT64_MAX: none) */
-	bool streaming;		    /* GET to a sink, PUT from a source */
 	struct smux_ctx wctx; /* the worker's: job token + caller deadline */
 
 	/* Caller side only (finish/abandon); the worker never reads these. */
@@ -127,12 +127,12 @@ struct smux__job {
 	struct smux_cancel token; /* fired by abandon; any thread */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;   /* CLOCK_MONOTONIC; broadcast on done */
+	int64_t run_ns;	       /* protected by lock: a worker started it
+				(0: still queued) */
+	int64_t progress_ns;   /* protected by lock: the sink or source last
+				moved bytes (0: never) */
 	bool abandoned;	       /* protected by lock */
 	bool done;	       /* protected by lock */
-	int64_t run_ns;	       /* protected by lock: a worker started it
-				  (0: still queued) */
-	int64_t progress_ns;   /* protected by lock: the sink or source
-				  last moved bytes (0: never) */
 	atomic_bool done_hint; /* set with done, for lock-free spinning */
 	long rc;	       /* protected by lock */
 	struct smux_error err; /* protected by lock */
