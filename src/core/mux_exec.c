@@ -56,6 +56,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (o == SMUX_OUTCOME_TIMEOUT && ctx &&
 	    smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
 		counted = SMUX_OUTCOME_ABORT;
+	/* queued behind our own max_inflight: the member never saw it */
+	if (o == SMUX_OUTCOME_TIMEOUT && smux__bulkhead_unstarted(err))
+		counted = SMUX_OUTCOME_ABORT;
 	smux__stats_record(&m->stats, counted, err ? err->e.code : SMUX_OK, ms);
 	switch (counted) {
 	case SMUX_OUTCOME_OK:
@@ -82,6 +85,8 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 			ev.cause = err->e;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
+		/* the background thread probes it once its cooldown ends */
+		smux__mux_kick(mux);
 	} else if (tr == SMUX__HEALTH_RECOVERED) {
 		ev.topic = SMUX_EV_BACKEND_RECOVERED;
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
@@ -145,37 +150,6 @@ static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 	atomic_fetch_sub(&m->health.in_flight, 1);
 	*o = smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? e : NULL, as);
 	return rc;
-}
-
-/*
- * Probe-on-selection for the modes that choose among up members: once a
- * down member's cooldown has passed, the next selection probes it with its
- * health check (real traffic could land a key on the wrong shard).
- */
-static void probe_due(struct smux_mux *mux, const struct smux_ctx *ctx,
-		      struct smux_span *span)
-{
-	struct mux_sel *s = smux__sel_get(mux);
-	int64_t now = smux__mux_now(mux);
-
-	if (now >= s->next_probe_ms) {
-		for (unsigned i = 0; i < s->view->n; i++) {
-			struct mux_member *m = s->view->m[i];
-			struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
-			enum smux_outcome o;
-			struct smux_error e;
-			bool probe = false;
-
-			if (smux__health_status(&m->health) !=
-				    SMUX_STATUS_DOWN ||
-			    !smux__health_acquire(&m->health, now, &probe))
-				continue;
-			if (!probe) /* came back up meanwhile */
-				continue;
-			attempt(mux, ctx, &call, m, true, 0, span, &o, &e);
-		}
-	}
-	smux__sel_put(s);
 }
 
 /* Counts list entries so a list that failed midway is not retried. */
@@ -259,8 +233,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		call->list_fn = count_entry;
 		call->list_arg = &lc;
 	}
-	if (!w->by_order)
-		probe_due(mux, ctx, span);
 	smux__cursor_init(&c, mux, call->key, w->by_order);
 	while ((m = smux__cursor_next(&c, &probe))) {
 		enum smux_outcome o;
@@ -408,6 +380,7 @@ struct race {
 struct racer {
 	struct race *race;
 	int idx;
+	bool refused; /* protected by race->lock: another owned the sink */
 };
 
 static int race_write(void *arg, const void *data, size_t len)
@@ -418,12 +391,34 @@ static int race_write(void *arg, const void *data, size_t len)
 	pthread_mutex_lock(&r->race->lock);
 	if (r->race->owner < 0)
 		r->race->owner = r->idx;
-	if (r->race->owner != r->idx)
+	if (r->race->owner != r->idx) {
+		r->refused = true;
 		rc = -ECANCELED; /* lost the race: stop this get */
-	else
+	} else
 		rc = smux_sink_write(r->race->real, data, len);
 	pthread_mutex_unlock(&r->race->lock);
 	return rc;
+}
+
+/*
+ * The owner of the sink (@idx) failed: unless the caller's sink cannot be
+ * rewound, forget what it wrote and free the sink for the racers still
+ * running. False when the bytes it wrote must stay (the read then fails).
+ */
+static bool race_disown(struct race *race, int idx)
+{
+	bool freed = true;
+
+	pthread_mutex_lock(&race->lock);
+	if (race->owner == idx) {
+		if (race->real->written > 0 &&
+		    smux_sink_rewind(race->real) != 0)
+			freed = false;
+		else
+			race->owner = -1;
+	}
+	pthread_mutex_unlock(&race->lock);
+	return freed;
 }
 
 static int race_rewind(void *arg)
@@ -458,7 +453,8 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_error last = {0}, semantic = {0};
 	struct smux__group g;
 	unsigned n = 0, left = 0, seen = 0, failed = 0;
-	bool all_timeouts = true, have_semantic = false;
+	bool all_timeouts = true, have_semantic = false, disowned = false;
+	unsigned refused = 0; /* racers stopped because another owned it */
 	int winner = -1;
 	long rc = 0;
 	int64_t now = smux__mux_now(mux);
@@ -515,6 +511,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_GET) {
 			racers[i].race = &race;
 			racers[i].idx = (int)i;
+			racers[i].refused = false;
 			smux_sink_cb(&sinks[i], race_write, race_rewind,
 				     &racers[i]);
 			calls[i].sink = &sinks[i];
@@ -563,14 +560,16 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			left--;
 			atomic_fetch_sub(&ms[i]->health.in_flight, 1);
 			pthread_mutex_lock(&race.lock);
-			lost = race.owner >= 0 && race.owner != (int)i;
+			lost = call->op == SMUX__OP_GET && racers[i].refused;
 			pthread_mutex_unlock(&race.lock);
 			if (r < 0 && lost) {
-				/* stopped by the winner: not its failure */
+				/* stopped by the sink's owner: not its
+				 * failure (it may still serve the read) */
 				if (probes[i])
 					smux__health_probe_cancel(
 						&ms[i]->health);
 				smux_span_end(mux->tracer, spans[i]);
+				refused++;
 				continue;
 			}
 			enum smux_outcome o = smux__attempt_done(
@@ -582,6 +581,10 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 				break;
 			}
 			failed++;
+			/* the owner broke mid-stream: a racer still
+			 * running may take the sink over from byte 0 */
+			if (call->op == SMUX__OP_GET && o != SMUX_OUTCOME_ABORT)
+				disowned |= race_disown(&race, (int)i);
 			if (o == SMUX_OUTCOME_ABORT) {
 				*err = e;
 				rc = -err->e.sys_errno;
@@ -622,6 +625,13 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (winner >= 0) {
 		if (call->info)
 			*call->info = infos[winner];
+	} else if (winner == -1 && disowned && refused > 0 &&
+		   smux_ctx_state(ctx) == SMUX_CANCEL_NONE) {
+		/* the sink's owner failed after the others had been
+		 * stopped: they are healthy, read from them in order (the
+		 * one that failed is down now; stale replicas passed over) */
+		smux__view_put(v);
+		return smux__exec_walk(mux, ctx, call, true, NULL, span, err);
 	} else if (winner == -1) {
 		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
 		    smux_sink_rewind(call->sink) != 0) {

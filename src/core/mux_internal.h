@@ -113,6 +113,10 @@ struct smux_mux {
 	pthread_cond_t bg_cond; /* CLOCK_MONOTONIC */
 	bool bg_stop;		/* protected by bg_lock */
 	bool bg_kick;		/* protected by bg_lock: replay hints now */
+	/* in every call of the background thread; fired by
+	 * smux__mux_bg_stop so a stop never waits for a hung member or a
+	 * whole replay pass (mux_repair.c) */
+	struct smux_cancel bg_cancel;
 };
 
 /* mux.c */
