@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_local.c - errors of the caller's side are their own class
+ * (issue 9 item 5, DESIGN section 6 "Local errors are not backend
+ * errors"), and a request a backend refuses as too large is semantic:
+ *
+ *  - a get whose sink fails with ENOSPC (a callback, and a real pwrite to
+ *    /dev/full) returns ENOSPC as STORAGE.LOCAL_IO_ERROR in every mode
+ *    (mirror race, failover walk, sticky, a nested mux): one member was
+ *    asked, none is marked down or charged an error, and the next reads
+ *    work;
+ *  - a put whose source fails with EIO returns EIO, local, on a mirror: no
+ *    replica down, no hint;
+ *  - a copy that spools through a full TMPDIR (a real 64 KiB tmpfs) fails
+ *    with ENOSPC and blames no shard;
+ *  - a backend's own read failure stays the backend's (transient);
+ *  - truncate to 999999999999999 bytes on a mirror of two file members is
+ *    EFBIG, both stay up, the next delete works.
+ *
+ * Every case here failed on main before the fix (the sink's ENOSPC was
+ * STORAGE.NO_SPACE, transient: members down, EIO for the next reads).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+#define LOCAL_NAME "STORAGE.LOCAL_IO_ERROR"
+
+/* Two (or three) file members under one temporary directory. */
+struct lt {
+	char dir[64];
+	unsigned n;
+	struct smux_backend *file[3];
+	struct smux_backend *mux;
+	struct smux_ctx ctx;
+};
+
+static void lt_init(struct lt *t, enum smux_mode mode, unsigned n)
+{
+	struct smux_mux_opts o = {.mode = mode, .cooldown_ms = 60000};
+	struct smux_error err;
+	char path[128], name[16];
+
+	memset(t, 0, sizeof(*t));
+	t->n = n;
+	smux_ctx_init(&t->ctx);
+	snprintf(t->dir, sizeof(t->dir), "/tmp/smux-local-XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	for (unsigned i = 0; i < n; i++) {
+		struct smux_file_opts fo = {.path = path, .no_fsync = true};
+
+		snprintf(path, sizeof(path), "%s/m%u", t->dir, i);
+		assert_int_equal(mkdir(path, 0700), 0);
+		snprintf(name, sizeof(name), "m%u", i);
+		MH_OK(smux_file_new(name, &fo, &t->file[i], &err), &err);
+	}
+	t->mux = mh_mux("mx", &o, t->file, NULL, n);
+}
+
+static void lt_release(struct lt *t)
+{
+	smux_backend_unref(t->mux);
+	for (unsigned i = 0; i < t->n; i++)
+		smux_backend_unref(t->file[i]);
+	mh_rm_rf(t->dir);
+}
+
+/* Asserts every member of @mux is up and was charged no error (with
+ * @any_errors: up, no failure against its health; a semantic answer or a
+ * race lost inside a nested mux still counts in `errors`). */
+#define LT_ALL_UP(mux)	lt_all_up_at((mux), false, __FILE__, __LINE__)
+#define LT_HEALTHY(mux) lt_all_up_at((mux), true, __FILE__, __LINE__)
+static void lt_all_up_at(struct smux_backend *mux, bool any_errors,
+			 const char *file, int line)
+{
+	struct smux_mux_stats *st = smux_mux_stats(mux);
+
+	assert_non_null(st);
+	for (unsigned i = 0; i < st->n_backends; i++) {
+		if (st->backends[i].status == SMUX_STATUS_UP &&
+		    (any_errors || st->backends[i].errors == 0) &&
+		    st->backends[i].consecutive_failures == 0)
+			continue;
+		print_error("member %s: %s, %llu errors, %u failures\n",
+			    st->backends[i].name,
+			    smux_status_name(st->backends[i].status),
+			    (unsigned long long)st->backends[i].errors,
+			    st->backends[i].consecutive_failures);
+		smux_mux_stats_free(st);
+		_fail(file, line);
+	}
+	smux_mux_stats_free(st);
+}
+
+/* Member calls of @mux so far (hits, misses, errors). */
+static uint64_t lt_calls(struct smux_backend *mux)
+{
+	struct smux_mux_stats *st = smux_mux_stats(mux);
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < st->n_backends; i++)
+		n += st->backends[i].hits + st->backends[i].misses +
+		     st->backends[i].errors;
+	smux_mux_stats_free(st);
+	return n;
+}
+
+/* Asserts a failure of the caller's side with errno @eno. */
+#define LT_LOCAL(rc, err, eno) \
+	lt_local_at((rc), (err), (eno), __FILE__, __LINE__)
+static void lt_local_at(long rc, const struct smux_error *err, int eno,
+			const char *file, int line)
+{
+	char buf[2 * SMUX_ERROR_MSG_MAX + 256];
+
+	if (rc == -eno && err->e.sys_errno == eno &&
+	    strcmp(smux_code_name(err->e.code), LOCAL_NAME) == 0 &&
+	    strcmp(smux_outcome_name(smux_classify(&err->e)), "local") == 0)
+		return;
+	print_error("expected %s with errno %d, got rc %ld: %s\n", LOCAL_NAME,
+		    eno, rc, smux_error_format(err, buf, sizeof(buf)));
+	_fail(file, line);
+}
+
+/* A sink that refuses everything with ENOSPC (a full cache directory). */
+static int full_write(void *arg, const void *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	atomic_fetch_add((atomic_int *)arg, 1);
+	return -ENOSPC;
+}
+
+static int full_rewind(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* get @key from @b into a sink that fails with ENOSPC; *@writes (may be
+ * NULL) gets the number of writes the sink refused. */
+static int get_full(struct lt *t, struct smux_backend *b, const char *key,
+		    int *writes, struct smux_error *err)
+{
+	struct smux_sink sink;
+	atomic_int n = 0;
+	int rc;
+
+	smux_sink_cb(&sink, full_write, full_rewind, &n);
+	rc = smux_backend_get(b, &t->ctx, key, NULL, &sink, NULL, err);
+	if (writes)
+		*writes = atomic_load(&n);
+	return rc;
+}
+
+/* The issue's reproduction: 8 reads through a full cache on a mirror. */
+static void check_sink_full(enum smux_mode mode, unsigned n)
+{
+	struct smux_error err;
+	char key[16], val[32];
+	struct lt t;
+	int writes;
+
+	lt_init(&t, mode, n);
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "f%d", i);
+		snprintf(val, sizeof(val), "content %d", i);
+		if (mode != SMUX_MODE_ROUND_ROBIN) {
+			MH_OK(mh_put(t.mux, key, val, &err), &err);
+			continue;
+		}
+		/* a read pool of identical replicas */
+		for (unsigned j = 0; j < n; j++)
+			MH_OK(mh_put(t.file[j], key, val, &err), &err);
+	}
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "f%d", i);
+		LT_LOCAL(get_full(&t, t.mux, key, &writes, &err), &err, ENOSPC);
+		/* no fall-through: one member delivered, once (a race may
+		 * start more, but only the first to deliver reaches the
+		 * sink) */
+		assert_int_equal(writes, 1);
+		LT_ALL_UP(t.mux);
+	}
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "f%d", i);
+		snprintf(val, sizeof(val), "content %d", i);
+		MH_HOLDS(t.mux, key, val);
+	}
+	LT_ALL_UP(t.mux);
+	lt_release(&t);
+}
+
+static void test_sink_full_mirror(void **state)
+{
+	(void)state;
+	check_sink_full(SMUX_MODE_MIRROR, 2);
+}
+
+static void test_sink_full_failover(void **state)
+{
+	(void)state;
+	check_sink_full(SMUX_MODE_FAILOVER, 2);
+}
+
+static void test_sink_full_round_robin(void **state)
+{
+	(void)state;
+	check_sink_full(SMUX_MODE_ROUND_ROBIN, 3);
+}
+
+static void test_sink_full_sticky(void **state)
+{
+	(void)state;
+	check_sink_full(SMUX_MODE_STICKY, 3);
+}
+
+static void test_sink_full_shield(void **state)
+{
+	(void)state;
+	check_sink_full(SMUX_MODE_SHIELD, 2);
+}
+
+/* A real fd sink on a full device: pwrite fails with ENOSPC. */
+static void test_sink_dev_full(void **state)
+{
+	struct smux_error err;
+	struct smux_sink sink;
+	struct lt t;
+	int fd;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_MIRROR, 2);
+	MH_OK(mh_put(t.mux, "a", "some bytes", &err), &err);
+	fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	smux_sink_fd(&sink, fd, 0);
+	LT_LOCAL(smux_backend_get(t.mux, &t.ctx, "a", NULL, &sink, NULL, &err),
+		 &err, ENOSPC);
+	close(fd);
+	LT_ALL_UP(t.mux);
+	MH_HOLDS(t.mux, "a", "some bytes");
+	lt_release(&t);
+}
+
+/* A mux inside a mux: the inner one's local error stays local (not
+ * wrapped as ALL_BACKENDS_DOWN) and the outer one blames no one either. */
+static void test_sink_full_nested(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR};
+	struct smux_backend *outer, *members[2];
+	struct smux_error err;
+	struct lt inner;
+
+	(void)state;
+	lt_init(&inner, SMUX_MODE_FAILOVER, 2);
+	members[0] = inner.mux;
+	members[1] = mh_memory("mem");
+	outer = mh_mux("outer", &o, members, NULL, 2);
+	MH_OK(mh_put(outer, "k", "nested", &err), &err);
+	for (int i = 0; i < 4; i++) {
+		LT_LOCAL(get_full(&inner, outer, "k", NULL, &err), &err,
+			 ENOSPC);
+		LT_ALL_UP(outer);
+		LT_HEALTHY(inner.mux); /* may have lost the outer race */
+	}
+	MH_HOLDS(outer, "k", "nested");
+	smux_backend_unref(outer);
+	smux_backend_unref(members[1]);
+	lt_release(&inner);
+}
+
+/* A backend that fails reading its own file is still the backend's
+ * failure: the mux falls through and charges it. */
+static void test_backend_own_failure(void **state)
+{
+	struct smux_faulty_opts fail_gets = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *mem[2], *f[2], *mux;
+	struct smux_mux_stats *st;
+	struct smux_error err;
+
+	(void)state;
+	mem[0] = mh_memory("mem0");
+	mem[1] = mh_memory("mem1");
+	f[0] = mh_faulty("f0", mem[0], &fail_gets);
+	f[1] = mh_faulty("f1", mem[1], NULL);
+	mux = mh_mux("fo", &o, f, NULL, 2);
+	MH_OK(mh_put(mem[0], "k", "v", &err), &err);
+	MH_OK(mh_put(mem[1], "k", "v", &err), &err);
+	MH_HOLDS(mux, "k", "v"); /* from f1, after f0 failed */
+	st = smux_mux_stats(mux);
+	assert_int_equal(st->backends[0].errors, 1);
+	assert_int_equal(st->backends[1].errors, 0);
+	smux_mux_stats_free(st);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(mem[i]);
+	}
+}
+
+/* A source that fails with EIO after its first bytes (a staging file on a
+ * failing local disk). */
+static long eio_read(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	if (pos == 0 && arg)
+		atomic_fetch_add((atomic_int *)arg, 1); /* a reader started */
+	if (pos > 0)
+		return -EIO;
+	memset(dst, 'x', len < 4 ? len : 4);
+	return len < 4 ? (long)len : 4;
+}
+
+static void test_source_eio_mirror(void **state)
+{
+	struct smux_error err;
+	struct smux_source src;
+	struct lt t;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_MIRROR, 2);
+	MH_OK(mh_put(t.mux, "k", "old", &err), &err);
+	smux_source_cb(&src, eio_read, NULL, 1000);
+	LT_LOCAL(smux_backend_put(t.mux, &t.ctx, "k", &src, NULL, NULL, &err),
+		 &err, EIO);
+	LT_ALL_UP(t.mux);
+	assert_int_equal(smux_mux_pending_hints(t.mux), 0);
+	/* nothing half-written: both replicas keep the old content */
+	MH_HOLDS(t.file[0], "k", "old");
+	MH_HOLDS(t.file[1], "k", "old");
+	MH_OK(mh_put(t.mux, "k", "new", &err), &err);
+	MH_HOLDS(t.file[0], "k", "new");
+	MH_HOLDS(t.file[1], "k", "new");
+	lt_release(&t);
+}
+
+static void test_source_eio_failover(void **state)
+{
+	struct smux_error err;
+	struct smux_source src;
+	atomic_int readers = 0;
+	struct lt t;
+	uint64_t before;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_FAILOVER, 2);
+	before = lt_calls(t.mux);
+	smux_source_cb(&src, eio_read, &readers, 1000);
+	LT_LOCAL(smux_backend_put(t.mux, &t.ctx, "k", &src, NULL, NULL, &err),
+		 &err, EIO);
+	/* no fall-through, and the member is charged nothing */
+	assert_int_equal(atomic_load(&readers), 1);
+	assert_int_equal(lt_calls(t.mux) - before, 0);
+	LT_ALL_UP(t.mux);
+	assert_int_equal(smux_mux_pending_hints(t.mux), 0);
+	MH_LACKS(t.file[1], "k");
+	lt_release(&t);
+}
+
+/* A 64 KiB tmpfs, filled up, as TMPDIR: a sticky copy between shards
+ * spools through it and fails with ENOSPC, blaming no shard. */
+static void test_tmpdir_full(void **state)
+{
+	char tmpdir[128], path[160], key[16], *old;
+	static char big[256 * 1024];
+	struct smux_error err;
+	struct lt t;
+	int fd;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_STICKY, 2);
+	snprintf(tmpdir, sizeof(tmpdir), "%s/tmpfs", t.dir);
+	assert_int_equal(mkdir(tmpdir, 0700), 0);
+	/* root in CI: a real full filesystem, not a simulation */
+	assert_int_equal(mount("tmpfs", tmpdir, "tmpfs", 0, "size=64k"), 0);
+	snprintf(path, sizeof(path), "%s/filler", tmpdir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	while (write(fd, big, sizeof(big)) > 0)
+		;
+	close(fd);
+	memset(big, 'b', sizeof(big));
+	MH_OK(smux_backend_put_buf(t.mux, &t.ctx, "src", big, sizeof(big),
+				   &err),
+	      &err);
+	old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", tmpdir, 1);
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "dst%d", i);
+		LT_LOCAL(smux_backend_copy(t.mux, &t.ctx, "src", key, &err),
+			 &err, ENOSPC);
+		LT_ALL_UP(t.mux);
+	}
+	if (old) {
+		setenv("TMPDIR", old, 1);
+		free(old);
+	} else {
+		unsetenv("TMPDIR");
+	}
+	assert_int_equal(umount2(tmpdir, MNT_DETACH), 0);
+	MH_OK(smux_backend_copy(t.mux, &t.ctx, "src", "dst0", &err), &err);
+	LT_ALL_UP(t.mux);
+	lt_release(&t);
+}
+
+/* truncate -s 999999999999999 f on a mirror of two file members: EFBIG,
+ * semantic, both members up, and the next delete works. */
+static void test_efbig_mirror(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct lt t;
+	int rc;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_MIRROR, 2);
+	MH_OK(mh_put(t.mux, "f", "data", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f",
+					       SMUX_WRITER_INPLACE, &w, &err),
+		      &err);
+		rc = smux_writer_truncate(w, &t.ctx, 999999999999999ULL, &err);
+		assert_int_equal(rc, -EFBIG);
+		assert_int_equal(err.e.sys_errno, EFBIG);
+		assert_int_equal(smux_error_class(&err.e), SMUX_CLASS_SEMANTIC);
+		smux_writer_close(w);
+		LT_HEALTHY(t.mux);
+	}
+	MH_HOLDS(t.file[0], "f", "data");
+	MH_HOLDS(t.file[1], "f", "data");
+	MH_OK(smux_backend_del(t.mux, &t.ctx, "f", &err), &err);
+	MH_LACKS(t.file[0], "f");
+	MH_LACKS(t.file[1], "f");
+	LT_HEALTHY(t.mux);
+	lt_release(&t);
+}
+
+/* The same refusal straight from the file backend: semantic, EFBIG. */
+static void test_efbig_file(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct lt t;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_FAILOVER, 1);
+	MH_OK(mh_put(t.file[0], "f", "data", &err), &err);
+	MH_OK(smux_backend_writer_open(t.file[0], &t.ctx, "f",
+				       SMUX_WRITER_INPLACE, &w, &err),
+	      &err);
+	assert_int_equal(
+		smux_writer_truncate(w, &t.ctx, 999999999999999ULL, &err),
+		-EFBIG);
+	assert_int_equal(smux_classify(&err.e), SMUX_OUTCOME_SEMANTIC);
+	smux_writer_close(w);
+	lt_release(&t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sink_full_mirror),
+		cmocka_unit_test(test_sink_full_failover),
+		cmocka_unit_test(test_sink_full_round_robin),
+		cmocka_unit_test(test_sink_full_sticky),
+		cmocka_unit_test(test_sink_full_shield),
+		cmocka_unit_test(test_sink_dev_full),
+		cmocka_unit_test(test_sink_full_nested),
+		cmocka_unit_test(test_backend_own_failure),
+		cmocka_unit_test(test_source_eio_mirror),
+		cmocka_unit_test(test_source_eio_failover),
+		cmocka_unit_test(test_tmpdir_full),
+		cmocka_unit_test(test_efbig_mirror),
+		cmocka_unit_test(test_efbig_file),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
