@@ -236,8 +236,11 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_NO_ATTR;
 	case ERANGE: /* an xattr buffer too small (errno kept) */
 	case E2BIG:  /* an xattr value too large (errno kept) */
-	case EFBIG:  /* a size past the backend's limit (errno kept): the
-			request is wrong, the backend is fine */
+	/* a size, value or link count past the backend's limit: the
+	 * request is refused, the backend is fine (errno kept) */
+	case EFBIG:
+	case EOVERFLOW:
+	case EMLINK:
 	case EINVAL:
 		return SMUX_E_INVALID_ARGUMENT;
 	case EXDEV:

@@ -328,6 +328,8 @@ static const struct {
 	{E2BIG, SMUX_E_INVALID_ARGUMENT, E2BIG},
 	/* a size past the backend's limit: the request, not the backend */
 	{EFBIG, SMUX_E_INVALID_ARGUMENT, EFBIG},
+	{EOVERFLOW, SMUX_E_INVALID_ARGUMENT, EOVERFLOW},
+	{EMLINK, SMUX_E_INVALID_ARGUMENT, EMLINK},
 	/* a path that would leave the root is an invalid key (EINVAL) */
 	{EXDEV, SMUX_E_INVALID_KEY, EINVAL},
 	{ELOOP, SMUX_E_INVALID_KEY, EINVAL},

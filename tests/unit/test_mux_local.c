@@ -373,49 +373,170 @@ static void test_source_eio_failover(void **state)
 	lt_release(&t);
 }
 
-/* A 64 KiB tmpfs, filled up, as TMPDIR: a sticky copy between shards
- * spools through it and fails with ENOSPC, blaming no shard. */
+/* A full TMPDIR: a 64 KiB tmpfs under @t's directory, filled up (root in
+ * CI: a real full filesystem, not a simulation). */
+struct full_tmp {
+	char dir[128];
+	char *old; /* TMPDIR before, or NULL */
+};
+
+/* The tmpfs mounted now, for the teardown of a test that failed. */
+static char mounted[128];
+
+static int unmount_left(void **state)
+{
+	(void)state;
+	if (mounted[0])
+		umount2(mounted, MNT_DETACH);
+	mounted[0] = '\0';
+	return 0;
+}
+
+static void full_tmp_on(struct lt *t, struct full_tmp *ft)
+{
+	static char junk[256 * 1024];
+	char path[160];
+	int fd;
+
+	snprintf(ft->dir, sizeof(ft->dir), "%s/tmpfs", t->dir);
+	assert_int_equal(mkdir(ft->dir, 0700), 0);
+	assert_int_equal(mount("tmpfs", ft->dir, "tmpfs", 0, "size=64k"), 0);
+	snprintf(mounted, sizeof(mounted), "%s", ft->dir);
+	snprintf(path, sizeof(path), "%s/filler", ft->dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	while (write(fd, junk, sizeof(junk)) > 0)
+		;
+	close(fd);
+	ft->old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", ft->dir, 1);
+}
+
+static void full_tmp_off(struct full_tmp *ft)
+{
+	if (ft->old) {
+		setenv("TMPDIR", ft->old, 1);
+		free(ft->old);
+	} else {
+		unsetenv("TMPDIR");
+	}
+	assert_int_equal(umount2(ft->dir, MNT_DETACH), 0);
+	mounted[0] = '\0';
+}
+
+/* A sticky copy between shards spools through a full TMPDIR: ENOSPC,
+ * blaming no shard. */
 static void test_tmpdir_full(void **state)
 {
-	char tmpdir[128], path[160], key[16], *old;
 	static char big[256 * 1024];
 	struct smux_error err;
+	struct full_tmp ft;
+	char key[16];
 	struct lt t;
-	int fd;
 
 	(void)state;
 	lt_init(&t, SMUX_MODE_STICKY, 2);
-	snprintf(tmpdir, sizeof(tmpdir), "%s/tmpfs", t.dir);
-	assert_int_equal(mkdir(tmpdir, 0700), 0);
-	/* root in CI: a real full filesystem, not a simulation */
-	assert_int_equal(mount("tmpfs", tmpdir, "tmpfs", 0, "size=64k"), 0);
-	snprintf(path, sizeof(path), "%s/filler", tmpdir);
-	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-	assert_true(fd >= 0);
-	while (write(fd, big, sizeof(big)) > 0)
-		;
-	close(fd);
 	memset(big, 'b', sizeof(big));
 	MH_OK(smux_backend_put_buf(t.mux, &t.ctx, "src", big, sizeof(big),
 				   &err),
 	      &err);
-	old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
-	setenv("TMPDIR", tmpdir, 1);
+	full_tmp_on(&t, &ft);
 	for (int i = 0; i < 4; i++) {
 		snprintf(key, sizeof(key), "dst%d", i);
 		LT_LOCAL(smux_backend_copy(t.mux, &t.ctx, "src", key, &err),
 			 &err, ENOSPC);
 		LT_ALL_UP(t.mux);
 	}
-	if (old) {
-		setenv("TMPDIR", old, 1);
-		free(old);
-	} else {
-		unsetenv("TMPDIR");
-	}
-	assert_int_equal(umount2(tmpdir, MNT_DETACH), 0);
+	full_tmp_off(&ft);
 	MH_OK(smux_backend_copy(t.mux, &t.ctx, "src", "dst0", &err), &err);
 	LT_ALL_UP(t.mux);
+	lt_release(&t);
+}
+
+/* Status and consecutive failures of member @i of @mux. */
+static void lt_member(struct smux_backend *mux, unsigned i,
+		      enum smux_status *status, unsigned *failures,
+		      uint64_t *errors)
+{
+	struct smux_mux_stats *st = smux_mux_stats(mux);
+
+	assert_true(i < st->n_backends);
+	*status = st->backends[i].status;
+	*failures = st->backends[i].consecutive_failures;
+	*errors = st->backends[i].errors;
+	smux_mux_stats_free(st);
+}
+
+/* A hint replayed through a full TMPDIR (the background repair can try it
+ * every second): the replay fails, the replica it copies from is not
+ * charged, the replica it repairs keeps its state, the hint stays; once
+ * TMPDIR has room the replay succeeds. */
+static void test_repair_tmpdir_full(void **state)
+{
+	struct smux_faulty_opts fail_puts = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	static char big[256 * 1024];
+	struct smux_backend *f[2], *mux;
+	unsigned replayed = 0, pending = 0, fails, fails1;
+	enum smux_status st, st1;
+	uint64_t errors, errors1;
+	struct smux_error err;
+	struct full_tmp ft;
+	struct mh_clock clk;
+	struct lt t;
+
+	(void)state;
+	mh_clock_init(&clk, 10000);
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_MIRROR,
+		.cooldown_ms = 100,
+		.clock = &clk.clock,
+	};
+	lt_init(&t, SMUX_MODE_MIRROR, 2);
+	f[0] = mh_faulty("f0", t.file[0], NULL);
+	f[1] = mh_faulty("f1", t.file[1], NULL);
+	mux = mh_mux("mr", &o, f, NULL, 2);
+	memset(big, 'r', sizeof(big));
+	smux_faulty_set(f[1], &fail_puts);
+	MH_OK(smux_backend_put_buf(mux, &t.ctx, "k", big, sizeof(big), &err),
+	      &err);
+	mh_fail(f[1], false);
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	lt_member(mux, 1, &st1, &fails1, &errors1);
+	/* past f1's cooldown: a repair probes it with the replay */
+	mh_clock_set(&clk, 10000 + 60000);
+	full_tmp_on(&t, &ft);
+	for (int i = 0; i < 3; i++) {
+		smux_mux_repair(mux, &t.ctx, &replayed, &pending, &err);
+		assert_int_equal(replayed, 0);
+		assert_int_equal(pending, 1);
+		/* the source replica: up, charged nothing */
+		lt_member(mux, 0, &st, &fails, &errors);
+		assert_int_equal(st, SMUX_STATUS_UP);
+		assert_int_equal(fails, 0);
+		assert_int_equal(errors, 0);
+		/* the replica being repaired: as it was */
+		lt_member(mux, 1, &st, &fails, &errors);
+		assert_int_equal(st, st1);
+		assert_int_equal(fails, fails1);
+		assert_int_equal(errors, errors1);
+	}
+	full_tmp_off(&ft);
+	MH_OK(smux_mux_repair(mux, &t.ctx, &replayed, &pending, &err), &err);
+	assert_int_equal(replayed, 1);
+	assert_int_equal(pending, 0);
+	{
+		struct smux_info info;
+
+		MH_OK(smux_backend_head(t.file[1], &t.ctx, "k", &info, &err),
+		      &err);
+		assert_int_equal(info.size, sizeof(big));
+	}
+	smux_backend_unref(mux);
+	smux_backend_unref(f[0]);
+	smux_backend_unref(f[1]);
 	lt_release(&t);
 }
 
@@ -485,7 +606,9 @@ int main(void)
 		cmocka_unit_test(test_backend_own_failure),
 		cmocka_unit_test(test_source_eio_mirror),
 		cmocka_unit_test(test_source_eio_failover),
-		cmocka_unit_test(test_tmpdir_full),
+		cmocka_unit_test_teardown(test_tmpdir_full, unmount_left),
+		cmocka_unit_test_teardown(test_repair_tmpdir_full,
+					  unmount_left),
 		cmocka_unit_test(test_efbig_mirror),
 		cmocka_unit_test(test_efbig_file),
 	};
