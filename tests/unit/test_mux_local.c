@@ -373,6 +373,43 @@ static void test_source_eio_failover(void **state)
 	lt_release(&t);
 }
 
+/* A source whose second reader fails with EIO past its first bytes (the
+ * first reads it all): a local disk failing for one replica's copy. */
+static long eio_second(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	_Thread_local static int me;
+	atomic_int *readers = arg;
+
+	if (pos == 0)
+		me = atomic_fetch_add(readers, 1) + 1;
+	if (pos > 0 && me == 2)
+		return -EIO;
+	memset(dst, 'y', len);
+	return (long)len;
+}
+
+/* One replica took the write, the other's copy of the source failed: not
+ * acknowledged (the caller's EIO), no replica charged, and the replica
+ * that missed it gets a hint so the two converge. */
+static void test_source_eio_one_replica(void **state)
+{
+	struct smux_error err;
+	struct smux_source src;
+	atomic_int readers = 0;
+	struct lt t;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_MIRROR, 2);
+	MH_OK(mh_put(t.mux, "k", "old", &err), &err);
+	smux_source_cb(&src, eio_second, &readers, 3 * SMUX_IO_CHUNK);
+	LT_LOCAL(smux_backend_put(t.mux, &t.ctx, "k", &src, NULL, NULL, &err),
+		 &err, EIO);
+	assert_int_equal(atomic_load(&readers), 2);
+	LT_ALL_UP(t.mux);
+	assert_int_equal(smux_mux_pending_hints(t.mux), 1);
+	lt_release(&t);
+}
+
 /* A full TMPDIR: a 64 KiB tmpfs under @t's directory, filled up (root in
  * CI: a real full filesystem, not a simulation). */
 struct full_tmp {
@@ -606,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_backend_own_failure),
 		cmocka_unit_test(test_source_eio_mirror),
 		cmocka_unit_test(test_source_eio_failover),
+		cmocka_unit_test(test_source_eio_one_replica),
 		cmocka_unit_test_teardown(test_tmpdir_full, unmount_left),
 		cmocka_unit_test_teardown(test_repair_tmpdir_full,
 					  unmount_left),
