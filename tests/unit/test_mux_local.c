@@ -577,6 +577,40 @@ static void test_repair_tmpdir_full(void **state)
 	lt_release(&t);
 }
 
+/* A failover writer keeps a spool under TMPDIR; on a full TMPDIR the
+ * spool is dropped and the writer goes on on its member: the writes and
+ * the commit succeed and no member is charged for the local disk. */
+static void test_writer_spool_tmpdir_full(void **state)
+{
+	static char buf[256 * 1024];
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct full_tmp ft;
+	struct lt t;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_FAILOVER, 2);
+	MH_OK(mh_put(t.mux, "w", "old", &err), &err);
+	full_tmp_on(&t, &ft);
+	memset(buf, 'w', sizeof(buf));
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "w", 0, &w, &err), &err);
+	for (int i = 0; i < 4; i++)
+		MH_OK(smux_writer_pwrite(w, &t.ctx, buf, sizeof(buf),
+					 (uint64_t)i * sizeof(buf), &err),
+		      &err);
+	MH_OK(smux_writer_commit(w, &t.ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	full_tmp_off(&ft);
+	LT_ALL_UP(t.mux);
+	{
+		struct smux_info info;
+
+		MH_OK(smux_backend_head(t.mux, &t.ctx, "w", &info, &err), &err);
+		assert_int_equal(info.size, 4 * sizeof(buf));
+	}
+	lt_release(&t);
+}
+
 /* truncate -s 999999999999999 f on a mirror of two file members: EFBIG,
  * semantic, both members up, and the next delete works. */
 static void test_efbig_mirror(void **state)
@@ -646,6 +680,8 @@ int main(void)
 		cmocka_unit_test(test_source_eio_one_replica),
 		cmocka_unit_test_teardown(test_tmpdir_full, unmount_left),
 		cmocka_unit_test_teardown(test_repair_tmpdir_full,
+					  unmount_left),
+		cmocka_unit_test_teardown(test_writer_spool_tmpdir_full,
 					  unmount_left),
 		cmocka_unit_test(test_efbig_mirror),
 		cmocka_unit_test(test_efbig_file),
