@@ -72,11 +72,14 @@ cmp "$T/src/f0" "$M/f0" || fail "f0 changed after a refused truncate"
 cmp "$T/src/f0" "$T/r1/f0" || fail "f0 changed on r1 after a refused truncate"
 cmp "$T/src/f0" "$T/r2/f0" || fail "f0 changed on r2 after a refused truncate"
 rm "$M/f0" || fail "rm after an EFBIG truncate failed"
-[ ! -e "$T/r1/f0" ] && [ ! -e "$T/r2/f0" ] || fail "f0 not removed from both replicas"
+if [ -e "$T/r1/f0" ] || [ -e "$T/r2/f0" ]; then
+	fail "f0 not removed from both replicas"
+fi
 # the next ones still work, on both replicas
 echo "after" >"$M/new"
-[ "$(cat "$T/r1/new")" = after ] && [ "$(cat "$T/r2/new")" = after ] ||
-	fail "a write after the truncate did not reach both replicas"
+for b in r1 r2; do
+	[ "$(cat "$T/$b/new")" = after ] || fail "a write after the truncate did not reach $b"
+done
 for b in r1 r2; do
 	[ "$(backend_stat "$M" $b status)" = up ] || fail "$b is down at the end"
 done

@@ -401,7 +401,7 @@ static void test_source_eio_one_replica(void **state)
 	(void)state;
 	lt_init(&t, SMUX_MODE_MIRROR, 2);
 	MH_OK(mh_put(t.mux, "k", "old", &err), &err);
-	smux_source_cb(&src, eio_second, &readers, 3 * SMUX_IO_CHUNK);
+	smux_source_cb(&src, eio_second, &readers, 3 * (uint64_t)SMUX_IO_CHUNK);
 	LT_LOCAL(smux_backend_put(t.mux, &t.ctx, "k", &src, NULL, NULL, &err),
 		 &err, EIO);
 	assert_int_equal(atomic_load(&readers), 2);
@@ -432,6 +432,7 @@ static int unmount_left(void **state)
 static void full_tmp_on(struct lt *t, struct full_tmp *ft)
 {
 	static char junk[256 * 1024];
+	const char *old;
 	char path[160];
 	int fd;
 
@@ -445,7 +446,8 @@ static void full_tmp_on(struct lt *t, struct full_tmp *ft)
 	while (write(fd, junk, sizeof(junk)) > 0)
 		;
 	close(fd);
-	ft->old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+	old = getenv("TMPDIR");
+	ft->old = old ? strdup(old) : NULL;
 	setenv("TMPDIR", ft->dir, 1);
 }
 
@@ -467,7 +469,7 @@ static void test_tmpdir_full(void **state)
 {
 	static char big[256 * 1024];
 	struct smux_error err;
-	struct full_tmp ft;
+	struct full_tmp ft = {0};
 	char key[16];
 	struct lt t;
 
@@ -520,7 +522,7 @@ static void test_repair_tmpdir_full(void **state)
 	enum smux_status st, st1;
 	uint64_t errors, errors1;
 	struct smux_error err;
-	struct full_tmp ft;
+	struct full_tmp ft = {0};
 	struct mh_clock clk;
 	struct lt t;
 
@@ -585,7 +587,7 @@ static void test_writer_spool_tmpdir_full(void **state)
 	static char buf[256 * 1024];
 	struct smux_writer *w = NULL;
 	struct smux_error err;
-	struct full_tmp ft;
+	struct full_tmp ft = {0};
 	struct lt t;
 
 	(void)state;
