@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mux_writer.h" /* smux__callerr_spool_pread_hook */
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -613,6 +614,67 @@ static void test_writer_spool_tmpdir_full(void **state)
 	lt_release(&t);
 }
 
+/* The spool's local disk fails when it is read back (EIO). */
+static long spool_eio(int fd, void *buf, size_t len, uint64_t off)
+{
+	(void)fd;
+	(void)buf;
+	(void)len;
+	(void)off;
+	return -EIO;
+}
+
+/* A failover writer's member fails, the writer moves, and its spool
+ * cannot be read back for the copy: the caller's EIO at once, without
+ * opening writers on the members after (each would fail the same way),
+ * no member charged for it. */
+static void test_writer_spool_read_fails(void **state)
+{
+	struct smux_faulty_opts fail_writers = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *f[3], *mux;
+	struct smux_writer *w = NULL;
+	unsigned long calls2;
+	enum smux_status st;
+	unsigned fails;
+	uint64_t errors;
+	struct smux_error err;
+	struct lt t;
+
+	(void)state;
+	lt_init(&t, SMUX_MODE_FAILOVER, 3);
+	for (unsigned i = 0; i < 3; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "f%u", i);
+		f[i] = mh_faulty(name, t.file[i], NULL);
+	}
+	mux = mh_mux("fw", &o, f, NULL, 3);
+	MH_OK(smux_backend_writer_open(mux, &t.ctx, "w", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &t.ctx, "spooled", 7, 0, &err), &err);
+	smux_faulty_set(f[0], &fail_writers);
+	smux__callerr_spool_pread_hook = spool_eio;
+	calls2 = smux_faulty_calls(f[2]);
+	LT_LOCAL(smux_writer_pwrite(w, &t.ctx, "more", 4, 7, &err), &err, EIO);
+	smux__callerr_spool_pread_hook = NULL;
+	/* no fall-through to f2 */
+	assert_int_equal(smux_faulty_calls(f[2]), calls2);
+	/* f1, which the spool could not be copied to, is not charged */
+	lt_member(mux, 1, &st, &fails, &errors);
+	assert_int_equal(st, SMUX_STATUS_UP);
+	assert_int_equal(fails, 0);
+	smux_writer_close(w);
+	smux_backend_unref(mux);
+	for (unsigned i = 0; i < 3; i++)
+		smux_backend_unref(f[i]);
+	lt_release(&t);
+}
+
 /* truncate -s 999999999999999 f on a mirror of two file members: EFBIG,
  * semantic, both members up, and the next delete works. */
 static void test_efbig_mirror(void **state)
@@ -685,6 +747,7 @@ int main(void)
 					  unmount_left),
 		cmocka_unit_test_teardown(test_writer_spool_tmpdir_full,
 					  unmount_left),
+		cmocka_unit_test(test_writer_spool_read_fails),
 		cmocka_unit_test(test_efbig_mirror),
 		cmocka_unit_test(test_efbig_file),
 	};
