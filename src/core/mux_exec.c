@@ -73,6 +73,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 						  now, &err->e);
 		break;
 	case SMUX_OUTCOME_ABORT:
+	case SMUX_OUTCOME_LOCAL:
+		/* the caller gave up, or its own sink or source failed:
+		 * nothing is known about the member */
 		if (probe)
 			smux__health_probe_cancel(&m->health);
 		break;
@@ -272,7 +275,10 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__member_put(m);
 			continue;
 		}
-		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC) {
+		/* a semantic answer is final; a failure on the caller's side
+		 * (LOCAL) would fail the same way on the next member */
+		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
+		    o == SMUX_OUTCOME_LOCAL) {
 			if (rc < 0) {
 				*err = e;
 				err->e.attempts = attempts;
@@ -481,7 +487,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		rc = attempt(mux, ctx, call, ms[0], probes[0], 0, span, &o, &e);
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
-		    o == SMUX_OUTCOME_ABORT ||
+		    o == SMUX_OUTCOME_ABORT || o == SMUX_OUTCOME_LOCAL ||
 		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
 			if (rc < 0) {
 				*err = e;
@@ -583,9 +589,13 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			failed++;
 			/* the owner broke mid-stream: a racer still
 			 * running may take the sink over from byte 0 */
-			if (call->op == SMUX__OP_GET && o != SMUX_OUTCOME_ABORT)
+			if (call->op == SMUX__OP_GET &&
+			    o != SMUX_OUTCOME_ABORT && o != SMUX_OUTCOME_LOCAL)
 				disowned |= race_disown(&race, (int)i);
-			if (o == SMUX_OUTCOME_ABORT) {
+			/* the caller gave up, or the caller's sink failed
+			 * (the other racers would fail the same way) */
+			if (o == SMUX_OUTCOME_ABORT ||
+			    o == SMUX_OUTCOME_LOCAL) {
 				*err = e;
 				rc = -err->e.sys_errno;
 				winner = -2;
@@ -652,6 +662,16 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /* ---- fan-out writes ---- */
+
+bool smux__caller_failed(const struct smux_ctx *ctx, const struct smux_error *e)
+{
+	enum smux_outcome o = smux_classify(&e->e);
+
+	if (o == SMUX_OUTCOME_LOCAL)
+		return true;
+	return o == SMUX_OUTCOME_ABORT &&
+	       smux_ctx_state(ctx) != SMUX_CANCEL_NONE;
+}
 
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key)
@@ -900,11 +920,11 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__hints_supersede(mux->hints, ms[i]->name, key,
 					      NULL);
 	}
-	/* an abort by the caller is no replica's failure */
+	/* an abort by the caller, or a failure of the caller's own source,
+	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] && started[i] &&
-		    smux_classify(&errs[i].e) == SMUX_OUTCOME_ABORT &&
-		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+		    smux__caller_failed(ctx, &errs[i])) {
 			/* not acknowledged, but the replicas that took it
 			 * hold the new content: the others get hints */
 			for (unsigned j = 0; j < n; j++) {

@@ -261,6 +261,15 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			const bool *ok, const struct smux_error *errs,
 			unsigned n, struct smux_error *err);
 
+/*
+ * True when the failed attempt @e is the caller's and no replica's: its
+ * own sink or source failed (LOCAL), or it gave up (an abort once @ctx is
+ * cancelled). A fan-out then stops with @e, unacknowledged and without
+ * counting against anyone's health.
+ */
+bool smux__caller_failed(const struct smux_ctx *ctx,
+			 const struct smux_error *e);
+
 /* True when @m missed a write of @key that is not replayed yet. */
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);

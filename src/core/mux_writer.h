@@ -122,5 +122,10 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 			   struct smux_info *info, struct smux_error *err);
 /* Closes the spool (the writers are mux_writer.c's). */
 void smux__mw_single_release(struct smux__mux_writer *mw);
+/* Test hook (caller-local errors): when set, the spool's copy into a new
+ * member writer reads the spool through it (bytes or -errno), so a test
+ * can fail that local read. NULL in production. */
+extern long (*smux__callerr_spool_pread_hook)(int fd, void *buf, size_t len,
+					      uint64_t off);
 
 #endif /* SMUX_CORE_MUX_WRITER_H */

@@ -104,6 +104,9 @@ static long spool_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (long)done;
 }
 
+long (*smux__callerr_spool_pread_hook)(int fd, void *buf, size_t len,
+				       uint64_t off);
+
 /* A writer opened without TRUNC on an object larger than this keeps no
  * spool (it cannot move): the lazy fill would copy the whole object at
  * the first change, which an append to a large log must not pay. */
@@ -281,14 +284,22 @@ static int spool_copy(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			size_t want = (uint64_t)hole - pos < SMUX_IO_CHUNK
 					      ? (size_t)((uint64_t)hole - pos)
 					      : SMUX_IO_CHUNK;
-			long n = spool_pread(mw->spool, buf, want, pos);
+			long n = smux__callerr_spool_pread_hook
+					 ? smux__callerr_spool_pread_hook(
+						   mw->spool, buf, want, pos)
+					 : spool_pread(mw->spool, buf, want,
+						       pos);
 			struct smux__call c = {.op = SMUX__OP_W_PWRITE};
 
 			if (n <= 0) {
-				r = smux_error_from_errno(err,
-							  n < 0 ? (int)-n : EIO,
-							  mw->mux->base.name,
-							  "read writer spool");
+				int e = n < 0 ? (int)-n : EIO;
+
+				smux_error_from_errno(err, e,
+						      mw->mux->base.name,
+						      "read writer spool");
+				/* our own disk failed, not a member: the
+				 * next member would fail the same way */
+				r = smux_error_make_local(err, e);
 				goto out;
 			}
 			c.wbuf = buf;

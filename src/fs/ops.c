@@ -93,9 +93,11 @@ int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
 	int level;
 	char msg[512];
 
-	/* a backend in trouble is worth a warning; a request that is
-	 * simply wrong (not found, not empty, ...) only a debug line */
-	if (smux_error_class(&err->e) == SMUX_CLASS_TRANSIENT)
+	/* a backend in trouble, or our own cache or staging disk failing
+	 * (full, EIO), is worth a warning; a request that is simply wrong
+	 * (not found, not empty, ...) only a debug line */
+	if (smux_error_class(&err->e) == SMUX_CLASS_TRANSIENT ||
+	    smux_error_class(&err->e) == SMUX_CLASS_LOCAL)
 		level = LOG_WARNING;
 	else
 		level = LOG_DEBUG;
