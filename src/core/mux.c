@@ -817,11 +817,13 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 					     span, err);
 		break;
 	case SMUX_MODE_SHIELD:
+		/* in order, passing over a replica that missed the key's
+		 * latest write (it never serves the old version) */
 		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
 			      &span, err);
 		if (rc == 0)
-			rc = smux__exec_sequential(mux, &child, call, true,
-						   span, err);
+			rc = smux__exec_walk(mux, &child, call, true, NULL,
+					     span, err);
 		break;
 	default:
 		rc = op_enter(mux, ctx, &child, op, call->key, "selected",

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_fanout.c - fan-out never builds on a stale replica (issue 9
+ * item 2): in mirror and shield, a replica with a pending hint for a key
+ * (it missed the key's latest write) is not used to build new content of
+ * that key - an in-place writer, a copy or rename from it, a setattr on
+ * it - and does not serve reads of it; it keeps its hint, and the repair
+ * makes it equal to the others. Members: one memory, one file replica,
+ * each behind a faulty wrapper.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+/* r0 (memory) and r1 (file), faulty wrappers f[0], f[1]. */
+struct fx {
+	struct smux_backend *inner[2], *f[2], *mux;
+	struct mh_clock clk;
+	char base[64];
+};
+
+static void fx_init(struct fx *x, enum smux_mode mode)
+{
+	struct smux_mux_opts o = {.mode = mode, .cooldown_ms = 100};
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_error err;
+	char dir[96];
+
+	memset(x, 0, sizeof(*x));
+	mh_clock_init(&x->clk, 10000);
+	o.clock = &x->clk.clock;
+	snprintf(x->base, sizeof(x->base), "/tmp/smux-fanout-XXXXXX");
+	assert_non_null(mkdtemp(x->base));
+	snprintf(dir, sizeof(dir), "%s/r1", x->base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	fo.path = dir;
+	x->inner[0] = mh_memory("mem0");
+	MH_OK(smux_file_new("file1", &fo, &x->inner[1], &err), &err);
+	x->f[0] = mh_faulty("r0", x->inner[0], NULL);
+	x->f[1] = mh_faulty("r1", x->inner[1], NULL);
+	x->mux = mh_mux("fan", &o, x->f, NULL, 2);
+}
+
+static void fx_release(struct fx *x)
+{
+	smux_backend_unref(x->mux);
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(x->f[i]);
+		smux_backend_unref(x->inner[i]);
+	}
+	mh_rm_rf(x->base);
+}
+
+/* Replica @i refuses puts (semantic: it stays up, and no replay can
+ * repair it meanwhile), or takes them again. */
+static void fx_refuse_puts(struct fx *x, int i, bool refuse)
+{
+	struct smux_faulty_opts o = {
+		.semantic_rate = refuse ? 1.0 : 0.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+
+	smux_faulty_set(x->f[i], &o);
+}
+
+/* @key is @v0 everywhere, then @v1 everywhere but on replica @stale,
+ * which keeps @v0 and a hint. */
+static void fx_stale(struct fx *x, int stale, const char *key, const char *v0,
+		     const char *v1)
+{
+	struct smux_error err;
+
+	fx_refuse_puts(x, stale, false);
+	MH_OK(mh_put(x->mux, key, v0, &err), &err);
+	fx_refuse_puts(x, stale, true);
+	MH_OK(mh_put(x->mux, key, v1, &err), &err);
+	MH_HOLDS(x->inner[stale], key, v0);
+	MH_HOLDS(x->inner[1 - stale], key, v1);
+	assert_true(smux_mux_pending_hints(x->mux) >= 1);
+}
+
+/* Repairs with puts allowed again; nothing is left pending. */
+static void fx_repair(struct fx *x)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+
+	for (int i = 0; i < 2; i++)
+		fx_refuse_puts(x, i, false); /* and no other fault */
+	mh_clock_set(&x->clk, atomic_load(&x->clk.now_ms) + 60000);
+	smux_mux_check_health(x->mux); /* a member failed earlier is up */
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_repair(x->mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+}
+
+/* The issue's reproduction: replicas that missed an overwrite, then
+ * edited in place (4 bytes at offset 0) before their replay. */
+static void inplace_after_missed(enum smux_mode mode, int stale)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	char key[32], buf[64];
+
+	smux_ctx_init(&ctx);
+	fx_init(&x, mode);
+	for (int k = 0; k < 8; k++) {
+		struct smux_writer *w = NULL;
+		long n;
+
+		snprintf(key, sizeof(key), "f%d", k);
+		fx_stale(&x, stale, key, "v1-old-content", "vvvvNEW-content2");
+		fx_refuse_puts(&x, stale, true); /* still no replay */
+		MH_OK(smux_backend_writer_open(x.mux, &ctx, key,
+					       SMUX_WRITER_INPLACE, &w, &err),
+		      &err);
+		/* what the writer holds is the latest version */
+		assert_int_equal(smux_writer_size(w), 16);
+		MH_OK(smux_writer_pwrite(w, &ctx, "EDIT", 4, 0, &err), &err);
+		n = smux_writer_pread(w, buf, sizeof(buf), 0, &err);
+		assert_int_equal(n, 16);
+		assert_memory_equal(buf, "EDITNEW-content2", 16);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+		/* the stale replica was not edited, and keeps its hint */
+		assert_true(smux_mux_pending_hints(x.mux) >= 1);
+	}
+	fx_repair(&x);
+	for (int k = 0; k < 8; k++) {
+		snprintf(key, sizeof(key), "f%d", k);
+		MH_HOLDS(x.inner[0], key, "EDITNEW-content2");
+		MH_HOLDS(x.inner[1], key, "EDITNEW-content2");
+	}
+	fx_release(&x);
+}
+
+static void test_mirror_inplace_stale_memory(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_MIRROR, 0);
+}
+
+static void test_mirror_inplace_stale_file(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_MIRROR, 1);
+}
+
+static void test_shield_inplace_stale_cache(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_SHIELD, 1);
+}
+
+/* A truncating writer builds the whole new content: it reaches the stale
+ * replica, and its commit clears that replica's hint. */
+static void test_trunc_writer_clears_hint(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	fx_refuse_puts(&x, 1, false);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "whole", 5, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(x.inner[0], "k", "whole");
+	MH_HOLDS(x.inner[1], "k", "whole");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 0);
+	fx_release(&x);
+}
+
+/* copy and rename from a key a replica missed: not done there (it would
+ * copy the old version); the destination gets a hint instead. */
+static void test_copy_rename_stale_source(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int stale = 0; stale < 2; stale++) {
+		fx_init(&x, SMUX_MODE_MIRROR);
+		fx_stale(&x, stale, "src", "old", "new");
+		MH_OK(smux_backend_copy(x.mux, &ctx, "src", "copy", &err),
+		      &err);
+		MH_OK(smux_backend_rename(x.mux, &ctx, "src", "moved", &err),
+		      &err);
+		fx_repair(&x);
+		for (int i = 0; i < 2; i++) {
+			MH_HOLDS(x.inner[i], "copy", "new");
+			MH_HOLDS(x.inner[i], "moved", "new");
+			MH_LACKS(x.inner[i], "src");
+		}
+		fx_release(&x);
+	}
+}
+
+/* A setattr edits the object where it is: not on a replica that missed
+ * its latest content (that replica keeps its hint). */
+static void test_setattr_stale(void **state)
+{
+	struct smux_setattr a = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_faulty_opts refuse_get = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	/* r1 takes puts (and setattrs: the same faulty op) again, but no
+	 * replay can fix it meanwhile: r0 refuses to be read from */
+	smux_faulty_set(x.f[0], &refuse_get);
+	fx_refuse_puts(&x, 1, false);
+	MH_OK(smux_backend_setattr(x.mux, &ctx, "k", &a, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(x.inner[i], "k", "new");
+		MH_OK(smux_backend_head(x.inner[i], &ctx, "k", &info, &err),
+		      &err);
+		assert_int_equal(info.mode & 0777, 0600);
+	}
+	fx_release(&x);
+}
+
+/* Reads never come from a replica that missed the key's latest write:
+ * when the fresh one fails, the read fails (unavailable), never the old
+ * version. Mirror (get, reader) and shield (a cache replica behind a
+ * failing origin). */
+static void test_reads_never_stale(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_reader *r = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	char *got;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		fx_stale(&x, 1, "k", "old", "new");
+		mh_fail(x.f[0], true);
+		got = mh_get(x.mux, "k", &rc, &err);
+		if (got)
+			print_error("mode %d read \"%s\"\n", m, got);
+		assert_null(got);
+		assert_true(rc < 0);
+		rc = smux_backend_reader_open(x.mux, &ctx, "k", &r, &err);
+		assert_true(rc < 0);
+		assert_null(r);
+		/* other keys are served by r1 */
+		mh_fail(x.f[0], false);
+		fx_repair(&x);
+		mh_fail(x.f[0], true);
+		got = mh_get(x.mux, "k", &rc, &err);
+		MH_OK(rc, &err);
+		assert_string_equal(got, "new");
+		free(got);
+		fx_release(&x);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mirror_inplace_stale_memory),
+		cmocka_unit_test(test_mirror_inplace_stale_file),
+		cmocka_unit_test(test_shield_inplace_stale_cache),
+		cmocka_unit_test(test_trunc_writer_clears_hint),
+		cmocka_unit_test(test_copy_rename_stale_source),
+		cmocka_unit_test(test_setattr_stale),
+		cmocka_unit_test(test_reads_never_stale),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
