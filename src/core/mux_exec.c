@@ -694,7 +694,7 @@ static int record_hints(struct smux_mux *mux, const char *key,
  * Draining members take no writes; once a write reached some replica, the
  * draining ones that were left out (not among @m) get a hint, so an
  * undrained member is repaired before it serves the key again (a removed
- * one's hints are dropped by the next repair).
+ * one's hints are kept for when its name is added back).
  */
 static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
@@ -758,6 +758,17 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
 	}
+	if (n_ok > 0 && smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
+	if (n_ok > 0 && !smux__fan_any_in_view(mux, m, ok, n)) {
+		/* every replica that took it was removed meanwhile: the
+		 * write lives on no member of the mux */
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "the replicas that took the write of %s "
+				      "were removed meanwhile",
+				      key);
+	}
 	if (n_ok > 0)
 		hint_draining(mux, key, kind, m, n);
 	if (n_ok == 0) {
@@ -811,7 +822,7 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			? call->key2
 			: call->key;
 	struct mux_view *v = smux__view_get(mux);
-	struct smux__fan *f = calloc(1, sizeof(*f));
+	struct smux__fan *f = malloc(sizeof(*f)); /* set as it is used */
 	struct smux_info infos[SMUX__FAN_MAX];
 	const struct smux_put_opts *uo = call->put_opts;
 	struct smux_put_opts po;
@@ -826,6 +837,8 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	f->mux = mux;
 	f->spans = true;
+	f->start = NULL; /* on each member's bulkhead */
+	f->start_arg = NULL;
 	if (call->op == SMUX__OP_PUT)
 		uo = smux__uniform_mtime(&po, call->put_opts);
 	/* not on a replica that missed the source (or, for an edit, the

@@ -166,3 +166,18 @@ void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 		f->ok[i] = r >= 0;
 	}
 }
+
+void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, unsigned n)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool in = false;
+
+	for (unsigned i = 0; i < n && !in; i++)
+		for (unsigned j = 0; ok[i] && j < v->n && !in; j++)
+			in = v->m[j] == m[i];
+	smux__view_put(v);
+	return in;
+}

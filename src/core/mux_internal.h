@@ -273,11 +273,11 @@ struct smux__fan {
 	unsigned n;
 	struct mux_member *m[SMUX__FAN_MAX]; /* borrowed from the caller */
 	struct smux__call call[SMUX__FAN_MAX];
-	bool go[SMUX__FAN_MAX];		  /* in: call it (else err[] says why) */
-	bool probe[SMUX__FAN_MAX];	  /* in: the call is its health probe */
-	bool spans;			  /* one attempt span per call */
-	bool ok[SMUX__FAN_MAX];		  /* out */
-	long rc[SMUX__FAN_MAX];		  /* out: the call's result */
+	bool go[SMUX__FAN_MAX];	   /* in: call it (else err[] says why) */
+	bool probe[SMUX__FAN_MAX]; /* in: the call is its health probe */
+	bool spans;		   /* one attempt span per call */
+	bool ok[SMUX__FAN_MAX];	   /* out */
+	long rc[SMUX__FAN_MAX];	   /* out: the call's result */
 	struct smux_error err[SMUX__FAN_MAX]; /* out: why not ok */
 	/* starts the job of member @i (NULL: on its bulkhead; the writers:
 	 * on the replica writer's lock) */
@@ -319,6 +319,15 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
  * BACKEND_DRAINING and no call), started, finished, bookkept. */
 void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 		   struct smux_span *span);
+/* True when some @m[i] with ok[i] is in the current view (a write that
+ * reached only members removed since lives on no member). */
+bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, unsigned n);
+/* Test hook (NULL in production): called once a write was taken by some
+ * member, before the mux checks that member is still in the view and
+ * records hints (smux__failover_missed, smux__fanout_policy); a test
+ * removes a member there. */
+extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
 
 /* mux_list.c */
 

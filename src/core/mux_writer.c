@@ -227,11 +227,18 @@ long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
 		if (!smux__mw_live(mw, i))
 			continue;
 		any = true;
-		r = smux__mw_sub_run(mw, i, &ctx, &c, err);
-		if (r >= 0)
-			return nread;
-		o = smux__attempt_done(mw->mux, &ctx, mw->m[i], false, t0, err,
-				       NULL);
+		if (smux__member_enter(mw->m[i])) {
+			r = smux__mw_sub_run(mw, i, &ctx, &c, err);
+			atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
+			if (r >= 0)
+				return nread;
+			o = smux__attempt_done(mw->mux, &ctx, mw->m[i], false,
+					       t0, err, NULL);
+		} else { /* draining: it drops out like a failed replica */
+			r = smux_error_set(err, SMUX_E_BACKEND_DRAINING,
+					   mw->m[i]->name, NULL);
+			o = SMUX_OUTCOME_TRANSIENT;
+		}
 		if (!mw->fanout ||
 		    (o != SMUX_OUTCOME_TRANSIENT && o != SMUX_OUTCOME_TIMEOUT))
 			return r;

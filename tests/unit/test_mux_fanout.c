@@ -292,6 +292,164 @@ static void test_reads_never_stale(void **state)
 	}
 }
 
+/* ---- drain and remove with open writers (issue 9 item 4) ---- */
+
+struct smux_mux;
+/* mux_fanout.c's test hook: runs once a member took a write, before the
+ * mux checks that member is still in the view */
+extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+static struct smux_backend *hook_mux;
+static const char *hook_remove; /* the member the hook removes, once */
+
+static void remove_on_ack(struct smux_mux *mux, const char *key)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	const char *name = hook_remove;
+
+	(void)mux;
+	(void)key;
+	if (!name)
+		return;
+	hook_remove = NULL;
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_remove(hook_mux, name, &ctx, &err), &err);
+}
+
+static void hook_arm(struct smux_backend *mux, const char *name)
+{
+	hook_mux = mux;
+	hook_remove = name;
+	smux__fanout_hook_acked = remove_on_ack;
+}
+
+static void hook_disarm(void)
+{
+	smux__fanout_hook_acked = NULL;
+	hook_remove = NULL;
+}
+
+/* Failover: the member that took a put is removed before the put is
+ * acknowledged: the write lives on no member, so it is not acknowledged
+ * (it was: then lost, the remaining member never had it). */
+static void test_failover_acked_member_removed(void **state)
+{
+	struct smux_error err;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	hook_arm(x.mux, "r0");
+	rc = mh_put(x.mux, "k", "v", &err);
+	hook_disarm();
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	MH_LACKS(x.inner[1], "k");
+	fx_release(&x);
+}
+
+/* Mirror: the only replica that took a put (the other failing) is
+ * removed before the put is acknowledged: not acknowledged. */
+static void test_mirror_acked_replica_removed(void **state)
+{
+	struct smux_error err;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	fx_init(&x, SMUX_MODE_MIRROR);
+	mh_fail(x.f[0], true);
+	hook_arm(x.mux, "r1");
+	rc = mh_put(x.mux, "k", "v", &err);
+	hook_disarm();
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	fx_release(&x);
+}
+
+/* Failover: a file open on r0 (its writer between two writes) while r0 is
+ * removed: the next write does not go to r0 any more; the writer moves
+ * to r1 with what it holds, and the commit is acknowledged there. */
+static void test_failover_writer_moves_off_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "one", 3, 0, &err), &err);
+	/* between two writes: no call in flight, the remove completes */
+	MH_OK(smux_mux_remove(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "two", 3, 3, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(x.mux, "k", "onetwo");
+	MH_HOLDS(x.inner[1], "k", "onetwo");
+	fx_release(&x);
+}
+
+/* Mirror: the writer's only live replica (the other failed at open) is
+ * removed between two writes: what follows is not acknowledged on the
+ * removed replica alone. */
+static void test_mirror_writer_last_replica_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	mh_fail(x.f[0], true);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "one", 3, 0, &err), &err);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	rc = smux_writer_pwrite(w, &ctx, "two", 3, 3, &err);
+	if (rc == 0)
+		rc = smux_writer_commit(w, &ctx, NULL, NULL, &err);
+	assert_true(rc < 0);
+	smux_writer_close(w);
+	fx_release(&x);
+}
+
+/* A removed replica's hints are kept: added back under the same name, it
+ * is repaired before it serves the keys it missed (a repair while it was
+ * out dropped them, and it served its old version for good). */
+static void test_remove_add_keeps_hints(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(smux_mux_repair(x.mux, &ctx, NULL, &pending, &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	/* r0 fails: the only replica left must not serve "old" */
+	mh_fail(x.f[0], true);
+	assert_null(mh_get(x.mux, "k", NULL, &err));
+	mh_fail(x.f[0], false);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -302,6 +460,11 @@ int main(void)
 		cmocka_unit_test(test_copy_rename_stale_source),
 		cmocka_unit_test(test_setattr_stale),
 		cmocka_unit_test(test_reads_never_stale),
+		cmocka_unit_test(test_failover_acked_member_removed),
+		cmocka_unit_test(test_mirror_acked_replica_removed),
+		cmocka_unit_test(test_failover_writer_moves_off_removed),
+		cmocka_unit_test(test_mirror_writer_last_replica_removed),
+		cmocka_unit_test(test_remove_add_keeps_hints),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
