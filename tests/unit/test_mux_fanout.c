@@ -450,6 +450,105 @@ static void test_remove_add_keeps_hints(void **state)
 	fx_release(&x);
 }
 
+struct drain_arg {
+	struct smux_backend *mux;
+	atomic_bool done;
+	int rc;
+};
+
+static void *drain_main(void *arg)
+{
+	struct drain_arg *d = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	d->rc = smux_mux_drain(d->mux, "r1", &ctx, &err);
+	atomic_store(&d->done, true);
+	return NULL;
+}
+
+struct write_arg {
+	struct smux_writer *w;
+	int rc;
+};
+
+static void *write_main(void *arg)
+{
+	struct write_arg *a = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	a->rc = smux_writer_pwrite(a->w, &ctx, "two", 3, 3, &err);
+	return NULL;
+}
+
+static enum smux_status member_status(struct smux_backend *mux, unsigned i)
+{
+	struct smux_mux_stats *st = smux_mux_stats(mux);
+	enum smux_status s;
+
+	assert_non_null(st);
+	s = st->backends[i].status;
+	smux_mux_stats_free(st);
+	return s;
+}
+
+/* A drain while a writer's call is in flight on the member waits for that
+ * call; the writer's next call does not go to the drained member (it
+ * drops out, hinted), and the repair after the undrain makes it equal. */
+static void test_drain_waits_for_writer_call(void **state)
+{
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct drain_arg d = {0};
+	struct write_arg wa = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	pthread_t dt, wt;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC,
+				       &wa.w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "one", 3, 0, &err), &err);
+	/* the second write stays in flight on r1 */
+	smux_faulty_set(x.f[1], &hang);
+	assert_int_equal(pthread_create(&wt, NULL, write_main, &wa), 0);
+	while (smux_faulty_hanging(x.f[1]) == 0)
+		usleep(1000);
+	d.mux = x.mux;
+	atomic_init(&d.done, false);
+	assert_int_equal(pthread_create(&dt, NULL, drain_main, &d), 0);
+	while (member_status(x.mux, 1) != SMUX_STATUS_DRAINING)
+		usleep(1000);
+	/* a write is in flight on r1: the drain cannot be over */
+	assert_false(atomic_load(&d.done));
+	smux_faulty_release_hangs(x.f[1]);
+	pthread_join(wt, NULL);
+	pthread_join(dt, NULL);
+	MH_OK(wa.rc, NULL);
+	MH_OK(d.rc, NULL);
+	/* drained: the next write and the commit leave r1 out */
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "three", 5, 6, &err), &err);
+	MH_OK(smux_writer_commit(wa.w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(wa.w);
+	MH_HOLDS(x.inner[0], "k", "onetwothree");
+	MH_LACKS(x.inner[1], "k");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	smux_faulty_set(x.f[1], &(struct smux_faulty_opts){0});
+	MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[1], "k", "onetwothree");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +564,7 @@ int main(void)
 		cmocka_unit_test(test_failover_writer_moves_off_removed),
 		cmocka_unit_test(test_mirror_writer_last_replica_removed),
 		cmocka_unit_test(test_remove_add_keeps_hints),
+		cmocka_unit_test(test_drain_waits_for_writer_call),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
