@@ -480,6 +480,21 @@ int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 	smux__view_put(old);
 	if (spec->backend->depth + 1 > b->depth)
 		b->depth = spec->backend->depth + 1;
+	/* a mux that replicates: the member missed what was written before
+	 * (all of it, or what was written while it was out) and is stale
+	 * for every key until its resync (mux_rejoin.c); journaled before
+	 * it is in the view */
+	if (v->n > 1 &&
+	    (mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD ||
+	     mux->mode == SMUX_MODE_FAILOVER)) {
+		rc = smux__hints_add(mux->hints, spec->backend->name,
+				     SMUX__REJOIN_KEY, SMUX__HINT_PUT, NULL,
+				     err);
+		if (rc) {
+			smux__view_put(v);
+			goto out_unlock;
+		}
+	}
 	rc = view_install(mux, v);
 	if (rc) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);

@@ -646,7 +646,9 @@ bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 {
 	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
 		return false;
-	return smux__hints_has(mux->hints, m->name, key);
+	/* a member rejoining the mux missed every key (mux_rejoin.c) */
+	return smux__hints_has(mux->hints, m->name, key) ||
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
 }
 
 static void record_partial(struct smux_mux *mux, struct mux_member **m,

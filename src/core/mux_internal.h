@@ -329,6 +329,20 @@ bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
  * removes a member there. */
 extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
 
+/* mux_rejoin.c: a member added at run time to a mux that replicates */
+
+/* The key of a rejoin hint: the member missed every key (not a valid
+ * key, so no object has it). */
+#define SMUX__REJOIN_KEY "/"
+/* True while @m has a pending rejoin hint (stale for every key). */
+bool smux__rejoining(struct smux_mux *mux, struct mux_member *m);
+/* The replay of @dst's rejoin hint: a full resync from the first other
+ * member of @v that is up and not rejoining. 0 once @dst holds what it
+ * holds (or @dst stopped rejoining meanwhile). */
+long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 struct smux_error *err);
+
 /* mux_list.c */
 
 /* Lists of sticky/mirror: the de-duplicated union over every up member. */

@@ -188,6 +188,10 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	for (unsigned i = 0; i < v->n && n < LIST_MAX; i++) {
+		/* a member rejoining the mux may list what was deleted while
+		 * it was out (mux_rejoin.c) */
+		if (smux__rejoining(mux, v->m[i]))
+			continue;
 		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
 			continue;
 		if (!smux__member_enter(v->m[i]))

@@ -308,6 +308,11 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool left = probe;
 	long rc = 0;
 
+	if (strcmp(h->key, SMUX__REJOIN_KEY) == 0) { /* mux_rejoin.c */
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		return smux__rejoin_replay(mux, ctx, v, m, err);
+	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT)
