@@ -596,6 +596,46 @@ static void test_rejoin_resyncs(void **state)
 	fx_release(&x);
 }
 
+static int count_key(void *arg, const struct smux_list_entry *e)
+{
+	unsigned *n = arg;
+
+	print_message("  listed %s\n", e->key);
+	(*n)++;
+	return 0;
+}
+
+/* Failover: a member added back answers no listing before its resync (it
+ * would list a key deleted while it was out), and its rejoin hint is no
+ * listing entry. */
+static void test_rejoin_failover_listing(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned n = 0;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	MH_OK(mh_put(x.mux, "a", "x", &err), &err);
+	MH_OK(smux_backend_put_buf(x.inner[1], &ctx, "a", "x", 1, &err), &err);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(smux_backend_del(x.mux, &ctx, "a", &err), &err);
+	mh_fail(x.f[0], true);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	rc = smux_backend_list(x.mux, &ctx, "", "/", count_key, &n, &err);
+	assert_true(rc < 0);
+	assert_int_equal(n, 0);
+	mh_fail(x.f[0], false);
+	fx_repair(&x);
+	MH_LACKS(x.inner[1], "a");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -613,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_remove_add_keeps_hints),
 		cmocka_unit_test(test_drain_waits_for_writer_call),
 		cmocka_unit_test(test_rejoin_resyncs),
+		cmocka_unit_test(test_rejoin_failover_listing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
