@@ -17,9 +17,9 @@
  * pending hint of its own for it (that hint's replay does it); every key
  * the member holds that the source does not hold (asked again, right
  * before the delete) is deleted. A write that reaches the member meanwhile
- * wins over the copy when it is newer (the copy checks the mtime first);
- * the last window between that check and the copy's put is the one every
- * replay has (issue 9 item 3).
+ * wins over the copy (the copy first checks that the member's version is
+ * still the one its listing gave); the last window between that check and
+ * the copy's put is the one every replay has (issue 9 item 3).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -110,11 +110,24 @@ static long list_all(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* True when @dst's version of @key now is not the one its listing gave
+ * (@had; NULL: it had none): a write reached it meanwhile. */
+static bool changed(const struct smux_info *had, int head_rc,
+		    const struct smux_info *now)
+{
+	if (!had)
+		return head_rc == 0;
+	return head_rc != 0 || now->size != had->size ||
+	       now->mtime_ns != had->mtime_ns;
+}
+
 /* Copies @key from @src to @dst (a directory marker is recreated empty)
- * unless @dst got a newer version meanwhile. */
+ * unless a write reached @dst since its listing gave @had (NULL: none);
+ * an mtime says nothing about that (a program may set any). */
 static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct mux_member *src, struct mux_member *dst,
-		     const char *key, struct smux_error *err)
+		     const char *key, const struct smux_info *had,
+		     struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
 	bool marker = smux_key_is_dir(key);
@@ -148,8 +161,8 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = run(mux, ctx, src, &get, err);
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 		rc = 0; /* deleted meanwhile: the delete reached @dst too */
-	else if (rc == 0 && run(mux, ctx, dst, &head, &e) == 0 &&
-		 now.mtime_ns > info.mtime_ns)
+	else if (rc == 0 &&
+		 changed(had, (int)run(mux, ctx, dst, &head, &e), &now))
 		rc = 0; /* a newer write reached @dst meanwhile */
 	else if (rc == 0) {
 		smux_put_opts_keep(&po, &info);
@@ -225,10 +238,13 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (!smux__hints_has(mux->hints, dst->name, key)) {
 			if (c > 0)
 				rc = drop_key(mux, ctx, src, dst, key, err);
-			else if (c < 0 ||
-				 want.info[i].size != have.info[j].size ||
+			else if (c < 0)
+				rc = copy_key(mux, ctx, src, dst, key, NULL,
+					      err);
+			else if (want.info[i].size != have.info[j].size ||
 				 want.info[i].mtime_ns != have.info[j].mtime_ns)
-				rc = copy_key(mux, ctx, src, dst, key, err);
+				rc = copy_key(mux, ctx, src, dst, key,
+					      &have.info[j], err);
 		}
 		if (c <= 0)
 			i++;

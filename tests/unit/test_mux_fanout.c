@@ -561,7 +561,10 @@ static void test_drain_waits_for_writer_call(void **state)
  * and the resync makes it equal: overwritten, new and deleted keys. */
 static void test_rejoin_resyncs(void **state)
 {
+	struct smux_put_opts old_mtime = {.mtime_ns =
+						  1000000000LL * 1000000000};
 	struct smux_mux_member back = {0};
+	struct smux_source src;
 	struct smux_error err;
 	struct smux_ctx ctx;
 	struct fx x;
@@ -572,10 +575,17 @@ static void test_rejoin_resyncs(void **state)
 	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
 	MH_OK(mh_put(x.mux, "gone", "g", &err), &err);
 	MH_OK(mh_put(x.mux, "same", "s", &err), &err);
+	MH_OK(mh_put(x.mux, "old", "o1", &err), &err);
 	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
 	MH_OK(mh_put(x.mux, "k", "v2", &err), &err);
 	MH_OK(mh_put(x.mux, "sub/new", "n", &err), &err);
 	MH_OK(smux_backend_del(x.mux, &ctx, "gone", &err), &err);
+	/* same size, and an mtime older than r1's version (cp -p does it):
+	 * still a newer version */
+	smux_source_buf(&src, "o2", 2);
+	MH_OK(smux_backend_put(x.mux, &ctx, "old", &src, &old_mtime, NULL,
+			       &err),
+	      &err);
 	/* r0 fails (so nothing can resync r1 yet): r1 must not serve what
 	 * it may have missed */
 	mh_fail(x.f[0], true);
@@ -589,6 +599,7 @@ static void test_rejoin_resyncs(void **state)
 	MH_HOLDS(x.inner[1], "k", "v2");
 	MH_HOLDS(x.inner[1], "sub/new", "n");
 	MH_HOLDS(x.inner[1], "same", "s");
+	MH_HOLDS(x.inner[1], "old", "o2");
 	MH_LACKS(x.inner[1], "gone");
 	/* a full member again */
 	mh_fail(x.f[0], true);
