@@ -823,17 +823,10 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__exec_race(mux, &child, call, span, err);
 		break;
 	case SMUX_MODE_FAILOVER:
-		/* a member that missed the key's latest write is not asked:
-		 * the one that took it has the newest version */
-		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
-			      &span, err);
-		if (rc == 0)
-			rc = smux__exec_walk(mux, &child, call, true, NULL,
-					     span, err);
-		break;
 	case SMUX_MODE_SHIELD:
-		/* in order, passing over a replica that missed the key's
-		 * latest write (it never serves the old version) */
+		/* in order; a member that missed the key's latest write is
+		 * not asked (failover: the one that took it has the newest
+		 * version; shield: a replica never serves an old version) */
 		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
 			      &span, err);
 		if (rc == 0)

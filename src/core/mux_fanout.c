@@ -34,14 +34,15 @@
 static const char *built_from(const struct smux__call *call, bool whole)
 {
 	switch (call->op) {
+	/* the source's version on the member (copy, rename, link), or the
+	 * member's own copy, edited (setattr, xattrs) */
 	case SMUX__OP_COPY:
 	case SMUX__OP_RENAME:
 	case SMUX__OP_LINK:
-		return call->key; /* the source's version on the member */
 	case SMUX__OP_SETATTR:
 	case SMUX__OP_SETXATTR:
 	case SMUX__OP_REMOVEXATTR:
-		return call->key; /* an edit of the member's own copy */
+		return call->key;
 	case SMUX__OP_WRITER_OPEN:
 		return whole ? NULL : call->key;
 	default:

@@ -159,12 +159,12 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	rc = run(mux, ctx, src, &get, err);
+	/* deleted meanwhile (the delete reached @dst too), or a newer write
+	 * reached @dst meanwhile: nothing to copy */
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
-		rc = 0; /* deleted meanwhile: the delete reached @dst too */
+		rc = 0;
 	else if (rc == 0 &&
-		 changed(had, (int)run(mux, ctx, dst, &head, &e), &now))
-		rc = 0; /* a newer write reached @dst meanwhile */
-	else if (rc == 0) {
+		 !changed(had, (int)run(mux, ctx, dst, &head, &e), &now)) {
 		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		rc = run(mux, ctx, dst, &put, err);
