@@ -466,18 +466,16 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	int64_t now = smux__mux_now(mux);
 
 	/* the racers: up members (or due probes) that did not miss a write
-	 * of this key; the stale ones only when nothing else is left */
-	for (int pass = 0; pass < 2 && n == 0; pass++) {
-		for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
-			struct mux_member *m = v->m[i];
-			bool stale = smux__member_stale(mux, m, call->key);
+	 * of this key; a stale one never serves it (not even when nothing
+	 * else is left: the key is then unavailable) */
+	for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
+		struct mux_member *m = v->m[i];
 
-			if (stale != (pass == 1))
-				continue;
-			if (!smux__health_acquire(&m->health, now, &probes[n]))
-				continue;
-			ms[n++] = m;
-		}
+		if (smux__member_stale(mux, m, call->key))
+			continue;
+		if (!smux__health_acquire(&m->health, now, &probes[n]))
+			continue;
+		ms[n++] = m;
 	}
 	if (n == 1) {
 		/* nothing to race: one plain attempt on that member (a walk
@@ -496,7 +494,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__view_put(v);
 			return rc;
 		}
-		/* failed: what is left (stale replicas included) in order */
+		/* failed: what is left in order (stale replicas passed over) */
 		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
 		    smux_sink_rewind(call->sink) != 0) {
 			*err = e;
@@ -506,7 +504,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (n <= 1) {
 		smux__view_put(v);
-		return smux__exec_sequential(mux, ctx, call, true, span, err);
+		return smux__exec_walk(mux, ctx, call, true, NULL, span, err);
 	}
 	pthread_mutex_init(&race.lock, NULL);
 	smux__group_init(&g);
@@ -678,7 +676,9 @@ bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 {
 	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
 		return false;
-	return smux__hints_has(mux->hints, m->name, key);
+	/* a member rejoining the mux missed every key (mux_rejoin.c) */
+	return smux__hints_has(mux->hints, m->name, key) ||
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
 }
 
 static void record_partial(struct smux_mux *mux, struct mux_member **m,
@@ -726,7 +726,7 @@ static int record_hints(struct smux_mux *mux, const char *key,
  * Draining members take no writes; once a write reached some replica, the
  * draining ones that were left out (not among @m) get a hint, so an
  * undrained member is repaired before it serves the key again (a removed
- * one's hints are dropped by the next repair).
+ * one's hints are kept for when its name is added back).
  */
 static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
@@ -790,6 +790,17 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
 	}
+	if (n_ok > 0 && smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
+	if (n_ok > 0 && !smux__fan_any_in_view(mux, m, ok, n)) {
+		/* every replica that took it was removed meanwhile: the
+		 * write lives on no member of the mux */
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "the replicas that took the write of %s "
+				      "were removed meanwhile",
+				      key);
+	}
 	if (n_ok > 0)
 		hint_draining(mux, key, kind, m, n);
 	if (n_ok == 0) {
@@ -831,8 +842,6 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
-#define FANOUT_MAX 64
-
 long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, enum smux__hint_kind kind,
 		       struct smux_span *span, struct smux_error *err)
@@ -845,113 +854,72 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			? call->key2
 			: call->key;
 	struct mux_view *v = smux__view_get(mux);
-	struct mux_member *ms[FANOUT_MAX];
-	struct smux__call calls[FANOUT_MAX];
-	struct smux_info infos[FANOUT_MAX];
-	struct smux_error errs[FANOUT_MAX];
-	struct smux__job *jobs[FANOUT_MAX];
-	struct smux_span *spans[FANOUT_MAX];
-	int64_t t0[FANOUT_MAX];
-	bool probes[FANOUT_MAX], ok[FANOUT_MAX], started[FANOUT_MAX];
-	unsigned n = 0;
-	int64_t now = smux__mux_now(mux);
+	struct smux__fan *f = malloc(sizeof(*f)); /* set as it is used */
+	struct smux_info infos[SMUX__FAN_MAX];
 	const struct smux_put_opts *uo = call->put_opts;
 	struct smux_put_opts po;
 	int info_from = -1;
+	unsigned n;
 	long rc;
 
+	if (!f) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	f->mux = mux;
+	f->spans = true;
+	f->start = NULL; /* on each member's bulkhead */
+	f->start_arg = NULL;
 	if (call->op == SMUX__OP_PUT)
 		uo = smux__uniform_mtime(&po, call->put_opts);
-	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
-		struct mux_member *m = v->m[i];
-		enum smux_status st = smux__health_status(&m->health);
-
-		if (st == SMUX_STATUS_DRAINING)
-			continue; /* out of service (hinted by the policy) */
-		ms[n] = m;
-		ok[n] = false;
-		probes[n] = false;
-		started[n] = smux__health_acquire(&m->health, now, &probes[n]);
-		/* the shield origin takes every write, down or not */
-		if (!started[n] && mux->mode == SMUX_MODE_SHIELD && i == 0)
-			started[n] = true;
-		if (!started[n])
-			smux_error_set(&errs[n], SMUX_E_ALL_BACKENDS_DOWN,
-				       m->name, "backend is down (cooldown)");
-		n++;
-	}
+	/* not on a replica that missed the source (or, for an edit, the
+	 * key): it keeps its hint, and the destination gets one */
+	n = smux__fan_eligible(f, v, call, true, SMUX__FAN_MAX);
 	for (unsigned i = 0; i < n; i++) {
-		if (!started[i])
-			continue;
-		calls[i] = *call;
-		calls[i].put_opts = uo;
-		calls[i].backend = ms[i]->backend;
-		calls[i].info = &infos[i];
-		if (!smux__member_enter(ms[i])) {
-			/* drained since chosen: missed it (hint below) */
-			started[i] = false;
-			smux_error_set(&errs[i], SMUX_E_BACKEND_DRAINING,
-				       ms[i]->name, NULL);
-			continue;
-		}
-		spans[i] = smux__attempt_span(mux, span, ms[i], i);
-		calls[i].span = spans[i] ? spans[i] : span;
-		t0[i] = smux_now_ns();
-		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
-					       &calls[i], NULL);
+		f->call[i] = *call;
+		f->call[i].put_opts = uo;
+		f->call[i].info = &infos[i];
 	}
+	smux__fan_run(f, ctx, span);
 	for (unsigned i = 0; i < n; i++) {
-		long r;
-
-		if (!started[i])
-			continue;
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &errs[i]);
-		else
-			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
-					   ms[i]->name, "cannot start job");
-		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i],
-				   r < 0 ? &errs[i] : NULL, spans[i]);
-		ok[i] = r >= 0;
-		if (ok[i] && info_from < 0)
+		if (f->ok[i] && info_from < 0)
 			info_from = (int)i;
-		if (ok[i] && smux__member_stale(mux, ms[i], key))
-			smux__hints_supersede(mux->hints, ms[i]->name, key,
+		/* only a call that leaves the key's whole state supersedes
+		 * the replica's hint (not a sync, setattr or xattr edit) */
+		if (f->ok[i] && smux__fan_renews(call, true) &&
+		    smux__member_stale(mux, f->m[i], key))
+			smux__hints_supersede(mux->hints, f->m[i]->name, key,
 					      NULL);
 	}
 	/* an abort by the caller, or a failure of the caller's own source,
 	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
-		if (!ok[i] && started[i] &&
-		    smux__caller_failed(ctx, &errs[i])) {
+		if (!f->ok[i] && f->go[i] &&
+		    smux__caller_failed(ctx, &f->err[i])) {
 			/* not acknowledged, but the replicas that took it
 			 * hold the new content: the others get hints */
-			for (unsigned j = 0; j < n; j++) {
-				if (ok[j]) {
-					record_hints(mux, key, kind, ms, ok, n,
-						     NULL);
-					break;
-				}
-			}
-			*err = errs[i];
-			smux__view_put(v);
-			return -err->e.sys_errno;
+			if (info_from >= 0)
+				record_hints(mux, key, kind, f->m, f->ok, n,
+					     NULL);
+			*err = f->err[i];
+			rc = -err->e.sys_errno;
+			goto out;
 		}
 	}
 	/* a replica that missed a rename still holds the source: besides the
 	 * destination's hint (the policy's), it gets one to delete it */
 	if (call->op == SMUX__OP_RENAME && info_from >= 0) {
-		rc = record_hints(mux, call->key, SMUX__HINT_DEL, ms, ok, n,
-				  err);
-		if (rc) {
-			smux__view_put(v);
-			return rc;
-		}
+		rc = record_hints(mux, call->key, SMUX__HINT_DEL, f->m, f->ok,
+				  n, err);
+		if (rc)
+			goto out;
 	}
-	rc = smux__fanout_policy(mux, key, kind, ms, ok, errs, n, err);
+	rc = smux__fanout_policy(mux, key, kind, f->m, f->ok, f->err, n, err);
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
+out:
+	free(f);
 	smux__view_put(v);
 	return rc;
 }

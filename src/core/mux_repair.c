@@ -8,7 +8,8 @@
  * key and no pending hint of its own for it (through a temporary file, so
  * memory stays bounded) - in failover, from the first member in order
  * without one, the member that took the latest write; a missed delete is
- * repeated. A hint whose replica is no longer a member is dropped. A
+ * repeated. A hint whose replica is no longer a member is kept (for
+ * when the name is added back) and not replayed meanwhile. A
  * replay checks, right before it writes, that its hint is still pending:
  * a write that reached the replica meanwhile is newer than the copy. Two
  * repairs (the background thread's and smux_mux_repair's) never replay
@@ -307,6 +308,11 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool left = probe;
 	long rc = 0;
 
+	if (strcmp(h->key, SMUX__REJOIN_KEY) == 0) { /* mux_rejoin.c */
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		return smux__rejoin_replay(mux, ctx, v, m, err);
+	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT)
@@ -555,10 +561,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		for (unsigned j = 0; j < v->n && !m; j++)
 			if (strcmp(v->m[j]->name, list[i].replica) == 0)
 				m = v->m[j];
-		if (!m) { /* no longer a member: nothing to repair */
-			smux__hints_done(mux->hints, list[i].id, NULL);
+		/* no longer a member: its hints are kept, so that the same
+		 * name added back is repaired before it serves those keys
+		 * (they are replayed once it is a member again) */
+		if (!m)
 			continue;
-		}
 		if (!replay_claim(mux, &claim, &list[i])) {
 			/* another repair is at it: the background thread comes
 			 * back later; a caller waits, then tries what is left

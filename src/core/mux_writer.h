@@ -48,6 +48,9 @@ struct smux__mux_writer {
 	 * changes not yet committed under the write policy */
 	bool inplace;
 	bool dirty;
+	/* fan-out: the writer makes the whole content (opened truncating or
+	 * truncated to 0), not an edit of each replica's old copy */
+	bool whole;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */

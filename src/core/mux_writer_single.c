@@ -166,9 +166,13 @@ static long xfer_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c->backend = mw->m[0]->backend;
 	c->writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
-	r = smux__mw_sub_run(mw, 0, ctx, c, err);
-	atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	if (smux__member_enter(mw->m[0])) {
+		r = smux__mw_sub_run(mw, 0, ctx, c, err);
+		atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	} else { /* draining: the writer moves (or fails), never waits */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+	}
 	if (r < 0) {
 		mw->s[0]->failed = true;
 		mw->s[0]->err = *err;
@@ -380,7 +384,17 @@ static long single_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c.backend = mw->m[0]->backend;
 	c.writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
+	if (!smux__member_enter(mw->m[0])) {
+		/* draining since the writer opened: it takes no more of it
+		 * (the writer moves, or the call fails), so a drain never
+		 * waits for an open writer and a removed member never takes
+		 * a write alone */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+		mw->s[0]->failed = true;
+		mw->s[0]->err = *err;
+		return r;
+	}
 	job = smux__mw_sub_start(mw, 0, ctx, &c);
 	if (job)
 		r = smux__job_finish(job, err);

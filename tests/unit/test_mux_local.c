@@ -545,9 +545,11 @@ static void test_repair_tmpdir_full(void **state)
 	mh_fail(f[1], false);
 	assert_int_equal(smux_mux_pending_hints(mux), 1);
 	lt_member(mux, 1, &st1, &fails1, &errors1);
+	/* TMPDIR full first: once f1's cooldown is over, the mux's
+	 * background thread may replay the hint too */
+	full_tmp_on(&t, &ft);
 	/* past f1's cooldown: a repair probes it with the replay */
 	mh_clock_set(&clk, 10000 + 60000);
-	full_tmp_on(&t, &ft);
 	for (int i = 0; i < 3; i++) {
 		smux_mux_repair(mux, &t.ctx, &replayed, &pending, &err);
 		assert_int_equal(replayed, 0);
@@ -564,8 +566,10 @@ static void test_repair_tmpdir_full(void **state)
 		assert_int_equal(errors, errors1);
 	}
 	full_tmp_off(&ft);
+	/* the mux's background thread may replay it first: either way it
+	 * is done now */
 	MH_OK(smux_mux_repair(mux, &t.ctx, &replayed, &pending, &err), &err);
-	assert_int_equal(replayed, 1);
+	assert_true(replayed <= 1);
 	assert_int_equal(pending, 0);
 	{
 		struct smux_info info;
