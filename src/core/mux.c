@@ -811,11 +811,18 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, const char *op,
 		       struct smux_error *err)
 {
+	enum smux_mode route = mux->mode;
 	struct smux_span *span = NULL;
 	struct smux_ctx child;
 	long rc;
 
-	switch (mux->mode) {
+	/* A mirror's attributes come from the first replica in order with
+	 * the latest write, as failover's: each replica has its own ctime,
+	 * atime and inode, and two stats of one file must not flip between
+	 * replicas (tar: "file changed as we read it"). Content races. */
+	if (route == SMUX_MODE_MIRROR && call->op == SMUX__OP_HEAD)
+		route = SMUX_MODE_FAILOVER;
+	switch (route) {
 	case SMUX_MODE_MIRROR:
 		rc = op_enter(mux, ctx, &child, op, call->key, "race", &span,
 			      err);
