@@ -408,6 +408,14 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 			const char *key, enum smux__hint_kind kind,
 			struct smux_error *err);
+/*
+ * Test hooks, NULL in production: called by a replay holding @key's gate
+ * between its read of the holder's copy and its write home; and by a
+ * write or replay about to wait for @key's gate (sticky_lock held: the
+ * hook must only signal).
+ */
+extern void (*smux__sticky_hook_replay_copied)(const char *key);
+extern void (*smux__sticky_hook_gate_wait)(const char *key);
 /* Replays hint @h of member @m (sticky's half of the replay dispatch in
  * mux_repair.c; @probe as there). */
 long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,

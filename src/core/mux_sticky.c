@@ -70,6 +70,9 @@ unsigned smux__sticky_home(const struct mux_view *v, const char *key)
 	return smux_fnv1a(key, strlen(key)) % v->n;
 }
 
+void (*smux__sticky_hook_replay_copied)(const char *key);
+void (*smux__sticky_hook_gate_wait)(const char *key);
+
 /* ---- the key gate ---- */
 
 /* Caller holds sticky_lock. */
@@ -86,8 +89,11 @@ void smux__sticky_gate_enter(struct smux_mux *mux, struct mux_sticky_gate *g,
 {
 	g->key = key ? key : "";
 	pthread_mutex_lock(&mux->sticky_lock);
-	while (gate_held(mux, g->key))
+	while (gate_held(mux, g->key)) {
+		if (smux__sticky_hook_gate_wait)
+			smux__sticky_hook_gate_wait(g->key);
 		pthread_cond_wait(&mux->sticky_cond, &mux->sticky_lock);
+	}
 	g->next = mux->sticky_gates;
 	mux->sticky_gates = g;
 	pthread_mutex_unlock(&mux->sticky_lock);
@@ -488,6 +494,8 @@ static long move_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = 0; /* nothing newer than what home has */
 		goto out_close;
 	}
+	if (smux__sticky_hook_replay_copied)
+		smux__sticky_hook_replay_copied(h->key);
 	smux_put_opts_keep(&po, &info);
 	smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 	rc = call_on(mux, ctx, dst, *probe, 0, &put, NULL, &o, err);
