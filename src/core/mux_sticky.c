@@ -397,10 +397,16 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	smux__sticky_gate_enter(mux, &g, call->key);
 	if (kind == SMUX__HINT_DEL) {
+		/* the background thread sleeps long while nothing is
+		 * pending: wake it for the first hint */
+		bool first = smux__hints_pending_replicas(mux->hints) == 0;
+
 		/* every shard (a handoff copy goes too); one that misses it
 		 * gets a delete hint, and one that takes it is no longer
 		 * behind (smux__exec_fanout) */
 		rc = smux__exec_fanout(mux, ctx, call, kind, span, err);
+		if (first && smux__hints_pending_replicas(mux->hints) > 0)
+			smux__mux_kick(mux);
 	} else {
 		/* home, else the next shard that takes it (a hint for home
 		 * first): the cursor walks from home in order */
