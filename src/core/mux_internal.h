@@ -381,6 +381,10 @@ unsigned smux__sticky_home(const struct mux_view *v, const char *key);
 void smux__sticky_gate_enter(struct smux_mux *mux, struct mux_sticky_gate *g,
 			     const char *key);
 void smux__sticky_gate_leave(struct smux_mux *mux, struct mux_sticky_gate *g);
+/* True when @m holds the latest version of @key: the first shard from
+ * its home on without a pending hint for it. */
+bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
+			const char *key);
 /*
  * Reads (get, head, reader open, xattr reads) and in-place changes
  * (setattr, xattr writes, sync) of a key: on the shard that holds its

@@ -166,6 +166,18 @@ static bool view_has(const struct mux_view *v, const struct mux_member *m)
 	return false;
 }
 
+bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
+			const char *key)
+{
+	struct mux_view *v = smux__view_get(mux);
+	int h = v->n ? holder_from(mux, v, smux__sticky_home(v, key), 0, key)
+		     : -1;
+	bool yes = h >= 0 && v->m[h] == m;
+
+	smux__view_put(v);
+	return yes;
+}
+
 /* The caller gave up or ran out of time: its error, as it is. */
 static bool callers_end(const struct smux_ctx *ctx, enum smux_outcome o)
 {

@@ -433,6 +433,11 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	bool failover = mux->mode == SMUX_MODE_FAILOVER;
 	/* failover and sticky-by-key: not on a member behind on the key */
 	bool skip_stale = failover || mux->mode == SMUX_MODE_STICKY;
+	/* sticky-by-key: a writer that starts from the object starts on
+	 * the shard that holds it, or not at all (another shard would start
+	 * it from nothing, and the replay would carry that home) */
+	bool holder_only = mux->mode == SMUX_MODE_STICKY && !from_spool &&
+			   !(flags & SMUX_WRITER_TRUNC);
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
@@ -448,7 +453,9 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		 * old version, and a commit could race the replay of that
 		 * write */
 		if (tries_has(t, m) ||
-		    (skip_stale && smux__member_stale(mux, m, mw->base.key))) {
+		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
+		    (holder_only &&
+		     !smux__sticky_holds(mux, m, mw->base.key))) {
 			if (probe)
 				smux__health_probe_cancel(&m->health);
 			smux__member_put(m);

@@ -139,7 +139,8 @@ static unsigned mismatches(struct smux_backend *mux, char keys[][32],
 static void test_placement_all_up(void **state)
 {
 	struct smux_error err;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32];
 
 	(void)state;
@@ -181,7 +182,8 @@ static void test_overwrite_during_outage(void **state)
 	static char keys[KEYS][32], want[KEYS][32];
 	struct smux_error err;
 	unsigned pending = 1;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 
 	(void)state;
 	shards_init(&s);
@@ -240,7 +242,8 @@ static void test_rm_then_rename_after_recovery(void **state)
 	struct smux_error err;
 	unsigned pending = 1;
 	struct smux_ctx ctx;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char tmp[32];
 
 	(void)state;
@@ -290,7 +293,8 @@ static void test_rm_then_put_before_replay(void **state)
 	struct smux_error err;
 	unsigned pending = 1;
 	struct smux_ctx ctx;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 
 	(void)state;
 	smux_ctx_init(&ctx);
@@ -350,7 +354,8 @@ static void test_list_before_replay(void **state)
 	};
 	struct smux_error err;
 	struct smux_ctx ctx;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32];
 
 	(void)state;
@@ -396,7 +401,8 @@ static void test_home_down_unavailable(void **state)
 	struct smux_error err;
 	struct smux_info info;
 	struct smux_ctx ctx;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32], none[32], moved[32];
 	int rc;
 
@@ -434,6 +440,55 @@ static void test_home_down_unavailable(void **state)
 	shards_release(&s);
 }
 
+/*
+ * A writer that starts from the object (no TRUNC) while the key's shard is
+ * out is unavailable: opened on another shard it would start from nothing,
+ * and its commit would replace the object with the edit alone. A writer
+ * with TRUNC is handed off like a put.
+ */
+static void test_edit_while_home_down(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32], fresh[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "edit", 2, 0);
+	key_on(fresh, sizeof(fresh), "edit", 2, 1);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	mh_fail(s.f[2], true);
+	/* EIO: the shard's own error, or ALL_BACKENDS_DOWN once it is
+	 * marked down */
+	for (int round = 0; round < 2; round++)
+		assert_int_equal(
+			smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err),
+			-EIO);
+	assert_null(w);
+	MH_LACKS(s.mem[0], key);
+	MH_LACKS(s.mem[1], key);
+	MH_OK(smux_backend_writer_open(s.mux, &ctx, fresh, SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "new", 3, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(s.mem[0], fresh, "new");
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "hello world");
+	MH_HOLDS(s.mem[2], fresh, "new");
+	MH_LACKS(s.mem[0], fresh);
+	shards_release(&s);
+}
+
 /* ---- supersede ---- */
 
 /*
@@ -446,7 +501,8 @@ static void test_home_write_supersedes_handoff(void **state)
 {
 	struct smux_error err;
 	unsigned pending = 1;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32];
 
 	(void)state;
@@ -481,7 +537,8 @@ static void test_two_shards_out(void **state)
 {
 	struct smux_error err;
 	unsigned pending = 1;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32];
 
 	(void)state;
@@ -559,7 +616,8 @@ static void test_put_during_replay(void **state)
 {
 	struct smux_error err;
 	unsigned pending = 1;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 	char key[32];
 
 	(void)state;
@@ -673,7 +731,8 @@ static void test_flapping_shard_threads(void **state)
 	struct smux_error err;
 	unsigned pending = 1;
 	struct smux_ctx ctx;
-	struct shards s;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
 
 	(void)state;
 	smux_ctx_init(&ctx);
@@ -740,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_rm_then_put_before_replay),
 		cmocka_unit_test(test_list_before_replay),
 		cmocka_unit_test(test_home_down_unavailable),
+		cmocka_unit_test(test_edit_while_home_down),
 		cmocka_unit_test(test_home_write_supersedes_handoff),
 		cmocka_unit_test(test_two_shards_out),
 		cmocka_unit_test(test_put_during_replay),
