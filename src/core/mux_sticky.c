@@ -242,11 +242,12 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return 0;
 }
 
-long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct smux__call *call, struct smux_span *span,
-			struct smux_error *err)
+/* One routing of @call to the holder of its key (smux__sticky_route). */
+static long route_once(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_view *v, struct smux__call *call,
+		       struct smux_span *span, int *holder,
+		       struct smux_error *err)
 {
-	struct mux_view *v = smux__view_get(mux);
 	struct smux__call orig = *call;
 	enum smux_outcome o = SMUX_OUTCOME_TRANSIENT;
 	struct mux_member *m;
@@ -256,13 +257,9 @@ long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc, r2;
 	int h;
 
-	if (v->n == 0) {
-		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-				    mux->base.name, "no backend is available");
-		goto out;
-	}
 	home = smux__sticky_home(v, call->key);
 	h = holder_from(mux, v, home, 0, call->key);
+	*holder = h;
 	if (h < 0) {
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
@@ -318,6 +315,47 @@ dirs:
 		}
 	}
 out:
+	return rc;
+}
+
+long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, struct smux_span *span,
+			struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool changes = call->op == SMUX__OP_SETATTR ||
+		       call->op == SMUX__OP_SETXATTR ||
+		       call->op == SMUX__OP_REMOVEXATTR;
+	struct smux__call orig = *call;
+	struct mux_sticky_gate g;
+	int h, again;
+	long rc;
+
+	if (v->n == 0) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "no backend is available");
+	}
+	/* a change of the object is a write of the key: not while its
+	 * replay copies it */
+	if (changes)
+		smux__sticky_gate_enter(mux, &g, call->key);
+	rc = route_once(mux, ctx, v, call, span, &h, err);
+	/* a replay moved the key home while this read was on its way to
+	 * the handoff shard, which no longer has it: ask where it is now */
+	for (int i = 0;
+	     i < 2 && rc < 0 && h >= 0 && err->e.code == SMUX_E_KEY_NOT_FOUND;
+	     i++) {
+		again = holder_from(mux, v, smux__sticky_home(v, call->key), 0,
+				    call->key);
+		if (again == h)
+			break;
+		*call = orig;
+		rc = route_once(mux, ctx, v, call, span, &h, err);
+	}
+	if (changes)
+		smux__sticky_gate_leave(mux, &g);
 	smux__view_put(v);
 	return rc;
 }
