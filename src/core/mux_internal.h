@@ -119,6 +119,10 @@ struct smux_mux {
 	pthread_cond_t bg_cond; /* CLOCK_MONOTONIC */
 	bool bg_stop;		/* protected by bg_lock */
 	bool bg_kick;		/* protected by bg_lock: replay hints now */
+	/* in every call of the background thread; fired by
+	 * smux__mux_bg_stop so a stop never waits for a hung member or a
+	 * whole replay pass (mux_repair.c) */
+	struct smux_cancel bg_cancel;
 };
 
 /* mux.c */
@@ -263,9 +267,100 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			const bool *ok, const struct smux_error *errs,
 			unsigned n, struct smux_error *err);
 
+/*
+ * True when the failed attempt @e is the caller's and no replica's: its
+ * own sink or source failed (LOCAL), or it gave up (an abort once @ctx is
+ * cancelled). A fan-out then stops with @e, unacknowledged and without
+ * counting against anyone's health.
+ */
+bool smux__caller_failed(const struct smux_ctx *ctx,
+			 const struct smux_error *e);
+
 /* True when @m missed a write of @key that is not replayed yet. */
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
+
+/* mux_fanout.c: the one fan-out primitive (see the file's comment) */
+
+#define SMUX__FAN_MAX 64
+
+/* One fan-out: the caller fills mux, n, m[], go[], probe[] (or lets
+ * smux__fan_eligible do it) and call[] (the backend is set per member),
+ * runs it, then reads ok[], rc[], err[]. */
+struct smux__fan {
+	struct smux_mux *mux;
+	unsigned n;
+	struct mux_member *m[SMUX__FAN_MAX]; /* borrowed from the caller */
+	struct smux__call call[SMUX__FAN_MAX];
+	bool go[SMUX__FAN_MAX];	   /* in: call it (else err[] says why) */
+	bool probe[SMUX__FAN_MAX]; /* in: the call is its health probe */
+	bool spans;		   /* one attempt span per call */
+	bool ok[SMUX__FAN_MAX];	   /* out */
+	long rc[SMUX__FAN_MAX];	   /* out: the call's result */
+	struct smux_error err[SMUX__FAN_MAX]; /* out: why not ok */
+	/* starts the job of member @i (NULL: on its bulkhead; the writers:
+	 * on the replica writer's lock) */
+	struct smux__job *(*start)(void *arg, unsigned i,
+				   const struct smux_ctx *ctx,
+				   struct smux__call *c);
+	void *start_arg;
+	/* private to smux__fan_run */
+	struct smux__job *job[SMUX__FAN_MAX];
+	struct smux_span *span[SMUX__FAN_MAX];
+	int64_t t0[SMUX__FAN_MAX];
+	bool entered[SMUX__FAN_MAX];
+};
+
+/*
+ * True when @m must not take @call of a fan-out because it would build
+ * new content from a key @m missed the latest write of (a copy, rename or
+ * link source; the key of a setattr, an xattr change or a writer that is
+ * not @whole, i.e. not truncating); @why (may be NULL) then says so.
+ */
+bool smux__fan_stale(struct smux_mux *mux, struct mux_member *m,
+		     const struct smux__call *call, bool whole,
+		     struct smux_error *why);
+/* True when @call's success on a member leaves the whole state of the key
+ * it writes there (a hint of the member for that key is superseded);
+ * W_COMMIT only for a @whole writer. */
+bool smux__fan_renews(const struct smux__call *call, bool whole);
+/*
+ * Fills f->m/go/probe/err with the members of @v a fan-out of @call goes
+ * to (at most @max): draining ones are left out; a stale one
+ * (smux__fan_stale) is listed but not called; the others are acquired
+ * from health (the shield origin always). Returns f->n.
+ */
+unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
+			    const struct smux__call *call, bool whole,
+			    unsigned max);
+/* Runs f->call[i] on every member with go[i] in parallel: entered with
+ * the drain check (a member draining since it was chosen gets
+ * BACKEND_DRAINING and no call), started, finished, bookkept. */
+void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
+		   struct smux_span *span);
+/* True when some @m[i] with ok[i] is in the current view (a write that
+ * reached only members removed since lives on no member). */
+bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, unsigned n);
+/* Test hook (NULL in production): called once a write was taken by some
+ * member, before the mux checks that member is still in the view and
+ * records hints (smux__failover_missed, smux__fanout_policy); a test
+ * removes a member there. */
+extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+/* mux_rejoin.c: a member added at run time to a mux that replicates */
+
+/* The key of a rejoin hint: the member missed every key (not a valid
+ * key, so no object has it). */
+#define SMUX__REJOIN_KEY "/"
+/* True while @m has a pending rejoin hint (stale for every key). */
+bool smux__rejoining(struct smux_mux *mux, struct mux_member *m);
+/* The replay of @dst's rejoin hint: a full resync from the first other
+ * member of @v that is up and not rejoining. 0 once @dst holds what it
+ * holds (or @dst stopped rejoining meanwhile). */
+long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 struct smux_error *err);
 
 /* mux_list.c */
 

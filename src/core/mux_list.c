@@ -200,6 +200,10 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	for (unsigned i = 0; i < v->n && n < LIST_MAX; i++) {
+		/* a member rejoining the mux may list what was deleted while
+		 * it was out (mux_rejoin.c) */
+		if (smux__rejoining(mux, v->m[i]))
+			continue;
 		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
 			continue;
 		if (!smux__member_enter(v->m[i]))
@@ -355,7 +359,8 @@ static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *key = hints[i].key, *rest = key + plen, *d;
 
-		if (strncmp(key, prefix, plen) != 0 || !*rest)
+		if (strncmp(key, prefix, plen) != 0 || !*rest ||
+		    strcmp(key, SMUX__REJOIN_KEY) == 0)
 			continue; /* elsewhere, or the listed directory */
 		d = dlen ? strstr(rest, delimiter) : NULL;
 		if (d) {
@@ -419,6 +424,12 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && lists[1].oom)
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				    "listing too large");
+	/* a member rejoining the mux (mux_rejoin.c) may list what was
+	 * deleted while it was out: no answer rather than that one */
+	if (rc == 0 && m && smux__rejoining(mux, m))
+		rc = smux_error_set(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"only %s, not resynced yet, answered", m->name);
 	if (rc == 0 && m && smux__hints_pending(mux->hints, m->name) > 0)
 		rc = overlay_build(mux, ctx, m, call->key ? call->key : "",
 				   delim, &ov, span, err);

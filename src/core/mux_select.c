@@ -191,12 +191,41 @@ static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
 			return NULL;
 		c->seen[idx / 64] |= bit;
 	}
-	/* the clock is read only for a member that is not up */
+	/*
+	 * The clock is read only for a member that is not up. The modes
+	 * that choose among up members never make a request a probe (the
+	 * background thread probes: issue 9); failover and shield keep the
+	 * seed's probe-on-selection in member order, bounded by the budget.
+	 */
 	if (!smux__health_is_up(&m->health) &&
-	    !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe))
+	    (!c->by_order ||
+	     !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe)))
 		return NULL;
 	c->tried++;
 	return smux__member_get(m);
+}
+
+/*
+ * Weighted, once the re-rolls are spent: the draws may all have landed on
+ * members already tried (or gone down since the snapshot) while another up
+ * member with a weight was never asked. Those are taken in view order, so
+ * the operation answers ALL_BACKENDS_DOWN only when every up member with a
+ * weight was tried. A weight of 0 still means "no traffic".
+ */
+static struct mux_member *weighted_rest(struct mux_cursor *c, bool *probe)
+{
+	struct mux_sel *s = c->sel;
+	struct mux_member *m = NULL;
+
+	if (c->pos < s->n_up)
+		c->pos = s->n_up;
+	while (!m && c->pos < 2 * s->n_up) {
+		unsigned idx = s->up[c->pos++ - s->n_up];
+
+		if (atomic_load(&s->view->m[idx]->weight) > 0)
+			m = take(c, idx, probe);
+	}
+	return m;
 }
 
 struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
@@ -231,6 +260,8 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 				break;
 			m = take(c, s->up[i], probe);
 		}
+		if (!m)
+			m = weighted_rest(c, probe);
 		break;
 	case SMUX_MODE_STICKY:
 		/* fnv1a(key) % n over every member (not the healthy ones:

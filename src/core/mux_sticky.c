@@ -178,10 +178,11 @@ bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
 	return yes;
 }
 
-/* The caller gave up or ran out of time: its error, as it is. */
+/* The caller gave up or ran out of time, or its own sink or source
+ * failed (LOCAL): its error, as it is, no shard's. */
 static bool callers_end(const struct smux_ctx *ctx, enum smux_outcome o)
 {
-	return o == SMUX_OUTCOME_ABORT ||
+	return o == SMUX_OUTCOME_ABORT || o == SMUX_OUTCOME_LOCAL ||
 	       (o == SMUX_OUTCOME_TIMEOUT &&
 		smux_ctx_state(ctx) != SMUX_CANCEL_NONE);
 }

@@ -104,6 +104,9 @@ static long spool_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (long)done;
 }
 
+long (*smux__callerr_spool_pread_hook)(int fd, void *buf, size_t len,
+				       uint64_t off);
+
 /* A writer opened without TRUNC on an object larger than this keeps no
  * spool (it cannot move): the lazy fill would copy the whole object at
  * the first change, which an append to a large log must not pay. */
@@ -163,9 +166,13 @@ static long xfer_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c->backend = mw->m[0]->backend;
 	c->writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
-	r = smux__mw_sub_run(mw, 0, ctx, c, err);
-	atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	if (smux__member_enter(mw->m[0])) {
+		r = smux__mw_sub_run(mw, 0, ctx, c, err);
+		atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	} else { /* draining: the writer moves (or fails), never waits */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+	}
 	if (r < 0) {
 		mw->s[0]->failed = true;
 		mw->s[0]->err = *err;
@@ -281,14 +288,22 @@ static int spool_copy(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			size_t want = (uint64_t)hole - pos < SMUX_IO_CHUNK
 					      ? (size_t)((uint64_t)hole - pos)
 					      : SMUX_IO_CHUNK;
-			long n = spool_pread(mw->spool, buf, want, pos);
+			long n = smux__callerr_spool_pread_hook
+					 ? smux__callerr_spool_pread_hook(
+						   mw->spool, buf, want, pos)
+					 : spool_pread(mw->spool, buf, want,
+						       pos);
 			struct smux__call c = {.op = SMUX__OP_W_PWRITE};
 
 			if (n <= 0) {
-				r = smux_error_from_errno(err,
-							  n < 0 ? (int)-n : EIO,
-							  mw->mux->base.name,
-							  "read writer spool");
+				int e = n < 0 ? (int)-n : EIO;
+
+				smux_error_from_errno(err, e,
+						      mw->mux->base.name,
+						      "read writer spool");
+				/* our own disk failed, not a member: the
+				 * next member would fail the same way */
+				r = smux_error_make_local(err, e);
 				goto out;
 			}
 			c.wbuf = buf;
@@ -369,7 +384,17 @@ static long single_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c.backend = mw->m[0]->backend;
 	c.writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
+	if (!smux__member_enter(mw->m[0])) {
+		/* draining since the writer opened: it takes no more of it
+		 * (the writer moves, or the call fails), so a drain never
+		 * waits for an open writer and a removed member never takes
+		 * a write alone */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+		mw->s[0]->failed = true;
+		mw->s[0]->err = *err;
+		return r;
+	}
 	job = smux__mw_sub_start(mw, 0, ctx, &c);
 	if (job)
 		r = smux__job_finish(job, err);

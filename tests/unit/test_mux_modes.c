@@ -358,6 +358,52 @@ static void test_weight_zero(void **state)
 	trio_release(&t);
 }
 
+/* An injected generator that always draws 0: slot 0, coin 0 (slot 0
+ * keeps its member whenever it has a weight). */
+static uint32_t zero_next(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/*
+ * Issue 9, item 6: the re-rolls of a weighted selection kept landing on
+ * the member that had just failed, and the operation answered
+ * ALL_BACKENDS_DOWN although the other member, up and weighted, was never
+ * tried. Every draw here lands on f0 (which fails): f1 must still serve.
+ */
+static void test_weighted_rerolls_reach_healthy(void **state)
+{
+	static const double w[2] = {1, 1};
+	struct smux_rng rng = {.next = zero_next, .arg = NULL};
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_WEIGHTED,
+		.rng = &rng,
+		.cooldown_ms = 600000,
+	};
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct trio t;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	trio_init(&t, true);
+	MH_OK(mh_put(t.mem[0], "k", "v", &err), &err);
+	mh_fail(t.f[0], true);
+	mux = mh_mux("w", &o, t.f, w, 2);
+	MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_int_equal(smux_faulty_calls(t.f[0]), 1);
+	assert_int_equal(smux_faulty_calls(t.f[1]), 1);
+	/* f0 is down now: the table holds f1 alone */
+	MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_int_equal(smux_faulty_calls(t.f[0]), 1);
+	assert_int_equal(smux_faulty_calls(t.f[1]), 2);
+	smux_backend_unref(mux);
+	trio_release(&t);
+}
+
 /* ---- sticky-by-key ---- */
 
 static void test_fnv1a_vectors(void **state)
@@ -883,6 +929,7 @@ int main(void)
 		cmocka_unit_test(test_weighted_frequencies),
 		cmocka_unit_test(test_weighted_injected_rng),
 		cmocka_unit_test(test_weight_zero),
+		cmocka_unit_test(test_weighted_rerolls_reach_healthy),
 		cmocka_unit_test(test_fnv1a_vectors),
 		cmocka_unit_test(test_sticky_mapping),
 		cmocka_unit_test(test_sync_routing),
