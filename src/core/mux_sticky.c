@@ -211,9 +211,9 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		bool probe = false;
 		long rc;
 
+		/* requests never probe: the background thread does */
 		if (smux__member_stale(mux, m, call->key) ||
-		    !smux__health_acquire(&m->health, smux__mux_now(mux),
-					  &probe))
+		    !smux__health_is_up(&m->health))
 			continue;
 		rc = call_on(mux, ctx, m, probe, k, call, span, &o, &e);
 		if (rc >= 0 && (!dirs_only || smux_key_is_dir(call->key) ||
@@ -270,7 +270,9 @@ static long route_once(struct smux_mux *mux, const struct smux_ctx *ctx,
 		goto out;
 	}
 	m = v->m[h];
-	if (!smux__health_acquire(&m->health, smux__mux_now(mux), &probe)) {
+	/* requests never probe a down shard: the background thread does
+	 * once its cooldown is over (probes off the I/O path) */
+	if (!smux__health_is_up(&m->health)) {
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, m->name,
 				    "%s, the shard holding %s, is down",
 				    m->name, call->key);
@@ -589,6 +591,14 @@ long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		goto out;
 	if (v->n && v->m[home] == m && h->kind == SMUX__HINT_PUT) {
 		rc = move_home(mux, ctx, v, home, h, &left, err);
+	} else if (v->n && v->m[home] != m &&
+		   smux__member_stale(mux, v->m[home], h->key)) {
+		/* a shard passed over after home keeps its hint until the
+		 * key is home again: without it, it would come before the
+		 * holder in the handoff order and answer for the key */
+		rc = smux_error_set(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"%s waits for %s to be moved home", m->name, h->key);
 	} else {
 		/* a delete home missed; off home, a copy older than the
 		 * holder's (or a put hint recorded before the view changed
