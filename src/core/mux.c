@@ -295,6 +295,8 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->bg_lock);
 	pthread_mutex_destroy(&mux->replay_lock);
 	pthread_mutex_destroy(&mux->intent_lock);
+	pthread_mutex_destroy(&mux->sticky_lock);
+	pthread_cond_destroy(&mux->sticky_cond);
 	pthread_cond_destroy(&mux->bg_cond);
 	smux_backend_release(&mux->base);
 	free(mux);
@@ -376,6 +378,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->bg_lock, NULL);
 	pthread_mutex_init(&mux->replay_lock, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
+	pthread_mutex_init(&mux->sticky_lock, NULL);
+	pthread_cond_init(&mux->sticky_cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&mux->bg_cond, &ca);
@@ -840,17 +844,19 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__exec_walk(mux, &child, call, true, NULL,
 					     span, err);
 		break;
+	case SMUX_MODE_STICKY:
+		/* the shard with the key's latest version, or unavailable */
+		rc = op_enter(mux, ctx, &child, op, call->key, "selected",
+			      &span, err);
+		if (rc == 0)
+			rc = smux__sticky_route(mux, &child, call, span, err);
+		break;
 	default:
 		rc = op_enter(mux, ctx, &child, op, call->key, "selected",
 			      &span, err);
 		if (rc == 0)
 			rc = smux__exec_sequential(mux, &child, call, false,
 						   span, err);
-		/* A sharded key written while its shard was down lives on
-		 * another shard: look there before answering "not found". */
-		if (rc < 0 && mux->mode == SMUX_MODE_STICKY &&
-		    err->e.code == SMUX_E_KEY_NOT_FOUND)
-			rc = smux__exec_find(mux, &child, call, span, err);
 		break;
 	}
 	return op_leave(mux, span, rc, err);
@@ -900,7 +906,9 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      fanout ? "fanout" : "selected", &span, err);
 	if (rc)
 		return rc;
-	if (fanout)
+	if (mux->mode == SMUX_MODE_STICKY)
+		rc = smux__sticky_write(mux, &child, call, kind, span, err);
+	else if (fanout)
 		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
 	else if (mux->mode == SMUX_MODE_FAILOVER)
 		rc = smux__failover_write(mux, &child, call, kind, span, err);
@@ -1155,7 +1163,7 @@ static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 					"setattr", err);
 	rc = op_enter(mux, ctx, &child, "setattr", key, "selected", &span, err);
 	if (rc == 0)
-		rc = smux__exec_find(mux, &child, &call, span, err);
+		rc = smux__sticky_route(mux, &child, &call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1187,7 +1195,7 @@ static int mux_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__exec_fanout(mux, &child, &call, SMUX__HINT_NONE,
 				       span, err);
 	else if (rc == 0)
-		rc = smux__exec_find(mux, &child, &call, span, err);
+		rc = smux__sticky_route(mux, &child, &call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1258,7 +1266,7 @@ static int mux_xattr_write(struct smux_backend *b, const struct smux_ctx *ctx,
 					err);
 	rc = op_enter(mux, ctx, &child, op, call->key, "selected", &span, err);
 	if (rc == 0)
-		rc = smux__exec_find(mux, &child, call, span, err);
+		rc = smux__sticky_route(mux, &child, call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 

@@ -9,7 +9,8 @@
  * mux_writer.c (writers through the mux: fan-out and the shared parts),
  * mux_writer_single.c (single-target writers and their spool, which lets
  * an open writer move to another member), mux_reader.c (readers through
- * the mux), mux_repair.c (hint replay and the background thread).
+ * the mux), mux_repair.c (hint replay and the background thread),
+ * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -105,6 +106,11 @@ struct smux_mux {
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */
+	/* sticky-by-key: keys a write or a replay is changing now, one at a
+	 * time per key (mux_sticky.c) */
+	pthread_mutex_t sticky_lock;
+	pthread_cond_t sticky_cond;
+	struct mux_sticky_gate *sticky_gates; /* protected by sticky_lock */
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -449,6 +455,72 @@ enum smux__intent_state smux__intent_state(struct smux_mux *mux,
 void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id);
 /* Frees the key table (mux destroy), ending clean intents. */
 void smux__intent_free_all(struct smux_mux *mux);
+
+/* mux_sticky.c: sticky-by-key (DESIGN section 3) */
+
+/* One key held by a sticky write or replay; on the holder's stack. */
+struct mux_sticky_gate {
+	const char *key; /* borrowed from the holder */
+	struct mux_sticky_gate *next;
+};
+
+/* The home shard of @key: index fnv1a(key) % n into @v (0 for NULL or an
+ * empty view). */
+unsigned smux__sticky_home(const struct mux_view *v, const char *key);
+/*
+ * Holds @key (@g on the caller's stack) until smux__sticky_gate_leave:
+ * waits while another write or replay holds it. Serialises the writes of
+ * one key with the replay of its hints, so a replay never lands on top
+ * of a newer write. Never hold two at once.
+ */
+void smux__sticky_gate_enter(struct smux_mux *mux, struct mux_sticky_gate *g,
+			     const char *key);
+void smux__sticky_gate_leave(struct smux_mux *mux, struct mux_sticky_gate *g);
+/* True when @m holds the latest version of @key: the first shard from
+ * its home on without a pending hint for it. */
+bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
+			const char *key);
+/*
+ * Reads (get, head, reader open, xattr reads) and in-place changes
+ * (setattr, xattr writes, sync) of a key: on the shard that holds its
+ * latest version - its home, or while home has a pending hint for it the
+ * first shard after home without one. That shard down or failing is
+ * UNAVAILABLE (ALL_BACKENDS_DOWN, EIO), never "not found"; home answering
+ * "not found" looks on the other shards (keys placed before the handoff
+ * rules) before KEY_NOT_FOUND.
+ */
+long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, struct smux_span *span,
+			struct smux_error *err);
+/* Put and delete of a key (@kind PUT or DEL) with the handoff rules. */
+long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, enum smux__hint_kind kind,
+			struct smux_span *span, struct smux_error *err);
+/*
+ * @acked took a write (@kind) of @key: its own hint for @key is
+ * superseded; when it is not home, home gets a durable @kind hint and the
+ * shards between home and it a delete hint; when it is home and that
+ * superseded a handoff, the shard holding the handoff copy gets a delete
+ * hint. 0, or the journal's failure (then not acknowledged). The caller
+ * holds the key's gate.
+ */
+int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
+			const char *key, enum smux__hint_kind kind,
+			struct smux_error *err);
+/*
+ * Test hooks, NULL in production: called by a replay holding @key's gate
+ * between its read of the holder's copy and its write home; and by a
+ * write or replay about to wait for @key's gate (sticky_lock held: the
+ * hook must only signal).
+ */
+extern void (*smux__sticky_hook_replay_copied)(const char *key);
+extern void (*smux__sticky_hook_gate_wait)(const char *key);
+/* Replays hint @h of member @m (sticky's half of the replay dispatch in
+ * mux_repair.c; @probe as there). */
+long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *m,
+			 const struct smux__hint *h, bool probe,
+			 struct smux_error *err);
 
 /* mux_repair.c */
 

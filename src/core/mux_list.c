@@ -82,13 +82,21 @@ static void entries_free(struct entries *es)
 struct merge_src {
 	struct smux__hints *hints; /* NULL: first member wins */
 	struct mux_member **ms;
+	/* sticky-by-key, every shard listed: a key only shards with a
+	 * pending hint for it list is not there (its holder has none) */
+	bool drop_hinted;
 };
 
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 				unsigned n, const struct merge_src *src)
 {
 	struct entry *e;
-	int best = -1;
+	int best;
+	bool behind;
+
+again:
+	best = -1;
+	behind = false;
 
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] || pos[i] >= es[i].n)
@@ -102,12 +110,14 @@ static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 	e = &es[best].e[pos[best]];
 	if (src && src->hints && !e->is_prefix &&
 	    smux__hints_has(src->hints, src->ms[best]->name, e->key)) {
+		behind = true;
 		for (unsigned i = (unsigned)best + 1; i < n; i++)
 			if (ok[i] && pos[i] < es[i].n &&
 			    strcmp(es[i].e[pos[i]].key, e->key) == 0 &&
 			    !smux__hints_has(src->hints, src->ms[i]->name,
 					     e->key)) {
 				e = &es[i].e[pos[i]];
+				behind = false;
 				break;
 			}
 	}
@@ -115,6 +125,8 @@ static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 		if (ok[i] && pos[i] < es[i].n &&
 		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
 			pos[i]++;
+	if (behind && src->drop_hinted)
+		goto again; /* deleted while those shards were out */
 	return e;
 }
 
@@ -244,10 +256,11 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* equal keys: the first member's entry, in member order, unless it
 	 * has a pending hint for the key */
 	{
-		struct merge_src src = {NULL, ms};
+		struct merge_src src = {NULL, ms, false};
 
 		if (smux__hints_pending_replicas(mux->hints) > 0)
 			src.hints = mux->hints;
+		src.drop_hinted = mux->mode == SMUX_MODE_STICKY && n_ok == v->n;
 		merge_deliver(es, ok, n, &src, delimiter, fn, arg);
 	}
 out:

@@ -589,7 +589,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
-		if (replay(mux, ctx, v, m, &list[i], probe, &e) == 0) {
+		if ((mux->mode == SMUX_MODE_STICKY
+			     ? smux__sticky_replay(mux, ctx, v, m, &list[i],
+						   probe, &e)
+			     : replay(mux, ctx, v, m, &list[i], probe, &e)) ==
+		    0) {
 			if (smux__hints_done(mux->hints, list[i].id, err) == 0)
 				done++;
 		} else {

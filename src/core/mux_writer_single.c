@@ -456,6 +456,13 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 {
 	struct smux_mux *mux = mw->mux;
 	bool failover = mux->mode == SMUX_MODE_FAILOVER;
+	/* failover and sticky-by-key: not on a member behind on the key */
+	bool skip_stale = failover || mux->mode == SMUX_MODE_STICKY;
+	/* sticky-by-key: a writer that starts from the object starts on
+	 * the shard that holds it, or not at all (another shard would start
+	 * it from nothing, and the replay would carry that home) */
+	bool holder_only = mux->mode == SMUX_MODE_STICKY && !from_spool &&
+			   !(flags & SMUX_WRITER_TRUNC);
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
@@ -471,7 +478,9 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		 * old version, and a commit could race the replay of that
 		 * write */
 		if (tries_has(t, m) ||
-		    (failover && smux__member_stale(mux, m, mw->base.key))) {
+		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
+		    (holder_only &&
+		     !smux__sticky_holds(mux, m, mw->base.key))) {
 			if (probe)
 				smux__health_probe_cancel(&m->health);
 			smux__member_put(m);
@@ -705,20 +714,33 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 		.put_opts = opts,
 		.info = &got,
 	};
+	bool sticky = mux->mode == SMUX_MODE_STICKY;
+	struct mux_sticky_gate g;
 	long rc;
 
+	/* sticky-by-key: the commit and its hints are one write of the key
+	 * for the replay (mux_sticky.c) */
+	if (sticky)
+		smux__sticky_gate_enter(mux, &g, key);
 	rc = single_op(mw, ctx, &c, mw->spool_state == SMUX__SPOOL_FULL, NULL,
 		       err);
 	if (rc < 0)
-		return (int)rc;
+		goto out;
 	if (mux->mode == SMUX_MODE_FAILOVER)
 		/* the members ahead of the one that took it missed it */
 		rc = smux__failover_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
 					   err);
+	else if (sticky)
+		/* home missed it when another shard took it (handoff) */
+		rc = smux__sticky_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
+					 err);
 	else if (smux__member_stale(mux, mw->m[0], key))
 		smux__hints_supersede(mux->hints, mw->m[0]->name, key, NULL);
 	if (rc == 0 && info)
 		*info = got;
+out:
+	if (sticky)
+		smux__sticky_gate_leave(mux, &g);
 	return (int)rc;
 }
 

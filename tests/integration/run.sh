@@ -64,6 +64,7 @@ for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); d
 for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open; do
 	tests+=("test_failover.sh $s")
 done
+tests+=("test_sticky.sh")
 tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
