@@ -193,7 +193,6 @@ long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
  * errors. */
 struct walk {
 	bool by_order;	 /* member order (failover, shield), else the mode's */
-	bool find;	 /* KEY_NOT_FOUND moves on too (sticky-by-key) */
 	bool skip_stale; /* pass over members stale for the call's keys */
 	struct mux_member **acked; /* out: the member that succeeded */
 };
@@ -211,9 +210,9 @@ static bool call_stale(struct smux_mux *mux, struct mux_member *m,
 }
 
 /*
- * The sequential walk. With w->find, KEY_NOT_FOUND moves on to the next
- * member too (a key looked for on every shard); the operation then answers
- * "not found" only when no member has the key.
+ * The sequential walk: the members in the mode's (or member) order,
+ * falling through on transient errors; with w->skip_stale, passing over
+ * members that missed the latest write of a key of the call.
  */
 static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *orig, const struct walk *w,
@@ -223,10 +222,10 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * what it delivered through it */
 	struct smux__call copy = *orig, *call = &copy;
 	struct list_count lc = {orig->list_fn, orig->list_arg, 0};
-	struct smux_error last = {0}, e, not_found = {0};
+	struct smux_error last = {0}, e;
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
-	bool all_timeouts = true, probe, have_not_found = false;
+	bool all_timeouts = true, probe;
 	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
@@ -268,13 +267,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			continue;
 		}
 		attempts++;
-		if (rc < 0 && w->find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
-			if (!have_not_found)
-				not_found = e;
-			have_not_found = true;
-			smux__member_put(m);
-			continue;
-		}
 		/* a semantic answer is final; a failure on the caller's side
 		 * (LOCAL) would fail the same way on the next member */
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
@@ -322,12 +314,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_LIST && lc.n > 0)
 			break;
 	}
-	if (have_not_found) {
-		*err = not_found;
-		err->e.attempts = attempts;
-		rc = -err->e.sys_errno;
-		goto out;
-	}
 	if (attempts == 0 && stale > 0)
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
@@ -347,15 +333,6 @@ long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux_span *span, struct smux_error *err)
 {
 	struct walk w = {.by_order = by_order};
-
-	return sequential(mux, ctx, call, &w, span, err);
-}
-
-long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct smux__call *call, struct smux_span *span,
-		     struct smux_error *err)
-{
-	struct walk w = {.by_order = true, .find = true};
 
 	return sequential(mux, ctx, call, &w, span, err);
 }

@@ -223,12 +223,6 @@ smux__uniform_mtime(struct smux_put_opts *po, const struct smux_put_opts *opts);
 long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux__call *call, bool by_order,
 			   struct smux_span *span, struct smux_error *err);
-/* Like smux__exec_sequential in member order, but KEY_NOT_FOUND moves on
- * too: finds a key on whichever member holds it (sticky-by-key keys written
- * while their shard was down). */
-long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct smux__call *call, struct smux_span *span,
-		     struct smux_error *err);
 /*
  * smux__exec_sequential in member order, except that with @skip_stale a
  * member with a pending hint for a key of @call (its key; also key2 for a
