@@ -115,6 +115,9 @@ struct ln_run {
 	atomic_ulong ops, acked, unknown, refused, reads, read_errors,
 		stale_tolerated, wild_skips;
 	atomic_uint flaps, drains, removes, enospc, repairs, chaos_errors;
+	/* failed operations (reads included) by error code, and by the code
+	 * of their cause (ALL_BACKENDS_DOWN: the last member's error) */
+	atomic_ulong codes[SMUX_CODE_COUNT], causes[SMUX_CODE_COUNT];
 	pthread_mutex_t report_lock;
 	unsigned storm_mismatch; /* protected by report_lock */
 	unsigned final_mismatch; /* single-threaded after the storm */
@@ -176,6 +179,38 @@ static bool ln_same(const char *a, size_t alen, const char *b, size_t blen)
 	if (!a || !b)
 		return !a && !b;
 	return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* Counts a failed operation by its error code and cause. */
+static void ln_failed(struct ln_run *r, const struct smux_error *err)
+{
+	if ((unsigned)err->e.code < SMUX_CODE_COUNT)
+		atomic_fetch_add(&r->codes[err->e.code], 1);
+	if (err->has_cause && (unsigned)err->cause.code < SMUX_CODE_COUNT)
+		atomic_fetch_add(&r->causes[err->cause.code], 1);
+}
+
+/* Prints the failed operations by error code. */
+static void ln_print_codes(struct ln_run *r)
+{
+	char line[2048];
+	size_t off = 0;
+
+	line[0] = '\0';
+	for (unsigned c = 1; c < SMUX_CODE_COUNT; c++) {
+		unsigned long n = atomic_load(&r->codes[c]);
+		unsigned long m = atomic_load(&r->causes[c]);
+		int w;
+
+		if (!n && !m)
+			continue;
+		w = snprintf(line + off, sizeof(line) - off, " %s=%lu/%lu",
+			     smux_code_name((enum smux_code)c), n, m);
+		if (w < 0 || (size_t)w >= sizeof(line) - off)
+			break;
+		off += (size_t)w;
+	}
+	print_message("  errors (code=as error/as cause):%s\n", line);
 }
 
 /* ---- the model ---- */
@@ -426,6 +461,7 @@ static void ln_put(struct ln_worker *w, struct ln_key *k, unsigned long n)
 		ln_key_set(r, k, s, len);
 	} else {
 		atomic_fetch_add(&r->unknown, 1);
+		ln_failed(r, &err);
 		ln_key_add(r, k, s, len);
 	}
 	free(s);
@@ -459,10 +495,12 @@ static void ln_write(struct ln_worker *w, struct ln_key *k, unsigned long n,
 	if (rc == 0)
 		rc = smux_writer_commit(wr, &ctx, &po, NULL, &err);
 	smux_writer_close(wr);
-	if (rc == 0)
+	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
-	else
+	} else {
 		atomic_fetch_add(&r->unknown, 1);
+		ln_failed(r, &err);
+	}
 	ln_key_write(r, k, data, dlen, append, rc == 0);
 }
 
@@ -485,6 +523,7 @@ static void ln_del(struct ln_worker *w, struct ln_key *k)
 			      r->strict_storm ? &r->storm_mismatch : NULL);
 	} else {
 		atomic_fetch_add(&r->unknown, 1);
+		ln_failed(r, &err);
 		ln_key_add(r, k, NULL, 0);
 	}
 }
@@ -527,6 +566,7 @@ static void ln_rename(struct ln_worker *w, struct ln_key *src,
 			      r->strict_storm ? &r->storm_mismatch : NULL);
 	} else {
 		atomic_fetch_add(&r->unknown, 1);
+		ln_failed(r, &err);
 		if (src->wild) {
 			ln_key_clear(dst);
 			dst->wild = true;
@@ -552,8 +592,10 @@ static void ln_read(struct ln_worker *w, struct ln_key *k)
 	ln_ctx(&ctx, 0);
 	rc = smux_backend_get_all(r->mux, &ctx, k->name, &buf, &len, &err);
 	atomic_fetch_add(&r->reads, 1);
-	if (rc && err.e.code != SMUX_E_KEY_NOT_FOUND)
+	if (rc && err.e.code != SMUX_E_KEY_NOT_FOUND) {
 		atomic_fetch_add(&r->read_errors, 1);
+		ln_failed(r, &err);
+	}
 	ln_check_read(r, k, rc, &err, (const char *)buf, len, "mux read",
 		      r->strict_storm ? &r->storm_mismatch : NULL);
 	free(buf);
@@ -608,6 +650,7 @@ struct ln_chaos_state {
 	int drained; /* member index or -1 */
 	int removed; /* member index or -1 */
 	int fill_fd; /* the tmpfs filler, -1 when not full */
+	int flapped; /* the member with faults or -1 */
 };
 
 /* Whether member @i may be removed in this mode: never the shield's
@@ -626,8 +669,16 @@ static bool ln_removable(const struct ln_run *r, int i)
 	}
 }
 
-static void ln_flap(struct ln_run *r, uint64_t *rng)
+/*
+ * Gives one member faults for a while. One member at a time has faults
+ * and it is never the one out of service (drained or removed), so one of
+ * the three stays healthy: the storm measures lost writes, not a mux with
+ * every member down (only a full $TMPDIR can still do that: issue 9
+ * item 5).
+ */
+static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 {
+	struct smux_faulty_opts none = {0};
 	unsigned i = ln_below(rng, LN_MEMBERS);
 	struct smux_faulty_opts o = {
 		.seed = ln_next(rng),
@@ -654,7 +705,12 @@ static void ln_flap(struct ln_run *r, uint64_t *rng)
 		o.hang_ms = 400;
 		break;
 	}
+	if ((int)i == cs->drained || (int)i == cs->removed)
+		return;
+	if (cs->flapped >= 0)
+		smux_faulty_set(r->f[cs->flapped], &none);
 	smux_faulty_set(r->f[i], &o);
+	cs->flapped = (int)i;
 	atomic_fetch_add(&r->flaps, 1);
 }
 
@@ -671,8 +727,8 @@ static void ln_drain(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		return;
 	}
 	i = (int)ln_below(rng, LN_MEMBERS);
-	if (i == cs->removed)
-		return;
+	if (cs->removed >= 0 || i == cs->flapped)
+		return; /* one member out of service at a time */
 	ln_ctx(&ctx, 500);
 	/* an aborted drain leaves the member draining: undrained later */
 	if (smux_mux_drain(r->mux, r->f[i]->name, &ctx, &err))
@@ -707,7 +763,7 @@ static void ln_remove(struct ln_run *r, struct ln_chaos_state *cs,
 		return;
 	}
 	i = (int)ln_below(rng, LN_MEMBERS);
-	if (i == cs->drained || !ln_removable(r, i))
+	if (cs->drained >= 0 || i == cs->flapped || !ln_removable(r, i))
 		return;
 	ln_ctx(&ctx, 1000);
 	if (smux_mux_remove(r->mux, r->f[i]->name, &ctx, &err) == 0) {
@@ -757,12 +813,13 @@ static void ln_chaos_repair(struct ln_run *r)
 }
 
 /* Stops every member's faults (hangs in progress end at their window). */
-static void ln_heal(struct ln_run *r)
+static void ln_heal(struct ln_run *r, struct ln_chaos_state *cs)
 {
 	struct smux_faulty_opts none = {0};
 
 	for (int i = 0; i < LN_MEMBERS; i++)
 		smux_faulty_set(r->f[i], &none);
+	cs->flapped = -1;
 }
 
 /* Undoes every chaos action still in force. */
@@ -802,9 +859,9 @@ static void *ln_chaos_main(void *arg)
 		/* the pace of the chaos, not a synchronisation */
 		nanosleep(&pause, NULL);
 		if (a < 45 && (r->chaos & LN_CHAOS_FLAP))
-			ln_flap(r, &rng);
+			ln_flap(r, &cs, &rng);
 		else if (a < 55 && (r->chaos & LN_CHAOS_FLAP))
-			ln_heal(r);
+			ln_heal(r, &cs);
 		else if (a < 70 && (r->chaos & LN_CHAOS_DRAIN))
 			ln_drain(r, &cs, &rng);
 		else if (a < 80 && (r->chaos & LN_CHAOS_REMOVE))
@@ -1103,6 +1160,7 @@ static unsigned ln_run_one(enum smux_mode mode, uint64_t seed, int64_t storm_ms,
 		atomic_load(&r->stale_tolerated), atomic_load(&r->wild_skips),
 		r->storm_mismatch, r->final_mismatch, r->replica_mismatch,
 		r->list_mismatch, bad ? "FAIL" : "ok");
+	ln_print_codes(r);
 	ln_teardown(r);
 	free(r);
 	return bad;
