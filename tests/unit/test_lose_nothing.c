@@ -59,7 +59,7 @@
 #include "smux/file.h"
 
 #define LN_KEYS	       8
-#define LN_WORKERS     4
+#define LN_WORKERS     6
 #define LN_MEMBERS     3
 #define LN_POSS_MAX    32
 #define LN_TMPFS_BYTES (4u << 20)
@@ -102,8 +102,9 @@ struct ln_run {
 	uint64_t seed;
 	int64_t storm_ms;
 	unsigned chaos;
-	bool shared;	   /* round-robin, weighted: one store */
-	bool strict_storm; /* reads during the storm checked */
+	bool shared;	    /* round-robin, weighted: one store */
+	bool strict_storm;  /* reads during the storm checked */
+	int64_t timeout_ms; /* the mux's backend_timeout_ms */
 	char dir[1100];
 	struct smux_backend *store; /* shared store or NULL */
 	struct smux_backend *inner[LN_MEMBERS];
@@ -702,7 +703,7 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		/* stuck in a system call: the bulkhead abandons the call */
 		o.hang_rate = 0.2;
 		o.hang_ignores_cancel = true;
-		o.hang_ms = 400;
+		o.hang_ms = 3 * r->timeout_ms; /* ends after the deadline */
 		break;
 	}
 	if ((int)i == cs->drained || (int)i == cs->removed)
@@ -1018,7 +1019,7 @@ static void ln_setup(struct ln_run *r)
 	static const double weights[LN_MEMBERS] = {1, 2, 3};
 	struct smux_mux_opts o = {
 		.mode = r->mode,
-		.backend_timeout_ms = ln_sanitized() ? 400 : 150,
+		.backend_timeout_ms = r->timeout_ms,
 		.cooldown_ms = 20,
 		.max_cooldown_ms = 200,
 		.healthcheck_interval_ms = 100,
@@ -1105,6 +1106,7 @@ static unsigned ln_run_one(enum smux_mode mode, uint64_t seed, int64_t storm_ms,
 	r->chaos = chaos;
 	r->shared = mode == SMUX_MODE_ROUND_ROBIN || mode == SMUX_MODE_WEIGHTED;
 	r->strict_storm = mode != SMUX_MODE_FAILOVER;
+	r->timeout_ms = ln_sanitized() ? 400 : 150;
 	atomic_init(&r->stop, false);
 	ln_setup(r);
 
