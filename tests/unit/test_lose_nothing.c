@@ -38,6 +38,9 @@
  *                                 enospc,repair (default: all)
  *   SMUX_LOSE_NOTHING_SOAK=S      keep running new seeds (from the clock,
  *                                 printed) for S seconds per mode
+ *   SMUX_LOSE_NOTHING_JOURNAL=memory  hints in memory (no state_dir)
+ *   SMUX_LOSE_NOTHING_MEMBERS=disk    file members on the disk, not on a
+ *                                 tmpfs of their own
  * Threads and the scheduler still vary between runs of one seed: a seed
  * fixes each thread's operations and each member's fault stream.
  */
@@ -94,6 +97,7 @@ struct ln_key {
 /* What the whole process shares: the tmpfs behind $TMPDIR. */
 static char ln_base[1024];	/* temporary directories live here */
 static char ln_tmpfs[1100];	/* the tmpfs, "" when none */
+static char ln_members[1040];	/* file members' roots live here */
 static char ln_fill[1200];	/* the file that fills it */
 static const char *ln_no_tmpfs; /* why there is no tmpfs, or NULL */
 
@@ -102,10 +106,11 @@ struct ln_run {
 	uint64_t seed;
 	int64_t storm_ms;
 	unsigned chaos;
-	bool shared;	    /* round-robin, weighted: one store */
-	bool strict_storm;  /* reads during the storm checked */
-	int64_t timeout_ms; /* the mux's backend_timeout_ms */
-	char dir[1100];
+	bool shared;		    /* round-robin, weighted: one store */
+	bool strict_storm;	    /* reads during the storm checked */
+	int64_t timeout_ms;	    /* the mux's backend_timeout_ms */
+	char dir[1200];		    /* the file members' roots */
+	char state[1200];	    /* the hint journal's directory */
 	struct smux_backend *store; /* shared store or NULL */
 	struct smux_backend *inner[LN_MEMBERS];
 	struct smux_backend *f[LN_MEMBERS]; /* the members (faulty) */
@@ -1027,11 +1032,17 @@ static void ln_setup(struct ln_run *r)
 	char path[PATH_MAX + 32], name[32];
 	struct smux_error err;
 
-	snprintf(r->dir, sizeof(r->dir), "%s/%s-%llu", ln_base,
+	snprintf(r->dir, sizeof(r->dir), "%s/%s-%llu", ln_members,
 		 smux_mode_name(r->mode), (unsigned long long)r->seed);
 	assert_int_equal(mkdir(r->dir, 0700), 0);
-	snprintf(path, sizeof(path), "%s/state", r->dir);
-	o.state_dir = path;
+	snprintf(r->state, sizeof(r->state), "%s/%s-%llu.state", ln_base,
+		 smux_mode_name(r->mode), (unsigned long long)r->seed);
+	snprintf(path, sizeof(path), "%s", r->state);
+	/* the hint journal on disk, as smuxfs keeps it; "memory": hints in
+	 * memory only (tells journal stalls from the rest) */
+	if (!getenv("SMUX_LOSE_NOTHING_JOURNAL") ||
+	    strcmp(getenv("SMUX_LOSE_NOTHING_JOURNAL"), "memory") != 0)
+		o.state_dir = path;
 	for (int i = 0; i < LN_MEMBERS + 1; i++) {
 		/* kinds alternate, starting with the seed's parity; the
 		 * shared store of round-robin and weighted is slot 0 */
@@ -1086,6 +1097,7 @@ static void ln_teardown(struct ln_run *r)
 	}
 	pthread_mutex_destroy(&r->report_lock);
 	mh_rm_rf(r->dir);
+	mh_rm_rf(r->state);
 }
 
 /* One storm and its checks; returns the mismatches found. */
@@ -1279,6 +1291,26 @@ static void test_mirror(void **state)
 }
 
 /*
+ * The file members' roots on a tmpfs of their own: a rename or unlink on
+ * a shared disk can take longer than the mux's deadline (ext4 flushes a
+ * file renamed over another), which would add timeouts nobody injected.
+ * SMUX_LOSE_NOTHING_MEMBERS=disk keeps them on the disk.
+ */
+static void ln_members_tmpfs(void)
+{
+	const char *where = getenv("SMUX_LOSE_NOTHING_MEMBERS");
+	char dir[sizeof(ln_members)];
+
+	if (where && strcmp(where, "disk") == 0)
+		return;
+	snprintf(dir, sizeof(dir), "%s/members", ln_base);
+	if (mkdir(dir, 0700) < 0 || mount("smux-ln-members", dir, "tmpfs", 0,
+					  "size=256m,mode=0700") < 0)
+		return;
+	snprintf(ln_members, sizeof(ln_members), "%s", dir);
+}
+
+/*
  * Sets up the temporary directories and, as root, a tmpfs of
  * LN_TMPFS_BYTES in a private mount namespace (gone with the process) as
  * $TMPDIR, so the chaos thread can fill it: a real ENOSPC for the mux's
@@ -1294,6 +1326,7 @@ static void ln_global_setup(void)
 		perror("mkdtemp");
 		exit(1);
 	}
+	snprintf(ln_members, sizeof(ln_members), "%s", ln_base);
 	snprintf(ln_tmpfs, sizeof(ln_tmpfs), "%s/tmpfs", ln_base);
 	snprintf(ln_fill, sizeof(ln_fill), "%s/fill", ln_tmpfs);
 	snprintf(opts, sizeof(opts), "size=%u,mode=0700", LN_TMPFS_BYTES);
@@ -1312,8 +1345,10 @@ static void ln_global_setup(void)
 		return;
 	}
 	setenv("TMPDIR", ln_tmpfs, 1);
-	print_message("lose-nothing: $TMPDIR is a %u KiB tmpfs at %s\n",
-		      LN_TMPFS_BYTES >> 10, ln_tmpfs);
+	ln_members_tmpfs();
+	print_message("lose-nothing: $TMPDIR is a %u KiB tmpfs at %s; file "
+		      "members under %s; hint journals under %s\n",
+		      LN_TMPFS_BYTES >> 10, ln_tmpfs, ln_members, ln_base);
 }
 
 int main(void)
@@ -1330,6 +1365,8 @@ int main(void)
 
 	ln_global_setup();
 	rc = cmocka_run_group_tests_name("lose nothing", tests, NULL, NULL);
+	if (strcmp(ln_members, ln_base) != 0)
+		umount2(ln_members, MNT_DETACH);
 	if (ln_tmpfs[0])
 		umount2(ln_tmpfs, MNT_DETACH);
 	mh_rm_rf(ln_base);
