@@ -5,7 +5,7 @@
 #                   ASan+UBSan (fails on any finding)
 #   make asan       the test suite under AddressSanitizer + UBSan only
 #   make tsan       the concurrent tests under ThreadSanitizer
-#   make soak       the lose-nothing storm for SOAK_SECONDS per mode
+#   make soak       the lose-nothing storm for SOAK_SECONDS (all modes)
 #   make format     clang-format the tree in place
 #   make lint       clang-format --dry-run, clang-tidy, cppcheck (clean = pass)
 #   make clean
@@ -162,8 +162,9 @@ test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
 	done; echo "== tsan: concurrent test binaries passed"
 
 # The lose-nothing storm (tests/unit/test_lose_nothing.c) for as long as
-# asked: SOAK_SECONDS per mode, a new seed (printed) for every run, each
-# storm SOAK_STORM seconds long. SOAK_MODE=mirror runs one mode only.
+# asked: SOAK_SECONDS in all, shared by the modes, a new seed (printed) for
+# every run, each storm SOAK_STORM seconds long. SOAK_MODE=mirror runs one
+# mode only; VARIANT=tsan or asan runs it under a sanitizer.
 SOAK_SECONDS ?= 60
 SOAK_STORM ?= 5
 soak: $(OUT)/tests/test_lose_nothing
