@@ -340,7 +340,7 @@ static void ln_report(struct ln_run *r, unsigned *counter, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void ln_report(struct ln_run *r, unsigned *counter, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[800]; /* cmocka prints at most about 1 KiB a line */
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -587,8 +587,59 @@ static void ln_rename(struct ln_worker *w, struct ln_key *src,
 	}
 }
 
+/*
+ * Reads a whole object through a reader of the mux (reader_open, then
+ * preads of 4 KiB until a short one): the path a FUSE READ takes, where a
+ * replica failing mid-stream is replaced by another. Heap buffer like
+ * smux_backend_get_all.
+ */
+static int ln_read_reader(struct ln_run *r, const struct smux_ctx *ctx,
+			  const char *key, unsigned char **out, size_t *len,
+			  struct smux_error *err)
+{
+	struct smux_reader *rd = NULL;
+	unsigned char *buf = NULL;
+	size_t cap = 0, n = 0;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	rc = smux_backend_reader_open(r->mux, ctx, key, &rd, err);
+	if (rc)
+		return rc;
+	for (;;) {
+		long got;
+
+		if (cap - n < 4096) {
+			unsigned char *nb = realloc(buf, cap + 65536 + 1);
+
+			assert_non_null(nb);
+			buf = nb;
+			cap += 65536;
+		}
+		got = smux_reader_pread(rd, ctx, buf + n, 4096, n, err);
+		if (got < 0) {
+			rc = (int)got;
+			break;
+		}
+		n += (size_t)got;
+		if (got < 4096)
+			break;
+	}
+	smux_reader_close(rd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 static void ln_read(struct ln_worker *w, struct ln_key *k)
 {
+	bool by_reader = ln_below(&w->rng, 3) == 0;
 	struct ln_run *r = w->r;
 	unsigned char *buf = NULL;
 	struct smux_error err;
@@ -597,13 +648,21 @@ static void ln_read(struct ln_worker *w, struct ln_key *k)
 	int rc;
 
 	ln_ctx(&ctx, 0);
-	rc = smux_backend_get_all(r->mux, &ctx, k->name, &buf, &len, &err);
+	if (by_reader) {
+		/* PRECONDITION_FAILED (the version went away) says nothing,
+		 * like any error but KEY_NOT_FOUND */
+		rc = ln_read_reader(r, &ctx, k->name, &buf, &len, &err);
+	} else {
+		rc = smux_backend_get_all(r->mux, &ctx, k->name, &buf, &len,
+					  &err);
+	}
 	atomic_fetch_add(&r->reads, 1);
 	if (rc && err.e.code != SMUX_E_KEY_NOT_FOUND) {
 		atomic_fetch_add(&r->read_errors, 1);
 		ln_failed(r, &err);
 	}
-	ln_check_read(r, k, rc, &err, (const char *)buf, len, "mux read",
+	ln_check_read(r, k, rc, &err, (const char *)buf, len,
+		      by_reader ? "mux reader" : "mux read",
 		      r->strict_storm ? &r->storm_mismatch : NULL);
 	free(buf);
 }
