@@ -35,7 +35,9 @@
  *   SMUX_LOSE_NOTHING_SECONDS=S   storm length per run (default 1)
  *   SMUX_LOSE_NOTHING_MODE=m      only mode m (e.g. "mirror")
  *   SMUX_LOSE_NOTHING_CHAOS=list  chaos actions, of flap,drain,remove,
- *                                 enospc,repair (default: all)
+ *                                 enospc,repair (default: all), or
+ *                                 flaps of some kinds only: down,flaky,
+ *                                 timeout,hang,stuck; "none": no chaos
  *   SMUX_LOSE_NOTHING_SOAK=S      keep running new seeds (from the clock,
  *                                 printed) for S seconds in all, shared
  *                                 by the modes
@@ -74,7 +76,14 @@ enum ln_chaos {
 	LN_CHAOS_REMOVE = 4,
 	LN_CHAOS_ENOSPC = 8,
 	LN_CHAOS_REPAIR = 16,
-	LN_CHAOS_ALL = 31,
+	/* the kinds of faults a flap gives (all with LN_CHAOS_FLAP) */
+	LN_CHAOS_DOWN = 32,	/* every call fails transiently */
+	LN_CHAOS_FLAKY = 64,	/* 30% of calls fail transiently */
+	LN_CHAOS_TIMEOUT = 128, /* half the calls: connection timeout */
+	LN_CHAOS_HANG = 256,	/* hangs past the deadline */
+	LN_CHAOS_STUCK = 512,	/* hangs ignoring cancellation */
+	LN_CHAOS_KINDS = 992,
+	LN_CHAOS_ALL = 1023,
 };
 
 /* One content a key may hold; s == NULL: the key is absent. */
@@ -751,7 +760,12 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		.for_ms = 30 + ln_below(rng, 300),
 	};
 
-	switch (ln_below(rng, 5)) {
+	unsigned kind;
+
+	do /* one of the kinds asked for */
+		kind = ln_below(rng, 5);
+	while (!(r->chaos & (LN_CHAOS_DOWN << kind)));
+	switch (kind) {
 	case 0:
 		o.error_rate = 1.0; /* down */
 		break;
@@ -1274,16 +1288,22 @@ static double ln_env_num(const char *name, double dflt)
 
 static unsigned ln_env_chaos(void)
 {
-	static const char *const names[] = {"flap", "drain", "remove", "enospc",
-					    "repair"};
+	static const char *const names[] = {
+		"flap", "drain", "remove",  "enospc", "repair",
+		"down", "flaky", "timeout", "hang",   "stuck"};
 	const char *v = getenv("SMUX_LOSE_NOTHING_CHAOS");
 	unsigned chaos = 0;
 
 	if (!v || !v[0])
 		return LN_CHAOS_ALL;
-	for (unsigned i = 0; i < 5; i++)
+	for (unsigned i = 0; i < 10; i++)
 		if (strstr(v, names[i]))
 			chaos |= 1u << i;
+	/* "flap": every kind of fault; a kind alone: flaps of that kind */
+	if (chaos & LN_CHAOS_FLAP)
+		chaos |= LN_CHAOS_KINDS;
+	if (chaos & LN_CHAOS_KINDS)
+		chaos |= LN_CHAOS_FLAP;
 	return chaos;
 }
 
