@@ -104,7 +104,7 @@ struct ln_key {
 	struct ln_val v[LN_POSS_MAX];
 };
 
-/* What the whole process shares: the tmpfs behind $TMPDIR. */
+/* What the whole process shares: its directories and tmpfs mounts. */
 static char ln_base[1024];	/* temporary directories live here */
 static char ln_tmpfs[1100];	/* the tmpfs, "" when none */
 static char ln_members[1040];	/* file members' roots live here */
