@@ -15,9 +15,10 @@
  * replicas" (DESIGN section 3): their members are three faulty paths to
  * one store, so a write through one is meant to be seen through all.
  *
- * A model keeps, per key, the set of contents the key may hold: one after
- * an acknowledged operation (rc 0), old and new after one whose outcome
- * is unknown (an error after it may have reached a replica). Operations
+ * A model (lose_nothing_model.h) keeps, per key, the set of contents the
+ * key may hold: one after an acknowledged operation (rc 0), old and new
+ * after one whose outcome is unknown (an error after it may have reached
+ * a replica). Operations
  * on one key are serialized by the harness (a lock per key), so the model
  * is exact; different keys run concurrently. Reads during the storm are
  * checked against the model (except in failover, whose standbys are not
@@ -61,13 +62,13 @@
 
 #include <cmocka.h>
 
+#include "lose_nothing_model.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
 #define LN_KEYS	       8
 #define LN_WORKERS     6
 #define LN_MEMBERS     3
-#define LN_POSS_MAX    32
 #define LN_TMPFS_BYTES (4u << 20)
 
 enum ln_chaos {
@@ -84,24 +85,6 @@ enum ln_chaos {
 	LN_CHAOS_STUCK = 512,	/* hangs ignoring cancellation */
 	LN_CHAOS_KINDS = 992,
 	LN_CHAOS_ALL = 1023,
-};
-
-/* One content a key may hold; s == NULL: the key is absent. */
-struct ln_val {
-	char *s;
-	size_t len;
-};
-
-/* The model of one key. */
-struct ln_key {
-	pthread_mutex_t lock; /* serializes operations on the key */
-	char name[16];
-	/* protected by lock: the contents the key may hold; wild when too
-	 * many unknown outcomes piled up (anything is accepted until the
-	 * next acknowledged put or delete) */
-	unsigned n;
-	bool wild;
-	struct ln_val v[LN_POSS_MAX];
 };
 
 /* What the whole process shares: its directories and tmpfs mounts. */
@@ -178,25 +161,6 @@ static void ln_ctx(struct smux_ctx *ctx, int64_t ms)
 		ctx->deadline_ns = smux_now_ns() + ms * MS_NS;
 }
 
-/* A short printable form of a content for reports. */
-static const char *ln_show(const char *s, size_t len, char *buf, size_t size)
-{
-	if (!s) {
-		snprintf(buf, size, "(absent)");
-		return buf;
-	}
-	snprintf(buf, size, "\"%.40s%s\" (%zu bytes)", s, len > 40 ? "..." : "",
-		 len);
-	return buf;
-}
-
-static bool ln_same(const char *a, size_t alen, const char *b, size_t blen)
-{
-	if (!a || !b)
-		return !a && !b;
-	return alen == blen && memcmp(a, b, alen) == 0;
-}
-
 /* Counts a failed operation by its error code and cause. */
 static void ln_failed(struct ln_run *r, const struct smux_error *err)
 {
@@ -229,120 +193,6 @@ static void ln_print_codes(struct ln_run *r)
 	print_message("  errors (code=as error/as cause):%s\n", line);
 }
 
-/* ---- the model ---- */
-
-static void ln_key_clear(struct ln_key *k)
-{
-	for (unsigned i = 0; i < k->n; i++)
-		free(k->v[i].s);
-	k->n = 0;
-	k->wild = false;
-}
-
-/* Adds a content (copied; @s NULL: absent) unless already there. */
-static void ln_key_add(struct ln_run *r, struct ln_key *k, const char *s,
-		       size_t len)
-{
-	if (k->wild)
-		return;
-	for (unsigned i = 0; i < k->n; i++)
-		if (ln_same(k->v[i].s, k->v[i].len, s, len))
-			return;
-	if (k->n == LN_POSS_MAX) {
-		ln_key_clear(k);
-		k->wild = true;
-		return;
-	}
-	k->v[k->n].s = NULL;
-	if (s) {
-		k->v[k->n].s = malloc(len + 1);
-		assert_non_null(k->v[k->n].s);
-		memcpy(k->v[k->n].s, s, len);
-		k->v[k->n].s[len] = '\0';
-	}
-	k->v[k->n].len = len;
-	k->n++;
-	(void)r;
-}
-
-static void ln_key_set(struct ln_run *r, struct ln_key *k, const char *s,
-		       size_t len)
-{
-	ln_key_clear(k);
-	ln_key_add(r, k, s, len);
-}
-
-static bool ln_key_has(const struct ln_key *k, const char *s, size_t len)
-{
-	if (k->wild)
-		return true;
-	for (unsigned i = 0; i < k->n; i++)
-		if (ln_same(k->v[i].s, k->v[i].len, s, len))
-			return true;
-	return false;
-}
-
-/* Whether the key may be absent / present. */
-static bool ln_key_may_absent(const struct ln_key *k)
-{
-	return ln_key_has(k, NULL, 0);
-}
-
-static bool ln_key_may_present(const struct ln_key *k)
-{
-	if (k->wild)
-		return true;
-	for (unsigned i = 0; i < k->n; i++)
-		if (k->v[i].s)
-			return true;
-	return false;
-}
-
-/* A content a writer makes of @old (NULL: absent, a writer starts empty):
- * @data appended, or written at offset 0. Heap, NUL-terminated. */
-static char *ln_apply(const char *old, size_t oldlen, const char *data,
-		      size_t dlen, bool append, size_t *outlen)
-{
-	size_t n;
-	char *s;
-
-	if (!old)
-		oldlen = 0;
-	n = append ? oldlen + dlen : (oldlen > dlen ? oldlen : dlen);
-	s = malloc(n + 1);
-	assert_non_null(s);
-	if (oldlen)
-		memcpy(s, old, oldlen);
-	memcpy(s + (append ? oldlen : 0), data, dlen);
-	s[n] = '\0';
-	*outlen = n;
-	return s;
-}
-
-/*
- * The key after a writer that appended or wrote @data at 0: each content
- * it may have held becomes the written one (acknowledged), or either
- * (unknown).
- */
-static void ln_key_write(struct ln_run *r, struct ln_key *k, const char *data,
-			 size_t dlen, bool append, bool acked)
-{
-	struct ln_val out[LN_POSS_MAX];
-	unsigned n = 0;
-
-	if (k->wild)
-		return; /* a wild key stays wild until a put or delete */
-	for (unsigned i = 0; i < k->n; i++)
-		out[n++].s = ln_apply(k->v[i].s, k->v[i].len, data, dlen,
-				      append, &out[i].len);
-	if (acked)
-		ln_key_clear(k);
-	for (unsigned i = 0; i < n; i++) {
-		ln_key_add(r, k, out[i].s, out[i].len);
-		free(out[i].s);
-	}
-}
-
 /* ---- reports ---- */
 
 static void ln_report(struct ln_run *r, unsigned *counter, const char *fmt, ...)
@@ -362,28 +212,6 @@ static void ln_report(struct ln_run *r, unsigned *counter, const char *fmt, ...)
 			      smux_mode_name(r->mode),
 			      (unsigned long long)r->seed, msg);
 	pthread_mutex_unlock(&r->report_lock);
-}
-
-/* The model's contents of @k as text for a report. */
-static void ln_expect(const struct ln_key *k, char *buf, size_t size)
-{
-	char one[96];
-	size_t off = 0;
-
-	if (k->wild) {
-		snprintf(buf, size, "(anything)");
-		return;
-	}
-	buf[0] = '\0';
-	for (unsigned i = 0; i < k->n && off < size; i++) {
-		int w = snprintf(
-			buf + off, size - off, "%s%s", i ? " | " : "",
-			ln_show(k->v[i].s, k->v[i].len, one, sizeof(one)));
-
-		if (w < 0)
-			break;
-		off += (size_t)w;
-	}
 }
 
 /*
@@ -474,11 +302,11 @@ static void ln_put(struct ln_worker *w, struct ln_key *k, unsigned long n)
 	}
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
-		ln_key_set(r, k, s, len);
+		ln_key_set(k, s, len);
 	} else {
 		atomic_fetch_add(&r->unknown, 1);
 		ln_failed(r, &err);
-		ln_key_add(r, k, s, len);
+		ln_key_add(k, s, len);
 	}
 	free(s);
 }
@@ -517,7 +345,7 @@ static void ln_write(struct ln_worker *w, struct ln_key *k, unsigned long n,
 		atomic_fetch_add(&r->unknown, 1);
 		ln_failed(r, &err);
 	}
-	ln_key_write(r, k, data, dlen, append, rc == 0);
+	ln_key_write(k, data, dlen, append, rc == 0);
 }
 
 static void ln_del(struct ln_worker *w, struct ln_key *k)
@@ -531,7 +359,7 @@ static void ln_del(struct ln_worker *w, struct ln_key *k)
 	rc = smux_backend_del(r->mux, &ctx, k->name, &err);
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
-		ln_key_set(r, k, NULL, 0);
+		ln_key_set(k, NULL, 0);
 	} else if (err.e.code == SMUX_E_KEY_NOT_FOUND) {
 		/* an answer: the key was absent (a read of it) */
 		atomic_fetch_add(&r->refused, 1);
@@ -540,7 +368,7 @@ static void ln_del(struct ln_worker *w, struct ln_key *k)
 	} else {
 		atomic_fetch_add(&r->unknown, 1);
 		ln_failed(r, &err);
-		ln_key_add(r, k, NULL, 0);
+		ln_key_add(k, NULL, 0);
 	}
 }
 
@@ -572,10 +400,10 @@ static void ln_rename(struct ln_worker *w, struct ln_key *src,
 			ln_key_clear(dst);
 			for (unsigned i = 0; i < src->n; i++)
 				if (src->v[i].s)
-					ln_key_add(r, dst, src->v[i].s,
+					ln_key_add(dst, src->v[i].s,
 						   src->v[i].len);
 		}
-		ln_key_set(r, src, NULL, 0);
+		ln_key_set(src, NULL, 0);
 	} else if (err.e.code == SMUX_E_KEY_NOT_FOUND) {
 		atomic_fetch_add(&r->refused, 1);
 		ln_check_read(r, src, rc, &err, NULL, 0, "rename",
@@ -589,10 +417,10 @@ static void ln_rename(struct ln_worker *w, struct ln_key *src,
 		} else {
 			for (unsigned i = 0; i < src->n; i++)
 				if (src->v[i].s)
-					ln_key_add(r, dst, src->v[i].s,
+					ln_key_add(dst, src->v[i].s,
 						   src->v[i].len);
 		}
-		ln_key_add(r, src, NULL, 0);
+		ln_key_add(src, NULL, 0);
 	}
 }
 
@@ -1166,7 +994,7 @@ static void ln_setup(struct ln_run *r)
 	for (unsigned i = 0; i < LN_KEYS; i++) {
 		pthread_mutex_init(&r->keys[i].lock, NULL);
 		snprintf(r->keys[i].name, sizeof(r->keys[i].name), "k%u", i);
-		ln_key_set(r, &r->keys[i], NULL, 0);
+		ln_key_set(&r->keys[i], NULL, 0);
 	}
 	pthread_mutex_init(&r->report_lock, NULL);
 }
@@ -1351,6 +1179,50 @@ static void ln_mode(enum smux_mode mode)
 	}
 }
 
+/* The model's own rules (a model too strict fails good muxes, one too
+ * lax passes bad ones). */
+static void test_model(void **state)
+{
+	struct ln_key k = {.n = 0};
+	char v[8];
+
+	(void)state;
+	ln_key_set(&k, "ab", 2);
+	ln_key_write(&k, "X", 1, true, true); /* acknowledged append */
+	assert_int_equal(k.n, 1);
+	assert_true(ln_key_has(&k, "abX", 3));
+	assert_false(ln_key_has(&k, "ab", 2));
+	ln_key_write(&k, "Y", 1, true, false); /* unknown append */
+	assert_int_equal(k.n, 2);
+	assert_true(ln_key_has(&k, "abX", 3) && ln_key_has(&k, "abXY", 4));
+	ln_key_write(&k, "12", 2, false, true); /* edit at 0 of both */
+	assert_int_equal(k.n, 2);
+	assert_true(ln_key_has(&k, "12X", 3) && ln_key_has(&k, "12XY", 4));
+	assert_false(ln_key_has(&k, "12", 2)); /* the length counts */
+	assert_false(ln_key_may_absent(&k));
+
+	ln_key_set(&k, NULL, 0); /* deleted */
+	assert_true(ln_key_may_absent(&k) && !ln_key_may_present(&k));
+	ln_key_write(&k, "EDIT", 4, false, true); /* a writer starts empty */
+	assert_int_equal(k.n, 1);
+	assert_true(ln_key_has(&k, "EDIT", 4));
+	ln_key_add(&k, NULL, 0); /* an unknown delete */
+	assert_true(ln_key_may_absent(&k) && ln_key_may_present(&k));
+
+	for (int i = 0; i < LN_POSS_MAX + 1; i++) {
+		snprintf(v, sizeof(v), "v%d", i);
+		ln_key_add(&k, v, strlen(v));
+	}
+	assert_true(k.wild); /* too many: anything goes */
+	assert_true(ln_key_has(&k, "zz", 2));
+	ln_key_write(&k, "W", 1, true, true);
+	assert_true(k.wild); /* until a put or a delete */
+	ln_key_set(&k, "p", 1);
+	assert_false(k.wild);
+	assert_false(ln_key_has(&k, "zz", 2));
+	ln_key_clear(&k);
+}
+
 static void test_failover(void **state)
 {
 	(void)state;
@@ -1451,6 +1323,7 @@ static void ln_global_setup(void)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_failover),
 		cmocka_unit_test(test_round_robin),
 		cmocka_unit_test(test_weighted),
