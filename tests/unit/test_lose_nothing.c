@@ -1184,7 +1184,7 @@ static void ln_mode(enum smux_mode mode)
 static void test_model(void **state)
 {
 	struct ln_key k = {.n = 0};
-	char v[8];
+	char v[16];
 
 	(void)state;
 	ln_key_set(&k, "ab", 2);
