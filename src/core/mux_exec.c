@@ -699,6 +699,23 @@ static int record_hints(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
+void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
+				 enum smux__hint_kind kind,
+				 struct mux_member **m, const bool *ok,
+				 unsigned n)
+{
+	bool keep[SMUX__FAN_MAX];
+
+	if (kind == SMUX__HINT_NONE || n == 0 || n > SMUX__FAN_MAX)
+		return;
+	/* record_hints hints the members whose flag is false: the mirrors
+	 * that took the write (the origin, which did not, is the source) */
+	keep[0] = true;
+	for (unsigned i = 1; i < n; i++)
+		keep[i] = !ok[i];
+	record_hints(mux, key, SMUX__HINT_PUT, m, keep, n, NULL);
+}
+
 /*
  * Draining members take no writes; once a write reached some replica, the
  * draining ones that were left out (not among @m) get a hint, so an
@@ -753,7 +770,13 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			first_semantic = i;
 	}
 	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
-		/* the origin must take every write: fail with its error */
+		/* the origin must take every write: fail with its error.
+		 * The mirrors that took it now hold what the origin does
+		 * not (and the caller was told it failed): each gets a
+		 * hint, so it is not read, and its replay copies the
+		 * origin's version back (deletes the key if the origin has
+		 * none) */
+		smux__shield_rollback_hints(mux, key, kind, m, ok, n);
 		*err = errs[0];
 		err->has_cause = true;
 		err->cause = errs[0].e;
@@ -884,6 +907,12 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			goto out;
 		}
 	}
+	/* shield, origin failed: a mirror that renamed lost the source the
+	 * origin still has (the policy hints the destination) */
+	if (call->op == SMUX__OP_RENAME && mux->mode == SMUX_MODE_SHIELD &&
+	    n > 0 && !f->ok[0])
+		smux__shield_rollback_hints(mux, call->key, kind, f->m, f->ok,
+					    n);
 	/* a replica that missed a rename still holds the source: besides the
 	 * destination's hint (the policy's), it gets one to delete it */
 	if (call->op == SMUX__OP_RENAME && info_from >= 0) {

@@ -270,6 +270,16 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 bool smux__caller_failed(const struct smux_ctx *ctx,
 			 const struct smux_error *e);
 
+/*
+ * Shield, the origin (@m[0]) failed a write that mirrors took: each of
+ * those mirrors gets a hint for @key (unless @kind is SMUX__HINT_NONE), so
+ * it is not read and its replay copies the origin's version back.
+ */
+void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
+				 enum smux__hint_kind kind,
+				 struct mux_member **m, const bool *ok,
+				 unsigned n);
+
 /* True when @m missed a write of @key that is not replayed yet. */
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
