@@ -194,6 +194,7 @@ long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
 struct walk {
 	bool by_order;	 /* member order (failover, shield), else the mode's */
 	bool skip_stale; /* pass over members stale for the call's keys */
+	bool holder;	 /* failover: only the holder of the call's key */
 	struct mux_member **acked; /* out: the member that succeeded */
 };
 
@@ -239,7 +240,8 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	while ((m = smux__cursor_next(&c, &probe))) {
 		enum smux_outcome o;
 
-		if (w->skip_stale && call_stale(mux, m, call)) {
+		if ((w->skip_stale && call_stale(mux, m, call)) ||
+		    (w->holder && !smux__failover_holds(mux, m, call->key))) {
 			/* it missed a key's latest write: not asked */
 			if (probe)
 				smux__health_probe_cancel(&m->health);
@@ -333,6 +335,20 @@ long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux_span *span, struct smux_error *err)
 {
 	struct walk w = {.by_order = by_order};
+
+	return sequential(mux, ctx, call, &w, span, err);
+}
+
+long smux__exec_walk_holder(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct smux__call *call, struct mux_member **acked,
+			    struct smux_span *span, struct smux_error *err)
+{
+	struct walk w = {
+		.by_order = true,
+		.skip_stale = true,
+		.holder = true,
+		.acked = acked,
+	};
 
 	return sequential(mux, ctx, call, &w, span, err);
 }

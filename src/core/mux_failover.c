@@ -79,6 +79,33 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 	return rc;
 }
 
+bool smux__failover_holds(struct smux_mux *mux, struct mux_member *m,
+			  const char *key)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool holds = smux__failover_source(mux, v, NULL, key) == m;
+
+	smux__view_put(v);
+	return holds;
+}
+
+/* Operations whose result depends on the key's current content or
+ * existence (not a whole new content, not a delete). */
+static bool builds_on_object(const struct smux__call *call)
+{
+	switch (call->op) {
+	case SMUX__OP_COPY:
+	case SMUX__OP_RENAME:
+	case SMUX__OP_LINK:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		return true;
+	default:
+		return false;
+	}
+}
+
 long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux__call *call, enum smux__hint_kind kind,
 			  struct smux_span *span, struct smux_error *err)
@@ -90,7 +117,14 @@ long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc;
 	int hrc;
 
-	rc = smux__exec_walk(mux, ctx, call, true, &acked, span, err);
+	/* Standbys are not replicas: a member behind the holder may keep
+	 * any older version of the key. A rename, copy or attribute change
+	 * made there would carry that old version back over the holder's
+	 * newer one at the replay; it runs on the holder or not at all. */
+	if (builds_on_object(call))
+		rc = smux__exec_walk_holder(mux, ctx, call, &acked, span, err);
+	else
+		rc = smux__exec_walk(mux, ctx, call, true, &acked, span, err);
 	if (rc < 0 || !acked)
 		return rc;
 	/* the key the write leaves behind first: a crash between the two

@@ -235,6 +235,11 @@ long smux__exec_walk(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux__call *call, bool skip_stale,
 		     struct mux_member **acked, struct smux_span *span,
 		     struct smux_error *err);
+/* smux__exec_walk with skip_stale, on the holder of the call's key alone
+ * (smux__failover_holds): ALL_BACKENDS_DOWN when it is not available. */
+long smux__exec_walk_holder(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct smux__call *call, struct mux_member **acked,
+			    struct smux_span *span, struct smux_error *err);
 /* Fills @err for an operation whose @attempts (0: none could be made) all
  * failed, the last with @last: ALL_BACKENDS_DOWN wrapping it, or @last
  * itself when every attempt timed out. Returns the negative errno. */
@@ -412,6 +417,10 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
  * (the version left with a removed member; there is nothing to copy). Not
  * a reference: @v holds one.
  */
+/* True when @m is the first member in the view without a pending hint
+ * for @key: the one with its newest version (failover's holder). */
+bool smux__failover_holds(struct smux_mux *mux, struct mux_member *m,
+			  const char *key);
 struct mux_member *smux__failover_source(struct smux_mux *mux,
 					 struct mux_view *v,
 					 struct mux_member *dst,

@@ -461,8 +461,8 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	/* sticky-by-key: a writer that starts from the object starts on
 	 * the shard that holds it, or not at all (another shard would start
 	 * it from nothing, and the replay would carry that home) */
-	bool holder_only = mux->mode == SMUX_MODE_STICKY && !from_spool &&
-			   !(flags & SMUX_WRITER_TRUNC);
+	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
+			   !from_spool && !(flags & SMUX_WRITER_TRUNC);
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
@@ -480,7 +480,8 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		if (tries_has(t, m) ||
 		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
 		    (holder_only &&
-		     !smux__sticky_holds(mux, m, mw->base.key))) {
+		     !(failover ? smux__failover_holds(mux, m, mw->base.key)
+				: smux__sticky_holds(mux, m, mw->base.key)))) {
 			if (probe)
 				smux__health_probe_cancel(&m->health);
 			smux__member_put(m);
