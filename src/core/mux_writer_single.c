@@ -458,11 +458,14 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	bool failover = mux->mode == SMUX_MODE_FAILOVER;
 	/* failover and sticky-by-key: not on a member behind on the key */
 	bool skip_stale = failover || mux->mode == SMUX_MODE_STICKY;
-	/* sticky-by-key: a writer that starts from the object starts on
-	 * the shard that holds it, or not at all (another shard would start
-	 * it from nothing, and the replay would carry that home) */
+	/* sticky-by-key and failover: a writer that starts from the object
+	 * starts on the member that holds its newest version, or not at all
+	 * (another would start from an older copy or from nothing, and the
+	 * replay would carry that over the newer one); an exclusive create
+	 * starts a new object and may go anywhere */
 	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
-			   !from_spool && !(flags & SMUX_WRITER_TRUNC);
+			   !from_spool &&
+			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
