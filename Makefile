@@ -75,7 +75,7 @@ CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
 TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
 
-.PHONY: install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
+.PHONY: install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -119,6 +119,11 @@ $(BENCH_CORE): $(OUT)/obj/tests/bench/bench_core.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
 
+BENCH_HINTS := $(OUT)/bench/bench_hints
+$(BENCH_HINTS): $(OUT)/obj/tests/bench/bench_hints.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
+
 # smuxfs against a plain directory, mergerfs and unionfs-fuse, side by
 # side in one run (tests/bench/fs_bench.sh; it installs the peers itself).
 bench: deps
@@ -129,6 +134,12 @@ bench: deps
 bench-core: deps
 	$(MAKE) VARIANT=normal $(BENCH_CORE)
 	$(BENCH_CORE)
+
+# A mirror over file backends through an outage: puts per second while a
+# member is down, then the replay of their hints (tests/bench/bench_hints.c).
+bench-hints: deps
+	$(MAKE) VARIANT=normal $(BENCH_HINTS)
+	$(BENCH_HINTS)
 
 # Sanitizer settings for test runs: stop at the first finding.
 export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1:halt_on_error=1
