@@ -157,7 +157,7 @@ deps:
 	@scripts/install-deps.sh
 
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
-TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
+TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory test_mux_hints \
 	test_mux_failover test_mux_intent test_mux_reader test_mux_threads test_mux_writer_failover test_rcache \
 	test_stats
 

@@ -850,6 +850,8 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 				       m->name, "backend is down (cooldown)");
 		n++;
 	}
+	smux__write_fence(mux, ms, n, key,
+			  call->op == SMUX__OP_RENAME ? call->key : NULL);
 	for (unsigned i = 0; i < n; i++) {
 		if (!started[i])
 			continue;
@@ -886,10 +888,11 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		ok[i] = r >= 0;
 		if (ok[i] && info_from < 0)
 			info_from = (int)i;
-		if (ok[i] && smux__member_stale(mux, ms[i], key))
-			smux__hints_supersede(mux->hints, ms[i]->name, key,
-					      NULL);
+		if (ok[i])
+			smux__replica_wrote(mux, ms[i], key);
 	}
+	smux__write_unfence(mux, ms, n, key,
+			    call->op == SMUX__OP_RENAME ? call->key : NULL);
 	/* an abort by the caller is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] && started[i] &&

@@ -42,8 +42,7 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 
 	if (kind == SMUX__HINT_NONE)
 		return 0;
-	if (smux__member_stale(mux, acked, key))
-		smux__hints_supersede(mux->hints, acked->name, key, NULL);
+	smux__replica_wrote(mux, acked, key);
 	v = smux__view_get(mux);
 	while (pos < v->n && v->m[pos] != acked)
 		pos++;

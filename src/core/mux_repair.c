@@ -149,6 +149,20 @@ out_free:
 }
 
 /*
+ * A replay's check, inside its fence section (mux_fence.c): @dst's hint
+ * for @key is still pending (else a write reached it: nothing to do).
+ */
+static bool still_pending(struct smux_mux *mux, struct mux_member *dst,
+			  const char *key)
+{
+	bool pending = smux__hints_has(mux->hints, dst->name, key);
+
+	if (pending && smux__replay_check_hook)
+		smux__replay_check_hook(mux, dst->name, key);
+	return pending;
+}
+
+/*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
  * is @src's health probe. With @hinted, only while @dst's hint for @key is
@@ -197,7 +211,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
-	if (rc == 0 && (hinted ? smux__hints_has(mux->hints, dst->name, key)
+	/* the check and the write: no user write of (dst, key) between */
+	if (rc == 0 && hinted)
+		smux__replay_fence_enter(mux, dst, key);
+	if (rc == 0 && (hinted ? still_pending(mux, dst, key)
 			       : !smux__intent_busy(mux, key))) {
 		/* a replica that missed a symlink gets a symlink; one that
 		 * missed a hard link gets a copy (a separate file: replay
@@ -213,6 +230,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
 		rc = -ENOENT;
 	}
+	if (*got && hinted)
+		smux__replay_fence_exit(mux, dst, key);
 	close(fd);
 	return rc;
 }
@@ -315,10 +334,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * that) - unless a later write reached the replica meanwhile */
 	if (h->kind == SMUX__HINT_DEL || rc == -ENOENT) {
 		rc = 0;
-		if (smux__hints_has(mux->hints, m->name, h->key)) {
+		smux__replay_fence_enter(mux, m, h->key);
+		if (still_pending(mux, m, h->key)) {
 			rc = run(mux, ctx, m, &del, left, err);
 			left = false;
 		}
+		smux__replay_fence_exit(mux, m, h->key);
 	}
 	if (left)
 		smux__health_probe_cancel(&m->health);

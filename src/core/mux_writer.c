@@ -350,9 +350,8 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		} else if (info_from < 0) {
 			info_from = (int)i;
 		}
-		if (ok[i] && smux__member_stale(mux, mw->m[i], key))
-			smux__hints_supersede(mux->hints, mw->m[i]->name, key,
-					      NULL);
+		if (ok[i])
+			smux__replica_wrote(mux, mw->m[i], key);
 	}
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, ok, errs,
 				 mw->n, err);

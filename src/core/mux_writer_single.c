@@ -690,8 +690,8 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 		/* the members ahead of the one that took it missed it */
 		rc = smux__failover_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
 					   err);
-	else if (smux__member_stale(mux, mw->m[0], key))
-		smux__hints_supersede(mux->hints, mw->m[0]->name, key, NULL);
+	else
+		smux__replica_wrote(mux, mw->m[0], key);
 	if (rc == 0 && info)
 		*info = got;
 	return (int)rc;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -683,6 +684,95 @@ static void test_replay_yields_to_newer_write(void **state)
 	rep_release(&r);
 }
 
+/*
+ * A replay paused between its check ("hint still pending") and its put
+ * while a user write of the key reaches the replica (issue 9 item 3): the
+ * older copy must not land on top of the user's write. With the fence the
+ * user write waits for the replay's section and lands after it.
+ */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_paused, gate_released, writer_waits, writer_done;
+
+static void gate_check_hook(struct smux_mux *mux, const char *replica,
+			    const char *key)
+{
+	pthread_mutex_lock(&gate_lock);
+	if (!gate_paused) { /* the first replay only */
+		gate_paused = true;
+		pthread_cond_broadcast(&gate_cond);
+		while (!gate_released)
+			pthread_cond_wait(&gate_cond, &gate_lock);
+	}
+	pthread_mutex_unlock(&gate_lock);
+}
+
+static void gate_wait_hook(struct smux_mux *mux, const char *key)
+{
+	pthread_mutex_lock(&gate_lock);
+	writer_waits = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+static void *gate_writer(void *arg)
+{
+	struct rep *r = arg;
+	struct smux_error err;
+
+	MH_OK(mh_put(r->mux, "k", "v3", &err), &err);
+	pthread_mutex_lock(&gate_lock);
+	writer_done = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	return NULL;
+}
+
+static void test_replay_fenced_from_user_write(void **state)
+{
+	pthread_t repair, writer;
+	struct smux_error err;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	mh_fail(r.f[2], true);
+	MH_OK(mh_put(r.mux, "k", "v2", &err), &err); /* r2 keeps v1 */
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	smux_mux_check_health(r.mux); /* r2 up: the user write reaches it */
+
+	gate_paused = gate_released = writer_waits = writer_done = false;
+	smux__replay_check_hook = gate_check_hook;
+	smux__fence_wait_hook = gate_wait_hook;
+	assert_int_equal(pthread_create(&repair, NULL, repair_main, &r), 0);
+	pthread_mutex_lock(&gate_lock);
+	while (!gate_paused) /* the replay read v2 and checked its hint */
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+
+	assert_int_equal(pthread_create(&writer, NULL, gate_writer, &r), 0);
+	pthread_mutex_lock(&gate_lock);
+	/* without the fence, v3 lands on r2 (and supersedes the hint) now */
+	while (!writer_done && !writer_waits)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	gate_released = true; /* the replay puts its copy (v2) */
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	pthread_join(writer, NULL);
+	pthread_join(repair, NULL);
+	smux__replay_check_hook = NULL;
+	smux__fence_wait_hook = NULL;
+
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	assert_replicas_equal(&r, "k", "v3");
+	rep_release(&r);
+}
+
 /* Every replica of a fan-out write stores one mtime, so all report one
  * version token (size + mtime): after a put, a writer commit, a repair. */
 static void assert_one_version(struct rep *r, const char *key, const char *want)
@@ -1091,6 +1181,7 @@ int main(void)
 		cmocka_unit_test(test_drained_replica_hinted),
 		cmocka_unit_test(test_replica_versions_agree),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
+		cmocka_unit_test(test_replay_fenced_from_user_write),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
 		cmocka_unit_test(test_xattr_fanout),
