@@ -9,7 +9,9 @@
  * mux_writer.c (writers through the mux: fan-out and the shared parts),
  * mux_writer_single.c (single-target writers and their spool, which lets
  * an open writer move to another member), mux_reader.c (readers through
- * the mux), mux_repair.c (hint replay and the background thread).
+ * the mux), mux_repair.c (hint replay and the background thread),
+ * mux_fence.c (user writes and replays of one (replica, key) never
+ * overlap).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove

@@ -13,10 +13,12 @@
  * a write that reached the replica meanwhile is newer than the copy. Two
  * repairs (the background thread's and smux_mux_repair's) never replay
  * one (replica, key) at once: an older copy could otherwise land after a
- * newer one. A copy carries the object's user. extended attributes too
- * when both members keep them (SMUX_CAP_XATTR): a replica that missed a
- * setxattr or removexattr is hinted like any write, and its replay makes
- * its attributes those of the source.
+ * newer one, and a user write of the pair never lands between a replay's
+ * check and its write (mux_fence.c). A repair replays up to
+ * REPAIR_PARALLEL hints at once. A copy carries the object's user.
+ * extended attributes too when both members keep them (SMUX_CAP_XATTR): a
+ * replica that missed a setxattr or removexattr is hinted like any write,
+ * and its replay makes its attributes those of the source.
  *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
