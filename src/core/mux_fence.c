@@ -21,13 +21,13 @@
  * nothing while they hold buckets - no cycle.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/mux_internal.h"
 
-void (*smux__replay_check_hook)(struct smux_mux *mux, const char *replica,
-				const char *key);
-void (*smux__fence_wait_hook)(struct smux_mux *mux, const char *key);
+_Atomic(smux__replay_check_fn) smux__replay_check_hook;
+_Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
 
 static unsigned bucket(const struct mux_member *m, const char *key)
 {
@@ -74,10 +74,12 @@ void smux__write_fence(struct smux_mux *mux, struct mux_member *const *ms,
 		return;
 	pthread_mutex_lock(&mux->fence_lock);
 	while (replay_in(mux, ms, n, key, key2)) {
-		if (smux__fence_wait_hook && !hooked) {
+		smux__fence_wait_fn hook = atomic_load(&smux__fence_wait_hook);
+
+		if (hook && !hooked) {
 			hooked = true;
 			pthread_mutex_unlock(&mux->fence_lock);
-			smux__fence_wait_hook(mux, key);
+			hook(mux, key);
 			pthread_mutex_lock(&mux->fence_lock);
 			continue;
 		}

@@ -400,9 +400,11 @@ void smux__replay_fence_exit(struct smux_mux *mux, struct mux_member *m,
 /* Test hooks (NULL in production): a replay inside its section, right
  * after its check, before its write; a user write about to wait at the
  * fence for a replay. */
-extern void (*smux__replay_check_hook)(struct smux_mux *mux,
-				       const char *replica, const char *key);
-extern void (*smux__fence_wait_hook)(struct smux_mux *mux, const char *key);
+typedef void (*smux__replay_check_fn)(struct smux_mux *mux, const char *replica,
+				      const char *key);
+typedef void (*smux__fence_wait_fn)(struct smux_mux *mux, const char *key);
+extern _Atomic(smux__replay_check_fn) smux__replay_check_hook;
+extern _Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
 
 /* mux_repair.c */
 

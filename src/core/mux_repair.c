@@ -160,9 +160,10 @@ static bool still_pending(struct smux_mux *mux, struct mux_member *dst,
 			  const char *key)
 {
 	bool pending = smux__hints_has(mux->hints, dst->name, key);
+	smux__replay_check_fn hook = atomic_load(&smux__replay_check_hook);
 
-	if (pending && smux__replay_check_hook)
-		smux__replay_check_hook(mux, dst->name, key);
+	if (pending && hook)
+		hook(mux, dst->name, key);
 	return pending;
 }
 

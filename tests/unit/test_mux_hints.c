@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/mux_internal.h"
@@ -773,6 +774,73 @@ static void test_replay_fenced_from_user_write(void **state)
 	rep_release(&r);
 }
 
+/*
+ * Replay runs in parallel across keys: every replay that reaches its check
+ * is held there until three replays (of three keys) are held at once. Two
+ * repairs that replay one hint at a time (the background thread's and
+ * this one) never get there: the hold gives up after 30 s, a safety net
+ * only, and the test fails.
+ */
+#define PAR_HELD 3
+
+static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t par_cond = PTHREAD_COND_INITIALIZER;
+static unsigned par_held;
+static bool par_reached, par_timed_out;
+
+static void par_check_hook(struct smux_mux *mux, const char *replica,
+			   const char *key)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&par_lock);
+	if (++par_held >= PAR_HELD) {
+		par_reached = true;
+		pthread_cond_broadcast(&par_cond);
+	}
+	while (!par_reached && !par_timed_out)
+		par_timed_out = pthread_cond_timedwait(&par_cond, &par_lock,
+						       &until) != 0;
+	par_held--;
+	pthread_mutex_unlock(&par_lock);
+}
+
+static void test_replay_parallel(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	char key[16];
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	mh_fail(r.f[2], true);
+	for (int i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		MH_OK(mh_put(r.mux, key, "v", &err), &err);
+	}
+	assert_int_equal(smux_mux_pending_hints(r.mux), 6);
+	mh_fail(r.f[2], false);
+	rep_later(&r);
+	smux_mux_check_health(r.mux);
+
+	par_held = 0;
+	par_reached = par_timed_out = false;
+	smux__replay_check_hook = par_check_hook;
+	rep_repair(&r, &pending);
+	smux__replay_check_hook = NULL;
+	assert_false(par_timed_out);
+	assert_true(par_reached);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		assert_replicas_equal(&r, key, "v");
+	}
+	rep_release(&r);
+}
+
 /* Every replica of a fan-out write stores one mtime, so all report one
  * version token (size + mtime): after a put, a writer commit, a repair. */
 static void assert_one_version(struct rep *r, const char *key, const char *want)
@@ -1182,6 +1250,7 @@ int main(void)
 		cmocka_unit_test(test_replica_versions_agree),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_replay_fenced_from_user_write),
+		cmocka_unit_test(test_replay_parallel),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
 		cmocka_unit_test(test_xattr_fanout),
