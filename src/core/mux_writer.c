@@ -313,6 +313,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 
 	/* one mtime: the replicas agree on the version */
 	opts = smux__uniform_mtime(&po, opts);
+	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
 	for (unsigned i = 0; i < mw->n; i++) {
 		ok[i] = false;
 		if (!smux__mw_live(mw, i)) {
@@ -353,6 +354,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		if (ok[i])
 			smux__replica_wrote(mux, mw->m[i], key);
 	}
+	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, ok, errs,
 				 mw->n, err);
 	/* the replicas that missed it have hints: the intent is over */
