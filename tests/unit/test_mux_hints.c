@@ -729,29 +729,38 @@ static void *gate_writer(void *arg)
 	return NULL;
 }
 
-static void test_replay_fenced_from_user_write(void **state)
+/* The replay of (r2, "k") is held at its check while a user put of "k"
+ * (v3) runs; r2 missed @missed ("v2": a put; NULL: a delete). */
+static void fenced_case(const char *missed)
 {
 	pthread_t repair, writer;
 	struct smux_error err;
 	unsigned pending;
 	struct rep r;
 
-	(void)state;
 	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
 	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
 	mh_fail(r.f[2], true);
-	MH_OK(mh_put(r.mux, "k", "v2", &err), &err); /* r2 keeps v1 */
+	if (missed) /* r2 keeps v1 */
+		MH_OK(mh_put(r.mux, "k", missed, &err), &err);
+	else {
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		MH_OK(smux_backend_del(r.mux, &ctx, "k", &err), &err);
+	}
 	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
 	mh_fail(r.f[2], false);
-	rep_later(&r);
-	smux_mux_check_health(r.mux); /* r2 up: the user write reaches it */
-
+	/* before r2's cooldown is over: the first replay to check, the
+	 * background thread's or ours, is held */
 	gate_paused = gate_released = writer_waits = writer_done = false;
 	smux__replay_check_hook = gate_check_hook;
 	smux__fence_wait_hook = gate_wait_hook;
+	rep_later(&r);
+	smux_mux_check_health(r.mux); /* r2 up: the user write reaches it */
 	assert_int_equal(pthread_create(&repair, NULL, repair_main, &r), 0);
 	pthread_mutex_lock(&gate_lock);
-	while (!gate_paused) /* the replay read v2 and checked its hint */
+	while (!gate_paused) /* the replay checked its hint */
 		pthread_cond_wait(&gate_cond, &gate_lock);
 	pthread_mutex_unlock(&gate_lock);
 
@@ -760,18 +769,32 @@ static void test_replay_fenced_from_user_write(void **state)
 	/* without the fence, v3 lands on r2 (and supersedes the hint) now */
 	while (!writer_done && !writer_waits)
 		pthread_cond_wait(&gate_cond, &gate_lock);
-	gate_released = true; /* the replay puts its copy (v2) */
+	gate_released = true; /* the replay puts its copy, or deletes */
 	pthread_cond_broadcast(&gate_cond);
 	pthread_mutex_unlock(&gate_lock);
 	pthread_join(writer, NULL);
 	pthread_join(repair, NULL);
-	smux__replay_check_hook = NULL;
-	smux__fence_wait_hook = NULL;
 
 	rep_repair(&r, &pending);
 	assert_int_equal(pending, 0);
 	assert_replicas_equal(&r, "k", "v3");
-	rep_release(&r);
+	rep_release(&r); /* no replay left to call the hooks */
+	smux__replay_check_hook = NULL;
+	smux__fence_wait_hook = NULL;
+}
+
+static void test_replay_fenced_from_user_write(void **state)
+{
+	(void)state;
+	fenced_case("v2");
+}
+
+/* The same for a missed delete: the queued delete must not remove the
+ * key the user wrote after it (the issue's `rm f` then `mv tmp f`). */
+static void test_replay_delete_fenced(void **state)
+{
+	(void)state;
+	fenced_case(NULL);
 }
 
 /*
@@ -823,14 +846,14 @@ static void test_replay_parallel(void **state)
 	}
 	assert_int_equal(smux_mux_pending_hints(r.mux), 6);
 	mh_fail(r.f[2], false);
-	rep_later(&r);
-	smux_mux_check_health(r.mux);
-
+	/* before r2's cooldown is over: no replay (the background thread's
+	 * or ours) gets past its check unseen */
 	par_held = 0;
 	par_reached = par_timed_out = false;
 	smux__replay_check_hook = par_check_hook;
+	rep_later(&r);
+	smux_mux_check_health(r.mux);
 	rep_repair(&r, &pending);
-	smux__replay_check_hook = NULL;
 	assert_false(par_timed_out);
 	assert_true(par_reached);
 	assert_int_equal(pending, 0);
@@ -839,6 +862,7 @@ static void test_replay_parallel(void **state)
 		assert_replicas_equal(&r, key, "v");
 	}
 	rep_release(&r);
+	smux__replay_check_hook = NULL;
 }
 
 /* Every replica of a fan-out write stores one mtime, so all report one
@@ -1250,6 +1274,7 @@ int main(void)
 		cmocka_unit_test(test_replica_versions_agree),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_replay_fenced_from_user_write),
+		cmocka_unit_test(test_replay_delete_fenced),
 		cmocka_unit_test(test_replay_parallel),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
