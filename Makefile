@@ -5,6 +5,7 @@
 #                   ASan+UBSan (fails on any finding)
 #   make asan       the test suite under AddressSanitizer + UBSan only
 #   make tsan       the concurrent tests under ThreadSanitizer
+#   make soak       the lose-nothing storm for SOAK_SECONDS (all modes)
 #   make format     clang-format the tree in place
 #   make lint       clang-format --dry-run, clang-tidy, cppcheck (clean = pass)
 #   make clean
@@ -73,9 +74,13 @@ SUPPORT_OBJS := $(SUPPORT_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_SRCS := $(sort $(wildcard tests/conformance/*.c))
 CONF_OBJS := $(CONF_SRCS:%.c=$(OUT)/obj/%.o)
 CONF_BIN := $(OUT)/tests/test_conformance
-TEST_BINS := $(UNIT_BINS) $(if $(CONF_SRCS),$(CONF_BIN))
+# The randomized lose-nothing storm (test_lose_nothing) runs last, so a
+# failure there never hides the other tests' results.
+STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
+TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
+	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
+.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -157,15 +162,28 @@ deps:
 	@scripts/install-deps.sh
 
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
-TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory test_mux_hints \
-	test_mux_failover test_mux_intent test_mux_reader test_mux_threads test_mux_writer_failover test_rcache \
-	test_stats
+TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
+	test_mux_deadline test_mux_failover test_mux_fanout test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
+	test_mux_threads test_mux_writer_failover test_rcache \
+	test_stats test_lose_nothing
 
 test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
 	@set -e; for t in $(TSAN_TESTS); do \
 		echo "== $(OUT)/tests/$$t"; \
 		SMUX_TEST_VARIANT=tsan setarch -R $(OUT)/tests/$$t; \
 	done; echo "== tsan: concurrent test binaries passed"
+
+# The lose-nothing storm (tests/unit/test_lose_nothing.c) for as long as
+# asked: SOAK_SECONDS in all, shared by the modes, a new seed (printed) for
+# every run, each storm SOAK_STORM seconds long. SOAK_MODE=mirror runs one
+# mode only; VARIANT=tsan or asan runs it under a sanitizer.
+SOAK_SECONDS ?= 60
+SOAK_STORM ?= 5
+soak: $(OUT)/tests/test_lose_nothing
+	SMUX_TEST_VARIANT=$(VARIANT) SMUX_LOSE_NOTHING_SOAK=$(SOAK_SECONDS) \
+		SMUX_LOSE_NOTHING_SECONDS=$(SOAK_STORM) \
+		SMUX_LOSE_NOTHING_MODE=$(SOAK_MODE) \
+		$(if $(filter tsan,$(VARIANT)),setarch -R) $(OUT)/tests/test_lose_nothing
 
 # Real mounts with real programs (tests/integration/run.sh), with the
 # daemon of this variant.

@@ -30,12 +30,18 @@ extern "C" {
  *  - TRANSIENT: the backend may do better later or another backend may
  *    succeed (timeouts, connection errors, 5xx, 408, 429, unknown); falls
  *    through and counts against health.
+ *  - LOCAL: the caller's own side failed, not the backend (its sink or
+ *    source: ENOSPC in the cache directory or TMPDIR, EIO on a staging
+ *    file); never falls through (the next backend would fail the same
+ *    way), never counts against health, and surfaces with the local errno
+ *    (ENOSPC stays ENOSPC).
  */
 enum smux_class {
 	SMUX_CLASS_NONE = 0, /* no error */
 	SMUX_CLASS_ABORT,
 	SMUX_CLASS_SEMANTIC,
 	SMUX_CLASS_TRANSIENT,
+	SMUX_CLASS_LOCAL,
 };
 
 /*
@@ -87,6 +93,9 @@ enum smux_code {
 
 	/* STORAGE.* added later (kept last: the values above do not move) */
 	SMUX_E_NO_ATTR, /* STORAGE.NO_ATTRIBUTE: no such extended attribute */
+	/* STORAGE.LOCAL_IO_ERROR: the caller's sink or source failed (class
+	 * LOCAL; the errno is the local one: ENOSPC, EDQUOT, EIO, EROFS...) */
+	SMUX_E_LOCAL_IO,
 
 	SMUX_CODE_COUNT /* number of codes, not a code */
 };
@@ -125,7 +134,7 @@ enum smux_class smux_code_class(enum smux_code code);
 int smux_code_errno(enum smux_code code);
 /* Looks up a code by its name string; SMUX_CODE_COUNT when unknown. */
 enum smux_code smux_code_from_name(const char *name);
-/* "abort", "semantic", "transient" or "none". */
+/* "abort", "semantic", "transient", "local" or "none". */
 const char *smux_class_name(enum smux_class cls);
 
 /*
@@ -165,6 +174,15 @@ int smux_error_from_http(struct smux_error *err, int status,
 int smux_error_wrap(struct smux_error *err, enum smux_code code,
 		    const char *backend, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/*
+ * Makes @err (a failed call's error, NULL allowed) the caller's own:
+ * code LOCAL_IO with errno @sys_errno (the sink's or source's, e.g.
+ * ENOSPC), keeping the backend name and the message. For the dispatch
+ * wrappers and fallbacks that saw their sink or source fail. Returns
+ * -@sys_errno.
+ */
+int smux_error_make_local(struct smux_error *err, int sys_errno);
 
 /* Zeroes @err (NULL allowed). */
 void smux_error_clear(struct smux_error *err);

@@ -47,6 +47,18 @@ struct smux_faulty_opts {
 	 */
 	int64_t after_ms;
 	int64_t for_ms;
+	/*
+	 * GET only. get_fault_after > 0: a GET's fault (hang or error)
+	 * strikes after the call delivered that many bytes to its sink
+	 * instead of before the call: a stream that breaks or stalls
+	 * midway. A hang that ends lets the rest through. stream_chunk > 0:
+	 * the object is delivered in pieces of that many bytes, each after
+	 * stream_chunk_ms (a slow stream that keeps moving; the wait ends
+	 * early when the call's context stops). Both within the window.
+	 */
+	uint64_t get_fault_after;
+	uint64_t stream_chunk;
+	int64_t stream_chunk_ms;
 };
 
 enum smux_faulty_op {

@@ -12,6 +12,7 @@
 #ifndef SMUX_IO_H
 #define SMUX_IO_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,15 @@ typedef long (*smux_source_read_fn)(void *arg, uint64_t pos, void *dst,
 struct smux_source {
 	enum smux_source_kind kind;
 	uint64_t length; /* exact number of bytes the source yields */
+	/*
+	 * Where smux_source_read() records a failure of the source itself
+	 * (its fd, its callback, a source shorter than it said) as a
+	 * positive errno, so a failed put can tell the caller's failure from
+	 * the backend's (SMUX_CLASS_LOCAL). NULL (the initialisers' value):
+	 * not recorded. The put dispatch wrapper points it at its own flag
+	 * on a private copy of the source.
+	 */
+	atomic_int *failed;
 	union {
 		const void *buf; /* SMUX_SOURCE_BUF, borrowed */
 		struct {
@@ -64,7 +74,8 @@ void smux_source_cb(struct smux_source *s, smux_source_read_fn read, void *arg,
 /*
  * Reads exactly min(@len, length - @pos) bytes at @pos into @dst (short
  * only at the end). Returns the number read or a negative errno; a source
- * that ends early is -EIO. Thread-safe for concurrent readers.
+ * that ends early is -EIO. A failure (except a callback's -ECANCELED) is
+ * recorded in *s->failed when set. Thread-safe for concurrent readers.
  */
 long smux_source_read(const struct smux_source *s, uint64_t pos, void *dst,
 		      size_t len);
@@ -84,11 +95,19 @@ typedef int (*smux_sink_rewind_fn)(void *arg);
 
 /*
  * A sink. `written` counts the bytes taken since init or the last rewind.
- * A sink is used by one thread at a time.
+ * `error` is the positive errno of the sink's own last failure (its fd,
+ * buffer or callback refused the bytes: ENOSPC in the cache directory, a
+ * full caller buffer), 0 when none since init, the last rewind, or the
+ * start of the get it serves (the get dispatch wrapper clears it): a get
+ * that fails with `error` set failed on the caller's side
+ * (SMUX_CLASS_LOCAL), not the backend's. A callback's -ECANCELED (a
+ * consumer stopping the get on purpose: a race's loser, an abandoned job)
+ * is not recorded. A sink is used by one thread at a time.
  */
 struct smux_sink {
 	enum smux_sink_kind kind;
 	uint64_t written;
+	int error;
 	union {
 		struct {
 			void *buf; /* borrowed */
@@ -118,10 +137,12 @@ void smux_sink_cb(struct smux_sink *s, smux_sink_write_fn write,
 
 /*
  * Appends @len bytes. Returns 0 or a negative errno: -ENOBUFS when a
- * SMUX_SINK_BUF is full, -ENOMEM, a pwrite errno, or the callback's value.
+ * SMUX_SINK_BUF is full, -ENOMEM, a pwrite errno, or the callback's value
+ * (recorded in s->error, except a callback's -ECANCELED).
  */
 int smux_sink_write(struct smux_sink *s, const void *data, size_t len);
-/* Rewinds to 0 bytes written. -ENOTSUP when the callback sink has none. */
+/* Rewinds to 0 bytes written (and no error). -ENOTSUP when the callback
+ * sink has none. */
 int smux_sink_rewind(struct smux_sink *s);
 /* True when smux_sink_rewind() can succeed. */
 int smux_sink_can_rewind(const struct smux_sink *s);
@@ -139,8 +160,9 @@ void smux_sink_release(struct smux_sink *s);
  * for spooling an object through the local disk (copy and setattr
  * fallbacks, copies between shards, hint replay): memory stays bounded
  * whatever the object size. smuxfs points TMPDIR at its cache directory.
- * Returns the descriptor, or a negative errno with @err (STORAGE.IO_ERROR
- * naming @what and the directory).
+ * Returns the descriptor, or a negative errno with @err
+ * (STORAGE.LOCAL_IO_ERROR, the caller's own failure, naming @what and the
+ * directory, with open's errno).
  */
 int smux_tmpfile(const char *backend, const char *what, struct smux_error *err);
 

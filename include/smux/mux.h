@@ -55,9 +55,11 @@ enum smux_outcome {
 	SMUX_OUTCOME_SEMANTIC,
 	SMUX_OUTCOME_ABORT,
 	SMUX_OUTCOME_TIMEOUT, /* transient, but counted as a timeout */
+	SMUX_OUTCOME_LOCAL,   /* the caller's sink or source failed: stop,
+				 no health penalty (SMUX_CLASS_LOCAL) */
 };
 enum smux_outcome smux_classify(const struct smux_error_info *e);
-/* "ok", "transient", "semantic", "abort", "timeout". */
+/* "ok", "transient", "semantic", "abort", "timeout", "local". */
 const char *smux_outcome_name(enum smux_outcome o);
 
 /* 32-bit FNV-1a of @len bytes (the sticky-by-key hash). */

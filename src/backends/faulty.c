@@ -106,6 +106,8 @@ static void faultyb_normalise(struct smux_faulty_opts *o)
 		o->after_ms = 0;
 	if (o->for_ms < 0)
 		o->for_ms = 0;
+	if (o->stream_chunk_ms < 0)
+		o->stream_chunk_ms = 0;
 	if (o->seed == 0)
 		o->seed = 1;
 }
@@ -232,12 +234,29 @@ static int faultyb_hang(struct faultyb *fb, const struct smux_ctx *ctx,
 	return 0;
 }
 
+static int faultyb_apply(struct faultyb *fb, enum faultyb_fault fault,
+			 const struct smux_ctx *ctx,
+			 const struct smux_faulty_opts *o, uint64_t gen,
+			 int64_t win_end, struct smux_error *err);
+
+/* What a call drew: the fault and the options it was drawn under. */
+struct faultyb_draw {
+	enum faultyb_fault fault;
+	struct smux_faulty_opts o;
+	bool affected;
+	uint64_t gen;
+	int64_t win_end;
+};
+
 /*
  * The fault logic every operation runs first. Returns 0 when the call
  * should reach the inner backend, else a negative errno with @err filled.
+ * With @d, a GET whose options defer its fault (get_fault_after) gets it
+ * in @d instead of now.
  */
-static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
-			 const struct smux_ctx *ctx, struct smux_error *err)
+static int faultyb_enter_draw(struct faultyb *fb, enum smux_faulty_op op,
+			      const struct smux_ctx *ctx,
+			      struct faultyb_draw *d, struct smux_error *err)
 {
 	struct smux_faulty_opts o;
 	enum faultyb_fault fault;
@@ -247,6 +266,13 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
 	int rc;
 
 	fault = faultyb_pick(fb, op, &o, &affected, &gen, &win_end);
+	if (d) {
+		d->fault = fault;
+		d->o = o;
+		d->affected = affected;
+		d->gen = gen;
+		d->win_end = win_end;
+	}
 	if (!affected)
 		return 0;
 	if (o.latency_ms > 0) {
@@ -256,12 +282,27 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
 		rc = ns > 0 ? smux_ctx_sleep(ctx, ns, fb->base.name, err) : 0;
 		if (rc)
 			return rc;
-		if (win_end && smux_now_ns() >= win_end)
+		if (win_end && smux_now_ns() >= win_end) {
+			if (d)
+				d->affected = false;
 			return 0; /* the window closed meanwhile */
+		}
 	}
+	if (d && op == SMUX_FAULTY_GET && o.get_fault_after > 0)
+		return 0; /* strikes mid-stream (faultyb_get) */
+	return faultyb_apply(fb, fault, ctx, &o, gen, win_end, err);
+}
+
+/* Makes @fault happen (the hang, or the error): 0 when the call may go
+ * on, else a negative errno with @err filled. */
+static int faultyb_apply(struct faultyb *fb, enum faultyb_fault fault,
+			 const struct smux_ctx *ctx,
+			 const struct smux_faulty_opts *o, uint64_t gen,
+			 int64_t win_end, struct smux_error *err)
+{
 	switch (fault) {
 	case FAULTYB_HANG:
-		return faultyb_hang(fb, ctx, &o, gen, win_end, err);
+		return faultyb_hang(fb, ctx, o, gen, win_end, err);
 	case FAULTYB_IO:
 		return smux_error_set(err, SMUX_E_IO, fb->base.name,
 				      "injected I/O error");
@@ -279,7 +320,91 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
 	return 0;
 }
 
+static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
+			 const struct smux_ctx *ctx, struct smux_error *err)
+{
+	return faultyb_enter_draw(fb, op, ctx, NULL, err);
+}
+
 /* ---- operations ---- */
+
+/* A GET's sink as the faulty backend delivers it: in slow pieces, and/or
+ * with its fault striking after get_fault_after bytes. */
+struct faultyb_stream {
+	struct faultyb *fb;
+	struct smux_sink *real;
+	const struct smux_ctx *ctx;
+	struct faultyb_draw d;
+	uint64_t delivered;
+	bool struck;	       /* the deferred fault happened */
+	int rc;		       /* its error (0: a hang that ended) */
+	struct smux_error err; /* with rc */
+};
+
+static int faultyb_stream_piece(struct faultyb_stream *st, const char *p,
+				size_t len)
+{
+	const struct smux_faulty_opts *o = &st->d.o;
+	int rc;
+
+	if (o->stream_chunk_ms > 0) {
+		rc = smux_ctx_sleep(st->ctx, o->stream_chunk_ms * 1000000LL,
+				    st->fb->base.name, &st->err);
+		if (rc) {
+			st->struck = true;
+			st->rc = rc;
+			return rc;
+		}
+	}
+	if (!st->struck && st->d.fault != FAULTYB_NONE &&
+	    o->get_fault_after > 0 &&
+	    st->delivered + len >= o->get_fault_after) {
+		size_t head = (size_t)(o->get_fault_after - st->delivered);
+
+		rc = smux_sink_write(st->real, p, head);
+		if (rc)
+			return rc;
+		st->delivered += head;
+		p += head;
+		len -= head;
+		st->struck = true;
+		st->rc = faultyb_apply(st->fb, st->d.fault, st->ctx, o,
+				       st->d.gen, st->d.win_end, &st->err);
+		if (st->rc)
+			return st->rc;
+	}
+	rc = smux_sink_write(st->real, p, len);
+	if (rc == 0)
+		st->delivered += len;
+	return rc;
+}
+
+static int faultyb_stream_write(void *arg, const void *data, size_t len)
+{
+	struct faultyb_stream *st = arg;
+	uint64_t chunk = st->d.o.stream_chunk;
+	const char *p = data;
+	int rc = 0;
+
+	while (len > 0 && rc == 0) {
+		size_t n = (chunk > 0 && chunk < len) ? (size_t)chunk : len;
+
+		rc = faultyb_stream_piece(st, p, n);
+		p += n;
+		len -= n;
+	}
+	return rc;
+}
+
+static int faultyb_stream_rewind(void *arg)
+{
+	struct faultyb_stream *st = arg;
+	int rc = smux_sink_rewind(st->real);
+
+	if (rc == 0)
+		st->delivered = 0;
+	return rc;
+}
 
 static int faultyb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		       const char *key, const struct smux_get_opts *opts,
@@ -287,11 +412,34 @@ static int faultyb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		       struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+	struct faultyb_stream st = {.fb = fb, .real = sink, .ctx = ctx};
+	struct smux_sink wrap;
+	int rc = faultyb_enter_draw(fb, SMUX_FAULTY_GET, ctx, &st.d, err);
 
 	if (rc)
 		return rc;
-	return smux_backend_get(fb->inner, ctx, key, opts, sink, info, err);
+	if (!sink || !st.d.affected ||
+	    (st.d.o.stream_chunk == 0 &&
+	     (st.d.o.get_fault_after == 0 || st.d.fault == FAULTYB_NONE)))
+		return smux_backend_get(fb->inner, ctx, key, opts, sink, info,
+					err);
+	smux_sink_cb(&wrap, faultyb_stream_write,
+		     smux_sink_can_rewind(sink) ? faultyb_stream_rewind : NULL,
+		     &st);
+	wrap.written = sink->written;
+	rc = smux_backend_get(fb->inner, ctx, key, opts, &wrap, info, err);
+	if (st.struck && st.rc) {
+		/* the injected fault, not the inner backend's view of a
+		 * sink that refused */
+		*err = st.err;
+		return st.rc;
+	}
+	if (rc == 0 && st.d.fault != FAULTYB_NONE && !st.struck &&
+	    st.d.o.get_fault_after > 0)
+		/* shorter than get_fault_after: strikes at the end */
+		return faultyb_apply(fb, st.d.fault, ctx, &st.d.o, st.d.gen,
+				     st.d.win_end, err);
+	return rc;
 }
 
 static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,

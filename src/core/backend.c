@@ -67,6 +67,24 @@ static int finish(struct smux_backend *b, int rc, struct smux_error *err)
 	return -err->e.sys_errno;
 }
 
+/*
+ * finish() for a call that used the caller's sink or source: when the call
+ * failed and the sink or source itself had failed (@local, a positive
+ * errno), the failure is the caller's (ENOSPC in its cache directory, EIO
+ * on its staging file), whatever the backend made of it: LOCAL_IO with the
+ * local errno, so the mux neither blames the backend nor falls through.
+ * A backend that fails on its own (its file, its connection) keeps its
+ * error.
+ */
+static int finish_local(struct smux_backend *b, int rc, int local,
+			struct smux_error *err)
+{
+	rc = finish(b, rc, err);
+	if (rc < 0 && local > 0)
+		rc = smux_error_make_local(err, local);
+	return rc;
+}
+
 /* Common entry checks: the context and one key. */
 static int enter(struct smux_backend *b, const struct smux_ctx *ctx,
 		 const char *key, unsigned flags, struct smux_error *err)
@@ -101,8 +119,9 @@ int smux_backend_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!sink)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
 				      "get without a sink");
+	sink->error = 0; /* only this get's failures count */
 	rc = b->ops->get(b, ctx, key, opts ? opts : &all, sink, info, err);
-	return finish(b, rc, err);
+	return finish_local(b, rc, sink->error, err);
 }
 
 int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -111,6 +130,8 @@ int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		     struct smux_error *err)
 {
 	struct smux_put_opts none = {0};
+	struct smux_source own;
+	atomic_int src_failed = 0;
 	int rc;
 
 	LOCAL_ERR(err);
@@ -123,8 +144,11 @@ int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (smux_key_is_dir(key) && src->length != 0)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
 				      "directory marker %s must be empty", key);
-	rc = b->ops->put(b, ctx, key, src, opts ? opts : &none, info, err);
-	return finish(b, rc, err);
+	/* a private copy that records the source's own failures */
+	own = *src;
+	own.failed = &src_failed;
+	rc = b->ops->put(b, ctx, key, &own, opts ? opts : &none, info, err);
+	return finish_local(b, rc, atomic_load(&src_failed), err);
 }
 
 int smux_backend_del(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -198,8 +222,12 @@ static int copy_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = b->ops->get(b, ctx, src,
 			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
 			 &info, err);
-	if (rc)
+	if (rc) {
+		/* a full or failing TMPDIR is ours, not the backend's */
+		if (sink.error)
+			rc = smux_error_make_local(err, sink.error);
 		goto out_close;
+	}
 	/* a copy keeps the type (a symlink stays one), owner, mode and
 	 * mtime */
 	smux_put_opts_keep(&opts, &info);
@@ -322,8 +350,12 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = b->ops->get(b, ctx, key,
 			 &(struct smux_get_opts){.length = SMUX_LEN_ALL}, &sink,
 			 &info, err);
-	if (rc)
+	if (rc) {
+		/* a full or failing TMPDIR is ours, not the backend's */
+		if (sink.error)
+			rc = smux_error_make_local(err, sink.error);
 		goto out_close;
+	}
 	smux_put_opts_keep(&opts, &info);
 	if (a->flags & SMUX_SET_MODE) {
 		opts.mode = (opts.mode & S_IFMT) | (a->mode & 07777);

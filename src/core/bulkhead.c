@@ -84,6 +84,7 @@ struct smux__job {
 	struct smux_put_opts put_opts;
 	struct smux_setattr setattr;
 	bool has_get_opts, has_put_opts, want_info;
+	bool streaming; /* GET to a sink, PUT from a source */
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
@@ -96,10 +97,11 @@ struct smux__job {
 	void *buf; /* W_PWRITE copy, W_PREAD/R_PREAD landing */
 	size_t len;
 	uint64_t off;
-	struct smux__group *group; /* touched only while not abandoned */
-	int64_t start_ns;
-	int64_t deadline_ns;  /* INT64_MAX: none */
-	struct smux_ctx wctx; /* the worker's: job token + deadline */
+	struct smux__group *group;  /* touched only while not abandoned */
+	int64_t start_ns;	    /* queued at */
+	int64_t budget_ns;	    /* the member's per-call budget (0: none) */
+	int64_t caller_deadline_ns; /* the caller's ctx (INT64_MAX: none) */
+	struct smux_ctx wctx; /* the worker's: job token + caller deadline */
 
 	/* Caller side only (finish/abandon); the worker never reads these. */
 	struct smux_ctx caller_ctx; /* a copy; its tokens outlive the wait */
@@ -125,6 +127,10 @@ struct smux__job {
 	struct smux_cancel token; /* fired by abandon; any thread */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;   /* CLOCK_MONOTONIC; broadcast on done */
+	int64_t run_ns;	       /* protected by lock: a worker started it
+				(0: still queued) */
+	int64_t progress_ns;   /* protected by lock: the sink or source last
+				moved bytes (0: never) */
 	bool abandoned;	       /* protected by lock */
 	bool done;	       /* protected by lock */
 	atomic_bool done_hint; /* set with done, for lock-free spinning */
@@ -334,6 +340,8 @@ static int proxy_sink_write(void *arg, const void *data, size_t len)
 	pthread_mutex_lock(&job->lock);
 	if (!job->abandoned)
 		rc = smux_sink_write(job->caller_sink, data, len);
+	if (rc == 0 && len > 0)
+		job->progress_ns = smux_now_ns();
 	pthread_mutex_unlock(&job->lock);
 	return rc;
 }
@@ -358,6 +366,8 @@ static long proxy_source_read(void *arg, uint64_t pos, void *dst, size_t len)
 	pthread_mutex_lock(&job->lock);
 	if (!job->abandoned)
 		n = smux_source_read(job->caller_src, pos, dst, len);
+	if (n > 0)
+		job->progress_ns = smux_now_ns();
 	pthread_mutex_unlock(&job->lock);
 	return n;
 }
@@ -383,16 +393,54 @@ static int dup_str(char **dst, const char *src)
 	return *dst ? 0 : -ENOMEM;
 }
 
-/* min(ctx deadline, now + timeout_ms); INT64_MAX when neither is set. */
-static int64_t job_deadline(const struct smux_ctx *ctx, int64_t now,
-			    int64_t timeout_ms)
+/* @t + @ns, saturated (INT64_MAX stays INT64_MAX). */
+static int64_t add_sat(int64_t t, int64_t ns)
 {
-	int64_t d = INT64_MAX;
+	return ns > INT64_MAX - t ? INT64_MAX : t + ns;
+}
 
-	if (timeout_ms > 0 && timeout_ms < (INT64_MAX - now) / NS_PER_MS)
-		d = now + timeout_ms * NS_PER_MS;
-	if (ctx && ctx->deadline_ns && ctx->deadline_ns < d)
-		d = ctx->deadline_ns;
+/* Why a caller stops waiting for a job that is not done (job_stop). */
+enum job_stop_kind {
+	JOB_WAIT,    /* not yet */
+	JOB_CALLER,  /* the caller's own deadline passed */
+	JOB_QUEUED,  /* never started within the budget: our own queue */
+	JOB_BUDGET,  /* started, no answer within the budget */
+	JOB_STALLED, /* a stream that moved no byte within the budget */
+};
+
+/*
+ * The deadline a waiting caller applies to @job now (job->lock held), and
+ * the kind of stop it means (deadlines, DESIGN section 4):
+ *  - the caller's ctx deadline, always;
+ *  - queued (no worker started it yet): the budget counted from when it
+ *    was queued, so a hung member whose workers are all stuck cannot hang
+ *    a caller without a deadline; that stop is ours, not the member's;
+ *  - started: the budget counted from the start; a stream (a GET into a
+ *    sink, a PUT from a source) restarts it each time bytes move, so a
+ *    large object on a slow member finishes while a stalled one fails
+ *    one budget after its last byte.
+ */
+static int64_t job_deadline_locked(const struct smux__job *job,
+				   enum job_stop_kind *kind)
+{
+	int64_t d = INT64_MAX, from = job->run_ns;
+	enum job_stop_kind k = JOB_BUDGET;
+
+	if (!job->run_ns) {
+		from = job->start_ns;
+		k = JOB_QUEUED;
+	} else if (job->streaming && job->progress_ns > from) {
+		from = job->progress_ns;
+		k = JOB_STALLED;
+	}
+	if (job->budget_ns > 0)
+		d = add_sat(from, job->budget_ns);
+	if (job->caller_deadline_ns <= d) {
+		d = job->caller_deadline_ns;
+		k = JOB_CALLER;
+	}
+	if (kind)
+		*kind = k;
 	return d;
 }
 
@@ -471,15 +519,28 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 		job->backend = smux_backend_ref(call->writer->backend);
 
 	job->start_ns = smux_now_ns();
-	job->deadline_ns = job_deadline(ctx, job->start_ns, timeout_ms);
+	job->budget_ns = timeout_ms > 0 && timeout_ms < INT64_MAX / NS_PER_MS
+				 ? timeout_ms * NS_PER_MS
+				 : 0;
+	job->caller_deadline_ns =
+		ctx && ctx->deadline_ns ? ctx->deadline_ns : INT64_MAX;
+	job->streaming = (call->op == SMUX__OP_GET && call->sink) ||
+			 (call->op == SMUX__OP_PUT && call->src);
 	if (ctx)
 		job->caller_ctx = *ctx;
 	else
 		smux_ctx_init(&job->caller_ctx);
-	/* Never the caller's tokens: they may live on the caller's stack. */
+	/*
+	 * Never the caller's tokens: they may live on the caller's stack.
+	 * The worker sees the caller's deadline only: the budget moves (it
+	 * starts when a worker starts the call, and a stream's restarts
+	 * with each byte moved), so the waiting caller applies it and fires
+	 * the job's token when it runs out.
+	 */
 	smux_ctx_init(&job->wctx);
-	job->wctx.deadline_ns =
-		job->deadline_ns == INT64_MAX ? 0 : job->deadline_ns;
+	job->wctx.deadline_ns = job->caller_deadline_ns == INT64_MAX
+					? 0
+					: job->caller_deadline_ns;
 	job->wctx.cancel[0] = &job->token;
 	job->wctx.parent_span = call->span;
 	job->wctx.depth = ctx ? ctx->depth : 0;
@@ -623,6 +684,12 @@ static void job_run(struct smux__job *job)
 	long rc = 0;
 
 	smux_error_clear(&err);
+	/* the budget starts now: time in the queue is ours, not the
+	 * member's (a caller sleeping on the queue deadline re-reads it) */
+	pthread_mutex_lock(&job->lock);
+	job->run_ns = smux_now_ns();
+	pthread_cond_broadcast(&job->cond);
+	pthread_mutex_unlock(&job->lock);
 	if (job->writer_lock)
 		pthread_mutex_lock(job->writer_lock);
 	/*
@@ -824,7 +891,12 @@ bool smux__job_done(struct smux__job *job)
 
 int64_t smux__job_deadline(struct smux__job *job)
 {
-	return job->deadline_ns;
+	int64_t d;
+
+	pthread_mutex_lock(&job->lock);
+	d = job_deadline_locked(job, NULL);
+	pthread_mutex_unlock(&job->lock);
+	return d;
 }
 
 /* Takes @job off its queue if no worker picked it yet (bh->lock). */
@@ -918,18 +990,47 @@ static void job_copy_out(struct smux__job *job)
 	}
 }
 
-/* The error of a caller that stopped waiting for @why. */
+/* The error of a caller that stopped waiting for @why (@kind: which
+ * deadline, when it was one). */
 static long stop_error(struct smux__job *job, enum smux_cancel_reason why,
-		       bool deadline, struct smux_error *err)
+		       enum job_stop_kind kind, struct smux_error *err)
 {
 	const char *name = job->bh->name;
+	long long ms = (long long)(job->budget_ns / NS_PER_MS);
+	long rc;
 
-	if (deadline)
-		return smux_error_set(
-			err, SMUX_E_BACKEND_TIMEOUT, name,
-			"no answer within %lld ms",
-			(long long)((job->deadline_ns - job->start_ns) /
-				    NS_PER_MS));
+	switch (kind) {
+	case JOB_BUDGET:
+		return smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
+				      "no answer within %lld ms", ms);
+	case JOB_STALLED:
+		return smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
+				      "the stream moved no byte for %lld ms",
+				      ms);
+	case JOB_QUEUED:
+		/* a timeout for the caller, marked as never started: no
+		 * member's fault (smux__bulkhead_unstarted) */
+		rc = smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
+				    "queued %lld ms behind max_inflight %u "
+				    "calls; never started",
+				    ms, job->bh->max_inflight);
+		if (err) {
+			err->has_cause = true;
+			err->cause.code = SMUX_E_BACKEND_ABORTED;
+			err->cause.sys_errno =
+				smux_code_errno(SMUX_E_BACKEND_ABORTED);
+			snprintf(err->cause.backend, sizeof(err->cause.backend),
+				 "%s", name);
+			snprintf(err->cause.message, sizeof(err->cause.message),
+				 "withdrawn from the queue");
+		}
+		return rc;
+	case JOB_CALLER:
+		return smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
+				      "the caller's deadline passed");
+	case JOB_WAIT:
+		break;
+	}
 	switch (why) {
 	case SMUX_CANCEL_TIMEOUT:
 		return smux_error_set(err, SMUX_E_BACKEND_TIMEOUT, name,
@@ -949,10 +1050,16 @@ static bool ctx_has_token(const struct smux_ctx *ctx)
 	return ctx->cancel[0] != NULL;
 }
 
+bool smux__bulkhead_unstarted(const struct smux_error *err)
+{
+	return err && err->e.code == SMUX_E_BACKEND_TIMEOUT && err->has_cause &&
+	       err->cause.code == SMUX_E_BACKEND_ABORTED;
+}
+
 long smux__job_finish(struct smux__job *job, struct smux_error *err)
 {
 	enum smux_cancel_reason why = SMUX_CANCEL_NONE;
-	bool deadline = false;
+	enum job_stop_kind kind = JOB_WAIT;
 	struct smux_writer *orphan;
 	struct smux_reader *rorphan;
 	long rc;
@@ -964,10 +1071,12 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err)
 		cpu_relax();
 	pthread_mutex_lock(&job->lock);
 	while (!job->done) {
-		int64_t now = smux_now_ns(), until = job->deadline_ns;
+		enum job_stop_kind k;
+		int64_t now = smux_now_ns(),
+			until = job_deadline_locked(job, &k);
 
-		if (now >= job->deadline_ns) {
-			deadline = true;
+		if (now >= until) {
+			kind = k;
 			why = SMUX_CANCEL_TIMEOUT;
 			break;
 		}
@@ -995,7 +1104,7 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err)
 	}
 	pthread_mutex_unlock(&job->lock);
 
-	rc = stop_error(job, why, deadline, err);
+	rc = stop_error(job, why, kind, err);
 	if (job->writer_out)
 		*job->writer_out = NULL;
 	if (job->nread_out)

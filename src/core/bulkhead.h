@@ -153,9 +153,19 @@ void smux__bulkhead_free(struct smux__bulkhead *bh);
 unsigned smux__bulkhead_busy(struct smux__bulkhead *bh);
 
 /*
- * Queues @call. The job's deadline is min(ctx deadline, now + timeout_ms)
- * (timeout_ms <= 0: the ctx deadline alone). @g (may be NULL) is notified
- * when the job completes. Returns the job, or NULL on ENOMEM.
+ * Queues @call with a per-call budget of @timeout_ms (<= 0: none). The
+ * job's deadline is the caller's ctx deadline, and besides:
+ *  - while queued behind max_inflight, the budget counted from now; a
+ *    job that never started fails with a BACKEND_TIMEOUT that
+ *    smux__bulkhead_unstarted() recognises (our own queue, not the
+ *    member's fault: the mux charges nothing to its health);
+ *  - once a worker starts it, the budget counted from the start; for a
+ *    stream (GET into a sink, PUT from a source) counted from the last
+ *    time the sink or source moved bytes, so a long transfer that keeps
+ *    moving finishes and a stalled one fails one budget after its last
+ *    byte ("the stream moved no byte for N ms").
+ * @g (may be NULL) is notified when the job completes. Returns the job,
+ * or NULL on ENOMEM.
  */
 struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 				       const struct smux_ctx *ctx,
@@ -165,8 +175,13 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 
 /* True once the worker finished (finish then returns without waiting). */
 bool smux__job_done(struct smux__job *job);
-/* The job's deadline (CLOCK_MONOTONIC ns; INT64_MAX when none). */
+/* The job's deadline as of now (CLOCK_MONOTONIC ns; INT64_MAX when
+ * none). It moves: when a worker starts the job, and as a stream moves
+ * bytes; a caller waiting on a group reads it again after each wake-up. */
 int64_t smux__job_deadline(struct smux__job *job);
+/* True for the error of a job that stopped while still queued behind the
+ * bulkhead's own max_inflight (the member never saw the call). */
+bool smux__bulkhead_unstarted(const struct smux_error *err);
 
 /*
  * Waits for the job (until it is done, its deadline passes, or the

@@ -34,6 +34,8 @@ enum smux_outcome smux_classify(const struct smux_error_info *e)
 		return SMUX_OUTCOME_ABORT;
 	case SMUX_CLASS_SEMANTIC:
 		return SMUX_OUTCOME_SEMANTIC;
+	case SMUX_CLASS_LOCAL:
+		return SMUX_OUTCOME_LOCAL;
 	case SMUX_CLASS_NONE:
 	case SMUX_CLASS_TRANSIENT:
 		break;
@@ -54,6 +56,8 @@ const char *smux_outcome_name(enum smux_outcome o)
 		return "abort";
 	case SMUX_OUTCOME_TIMEOUT:
 		return "timeout";
+	case SMUX_OUTCOME_LOCAL:
+		return "local";
 	}
 	return "unknown";
 }

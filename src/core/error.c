@@ -92,6 +92,9 @@ static const struct code_row code_table[SMUX_CODE_COUNT] = {
 	    "could not record a repair hint", TRANSIENT, EIO),
 	ROW(SMUX_E_NO_ATTR, "STORAGE.NO_ATTRIBUTE",
 	    "no such extended attribute", SEMANTIC, ENODATA),
+	ROW(SMUX_E_LOCAL_IO, "STORAGE.LOCAL_IO_ERROR",
+	    "local input/output error (the caller's sink or source)", LOCAL,
+	    EIO),
 };
 
 static const struct code_row *code_row(enum smux_code code)
@@ -140,10 +143,24 @@ const char *smux_class_name(enum smux_class cls)
 		return "semantic";
 	case SMUX_CLASS_TRANSIENT:
 		return "transient";
+	case SMUX_CLASS_LOCAL:
+		return "local";
 	case SMUX_CLASS_NONE:
 		break;
 	}
 	return "none";
+}
+
+int smux_error_make_local(struct smux_error *err, int sys_errno)
+{
+	if (sys_errno <= 0)
+		sys_errno = EIO;
+	if (err) {
+		err->e.code = SMUX_E_LOCAL_IO;
+		err->e.sys_errno = sys_errno;
+		err->e.http_status = 0;
+	}
+	return -sys_errno;
 }
 
 void smux_error_clear(struct smux_error *err)
@@ -219,6 +236,11 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_NO_ATTR;
 	case ERANGE: /* an xattr buffer too small (errno kept) */
 	case E2BIG:  /* an xattr value too large (errno kept) */
+	/* a size, value or link count past the backend's limit: the
+	 * request is refused, the backend is fine (errno kept) */
+	case EFBIG:
+	case EOVERFLOW:
+	case EMLINK:
 	case EINVAL:
 		return SMUX_E_INVALID_ARGUMENT;
 	case EXDEV:

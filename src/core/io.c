@@ -63,6 +63,17 @@ static long source_read_once(const struct smux_source *s, uint64_t pos,
 	return -EINVAL;
 }
 
+/* Records the source's own failure @n (a negative errno) for the put that
+ * reads it; a callback's -ECANCELED is a stop, not a failure. Returns @n. */
+static long source_failed(const struct smux_source *s, long n)
+{
+	int none = 0;
+
+	if (s->failed && n != -ECANCELED)
+		atomic_compare_exchange_strong(s->failed, &none, (int)-n);
+	return n;
+}
+
 long smux_source_read(const struct smux_source *s, uint64_t pos, void *dst,
 		      size_t len)
 {
@@ -78,12 +89,10 @@ long smux_source_read(const struct smux_source *s, uint64_t pos, void *dst,
 		long n = source_read_once(
 			s, pos + done, (unsigned char *)dst + done, len - done);
 
+		if (n == 0 || (n > 0 && (size_t)n > len - done))
+			n = -EIO; /* shorter than it said, or overran dst */
 		if (n < 0)
-			return n;
-		if (n == 0)
-			return -EIO; /* the source is shorter than it said */
-		if ((size_t)n > len - done)
-			return -EIO; /* a callback that overran its buffer */
+			return source_failed(s, n);
 		done += (size_t)n;
 	}
 	return (long)done;
@@ -195,6 +204,8 @@ int smux_sink_write(struct smux_sink *s, const void *data, size_t len)
 	}
 	if (rc == 0)
 		s->written += len;
+	else if (rc != -ECANCELED)
+		s->error = -rc; /* the caller's side failed, not the backend */
 	return rc;
 }
 
@@ -215,6 +226,7 @@ int smux_sink_rewind(struct smux_sink *s)
 			return rc;
 	}
 	s->written = 0;
+	s->error = 0;
 	return 0;
 }
 
@@ -266,13 +278,14 @@ int smux_tmpfile(const char *backend, const char *what, struct smux_error *err)
 		}
 	}
 	if (fd < 0) {
-		/* a local problem, never a missing key: IO_ERROR */
+		/* the caller's local problem (a full or failing TMPDIR),
+		 * never a missing key nor the backend's failure */
 		int e = errno;
 
-		smux_error_set(err, SMUX_E_IO, backend,
+		smux_error_set(err, SMUX_E_LOCAL_IO, backend,
 			       "%s: temporary file in %s: %s", what, dir,
 			       strerror(e));
-		return -e;
+		return smux_error_make_local(err, e);
 	}
 	return fd;
 }

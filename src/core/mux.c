@@ -297,6 +297,8 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->fence_lock);
 	pthread_cond_destroy(&mux->fence_cond);
 	pthread_mutex_destroy(&mux->intent_lock);
+	pthread_mutex_destroy(&mux->sticky_lock);
+	pthread_cond_destroy(&mux->sticky_cond);
 	pthread_cond_destroy(&mux->bg_cond);
 	smux_backend_release(&mux->base);
 	free(mux);
@@ -380,6 +382,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->fence_lock, NULL);
 	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
+	pthread_mutex_init(&mux->sticky_lock, NULL);
+	pthread_cond_init(&mux->sticky_cond, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&mux->bg_cond, &ca);
@@ -484,6 +488,21 @@ int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 	smux__view_put(old);
 	if (spec->backend->depth + 1 > b->depth)
 		b->depth = spec->backend->depth + 1;
+	/* a mux that replicates: the member missed what was written before
+	 * (all of it, or what was written while it was out) and is stale
+	 * for every key until its resync (mux_rejoin.c); journaled before
+	 * it is in the view */
+	if (v->n > 1 &&
+	    (mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD ||
+	     mux->mode == SMUX_MODE_FAILOVER)) {
+		rc = smux__hints_add(mux->hints, spec->backend->name,
+				     SMUX__REJOIN_KEY, SMUX__HINT_PUT, NULL,
+				     err);
+		if (rc) {
+			smux__view_put(v);
+			goto out_unlock;
+		}
+	}
 	rc = view_install(mux, v);
 	if (rc) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
@@ -800,11 +819,18 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, const char *op,
 		       struct smux_error *err)
 {
+	enum smux_mode route = mux->mode;
 	struct smux_span *span = NULL;
 	struct smux_ctx child;
 	long rc;
 
-	switch (mux->mode) {
+	/* A mirror's attributes come from the first replica in order with
+	 * the latest write, as failover's: each replica has its own ctime,
+	 * atime and inode, and two stats of one file must not flip between
+	 * replicas (tar: "file changed as we read it"). Content races. */
+	if (route == SMUX_MODE_MIRROR && call->op == SMUX__OP_HEAD)
+		route = SMUX_MODE_FAILOVER;
+	switch (route) {
 	case SMUX_MODE_MIRROR:
 		rc = op_enter(mux, ctx, &child, op, call->key, "race", &span,
 			      err);
@@ -812,20 +838,22 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__exec_race(mux, &child, call, span, err);
 		break;
 	case SMUX_MODE_FAILOVER:
-		/* a member that missed the key's latest write is not asked:
-		 * the one that took it has the newest version */
+	case SMUX_MODE_SHIELD:
+		/* in order; a member that missed the key's latest write is
+		 * not asked (failover: the one that took it has the newest
+		 * version; shield: a replica never serves an old version) */
 		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
 			      &span, err);
 		if (rc == 0)
 			rc = smux__exec_walk(mux, &child, call, true, NULL,
 					     span, err);
 		break;
-	case SMUX_MODE_SHIELD:
-		rc = op_enter(mux, ctx, &child, op, call->key, "sequential",
+	case SMUX_MODE_STICKY:
+		/* the shard with the key's latest version, or unavailable */
+		rc = op_enter(mux, ctx, &child, op, call->key, "selected",
 			      &span, err);
 		if (rc == 0)
-			rc = smux__exec_sequential(mux, &child, call, true,
-						   span, err);
+			rc = smux__sticky_route(mux, &child, call, span, err);
 		break;
 	default:
 		rc = op_enter(mux, ctx, &child, op, call->key, "selected",
@@ -833,11 +861,6 @@ static long route_read(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc == 0)
 			rc = smux__exec_sequential(mux, &child, call, false,
 						   span, err);
-		/* A sharded key written while its shard was down lives on
-		 * another shard: look there before answering "not found". */
-		if (rc < 0 && mux->mode == SMUX_MODE_STICKY &&
-		    err->e.code == SMUX_E_KEY_NOT_FOUND)
-			rc = smux__exec_find(mux, &child, call, span, err);
 		break;
 	}
 	return op_leave(mux, span, rc, err);
@@ -887,7 +910,9 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      fanout ? "fanout" : "selected", &span, err);
 	if (rc)
 		return rc;
-	if (fanout)
+	if (mux->mode == SMUX_MODE_STICKY)
+		rc = smux__sticky_write(mux, &child, call, kind, span, err);
+	else if (fanout)
 		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
 	else if (mux->mode == SMUX_MODE_FAILOVER)
 		rc = smux__failover_write(mux, &child, call, kind, span, err);
@@ -972,29 +997,6 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
  */
 static unsigned mux_caps(struct smux_backend *b);
 
-/* One member's rename of @src to @dst through its bulkhead. */
-static long rename_on(struct smux_mux *mux, const struct smux_ctx *ctx,
-		      struct mux_member *m, const char *src, const char *dst,
-		      struct smux_error *err)
-{
-	struct smux__call call = {
-		.op = SMUX__OP_RENAME,
-		.backend = m->backend,
-		.key = src,
-		.key2 = dst,
-	};
-	int64_t t0 = smux_now_ns();
-	long rc;
-
-	if (!smux__member_enter(m))
-		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
-				      NULL);
-	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, err);
-	atomic_fetch_sub(&m->health.in_flight, 1);
-	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? err : NULL, NULL);
-	return rc;
-}
-
 /*
  * A directory "a/" renamed to "b/" in one call per member
  * (SMUX_CAP_DIR_RENAME): every member holding the directory renames it in
@@ -1009,9 +1011,13 @@ static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   const char *src, const char *dst,
 			   struct smux_error *err)
 {
+	struct smux__call call = {
+		.op = SMUX__OP_RENAME,
+		.key = src,
+		.key2 = dst,
+	};
+	struct smux__fan *f;
 	struct mux_view *v;
-	struct smux_error e;
-	unsigned done = 0, i;
 	bool found = false;
 	long rc = 0;
 
@@ -1026,28 +1032,60 @@ static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 				      "pending, moved key by key",
 				      src);
 	v = smux__view_get(mux);
-	for (i = 0; i < v->n; i++)
+	for (unsigned i = 0; i < v->n; i++)
 		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP)
 			rc = smux_error_set(
 				err, SMUX_E_NOT_SUPPORTED, v->m[i]->name,
 				"rename of directory \"%s\": a "
 				"member is not up, moved key by key",
 				src);
-	for (i = 0; i < v->n && !rc; i++, done++) {
-		rc = rename_on(mux, ctx, v->m[i], src, dst, err);
-		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
-			rc = 0; /* nothing of it on this member */
-		else if (rc == 0)
+	f = (rc || v->n > SMUX__FAN_MAX) ? NULL : malloc(sizeof(*f));
+	if (!f) {
+		if (!rc)
+			rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED,
+					    mux->base.name,
+					    "rename of directory \"%s\": moved "
+					    "key by key",
+					    src);
+		smux__view_put(v);
+		return rc;
+	}
+	/* every member at once (the fan-out primitive: a member draining
+	 * since is not called, and that fails the rename) */
+	f->mux = mux;
+	f->n = v->n;
+	f->spans = false;
+	f->start = NULL;
+	f->start_arg = NULL;
+	for (unsigned i = 0; i < v->n; i++) {
+		f->m[i] = v->m[i];
+		f->go[i] = true;
+		f->probe[i] = false;
+		f->call[i] = call;
+	}
+	smux__fan_run(f, ctx, NULL);
+	for (unsigned i = 0; i < f->n; i++) {
+		if (f->ok[i])
 			found = true;
+		else if (f->err[i].e.code != SMUX_E_KEY_NOT_FOUND && !rc) {
+			/* nothing of it on a member is no failure */
+			*err = f->err[i];
+			rc = -err->e.sys_errno;
+		}
 	}
 	if (rc < 0) {
-		/* undo where it was done (done - 1 is the one that failed) */
-		for (i = 0; i + 1 < done; i++)
-			rename_on(mux, ctx, v->m[i], dst, src, &e);
+		/* all or nothing: undo where it was done */
+		for (unsigned i = 0; i < f->n; i++) {
+			f->go[i] = f->ok[i];
+			f->call[i].key = dst;
+			f->call[i].key2 = src;
+		}
+		smux__fan_run(f, ctx, NULL);
 	} else if (!found) {
 		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
 				    "rename: no directory \"%s\"", src);
 	}
+	free(f);
 	smux__view_put(v);
 	return rc;
 }
@@ -1129,7 +1167,7 @@ static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 					"setattr", err);
 	rc = op_enter(mux, ctx, &child, "setattr", key, "selected", &span, err);
 	if (rc == 0)
-		rc = smux__exec_find(mux, &child, &call, span, err);
+		rc = smux__sticky_route(mux, &child, &call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1161,7 +1199,7 @@ static int mux_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__exec_fanout(mux, &child, &call, SMUX__HINT_NONE,
 				       span, err);
 	else if (rc == 0)
-		rc = smux__exec_find(mux, &child, &call, span, err);
+		rc = smux__sticky_route(mux, &child, &call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1232,7 +1270,7 @@ static int mux_xattr_write(struct smux_backend *b, const struct smux_ctx *ctx,
 					err);
 	rc = op_enter(mux, ctx, &child, op, call->key, "selected", &span, err);
 	if (rc == 0)
-		rc = smux__exec_find(mux, &child, call, span, err);
+		rc = smux__sticky_route(mux, &child, call, span, err);
 	return (int)op_leave(mux, span, rc, err);
 }
 

@@ -56,6 +56,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (o == SMUX_OUTCOME_TIMEOUT && ctx &&
 	    smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
 		counted = SMUX_OUTCOME_ABORT;
+	/* queued behind our own max_inflight: the member never saw it */
+	if (o == SMUX_OUTCOME_TIMEOUT && smux__bulkhead_unstarted(err))
+		counted = SMUX_OUTCOME_ABORT;
 	smux__stats_record(&m->stats, counted, err ? err->e.code : SMUX_OK, ms);
 	switch (counted) {
 	case SMUX_OUTCOME_OK:
@@ -70,6 +73,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 						  now, &err->e);
 		break;
 	case SMUX_OUTCOME_ABORT:
+	case SMUX_OUTCOME_LOCAL:
+		/* the caller gave up, or its own sink or source failed:
+		 * nothing is known about the member */
 		if (probe)
 			smux__health_probe_cancel(&m->health);
 		break;
@@ -82,6 +88,8 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 			ev.cause = err->e;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
+		/* the background thread probes it once its cooldown ends */
+		smux__mux_kick(mux);
 	} else if (tr == SMUX__HEALTH_RECOVERED) {
 		ev.topic = SMUX_EV_BACKEND_RECOVERED;
 		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
@@ -147,37 +155,6 @@ static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
-/*
- * Probe-on-selection for the modes that choose among up members: once a
- * down member's cooldown has passed, the next selection probes it with its
- * health check (real traffic could land a key on the wrong shard).
- */
-static void probe_due(struct smux_mux *mux, const struct smux_ctx *ctx,
-		      struct smux_span *span)
-{
-	struct mux_sel *s = smux__sel_get(mux);
-	int64_t now = smux__mux_now(mux);
-
-	if (now >= s->next_probe_ms) {
-		for (unsigned i = 0; i < s->view->n; i++) {
-			struct mux_member *m = s->view->m[i];
-			struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
-			enum smux_outcome o;
-			struct smux_error e;
-			bool probe = false;
-
-			if (smux__health_status(&m->health) !=
-				    SMUX_STATUS_DOWN ||
-			    !smux__health_acquire(&m->health, now, &probe))
-				continue;
-			if (!probe) /* came back up meanwhile */
-				continue;
-			attempt(mux, ctx, &call, m, true, 0, span, &o, &e);
-		}
-	}
-	smux__sel_put(s);
-}
-
 /* Counts list entries so a list that failed midway is not retried. */
 struct list_count {
 	smux_list_fn fn;
@@ -216,7 +193,6 @@ long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
  * errors. */
 struct walk {
 	bool by_order;	 /* member order (failover, shield), else the mode's */
-	bool find;	 /* KEY_NOT_FOUND moves on too (sticky-by-key) */
 	bool skip_stale; /* pass over members stale for the call's keys */
 	struct mux_member **acked; /* out: the member that succeeded */
 };
@@ -234,9 +210,9 @@ static bool call_stale(struct smux_mux *mux, struct mux_member *m,
 }
 
 /*
- * The sequential walk. With w->find, KEY_NOT_FOUND moves on to the next
- * member too (a key looked for on every shard); the operation then answers
- * "not found" only when no member has the key.
+ * The sequential walk: the members in the mode's (or member) order,
+ * falling through on transient errors; with w->skip_stale, passing over
+ * members that missed the latest write of a key of the call.
  */
 static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *orig, const struct walk *w,
@@ -246,10 +222,10 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * what it delivered through it */
 	struct smux__call copy = *orig, *call = &copy;
 	struct list_count lc = {orig->list_fn, orig->list_arg, 0};
-	struct smux_error last = {0}, e, not_found = {0};
+	struct smux_error last = {0}, e;
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
-	bool all_timeouts = true, probe, have_not_found = false;
+	bool all_timeouts = true, probe;
 	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
@@ -259,8 +235,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		call->list_fn = count_entry;
 		call->list_arg = &lc;
 	}
-	if (!w->by_order)
-		probe_due(mux, ctx, span);
 	smux__cursor_init(&c, mux, call->key, w->by_order);
 	while ((m = smux__cursor_next(&c, &probe))) {
 		enum smux_outcome o;
@@ -293,14 +267,10 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			continue;
 		}
 		attempts++;
-		if (rc < 0 && w->find && e.e.code == SMUX_E_KEY_NOT_FOUND) {
-			if (!have_not_found)
-				not_found = e;
-			have_not_found = true;
-			smux__member_put(m);
-			continue;
-		}
-		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC) {
+		/* a semantic answer is final; a failure on the caller's side
+		 * (LOCAL) would fail the same way on the next member */
+		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
+		    o == SMUX_OUTCOME_LOCAL) {
 			if (rc < 0) {
 				*err = e;
 				err->e.attempts = attempts;
@@ -344,12 +314,6 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_LIST && lc.n > 0)
 			break;
 	}
-	if (have_not_found) {
-		*err = not_found;
-		err->e.attempts = attempts;
-		rc = -err->e.sys_errno;
-		goto out;
-	}
 	if (attempts == 0 && stale > 0)
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
@@ -369,15 +333,6 @@ long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux_span *span, struct smux_error *err)
 {
 	struct walk w = {.by_order = by_order};
-
-	return sequential(mux, ctx, call, &w, span, err);
-}
-
-long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct smux__call *call, struct smux_span *span,
-		     struct smux_error *err)
-{
-	struct walk w = {.by_order = true, .find = true};
 
 	return sequential(mux, ctx, call, &w, span, err);
 }
@@ -408,6 +363,7 @@ struct race {
 struct racer {
 	struct race *race;
 	int idx;
+	bool refused; /* protected by race->lock: another owned the sink */
 };
 
 static int race_write(void *arg, const void *data, size_t len)
@@ -418,12 +374,34 @@ static int race_write(void *arg, const void *data, size_t len)
 	pthread_mutex_lock(&r->race->lock);
 	if (r->race->owner < 0)
 		r->race->owner = r->idx;
-	if (r->race->owner != r->idx)
+	if (r->race->owner != r->idx) {
+		r->refused = true;
 		rc = -ECANCELED; /* lost the race: stop this get */
-	else
+	} else
 		rc = smux_sink_write(r->race->real, data, len);
 	pthread_mutex_unlock(&r->race->lock);
 	return rc;
+}
+
+/*
+ * The owner of the sink (@idx) failed: unless the caller's sink cannot be
+ * rewound, forget what it wrote and free the sink for the racers still
+ * running. False when the bytes it wrote must stay (the read then fails).
+ */
+static bool race_disown(struct race *race, int idx)
+{
+	bool freed = true;
+
+	pthread_mutex_lock(&race->lock);
+	if (race->owner == idx) {
+		if (race->real->written > 0 &&
+		    smux_sink_rewind(race->real) != 0)
+			freed = false;
+		else
+			race->owner = -1;
+	}
+	pthread_mutex_unlock(&race->lock);
+	return freed;
 }
 
 static int race_rewind(void *arg)
@@ -458,24 +436,23 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_error last = {0}, semantic = {0};
 	struct smux__group g;
 	unsigned n = 0, left = 0, seen = 0, failed = 0;
-	bool all_timeouts = true, have_semantic = false;
+	bool all_timeouts = true, have_semantic = false, disowned = false;
+	unsigned refused = 0; /* racers stopped because another owned it */
 	int winner = -1;
 	long rc = 0;
 	int64_t now = smux__mux_now(mux);
 
 	/* the racers: up members (or due probes) that did not miss a write
-	 * of this key; the stale ones only when nothing else is left */
-	for (int pass = 0; pass < 2 && n == 0; pass++) {
-		for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
-			struct mux_member *m = v->m[i];
-			bool stale = smux__member_stale(mux, m, call->key);
+	 * of this key; a stale one never serves it (not even when nothing
+	 * else is left: the key is then unavailable) */
+	for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
+		struct mux_member *m = v->m[i];
 
-			if (stale != (pass == 1))
-				continue;
-			if (!smux__health_acquire(&m->health, now, &probes[n]))
-				continue;
-			ms[n++] = m;
-		}
+		if (smux__member_stale(mux, m, call->key))
+			continue;
+		if (!smux__health_acquire(&m->health, now, &probes[n]))
+			continue;
+		ms[n++] = m;
 	}
 	if (n == 1) {
 		/* nothing to race: one plain attempt on that member (a walk
@@ -485,7 +462,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		rc = attempt(mux, ctx, call, ms[0], probes[0], 0, span, &o, &e);
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
-		    o == SMUX_OUTCOME_ABORT ||
+		    o == SMUX_OUTCOME_ABORT || o == SMUX_OUTCOME_LOCAL ||
 		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
 			if (rc < 0) {
 				*err = e;
@@ -494,7 +471,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__view_put(v);
 			return rc;
 		}
-		/* failed: what is left (stale replicas included) in order */
+		/* failed: what is left in order (stale replicas passed over) */
 		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
 		    smux_sink_rewind(call->sink) != 0) {
 			*err = e;
@@ -504,7 +481,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (n <= 1) {
 		smux__view_put(v);
-		return smux__exec_sequential(mux, ctx, call, true, span, err);
+		return smux__exec_walk(mux, ctx, call, true, NULL, span, err);
 	}
 	pthread_mutex_init(&race.lock, NULL);
 	smux__group_init(&g);
@@ -515,6 +492,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_GET) {
 			racers[i].race = &race;
 			racers[i].idx = (int)i;
+			racers[i].refused = false;
 			smux_sink_cb(&sinks[i], race_write, race_rewind,
 				     &racers[i]);
 			calls[i].sink = &sinks[i];
@@ -563,14 +541,16 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 			left--;
 			atomic_fetch_sub(&ms[i]->health.in_flight, 1);
 			pthread_mutex_lock(&race.lock);
-			lost = race.owner >= 0 && race.owner != (int)i;
+			lost = call->op == SMUX__OP_GET && racers[i].refused;
 			pthread_mutex_unlock(&race.lock);
 			if (r < 0 && lost) {
-				/* stopped by the winner: not its failure */
+				/* stopped by the sink's owner: not its
+				 * failure (it may still serve the read) */
 				if (probes[i])
 					smux__health_probe_cancel(
 						&ms[i]->health);
 				smux_span_end(mux->tracer, spans[i]);
+				refused++;
 				continue;
 			}
 			enum smux_outcome o = smux__attempt_done(
@@ -582,7 +562,15 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 				break;
 			}
 			failed++;
-			if (o == SMUX_OUTCOME_ABORT) {
+			/* the owner broke mid-stream: a racer still
+			 * running may take the sink over from byte 0 */
+			if (call->op == SMUX__OP_GET &&
+			    o != SMUX_OUTCOME_ABORT && o != SMUX_OUTCOME_LOCAL)
+				disowned |= race_disown(&race, (int)i);
+			/* the caller gave up, or the caller's sink failed
+			 * (the other racers would fail the same way) */
+			if (o == SMUX_OUTCOME_ABORT ||
+			    o == SMUX_OUTCOME_LOCAL) {
 				*err = e;
 				rc = -err->e.sys_errno;
 				winner = -2;
@@ -622,6 +610,13 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (winner >= 0) {
 		if (call->info)
 			*call->info = infos[winner];
+	} else if (winner == -1 && disowned && refused > 0 &&
+		   smux_ctx_state(ctx) == SMUX_CANCEL_NONE) {
+		/* the sink's owner failed after the others had been
+		 * stopped: they are healthy, read from them in order (the
+		 * one that failed is down now; stale replicas passed over) */
+		smux__view_put(v);
+		return smux__exec_walk(mux, ctx, call, true, NULL, span, err);
 	} else if (winner == -1) {
 		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
 		    smux_sink_rewind(call->sink) != 0) {
@@ -643,12 +638,24 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 /* ---- fan-out writes ---- */
 
+bool smux__caller_failed(const struct smux_ctx *ctx, const struct smux_error *e)
+{
+	enum smux_outcome o = smux_classify(&e->e);
+
+	if (o == SMUX_OUTCOME_LOCAL)
+		return true;
+	return o == SMUX_OUTCOME_ABORT &&
+	       smux_ctx_state(ctx) != SMUX_CANCEL_NONE;
+}
+
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key)
 {
 	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
 		return false;
-	return smux__hints_has(mux->hints, m->name, key);
+	/* a member rejoining the mux missed every key (mux_rejoin.c) */
+	return smux__hints_has(mux->hints, m->name, key) ||
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
 }
 
 static void record_partial(struct smux_mux *mux, struct mux_member **m,
@@ -692,11 +699,28 @@ static int record_hints(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
+void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
+				 enum smux__hint_kind kind,
+				 struct mux_member **m, const bool *ok,
+				 unsigned n)
+{
+	bool keep[SMUX__FAN_MAX];
+
+	if (kind == SMUX__HINT_NONE || n == 0 || n > SMUX__FAN_MAX)
+		return;
+	/* record_hints hints the members whose flag is false: the mirrors
+	 * that took the write (the origin, which did not, is the source) */
+	keep[0] = true;
+	for (unsigned i = 1; i < n; i++)
+		keep[i] = !ok[i];
+	record_hints(mux, key, SMUX__HINT_PUT, m, keep, n, NULL);
+}
+
 /*
  * Draining members take no writes; once a write reached some replica, the
  * draining ones that were left out (not among @m) get a hint, so an
  * undrained member is repaired before it serves the key again (a removed
- * one's hints are dropped by the next repair).
+ * one's hints are kept for when its name is added back).
  */
 static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
@@ -746,7 +770,13 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			first_semantic = i;
 	}
 	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
-		/* the origin must take every write: fail with its error */
+		/* the origin must take every write: fail with its error.
+		 * The mirrors that took it now hold what the origin does
+		 * not (and the caller was told it failed): each gets a
+		 * hint, so it is not read, and its replay copies the
+		 * origin's version back (deletes the key if the origin has
+		 * none) */
+		smux__shield_rollback_hints(mux, key, kind, m, ok, n);
 		*err = errs[0];
 		err->has_cause = true;
 		err->cause = errs[0].e;
@@ -759,6 +789,17 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		 * hint could replay */
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
+	}
+	if (n_ok > 0 && smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
+	if (n_ok > 0 && !smux__fan_any_in_view(mux, m, ok, n)) {
+		/* every replica that took it was removed meanwhile: the
+		 * write lives on no member of the mux */
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "the replicas that took the write of %s "
+				      "were removed meanwhile",
+				      key);
 	}
 	if (n_ok > 0)
 		hint_draining(mux, key, kind, m, n);
@@ -801,8 +842,6 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
-#define FANOUT_MAX 64
-
 long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct smux__call *call, enum smux__hint_kind kind,
 		       struct smux_span *span, struct smux_error *err)
@@ -815,116 +854,80 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			? call->key2
 			: call->key;
 	struct mux_view *v = smux__view_get(mux);
-	struct mux_member *ms[FANOUT_MAX];
-	struct smux__call calls[FANOUT_MAX];
-	struct smux_info infos[FANOUT_MAX];
-	struct smux_error errs[FANOUT_MAX];
-	struct smux__job *jobs[FANOUT_MAX];
-	struct smux_span *spans[FANOUT_MAX];
-	int64_t t0[FANOUT_MAX];
-	bool probes[FANOUT_MAX], ok[FANOUT_MAX], started[FANOUT_MAX];
-	unsigned n = 0;
-	int64_t now = smux__mux_now(mux);
+	struct smux__fan *f = malloc(sizeof(*f)); /* set as it is used */
+	struct smux_info infos[SMUX__FAN_MAX];
 	const struct smux_put_opts *uo = call->put_opts;
 	struct smux_put_opts po;
 	int info_from = -1;
+	unsigned n;
 	long rc;
 
+	if (!f) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	f->mux = mux;
+	f->spans = true;
+	f->start = NULL; /* on each member's bulkhead */
+	f->start_arg = NULL;
 	if (call->op == SMUX__OP_PUT)
 		uo = smux__uniform_mtime(&po, call->put_opts);
-	for (unsigned i = 0; i < v->n && n < FANOUT_MAX; i++) {
-		struct mux_member *m = v->m[i];
-		enum smux_status st = smux__health_status(&m->health);
-
-		if (st == SMUX_STATUS_DRAINING)
-			continue; /* out of service (hinted by the policy) */
-		ms[n] = m;
-		ok[n] = false;
-		probes[n] = false;
-		started[n] = smux__health_acquire(&m->health, now, &probes[n]);
-		/* the shield origin takes every write, down or not */
-		if (!started[n] && mux->mode == SMUX_MODE_SHIELD && i == 0)
-			started[n] = true;
-		if (!started[n])
-			smux_error_set(&errs[n], SMUX_E_ALL_BACKENDS_DOWN,
-				       m->name, "backend is down (cooldown)");
-		n++;
-	}
-	smux__write_fence(mux, ms, n, key,
+	/* not on a replica that missed the source (or, for an edit, the
+	 * key): it keeps its hint, and the destination gets one */
+	n = smux__fan_eligible(f, v, call, true, SMUX__FAN_MAX);
+	smux__write_fence(mux, f->m, n, key,
 			  call->op == SMUX__OP_RENAME ? call->key : NULL);
 	for (unsigned i = 0; i < n; i++) {
-		if (!started[i])
-			continue;
-		calls[i] = *call;
-		calls[i].put_opts = uo;
-		calls[i].backend = ms[i]->backend;
-		calls[i].info = &infos[i];
-		if (!smux__member_enter(ms[i])) {
-			/* drained since chosen: missed it (hint below) */
-			started[i] = false;
-			smux_error_set(&errs[i], SMUX_E_BACKEND_DRAINING,
-				       ms[i]->name, NULL);
-			continue;
-		}
-		spans[i] = smux__attempt_span(mux, span, ms[i], i);
-		calls[i].span = spans[i] ? spans[i] : span;
-		t0[i] = smux_now_ns();
-		jobs[i] = smux__bulkhead_start(ms[i]->bh, ctx, mux->timeout_ms,
-					       &calls[i], NULL);
+		f->call[i] = *call;
+		f->call[i].put_opts = uo;
+		f->call[i].info = &infos[i];
 	}
+	smux__fan_run(f, ctx, span);
 	for (unsigned i = 0; i < n; i++) {
-		long r;
-
-		if (!started[i])
-			continue;
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &errs[i]);
-		else
-			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
-					   ms[i]->name, "cannot start job");
-		atomic_fetch_sub(&ms[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ctx, ms[i], probes[i], t0[i],
-				   r < 0 ? &errs[i] : NULL, spans[i]);
-		ok[i] = r >= 0;
-		if (ok[i] && info_from < 0)
+		if (f->ok[i] && info_from < 0)
 			info_from = (int)i;
-		if (ok[i])
-			smux__replica_wrote(mux, ms[i], key);
+		/* only a call that leaves the key's whole state supersedes
+		 * the replica's hint (not a sync, setattr or xattr edit) */
+		if (f->ok[i] && smux__fan_renews(call, true))
+			smux__replica_wrote(mux, f->m[i], key);
 	}
-	smux__write_unfence(mux, ms, n, key,
+	smux__write_unfence(mux, f->m, n, key,
 			    call->op == SMUX__OP_RENAME ? call->key : NULL);
-	/* an abort by the caller is no replica's failure */
+	/* an abort by the caller, or a failure of the caller's own source,
+	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
-		if (!ok[i] && started[i] &&
-		    smux_classify(&errs[i].e) == SMUX_OUTCOME_ABORT &&
-		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+		if (!f->ok[i] && f->go[i] &&
+		    smux__caller_failed(ctx, &f->err[i])) {
 			/* not acknowledged, but the replicas that took it
 			 * hold the new content: the others get hints */
-			for (unsigned j = 0; j < n; j++) {
-				if (ok[j]) {
-					record_hints(mux, key, kind, ms, ok, n,
-						     NULL);
-					break;
-				}
-			}
-			*err = errs[i];
-			smux__view_put(v);
-			return -err->e.sys_errno;
+			if (info_from >= 0)
+				record_hints(mux, key, kind, f->m, f->ok, n,
+					     NULL);
+			*err = f->err[i];
+			rc = -err->e.sys_errno;
+			goto out;
 		}
 	}
+	/* shield, origin failed: a mirror that renamed lost the source the
+	 * origin still has (the policy hints the destination) */
+	if (call->op == SMUX__OP_RENAME && mux->mode == SMUX_MODE_SHIELD &&
+	    n > 0 && !f->ok[0])
+		smux__shield_rollback_hints(mux, call->key, kind, f->m, f->ok,
+					    n);
 	/* a replica that missed a rename still holds the source: besides the
 	 * destination's hint (the policy's), it gets one to delete it */
 	if (call->op == SMUX__OP_RENAME && info_from >= 0) {
-		rc = record_hints(mux, call->key, SMUX__HINT_DEL, ms, ok, n,
-				  err);
-		if (rc) {
-			smux__view_put(v);
-			return rc;
-		}
+		rc = record_hints(mux, call->key, SMUX__HINT_DEL, f->m, f->ok,
+				  n, err);
+		if (rc)
+			goto out;
 	}
-	rc = smux__fanout_policy(mux, key, kind, ms, ok, errs, n, err);
+	rc = smux__fanout_policy(mux, key, kind, f->m, f->ok, f->err, n, err);
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
+out:
+	free(f);
 	smux__view_put(v);
 	return rc;
 }

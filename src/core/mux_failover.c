@@ -42,14 +42,24 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 
 	if (kind == SMUX__HINT_NONE)
 		return 0;
+	if (smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
 	smux__replica_wrote(mux, acked, key);
 	v = smux__view_get(mux);
 	while (pos < v->n && v->m[pos] != acked)
 		pos++;
-	/* not in the view: removed while it took the write; then no member
-	 * is known to be ahead of it */
-	if (pos == v->n)
-		pos = 0;
+	/* not in the view: removed while it took the write, which then
+	 * lives on no member of the mux: not acknowledged (the members
+	 * still in keep the previous version, which is what the caller
+	 * is told they have) */
+	if (pos == v->n) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "%s took the write of %s but was removed "
+				      "meanwhile",
+				      acked->name, key);
+	}
 	for (unsigned i = 0; i < pos; i++) {
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 

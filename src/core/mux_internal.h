@@ -10,6 +10,7 @@
  * mux_writer_single.c (single-target writers and their spool, which lets
  * an open writer move to another member), mux_reader.c (readers through
  * the mux), mux_repair.c (hint replay and the background thread),
+ * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
  * mux_fence.c (user writes and replays of one (replica, key) never
  * overlap).
  *
@@ -116,6 +117,11 @@ struct smux_mux {
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */
+	/* sticky-by-key: keys a write or a replay is changing now, one at a
+	 * time per key (mux_sticky.c) */
+	pthread_mutex_t sticky_lock;
+	pthread_cond_t sticky_cond;
+	struct mux_sticky_gate *sticky_gates; /* protected by sticky_lock */
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -124,6 +130,10 @@ struct smux_mux {
 	pthread_cond_t bg_cond; /* CLOCK_MONOTONIC */
 	bool bg_stop;		/* protected by bg_lock */
 	bool bg_kick;		/* protected by bg_lock: replay hints now */
+	/* in every call of the background thread; fired by
+	 * smux__mux_bg_stop so a stop never waits for a hung member or a
+	 * whole replay pass (mux_repair.c) */
+	struct smux_cancel bg_cancel;
 };
 
 /* mux.c */
@@ -224,12 +234,6 @@ smux__uniform_mtime(struct smux_put_opts *po, const struct smux_put_opts *opts);
 long smux__exec_sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct smux__call *call, bool by_order,
 			   struct smux_span *span, struct smux_error *err);
-/* Like smux__exec_sequential in member order, but KEY_NOT_FOUND moves on
- * too: finds a key on whichever member holds it (sticky-by-key keys written
- * while their shard was down). */
-long smux__exec_find(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct smux__call *call, struct smux_span *span,
-		     struct smux_error *err);
 /*
  * smux__exec_sequential in member order, except that with @skip_stale a
  * member with a pending hint for a key of @call (its key; also key2 for a
@@ -268,9 +272,110 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			const bool *ok, const struct smux_error *errs,
 			unsigned n, struct smux_error *err);
 
+/*
+ * True when the failed attempt @e is the caller's and no replica's: its
+ * own sink or source failed (LOCAL), or it gave up (an abort once @ctx is
+ * cancelled). A fan-out then stops with @e, unacknowledged and without
+ * counting against anyone's health.
+ */
+bool smux__caller_failed(const struct smux_ctx *ctx,
+			 const struct smux_error *e);
+
+/*
+ * Shield, the origin (@m[0]) failed a write that mirrors took: each of
+ * those mirrors gets a hint for @key (unless @kind is SMUX__HINT_NONE), so
+ * it is not read and its replay copies the origin's version back.
+ */
+void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
+				 enum smux__hint_kind kind,
+				 struct mux_member **m, const bool *ok,
+				 unsigned n);
+
 /* True when @m missed a write of @key that is not replayed yet. */
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
+
+/* mux_fanout.c: the one fan-out primitive (see the file's comment) */
+
+#define SMUX__FAN_MAX 64
+
+/* One fan-out: the caller fills mux, n, m[], go[], probe[] (or lets
+ * smux__fan_eligible do it) and call[] (the backend is set per member),
+ * runs it, then reads ok[], rc[], err[]. */
+struct smux__fan {
+	struct smux_mux *mux;
+	unsigned n;
+	struct mux_member *m[SMUX__FAN_MAX]; /* borrowed from the caller */
+	struct smux__call call[SMUX__FAN_MAX];
+	bool go[SMUX__FAN_MAX];	   /* in: call it (else err[] says why) */
+	bool probe[SMUX__FAN_MAX]; /* in: the call is its health probe */
+	bool spans;		   /* one attempt span per call */
+	bool ok[SMUX__FAN_MAX];	   /* out */
+	long rc[SMUX__FAN_MAX];	   /* out: the call's result */
+	struct smux_error err[SMUX__FAN_MAX]; /* out: why not ok */
+	/* starts the job of member @i (NULL: on its bulkhead; the writers:
+	 * on the replica writer's lock) */
+	struct smux__job *(*start)(void *arg, unsigned i,
+				   const struct smux_ctx *ctx,
+				   struct smux__call *c);
+	void *start_arg;
+	/* private to smux__fan_run */
+	struct smux__job *job[SMUX__FAN_MAX];
+	struct smux_span *span[SMUX__FAN_MAX];
+	int64_t t0[SMUX__FAN_MAX];
+	bool entered[SMUX__FAN_MAX];
+};
+
+/*
+ * True when @m must not take @call of a fan-out because it would build
+ * new content from a key @m missed the latest write of (a copy, rename or
+ * link source; the key of a setattr, an xattr change or a writer that is
+ * not @whole, i.e. not truncating); @why (may be NULL) then says so.
+ */
+bool smux__fan_stale(struct smux_mux *mux, struct mux_member *m,
+		     const struct smux__call *call, bool whole,
+		     struct smux_error *why);
+/* True when @call's success on a member leaves the whole state of the key
+ * it writes there (a hint of the member for that key is superseded);
+ * W_COMMIT only for a @whole writer. */
+bool smux__fan_renews(const struct smux__call *call, bool whole);
+/*
+ * Fills f->m/go/probe/err with the members of @v a fan-out of @call goes
+ * to (at most @max): draining ones are left out; a stale one
+ * (smux__fan_stale) is listed but not called; the others are acquired
+ * from health (the shield origin always). Returns f->n.
+ */
+unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
+			    const struct smux__call *call, bool whole,
+			    unsigned max);
+/* Runs f->call[i] on every member with go[i] in parallel: entered with
+ * the drain check (a member draining since it was chosen gets
+ * BACKEND_DRAINING and no call), started, finished, bookkept. */
+void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
+		   struct smux_span *span);
+/* True when some @m[i] with ok[i] is in the current view (a write that
+ * reached only members removed since lives on no member). */
+bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, unsigned n);
+/* Test hook (NULL in production): called once a write was taken by some
+ * member, before the mux checks that member is still in the view and
+ * records hints (smux__failover_missed, smux__fanout_policy); a test
+ * removes a member there. */
+extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+/* mux_rejoin.c: a member added at run time to a mux that replicates */
+
+/* The key of a rejoin hint: the member missed every key (not a valid
+ * key, so no object has it). */
+#define SMUX__REJOIN_KEY "/"
+/* True while @m has a pending rejoin hint (stale for every key). */
+bool smux__rejoining(struct smux_mux *mux, struct mux_member *m);
+/* The replay of @dst's rejoin hint: a full resync from the first other
+ * member of @v that is up and not rejoining. 0 once @dst holds what it
+ * holds (or @dst stopped rejoining meanwhile). */
+long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 struct smux_error *err);
 
 /* mux_list.c */
 
@@ -405,6 +510,72 @@ typedef void (*smux__replay_check_fn)(struct smux_mux *mux, const char *replica,
 typedef void (*smux__fence_wait_fn)(struct smux_mux *mux, const char *key);
 extern _Atomic(smux__replay_check_fn) smux__replay_check_hook;
 extern _Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
+
+/* mux_sticky.c: sticky-by-key (DESIGN section 3) */
+
+/* One key held by a sticky write or replay; on the holder's stack. */
+struct mux_sticky_gate {
+	const char *key; /* borrowed from the holder */
+	struct mux_sticky_gate *next;
+};
+
+/* The home shard of @key: index fnv1a(key) % n into @v (0 for NULL or an
+ * empty view). */
+unsigned smux__sticky_home(const struct mux_view *v, const char *key);
+/*
+ * Holds @key (@g on the caller's stack) until smux__sticky_gate_leave:
+ * waits while another write or replay holds it. Serialises the writes of
+ * one key with the replay of its hints, so a replay never lands on top
+ * of a newer write. Never hold two at once.
+ */
+void smux__sticky_gate_enter(struct smux_mux *mux, struct mux_sticky_gate *g,
+			     const char *key);
+void smux__sticky_gate_leave(struct smux_mux *mux, struct mux_sticky_gate *g);
+/* True when @m holds the latest version of @key: the first shard from
+ * its home on without a pending hint for it. */
+bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
+			const char *key);
+/*
+ * Reads (get, head, reader open, xattr reads) and in-place changes
+ * (setattr, xattr writes, sync) of a key: on the shard that holds its
+ * latest version - its home, or while home has a pending hint for it the
+ * first shard after home without one. That shard down or failing is
+ * UNAVAILABLE (ALL_BACKENDS_DOWN, EIO), never "not found"; home answering
+ * "not found" looks on the other shards (keys placed before the handoff
+ * rules) before KEY_NOT_FOUND.
+ */
+long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, struct smux_span *span,
+			struct smux_error *err);
+/* Put and delete of a key (@kind PUT or DEL) with the handoff rules. */
+long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, enum smux__hint_kind kind,
+			struct smux_span *span, struct smux_error *err);
+/*
+ * @acked took a write (@kind) of @key: its own hint for @key is
+ * superseded; when it is not home, home gets a durable @kind hint and the
+ * shards between home and it a delete hint; when it is home and that
+ * superseded a handoff, the shard holding the handoff copy gets a delete
+ * hint. 0, or the journal's failure (then not acknowledged). The caller
+ * holds the key's gate.
+ */
+int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
+			const char *key, enum smux__hint_kind kind,
+			struct smux_error *err);
+/*
+ * Test hooks, NULL in production: called by a replay holding @key's gate
+ * between its read of the holder's copy and its write home; and by a
+ * write or replay about to wait for @key's gate (sticky_lock held: the
+ * hook must only signal).
+ */
+extern void (*smux__sticky_hook_replay_copied)(const char *key);
+extern void (*smux__sticky_hook_gate_wait)(const char *key);
+/* Replays hint @h of member @m (sticky's half of the replay dispatch in
+ * mux_repair.c; @probe as there). */
+long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *m,
+			 const struct smux__hint *h, bool probe,
+			 struct smux_error *err);
 
 /* mux_repair.c */
 

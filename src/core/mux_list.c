@@ -82,13 +82,21 @@ static void entries_free(struct entries *es)
 struct merge_src {
 	struct smux__hints *hints; /* NULL: first member wins */
 	struct mux_member **ms;
+	/* sticky-by-key, every shard listed: a key only shards with a
+	 * pending hint for it list is not there (its holder has none) */
+	bool drop_hinted;
 };
 
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 				unsigned n, const struct merge_src *src)
 {
 	struct entry *e;
-	int best = -1;
+	int best;
+	bool behind;
+
+again:
+	best = -1;
+	behind = false;
 
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] || pos[i] >= es[i].n)
@@ -102,12 +110,14 @@ static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 	e = &es[best].e[pos[best]];
 	if (src && src->hints && !e->is_prefix &&
 	    smux__hints_has(src->hints, src->ms[best]->name, e->key)) {
+		behind = true;
 		for (unsigned i = (unsigned)best + 1; i < n; i++)
 			if (ok[i] && pos[i] < es[i].n &&
 			    strcmp(es[i].e[pos[i]].key, e->key) == 0 &&
 			    !smux__hints_has(src->hints, src->ms[i]->name,
 					     e->key)) {
 				e = &es[i].e[pos[i]];
+				behind = false;
 				break;
 			}
 	}
@@ -115,6 +125,8 @@ static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 		if (ok[i] && pos[i] < es[i].n &&
 		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
 			pos[i]++;
+	if (behind && src->drop_hinted)
+		goto again; /* deleted while those shards were out */
 	return e;
 }
 
@@ -188,6 +200,10 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	for (unsigned i = 0; i < v->n && n < LIST_MAX; i++) {
+		/* a member rejoining the mux may list what was deleted while
+		 * it was out (mux_rejoin.c) */
+		if (smux__rejoining(mux, v->m[i]))
+			continue;
 		if (!smux__health_acquire(&v->m[i]->health, now, &probes[n]))
 			continue;
 		if (!smux__member_enter(v->m[i]))
@@ -240,10 +256,11 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* equal keys: the first member's entry, in member order, unless it
 	 * has a pending hint for the key */
 	{
-		struct merge_src src = {NULL, ms};
+		struct merge_src src = {NULL, ms, false};
 
 		if (smux__hints_pending_replicas(mux->hints) > 0)
 			src.hints = mux->hints;
+		src.drop_hinted = mux->mode == SMUX_MODE_STICKY && n_ok == v->n;
 		merge_deliver(es, ok, n, &src, delimiter, fn, arg);
 	}
 out:
@@ -342,7 +359,8 @@ static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *key = hints[i].key, *rest = key + plen, *d;
 
-		if (strncmp(key, prefix, plen) != 0 || !*rest)
+		if (strncmp(key, prefix, plen) != 0 || !*rest ||
+		    strcmp(key, SMUX__REJOIN_KEY) == 0)
 			continue; /* elsewhere, or the listed directory */
 		d = dlen ? strstr(rest, delimiter) : NULL;
 		if (d) {
@@ -406,6 +424,12 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && lists[1].oom)
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				    "listing too large");
+	/* a member rejoining the mux (mux_rejoin.c) may list what was
+	 * deleted while it was out: no answer rather than that one */
+	if (rc == 0 && m && smux__rejoining(mux, m))
+		rc = smux_error_set(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"only %s, not resynced yet, answered", m->name);
 	if (rc == 0 && m && smux__hints_pending(mux->hints, m->name) > 0)
 		rc = overlay_build(mux, ctx, m, call->key ? call->key : "",
 				   delim, &ov, span, err);

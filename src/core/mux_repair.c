@@ -8,7 +8,8 @@
  * key and no pending hint of its own for it (through a temporary file, so
  * memory stays bounded) - in failover, from the first member in order
  * without one, the member that took the latest write; a missed delete is
- * repeated. A hint whose replica is no longer a member is dropped. A
+ * repeated. A hint whose replica is no longer a member is kept (for
+ * when the name is added back) and not replayed meanwhile. A
  * replay checks, right before it writes, that its hint is still pending:
  * a write that reached the replica meanwhile is newer than the copy. Two
  * repairs (the background thread's and smux_mux_repair's) never replay
@@ -331,6 +332,11 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool left = probe;
 	long rc = 0;
 
+	if (strcmp(h->key, SMUX__REJOIN_KEY) == 0) { /* mux_rejoin.c */
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		return smux__rejoin_replay(mux, ctx, v, m, err);
+	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT)
@@ -478,6 +484,31 @@ static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 }
 
+/*
+ * smux__health_acquire for a replay on @m. A down member whose cooldown is
+ * over may be being probed right now (by the background thread): with
+ * @wait, the repair waits for that probe to end (@ctx may end the wait)
+ * and looks again, instead of leaving the hint pending.
+ */
+static bool replica_acquire(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct mux_member *m, bool wait, bool *probe)
+{
+	for (;;) {
+		int64_t now = smux__mux_now(mux);
+		bool probing;
+
+		if (smux__health_acquire(&m->health, now, probe))
+			return true;
+		pthread_mutex_lock(&m->health.lock);
+		probing = m->health.status == SMUX_STATUS_DOWN &&
+			  m->health.probing;
+		pthread_mutex_unlock(&m->health.lock);
+		if (!wait || !probing ||
+		    smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, NULL))
+			return false;
+	}
+}
+
 /* How many hints one repair replays at once (each through its member's
  * bulkhead; one replay per (replica, key) all the same). */
 #define REPAIR_PARALLEL 8
@@ -572,10 +603,11 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	for (unsigned j = 0; j < run->v->n && !m; j++)
 		if (strcmp(run->v->m[j]->name, h->replica) == 0)
 			m = run->v->m[j];
-	if (!m) { /* no longer a member: nothing to repair */
-		smux__hints_done(mux->hints, h->id, NULL);
+	/* no longer a member: its hints are kept, so that the same name
+	 * added back is repaired before it serves those keys (they are
+	 * replayed once it is a member again) */
+	if (!m)
 		return 0;
-	}
 	if (!replay_claim(mux, &claim, h)) {
 		/* another repair is at it: the background thread comes back
 		 * later; a caller waits, then tries what is left (that replay
@@ -592,14 +624,17 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	/* an up replica, or a down one whose cooldown is over (the replay
 	 * probes it: a recovered replica needs no traffic of its own to be
 	 * repaired) */
-	if (!smux__health_acquire(&m->health, smux__mux_now(mux), &probe)) {
+	if (!replica_acquire(mux, run->ctx, m, run->wait, &probe)) {
 		run->refused[i] = true;
 		replay_release(mux, &claim);
 		return 0;
 	}
 	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 	snprintf(ev.key, sizeof(ev.key), "%s", h->key);
-	if (replay(mux, run->ctx, run->v, m, h, probe, &e) == 0) {
+	if ((mux->mode == SMUX_MODE_STICKY
+		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
+					   &e)
+		     : replay(mux, run->ctx, run->v, m, h, probe, &e)) == 0) {
 		if (smux__hints_done(mux->hints, h->id, NULL) == 0)
 			atomic_fetch_add(&run->done, 1);
 	} else {
@@ -715,15 +750,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
-void smux_mux_check_health(struct smux_backend *b)
+/* The active health checks of every member in service, under @ctx. */
+static void check_health(struct smux_mux *mux, const struct smux_ctx *ctx)
 {
-	struct smux_mux *mux = smux__mux_of(b);
 	struct mux_view *v;
-	struct smux_ctx ctx;
 
-	if (!mux)
-		return;
-	smux_ctx_init(&ctx);
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *m = v->m[i];
@@ -735,16 +766,59 @@ void smux_mux_check_health(struct smux_backend *b)
 		if (!smux__member_enter(m))
 			continue; /* draining: out of service */
 		call.backend = m->backend;
-		rc = smux__bulkhead_run(m->bh, &ctx, mux->timeout_ms, &call,
-					&e);
+		rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, &e);
 		atomic_fetch_sub(&m->health.in_flight, 1);
 		if (rc < 0 && smux_classify(&e.e) != SMUX_OUTCOME_ABORT)
 			smux_error_wrap(&e, SMUX_E_HEALTHCHECK_FAILED, m->name,
 					"health check failed");
-		smux__attempt_done(mux, &ctx, m, false, t0, rc < 0 ? &e : NULL,
+		smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? &e : NULL,
 				   NULL);
+		if (smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
+			break; /* stopping */
 	}
 	smux__view_put(v);
+}
+
+void smux_mux_check_health(struct smux_backend *b)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_ctx ctx;
+
+	if (!mux)
+		return;
+	smux_ctx_init(&ctx);
+	check_health(mux, &ctx);
+}
+
+/*
+ * Probes, with its health check, every down member whose cooldown is
+ * over (the background thread's job: round-robin, weighted and sticky
+ * requests never probe). Returns the members probed.
+ */
+static unsigned probe_due(struct smux_mux *mux, const struct smux_ctx *ctx)
+{
+	struct mux_sel *s = smux__sel_get(mux);
+	int64_t now = smux__mux_now(mux);
+	unsigned probed = 0;
+
+	for (unsigned i = 0; i < s->view->n && now >= s->next_probe_ms; i++) {
+		struct mux_member *m = s->view->m[i];
+		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+		struct smux_error e;
+		bool probe = false;
+
+		if (smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
+			break; /* stopping */
+		if (smux__health_status(&m->health) != SMUX_STATUS_DOWN ||
+		    !smux__health_acquire(&m->health, now, &probe))
+			continue;
+		if (!probe) /* came back up meanwhile */
+			continue;
+		run(mux, ctx, m, &call, true, &e);
+		probed++;
+	}
+	smux__sel_put(s);
+	return probed;
 }
 
 void smux__mux_kick(struct smux_mux *mux)
@@ -755,14 +829,34 @@ void smux__mux_kick(struct smux_mux *mux)
 	pthread_mutex_unlock(&mux->bg_lock);
 }
 
+/* How soon the background thread looks again at a probe it could not
+ * make (another thread is probing that member). */
+#define BG_OVERDUE_MS 20
+
 /* How long the background thread sleeps between rounds. */
 static int64_t bg_period_ms(struct smux_mux *mux)
 {
 	int64_t p = 60000;
 
+	struct mux_sel *s;
+
 	if (mux->healthcheck_interval_ms > 0 &&
 	    mux->healthcheck_interval_ms < p)
 		p = mux->healthcheck_interval_ms;
+	/*
+	 * Wake when the first down member's cooldown ends (its probe). A
+	 * cooldown already over here means the round could not probe it
+	 * (a request of failover or shield is probing it): look again a
+	 * little later rather than spin.
+	 */
+	s = smux__sel_get(mux);
+	if (s->next_probe_ms != INT64_MAX) {
+		int64_t left = s->next_probe_ms - smux__mux_now(mux);
+
+		if (left < p)
+			p = left > 0 ? left : BG_OVERDUE_MS;
+	}
+	smux__sel_put(s);
 	/* retry pending hints now and then even without a recovery */
 	if (smux__hints_pending(mux->hints, NULL) && p > 1000)
 		p = 1000;
@@ -773,7 +867,11 @@ static void *bg_main(void *arg)
 {
 	struct smux_mux *mux = arg;
 	int64_t next_check = smux_now_ns();
+	struct smux_ctx ctx;
 
+	/* every call of this thread can be cancelled by a stop */
+	smux_ctx_init(&ctx);
+	ctx.cancel[0] = &mux->bg_cancel;
 	pthread_mutex_lock(&mux->bg_lock);
 	while (!mux->bg_stop) {
 		int64_t now = smux_now_ns(), until;
@@ -782,16 +880,14 @@ static void *bg_main(void *arg)
 		mux->bg_kick = false;
 		pthread_mutex_unlock(&mux->bg_lock);
 		if (mux->healthcheck_interval_ms > 0 && now >= next_check) {
-			smux_mux_check_health(&mux->base);
+			check_health(mux, &ctx);
 			next_check =
 				now + mux->healthcheck_interval_ms * 1000000LL;
 		}
-		if (smux__hints_pending(mux->hints, NULL)) {
-			struct smux_ctx ctx;
-
-			smux_ctx_init(&ctx);
+		/* down members due a probe: here, never on a user request */
+		probe_due(mux, &ctx);
+		if (smux__hints_pending(mux->hints, NULL))
 			smux__mux_repair(mux, &ctx, false, NULL, NULL, NULL);
-		}
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
 		ts.tv_sec = until / 1000000000LL;
 		ts.tv_nsec = until % 1000000000LL;
@@ -807,12 +903,21 @@ static void *bg_main(void *arg)
 
 int smux__mux_bg_start(struct smux_mux *mux)
 {
-	if (pthread_create(&mux->bg_thread, NULL, bg_main, mux) != 0)
+	smux_cancel_init(&mux->bg_cancel);
+	if (pthread_create(&mux->bg_thread, NULL, bg_main, mux) != 0) {
+		smux_cancel_release(&mux->bg_cancel);
 		return -EAGAIN;
+	}
 	mux->bg_running = true;
 	return 0;
 }
 
+/*
+ * Bounded: the stop fires the thread's token, so a member call it is
+ * waiting for is abandoned at once (the bulkhead polls the token; a member
+ * hung in a system call finishes on its own worker, result dropped) and a
+ * replay pass ends at the next hint.
+ */
 void smux__mux_bg_stop(struct smux_mux *mux)
 {
 	if (!mux->bg_running)
@@ -821,6 +926,8 @@ void smux__mux_bg_stop(struct smux_mux *mux)
 	mux->bg_stop = true;
 	pthread_cond_broadcast(&mux->bg_cond);
 	pthread_mutex_unlock(&mux->bg_lock);
+	smux_cancel_fire(&mux->bg_cancel, SMUX_CANCEL_ABORT);
 	pthread_join(mux->bg_thread, NULL);
+	smux_cancel_release(&mux->bg_cancel);
 	mux->bg_running = false;
 }

@@ -167,6 +167,9 @@ void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
 	 * cursor_next then stops after one attempt per position */
 	if (mux->mode == SMUX_MODE_ROUND_ROBIN)
 		c->start = atomic_fetch_add(&mux->rr_counter, 1);
+	/* sticky-by-key: every walk starts at the key's home shard */
+	if (mux->mode == SMUX_MODE_STICKY)
+		c->start = smux__sticky_home(c->sel->view, key);
 }
 
 void smux__cursor_release(struct mux_cursor *c)
@@ -188,12 +191,41 @@ static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
 			return NULL;
 		c->seen[idx / 64] |= bit;
 	}
-	/* the clock is read only for a member that is not up */
+	/*
+	 * The clock is read only for a member that is not up. The modes
+	 * that choose among up members never make a request a probe (the
+	 * background thread probes: issue 9); failover and shield keep the
+	 * seed's probe-on-selection in member order, bounded by the budget.
+	 */
 	if (!smux__health_is_up(&m->health) &&
-	    !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe))
+	    (!c->by_order ||
+	     !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe)))
 		return NULL;
 	c->tried++;
 	return smux__member_get(m);
+}
+
+/*
+ * Weighted, once the re-rolls are spent: the draws may all have landed on
+ * members already tried (or gone down since the snapshot) while another up
+ * member with a weight was never asked. Those are taken in view order, so
+ * the operation answers ALL_BACKENDS_DOWN only when every up member with a
+ * weight was tried. A weight of 0 still means "no traffic".
+ */
+static struct mux_member *weighted_rest(struct mux_cursor *c, bool *probe)
+{
+	struct mux_sel *s = c->sel;
+	struct mux_member *m = NULL;
+
+	if (c->pos < s->n_up)
+		c->pos = s->n_up;
+	while (!m && c->pos < 2 * s->n_up) {
+		unsigned idx = s->up[c->pos++ - s->n_up];
+
+		if (atomic_load(&s->view->m[idx]->weight) > 0)
+			m = take(c, idx, probe);
+	}
+	return m;
 }
 
 struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
@@ -203,8 +235,14 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 
 	*probe = false;
 	if (c->by_order) {
+		/* member order; sticky-by-key: from the key's home shard on
+		 * (home, home + 1, ... mod n) */
+		unsigned base = c->mux->mode == SMUX_MODE_STICKY
+					? (unsigned)c->start
+					: 0;
+
 		while (!m && c->pos < s->view->n)
-			m = take(c, c->pos++, probe);
+			m = take(c, (base + c->pos++) % s->view->n, probe);
 		return m;
 	}
 	switch (c->mux->mode) {
@@ -222,36 +260,17 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 				break;
 			m = take(c, s->up[i], probe);
 		}
+		if (!m)
+			m = weighted_rest(c, probe);
 		break;
 	case SMUX_MODE_STICKY:
-		/* fnv1a(key) % healthy; after a failure the next attempt
-		 * hashes over the remaining members (seed 3.4) */
-		while (!m && c->pos < s->n_up) {
-			uint32_t h = smux_fnv1a(c->key ? c->key : "",
-						c->key ? strlen(c->key) : 0);
-			unsigned left = s->n_up - c->pos;
-			unsigned k = h % left, idx = 0;
-
-			/* the k-th up member not yet tried; on the first
-			 * attempt simply up[h % n_up] */
-			if (c->pos == 0) {
-				c->pos++;
-				m = take(c, s->up[k], probe);
-				continue;
-			}
-			for (unsigned i = 0; i < s->n_up; i++) {
-				if (c->seen && (c->seen[s->up[i] / 64] >>
-						(s->up[i] % 64)) &
-						       1)
-					continue;
-				if (k-- == 0) {
-					idx = s->up[i];
-					break;
-				}
-			}
-			c->pos++;
-			m = take(c, idx, probe);
-		}
+		/* fnv1a(key) % n over every member (not the healthy ones:
+		 * an outage must not move a key's home), then the shards
+		 * after home in order - the handoff order (mux_sticky.c) */
+		while (!m && c->pos < s->view->n)
+			m = take(c,
+				 (unsigned)(c->start + c->pos++) % s->view->n,
+				 probe);
 		break;
 	default: /* round-robin, and the keyless fallback */
 		while (!m && c->pos < s->n_up) {

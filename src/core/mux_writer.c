@@ -124,58 +124,80 @@ int smux__mw_add_sub(struct smux__mux_writer *mw, struct mux_member *m)
 	return 0;
 }
 
+/* The bulkhead start of replica @i's job (smux__fan.start). */
+static struct smux__job *fan_start(void *arg, unsigned i,
+				   const struct smux_ctx *ctx,
+				   struct smux__call *c)
+{
+	struct smux__mux_writer *mw = arg;
+
+	c->writer = mw->s[i]->w; /* WRITER_OPEN: NULL, set by the call */
+	return smux__mw_sub_start(mw, i, ctx, c);
+}
+
+/* A fan-out over the replicas of @mw (none to call yet); NULL when there
+ * is no memory. Not zeroed: smux__fan_run sets what it reads. */
+static struct smux__fan *fan_new(struct smux__mux_writer *mw)
+{
+	struct smux__fan *f = malloc(sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->mux = mw->mux;
+	f->n = mw->n;
+	f->spans = false;
+	f->start = fan_start;
+	f->start_arg = mw;
+	for (unsigned i = 0; i < mw->n; i++) {
+		f->m[i] = mw->m[i];
+		f->go[i] = false;
+		f->probe[i] = false;
+	}
+	return f;
+}
+
 int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, const bool *acquired,
 		       const bool *probes, struct smux_error *err)
 {
-	struct smux_mux *mux = mw->mux;
-	struct smux__call calls[SMUX__WRITER_MAX];
-	struct smux__job *jobs[SMUX__WRITER_MAX] = {0};
-	int64_t t0[SMUX__WRITER_MAX] = {0};
+	struct smux__fan *f = fan_new(mw);
 	int rc = 0;
 
+	if (!f)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mw->mux->base.name,
+				      NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
 		if (!acquired[i]) {
+			/* left out: down, or (fanout_open) stale */
+			if (!mw->s[i]->failed)
+				smux_error_set(&mw->s[i]->err,
+					       SMUX_E_ALL_BACKENDS_DOWN,
+					       mw->m[i]->name,
+					       "backend is down (cooldown)");
 			mw->s[i]->failed = true;
-			smux_error_set(&mw->s[i]->err, SMUX_E_ALL_BACKENDS_DOWN,
-				       mw->m[i]->name,
-				       "backend is down (cooldown)");
 			continue;
 		}
-		calls[i] = (struct smux__call){
+		f->go[i] = true;
+		f->probe[i] = probes[i];
+		f->call[i] = (struct smux__call){
 			.op = SMUX__OP_WRITER_OPEN,
-			.backend = mw->m[i]->backend,
 			.key = key,
 			.flags = flags,
 			.writer_out = &mw->s[i]->w,
 		};
-		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
-		t0[i] = smux_now_ns();
-		jobs[i] = smux__mw_sub_start(mw, i, ctx, &calls[i]);
 	}
+	smux__fan_run(f, ctx, NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
-		struct smux_error e;
-		long r;
-
-		if (!acquired[i])
+		if (!acquired[i] || f->ok[i])
 			continue;
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &e);
-		else
-			r = smux_error_set(&e, SMUX_E_NO_MEMORY, mw->m[i]->name,
-					   "cannot start job");
-		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ctx, mw->m[i], probes[i], t0[i],
-				   r < 0 ? &e : NULL, NULL);
-		if (r < 0) {
-			mw->s[i]->failed = true;
-			mw->s[i]->err = e;
-			if (e.e.code == SMUX_E_NOT_SUPPORTED && rc == 0) {
-				*err = e;
-				rc = -err->e.sys_errno;
-			}
+		mw->s[i]->failed = true;
+		mw->s[i]->err = f->err[i];
+		if (f->err[i].e.code == SMUX_E_NOT_SUPPORTED && rc == 0) {
+			*err = f->err[i];
+			rc = -err->e.sys_errno;
 		}
 	}
+	free(f);
 	return rc;
 }
 
@@ -205,11 +227,18 @@ long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
 		if (!smux__mw_live(mw, i))
 			continue;
 		any = true;
-		r = smux__mw_sub_run(mw, i, &ctx, &c, err);
-		if (r >= 0)
-			return nread;
-		o = smux__attempt_done(mw->mux, &ctx, mw->m[i], false, t0, err,
-				       NULL);
+		if (smux__member_enter(mw->m[i])) {
+			r = smux__mw_sub_run(mw, i, &ctx, &c, err);
+			atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
+			if (r >= 0)
+				return nread;
+			o = smux__attempt_done(mw->mux, &ctx, mw->m[i], false,
+					       t0, err, NULL);
+		} else { /* draining: it drops out like a failed replica */
+			r = smux_error_set(err, SMUX_E_BACKEND_DRAINING,
+					   mw->m[i]->name, NULL);
+			o = SMUX_OUTCOME_TRANSIENT;
+		}
 		if (!mw->fanout ||
 		    (o != SMUX_OUTCOME_TRANSIENT && o != SMUX_OUTCOME_TIMEOUT))
 			return r;
@@ -237,45 +266,34 @@ static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		const struct smux__call *proto, struct smux_error *err)
 {
 	struct smux_mux *mux = mw->mux;
-	struct smux__call calls[SMUX__WRITER_MAX];
-	struct smux__job *jobs[SMUX__WRITER_MAX] = {0};
-	int64_t t0[SMUX__WRITER_MAX] = {0};
+	struct smux__fan *f = fan_new(mw);
 	long result = 0;
 	int first_fail = -1;
 
+	if (!f)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
-		if (!smux__mw_live(mw, i))
-			continue;
-		calls[i] = *proto;
-		calls[i].backend = mw->m[i]->backend;
-		calls[i].writer = mw->s[i]->w;
-		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
-		t0[i] = smux_now_ns();
-		jobs[i] = smux__mw_sub_start(mw, i, ctx, &calls[i]);
+		f->go[i] = smux__mw_live(mw, i);
+		if (f->go[i])
+			f->call[i] = *proto;
 	}
+	/* a replica draining since the writer opened takes no more of it:
+	 * it drops out (BACKEND_DRAINING) and gets a hint at commit */
+	smux__fan_run(f, ctx, NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
-		struct smux_error e;
-		long r;
-
-		if (!smux__mw_live(mw, i))
+		if (!f->go[i])
 			continue;
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &e);
-		else
-			r = smux_error_set(&e, SMUX_E_NO_MEMORY, mw->m[i]->name,
-					   "cannot start job");
-		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ctx, mw->m[i], false, t0[i],
-				   r < 0 ? &e : NULL, NULL);
-		if (r < 0) {
+		if (!f->ok[i]) {
 			mw->s[i]->failed = true;
-			mw->s[i]->err = e;
+			mw->s[i]->err = f->err[i];
 			if (first_fail < 0)
 				first_fail = (int)i;
 		} else if (result == 0) {
-			result = r; /* bytes, for a read */
+			result = f->rc[i]; /* bytes, for a read */
 		}
 	}
+	free(f);
 	if (mw->fanout && mux->mode == SMUX_MODE_SHIELD) {
 		if (!smux__mw_live(mw, 0)) {
 			*err = mw->s[0]->err;
@@ -302,61 +320,51 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	struct smux_mux *mux = mw->mux;
 	const char *key = mw->base.key;
 	struct smux_info infos[SMUX__WRITER_MAX];
-	struct smux_error errs[SMUX__WRITER_MAX];
-	bool ok[SMUX__WRITER_MAX];
-	struct smux__call calls[SMUX__WRITER_MAX];
-	struct smux__job *jobs[SMUX__WRITER_MAX] = {0};
-	int64_t t0[SMUX__WRITER_MAX] = {0};
+	struct smux__fan *f = fan_new(mw);
+	struct smux__call commit = {.op = SMUX__OP_W_COMMIT};
 	struct smux_put_opts po;
 	int info_from = -1;
 	long rc;
 
+	if (!f)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
 	/* one mtime: the replicas agree on the version */
 	opts = smux__uniform_mtime(&po, opts);
 	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
 	for (unsigned i = 0; i < mw->n; i++) {
-		ok[i] = false;
-		if (!smux__mw_live(mw, i)) {
-			errs[i] = mw->s[i]->err;
+		f->go[i] = smux__mw_live(mw, i);
+		if (!f->go[i]) {
+			f->err[i] = mw->s[i]->err;
 			continue;
 		}
-		calls[i] = (struct smux__call){
+		f->call[i] = (struct smux__call){
 			.op = SMUX__OP_W_COMMIT,
-			.backend = mw->m[i]->backend,
-			.writer = mw->s[i]->w,
 			.put_opts = opts,
 			.info = &infos[i],
 		};
-		atomic_fetch_add(&mw->m[i]->health.in_flight, 1);
-		t0[i] = smux_now_ns();
-		jobs[i] = smux__mw_sub_start(mw, i, ctx, &calls[i]);
 	}
+	smux__fan_run(f, ctx, NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
-		long r;
-
-		if (!smux__mw_live(mw, i))
+		if (!f->go[i])
 			continue;
-		if (jobs[i])
-			r = smux__job_finish(jobs[i], &errs[i]);
-		else
-			r = smux_error_set(&errs[i], SMUX_E_NO_MEMORY,
-					   mw->m[i]->name, "cannot start job");
-		atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-		smux__attempt_done(mux, ctx, mw->m[i], false, t0[i],
-				   r < 0 ? &errs[i] : NULL, NULL);
-		ok[i] = r >= 0;
-		if (!ok[i]) {
+		if (!f->ok[i]) {
 			mw->s[i]->failed = true;
-			mw->s[i]->err = errs[i];
+			mw->s[i]->err = f->err[i];
 		} else if (info_from < 0) {
 			info_from = (int)i;
 		}
-		if (ok[i])
+		/* a replica that missed a write of the key while this
+		 * writer was open keeps its hint unless the writer made the
+		 * whole content (truncating): an edit of its old copy is
+		 * not the latest version */
+		if (f->ok[i] && smux__fan_renews(&commit, mw->whole))
 			smux__replica_wrote(mux, mw->m[i], key);
 	}
 	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
-	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, ok, errs,
+	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, f->ok, f->err,
 				 mw->n, err);
+	free(f);
 	/* the replicas that missed it have hints: the intent is over */
 	if (rc == 0)
 		smux__intent_end(mux, key, &mw->dirty);
@@ -365,31 +373,50 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	return (int)rc;
 }
 
-/* Shield/mirror: a writer on every replica that is not draining. */
+/*
+ * Shield/mirror: a writer on every replica that is not draining, except
+ * that a writer that starts from the object (not truncating) is not
+ * opened on a replica that missed the key's latest write: it would build
+ * the new content from that replica's old copy. That replica is left out
+ * like a failed one and keeps (gets) its hint at commit.
+ */
 static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, struct smux_error *err)
 {
 	struct smux_mux *mux = mw->mux;
+	struct smux__call open = {.op = SMUX__OP_WRITER_OPEN, .key = key};
 	bool acquired[SMUX__WRITER_MAX] = {0}, probes[SMUX__WRITER_MAX] = {0};
 	struct mux_view *v = smux__view_get(mux);
-	int64_t now = smux__mux_now(mux);
+	struct smux__fan *f = malloc(sizeof(*f));
 	int rc;
 
-	for (unsigned i = 0; i < v->n && mw->n < SMUX__WRITER_MAX; i++) {
-		struct mux_member *m = v->m[i];
-
-		if (smux__health_status(&m->health) == SMUX_STATUS_DRAINING)
-			continue;
-		acquired[mw->n] =
-			smux__health_acquire(&m->health, now, &probes[mw->n]);
-		if (!acquired[mw->n] && mux->mode == SMUX_MODE_SHIELD && i == 0)
-			acquired[mw->n] = true; /* the origin */
-		if (smux__mw_add_sub(mw, m)) {
+	if (!f) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	mw->whole = (flags & SMUX_WRITER_TRUNC) != 0;
+	f->mux = mux;
+	smux__fan_eligible(f, v, &open, mw->whole, SMUX__WRITER_MAX);
+	for (unsigned i = 0; i < f->n; i++) {
+		acquired[i] = f->go[i];
+		probes[i] = f->probe[i];
+		if (smux__mw_add_sub(mw, f->m[i])) {
+			for (unsigned j = i; j < f->n; j++)
+				if (f->probe[j])
+					smux__health_probe_cancel(
+						&f->m[j]->health);
+			free(f);
 			smux__view_put(v);
 			return smux_error_set(err, SMUX_E_NO_MEMORY,
 					      mux->base.name, NULL);
 		}
+		if (!f->go[i]) { /* stale or down: why, for the commit */
+			mw->s[i]->failed = true;
+			mw->s[i]->err = f->err[i];
+		}
 	}
+	free(f);
 	smux__view_put(v);
 	rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes, err);
 	if (rc)
@@ -455,6 +482,8 @@ static int mw_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 		rc = smux__mw_single_truncate(mw, ctx, size, err);
 	if (rc == 0)
 		mw->size = size;
+	if (rc == 0 && size == 0)
+		mw->whole = true; /* what follows is all the writer's */
 	return (int)rc;
 }
 

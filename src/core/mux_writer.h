@@ -48,6 +48,9 @@ struct smux__mux_writer {
 	 * changes not yet committed under the write policy */
 	bool inplace;
 	bool dirty;
+	/* fan-out: the writer makes the whole content (opened truncating or
+	 * truncated to 0), not an edit of each replica's old copy */
+	bool whole;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */
@@ -122,5 +125,10 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 			   struct smux_info *info, struct smux_error *err);
 /* Closes the spool (the writers are mux_writer.c's). */
 void smux__mw_single_release(struct smux__mux_writer *mw);
+/* Test hook (caller-local errors): when set, the spool's copy into a new
+ * member writer reads the spool through it (bytes or -errno), so a test
+ * can fail that local read. NULL in production. */
+extern long (*smux__callerr_spool_pread_hook)(int fd, void *buf, size_t len,
+					      uint64_t off);
 
 #endif /* SMUX_CORE_MUX_WRITER_H */

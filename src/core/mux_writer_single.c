@@ -104,6 +104,9 @@ static long spool_pread(int fd, void *buf, size_t len, uint64_t off)
 	return (long)done;
 }
 
+long (*smux__callerr_spool_pread_hook)(int fd, void *buf, size_t len,
+				       uint64_t off);
+
 /* A writer opened without TRUNC on an object larger than this keeps no
  * spool (it cannot move): the lazy fill would copy the whole object at
  * the first change, which an append to a large log must not pay. */
@@ -163,9 +166,13 @@ static long xfer_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c->backend = mw->m[0]->backend;
 	c->writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
-	r = smux__mw_sub_run(mw, 0, ctx, c, err);
-	atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	if (smux__member_enter(mw->m[0])) {
+		r = smux__mw_sub_run(mw, 0, ctx, c, err);
+		atomic_fetch_sub(&mw->m[0]->health.in_flight, 1);
+	} else { /* draining: the writer moves (or fails), never waits */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+	}
 	if (r < 0) {
 		mw->s[0]->failed = true;
 		mw->s[0]->err = *err;
@@ -281,14 +288,22 @@ static int spool_copy(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			size_t want = (uint64_t)hole - pos < SMUX_IO_CHUNK
 					      ? (size_t)((uint64_t)hole - pos)
 					      : SMUX_IO_CHUNK;
-			long n = spool_pread(mw->spool, buf, want, pos);
+			long n = smux__callerr_spool_pread_hook
+					 ? smux__callerr_spool_pread_hook(
+						   mw->spool, buf, want, pos)
+					 : spool_pread(mw->spool, buf, want,
+						       pos);
 			struct smux__call c = {.op = SMUX__OP_W_PWRITE};
 
 			if (n <= 0) {
-				r = smux_error_from_errno(err,
-							  n < 0 ? (int)-n : EIO,
-							  mw->mux->base.name,
-							  "read writer spool");
+				int e = n < 0 ? (int)-n : EIO;
+
+				smux_error_from_errno(err, e,
+						      mw->mux->base.name,
+						      "read writer spool");
+				/* our own disk failed, not a member: the
+				 * next member would fail the same way */
+				r = smux_error_make_local(err, e);
 				goto out;
 			}
 			c.wbuf = buf;
@@ -369,7 +384,17 @@ static long single_call(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	c.backend = mw->m[0]->backend;
 	c.writer = mw->s[0]->w;
-	atomic_fetch_add(&mw->m[0]->health.in_flight, 1);
+	if (!smux__member_enter(mw->m[0])) {
+		/* draining since the writer opened: it takes no more of it
+		 * (the writer moves, or the call fails), so a drain never
+		 * waits for an open writer and a removed member never takes
+		 * a write alone */
+		r = smux_error_set(err, SMUX_E_BACKEND_DRAINING, mw->m[0]->name,
+				   NULL);
+		mw->s[0]->failed = true;
+		mw->s[0]->err = *err;
+		return r;
+	}
 	job = smux__mw_sub_start(mw, 0, ctx, &c);
 	if (job)
 		r = smux__job_finish(job, err);
@@ -431,6 +456,13 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 {
 	struct smux_mux *mux = mw->mux;
 	bool failover = mux->mode == SMUX_MODE_FAILOVER;
+	/* failover and sticky-by-key: not on a member behind on the key */
+	bool skip_stale = failover || mux->mode == SMUX_MODE_STICKY;
+	/* sticky-by-key: a writer that starts from the object starts on
+	 * the shard that holds it, or not at all (another shard would start
+	 * it from nothing, and the replay would carry that home) */
+	bool holder_only = mux->mode == SMUX_MODE_STICKY && !from_spool &&
+			   !(flags & SMUX_WRITER_TRUNC);
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
@@ -446,7 +478,9 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		 * old version, and a commit could race the replay of that
 		 * write */
 		if (tries_has(t, m) ||
-		    (failover && smux__member_stale(mux, m, mw->base.key))) {
+		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
+		    (holder_only &&
+		     !smux__sticky_holds(mux, m, mw->base.key))) {
 			if (probe)
 				smux__health_probe_cancel(&m->health);
 			smux__member_put(m);
@@ -680,20 +714,33 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 		.put_opts = opts,
 		.info = &got,
 	};
+	bool sticky = mux->mode == SMUX_MODE_STICKY;
+	struct mux_sticky_gate g;
 	long rc;
 
+	/* sticky-by-key: the commit and its hints are one write of the key
+	 * for the replay (mux_sticky.c) */
+	if (sticky)
+		smux__sticky_gate_enter(mux, &g, key);
 	rc = single_op(mw, ctx, &c, mw->spool_state == SMUX__SPOOL_FULL, NULL,
 		       err);
 	if (rc < 0)
-		return (int)rc;
+		goto out;
 	if (mux->mode == SMUX_MODE_FAILOVER)
 		/* the members ahead of the one that took it missed it */
 		rc = smux__failover_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
 					   err);
+	else if (sticky)
+		/* home missed it when another shard took it (handoff) */
+		rc = smux__sticky_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
+					 err);
 	else
 		smux__replica_wrote(mux, mw->m[0], key);
 	if (rc == 0 && info)
 		*info = got;
+out:
+	if (sticky)
+		smux__sticky_gate_leave(mux, &g);
 	return (int)rc;
 }
 

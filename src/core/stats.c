@@ -64,6 +64,8 @@ void smux__stats_record(struct smux__stats *s, enum smux_outcome o,
 
 	if (o == SMUX_OUTCOME_OK) {
 		atomic_fetch_add(&s->hits, 1);
+	} else if (o == SMUX_OUTCOME_LOCAL) {
+		/* the caller's sink or source failed: not the member's */
 	} else if (o == SMUX_OUTCOME_SEMANTIC && code == SMUX_E_KEY_NOT_FOUND) {
 		atomic_fetch_add(&s->misses, 1);
 	} else {

@@ -93,9 +93,11 @@ int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
 	int level;
 	char msg[512];
 
-	/* a backend in trouble is worth a warning; a request that is
-	 * simply wrong (not found, not empty, ...) only a debug line */
-	if (smux_error_class(&err->e) == SMUX_CLASS_TRANSIENT)
+	/* a backend in trouble, or our own cache or staging disk failing
+	 * (full, EIO), is worth a warning; a request that is simply wrong
+	 * (not found, not empty, ...) only a debug line */
+	if (smux_error_class(&err->e) == SMUX_CLASS_TRANSIENT ||
+	    smux_error_class(&err->e) == SMUX_CLASS_LOCAL)
 		level = LOG_WARNING;
 	else
 		level = LOG_DEBUG;
@@ -297,31 +299,46 @@ void smuxfs_raise_readahead(struct smuxfs *fs)
 }
 
 /*
- * A write by an unprivileged process clears setuid (and setgid on a group
- * executable file), as a local filesystem does. The kernel does it with a
- * SETATTR for cached writes; for direct writes it sets
- * FUSE_WRITE_KILL_SUIDGID, which the high-level API does not pass on.
+ * A write or a truncation by an unprivileged process clears setuid (and
+ * setgid on a group executable file), as a local filesystem does. The
+ * kernel does it with a SETATTR for cached writes; for direct writes it
+ * sets FUSE_WRITE_KILL_SUIDGID, and for an open with O_TRUNC
+ * FUSE_OPEN_KILL_SUIDGID, which the high-level API does not pass on.
  */
-static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
-				 off_t off, struct fuse_file_info *fi)
+static int kill_priv(const char *path, struct fuse_file_info *fi)
 {
 	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
 	struct smuxfs_ofile_attr a = {0};
 	mode_t kill;
-	int rc;
 
-	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of &&
-	    fuse_get_context()->uid != 0 &&
-	    smuxfs_ofile_attr(fh->of, &a) == 0 &&
-	    (a.mode & (S_ISUID | S_ISGID))) {
-		kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
-		if (a.mode & kill) {
-			rc = smuxfs_chmod(path, a.mode & ~kill, fi);
-			if (rc)
-				return rc;
-		}
-	}
-	return smuxfs_write(path, buf, size, off, fi);
+	if (!fh || fh->kind != SMUXFS_FH_FILE || !fh->of ||
+	    fuse_get_context()->uid == 0 || smuxfs_ofile_attr(fh->of, &a) != 0)
+		return 0;
+	kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
+	if (!(a.mode & kill))
+		return 0;
+	return smuxfs_chmod(path, a.mode & ~kill, fi);
+}
+
+static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
+				 off_t off, struct fuse_file_info *fi)
+{
+	int rc = kill_priv(path, fi);
+
+	return rc ? rc : smuxfs_write(path, buf, size, off, fi);
+}
+
+/* open(O_TRUNC) truncates before any write: the same rule applies */
+static int smuxfs_open_killpriv(const char *path, struct fuse_file_info *fi)
+{
+	int rc = smuxfs_open(path, fi);
+
+	if (rc || !(fi->flags & O_TRUNC))
+		return rc;
+	rc = kill_priv(path, fi);
+	if (rc)
+		smuxfs_release(path, fi);
+	return rc;
 }
 
 static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
@@ -366,7 +383,7 @@ const struct fuse_operations smuxfs_ops = {
 	.chmod = smuxfs_chmod,
 	.chown = smuxfs_chown,
 	.truncate = smuxfs_truncate,
-	.open = smuxfs_open,
+	.open = smuxfs_open_killpriv,
 	.read = smuxfs_read,
 	.write = smuxfs_write_killpriv,
 	.statfs = smuxfs_statfs,

@@ -133,6 +133,12 @@ done
 chmod 4755 "$M/tmp/own"
 echo by-root >>"$M/tmp/own" # a privileged writer keeps it, as on ext4
 same_everywhere tmp/own %a 4755
+as_user sh -c ": > '$M/tmp/own'" # O_TRUNC by the user, no write()
+for r in "${REPLICAS[@]}"; do
+	[ "$(stat -c %a "$r/tmp/own")" = 755 ] ||
+		fail "setuid survived an O_TRUNC open by the user in $r: $(stat -c %a "$r/tmp/own")"
+done
+[ ! -s "$M/tmp/own" ] || fail "tmp/own was not truncated"
 
 # --- chown as root ----------------------------------------------------------------------
 log "$KIND: chown and chgrp as root"

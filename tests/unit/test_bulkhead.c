@@ -883,7 +883,8 @@ static void test_caller_abort(void **state)
 
 /*
  * max_inflight 2 and 4 blocking jobs: two run, two wait in the queue, and
- * the queued ones time out at their own deadline (queue time counts).
+ * the queued ones time out one budget after they were queued (marked as
+ * never started: test_queued_unstarted).
  */
 static void test_bounded_concurrency(void **state)
 {
@@ -952,6 +953,51 @@ static void test_queue_served(void **state)
 	assert_memory_equal(b1, "earlyLATE", 9);
 	assert_memory_equal(b2, "hello world", 11);
 	assert_int_equal(atomic_load(&f->max_running), 1);
+	smux__bulkhead_free(bh);
+	smux_backend_unref(&f->base);
+}
+
+/*
+ * Issue 9 part D: a job queued behind max_inflight that never starts
+ * within its budget fails with a BACKEND_TIMEOUT marked as never started
+ * (the member is not to blame); a job that runs gets its budget from when
+ * a worker starts it.
+ */
+static void test_queued_unstarted(void **state)
+{
+	struct fake *f = fake_new("m1");
+	struct smux__bulkhead *bh = smux__bulkhead_new("m1", 1);
+	struct smux_sink s1, s2;
+	char b1[16], b2[16];
+	struct smux_error err;
+	struct smux__job *a, *b;
+	struct smux__call c;
+
+	smux_sink_buf(&s1, b1, sizeof(b1));
+	smux_sink_buf(&s2, b2, sizeof(b2));
+	c = get_call(f, "block", &s1, NULL);
+	a = smux__bulkhead_start(bh, NULL, 0, &c, NULL); /* no budget */
+	ASSERT_SOON(atomic_load(&f->blocked) == 1, 1000);
+	c = get_call(f, "ok", &s2, NULL);
+	b = smux__bulkhead_start(bh, NULL, 100, &c, NULL);
+	assert_int_equal(smux__job_finish(b, &err),
+			 -smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	assert_int_equal(err.e.code, SMUX_E_BACKEND_TIMEOUT);
+	assert_true(smux__bulkhead_unstarted(&err));
+	assert_int_equal(atomic_load(&f->calls), 1);
+	unblock(f, 1);
+	assert_int_equal(smux__job_finish(a, &err), 0);
+	assert_false(smux__bulkhead_unstarted(&err));
+	/* a job that ran out of its own budget is the member's (however
+	 * late the worker started it) */
+	c = get_call(f, "block", &s1, NULL);
+	a = smux__bulkhead_start(bh, NULL, 100, &c, NULL);
+	ASSERT_SOON(atomic_load(&f->blocked) == 1, 1000);
+	assert_int_equal(smux__job_finish(a, &err),
+			 -smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	assert_false(smux__bulkhead_unstarted(&err));
+	unblock(f, 1);
+	ASSERT_SOON(smux__bulkhead_busy(bh) == 0, 2000);
 	smux__bulkhead_free(bh);
 	smux_backend_unref(&f->base);
 }
@@ -1303,6 +1349,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_caller_abort, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_bounded_concurrency, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_queued_unstarted, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_queue_served, setup,
 						teardown),

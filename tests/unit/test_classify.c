@@ -62,6 +62,9 @@ static const struct row rows[] = {
 	/* only the bulkhead's deadline is a timeout */
 	{"BACKEND_TIMEOUT", SMUX_E_BACKEND_TIMEOUT, 0, ETIMEDOUT,
 	 SMUX_OUTCOME_TIMEOUT},
+	/* the caller's own sink or source: stops, no health penalty */
+	{"LOCAL_IO ENOSPC", SMUX_E_LOCAL_IO, 0, ENOSPC, SMUX_OUTCOME_LOCAL},
+	{"LOCAL_IO EIO", SMUX_E_LOCAL_IO, 0, EIO, SMUX_OUTCOME_LOCAL},
 	/* success */
 	{"OK", SMUX_OK, 0, 0, SMUX_OUTCOME_OK},
 };
@@ -129,6 +132,8 @@ static void test_every_code(void **state)
 			assert_int_equal(o, SMUX_OUTCOME_ABORT);
 		else if (k == SMUX_CLASS_SEMANTIC)
 			assert_int_equal(o, SMUX_OUTCOME_SEMANTIC);
+		else if (k == SMUX_CLASS_LOCAL)
+			assert_int_equal(o, SMUX_OUTCOME_LOCAL);
 		else
 			assert_int_equal(o, SMUX_OUTCOME_TRANSIENT);
 	}
@@ -144,6 +149,7 @@ static void test_outcome_names(void **state)
 			    "semantic");
 	assert_string_equal(smux_outcome_name(SMUX_OUTCOME_ABORT), "abort");
 	assert_string_equal(smux_outcome_name(SMUX_OUTCOME_TIMEOUT), "timeout");
+	assert_string_equal(smux_outcome_name(SMUX_OUTCOME_LOCAL), "local");
 	assert_string_equal(smux_outcome_name((enum smux_outcome)42),
 			    "unknown");
 }

@@ -27,7 +27,7 @@ static bool starts_with(const char *s, const char *prefix)
 static const char *expected_prefix(enum smux_code c)
 {
 	if ((c >= SMUX_E_KEY_NOT_FOUND && c <= SMUX_E_UNKNOWN) ||
-	    c == SMUX_E_NO_ATTR)
+	    c == SMUX_E_NO_ATTR || c == SMUX_E_LOCAL_IO)
 		return "STORAGE.";
 	if (c == SMUX_E_CREDENTIAL_EXPIRED)
 		return "STORAGE_CDN.";
@@ -53,9 +53,9 @@ static void test_every_code_named_classed_mapped(void **state)
 			assert_true((*p >= 'A' && *p <= 'Z') || *p == '_');
 		assert_non_null(msg);
 		assert_true(msg[0] != '\0');
-		assert_true(cls == SMUX_CLASS_ABORT ||
-			    cls == SMUX_CLASS_SEMANTIC ||
-			    cls == SMUX_CLASS_TRANSIENT);
+		assert_true(
+			cls == SMUX_CLASS_ABORT || cls == SMUX_CLASS_SEMANTIC ||
+			cls == SMUX_CLASS_TRANSIENT || cls == SMUX_CLASS_LOCAL);
 		assert_true(smux_code_errno((enum smux_code)c) > 0);
 		for (int d = 0; d < c; d++)
 			assert_string_not_equal(
@@ -144,6 +144,7 @@ static const struct {
 	{SMUX_E_PERMISSION_DENIED, "STORAGE.PERMISSION_DENIED", EACCES,
 	 SMUX_CLASS_SEMANTIC},
 	{SMUX_E_NO_SPACE, "STORAGE.NO_SPACE", ENOSPC, SMUX_CLASS_TRANSIENT},
+	{SMUX_E_LOCAL_IO, "STORAGE.LOCAL_IO_ERROR", EIO, SMUX_CLASS_LOCAL},
 	{SMUX_E_CONNECTION, "STORAGE.CONNECTION_FAILED", EIO,
 	 SMUX_CLASS_TRANSIENT},
 	{SMUX_E_CREDENTIAL_EXPIRED, "STORAGE_CDN.CREDENTIAL_EXPIRED", EACCES,
@@ -173,6 +174,7 @@ static void test_class_names(void **state)
 	assert_string_equal(smux_class_name(SMUX_CLASS_ABORT), "abort");
 	assert_string_equal(smux_class_name(SMUX_CLASS_SEMANTIC), "semantic");
 	assert_string_equal(smux_class_name(SMUX_CLASS_TRANSIENT), "transient");
+	assert_string_equal(smux_class_name(SMUX_CLASS_LOCAL), "local");
 	assert_string_equal(smux_class_name((enum smux_class)42), "none");
 }
 
@@ -324,6 +326,10 @@ static const struct {
 	{ENODATA, SMUX_E_NO_ATTR, ENODATA},
 	{ERANGE, SMUX_E_INVALID_ARGUMENT, ERANGE},
 	{E2BIG, SMUX_E_INVALID_ARGUMENT, E2BIG},
+	/* a size past the backend's limit: the request, not the backend */
+	{EFBIG, SMUX_E_INVALID_ARGUMENT, EFBIG},
+	{EOVERFLOW, SMUX_E_INVALID_ARGUMENT, EOVERFLOW},
+	{EMLINK, SMUX_E_INVALID_ARGUMENT, EMLINK},
 	/* a path that would leave the root is an invalid key (EINVAL) */
 	{EXDEV, SMUX_E_INVALID_KEY, EINVAL},
 	{ELOOP, SMUX_E_INVALID_KEY, EINVAL},

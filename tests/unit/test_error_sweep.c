@@ -548,21 +548,69 @@ static void test_no_space(void **state)
 		MH_LACKS(env->b, "big"); /* the temp file is gone too */
 	} else {
 		/* Not allowed to mount (not root, or no CAP_SYS_ADMIN): a
-		 * file get whose sink is /dev/full, which reports ENOSPC. */
-		struct smux_sink sink;
-		int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+		 * backend whose put fails with a bare ENOSPC. (A sink on
+		 * /dev/full is the caller's ENOSPC: LOCAL_IO_ERROR.) */
+		struct smux_backend *raw = raw_new("raw", -ENOSPC);
 
-		print_message("  (no tmpfs: %s; NO_SPACE from /dev/full)\n",
+		print_message("  (no tmpfs: %s; NO_SPACE from a bare errno)\n",
 			      strerror(env->mount_errno));
-		assert_true(fd >= 0);
-		MH_OK(mh_put(env->b, "k", "some bytes", &err), &err);
-		smux_sink_fd(&sink, fd, 0);
-		rc = smux_backend_get(env->b, &ctx, "k", NULL, &sink, NULL,
-				      &err);
-		close(fd);
+		rc = smux_backend_put_buf(raw, &ctx, "k", "x", 1, &err);
+		smux_backend_unref(raw);
 		SWEEP(rc, &err, SMUX_E_NO_SPACE, TRANSIENT, ENOSPC,
-		      "file get into a sink on /dev/full");
+		      "put on a backend failing with ENOSPC");
 	}
+}
+
+/*
+ * The caller's own sink or source fails (a full cache directory, a
+ * staging file with EIO): LOCAL_IO_ERROR with the local errno, through a
+ * mirror whose members stay up and are charged nothing.
+ */
+static long eio_source(void *arg, uint64_t pos, void *dst, size_t len)
+{
+	(void)arg;
+	(void)pos;
+	(void)dst;
+	(void)len;
+	return -EIO;
+}
+
+static void test_local_io(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR};
+	struct smux_backend *mem[2] = {mh_memory("m0"), mh_memory("m1")};
+	struct smux_backend *mux = mh_mux("mx", &o, mem, NULL, 2);
+	struct smux_mux_stats *st;
+	struct smux_source src;
+	struct smux_sink sink;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int fd, rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(mux, "k", "some bytes", &err), &err);
+	fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	smux_sink_fd(&sink, fd, 0);
+	rc = smux_backend_get(mux, &ctx, "k", NULL, &sink, NULL, &err);
+	close(fd);
+	SWEEP(rc, &err, SMUX_E_LOCAL_IO, LOCAL, ENOSPC,
+	      "mirror get into a sink on /dev/full");
+	smux_source_cb(&src, eio_source, NULL, 10);
+	rc = smux_backend_put(mux, &ctx, "k", &src, NULL, NULL, &err);
+	SWEEP(rc, &err, SMUX_E_LOCAL_IO, LOCAL, EIO,
+	      "mirror put from a source failing with EIO");
+	st = smux_mux_stats(mux);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_int_equal(st->backends[i].status, SMUX_STATUS_UP);
+		assert_int_equal(st->backends[i].errors, 0);
+	}
+	smux_mux_stats_free(st);
+	MH_HOLDS(mux, "k", "some bytes");
+	smux_backend_unref(mux);
+	smux_backend_unref(mem[0]);
+	smux_backend_unref(mem[1]);
 }
 
 /* Never called: the allocation of 2^62 bytes fails first. */
@@ -1114,6 +1162,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_options),
 		cmocka_unit_test_setup_teardown(test_hint_journal_failed,
 						setup_fs, teardown_fs),
+		cmocka_unit_test(test_local_io),
 		cmocka_unit_test(test_not_reachable_yet_helpers),
 		cmocka_unit_test(test_every_code_triggered),
 	};

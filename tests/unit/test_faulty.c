@@ -911,6 +911,40 @@ static void test_threads_same_draws(void **state)
 	assert_int_equal(smux_faulty_calls(e->fb), 2 * THREADS * PER_THREAD);
 }
 
+/* get_fault_after: the first bytes reach the sink, then the fault; a
+ * stream in pieces (stream_chunk) delivers the whole object. */
+static void test_get_mid_stream(void **state)
+{
+	struct env *e = *state;
+	struct smux_faulty_opts o = {.error_rate = 1, .get_fault_after = 2};
+	struct smux_error err;
+	struct smux_sink s;
+	unsigned char *got;
+	size_t len;
+
+	smux_faulty_set(e->fb, &o);
+	smux_sink_dyn(&s);
+	assert_int_equal(
+		smux_backend_get(e->fb, &e->ctx, "k", NULL, &s, NULL, &err),
+		-EIO);
+	assert_int_equal(err.e.code, SMUX_E_IO);
+	assert_string_equal(err.e.backend, "chaos");
+	got = smux_sink_dyn_take(&s, &len);
+	assert_int_equal(len, 2);
+	assert_memory_equal(got, "he", 2);
+	free(got);
+
+	o = (struct smux_faulty_opts){.stream_chunk = 2, .stream_chunk_ms = 1};
+	smux_faulty_set(e->fb, &o);
+	smux_sink_dyn(&s);
+	assert_int_equal(
+		smux_backend_get(e->fb, &e->ctx, "k", NULL, &s, NULL, &err), 0);
+	got = smux_sink_dyn_take(&s, &len);
+	assert_int_equal(len, 5);
+	assert_memory_equal(got, "hello", 5);
+	free(got);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, env_setup, env_teardown)
 
 int main(void)
@@ -936,6 +970,7 @@ int main(void)
 		T(test_window_latency_hang),
 		T(test_writer_faults),
 		T(test_threads_same_draws),
+		T(test_get_mid_stream),
 	};
 
 	return cmocka_run_group_tests_name("faulty", tests, NULL, NULL);

@@ -307,13 +307,17 @@ static void test_failing_source_and_sink(void **state)
 	smux_source_cb(&src, short_source_read, NULL, 100);
 	assert_int_equal(smux_backend_put(b, NULL, "k", &src, NULL, NULL, &err),
 			 -EIO);
+	/* the source failed, not the backend: the caller's error */
+	assert_int_equal(err.e.code, SMUX_E_LOCAL_IO);
 	expect(b, "k", "old", 3); /* the old object stays */
 
 	smux_sink_cb(&sink, full_sink_write, NULL, NULL);
 	assert_int_equal(
 		smux_backend_get(b, NULL, "k", NULL, &sink, NULL, &err),
 		-ENOSPC);
-	assert_int_equal(err.e.code, SMUX_E_NO_SPACE);
+	assert_int_equal(err.e.code, SMUX_E_LOCAL_IO);
+	assert_int_equal(err.e.sys_errno, ENOSPC);
+	assert_int_equal(sink.error, ENOSPC);
 }
 
 static void test_no_memory(void **state)

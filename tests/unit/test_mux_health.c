@@ -324,7 +324,8 @@ static void test_cooldown_defaults(void **state)
 }
 
 /* Round-robin chooses among up members: a down one is probed (health
- * check) by the first selection after its cooldown. */
+ * check) by the background thread once its cooldown is over (never by a
+ * user request: issue 9), then is back in rotation. */
 static void test_probe_round_robin(void **state)
 {
 	struct smux_mux_opts o = {
@@ -362,6 +363,13 @@ static void test_probe_round_robin(void **state)
 	}
 	assert_int_equal(smux_faulty_calls(f[1]), 1);
 	mh_clock_set(&clk, 1100);
+	/* the background thread wakes by the end of the cooldown (100 ms
+	 * of real time here) and probes it */
+	for (int64_t until = smux_now_ns() + 10000 * MS_NS;
+	     mh_events_count(ev, SMUX_EV_BACKEND_RECOVERED) == 0 &&
+	     smux_now_ns() < until;)
+		usleep(1000);
+	assert_int_equal(smux_faulty_calls(f[1]), 2);
 	for (int i = 0; i < 30; i++) {
 		free(mh_get(mux, "k", &rc, &err));
 		MH_OK(rc, &err);

@@ -118,12 +118,50 @@ static void test_shield_origin_fails(void **state)
 	assert_int_equal(err.cause.code, SMUX_E_IO);
 	assert_string_equal(err.cause.backend, "r0");
 	MH_LACKS(r.mem[0], "k");
-	/* origin failed: the write failed, no hint, no partial event */
-	assert_int_equal(smux_mux_pending_hints(r.mux), 0);
+	/* origin failed: the write failed, no partial event; the mirrors
+	 * that took it hold what the origin does not: each has a hint, is
+	 * not read, and the replay gives it the origin's version back */
 	assert_int_equal(mh_events_count(r.ev, SMUX_EV_FANOUT_PARTIAL), 0);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 2);
+	MH_HOLDS(r.mem[1], "k", "v");
 	/* and it is still tried while down: the origin takes every write */
 	MH_ERR(mh_put(r.mux, "k", "v", &err), &err, SMUX_E_IO);
 	assert_int_equal(smux_faulty_calls(r.f[0]), 2);
+	rep_release(&r);
+}
+
+/* The same with an older version on the origin: after the origin is
+ * back, the replay rolls the mirrors back to it (the write was never
+ * acknowledged), and every replica agrees. */
+static void test_shield_origin_fails_rollback(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 9;
+	struct rep r;
+	int rc;
+	char *s;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_SHIELD, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	mh_fail(r.f[0], true);
+	MH_ERR(mh_put(r.mux, "k", "v2", &err), &err, SMUX_E_IO);
+	MH_ERR(mh_put(r.mux, "new", "n", &err), &err, SMUX_E_IO);
+	MH_HOLDS(r.mem[1], "k", "v2");
+	MH_HOLDS(r.mem[2], "new", "n");
+	mh_fail(r.f[0], false);
+	rep_later(&r);
+	/* not served from a mirror meanwhile */
+	s = mh_get(r.mux, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(s, "v1");
+	free(s);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		MH_HOLDS(r.mem[i], "k", "v1");
+		MH_LACKS(r.mem[i], "new");
+	}
 	rep_release(&r);
 }
 
@@ -1259,6 +1297,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shield_origin_fails),
+		cmocka_unit_test(test_shield_origin_fails_rollback),
 		cmocka_unit_test(test_shield_mirror_fails),
 		cmocka_unit_test(test_mirror_quorum),
 		cmocka_unit_test(test_hinted_handoff),

@@ -358,6 +358,52 @@ static void test_weight_zero(void **state)
 	trio_release(&t);
 }
 
+/* An injected generator that always draws 0: slot 0, coin 0 (slot 0
+ * keeps its member whenever it has a weight). */
+static uint32_t zero_next(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/*
+ * Issue 9, item 6: the re-rolls of a weighted selection kept landing on
+ * the member that had just failed, and the operation answered
+ * ALL_BACKENDS_DOWN although the other member, up and weighted, was never
+ * tried. Every draw here lands on f0 (which fails): f1 must still serve.
+ */
+static void test_weighted_rerolls_reach_healthy(void **state)
+{
+	static const double w[2] = {1, 1};
+	struct smux_rng rng = {.next = zero_next, .arg = NULL};
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_WEIGHTED,
+		.rng = &rng,
+		.cooldown_ms = 600000,
+	};
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct trio t;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	trio_init(&t, true);
+	MH_OK(mh_put(t.mem[0], "k", "v", &err), &err);
+	mh_fail(t.f[0], true);
+	mux = mh_mux("w", &o, t.f, w, 2);
+	MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_int_equal(smux_faulty_calls(t.f[0]), 1);
+	assert_int_equal(smux_faulty_calls(t.f[1]), 1);
+	/* f0 is down now: the table holds f1 alone */
+	MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	assert_int_equal(smux_faulty_calls(t.f[0]), 1);
+	assert_int_equal(smux_faulty_calls(t.f[1]), 2);
+	smux_backend_unref(mux);
+	trio_release(&t);
+}
+
 /* ---- sticky-by-key ---- */
 
 static void test_fnv1a_vectors(void **state)
@@ -421,7 +467,9 @@ static void test_sticky_mapping(void **state)
 			assert_int_equal(after[s] - before[s], s == shard);
 	}
 
-	/* with f1 down, a key maps to fnv1a(key) % 2 over {f0, f2} */
+	/* with f1 down a key keeps its home, fnv1a(key) % 3 over every
+	 * member; one whose home is f1 is handed off to the next shard, f2,
+	 * with a hint for f1 (mux_sticky.c) */
 	mh_fail(t.f[1], true);
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "down/key-%d", i);
@@ -429,13 +477,18 @@ static void test_sticky_mapping(void **state)
 	}
 	mh_fail(t.f[1], false);
 	for (int i = 0; i < 40; i++) {
-		unsigned up[2] = {0, 2}, shard;
+		unsigned shard;
 
 		snprintf(key, sizeof(key), "down/key-%d", i);
-		shard = up[smux_fnv1a(key, strlen(key)) % 2];
-		MH_HOLDS(t.mem[shard], key, key);
-		MH_LACKS(t.mem[2 - shard], key);
-		MH_LACKS(t.mem[1], key);
+		shard = smux_fnv1a(key, strlen(key)) % 3;
+		if (shard == 1)
+			shard = 2;
+		for (unsigned s = 0; s < 3; s++) {
+			if (s == shard)
+				MH_HOLDS(t.mem[s], key, key);
+			else
+				MH_LACKS(t.mem[s], key);
+		}
 	}
 	smux_backend_unref(mux);
 	trio_release(&t);
@@ -502,8 +555,8 @@ static void trio_init_files(struct trio *t, char *base)
 /*
  * sync goes where the key is, as setattr does: every replica of a mirror
  * or shield, only the primary of a failover, the holding shard of a
- * sticky-by-key mux, found in member order (every shard for the root,
- * which is on all of them).
+ * sticky-by-key mux, its home while every shard is up (every shard for
+ * the root, which is on all of them).
  */
 static void test_sync_routing(void **state)
 {
@@ -542,9 +595,9 @@ static void test_sync_routing(void **state)
 			assert_int_equal(d[1] + d[2], 0);
 			break;
 		default:
-			/* shards before the holder answer KEY_NOT_FOUND */
+			/* only the key's home shard */
 			for (unsigned i = 0; i < 3; i++)
-				assert_int_equal(d[i], i <= holder ? 1 : 0);
+				assert_int_equal(d[i], i == holder ? 1 : 0);
 			break;
 		}
 		/* the root and a directory marker are valid keys */
@@ -876,6 +929,7 @@ int main(void)
 		cmocka_unit_test(test_weighted_frequencies),
 		cmocka_unit_test(test_weighted_injected_rng),
 		cmocka_unit_test(test_weight_zero),
+		cmocka_unit_test(test_weighted_rerolls_reach_healthy),
 		cmocka_unit_test(test_fnv1a_vectors),
 		cmocka_unit_test(test_sticky_mapping),
 		cmocka_unit_test(test_sync_routing),

@@ -228,10 +228,13 @@ static void test_add(void **state)
 	struct smux_mux_member m = {0};
 	struct smux_event last;
 	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending = 1;
 	char *got;
 	int rc;
 
 	(void)state;
+	smux_ctx_init(&ctx);
 	o.events = ev->bus;
 	MH_OK(mh_put(mem, "k", "v", &err), &err);
 	f = mh_faulty("first", mem, NULL);
@@ -249,11 +252,25 @@ static void test_add(void **state)
 	assert_string_equal(last.name, "second");
 	assert_true(last.has_weight);
 	assert_true(last.weight == 2.5);
+	/* a member added to a mux that replicates is stale for every key
+	 * until its resync from a peer (mux_rejoin.c): with its only peer
+	 * down it serves nothing it may not hold */
+	assert_null(mh_get(mux, "k", &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	/* its peer back (a background replay that failed just before may
+	 * mark it down once more: again, a bounded number of times) */
+	mh_fail(f, false);
+	for (int round = 0; round < 20 && pending; round++) {
+		smux_mux_check_health(mux);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	}
+	assert_int_equal(pending, 0);
+	mh_fail(f, true);
 	got = mh_get(mux, "k", &rc, &err);
 	MH_OK(rc, &err);
 	assert_string_equal(got, "v");
 	free(got);
-	assert_int_equal(smux_faulty_calls(extra), 1);
 
 	/* a second backend of the same name is refused */
 	dup = mh_memory("second");

@@ -716,6 +716,70 @@ static void test_stats(void **state)
 
 /* mirror(failover(a, b), c): the outer reader pins one member, the inner
  * one pins a leaf; a failing leaf is handled inside. */
+/*
+ * A mirror's attributes come from one replica at a time, not from
+ * whichever answered first: each replica has its own ctime (and atime,
+ * inode), and a program that compares two stats of one file (tar's "file
+ * changed as we read it") must not see them flip between replicas. Two
+ * file replicas, the first slow for one head, the second for the next.
+ */
+static void test_mirror_head_stable(void **state)
+{
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR};
+	struct smux_faulty_opts slow = {
+		.latency_ms = 50,
+		.ops = 1u << SMUX_FAULTY_HEAD,
+	};
+	struct smux_faulty_opts none = {0};
+	struct smux_backend *inner[2], *f[2], *mux;
+	struct smux_info a, b;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char base[] = "/tmp/smux-mhead-XXXXXX", dir[64];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 2; i++) {
+		snprintf(dir, sizeof(dir), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir, 0755), 0);
+		fo.path = dir;
+		MH_OK(smux_file_new(i ? "file1" : "file0", &fo, &inner[i],
+				    &err),
+		      &err);
+		f[i] = mh_faulty(i ? "r1" : "r0", inner[i], NULL);
+	}
+	mux = mh_mux("mh", &o, f, NULL, 2);
+	MH_OK(mh_put(mux, "k", "content", &err), &err);
+	/* the replicas' own ctimes differ (as when written one tick apart:
+	 * the kernel's ctime is coarse) */
+	usleep(20 * 1000);
+	snprintf(dir, sizeof(dir), "%s/r1/k", base);
+	assert_int_equal(chmod(dir, 0640), 0);
+	assert_int_equal(chmod(dir, 0644), 0);
+	MH_OK(smux_backend_head(inner[0], &ctx, "k", &a, &err), &err);
+	MH_OK(smux_backend_head(inner[1], &ctx, "k", &b, &err), &err);
+	assert_true(a.ctime_ns != b.ctime_ns);
+
+	smux_faulty_set(f[0], &slow);
+	MH_OK(smux_backend_head(mux, &ctx, "k", &a, &err), &err);
+	smux_faulty_set(f[0], &none);
+	smux_faulty_set(f[1], &slow);
+	MH_OK(smux_backend_head(mux, &ctx, "k", &b, &err), &err);
+	smux_faulty_set(f[1], &none);
+	assert_int_equal(a.ctime_ns, b.ctime_ns);
+	assert_int_equal(a.mtime_ns, b.mtime_ns);
+	assert_int_equal(a.size, b.size);
+
+	smux_backend_unref(mux);
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(inner[i]);
+	}
+	mh_rm_rf(base);
+}
+
 static void test_nested(void **state)
 {
 	enum { LEN = 30000 };
@@ -893,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_hints_mirror),
 		cmocka_unit_test(test_hints_failover),
 		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_mirror_head_stable),
 		cmocka_unit_test(test_nested),
 		cmocka_unit_test(test_threads_mirror),
 		cmocka_unit_test(test_threads_failover),

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_fanout.c - the one fan-out primitive: "call these members in
+ * parallel", with drain and staleness honoured in one place (issue 9).
+ *
+ * Who takes a fan-out (smux__fan_eligible): a member that is draining
+ * takes nothing (the policy hints it); a member with a pending hint for a
+ * key (smux__member_stale: it missed that key's latest write) takes no
+ * call that would build new content of a key from its old copy - a copy,
+ * rename or link from a key it missed, a setattr or xattr change or an
+ * in-place (non-truncating) writer of a key it missed. Such a member is
+ * left out like a failed one: it gets (keeps) a hint, and the replay
+ * copies the latest version onto it. A call that leaves the whole state
+ * of its destination key (put, delete, copy, rename, link, a truncating
+ * writer) may go to a stale member, and only its success there supersedes
+ * the hint (smux__fan_renews).
+ *
+ * Running (smux__fan_run): every call of a fan-out enters its member with
+ * the drain check (smux__member_enter: counted in flight, or refused when
+ * the member started draining since it was chosen), starts on the
+ * member's bulkhead (or on a replica writer's lock, for the writers of
+ * mux_writer.c), then is finished in order, with one bookkeeping
+ * (smux__attempt_done) per call. So a drain that saw no call in flight is
+ * never followed by a fan-out call on that member, writers included.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mux_internal.h"
+
+/* The key @call reads its new content from, when it is not the key it
+ * writes (or edits) in place; NULL for a call that brings the whole new
+ * content itself. */
+static const char *built_from(const struct smux__call *call, bool whole)
+{
+	switch (call->op) {
+	/* the source's version on the member (copy, rename, link), or the
+	 * member's own copy, edited (setattr, xattrs) */
+	case SMUX__OP_COPY:
+	case SMUX__OP_RENAME:
+	case SMUX__OP_LINK:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		return call->key;
+	case SMUX__OP_WRITER_OPEN:
+		return whole ? NULL : call->key;
+	default:
+		return NULL;
+	}
+}
+
+bool smux__fan_renews(const struct smux__call *call, bool whole)
+{
+	switch (call->op) {
+	case SMUX__OP_PUT:
+	case SMUX__OP_DEL:
+	case SMUX__OP_COPY:
+	case SMUX__OP_RENAME:
+	case SMUX__OP_LINK:
+		return true;
+	case SMUX__OP_W_COMMIT:
+		return whole;
+	default:
+		return false;
+	}
+}
+
+bool smux__fan_stale(struct smux_mux *mux, struct mux_member *m,
+		     const struct smux__call *call, bool whole,
+		     struct smux_error *why)
+{
+	const char *from = built_from(call, whole);
+
+	if (!from || !smux__member_stale(mux, m, from))
+		return false;
+	if (why)
+		smux_error_set(why, SMUX_E_ALL_BACKENDS_DOWN, m->name,
+			       "missed the latest write of %s (replayed "
+			       "first)",
+			       from);
+	return true;
+}
+
+unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
+			    const struct smux__call *call, bool whole,
+			    unsigned max)
+{
+	struct smux_mux *mux = f->mux;
+	int64_t now = smux__mux_now(mux);
+
+	f->n = 0;
+	for (unsigned i = 0; i < v->n && f->n < max; i++) {
+		struct mux_member *m = v->m[i];
+		unsigned k = f->n;
+
+		if (smux__health_status(&m->health) == SMUX_STATUS_DRAINING)
+			continue; /* out of service (hinted by the policy) */
+		f->m[k] = m;
+		f->ok[k] = false;
+		f->probe[k] = false;
+		f->go[k] = false;
+		f->n++;
+		if (smux__fan_stale(mux, m, call, whole, &f->err[k]))
+			continue;
+		f->go[k] = smux__health_acquire(&m->health, now, &f->probe[k]);
+		/* the shield origin takes every write, down or not */
+		if (!f->go[k] && mux->mode == SMUX_MODE_SHIELD && i == 0)
+			f->go[k] = true;
+		if (!f->go[k])
+			smux_error_set(&f->err[k], SMUX_E_ALL_BACKENDS_DOWN,
+				       m->name, "backend is down (cooldown)");
+	}
+	return f->n;
+}
+
+void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
+		   struct smux_span *span)
+{
+	struct smux_mux *mux = f->mux;
+
+	for (unsigned i = 0; i < f->n; i++) {
+		struct smux__call *c = &f->call[i];
+
+		f->job[i] = NULL;
+		f->span[i] = NULL;
+		f->entered[i] = false;
+		if (!f->go[i])
+			continue;
+		c->backend = f->m[i]->backend;
+		if (!smux__member_enter(f->m[i])) {
+			/* drained since it was chosen: it misses this call */
+			if (f->probe[i])
+				smux__health_probe_cancel(&f->m[i]->health);
+			smux_error_set(&f->err[i], SMUX_E_BACKEND_DRAINING,
+				       f->m[i]->name, NULL);
+			continue;
+		}
+		f->entered[i] = true;
+		if (f->spans) {
+			f->span[i] = smux__attempt_span(mux, span, f->m[i], i);
+			c->span = f->span[i] ? f->span[i] : span;
+		}
+		f->t0[i] = smux_now_ns();
+		f->job[i] = f->start ? f->start(f->start_arg, i, ctx, c)
+				     : smux__bulkhead_start(f->m[i]->bh, ctx,
+							    mux->timeout_ms, c,
+							    NULL);
+	}
+	for (unsigned i = 0; i < f->n; i++) {
+		long r;
+
+		f->ok[i] = false;
+		if (!f->entered[i]) {
+			f->rc[i] = -1;
+			continue;
+		}
+		if (f->job[i])
+			r = smux__job_finish(f->job[i], &f->err[i]);
+		else
+			r = smux_error_set(&f->err[i], SMUX_E_NO_MEMORY,
+					   f->m[i]->name, "cannot start job");
+		atomic_fetch_sub(&f->m[i]->health.in_flight, 1);
+		smux__attempt_done(mux, ctx, f->m[i], f->probe[i], f->t0[i],
+				   r < 0 ? &f->err[i] : NULL, f->span[i]);
+		f->rc[i] = r;
+		f->ok[i] = r >= 0;
+	}
+}
+
+void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
+			   const bool *ok, unsigned n)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool in = false;
+
+	for (unsigned i = 0; i < n && !in; i++)
+		for (unsigned j = 0; ok[i] && j < v->n && !in; j++)
+			in = v->m[j] == m[i];
+	smux__view_put(v);
+	return in;
+}

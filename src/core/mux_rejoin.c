@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_rejoin.c - a member added at run time to a mux that replicates
+ * (shield, mirror, failover) holds whatever it held before: nothing (a
+ * new member), or the versions it had when it was removed - and a write
+ * made while it was out left it no hint. So smux_mux_add journals a
+ * rejoin hint for it (key SMUX__REJOIN_KEY, which no real key can be):
+ * until that hint is replayed the member counts as stale for every key
+ * (smux__member_stale): it serves no read, builds nothing from its old
+ * copies, and takes only writes of a key's whole state (which it then
+ * holds). Its per-key hints (kept while it was out) stay pending too.
+ *
+ * The replay (smux__rejoin_replay, from the repair) is a full resync from
+ * the first other member that is up and not rejoining itself: every key
+ * there is copied unless the member holds the same version (size and
+ * mtime: replicas written through the mux agree on both) or has a
+ * pending hint of its own for it (that hint's replay does it); every key
+ * the member holds that the source does not hold (asked again, right
+ * before the delete) is deleted. A write that reaches the member meanwhile
+ * wins over the copy (the copy first checks that the member's version is
+ * still the one its listing gave); the last window between that check and
+ * the copy's put is the one every replay has (issue 9 item 3).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/mux_internal.h"
+
+/* The keys (not prefixes) of one listing, in its (sorted) order. */
+struct keyset {
+	char **key;
+	struct smux_info *info;
+	size_t n, cap;
+	bool oom;
+};
+
+static int collect(void *arg, const struct smux_list_entry *e)
+{
+	struct keyset *ks = arg;
+
+	if (e->is_prefix)
+		return 0;
+	if (ks->n == ks->cap) {
+		size_t cap = ks->cap ? 2 * ks->cap : 256;
+		char **k = realloc(ks->key, cap * sizeof(*k));
+		struct smux_info *in;
+
+		if (k)
+			ks->key = k;
+		in = k ? realloc(ks->info, cap * sizeof(*in)) : NULL;
+		if (!in) {
+			ks->oom = true;
+			return 1;
+		}
+		ks->info = in;
+		ks->cap = cap;
+	}
+	ks->key[ks->n] = strdup(e->key);
+	if (!ks->key[ks->n]) {
+		ks->oom = true;
+		return 1;
+	}
+	ks->info[ks->n++] = e->info;
+	return 0;
+}
+
+static void keyset_free(struct keyset *ks)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		free(ks->key[i]);
+	free(ks->key);
+	free(ks->info);
+}
+
+/* One call on @m through its bulkhead, entered with the drain check. */
+static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
+		struct mux_member *m, struct smux__call *call,
+		struct smux_error *err)
+{
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	call->backend = m->backend;
+	if (!smux__member_enter(m))
+		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? err : NULL, NULL);
+	return rc;
+}
+
+static long list_all(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct mux_member *m, struct keyset *ks,
+		     struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_LIST,
+		.key = "",
+		.list_fn = collect,
+		.list_arg = ks,
+	};
+	long rc = run(mux, ctx, m, &call, err);
+
+	if (rc == 0 && ks->oom)
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				    "resync of %s: listing too large", m->name);
+	return rc;
+}
+
+/* True when @dst's version of @key now is not the one its listing gave
+ * (@had; NULL: it had none): a write reached it meanwhile. */
+static bool changed(const struct smux_info *had, int head_rc,
+		    const struct smux_info *now)
+{
+	if (!had)
+		return head_rc == 0;
+	return head_rc != 0 || now->size != had->size ||
+	       now->mtime_ns != had->mtime_ns;
+}
+
+/* Copies @key from @src to @dst (a directory marker is recreated empty)
+ * unless a write reached @dst since its listing gave @had (NULL: none);
+ * an mtime says nothing about that (a program may set any). */
+static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct mux_member *src, struct mux_member *dst,
+		     const char *key, const struct smux_info *had,
+		     struct smux_error *err)
+{
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	bool marker = smux_key_is_dir(key);
+	struct smux_info info = {0}, now = {0};
+	struct smux_put_opts po = {0};
+	struct smux_source source;
+	struct smux_sink sink;
+	struct smux__call get = {
+		.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
+		.key = key,
+		.get_opts = marker ? NULL : &all,
+		.sink = marker ? NULL : &sink,
+		.info = &info,
+	};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &now};
+	struct smux__call put = {
+		.op = SMUX__OP_PUT,
+		.key = key,
+		.src = &source,
+		.put_opts = &po,
+	};
+	struct smux_error e;
+	long rc;
+	int fd;
+
+	fd = smux_tmpfile(mux->base.name, "resync", err);
+	if (fd < 0)
+		return fd;
+	smux_sink_fd(&sink, fd, 0);
+	rc = run(mux, ctx, src, &get, err);
+	/* deleted meanwhile (the delete reached @dst too), or a newer write
+	 * reached @dst meanwhile: nothing to copy */
+	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+		rc = 0;
+	else if (rc == 0 &&
+		 !changed(had, (int)run(mux, ctx, dst, &head, &e), &now)) {
+		smux_put_opts_keep(&po, &info);
+		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
+		rc = run(mux, ctx, dst, &put, err);
+	}
+	close(fd);
+	return rc;
+}
+
+/* Deletes @key from @dst unless @src holds it now (created meanwhile). */
+static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     struct mux_member *src, struct mux_member *dst,
+		     const char *key, struct smux_error *err)
+{
+	struct smux_info info;
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
+	long rc = run(mux, ctx, src, &head, err);
+
+	if (rc == 0)
+		return 0;
+	if (err->e.code != SMUX_E_KEY_NOT_FOUND)
+		return rc;
+	rc = run(mux, ctx, dst, &del, err);
+	if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
+		       err->e.code == SMUX_E_NOT_EMPTY))
+		rc = 0; /* gone already; a directory with children stays */
+	return rc;
+}
+
+bool smux__rejoining(struct smux_mux *mux, struct mux_member *m)
+{
+	return smux__hints_pending(mux->hints, m->name) > 0 &&
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
+}
+
+long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 struct smux_error *err)
+{
+	struct keyset have = {0}, want = {0};
+	struct mux_member *src = NULL;
+	size_t i = 0, j = 0;
+	long rc;
+
+	for (unsigned k = 0; k < v->n && !src; k++)
+		if (v->m[k] != dst &&
+		    smux__health_status(&v->m[k]->health) == SMUX_STATUS_UP &&
+		    !smux__rejoining(mux, v->m[k]))
+			src = v->m[k];
+	if (!src)
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "no member to resync %s from", dst->name);
+	rc = list_all(mux, ctx, src, &want, err);
+	if (rc == 0)
+		rc = list_all(mux, ctx, dst, &have, err);
+	/* both listings are in byte-wise key order: one merge walk */
+	while (rc == 0 && (i < want.n || j < have.n)) {
+		int c = i == want.n   ? 1
+			: j == have.n ? -1
+				      : strcmp(want.key[i], have.key[j]);
+		const char *key = c <= 0 ? want.key[i] : have.key[j];
+
+		rc = smux_ctx_check(ctx, mux->base.name, err);
+		if (rc)
+			break;
+		if (!smux__rejoining(mux, dst))
+			break; /* removed, or resynced by another repair */
+		/* a key with a hint of its own is its own replay's */
+		if (!smux__hints_has(mux->hints, dst->name, key)) {
+			if (c > 0)
+				rc = drop_key(mux, ctx, src, dst, key, err);
+			else if (c < 0)
+				rc = copy_key(mux, ctx, src, dst, key, NULL,
+					      err);
+			else if (want.info[i].size != have.info[j].size ||
+				 want.info[i].mtime_ns != have.info[j].mtime_ns)
+				rc = copy_key(mux, ctx, src, dst, key,
+					      &have.info[j], err);
+		}
+		if (c <= 0)
+			i++;
+		if (c >= 0)
+			j++;
+	}
+	keyset_free(&want);
+	keyset_free(&have);
+	return rc;
+}

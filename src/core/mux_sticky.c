@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_sticky.c - sticky-by-key as a filesystem needs it (DESIGN section
+ * 3): placement, handoff while a shard is out, and the replay that moves
+ * a key home.
+ *
+ * Placement. A key's home is fnv1a(key) % n over every member of the view,
+ * up or not (the seed's placement while all are up); an outage never moves
+ * it. Every walk over the shards for a key goes home, home + 1, ... mod n
+ * (the cursor, mux_select.c).
+ *
+ * Handoff. A put goes home; while home is down or fails transiently it
+ * falls through to the next shard in that order, and before the write is
+ * acknowledged home gets a durable hint of the write's kind and every
+ * shard passed over between home and the one that took it a delete hint
+ * (smux__sticky_missed). Hence the rule the rest relies on: for a key, the
+ * first shard from home on without a pending hint for it - its holder -
+ * has its latest version, and every other shard with a hint holds an older
+ * copy or none. A delete goes to every shard (a handoff copy goes too);
+ * one that misses it gets a delete hint (smux__fanout_policy).
+ *
+ * Reads (and setattr, xattrs, sync) go to the holder only
+ * (smux__sticky_route). The holder down or failing is UNAVAILABLE (EIO),
+ * not "not found": another shard has at most an older copy, and a program
+ * told ENOENT would create a second version that the recovered shard
+ * contradicts. Home answering "not found" looks on the other shards for
+ * keys placed before these rules (by the seed's `% healthy`); a head of a
+ * directory (on every shard that holds a key under it) is answered by any
+ * shard.
+ *
+ * Supersede. A write that reaches a shard makes that shard's hint for the
+ * key moot: it now has the latest version. A write that reaches home while
+ * home still waits for a handoff's replay therefore ends that hint (reads
+ * go home at once); the handoff copy left on the holder is then
+ * unreachable (no read asks a shard after an unhinted home for a key it
+ * has) and gets a delete hint, so the replay removes it.
+ *
+ * Replay (smux__sticky_replay, from mux_repair.c's dispatch): home's put
+ * hint copies the key from the holder to home, ends the hint, then
+ * deletes the holder's copy (a delete hint for it when that fails); a
+ * delete hint - home's, or a copy off home - deletes. Writes of a key and
+ * the replay of its hints hold the key's gate (one at a time per key), so
+ * the check "hint still pending" and the copy are one step for writers:
+ * a replay never lands on top of a newer write, and a newer write never
+ * lands between a replay's copy and its end.
+ *
+ * Membership changes move homes (n changes); a key then lives off its new
+ * home until it is written again, found by the lookup of keys placed
+ * before these rules. No rebalancing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/mux_internal.h"
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+unsigned smux__sticky_home(const struct mux_view *v, const char *key)
+{
+	if (!key || v->n == 0)
+		return 0;
+	return smux_fnv1a(key, strlen(key)) % v->n;
+}
+
+void (*smux__sticky_hook_replay_copied)(const char *key);
+void (*smux__sticky_hook_gate_wait)(const char *key);
+
+/* ---- the key gate ---- */
+
+/* Caller holds sticky_lock. */
+static bool gate_held(struct smux_mux *mux, const char *key)
+{
+	for (struct mux_sticky_gate *g = mux->sticky_gates; g; g = g->next)
+		if (strcmp(g->key, key) == 0)
+			return true;
+	return false;
+}
+
+void smux__sticky_gate_enter(struct smux_mux *mux, struct mux_sticky_gate *g,
+			     const char *key)
+{
+	g->key = key ? key : "";
+	pthread_mutex_lock(&mux->sticky_lock);
+	while (gate_held(mux, g->key)) {
+		if (smux__sticky_hook_gate_wait)
+			smux__sticky_hook_gate_wait(g->key);
+		pthread_cond_wait(&mux->sticky_cond, &mux->sticky_lock);
+	}
+	g->next = mux->sticky_gates;
+	mux->sticky_gates = g;
+	pthread_mutex_unlock(&mux->sticky_lock);
+}
+
+void smux__sticky_gate_leave(struct smux_mux *mux, struct mux_sticky_gate *g)
+{
+	struct mux_sticky_gate **pp;
+
+	pthread_mutex_lock(&mux->sticky_lock);
+	for (pp = &mux->sticky_gates; *pp != g; pp = &(*pp)->next)
+		;
+	*pp = g->next;
+	pthread_cond_broadcast(&mux->sticky_cond);
+	pthread_mutex_unlock(&mux->sticky_lock);
+}
+
+/* ---- one call ---- */
+
+/*
+ * One call of @call on @m through its bulkhead, with bookkeeping (@probe:
+ * it is @m's health probe); *@o tells its outcome. A member draining since
+ * it was chosen is not called: BACKEND_DRAINING (transient).
+ */
+static long call_on(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    struct mux_member *m, bool probe, unsigned index,
+		    struct smux__call *call, struct smux_span *span,
+		    enum smux_outcome *o, struct smux_error *e)
+{
+	struct smux_span *as;
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	if (!smux__member_enter(m)) {
+		if (probe)
+			smux__health_probe_cancel(&m->health);
+		*o = SMUX_OUTCOME_TRANSIENT;
+		return smux_error_set(e, SMUX_E_BACKEND_DRAINING, m->name,
+				      NULL);
+	}
+	as = smux__attempt_span(mux, span, m, index);
+	call->backend = m->backend;
+	call->span = as ? as : span;
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, e);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	*o = smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? e : NULL, as);
+	return rc;
+}
+
+/* The first shard of @v from home + @from on (in order, mod n) without a
+ * pending hint for @key; -1 when there is none. With @from 0: the holder
+ * of @key, the shard with its latest version. */
+static int holder_from(struct smux_mux *mux, struct mux_view *v, unsigned home,
+		       unsigned from, const char *key)
+{
+	for (unsigned k = from; k < v->n; k++) {
+		unsigned i = (home + k) % v->n;
+
+		if (!smux__member_stale(mux, v->m[i], key))
+			return (int)i;
+	}
+	return -1;
+}
+
+static bool view_has(const struct mux_view *v, const struct mux_member *m)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->m[i] == m)
+			return true;
+	return false;
+}
+
+bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
+			const char *key)
+{
+	struct mux_view *v = smux__view_get(mux);
+	int h = v->n ? holder_from(mux, v, smux__sticky_home(v, key), 0, key)
+		     : -1;
+	bool yes = h >= 0 && v->m[h] == m;
+
+	smux__view_put(v);
+	return yes;
+}
+
+/* The caller gave up or ran out of time, or its own sink or source
+ * failed (LOCAL): its error, as it is, no shard's. */
+static bool callers_end(const struct smux_ctx *ctx, enum smux_outcome o)
+{
+	return o == SMUX_OUTCOME_ABORT || o == SMUX_OUTCOME_LOCAL ||
+	       (o == SMUX_OUTCOME_TIMEOUT &&
+		smux_ctx_state(ctx) != SMUX_CANCEL_NONE);
+}
+
+/* ---- routing ---- */
+
+/*
+ * Asks the shards after @home (not those with a hint for the key, nor
+ * those down) for @call's key, first answer wins: keys placed before the
+ * handoff rules, or (@dirs_only) a directory, which is on every shard that
+ * holds a key under it. *@found tells whether one answered (the call's
+ * result, or without @dirs_only a final error other than "not found", is
+ * returned); else 0, or the caller's abort as its error.
+ */
+static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_view *v, unsigned home,
+			  struct smux__call *call, bool dirs_only,
+			  struct smux_span *span, bool *found,
+			  struct smux_error *err)
+{
+	*found = false;
+	for (unsigned k = 1; k < v->n; k++) {
+		struct mux_member *m = v->m[(home + k) % v->n];
+		enum smux_outcome o;
+		struct smux_error e;
+		bool probe = false;
+		long rc;
+
+		/* requests never probe: the background thread does */
+		if (smux__member_stale(mux, m, call->key) ||
+		    !smux__health_is_up(&m->health))
+			continue;
+		rc = call_on(mux, ctx, m, probe, k, call, span, &o, &e);
+		if (rc >= 0 && (!dirs_only || smux_key_is_dir(call->key) ||
+				(call->info && S_ISDIR(call->info->mode)))) {
+			*found = true;
+			return rc;
+		}
+		if (rc < 0 && callers_end(ctx, o)) {
+			*err = e;
+			return rc;
+		}
+		/* a shard's final answer other than "not found" (IS_DIRECTORY
+		 * for a get of a directory) is the answer */
+		if (rc < 0 && !dirs_only && o == SMUX_OUTCOME_SEMANTIC &&
+		    e.e.code != SMUX_E_KEY_NOT_FOUND) {
+			*found = true;
+			*err = e;
+			return rc;
+		}
+		/* a get that delivered part of an object starts over */
+		if (call->op == SMUX__OP_GET && call->sink->written > 0 &&
+		    smux_sink_rewind(call->sink) != 0) {
+			*err = e;
+			return rc < 0 ? rc : -EIO;
+		}
+	}
+	return 0;
+}
+
+/* One routing of @call to the holder of its key (smux__sticky_route). */
+static long route_once(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_view *v, struct smux__call *call,
+		       struct smux_span *span, int *holder,
+		       struct smux_error *err)
+{
+	struct smux__call orig = *call;
+	enum smux_outcome o = SMUX_OUTCOME_TRANSIENT;
+	struct mux_member *m;
+	struct smux_error e;
+	bool probe = false, found;
+	unsigned home;
+	long rc, r2;
+	int h;
+
+	home = smux__sticky_home(v, call->key);
+	h = holder_from(mux, v, home, 0, call->key);
+	*holder = h;
+	if (h < 0) {
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "no shard with the latest write of %s is "
+				    "available",
+				    call->key);
+		goto out;
+	}
+	m = v->m[h];
+	/* requests never probe a down shard: the background thread does
+	 * once its cooldown is over (probes off the I/O path) */
+	if (!smux__health_is_up(&m->health)) {
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, m->name,
+				    "%s, the shard holding %s, is down",
+				    m->name, call->key);
+		goto dirs;
+	}
+	rc = call_on(mux, ctx, m, probe, 0, call, span, &o, &e);
+	if (rc >= 0)
+		goto out;
+	if (o == SMUX_OUTCOME_SEMANTIC || callers_end(ctx, o)) {
+		*err = e;
+		err->e.attempts = 1;
+		/* home has no such key: one placed before the handoff rules
+		 * may be on another shard */
+		if (o == SMUX_OUTCOME_SEMANTIC && (unsigned)h == home &&
+		    e.e.code == SMUX_E_KEY_NOT_FOUND) {
+			*call = orig;
+			r2 = find_off_home(mux, ctx, v, home, call, false, span,
+					   &found, &e);
+			if (found || r2 < 0) {
+				rc = r2;
+				if (r2 < 0)
+					*err = e;
+			}
+		}
+		goto out;
+	}
+	/* unavailable, not absent: no other shard has this version */
+	*err = e;
+	rc = smux_error_wrap(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			     "%s, the shard holding %s, is unavailable",
+			     m->name, call->key);
+	err->e.attempts = 1;
+dirs:
+	/* a directory is on every shard that holds a key under it */
+	if (call->op == SMUX__OP_HEAD) {
+		*call = orig;
+		r2 = find_off_home(mux, ctx, v, home, call, true, span, &found,
+				   &e);
+		if (found || r2 < 0) {
+			rc = r2;
+			if (r2 < 0)
+				*err = e;
+		}
+	}
+out:
+	return rc;
+}
+
+long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, struct smux_span *span,
+			struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool changes = call->op == SMUX__OP_SETATTR ||
+		       call->op == SMUX__OP_SETXATTR ||
+		       call->op == SMUX__OP_REMOVEXATTR;
+	struct smux__call orig = *call;
+	struct mux_sticky_gate g;
+	int h, again;
+	long rc;
+
+	if (v->n == 0) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "no backend is available");
+	}
+	/* a change of the object is a write of the key: not while its
+	 * replay copies it */
+	if (changes)
+		smux__sticky_gate_enter(mux, &g, call->key);
+	rc = route_once(mux, ctx, v, call, span, &h, err);
+	/* a replay moved the key home while this read was on its way to
+	 * the handoff shard, which no longer has it: ask where it is now */
+	for (int i = 0;
+	     i < 2 && rc < 0 && h >= 0 && err->e.code == SMUX_E_KEY_NOT_FOUND;
+	     i++) {
+		again = holder_from(mux, v, smux__sticky_home(v, call->key), 0,
+				    call->key);
+		if (again == h)
+			break;
+		*call = orig;
+		rc = route_once(mux, ctx, v, call, span, &h, err);
+	}
+	if (changes)
+		smux__sticky_gate_leave(mux, &g);
+	smux__view_put(v);
+	return rc;
+}
+
+/* ---- writes ---- */
+
+/* Journals that @m missed @kind of @key (event hint.recorded). */
+static int hint(struct smux_mux *mux, struct mux_member *m, const char *key,
+		enum smux__hint_kind kind, struct smux_error *err)
+{
+	struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
+	int rc = smux__hints_add(mux->hints, m->name, key, kind, NULL, err);
+
+	if (rc)
+		return rc;
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	snprintf(ev.key, sizeof(ev.key), "%s", key);
+	emit(mux, &ev);
+	return 0;
+}
+
+int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
+			const char *key, enum smux__hint_kind kind,
+			struct smux_error *err)
+{
+	/* the background thread sleeps long while nothing is pending: wake
+	 * it for the first hint */
+	bool first = smux__hints_pending_replicas(mux->hints) == 0;
+	bool was_stale, added = false;
+	struct mux_view *v;
+	unsigned home;
+	int rc = 0;
+
+	if (kind == SMUX__HINT_NONE)
+		return 0;
+	v = smux__view_get(mux);
+	if (v->n == 0)
+		goto out;
+	home = smux__sticky_home(v, key);
+	was_stale = smux__member_stale(mux, acked, key);
+	if (v->m[home] == acked && was_stale) {
+		/* a handoff superseded: the copy on the shard that held the
+		 * key is unreachable now (reads go home), and the replay of
+		 * a delete hint removes it */
+		int h = holder_from(mux, v, home, 1, key);
+
+		smux__hints_supersede(mux->hints, acked->name, key, NULL);
+		if (h >= 0) {
+			rc = hint(mux, v->m[h], key, SMUX__HINT_DEL, err);
+			added = rc == 0;
+		}
+		goto out;
+	}
+	if (was_stale)
+		smux__hints_supersede(mux->hints, acked->name, key, NULL);
+	if (v->m[home] == acked)
+		goto out;
+	/* home missed the write; the shards passed over after it hold an
+	 * older copy or none: off home, that is a delete */
+	for (unsigned k = 0; k < v->n; k++) {
+		struct mux_member *m = v->m[(home + k) % v->n];
+
+		if (m == acked)
+			break;
+		rc = hint(mux, m, key, k == 0 ? kind : SMUX__HINT_DEL, err);
+		if (rc)
+			break;
+		added = true;
+		/* removed while it took the write: only home is known to
+		 * have missed it */
+		if (k == 0 && !view_has(v, acked))
+			break;
+	}
+out:
+	smux__view_put(v);
+	if (first && added)
+		smux__mux_kick(mux);
+	return rc;
+}
+
+long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux__call *call, enum smux__hint_kind kind,
+			struct smux_span *span, struct smux_error *err)
+{
+	struct mux_member *acked = NULL;
+	struct mux_sticky_gate g;
+	long rc;
+	int hrc;
+
+	smux__sticky_gate_enter(mux, &g, call->key);
+	if (kind == SMUX__HINT_DEL) {
+		/* the background thread sleeps long while nothing is
+		 * pending: wake it for the first hint */
+		bool first = smux__hints_pending_replicas(mux->hints) == 0;
+
+		/* every shard (a handoff copy goes too); one that misses it
+		 * gets a delete hint, and one that takes it is no longer
+		 * behind (smux__exec_fanout) */
+		rc = smux__exec_fanout(mux, ctx, call, kind, span, err);
+		if (first && smux__hints_pending_replicas(mux->hints) > 0)
+			smux__mux_kick(mux);
+	} else {
+		/* home, else the next shard that takes it (a hint for home
+		 * first): the cursor walks from home in order */
+		rc = smux__exec_walk(mux, ctx, call, false, &acked, span, err);
+		if (rc >= 0 && acked) {
+			hrc = smux__sticky_missed(mux, acked, call->key, kind,
+						  err);
+			if (hrc)
+				rc = hrc;
+		}
+		smux__member_put(acked);
+	}
+	smux__sticky_gate_leave(mux, &g);
+	return rc;
+}
+
+/* ---- replay ---- */
+
+/* A delete of @key on @m (@probe: the call is @m's health probe). */
+static long del_on(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct mux_member *m, const char *key, bool probe,
+		   struct smux_error *err)
+{
+	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
+	enum smux_outcome o;
+
+	return call_on(mux, ctx, m, probe, 0, &del, NULL, &o, err);
+}
+
+/*
+ * Home's put hint @h: copies the key from its holder (the first shard
+ * after home without a hint for it) to home, through a temporary file (a
+ * directory marker is looked up with head and recreated empty), keeping
+ * type, owner, mode and mtime (not extended attributes); ends home's
+ * hints for the key; then deletes the holder's copy, or gives the holder a delete hint when
+ * that fails. 0 also when there is nothing newer to copy (no holder, or
+ * the holder has no copy: the version left with a removed shard; home
+ * keeps what it has). *@probe as smux__sticky_replay's; the caller holds
+ * the key's gate.
+ */
+static long move_home(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_view *v, unsigned home,
+		      const struct smux__hint *h, bool *probe,
+		      struct smux_error *err)
+{
+	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
+	bool marker = smux_key_is_dir(h->key), src_probe = false;
+	struct mux_member *dst = v->m[home], *src;
+	struct smux_info info = {0};
+	struct smux_put_opts po = {0};
+	struct smux_source source;
+	struct smux_sink sink;
+	struct smux__call get = {
+		.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
+		.key = h->key,
+		.get_opts = marker ? NULL : &all,
+		.sink = marker ? NULL : &sink,
+		.info = &info,
+	};
+	struct smux__call put = {
+		.op = SMUX__OP_PUT,
+		.key = h->key,
+		.src = &source,
+		.put_opts = &po,
+	};
+	struct smux_error e;
+	enum smux_outcome o;
+	int hs = holder_from(mux, v, home, 1, h->key);
+	long rc;
+	int fd;
+
+	if (hs < 0)
+		return 0;
+	src = v->m[hs];
+	if (!smux__health_acquire(&src->health, smux__mux_now(mux), &src_probe))
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "%s, which has the latest %s, is not "
+				      "available",
+				      src->name, h->key);
+	fd = smux_tmpfile(mux->base.name, "repair", err);
+	if (fd < 0) {
+		if (src_probe)
+			smux__health_probe_cancel(&src->health);
+		return fd;
+	}
+	smux_sink_fd(&sink, fd, 0);
+	rc = call_on(mux, ctx, src, src_probe, 0, &get, NULL, &o, err);
+	if (rc < 0) {
+		if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0; /* nothing newer than what home has */
+		goto out_close;
+	}
+	if (smux__sticky_hook_replay_copied)
+		smux__sticky_hook_replay_copied(h->key);
+	smux_put_opts_keep(&po, &info);
+	smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
+	rc = call_on(mux, ctx, dst, *probe, 0, &put, NULL, &o, err);
+	*probe = false; /* the put reported to home's health */
+	if (rc < 0)
+		goto out_close;
+	/* home has it: reads go there from now on, then the handoff copy
+	 * goes (a crash in between leaves an unreachable copy) */
+	/* every pending hint of home for the key, not only @h: one that
+	 * replaced it before the gate was taken is as old as the copy */
+	rc = smux__hints_supersede(mux->hints, dst->name, h->key, err);
+	if (rc)
+		goto out_close;
+	if (del_on(mux, ctx, src, h->key, false, &e) < 0)
+		hint(mux, src, h->key, SMUX__HINT_DEL, NULL);
+out_close:
+	close(fd);
+	return rc;
+}
+
+long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *m,
+			 const struct smux__hint *h, bool probe,
+			 struct smux_error *err)
+{
+	struct mux_sticky_gate g;
+	unsigned home = smux__sticky_home(v, h->key);
+	bool left = probe;
+	long rc = 0;
+
+	smux__sticky_gate_enter(mux, &g, h->key);
+	/* a write that reached @m meanwhile has the latest version */
+	if (!smux__hints_has(mux->hints, m->name, h->key))
+		goto out;
+	if (v->n && v->m[home] == m && h->kind == SMUX__HINT_PUT) {
+		rc = move_home(mux, ctx, v, home, h, &left, err);
+	} else if (v->n && v->m[home] != m &&
+		   smux__member_stale(mux, v->m[home], h->key)) {
+		/* a shard passed over after home keeps its hint until the
+		 * key is home again: without it, it would come before the
+		 * holder in the handoff order and answer for the key */
+		rc = smux_error_set(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"%s waits for %s to be moved home", m->name, h->key);
+	} else {
+		/* a delete home missed; off home, a copy older than the
+		 * holder's (or a put hint recorded before the view changed
+		 * the key's home): either way it goes */
+		rc = del_on(mux, ctx, m, h->key, left, err);
+		left = false;
+	}
+out:
+	smux__sticky_gate_leave(mux, &g);
+	if (left)
+		smux__health_probe_cancel(&m->health);
+	return rc < 0 ? rc : 0;
+}

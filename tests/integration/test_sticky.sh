@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# test_sticky.sh - sticky-by-key over three file backends through a real
+# mount while one shard fails for a window (fault_after 10s, fault_for 6s,
+# error_rate 1), DESIGN section 3 / docs/architecture.md "sticky-by-key":
+#   - f0..f(N-1) are written (v1) before the window; during it each is
+#     overwritten (v2) and g0..g(N/2-1) removed. A program may be told EIO
+#     (a key whose shard is out is unavailable, not absent: its lookup
+#     fails), never a wrong answer.
+#   - after the window, tmp files are renamed onto every g (`mv tmp g`).
+#   - once the replay is done (pendingHints 0): every f reads its last
+#     acknowledged content (v2 when the overwrite succeeded, else v1), every
+#     g exists with the renamed content (a delete queued during the outage
+#     must not remove it), also after a remount; each file is on exactly
+#     one shard.
+. "$(dirname "$0")/lib.sh"
+
+N=${SMUX_IT_STICKY_FILES:-90}
+AFTER=10 # the fault window, seconds after the daemon started
+FOR=6
+
+# wait_hints MNT SECONDS: until the mux has no pending hint.
+wait_hints() {
+	local m=$1 end=$((SECONDS + $2)) h
+	while h=$(stats "$m" .pendingHints) && [ "$h" -ne 0 ]; do
+		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $h after ${2}s"
+		sleep 0.2
+	done
+}
+
+# check_files MNT WHEN: every f and g as the model says.
+check_files() {
+	local m=$1 when=$2 i bad=0 got
+	for ((i = 0; i < N; i++)); do
+		got=$(cat "$m/in/f$i" 2>/dev/null) || got="<unreadable>"
+		if [ "$got" != "${want[$i]}" ]; then
+			log "$when: f$i reads \"$got\", want \"${want[$i]}\""
+			bad=$((bad + 1))
+		fi
+	done
+	for ((i = 0; i < N / 2; i++)); do
+		got=$(cat "$m/in/g$i" 2>/dev/null) || got="<unreadable>"
+		if [ "$got" != "new g$i" ]; then
+			log "$when: g$i reads \"$got\", want \"new g$i\""
+			bad=$((bad + 1))
+		fi
+	done
+	[ "$bad" -eq 0 ] || fail "$when: $bad of $((N + N / 2)) files read back another version or vanished"
+}
+
+log "sticky-by-key [s0 s1 s2], s1 fails every call from ${AFTER}s to $((AFTER + FOR))s after the start"
+new_config "$T/st.conf" m
+cfg_mux m sticky-by-key "s0 s1 s2" backend_timeout=2s cooldown=200ms max_cooldown=400ms
+cfg_file s0 "$T/s0"
+cfg_faulty s1 s1_in error_rate=1 seed=5 fault_after=${AFTER}s fault_for=${FOR}s
+cfg_file s1_in "$T/s1"
+cfg_file s2 "$T/s2"
+mkdir -p "$T/s0/in" "$T/s1/in" "$T/s2/in"
+t0=$SECONDS
+mount_smux "$T/st.conf" "$T/m" attr_timeout=0,entry_timeout=0,negative_timeout=0
+want=()
+for ((i = 0; i < N; i++)); do
+	printf 'v1 f%d' "$i" >"$T/m/in/f$i" || fail "write of f$i before the outage failed"
+	want[i]="v1 f$i"
+done
+for ((i = 0; i < N / 2; i++)); do
+	printf 'old g%d' "$i" >"$T/m/in/g$i" || fail "write of g$i before the outage failed"
+done
+[ $((SECONDS - t0)) -lt "$AFTER" ] || fail "the writes before the outage took $((SECONDS - t0))s"
+while [ $((SECONDS - t0)) -lt $((AFTER + 1)) ]; do sleep 0.1; done
+ok=0 eio=0 rm_ok=0
+for ((i = 0; i < N; i++)); do
+	if printf 'v2 f%d' "$i" 2>/dev/null >"$T/m/in/f$i"; then
+		want[i]="v2 f$i"
+		ok=$((ok + 1))
+	else
+		eio=$((eio + 1))
+	fi
+done
+for ((i = 0; i < N / 2; i++)); do
+	rm -f "$T/m/in/g$i" 2>/dev/null && rm_ok=$((rm_ok + 1))
+done
+hints=$(stats "$T/m" .pendingHints)
+log "during the outage: $ok overwrites acknowledged, $eio refused, $rm_ok removes; s1 $(backend_stat "$T/m" s1 status), errors $(backend_stat "$T/m" s1 errors), pendingHints $hints"
+[ $((SECONDS - t0)) -lt $((AFTER + FOR)) ] || log "the outage phase ran past the fault window ($((SECONDS - t0))s)"
+[ "$(backend_stat "$T/m" s1 errors)" -gt 0 ] || fail "s1 never failed"
+while [ $((SECONDS - t0)) -lt $((AFTER + FOR + 1)) ]; do sleep 0.1; done
+# s1 is back once a probe (the replay's, or a lookup's) got through
+end=$((SECONDS + 30))
+until [ "$(backend_stat "$T/m" s1 status)" = up ]; do
+	[ "$SECONDS" -lt "$end" ] || fail "s1 not up 30s after its fault window"
+	sleep 0.1
+done
+# after the recovery: mv tmp g (a delete of g may still be queued for s1)
+for ((i = 0; i < N / 2; i++)); do
+	printf 'new g%d' "$i" >"$T/m/in/tmp$i" || fail "write of tmp$i failed"
+	mv "$T/m/in/tmp$i" "$T/m/in/g$i" || fail "mv tmp$i g$i failed"
+done
+wait_hints "$T/m" 30
+[ "$(backend_stat "$T/m" s1 status)" = up ] || fail "s1 is not up after the replay"
+check_files "$T/m" "after the replay"
+if compgen -G "$T/m/in/tmp*" >/dev/null; then
+	fail "tmp files are still listed: $(compgen -G "$T/m/in/tmp*" | head -n 5)"
+fi
+unmount_smux "$T/m"
+for ((i = 0; i < N; i++)); do
+	n=0
+	for s in s0 s1 s2; do
+		[ -e "$T/$s/in/f$i" ] && n=$((n + 1))
+	done
+	[ "$n" -eq 1 ] || fail "f$i is on $n shards"
+done
+mount_smux "$T/st.conf" "$T/m2" attr_timeout=0,entry_timeout=0,negative_timeout=0
+check_files "$T/m2" "after a remount"
+unmount_smux "$T/m2"
+log "ok: $ok overwrites during the outage acknowledged and kept, $eio refused with an error"

@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_fanout.c - fan-out never builds on a stale replica (issue 9
+ * item 2): in mirror and shield, a replica with a pending hint for a key
+ * (it missed the key's latest write) is not used to build new content of
+ * that key - an in-place writer, a copy or rename from it, a setattr on
+ * it - and does not serve reads of it; it keeps its hint, and the repair
+ * makes it equal to the others. Members: one memory, one file replica,
+ * each behind a faulty wrapper.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+/* r0 (memory) and r1 (file), faulty wrappers f[0], f[1]. */
+struct fx {
+	struct smux_backend *inner[2], *f[2], *mux;
+	struct mh_clock clk;
+	char base[64];
+};
+
+static void fx_init(struct fx *x, enum smux_mode mode)
+{
+	struct smux_mux_opts o = {.mode = mode, .cooldown_ms = 100};
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_error err;
+	char dir[96];
+
+	memset(x, 0, sizeof(*x));
+	mh_clock_init(&x->clk, 10000);
+	o.clock = &x->clk.clock;
+	snprintf(x->base, sizeof(x->base), "/tmp/smux-fanout-XXXXXX");
+	assert_non_null(mkdtemp(x->base));
+	snprintf(dir, sizeof(dir), "%s/r1", x->base);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	fo.path = dir;
+	x->inner[0] = mh_memory("mem0");
+	MH_OK(smux_file_new("file1", &fo, &x->inner[1], &err), &err);
+	x->f[0] = mh_faulty("r0", x->inner[0], NULL);
+	x->f[1] = mh_faulty("r1", x->inner[1], NULL);
+	x->mux = mh_mux("fan", &o, x->f, NULL, 2);
+}
+
+static void fx_release(struct fx *x)
+{
+	smux_backend_unref(x->mux);
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(x->f[i]);
+		smux_backend_unref(x->inner[i]);
+	}
+	mh_rm_rf(x->base);
+}
+
+/* Replica @i refuses puts (semantic: it stays up, and no replay can
+ * repair it meanwhile), or takes them again. */
+static void fx_refuse_puts(struct fx *x, int i, bool refuse)
+{
+	struct smux_faulty_opts o = {
+		.semantic_rate = refuse ? 1.0 : 0.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+
+	smux_faulty_set(x->f[i], &o);
+}
+
+/* @key is @v0 everywhere, then @v1 everywhere but on replica @stale,
+ * which keeps @v0 and a hint. */
+static void fx_stale(struct fx *x, int stale, const char *key, const char *v0,
+		     const char *v1)
+{
+	struct smux_error err;
+
+	fx_refuse_puts(x, stale, false);
+	MH_OK(mh_put(x->mux, key, v0, &err), &err);
+	fx_refuse_puts(x, stale, true);
+	MH_OK(mh_put(x->mux, key, v1, &err), &err);
+	MH_HOLDS(x->inner[stale], key, v0);
+	MH_HOLDS(x->inner[1 - stale], key, v1);
+	assert_true(smux_mux_pending_hints(x->mux) >= 1);
+}
+
+/* Repairs with puts allowed again; nothing is left pending. A call that
+ * failed just before the faults were lifted (the background thread's
+ * replay) may still mark a member down: then again, a bounded number of
+ * times (no new failure can come). */
+static void fx_repair(struct fx *x)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending = 1;
+
+	for (int i = 0; i < 2; i++)
+		fx_refuse_puts(x, i, false); /* and no other fault */
+	smux_ctx_init(&ctx);
+	for (int round = 0; round < 20 && pending; round++) {
+		mh_clock_set(&x->clk, atomic_load(&x->clk.now_ms) + 60000);
+		smux_mux_check_health(x->mux); /* a member failed is up */
+		MH_OK(smux_mux_repair(x->mux, &ctx, NULL, &pending, &err),
+		      &err);
+	}
+	assert_int_equal(pending, 0);
+}
+
+/* The issue's reproduction: replicas that missed an overwrite, then
+ * edited in place (4 bytes at offset 0) before their replay. */
+static void inplace_after_missed(enum smux_mode mode, int stale)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	char key[32], buf[64];
+
+	smux_ctx_init(&ctx);
+	fx_init(&x, mode);
+	for (int k = 0; k < 8; k++) {
+		struct smux_writer *w = NULL;
+		long n;
+
+		snprintf(key, sizeof(key), "f%d", k);
+		fx_stale(&x, stale, key, "v1-old-content", "vvvvNEW-content2");
+		fx_refuse_puts(&x, stale, true); /* still no replay */
+		MH_OK(smux_backend_writer_open(x.mux, &ctx, key,
+					       SMUX_WRITER_INPLACE, &w, &err),
+		      &err);
+		/* what the writer holds is the latest version */
+		assert_int_equal(smux_writer_size(w), 16);
+		MH_OK(smux_writer_pwrite(w, &ctx, "EDIT", 4, 0, &err), &err);
+		n = smux_writer_pread(w, buf, sizeof(buf), 0, &err);
+		assert_int_equal(n, 16);
+		assert_memory_equal(buf, "EDITNEW-content2", 16);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+		/* the stale replica was not edited, and keeps its hint */
+		assert_true(smux_mux_pending_hints(x.mux) >= 1);
+	}
+	fx_repair(&x);
+	for (int k = 0; k < 8; k++) {
+		snprintf(key, sizeof(key), "f%d", k);
+		MH_HOLDS(x.inner[0], key, "EDITNEW-content2");
+		MH_HOLDS(x.inner[1], key, "EDITNEW-content2");
+	}
+	fx_release(&x);
+}
+
+static void test_mirror_inplace_stale_memory(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_MIRROR, 0);
+}
+
+static void test_mirror_inplace_stale_file(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_MIRROR, 1);
+}
+
+static void test_shield_inplace_stale_cache(void **state)
+{
+	(void)state;
+	inplace_after_missed(SMUX_MODE_SHIELD, 1);
+}
+
+/* A truncating writer builds the whole new content: it reaches the stale
+ * replica, and its commit clears that replica's hint. */
+static void test_trunc_writer_clears_hint(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	fx_refuse_puts(&x, 1, false);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "whole", 5, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(x.inner[0], "k", "whole");
+	MH_HOLDS(x.inner[1], "k", "whole");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 0);
+	fx_release(&x);
+}
+
+/* copy and rename from a key a replica missed: not done there (it would
+ * copy the old version); the destination gets a hint instead. */
+static void test_copy_rename_stale_source(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int stale = 0; stale < 2; stale++) {
+		fx_init(&x, SMUX_MODE_MIRROR);
+		fx_stale(&x, stale, "src", "old", "new");
+		MH_OK(smux_backend_copy(x.mux, &ctx, "src", "copy", &err),
+		      &err);
+		MH_OK(smux_backend_rename(x.mux, &ctx, "src", "moved", &err),
+		      &err);
+		fx_repair(&x);
+		for (int i = 0; i < 2; i++) {
+			MH_HOLDS(x.inner[i], "copy", "new");
+			MH_HOLDS(x.inner[i], "moved", "new");
+			MH_LACKS(x.inner[i], "src");
+		}
+		fx_release(&x);
+	}
+}
+
+/* A setattr edits the object where it is: not on a replica that missed
+ * its latest content (that replica keeps its hint). */
+static void test_setattr_stale(void **state)
+{
+	struct smux_setattr a = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_faulty_opts refuse_get = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	/* r1 takes puts (and setattrs: the same faulty op) again, but no
+	 * replay can fix it meanwhile: r0 refuses to be read from */
+	smux_faulty_set(x.f[0], &refuse_get);
+	fx_refuse_puts(&x, 1, false);
+	MH_OK(smux_backend_setattr(x.mux, &ctx, "k", &a, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(x.inner[i], "k", "new");
+		MH_OK(smux_backend_head(x.inner[i], &ctx, "k", &info, &err),
+		      &err);
+		assert_int_equal(info.mode & 0777, 0600);
+	}
+	fx_release(&x);
+}
+
+/* Reads never come from a replica that missed the key's latest write:
+ * when the fresh one fails, the read fails (unavailable), never the old
+ * version. Mirror (get, reader) and shield (a cache replica behind a
+ * failing origin). */
+static void test_reads_never_stale(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_reader *r = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	char *got;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		fx_stale(&x, 1, "k", "old", "new");
+		mh_fail(x.f[0], true);
+		got = mh_get(x.mux, "k", &rc, &err);
+		if (got)
+			print_error("mode %d read \"%s\"\n", m, got);
+		assert_null(got);
+		assert_true(rc < 0);
+		rc = smux_backend_reader_open(x.mux, &ctx, "k", &r, &err);
+		assert_true(rc < 0);
+		assert_null(r);
+		/* other keys are served by r1 */
+		mh_fail(x.f[0], false);
+		fx_repair(&x);
+		mh_fail(x.f[0], true);
+		got = mh_get(x.mux, "k", &rc, &err);
+		MH_OK(rc, &err);
+		assert_string_equal(got, "new");
+		free(got);
+		fx_release(&x);
+	}
+}
+
+/* ---- drain and remove with open writers (issue 9 item 4) ---- */
+
+struct smux_mux;
+/* mux_fanout.c's test hook: runs once a member took a write, before the
+ * mux checks that member is still in the view */
+extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+
+static struct smux_backend *hook_mux;
+static const char *hook_remove; /* the member the hook removes, once */
+
+static void remove_on_ack(struct smux_mux *mux, const char *key)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	const char *name = hook_remove;
+
+	(void)mux;
+	(void)key;
+	if (!name)
+		return;
+	hook_remove = NULL;
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_remove(hook_mux, name, &ctx, &err), &err);
+}
+
+static void hook_arm(struct smux_backend *mux, const char *name)
+{
+	hook_mux = mux;
+	hook_remove = name;
+	smux__fanout_hook_acked = remove_on_ack;
+}
+
+static void hook_disarm(void)
+{
+	smux__fanout_hook_acked = NULL;
+	hook_remove = NULL;
+}
+
+/* Failover: the member that took a put is removed before the put is
+ * acknowledged: the write lives on no member, so it is not acknowledged
+ * (it was: then lost, the remaining member never had it). */
+static void test_failover_acked_member_removed(void **state)
+{
+	struct smux_error err;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	hook_arm(x.mux, "r0");
+	rc = mh_put(x.mux, "k", "v", &err);
+	hook_disarm();
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	MH_LACKS(x.inner[1], "k");
+	fx_release(&x);
+}
+
+/* Mirror: the only replica that took a put (the other failing) is
+ * removed before the put is acknowledged: not acknowledged. */
+static void test_mirror_acked_replica_removed(void **state)
+{
+	struct smux_error err;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	fx_init(&x, SMUX_MODE_MIRROR);
+	mh_fail(x.f[0], true);
+	hook_arm(x.mux, "r1");
+	rc = mh_put(x.mux, "k", "v", &err);
+	hook_disarm();
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	fx_release(&x);
+}
+
+/* Failover: a file open on r0 (its writer between two writes) while r0 is
+ * removed: the next write does not go to r0 any more; the writer moves
+ * to r1 with what it holds, and the commit is acknowledged there. */
+static void test_failover_writer_moves_off_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "one", 3, 0, &err), &err);
+	/* between two writes: no call in flight, the remove completes */
+	MH_OK(smux_mux_remove(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "two", 3, 3, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(x.mux, "k", "onetwo");
+	MH_HOLDS(x.inner[1], "k", "onetwo");
+	fx_release(&x);
+}
+
+/* Mirror: the writer's only live replica (the other failed at open) is
+ * removed between two writes: what follows is not acknowledged on the
+ * removed replica alone. */
+static void test_mirror_writer_last_replica_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	mh_fail(x.f[0], true);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "one", 3, 0, &err), &err);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	rc = smux_writer_pwrite(w, &ctx, "two", 3, 3, &err);
+	if (rc == 0)
+		rc = smux_writer_commit(w, &ctx, NULL, NULL, &err);
+	assert_true(rc < 0);
+	smux_writer_close(w);
+	fx_release(&x);
+}
+
+/* A removed replica's hints are kept: added back under the same name, it
+ * is repaired before it serves the keys it missed (a repair while it was
+ * out dropped them, and it served its old version for good). */
+static void test_remove_add_keeps_hints(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(smux_mux_repair(x.mux, &ctx, NULL, &pending, &err), &err);
+	/* r0 fails (so nothing can resync r1 yet): the only replica left
+	 * must not serve "old" */
+	mh_fail(x.f[0], true);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	assert_null(mh_get(x.mux, "k", NULL, &err));
+	mh_fail(x.f[0], false);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
+struct drain_arg {
+	struct smux_backend *mux;
+	atomic_bool done;
+	int rc;
+};
+
+static void *drain_main(void *arg)
+{
+	struct drain_arg *d = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	d->rc = smux_mux_drain(d->mux, "r1", &ctx, &err);
+	atomic_store(&d->done, true);
+	return NULL;
+}
+
+struct write_arg {
+	struct smux_writer *w;
+	int rc;
+};
+
+static void *write_main(void *arg)
+{
+	struct write_arg *a = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	a->rc = smux_writer_pwrite(a->w, &ctx, "two", 3, 3, &err);
+	return NULL;
+}
+
+static enum smux_status member_status(struct smux_backend *mux, unsigned i)
+{
+	struct smux_mux_stats *st = smux_mux_stats(mux);
+	enum smux_status s;
+
+	assert_non_null(st);
+	s = st->backends[i].status;
+	smux_mux_stats_free(st);
+	return s;
+}
+
+/* A drain while a writer's call is in flight on the member waits for that
+ * call; the writer's next call does not go to the drained member (it
+ * drops out, hinted), and the repair after the undrain makes it equal. */
+static void test_drain_waits_for_writer_call(void **state)
+{
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct drain_arg d = {0};
+	struct write_arg wa = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	pthread_t dt, wt;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k", SMUX_WRITER_TRUNC,
+				       &wa.w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "one", 3, 0, &err), &err);
+	/* the second write stays in flight on r1 */
+	smux_faulty_set(x.f[1], &hang);
+	assert_int_equal(pthread_create(&wt, NULL, write_main, &wa), 0);
+	while (smux_faulty_hanging(x.f[1]) == 0)
+		usleep(1000);
+	d.mux = x.mux;
+	atomic_init(&d.done, false);
+	assert_int_equal(pthread_create(&dt, NULL, drain_main, &d), 0);
+	while (member_status(x.mux, 1) != SMUX_STATUS_DRAINING)
+		usleep(1000);
+	/* a write is in flight on r1: the drain cannot be over */
+	assert_false(atomic_load(&d.done));
+	smux_faulty_release_hangs(x.f[1]);
+	pthread_join(wt, NULL);
+	pthread_join(dt, NULL);
+	MH_OK(wa.rc, NULL);
+	MH_OK(d.rc, NULL);
+	/* drained: the next write and the commit leave r1 out */
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "three", 5, 6, &err), &err);
+	MH_OK(smux_writer_commit(wa.w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(wa.w);
+	MH_HOLDS(x.inner[0], "k", "onetwothree");
+	MH_LACKS(x.inner[1], "k");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	smux_faulty_set(x.f[1], &(struct smux_faulty_opts){0});
+	MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[1], "k", "onetwothree");
+	fx_release(&x);
+}
+
+/* A member removed, written around, and added back: it is stale for
+ * every key until its resync (it missed writes that left it no hint),
+ * and the resync makes it equal: overwritten, new and deleted keys. */
+static void test_rejoin_resyncs(void **state)
+{
+	struct smux_put_opts old_mtime = {.mtime_ns =
+						  1000000000LL * 1000000000};
+	struct smux_mux_member back = {0};
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	MH_OK(mh_put(x.mux, "gone", "g", &err), &err);
+	MH_OK(mh_put(x.mux, "same", "s", &err), &err);
+	MH_OK(mh_put(x.mux, "old", "o1", &err), &err);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "v2", &err), &err);
+	MH_OK(mh_put(x.mux, "sub/new", "n", &err), &err);
+	MH_OK(smux_backend_del(x.mux, &ctx, "gone", &err), &err);
+	/* same size, and an mtime older than r1's version (cp -p does it):
+	 * still a newer version */
+	smux_source_buf(&src, "o2", 2);
+	MH_OK(smux_backend_put(x.mux, &ctx, "old", &src, &old_mtime, NULL,
+			       &err),
+	      &err);
+	/* r0 fails (so nothing can resync r1 yet): r1 must not serve what
+	 * it may have missed */
+	mh_fail(x.f[0], true);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	assert_null(mh_get(x.mux, "k", NULL, &err));
+	assert_null(mh_get(x.mux, "gone", NULL, &err));
+	mh_fail(x.f[0], false);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[1], "k", "v2");
+	MH_HOLDS(x.inner[1], "sub/new", "n");
+	MH_HOLDS(x.inner[1], "same", "s");
+	MH_HOLDS(x.inner[1], "old", "o2");
+	MH_LACKS(x.inner[1], "gone");
+	/* a full member again */
+	mh_fail(x.f[0], true);
+	MH_HOLDS(x.mux, "k", "v2");
+	fx_release(&x);
+}
+
+static int count_key(void *arg, const struct smux_list_entry *e)
+{
+	unsigned *n = arg;
+
+	print_message("  listed %s\n", e->key);
+	(*n)++;
+	return 0;
+}
+
+/* Failover: a member added back answers no listing before its resync (it
+ * would list a key deleted while it was out), and its rejoin hint is no
+ * listing entry. */
+static void test_rejoin_failover_listing(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned n = 0;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_FAILOVER);
+	MH_OK(mh_put(x.mux, "a", "x", &err), &err);
+	MH_OK(smux_backend_put_buf(x.inner[1], &ctx, "a", "x", 1, &err), &err);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(smux_backend_del(x.mux, &ctx, "a", &err), &err);
+	mh_fail(x.f[0], true);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	rc = smux_backend_list(x.mux, &ctx, "", "/", count_key, &n, &err);
+	assert_true(rc < 0);
+	assert_int_equal(n, 0);
+	mh_fail(x.f[0], false);
+	fx_repair(&x);
+	MH_LACKS(x.inner[1], "a");
+	fx_release(&x);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mirror_inplace_stale_memory),
+		cmocka_unit_test(test_mirror_inplace_stale_file),
+		cmocka_unit_test(test_shield_inplace_stale_cache),
+		cmocka_unit_test(test_trunc_writer_clears_hint),
+		cmocka_unit_test(test_copy_rename_stale_source),
+		cmocka_unit_test(test_setattr_stale),
+		cmocka_unit_test(test_reads_never_stale),
+		cmocka_unit_test(test_failover_acked_member_removed),
+		cmocka_unit_test(test_mirror_acked_replica_removed),
+		cmocka_unit_test(test_failover_writer_moves_off_removed),
+		cmocka_unit_test(test_mirror_writer_last_replica_removed),
+		cmocka_unit_test(test_remove_add_keeps_hints),
+		cmocka_unit_test(test_drain_waits_for_writer_call),
+		cmocka_unit_test(test_rejoin_resyncs),
+		cmocka_unit_test(test_rejoin_failover_listing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

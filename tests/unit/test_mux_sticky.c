@@ -1,0 +1,813 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_sticky.c - sticky-by-key as a filesystem needs it (DESIGN
+ * section 3, mux_sticky.c): placement fnv1a(key) % n over every member;
+ * handoff to the next shard with a durable hint for home while home is
+ * out, reads of the latest version, before and after a remount and the
+ * replay that moves keys home; a delete while home is out followed by a
+ * rename onto the key after recovery (the queued delete must not remove
+ * the new key); a key whose home is out is unavailable, not absent; a
+ * write that reaches home supersedes a pending handoff and its copy goes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <semaphore.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/mux_internal.h"
+#include "mux_helpers.h"
+
+#define N 3
+
+/* Three memory shards behind faulty wrappers s0..s2, a clock, a journal
+ * directory. */
+struct shards {
+	struct smux_backend *mem[N], *f[N], *mux;
+	struct mh_clock clk;
+	char dir[64];
+};
+
+static void shards_mux(struct shards *s)
+{
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_STICKY,
+		.cooldown_ms = 100,
+		.clock = &s->clk.clock,
+		.state_dir = s->dir,
+	};
+
+	s->mux = mh_mux("st", &o, s->f, NULL, N);
+}
+
+static void shards_init(struct shards *s)
+{
+	char name[32];
+
+	memset(s, 0, sizeof(*s));
+	mh_clock_init(&s->clk, 10000);
+	snprintf(s->dir, sizeof(s->dir), "/tmp/smux-sticky-XXXXXX");
+	assert_non_null(mkdtemp(s->dir));
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "mem%d", i);
+		s->mem[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "s%d", i);
+		s->f[i] = mh_faulty(name, s->mem[i], NULL);
+	}
+	shards_mux(s);
+}
+
+/* A new mux over the same shards and journal (a remount). */
+static void shards_remount(struct shards *s)
+{
+	smux_backend_unref(s->mux);
+	shards_mux(s);
+}
+
+static void shards_release(struct shards *s)
+{
+	smux_backend_unref(s->mux);
+	for (int i = 0; i < N; i++) {
+		smux_backend_unref(s->f[i]);
+		smux_backend_unref(s->mem[i]);
+	}
+	mh_rm_rf(s->dir);
+}
+
+/* Moves the injected clock past every cooldown, and runs the health
+ * checks the background thread runs then (reads never probe). */
+static void shards_later(struct shards *s)
+{
+	mh_clock_set(&s->clk, atomic_load(&s->clk.now_ms) + 60000);
+	smux_mux_check_health(s->mux);
+}
+
+static void shards_repair(struct shards *s, unsigned *pending)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_repair(s->mux, &ctx, NULL, pending, &err), &err);
+}
+
+static unsigned home_of(const char *key)
+{
+	return smux_fnv1a(key, strlen(key)) % N;
+}
+
+/* The @i-th key (of a set named @set) whose home is @shard. */
+static void key_on(char *key, size_t size, const char *set, unsigned shard,
+		   int i)
+{
+	for (int j = 0, found = 0;; j++) {
+		snprintf(key, size, "%s/key-%d", set, j);
+		if (home_of(key) == shard && found++ == i)
+			return;
+	}
+}
+
+/* Keys of @n whose read through @mux is not @want[i] (printed). */
+static unsigned mismatches(struct smux_backend *mux, char keys[][32],
+			   char want[][32], unsigned n, const char *when)
+{
+	unsigned bad = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct smux_error err;
+		int rc;
+		char *got = mh_get(mux, keys[i], &rc, &err);
+
+		if (!got || strcmp(got, want[i]) != 0)
+			bad++;
+		free(got);
+	}
+	if (bad)
+		print_message("%s: %u of %u keys read back another version\n",
+			      when, bad, n);
+	return bad;
+}
+
+/* ---- (d) placement ---- */
+
+/* While every shard is up a key lives on fnv1a(key) % n, and only there
+ * (the seed's placement), and reads ask only that shard. */
+static void test_placement_all_up(void **state)
+{
+	struct smux_error err;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	shards_init(&s);
+	for (int i = 0; i < 90; i++) {
+		unsigned long before[N];
+
+		snprintf(key, sizeof(key), "p/%d", i);
+		MH_OK(mh_put(s.mux, key, key, &err), &err);
+		for (int k = 0; k < N; k++)
+			before[k] = smux_faulty_calls(s.f[k]);
+		MH_HOLDS(s.mux, key, key);
+		for (unsigned k = 0; k < N; k++) {
+			if (k == home_of(key))
+				MH_HOLDS(s.mem[k], key, key);
+			else
+				MH_LACKS(s.mem[k], key);
+			assert_int_equal(smux_faulty_calls(s.f[k]) - before[k],
+					 k == home_of(key) ? 1 : 0);
+		}
+	}
+	assert_int_equal(smux_mux_pending_hints(s.mux), 0);
+	shards_release(&s);
+}
+
+/* ---- (a) overwrites while a shard fails ---- */
+
+#define KEYS 300
+
+/*
+ * One shard fails transiently for a window while 300 keys are overwritten
+ * (twice for half of them): every write is acknowledged, and every key
+ * reads back its last acknowledged content - right after the shard
+ * recovers, through a new mux over the same shards and journal, after the
+ * replay, and then each key lives on its home only.
+ */
+static void test_overwrite_during_outage(void **state)
+{
+	static char keys[KEYS][32], want[KEYS][32];
+	struct smux_error err;
+	unsigned pending = 1, during;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+
+	(void)state;
+	shards_init(&s);
+	for (unsigned i = 0; i < KEYS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "d/f%u", i);
+		snprintf(want[i], sizeof(want[i]), "v1-%u", i);
+		MH_OK(mh_put(s.mux, keys[i], want[i], &err), &err);
+	}
+	mh_fail(s.f[1], true);
+	for (int round = 2; round <= 3; round++) {
+		for (unsigned i = 0; i < KEYS; i++) {
+			if (round == 3 && i % 2)
+				continue;
+			snprintf(want[i], sizeof(want[i]), "v%d-%u", round, i);
+			MH_OK(mh_put(s.mux, keys[i], want[i], &err), &err);
+		}
+	}
+	assert_int_equal(mismatches(s.mux, keys, want, KEYS, "outage"), 0);
+	/* the handoffs left hints for the shard that is out */
+	during = smux_mux_pending_hints(s.mux);
+	/* the shard is back (its cooldown over, a health check saw it) */
+	mh_fail(s.f[1], false);
+	shards_later(&s);
+	assert_int_equal(mismatches(s.mux, keys, want, KEYS, "recovered"), 0);
+	assert_true(during > 0);
+	shards_remount(&s);
+	shards_later(&s);
+	assert_int_equal(mismatches(s.mux, keys, want, KEYS, "remount"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(mismatches(s.mux, keys, want, KEYS, "repaired"), 0);
+	/* moved home, handoff copies gone */
+	for (unsigned i = 0; i < KEYS; i++)
+		for (unsigned k = 0; k < N; k++)
+			if (k == home_of(keys[i]))
+				MH_HOLDS(s.mem[k], keys[i], want[i]);
+			else
+				MH_LACKS(s.mem[k], keys[i]);
+	shards_remount(&s);
+	assert_int_equal(mismatches(s.mux, keys, want, KEYS, "remount 2"), 0);
+	shards_release(&s);
+}
+
+/* ---- (b) delete while out, rename onto the key after recovery ---- */
+
+#define RENAMED 60
+
+/*
+ * Keys deleted while their shard is down (a delete hint for it), then
+ * `mv tmp key` after it recovered, then the replay: every renamed key
+ * exists with its new content (the queued delete is superseded by the
+ * rename's write), and the temporary names are gone.
+ */
+static void test_rm_then_rename_after_recovery(void **state)
+{
+	static char keys[RENAMED][32], want[RENAMED][32];
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char tmp[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	for (int i = 0; i < RENAMED; i++) {
+		key_on(keys[i], sizeof(keys[i]), "mv", 1, i);
+		MH_OK(mh_put(s.mux, keys[i], "old", &err), &err);
+	}
+	mh_fail(s.f[1], true);
+	for (int i = 0; i < RENAMED; i++)
+		MH_OK(smux_backend_del(s.mux, &ctx, keys[i], &err), &err);
+	assert_int_equal(smux_mux_pending_hints(s.mux), RENAMED);
+	mh_fail(s.f[1], false);
+	shards_later(&s);
+	for (int i = 0; i < RENAMED; i++) {
+		snprintf(tmp, sizeof(tmp), "tmp-%d", i);
+		snprintf(want[i], sizeof(want[i]), "new-%d", i);
+		MH_OK(mh_put(s.mux, tmp, want[i], &err), &err);
+		MH_OK(smux_backend_rename(s.mux, &ctx, tmp, keys[i], &err),
+		      &err);
+	}
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(mismatches(s.mux, keys, want, RENAMED, "renamed"), 0);
+	for (int i = 0; i < RENAMED; i++) {
+		snprintf(tmp, sizeof(tmp), "tmp-%d", i);
+		MH_LACKS(s.mux, tmp);
+		MH_HOLDS(s.mem[1], keys[i], want[i]);
+	}
+	shards_release(&s);
+}
+
+/*
+ * The same with a plain put after recovery, the replay held back until
+ * it is done: the recovered shard refuses deletes for a while (a semantic
+ * error: it stays up, the replay of the delete hints fails and waits), so
+ * the put surely comes first. The put supersedes the delete hint.
+ */
+static void test_rm_then_put_before_replay(void **state)
+{
+	static char keys[RENAMED][32], want[RENAMED][32];
+	struct smux_faulty_opts no_del = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_DEL,
+	};
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	for (int i = 0; i < RENAMED; i++) {
+		key_on(keys[i], sizeof(keys[i]), "put", 1, i);
+		MH_OK(mh_put(s.mux, keys[i], "old", &err), &err);
+	}
+	mh_fail(s.f[1], true);
+	for (int i = 0; i < RENAMED; i++)
+		MH_OK(smux_backend_del(s.mux, &ctx, keys[i], &err), &err);
+	smux_faulty_set(s.f[1], &no_del);
+	shards_later(&s);
+	for (int i = 0; i < RENAMED; i++) {
+		snprintf(want[i], sizeof(want[i]), "new-%d", i);
+		MH_OK(mh_put(s.mux, keys[i], want[i], &err), &err);
+	}
+	mh_fail(s.f[1], false);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(mismatches(s.mux, keys, want, RENAMED, "put"), 0);
+	for (int i = 0; i < RENAMED; i++)
+		MH_HOLDS(s.mem[1], keys[i], want[i]);
+	shards_release(&s);
+}
+
+static int count_cb(void *arg, const struct smux_list_entry *e)
+{
+	(void)e;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+/* Entries of a listing of @prefix through @mux. */
+static unsigned listed(struct smux_backend *mux, const char *prefix)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned n = 0;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_list(mux, &ctx, prefix, NULL, count_cb, &n, &err),
+	      &err);
+	return n;
+}
+
+/*
+ * The union listing before the replay: keys deleted while their shard was
+ * out are not listed once it is back (its entries are behind: it has a
+ * delete hint for them), a key handed off is listed once.
+ */
+static void test_list_before_replay(void **state)
+{
+	struct smux_faulty_opts no_del = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_DEL,
+	};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	for (int i = 0; i < 10; i++) {
+		key_on(key, sizeof(key), "ls", 1, i);
+		MH_OK(mh_put(s.mux, key, "x", &err), &err);
+	}
+	assert_int_equal(listed(s.mux, "ls/"), 10);
+	mh_fail(s.f[1], true);
+	for (int i = 0; i < 5; i++) {
+		key_on(key, sizeof(key), "ls", 1, i);
+		MH_OK(smux_backend_del(s.mux, &ctx, key, &err), &err);
+	}
+	key_on(key, sizeof(key), "ls", 1, 5);
+	MH_OK(mh_put(s.mux, key, "handed off", &err), &err);
+	/* back, but its replay held back (deletes refused for now) */
+	smux_faulty_set(s.f[1], &no_del);
+	shards_later(&s);
+	assert_int_equal(listed(s.mux, "ls/"), 5);
+	mh_fail(s.f[1], false);
+	shards_release(&s);
+}
+
+/* ---- (c) unavailable is not absent ---- */
+
+static void assert_unavailable(int rc, const struct smux_error *err)
+{
+	MH_ERR(rc, err, SMUX_E_ALL_BACKENDS_DOWN);
+	assert_int_equal(rc, -EIO);
+}
+
+/*
+ * Home down and the key never handed off: get, head and reader open
+ * answer unavailable (EIO), never "not found" - while home fails, and once
+ * it is marked down - for a key it holds and for one nobody has. A key
+ * handed off meanwhile reads from the shard that took it.
+ */
+static void test_home_down_unavailable(void **state)
+{
+	struct smux_reader *r = NULL;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32], none[32], moved[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "u", 2, 0);
+	key_on(none, sizeof(none), "u", 2, 1);
+	key_on(moved, sizeof(moved), "u", 2, 2);
+	MH_OK(mh_put(s.mux, key, "here", &err), &err);
+	mh_fail(s.f[2], true);
+	for (int round = 0; round < 4; round++) {
+		assert_null(mh_get(s.mux, key, &rc, &err));
+		assert_unavailable(rc, &err);
+		assert_unavailable(
+			smux_backend_head(s.mux, &ctx, key, &info, &err), &err);
+		assert_unavailable(
+			smux_backend_head(s.mux, &ctx, none, &info, &err),
+			&err);
+		assert_unavailable(
+			smux_backend_reader_open(s.mux, &ctx, key, &r, &err),
+			&err);
+	}
+	/* written while home is out: on the next shard, readable there */
+	MH_OK(mh_put(s.mux, moved, "handed off", &err), &err);
+	MH_HOLDS(s.mem[0], moved, "handed off");
+	MH_HOLDS(s.mux, moved, "handed off");
+	/* home back: the key it holds, and "not found" is an answer again */
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	MH_HOLDS(s.mux, key, "here");
+	MH_HOLDS(s.mux, moved, "handed off");
+	MH_ERR(smux_backend_head(s.mux, &ctx, none, &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	shards_release(&s);
+}
+
+/*
+ * A writer that starts from the object (no TRUNC) while the key's shard is
+ * out is unavailable: opened on another shard it would start from nothing,
+ * and its commit would replace the object with the edit alone. A writer
+ * with TRUNC is handed off like a put.
+ */
+static void test_edit_while_home_down(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32], fresh[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "edit", 2, 0);
+	key_on(fresh, sizeof(fresh), "edit", 2, 1);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	mh_fail(s.f[2], true);
+	/* EIO: the shard's own error, or ALL_BACKENDS_DOWN once it is
+	 * marked down */
+	for (int round = 0; round < 2; round++)
+		assert_int_equal(
+			smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err),
+			-EIO);
+	assert_null(w);
+	MH_LACKS(s.mem[0], key);
+	MH_LACKS(s.mem[1], key);
+	MH_OK(smux_backend_writer_open(s.mux, &ctx, fresh, SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "new", 3, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(s.mem[0], fresh, "new");
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "hello world");
+	MH_HOLDS(s.mem[2], fresh, "new");
+	MH_LACKS(s.mem[0], fresh);
+	shards_release(&s);
+}
+
+/* ---- supersede ---- */
+
+/*
+ * A write that reaches home while home still has a pending hint for the
+ * key (a handoff not replayed yet) supersedes it: reads go home at once,
+ * the handoff copy gets a delete hint, and the replay removes it without
+ * touching home's newer version.
+ */
+static void test_home_write_supersedes_handoff(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	shards_init(&s);
+	key_on(key, sizeof(key), "sup", 0, 0);
+	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
+	mh_fail(s.f[0], true);
+	MH_OK(mh_put(s.mux, key, "v2", &err), &err);
+	MH_HOLDS(s.mem[1], key, "v2");
+	MH_HOLDS(s.mem[0], key, "v1");
+	mh_fail(s.f[0], false);
+	shards_later(&s);
+	MH_OK(mh_put(s.mux, key, "v3", &err), &err);
+	MH_HOLDS(s.mem[0], key, "v3");
+	MH_HOLDS(s.mux, key, "v3");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "v3");
+	MH_HOLDS(s.mem[0], key, "v3");
+	MH_LACKS(s.mem[1], key);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/*
+ * Two shards out in turn: home, then the shard that took the first
+ * handoff. The latest version is on the shard after them; the one that
+ * holds an older handoff copy is passed over (a delete hint) until the
+ * replay, which moves the latest version home and removes both copies.
+ */
+static void test_two_shards_out(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	shards_init(&s);
+	key_on(key, sizeof(key), "two", 0, 0);
+	mh_fail(s.f[0], true);
+	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
+	MH_HOLDS(s.mem[1], key, "v1");
+	mh_fail(s.f[1], true);
+	MH_OK(mh_put(s.mux, key, "v2", &err), &err);
+	MH_HOLDS(s.mem[2], key, "v2");
+	mh_fail(s.f[1], false);
+	shards_later(&s);
+	MH_HOLDS(s.mux, key, "v2");
+	mh_fail(s.f[0], false);
+	shards_later(&s);
+	MH_HOLDS(s.mux, key, "v2");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "v2");
+	MH_HOLDS(s.mem[0], key, "v2");
+	MH_LACKS(s.mem[1], key);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/* ---- a write racing the replay ---- */
+
+static struct {
+	struct smux_backend *mux;
+	const char *key;
+	atomic_bool armed;
+	sem_t step; /* the racing put finished, or waits for the gate */
+	pthread_t th;
+} race;
+
+static void *race_put(void *arg)
+{
+	struct smux_error err;
+
+	(void)arg;
+	MH_OK(mh_put(race.mux, race.key, "newer", &err), &err);
+	sem_post(&race.step);
+	return NULL;
+}
+
+static void race_gate_wait(const char *key)
+{
+	if (strcmp(key, race.key) == 0)
+		sem_post(&race.step);
+}
+
+/* In the replay's window (holder's copy read, home not written yet): a
+ * user put of the key starts, and the replay goes on once that put is
+ * done or waits for the key. */
+static void race_replay_copied(const char *key)
+{
+	bool armed = true;
+
+	if (strcmp(key, race.key) != 0 ||
+	    !atomic_compare_exchange_strong(&race.armed, &armed, false))
+		return;
+	assert_int_equal(pthread_create(&race.th, NULL, race_put, NULL), 0);
+	while (sem_wait(&race.step) != 0)
+		;
+}
+
+/*
+ * A put of a key lands while the replay of its handoff is between reading
+ * the handoff copy and writing home: the put is newer and must win. The
+ * put waits for the key's gate until the replay has moved the key home,
+ * then writes home; the replay never writes its older copy on top.
+ */
+static void test_put_during_replay(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	shards_init(&s);
+	key_on(key, sizeof(key), "race", 2, 0);
+	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
+	mh_fail(s.f[2], true);
+	MH_OK(mh_put(s.mux, key, "handed off", &err), &err);
+	race.mux = s.mux;
+	race.key = key;
+	assert_int_equal(sem_init(&race.step, 0, 0), 0);
+	atomic_store(&race.armed, true);
+	smux__sticky_hook_gate_wait = race_gate_wait;
+	smux__sticky_hook_replay_copied = race_replay_copied;
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	shards_repair(&s, &pending);
+	assert_false(atomic_load(&race.armed)); /* the window was hit */
+	pthread_join(race.th, NULL);
+	smux__sticky_hook_replay_copied = NULL;
+	smux__sticky_hook_gate_wait = NULL;
+	sem_destroy(&race.step);
+	assert_int_equal(smux_mux_pending_hints(s.mux), 0);
+	MH_HOLDS(s.mux, key, "newer");
+	MH_HOLDS(s.mem[2], key, "newer");
+	MH_LACKS(s.mem[0], key);
+	MH_LACKS(s.mem[1], key);
+	shards_release(&s);
+}
+
+/* ---- threads while a shard flaps ---- */
+
+#define THREADS	   4
+#define PER_THREAD 24
+#define ROUNDS	   40
+
+struct writer_arg {
+	struct shards *s;
+	int id;
+	char keys[PER_THREAD][32];
+	char want[PER_THREAD][32]; /* "" when deleted */
+	unsigned wrong;		   /* reads of another version, or ENOENT */
+	unsigned unavailable;	   /* reads while the holder was out */
+};
+
+static atomic_int writers_done;
+
+/* A read right after the thread's own write of @key: the content it
+ * wrote (or "not found" after its delete), or unavailable while the
+ * shard holding it is out - never another version. */
+static void check_read(struct writer_arg *a, unsigned k)
+{
+	struct smux_error err;
+	int rc;
+	char *got = mh_get(a->s->mux, a->keys[k], &rc, &err);
+
+	if (got) {
+		if (strcmp(got, a->want[k]) != 0)
+			a->wrong++;
+		free(got);
+	} else if (rc == -ENOENT) {
+		if (a->want[k][0])
+			a->wrong++;
+	} else if (err.e.code == SMUX_E_ALL_BACKENDS_DOWN) {
+		a->unavailable++;
+	} else {
+		a->wrong++;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct writer_arg *a = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	for (int r = 0; r < ROUNDS; r++) {
+		for (unsigned k = 0; k < PER_THREAD; k++) {
+			if ((r + k) % 5 == 4) {
+				MH_OK(smux_backend_del(a->s->mux, &ctx,
+						       a->keys[k], &err),
+				      &err);
+				a->want[k][0] = '\0';
+			} else {
+				snprintf(a->want[k], sizeof(a->want[k]),
+					 "t%d-k%u-r%d", a->id, k, r);
+				MH_OK(mh_put(a->s->mux, a->keys[k], a->want[k],
+					     &err),
+				      &err);
+			}
+			check_read(a, k);
+		}
+	}
+	atomic_fetch_add(&writers_done, 1);
+	return NULL;
+}
+
+/*
+ * Writers of their own keys (put, overwrite, delete, each read back at
+ * once) while one shard flaps and repairs run: no read ever returns
+ * another version, or "not found" for a key that exists; after the storm
+ * and a repair every key reads its last acknowledged state and lives on
+ * its home only. Also run under ThreadSanitizer.
+ */
+static void test_flapping_shard_threads(void **state)
+{
+	static struct writer_arg args[THREADS];
+	unsigned flaps = 0, unavailable = 0;
+	pthread_t th[THREADS];
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	atomic_store(&writers_done, 0);
+	for (int t = 0; t < THREADS; t++) {
+		memset(&args[t], 0, sizeof(args[t]));
+		args[t].s = &s;
+		args[t].id = t;
+		for (unsigned k = 0; k < PER_THREAD; k++)
+			snprintf(args[t].keys[k], sizeof(args[t].keys[k]),
+				 "th%d/k%u", t, k);
+		assert_int_equal(
+			pthread_create(&th[t], NULL, writer_main, &args[t]), 0);
+	}
+	/* flap until the writers are done */
+	for (int f = 0; atomic_load(&writers_done) < THREADS; f++) {
+		unsigned left;
+
+		mh_fail(s.f[1], f % 2 == 0);
+		shards_later(&s);
+		smux_mux_repair(s.mux, &ctx, NULL, &left, &err);
+		flaps++;
+	}
+	for (int t = 0; t < THREADS; t++)
+		pthread_join(th[t], NULL);
+	mh_fail(s.f[1], false);
+	shards_later(&s);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	for (int t = 0; t < THREADS; t++)
+		unavailable += args[t].unavailable;
+	print_message("%d operations, %u flaps, %u reads unavailable\n",
+		      THREADS * PER_THREAD * ROUNDS, flaps, unavailable);
+	for (int t = 0; t < THREADS; t++) {
+		assert_int_equal(args[t].wrong, 0);
+		for (unsigned k = 0; k < PER_THREAD; k++) {
+			const char *key = args[t].keys[k];
+
+			if (!args[t].want[k][0]) {
+				MH_LACKS(s.mux, key);
+				for (unsigned m = 0; m < N; m++)
+					MH_LACKS(s.mem[m], key);
+				continue;
+			}
+			MH_HOLDS(s.mux, key, args[t].want[k]);
+			for (unsigned m = 0; m < N; m++)
+				if (m == home_of(key))
+					MH_HOLDS(s.mem[m], key,
+						 args[t].want[k]);
+				else
+					MH_LACKS(s.mem[m], key);
+		}
+	}
+	shards_release(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_placement_all_up),
+		cmocka_unit_test(test_overwrite_during_outage),
+		cmocka_unit_test(test_rm_then_rename_after_recovery),
+		cmocka_unit_test(test_rm_then_put_before_replay),
+		cmocka_unit_test(test_list_before_replay),
+		cmocka_unit_test(test_home_down_unavailable),
+		cmocka_unit_test(test_edit_while_home_down),
+		cmocka_unit_test(test_home_write_supersedes_handoff),
+		cmocka_unit_test(test_two_shards_out),
+		cmocka_unit_test(test_put_during_replay),
+		cmocka_unit_test(test_flapping_shard_threads),
+	};
+
+	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
+}
