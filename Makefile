@@ -80,7 +80,7 @@ STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core
+.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -124,6 +124,11 @@ $(BENCH_CORE): $(OUT)/obj/tests/bench/bench_core.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
 
+BENCH_HINTS := $(OUT)/bench/bench_hints
+$(BENCH_HINTS): $(OUT)/obj/tests/bench/bench_hints.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
+
 # smuxfs against a plain directory, mergerfs and unionfs-fuse, side by
 # side in one run (tests/bench/fs_bench.sh; it installs the peers itself).
 bench: deps
@@ -134,6 +139,12 @@ bench: deps
 bench-core: deps
 	$(MAKE) VARIANT=normal $(BENCH_CORE)
 	$(BENCH_CORE)
+
+# A mirror over file backends through an outage: puts per second while a
+# member is down, then the replay of their hints (tests/bench/bench_hints.c).
+bench-hints: deps
+	$(MAKE) VARIANT=normal $(BENCH_HINTS)
+	$(BENCH_HINTS)
 
 # Sanitizer settings for test runs: stop at the first finding.
 export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1:halt_on_error=1
@@ -152,7 +163,7 @@ deps:
 
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
 TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
-	test_mux_deadline test_mux_failover test_mux_fanout test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
+	test_mux_deadline test_mux_failover test_mux_fanout test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
 	test_mux_threads test_mux_writer_failover test_rcache \
 	test_stats test_lose_nothing
 

@@ -1,116 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hints.c - the hinted-handoff journal of one mux (core/hints.h).
+ * hints.c - the hinted-handoff journal of one mux (core/hints.h): the
+ * in-memory index of pending hints and the API; the file is
+ * hints_journal.c (hints_internal.h has the locking and group commit).
  *
- * Owns: the journal file <state_dir>/<mux>.hints (and its ".tmp" sibling
- * during a compaction) and the in-memory set of pending hints. Never calls
- * a backend and never replays a hint: the mux does, then reports back with
+ * Owns: the in-memory set of pending hints. Never calls a backend and
+ * never replays a hint: the mux does, then reports back with
  * smux__hints_done() or smux__hints_supersede().
  *
  * Pending hints live in a list in id order (and in one list per replica),
  * and in two hash tables: by id (done) and by (replica, key) (add,
  * supersede, has). There is at most one pending hint per (replica, key).
  *
- * The file is the durability point: an operation changes memory only after
- * its record is written and fdatasync'ed. A failed append is cut off again
- * (ftruncate back to the last good record) so that later appends stay
- * well-formed. One flock keeps a second opener (another daemon with the
- * same mux name) from interleaving records.
+ * A change (add, done, supersede) builds its records and queues them
+ * under the write lock, waits for its batch to be durable holding no lock,
+ * then applies itself under the write lock again: reads (has, pending,
+ * list) only ever wait for those short critical sections, never for I/O.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "core/hints.h"
+#include "core/hints_internal.h"
 
-#define HINTS_SUFFIX	 ".hints"
-#define HINTS_TMP_SUFFIX ".hints.tmp"
-#define HINTS_BUCKETS0	 64
-/* How often (every 100 ms) open retries a journal locked by another
- * process before giving up: 5 s. */
-#define HINTS_LOCK_TRIES 50
-
-/* Compaction: done records outnumber pending hints and the file has more
- * records than this (hints.h). */
-#define HINTS_COMPACT_MIN_LINES 64
-/* Compaction writes the new file in chunks of about this size. */
-#define HINTS_CHUNK ((size_t)64 * 1024)
-
-struct hint_entry;
-
-/* A replica that has (or had) pending hints; lives until close. */
-struct hint_replica {
-	char *name;
-	unsigned pending;
-	struct hint_entry *head, *tail; /* its pending hints, id order */
-	struct hint_replica *next;	/* h->replicas */
-};
-
-struct hint_entry {
-	uint64_t id;
-	enum smux__hint_kind kind;
-	int64_t at_ms;
-	char *key;
-	struct hint_replica *rep;
-	uint64_t rk_hash;
-	struct hint_entry *prev, *next;	  /* all pending, id order */
-	struct hint_entry *rprev, *rnext; /* pending of rep, id order */
-	struct hint_entry *id_chain;	  /* h->by_id bucket */
-	struct hint_entry *rk_chain;	  /* h->by_rk bucket */
-};
-
-struct smux__hints {
-	pthread_mutex_t lock;
-	/* Immutable after open; NULL in memory. */
-	char *path;
-	char *tmp_path;
-	char *dir;
-
-	/* Everything below: protected by lock. */
-	int fd;		    /* the journal, O_APPEND, flocked; -1 in memory */
-	off_t size;	    /* bytes of well-formed records in the file */
-	bool trunc_pending; /* a failed append left bytes past size */
-	bool dir_dirty;	    /* a compaction's rename awaits a dir fsync */
-	uint64_t next_id;
-	unsigned npending;
-	unsigned long lines;	  /* records in the file */
-	unsigned long done_lines; /* done records in the file */
-	struct hint_entry *head, *tail;
-	struct hint_replica *replicas;
-	struct hint_entry **by_id, **by_rk;
-	size_t nbuckets; /* of both tables; a power of two */
-};
-
-/* A growable byte buffer for records. */
-struct jbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static const char *hints_path_of(const struct smux__hints *h)
-{
-	return h->path ? h->path : "";
-}
-
-static int journal_error(struct smux_error *err, const char *path,
-			 const char *what, int sys_errno)
-{
-	char buf[128];
-
-	return smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED, NULL,
-			      "%s: %s: %s", path, what,
-			      strerror_r(sys_errno, buf, sizeof(buf)));
-}
+#define HINTS_BUCKETS0 64
 
 static int no_memory(struct smux_error *err)
 {
@@ -183,7 +101,7 @@ static int table_resize(struct smux__hints *h, size_t n)
 	return 0;
 }
 
-static struct hint_entry *find_id(const struct smux__hints *h, uint64_t id)
+struct hint_entry *hx_find_id(const struct smux__hints *h, uint64_t id)
 {
 	struct hint_entry *e = h->by_id[id_slot(h, id)];
 
@@ -192,8 +110,8 @@ static struct hint_entry *find_id(const struct smux__hints *h, uint64_t id)
 	return e;
 }
 
-static struct hint_replica *find_replica(const struct smux__hints *h,
-					 const char *name)
+struct hint_replica *hx_find_replica(const struct smux__hints *h,
+				     const char *name)
 {
 	struct hint_replica *r = h->replicas;
 
@@ -202,9 +120,9 @@ static struct hint_replica *find_replica(const struct smux__hints *h,
 	return r;
 }
 
-static struct hint_replica *get_replica(struct smux__hints *h, const char *name)
+struct hint_replica *hx_get_replica(struct smux__hints *h, const char *name)
 {
-	struct hint_replica *r = find_replica(h, name);
+	struct hint_replica *r = hx_find_replica(h, name);
 
 	if (r)
 		return r;
@@ -221,9 +139,8 @@ static struct hint_replica *get_replica(struct smux__hints *h, const char *name)
 	return r;
 }
 
-static struct hint_entry *find_rk(const struct smux__hints *h,
-				  const struct hint_replica *rep,
-				  const char *key)
+struct hint_entry *hx_find_rk(const struct smux__hints *h,
+			      const struct hint_replica *rep, const char *key)
 {
 	uint64_t hash;
 	struct hint_entry *e;
@@ -238,9 +155,9 @@ static struct hint_entry *find_rk(const struct smux__hints *h,
 	return NULL;
 }
 
-static struct hint_entry *entry_new(struct hint_replica *rep, const char *key,
-				    uint64_t id, enum smux__hint_kind kind,
-				    int64_t at_ms)
+struct hint_entry *hx_entry_new(struct hint_replica *rep, const char *key,
+				uint64_t id, enum smux__hint_kind kind,
+				int64_t at_ms)
 {
 	struct hint_entry *e = calloc(1, sizeof(*e));
 
@@ -259,7 +176,7 @@ static struct hint_entry *entry_new(struct hint_replica *rep, const char *key,
 	return e;
 }
 
-static void entry_free(struct hint_entry *e)
+void hx_entry_free(struct hint_entry *e)
 {
 	if (e) {
 		free(e->key);
@@ -272,7 +189,7 @@ static void entry_free(struct hint_entry *e)
  * practice: ids only grow). Cannot fail: a table that cannot grow stays
  * as it is, only slower.
  */
-static void entry_link(struct smux__hints *h, struct hint_entry *e)
+void hx_entry_link(struct smux__hints *h, struct hint_entry *e)
 {
 	struct hint_replica *r = e->rep;
 	struct hint_entry *p = h->tail;
@@ -312,7 +229,7 @@ static void entry_link(struct smux__hints *h, struct hint_entry *e)
 }
 
 /* Removes @e from the pending set and frees it. */
-static void entry_unlink(struct smux__hints *h, struct hint_entry *e)
+void hx_entry_unlink(struct smux__hints *h, struct hint_entry *e)
 {
 	struct hint_replica *r = e->rep;
 	struct hint_entry **pp;
@@ -344,552 +261,38 @@ static void entry_unlink(struct smux__hints *h, struct hint_entry *e)
 
 	h->npending--;
 	r->pending--;
-	entry_free(e);
+	hx_entry_free(e);
 }
 
-/* ---- records ---- */
-
-static int jbuf_add(struct jbuf *b, const char *s, size_t n)
+int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
+		struct smux__hint **out)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *p;
+	unsigned n = r ? r->pending : h->npending;
+	struct hint_entry *e = r ? r->head : h->head;
+	struct smux__hint *list;
+	int i = 0;
 
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-/* Appends @o as one compact line; consumes the reference to @o. */
-static int jbuf_add_record(struct jbuf *b, json_t *o)
-{
-	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	int rc = -ENOMEM;
-
-	if (s && jbuf_add(b, s, strlen(s)) == 0 && jbuf_add(b, "\n", 1) == 0)
-		rc = 0;
-	free(s);
-	json_decref(o);
-	return rc;
-}
-
-static const char *kind_name(enum smux__hint_kind kind)
-{
-	return kind == SMUX__HINT_DEL	   ? "del"
-	       : kind == SMUX__HINT_INTENT ? "intent"
-					   : "put";
-}
-
-/*
- * Sets @name to the string @s, or "<name>_hex" to its bytes in hex when @s
- * is not valid UTF-8 (which JSON strings must be).
- */
-static int set_bytes(json_t *o, const char *name, const char *s)
-{
-	static const char digits[] = "0123456789abcdef";
-	json_t *v = json_string(s);
-	char hexname[32];
-	size_t n;
-	char *hex;
-
-	if (v)
-		return json_object_set_new(o, name, v);
-	n = strlen(s);
-	hex = malloc(2 * n + 1);
-	if (!hex)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		hex[2 * i] = digits[(unsigned char)s[i] >> 4];
-		hex[2 * i + 1] = digits[(unsigned char)s[i] & 15];
-	}
-	hex[2 * n] = '\0';
-	snprintf(hexname, sizeof(hexname), "%s_hex", name);
-	v = json_string(hex);
-	free(hex);
-	return json_object_set_new(o, hexname, v);
-}
-
-static json_t *hint_record(const struct hint_entry *e)
-{
-	json_t *o = json_object();
-	int bad = 0;
-
-	if (!o)
-		return NULL;
-	bad |= json_object_set_new(o, "op", json_string("hint"));
-	bad |= json_object_set_new(o, "id", json_integer((json_int_t)e->id));
-	bad |= set_bytes(o, "replica", e->rep->name);
-	bad |= set_bytes(o, "key", e->key);
-	bad |= json_object_set_new(o, "kind", json_string(kind_name(e->kind)));
-	bad |= json_object_set_new(o, "at", json_integer(e->at_ms));
-	if (bad) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-static json_t *done_record(uint64_t id)
-{
-	json_t *o = json_object();
-
-	if (!o)
-		return NULL;
-	if (json_object_set_new(o, "op", json_string("done")) ||
-	    json_object_set_new(o, "id", json_integer((json_int_t)id))) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/*
- * Reads the string field @name (or "<name>_hex") of @o into a new string
- * *@out. Returns 0, -EINVAL with @why set, or -ENOMEM.
- */
-static int get_bytes(json_t *o, const char *name, char **out, char *why,
-		     size_t whylen)
-{
-	const char *s = json_string_value(json_object_get(o, name));
-	char hexname[32];
-	size_t n;
-	char *p;
-
-	if (s) {
-		if (!*s)
-			goto out_empty;
-		*out = strdup(s);
-		return *out ? 0 : -ENOMEM;
-	}
-	snprintf(hexname, sizeof(hexname), "%s_hex", name);
-	s = json_string_value(json_object_get(o, hexname));
-	if (!s) {
-		snprintf(why, whylen, "missing \"%s\"", name);
-		return -EINVAL;
-	}
-	n = strlen(s);
+	*out = NULL;
 	if (n == 0)
-		goto out_empty;
-	if (n % 2)
-		goto out_bad_hex;
-	p = malloc(n / 2 + 1);
-	if (!p)
-		return -ENOMEM;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(p);
-			goto out_bad_hex;
-		}
-		p[i] = (char)(hi << 4 | lo);
-	}
-	p[n / 2] = '\0';
-	*out = p;
-	return 0;
-
-out_bad_hex:
-	snprintf(why, whylen, "bad \"%s\"", hexname);
-	return -EINVAL;
-out_empty:
-	snprintf(why, whylen, "empty \"%s\"", name);
-	return -EINVAL;
-}
-
-static int get_id(json_t *o, uint64_t *id, char *why, size_t whylen)
-{
-	json_t *v = json_object_get(o, "id");
-
-	if (!json_is_integer(v) || json_integer_value(v) < 1) {
-		snprintf(why, whylen, "missing or bad \"id\"");
-		return -EINVAL;
-	}
-	*id = (uint64_t)json_integer_value(v);
-	return 0;
-}
-
-/* Applies a loaded hint record. */
-static int load_hint(struct smux__hints *h, json_t *o, char *why, size_t whylen)
-{
-	const char *kind = json_string_value(json_object_get(o, "kind"));
-	json_t *at = json_object_get(o, "at");
-	char *replica = NULL, *key = NULL;
-	struct hint_replica *rep;
-	struct hint_entry *e, *old;
-	enum smux__hint_kind k;
-	uint64_t id;
-	int rc;
-
-	rc = get_id(o, &id, why, whylen);
-	if (rc)
-		return rc;
-	if (kind && strcmp(kind, "put") == 0) {
-		k = SMUX__HINT_PUT;
-	} else if (kind && strcmp(kind, "del") == 0) {
-		k = SMUX__HINT_DEL;
-	} else if (kind && strcmp(kind, "intent") == 0) {
-		k = SMUX__HINT_INTENT;
-	} else {
-		snprintf(why, whylen, "missing or bad \"kind\"");
-		return -EINVAL;
-	}
-	if (!json_is_integer(at)) {
-		snprintf(why, whylen, "missing or bad \"at\"");
-		return -EINVAL;
-	}
-	if (find_id(h, id)) {
-		snprintf(why, whylen, "duplicate id %llu",
-			 (unsigned long long)id);
-		return -EINVAL;
-	}
-	rc = get_bytes(o, "replica", &replica, why, whylen);
-	if (rc)
-		goto out;
-	rc = get_bytes(o, "key", &key, why, whylen);
-	if (rc)
-		goto out;
-	rc = -ENOMEM;
-	rep = get_replica(h, replica);
-	if (!rep)
-		goto out;
-	e = entry_new(rep, key, id, k, (int64_t)json_integer_value(at));
-	if (!e)
-		goto out;
-	/* A crash between a replacing hint and the done record of the hint
-	 * it replaces leaves both; the later one wins, as in add. */
-	old = find_rk(h, rep, key);
-	if (old && old->id < id) {
-		entry_unlink(h, old);
-	} else if (old) {
-		entry_free(e);
-		e = NULL;
-	}
-	if (e)
-		entry_link(h, e);
-	if (id >= h->next_id)
-		h->next_id = id + 1;
-	rc = 0;
-out:
-	free(replica);
-	free(key);
-	return rc;
-}
-
-/*
- * Applies one record (@len bytes, no newline). Returns 0, 1 when the line
- * is not JSON at all (a torn last line is tolerated by the caller),
- * -EINVAL with @why set, or -ENOMEM.
- */
-static int load_record(struct smux__hints *h, const char *line, size_t len,
-		       char *why, size_t whylen)
-{
-	json_error_t jerr;
-	json_t *o = json_loadb(line, len, 0, &jerr);
-	const char *op;
-	uint64_t id;
-	int rc;
-
-	if (!o) {
-		snprintf(why, whylen, "not JSON: %s", jerr.text);
-		return 1;
-	}
-	op = json_string_value(json_object_get(o, "op"));
-	if (!json_is_object(o) || !op) {
-		snprintf(why, whylen, "not a journal record (no \"op\")");
-		rc = -EINVAL;
-	} else if (strcmp(op, "hint") == 0) {
-		rc = load_hint(h, o, why, whylen);
-	} else if (strcmp(op, "done") == 0) {
-		rc = get_id(o, &id, why, whylen);
-		if (rc == 0) {
-			struct hint_entry *e = find_id(h, id);
-
-			if (e)
-				entry_unlink(h, e);
-			if (id >= h->next_id)
-				h->next_id = id + 1;
-			h->done_lines++;
-		}
-	} else {
-		snprintf(why, whylen, "unknown op \"%.40s\"", op);
-		rc = -EINVAL;
-	}
-	json_decref(o);
-	return rc;
-}
-
-/* ---- the file ---- */
-
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) != 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-/* mkdir -p @dir (0700 for what it creates), syncing each new entry. */
-static int make_dirs(const char *dir, struct smux_error *err)
-{
-	char *p = strdup(dir);
-	int rc = 0;
-
-	if (!p)
-		return no_memory(err);
-	for (char *s = p + 1;; s++) {
-		char c = *s;
-
-		if (c != '/' && c != '\0')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) == 0) {
-			char *slash = strrchr(p, '/');
-
-			if (slash && slash != p) {
-				*slash = '\0';
-				fsync_dir(p); /* best effort; see open */
-				*slash = '/';
-			}
-		} else if (errno != EEXIST) {
-			rc = journal_error(err, p, "mkdir", errno);
-			break;
-		}
-		*s = c;
-		if (c == '\0')
-			break;
-	}
-	free(p);
-	return rc;
-}
-
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/*
- * Appends @len bytes holding @nlines records (of which @ndone are done
- * records) and syncs them. On failure nothing is counted and the file is
- * cut back to its last good record (now, or before the next append).
- */
-static int journal_append(struct smux__hints *h, const char *buf, size_t len,
-			  unsigned nlines, unsigned ndone, bool sync,
-			  struct smux_error *err)
-{
-	const char *what;
-	int rc;
-
-	if (h->fd < 0)
 		return 0;
-	if (h->trunc_pending) {
-		if (ftruncate(h->fd, h->size) != 0)
-			return journal_error(err, h->path, "truncate", errno);
-		h->trunc_pending = false;
-	}
-	if (h->dir_dirty) {
-		rc = fsync_dir(h->dir);
-		if (rc)
-			return journal_error(err, h->dir, "fsync", -rc);
-		h->dir_dirty = false;
-	}
-	/* One write(2) in practice; O_APPEND puts it at the end. */
-	what = "write";
-	rc = write_all(h->fd, buf, len);
-	if (rc == 0 && sync) {
-		what = "fdatasync";
-		if (fdatasync(h->fd) != 0)
-			rc = -errno;
-	}
-	if (rc) {
-		if (ftruncate(h->fd, h->size) != 0)
-			h->trunc_pending = true;
-		else
-			(void)fdatasync(h->fd);
-		return journal_error(err, h->path, what, -rc);
-	}
-	h->size += (off_t)len;
-	h->lines += nlines;
-	h->done_lines += ndone;
-	return 0;
-}
-
-/* Rewrites the file with the pending hints only (hints.h). */
-static int journal_compact(struct smux__hints *h, struct smux_error *err)
-{
-	struct jbuf b = {0};
-	off_t size = 0;
-	int fd, rc;
-
-	fd = open(h->tmp_path,
-		  O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return journal_error(err, h->tmp_path, "open", errno);
-	/* Locked before it takes the journal's name, as the old one is. */
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = journal_error(err, h->tmp_path, "flock", errno);
-		goto out_unlink;
-	}
-	for (struct hint_entry *e = h->head; e; e = e->next) {
-		if (jbuf_add_record(&b, hint_record(e)) != 0) {
-			rc = no_memory(err);
-			goto out_unlink;
-		}
-		if (b.len >= HINTS_CHUNK || !e->next) {
-			rc = write_all(fd, b.p, b.len);
-			if (rc) {
-				rc = journal_error(err, h->tmp_path, "write",
-						   -rc);
-				goto out_unlink;
-			}
-			size += (off_t)b.len;
-			b.len = 0;
+	if (n > INT_MAX) /* a count an int cannot return */
+		return -ENOMEM;
+	list = calloc(n, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	for (; e; e = r ? e->rnext : e->next, i++) {
+		list[i].id = e->id;
+		list[i].kind = e->kind;
+		list[i].at_ms = e->at_ms;
+		list[i].replica = strdup(e->rep->name);
+		list[i].key = strdup(e->key);
+		if (!list[i].replica || !list[i].key) {
+			smux__hints_free_list(list, i + 1);
+			return -ENOMEM;
 		}
 	}
-	if (fsync(fd) != 0) {
-		rc = journal_error(err, h->tmp_path, "fsync", errno);
-		goto out_unlink;
-	}
-	if (rename(h->tmp_path, h->path) != 0) {
-		rc = journal_error(err, h->tmp_path, "rename", errno);
-		goto out_unlink;
-	}
-	/* The new file is the journal now; until its name is durable, no
-	 * append may succeed (journal_append retries the sync). */
-	h->dir_dirty = fsync_dir(h->dir) != 0;
-	close(h->fd);
-	h->fd = fd;
-	h->size = size;
-	h->trunc_pending = false;
-	h->lines = h->npending;
-	h->done_lines = 0;
-	free(b.p);
-	return 0;
-
-out_unlink:
-	close(fd);
-	unlink(h->tmp_path);
-	free(b.p);
-	return rc;
-}
-
-/* Compacts when due; a failure leaves the (valid) long file in place and
- * is retried at the next record. */
-static void maybe_compact(struct smux__hints *h)
-{
-	if (h->fd >= 0 && h->lines > HINTS_COMPACT_MIN_LINES &&
-	    h->done_lines > h->npending)
-		(void)journal_compact(h, NULL);
-}
-
-/*
- * Replays the file into memory. A torn last line (no newline, or not
- * JSON) is cut off; any other bad line is an error "path:line: reason".
- */
-static int journal_load(struct smux__hints *h, struct smux_error *err)
-{
-	unsigned long lineno = 0, torn_line = 0;
-	char why[200] = "";
-	char *line = NULL;
-	size_t cap = 0;
-	off_t good = 0;
-	ssize_t n;
-	FILE *f;
-	int fd, rc = 0;
-
-	fd = open(h->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return journal_error(err, h->path, "open", errno);
-	f = fdopen(fd, "r");
-	if (!f) {
-		rc = journal_error(err, h->path, "fdopen", errno);
-		close(fd);
-		return rc;
-	}
-	while ((n = getline(&line, &cap, f)) > 0) {
-		lineno++;
-		if (torn_line)
-			break; /* the bad line was not the last one */
-		if (line[n - 1] != '\n') {
-			snprintf(why, sizeof(why), "no newline");
-			torn_line = lineno;
-			continue;
-		}
-		rc = load_record(h, line, (size_t)n - 1, why, sizeof(why));
-		if (rc == 1) {
-			torn_line = lineno;
-			rc = 0;
-			continue;
-		}
-		if (rc == -ENOMEM) {
-			rc = no_memory(err);
-			goto out;
-		}
-		if (rc) {
-			rc = smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED,
-					    NULL, "%s:%lu: %s", h->path, lineno,
-					    why);
-			goto out;
-		}
-		h->lines++;
-		good += n;
-	}
-	if (torn_line && torn_line != lineno) {
-		rc = smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED, NULL,
-				    "%s:%lu: %s", h->path, torn_line, why);
-		goto out;
-	}
-	if (ferror(f) || !feof(f)) { /* getline also stops on ENOMEM */
-		rc = journal_error(err, h->path, "read", errno);
-		goto out;
-	}
-	if (torn_line) {
-		/* A crash mid-append: drop it so that appends stay lines. */
-		if (ftruncate(h->fd, good) != 0 || fdatasync(h->fd) != 0) {
-			rc = journal_error(err, h->path, "truncate torn line",
-					   errno);
-			goto out;
-		}
-	}
-	h->size = good;
-out:
-	free(line);
-	fclose(f);
-	return rc;
+	*out = list;
+	return i;
 }
 
 /* A mux name is a plain file name: [A-Za-z0-9._-]+, not starting '.'. */
@@ -913,71 +316,10 @@ static int check_name(const char *name, struct smux_error *err)
 			      name ? name : "");
 }
 
-static int open_file(struct smux__hints *h, const char *state_dir,
-		     const char *mux_name, struct smux_error *err)
-{
-	size_t len = strlen(state_dir);
-	const char *sep = "/";
-	int rc;
-
-	if (len == 0)
-		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, NULL,
-				      "hint journal: empty state directory");
-	while (len > 1 && state_dir[len - 1] == '/')
-		len--;
-	if (state_dir[len - 1] == '/')
-		sep = "";
-	if (asprintf(&h->dir, "%.*s", (int)len, state_dir) < 0) {
-		h->dir = NULL;
-		return no_memory(err);
-	}
-	if (asprintf(&h->path, "%s%s%s" HINTS_SUFFIX, h->dir, sep, mux_name) <
-	    0) {
-		h->path = NULL;
-		return no_memory(err);
-	}
-	if (asprintf(&h->tmp_path, "%s%s%s" HINTS_TMP_SUFFIX, h->dir, sep,
-		     mux_name) < 0) {
-		h->tmp_path = NULL;
-		return no_memory(err);
-	}
-	rc = make_dirs(h->dir, err);
-	if (rc)
-		return rc;
-
-	h->fd = open(h->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (h->fd < 0)
-		return journal_error(err, h->path, "open", errno);
-	/* A daemon that was just unmounted may still be exiting (umount
-	 * returns first): give it a few seconds to let go of the lock. */
-	for (int tries = 0; flock(h->fd, LOCK_EX | LOCK_NB) != 0; tries++) {
-		if (errno == EWOULDBLOCK && tries < HINTS_LOCK_TRIES) {
-			struct timespec ts = {0, 100L * 1000 * 1000};
-
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (errno == EWOULDBLOCK)
-			return smux_error_set(err, SMUX_E_HINT_JOURNAL_FAILED,
-					      NULL,
-					      "%s: in use by another "
-					      "process",
-					      h->path);
-		return journal_error(err, h->path, "flock", errno);
-	}
-	/* Left by a crash mid-compaction: the journal itself is whole. */
-	if (unlink(h->tmp_path) != 0 && errno != ENOENT)
-		return journal_error(err, h->tmp_path, "unlink", errno);
-	/* The file's name must survive a crash as much as its records. */
-	rc = fsync_dir(h->dir);
-	if (rc)
-		return journal_error(err, h->dir, "fsync", -rc);
-	return journal_load(h, err);
-}
-
 int smux__hints_open(const char *state_dir, const char *mux_name,
 		     struct smux__hints **out, struct smux_error *err)
 {
+	pthread_rwlockattr_t attr;
 	struct smux__hints *h;
 	int rc;
 
@@ -993,7 +335,25 @@ int smux__hints_open(const char *state_dir, const char *mux_name,
 		return no_memory(err);
 	h->fd = -1;
 	h->next_id = 1;
-	if (pthread_mutex_init(&h->lock, NULL) != 0) {
+	/* writers first: a stream of reads (has, on every I/O) must not
+	 * keep an add waiting */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(
+		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	rc = pthread_rwlock_init(&h->lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	if (rc != 0) {
+		free(h);
+		return no_memory(err);
+	}
+	if (pthread_mutex_init(&h->jlock, NULL) != 0) {
+		pthread_rwlock_destroy(&h->lock);
+		free(h);
+		return no_memory(err);
+	}
+	if (pthread_cond_init(&h->jcond, NULL) != 0) {
+		pthread_mutex_destroy(&h->jlock);
+		pthread_rwlock_destroy(&h->lock);
 		free(h);
 		return no_memory(err);
 	}
@@ -1002,10 +362,10 @@ int smux__hints_open(const char *state_dir, const char *mux_name,
 		goto out_close;
 	}
 	if (state_dir) {
-		rc = open_file(h, state_dir, mux_name, err);
+		rc = hj_open(h, state_dir, mux_name, err);
 		if (rc)
 			goto out_close;
-		maybe_compact(h);
+		hj_maybe_compact(h, true);
 	}
 	*out = h;
 	return 0;
@@ -1022,11 +382,10 @@ void smux__hints_close(struct smux__hints *h)
 
 	if (!h)
 		return;
-	if (h->fd >= 0)
-		close(h->fd);
+	hj_close(h);
 	for (e = h->head; e; e = enext) {
 		enext = e->next;
-		entry_free(e);
+		hx_entry_free(e);
 	}
 	for (r = h->replicas; r; r = rnext) {
 		rnext = r->next;
@@ -1038,7 +397,9 @@ void smux__hints_close(struct smux__hints *h)
 	free(h->path);
 	free(h->tmp_path);
 	free(h->dir);
-	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->jcond);
+	pthread_mutex_destroy(&h->jlock);
+	pthread_rwlock_destroy(&h->lock);
 	free(h);
 }
 
@@ -1066,6 +427,7 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		    enum smux__hint_kind kind, uint64_t *id,
 		    struct smux_error *err)
 {
+	struct hints_op op = {0};
 	struct hint_entry *e, *old;
 	struct hint_replica *rep;
 	struct jbuf b = {0};
@@ -1079,78 +441,101 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
 				      "hint journal: bad kind %d", (int)kind);
 
-	pthread_mutex_lock(&h->lock);
-	rep = get_replica(h, replica);
-	e = rep ? entry_new(rep, key, h->next_id, kind, now_ms()) : NULL;
+	pthread_rwlock_wrlock(&h->lock);
+	rep = hx_get_replica(h, replica);
+	e = rep ? hx_entry_new(rep, key, h->next_id, kind, now_ms()) : NULL;
 	if (!e) {
-		rc = no_memory(err);
-		goto out_unlock;
+		pthread_rwlock_unlock(&h->lock);
+		return no_memory(err);
 	}
 	/* Never reused, even when the append fails: its record may still
 	 * reach the disk. */
 	h->next_id++;
-	old = find_rk(h, rep, key);
+	old = hx_find_rk(h, rep, key);
 	/* The new hint first: a crash inside the append may lose the done
 	 * record (both hints then pending), never the new hint alone. */
-	if (jbuf_add_record(&b, hint_record(e)) != 0 ||
-	    (old && jbuf_add_record(&b, done_record(old->id)) != 0)) {
-		rc = no_memory(err);
-		entry_free(e);
-		goto out_unlock;
+	op.rec = &b;
+	op.lines = old ? 2 : 1;
+	op.ndone = old ? 1 : 0;
+	if (hj_add_hint(&b, e) != 0 || (old && hj_add_done(&b, old->id) != 0) ||
+	    hj_queue(h, &op, true) != 0) {
+		pthread_rwlock_unlock(&h->lock);
+		hx_entry_free(e);
+		free(b.p);
+		return no_memory(err);
 	}
-	rc = journal_append(h, b.p, b.len, old ? 2 : 1, old ? 1 : 0, true, err);
+	pthread_rwlock_unlock(&h->lock);
+
+	rc = hj_wait(h, &op, err);
+
+	pthread_rwlock_wrlock(&h->lock);
+	hj_retire(h, &op);
 	if (rc) {
-		entry_free(e);
-		goto out_unlock;
+		hx_entry_free(e);
+	} else {
+		if (id)
+			*id = e->id;
+		/* as loading does: of two hints of one (replica, key)
+		 * queued at once, the later one wins */
+		old = hx_find_rk(h, rep, key);
+		if (old && old->id > e->id) {
+			hx_entry_free(e);
+		} else {
+			if (old)
+				hx_entry_unlink(h, old);
+			hx_entry_link(h, e);
+		}
 	}
-	if (old)
-		entry_unlink(h, old);
-	entry_link(h, e);
-	if (id)
-		*id = e->id;
-	maybe_compact(h);
-out_unlock:
-	pthread_mutex_unlock(&h->lock);
+	pthread_rwlock_unlock(&h->lock);
 	free(b.p);
+	if (rc == 0)
+		hj_maybe_compact(h, false);
 	return rc;
 }
 
-/* Records and applies the done record of @e (fdatasync'ed when @sync);
- * caller holds h->lock. */
-static int mark_done_locked(struct smux__hints *h, struct hint_entry *e,
-			    bool sync, struct smux_error *err)
+/* Records that hint @id is done (fdatasync'ed when @sync) and drops it;
+ * caller holds h->lock (write) and releases it. */
+static int mark_done_unlock(struct smux__hints *h, uint64_t id, bool sync,
+			    struct smux_error *err)
 {
+	struct hints_op op = {.lines = 1, .ndone = 1};
+	struct hint_entry *e;
 	struct jbuf b = {0};
 	int rc;
 
-	if (jbuf_add_record(&b, done_record(e->id)) != 0) {
-		rc = no_memory(err);
-		goto out;
+	op.rec = &b;
+	if (hj_add_done(&b, id) != 0 || hj_queue(h, &op, sync) != 0) {
+		pthread_rwlock_unlock(&h->lock);
+		free(b.p);
+		return no_memory(err);
 	}
-	rc = journal_append(h, b.p, b.len, 1, 1, sync, err);
-	if (rc)
-		goto out;
-	entry_unlink(h, e);
-	maybe_compact(h);
-out:
+	pthread_rwlock_unlock(&h->lock);
+
+	rc = hj_wait(h, &op, err);
+
+	pthread_rwlock_wrlock(&h->lock);
+	hj_retire(h, &op);
+	e = rc == 0 ? hx_find_id(h, id) : NULL;
+	if (e)
+		hx_entry_unlink(h, e);
+	pthread_rwlock_unlock(&h->lock);
 	free(b.p);
+	if (rc == 0)
+		hj_maybe_compact(h, false);
 	return rc;
 }
 
 static int done_id(struct smux__hints *h, uint64_t id, bool sync,
 		   struct smux_error *err)
 {
-	struct hint_entry *e;
-	int rc = 0;
-
 	if (!h)
 		return check_args(h, NULL, NULL, err);
-	pthread_mutex_lock(&h->lock);
-	e = find_id(h, id);
-	if (e)
-		rc = mark_done_locked(h, e, sync, err);
-	pthread_mutex_unlock(&h->lock);
-	return rc;
+	pthread_rwlock_wrlock(&h->lock);
+	if (!hx_find_id(h, id)) {
+		pthread_rwlock_unlock(&h->lock);
+		return 0;
+	}
+	return mark_done_unlock(h, id, sync, err);
 }
 
 int smux__hints_done(struct smux__hints *h, uint64_t id, struct smux_error *err)
@@ -1173,12 +558,13 @@ int smux__hints_supersede(struct smux__hints *h, const char *replica,
 	rc = check_args(h, replica, key, err);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&h->lock);
-	e = find_rk(h, find_replica(h, replica), key);
-	if (e)
-		rc = mark_done_locked(h, e, true, err);
-	pthread_mutex_unlock(&h->lock);
-	return rc;
+	pthread_rwlock_wrlock(&h->lock);
+	e = hx_find_rk(h, hx_find_replica(h, replica), key);
+	if (!e) {
+		pthread_rwlock_unlock(&h->lock);
+		return 0;
+	}
+	return mark_done_unlock(h, e->id, true, err);
 }
 
 unsigned smux__hints_pending(struct smux__hints *h, const char *replica)
@@ -1188,63 +574,32 @@ unsigned smux__hints_pending(struct smux__hints *h, const char *replica)
 
 	if (!h)
 		return 0;
-	pthread_mutex_lock(&h->lock);
+	pthread_rwlock_rdlock(&h->lock);
 	if (replica) {
-		r = find_replica(h, replica);
+		r = hx_find_replica(h, replica);
 		n = r ? r->pending : 0;
 	} else {
 		n = h->npending;
 	}
-	pthread_mutex_unlock(&h->lock);
+	pthread_rwlock_unlock(&h->lock);
 	return n;
 }
 
 int smux__hints_list(struct smux__hints *h, const char *replica,
 		     struct smux__hint **out)
 {
-	struct smux__hint *list = NULL;
 	struct hint_replica *r = NULL;
-	struct hint_entry *e;
-	unsigned n;
-	int i = 0, rc;
+	int rc = 0;
 
 	*out = NULL;
 	if (!h)
 		return 0;
-	pthread_mutex_lock(&h->lock);
-	if (replica) {
-		r = find_replica(h, replica);
-		n = r ? r->pending : 0;
-		e = r ? r->head : NULL;
-	} else {
-		n = h->npending;
-		e = h->head;
-	}
-	rc = 0;
-	if (n == 0)
-		goto out_unlock;
-	rc = -ENOMEM; /* also for a count an int cannot return */
-	if (n > INT_MAX)
-		goto out_unlock;
-	list = calloc(n, sizeof(*list));
-	if (!list)
-		goto out_unlock;
-	for (; e; e = r ? e->rnext : e->next, i++) {
-		list[i].id = e->id;
-		list[i].kind = e->kind;
-		list[i].at_ms = e->at_ms;
-		list[i].replica = strdup(e->rep->name);
-		list[i].key = strdup(e->key);
-		if (!list[i].replica || !list[i].key) {
-			smux__hints_free_list(list, i + 1);
-			list = NULL;
-			goto out_unlock;
-		}
-	}
-	rc = i;
-	*out = list;
-out_unlock:
-	pthread_mutex_unlock(&h->lock);
+	pthread_rwlock_rdlock(&h->lock);
+	if (replica)
+		r = hx_find_replica(h, replica);
+	if (!replica || r)
+		rc = hx_snapshot(h, r, out);
+	pthread_rwlock_unlock(&h->lock);
 	return rc;
 }
 
@@ -1261,7 +616,7 @@ void smux__hints_free_list(struct smux__hint *list, int n)
 
 const char *smux__hints_path(struct smux__hints *h)
 {
-	return h ? hints_path_of(h) : "";
+	return h && h->path ? h->path : "";
 }
 
 bool smux__hints_has(struct smux__hints *h, const char *replica,
@@ -1271,8 +626,8 @@ bool smux__hints_has(struct smux__hints *h, const char *replica,
 
 	if (!h || !replica || !key)
 		return false;
-	pthread_mutex_lock(&h->lock);
-	has = find_rk(h, find_replica(h, replica), key) != NULL;
-	pthread_mutex_unlock(&h->lock);
+	pthread_rwlock_rdlock(&h->lock);
+	has = hx_find_rk(h, hx_find_replica(h, replica), key) != NULL;
+	pthread_rwlock_unlock(&h->lock);
 	return has;
 }

@@ -17,11 +17,14 @@
  * torn last line (a crash mid-append) is ignored; any other malformed line
  * is an error naming the file and line. When done records outnumber pending
  * hints (and there are over 64 lines) the file is rewritten compactly
- * (temp file, fsync, rename, fsync of the directory).
+ * (temp file, fsync, rename, fsync of the directory) by a thread of its
+ * own, while adds and reads go on.
  *
  * Without a state directory the journal lives in memory only.
- * Thread-safe: one lock; file I/O of add/done happens under it (appends are
- * small and the journal is the durability point), never a backend call.
+ * Thread-safe, and no lock is held across file I/O (hints_internal.h):
+ * concurrent changes share one write + fdatasync (group commit), each
+ * returning once the sync that covers its record is done; reads (has,
+ * pending, list) take a read lock. Never a backend call.
  */
 #ifndef SMUX_CORE_HINTS_H
 #define SMUX_CORE_HINTS_H

@@ -294,6 +294,8 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
 	pthread_mutex_destroy(&mux->replay_lock);
+	pthread_mutex_destroy(&mux->fence_lock);
+	pthread_cond_destroy(&mux->fence_cond);
 	pthread_mutex_destroy(&mux->intent_lock);
 	pthread_mutex_destroy(&mux->sticky_lock);
 	pthread_cond_destroy(&mux->sticky_cond);
@@ -377,6 +379,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->sel_lock, NULL);
 	pthread_mutex_init(&mux->bg_lock, NULL);
 	pthread_mutex_init(&mux->replay_lock, NULL);
+	pthread_mutex_init(&mux->fence_lock, NULL);
+	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
 	pthread_mutex_init(&mux->sticky_lock, NULL);
 	pthread_cond_init(&mux->sticky_cond, NULL);

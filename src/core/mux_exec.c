@@ -892,6 +892,8 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* not on a replica that missed the source (or, for an edit, the
 	 * key): it keeps its hint, and the destination gets one */
 	n = smux__fan_eligible(f, v, call, true, SMUX__FAN_MAX);
+	smux__write_fence(mux, f->m, n, key,
+			  call->op == SMUX__OP_RENAME ? call->key : NULL);
 	for (unsigned i = 0; i < n; i++) {
 		f->call[i] = *call;
 		f->call[i].put_opts = uo;
@@ -903,11 +905,11 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			info_from = (int)i;
 		/* only a call that leaves the key's whole state supersedes
 		 * the replica's hint (not a sync, setattr or xattr edit) */
-		if (f->ok[i] && smux__fan_renews(call, true) &&
-		    smux__member_stale(mux, f->m[i], key))
-			smux__hints_supersede(mux->hints, f->m[i]->name, key,
-					      NULL);
+		if (f->ok[i] && smux__fan_renews(call, true))
+			smux__replica_wrote(mux, f->m[i], key);
 	}
+	smux__write_unfence(mux, f->m, n, key,
+			    call->op == SMUX__OP_RENAME ? call->key : NULL);
 	/* an abort by the caller, or a failure of the caller's own source,
 	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {

@@ -44,8 +44,7 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 		return 0;
 	if (smux__fanout_hook_acked)
 		smux__fanout_hook_acked(mux, key);
-	if (smux__member_stale(mux, acked, key))
-		smux__hints_supersede(mux->hints, acked->name, key, NULL);
+	smux__replica_wrote(mux, acked, key);
 	v = smux__view_get(mux);
 	while (pos < v->n && v->m[pos] != acked)
 		pos++;

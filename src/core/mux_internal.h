@@ -10,7 +10,9 @@
  * mux_writer_single.c (single-target writers and their spool, which lets
  * an open writer move to another member), mux_reader.c (readers through
  * the mux), mux_repair.c (hint replay and the background thread),
- * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay).
+ * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
+ * mux_fence.c (user writes and replays of one (replica, key) never
+ * overlap).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -34,6 +36,9 @@
 #include "core/hints.h"
 #include "core/stats.h"
 #include "smux/mux.h"
+
+/* Buckets of the replay fence (mux_fence.c): a power of two. */
+#define SMUX__FENCE_BUCKETS 64
 
 struct mux_member {
 	atomic_int refs;
@@ -103,6 +108,12 @@ struct smux_mux {
 	 * at a time (mux_repair.c) */
 	pthread_mutex_t replay_lock;
 	struct mux_replay *replaying; /* protected by replay_lock */
+	/* user writes and replays of one (replica, key) never overlap
+	 * (mux_fence.c); counts per bucket of (member, key) */
+	pthread_mutex_t fence_lock;
+	pthread_cond_t fence_cond;
+	unsigned fence_writers[SMUX__FENCE_BUCKETS]; /* under fence_lock */
+	unsigned fence_replays[SMUX__FENCE_BUCKETS]; /* under fence_lock */
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */
@@ -468,6 +479,46 @@ enum smux__intent_state smux__intent_state(struct smux_mux *mux,
 void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id);
 /* Frees the key table (mux destroy), ending clean intents. */
 void smux__intent_free_all(struct smux_mux *mux);
+
+/* mux_fence.c: user writes and hint replays of one (replica, key) */
+
+/*
+ * A replay checks that its hint is still pending, then writes; a user
+ * write that lands on the replica in between would be overwritten by the
+ * older copy, its hint gone. So a user write fences the keys it writes on
+ * its members for as long as it writes them: smux__write_fence() waits
+ * while a replay of (member, @key) is between its check and its write
+ * (and its xattrs), and keeps new ones from starting that section until
+ * smux__write_unfence(); a replay's section waits until no write of its
+ * pair is fenced. Fence before the members' calls start, report each
+ * success with smux__replica_wrote() (its hint is superseded), unfence
+ * after. @key2 (may be NULL): a second key the write changes (a rename's
+ * source). (Buckets of (member, key) pairs: unrelated pairs of one bucket
+ * only wait for each other a moment.)
+ */
+void smux__write_fence(struct smux_mux *mux, struct mux_member *const *ms,
+		       unsigned n, const char *key, const char *key2);
+void smux__write_unfence(struct smux_mux *mux, struct mux_member *const *ms,
+			 unsigned n, const char *key, const char *key2);
+/* A user write of @key reached @m: a pending hint of @m for @key is
+ * superseded (the replica has the latest write). What every write path
+ * calls instead of smux__hints_supersede. */
+void smux__replica_wrote(struct smux_mux *mux, struct mux_member *m,
+			 const char *key);
+/* A replay's section (mux_repair.c): from its "hint still pending" check
+ * to the end of its write. */
+void smux__replay_fence_enter(struct smux_mux *mux, struct mux_member *m,
+			      const char *key);
+void smux__replay_fence_exit(struct smux_mux *mux, struct mux_member *m,
+			     const char *key);
+/* Test hooks (NULL in production): a replay inside its section, right
+ * after its check, before its write; a user write about to wait at the
+ * fence for a replay. */
+typedef void (*smux__replay_check_fn)(struct smux_mux *mux, const char *replica,
+				      const char *key);
+typedef void (*smux__fence_wait_fn)(struct smux_mux *mux, const char *key);
+extern _Atomic(smux__replay_check_fn) smux__replay_check_hook;
+extern _Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
 
 /* mux_sticky.c: sticky-by-key (DESIGN section 3) */
 

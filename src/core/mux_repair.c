@@ -14,10 +14,12 @@
  * a write that reached the replica meanwhile is newer than the copy. Two
  * repairs (the background thread's and smux_mux_repair's) never replay
  * one (replica, key) at once: an older copy could otherwise land after a
- * newer one. A copy carries the object's user. extended attributes too
- * when both members keep them (SMUX_CAP_XATTR): a replica that missed a
- * setxattr or removexattr is hinted like any write, and its replay makes
- * its attributes those of the source.
+ * newer one, and a user write of the pair never lands between a replay's
+ * check and its write (mux_fence.c). A repair replays up to
+ * REPAIR_PARALLEL hints at once. A copy carries the object's user.
+ * extended attributes too when both members keep them (SMUX_CAP_XATTR): a
+ * replica that missed a setxattr or removexattr is hinted like any write,
+ * and its replay makes its attributes those of the source.
  *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
@@ -26,6 +28,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +154,21 @@ out_free:
 }
 
 /*
+ * A replay's check, inside its fence section (mux_fence.c): @dst's hint
+ * for @key is still pending (else a write reached it: nothing to do).
+ */
+static bool still_pending(struct smux_mux *mux, struct mux_member *dst,
+			  const char *key)
+{
+	bool pending = smux__hints_has(mux->hints, dst->name, key);
+	smux__replay_check_fn hook = atomic_load(&smux__replay_check_hook);
+
+	if (pending && hook)
+		hook(mux, dst->name, key);
+	return pending;
+}
+
+/*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
  * is @src's health probe. With @hinted, only while @dst's hint for @key is
@@ -198,7 +217,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	smux_sink_fd(&sink, fd, 0);
 	rc = run(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
-	if (rc == 0 && (hinted ? smux__hints_has(mux->hints, dst->name, key)
+	/* the check and the write: no user write of (dst, key) between */
+	if (rc == 0 && hinted)
+		smux__replay_fence_enter(mux, dst, key);
+	if (rc == 0 && (hinted ? still_pending(mux, dst, key)
 			       : !smux__intent_busy(mux, key))) {
 		/* a replica that missed a symlink gets a symlink; one that
 		 * missed a hard link gets a copy (a separate file: replay
@@ -214,6 +236,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
 		rc = -ENOENT;
 	}
+	if (*got && hinted)
+		smux__replay_fence_exit(mux, dst, key);
 	close(fd);
 	return rc;
 }
@@ -321,10 +345,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * that) - unless a later write reached the replica meanwhile */
 	if (h->kind == SMUX__HINT_DEL || rc == -ENOENT) {
 		rc = 0;
-		if (smux__hints_has(mux->hints, m->name, h->key)) {
+		smux__replay_fence_enter(mux, m, h->key);
+		if (still_pending(mux, m, h->key)) {
 			rc = run(mux, ctx, m, &del, left, err);
 			left = false;
 		}
+		smux__replay_fence_exit(mux, m, h->key);
 	}
 	if (left)
 		smux__health_probe_cancel(&m->health);
@@ -483,130 +509,242 @@ static bool replica_acquire(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 }
 
+/* How many hints one repair replays at once (each through its member's
+ * bulkhead; one replay per (replica, key) all the same). */
+#define REPAIR_PARALLEL 8
+
+/* One repair pass: its hints, shared by its workers. */
+struct repair_run {
+	struct smux_mux *mux;
+	const struct smux_ctx *ctx;
+	struct mux_view *v;
+	struct smux__hint *list;
+	bool wait;
+	const int *todo; /* indices into list */
+	int ntodo;
+	bool *refused; /* [i]: the replica was not up (no probe left) */
+	atomic_int next;
+	atomic_uint done;
+	atomic_bool stop;
+	pthread_mutex_t err_lock;
+	int rc; /* under err_lock: the first failure, then stop */
+	struct smux_error err;
+};
+
+/* Write intent @h, as a repair sees it: reconciled once its writer is
+ * gone. 0, or @ctx's error while it waited for another repair. */
+static int repair_intent(struct repair_run *run, const struct smux__hint *h,
+			 struct smux_error *err)
+{
+	struct smux_mux *mux = run->mux;
+	struct smux_event ev = {.topic = SMUX_EV_RECONCILED};
+	enum smux__intent_state st;
+	struct mux_replay claim;
+	struct smux_error e = {0};
+	int rc;
+
+	/* another repair at it: as for a hint, a caller waits for it and
+	 * then looks again */
+	if (!replay_claim(mux, &claim, h)) {
+		if (!run->wait)
+			return 0;
+		rc = replay_wait(mux, run->ctx, h, err);
+		if (rc)
+			return rc;
+		if (!smux__hints_has(mux->hints, h->replica, h->key) ||
+		    !replay_claim(mux, &claim, h))
+			return 0;
+	}
+	/* a writer still at it, or a clean one lingering */
+	st = smux__intent_state(mux, h->key, h->id);
+	if (st == SMUX__INTENT_BUSY) {
+		replay_release(mux, &claim);
+		return 0;
+	}
+	if (st == SMUX__INTENT_CLEAN) {
+		smux__hints_done_lazy(mux->hints, h->id, NULL);
+		smux__intent_forget(mux, h->key, h->id);
+		replay_release(mux, &claim);
+		return 0;
+	}
+	snprintf(ev.key, sizeof(ev.key), "%s", h->key);
+	if (reconcile(mux, run->ctx, run->v, h->key, &ev, &e) == 0) {
+		if (smux__hints_done(mux->hints, h->id, NULL) == 0)
+			atomic_fetch_add(&run->done, 1);
+		smux__intent_forget(mux, h->key, h->id);
+	} else {
+		ev.has_cause = true;
+		ev.cause = e.e;
+	}
+	replay_release(mux, &claim);
+	/* always: the key was being written when its writer died, and
+	 * operators want to know which it was */
+	emit(mux, &ev);
+	return 0;
+}
+
+/* Replays list[@i] of @run. 0, or @ctx's error. */
+static int repair_one(struct repair_run *run, int i, struct smux_error *err)
+{
+	struct smux_mux *mux = run->mux;
+	const struct smux__hint *h = &run->list[i];
+	struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
+	struct mux_member *m = NULL;
+	struct smux_error e = {0};
+	struct mux_replay claim;
+	bool probe = false;
+	int rc;
+
+	rc = smux_ctx_check(run->ctx, mux->base.name, err);
+	if (rc)
+		return rc;
+	if (h->kind == SMUX__HINT_INTENT)
+		return repair_intent(run, h, err);
+	for (unsigned j = 0; j < run->v->n && !m; j++)
+		if (strcmp(run->v->m[j]->name, h->replica) == 0)
+			m = run->v->m[j];
+	/* no longer a member: its hints are kept, so that the same name
+	 * added back is repaired before it serves those keys (they are
+	 * replayed once it is a member again) */
+	if (!m)
+		return 0;
+	if (!replay_claim(mux, &claim, h)) {
+		/* another repair is at it: the background thread comes back
+		 * later; a caller waits, then tries what is left (that replay
+		 * may have started before it could work) */
+		if (!run->wait)
+			return 0;
+		rc = replay_wait(mux, run->ctx, h, err);
+		if (rc)
+			return rc;
+		if (!smux__hints_has(mux->hints, h->replica, h->key) ||
+		    !replay_claim(mux, &claim, h))
+			return 0;
+	}
+	/* an up replica, or a down one whose cooldown is over (the replay
+	 * probes it: a recovered replica needs no traffic of its own to be
+	 * repaired) */
+	if (!replica_acquire(mux, run->ctx, m, run->wait, &probe)) {
+		run->refused[i] = true;
+		replay_release(mux, &claim);
+		return 0;
+	}
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	snprintf(ev.key, sizeof(ev.key), "%s", h->key);
+	if ((mux->mode == SMUX_MODE_STICKY
+		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
+					   &e)
+		     : replay(mux, run->ctx, run->v, m, h, probe, &e)) == 0) {
+		if (smux__hints_done(mux->hints, h->id, NULL) == 0)
+			atomic_fetch_add(&run->done, 1);
+	} else {
+		ev.has_cause = true;
+		ev.cause = e.e;
+	}
+	replay_release(mux, &claim); /* once the hint is done */
+	emit(mux, &ev);
+	return 0;
+}
+
+static void *repair_worker(void *arg)
+{
+	struct repair_run *run = arg;
+	struct smux_error e;
+	int k;
+
+	while (!atomic_load(&run->stop) &&
+	       (k = atomic_fetch_add(&run->next, 1)) < run->ntodo) {
+		int rc = repair_one(run, run->todo[k], &e);
+
+		if (rc) {
+			pthread_mutex_lock(&run->err_lock);
+			if (!run->rc) {
+				run->rc = rc;
+				run->err = e;
+			}
+			pthread_mutex_unlock(&run->err_lock);
+			atomic_store(&run->stop, true);
+		}
+	}
+	return NULL;
+}
+
+/* Runs the @run->ntodo hints of @run on up to REPAIR_PARALLEL threads
+ * (the caller's one of them). */
+static void repair_pass(struct repair_run *run)
+{
+	pthread_t th[REPAIR_PARALLEL - 1];
+	unsigned nth = 0;
+
+	atomic_store(&run->next, 0);
+	while (nth + 1 < REPAIR_PARALLEL && (int)nth + 1 < run->ntodo &&
+	       pthread_create(&th[nth], NULL, repair_worker, run) == 0)
+		nth++;
+	repair_worker(run);
+	for (unsigned t = 0; t < nth; t++)
+		pthread_join(th[t], NULL);
+}
+
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
-	struct smux__hint *list = NULL;
-	struct mux_view *v;
-	unsigned done = 0;
+	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
+	int *todo = NULL;
 	int n, rc = 0;
 
 	if (replayed)
 		*replayed = 0;
-	n = smux__hints_list(mux->hints, NULL, &list);
+	n = smux__hints_list(mux->hints, NULL, &run.list);
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
-	v = smux__view_get(mux);
-	for (int i = 0; i < n; i++) {
-		struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
-		struct mux_member *m = NULL;
-		struct smux_error e = {0};
-		struct mux_replay claim;
-		bool probe = false;
-
-		rc = smux_ctx_check(ctx, mux->base.name, err);
-		if (rc)
-			break;
-		if (list[i].kind == SMUX__HINT_INTENT) {
-			enum smux__intent_state st;
-
-			/* another repair at it: as for a hint, a caller
-			 * waits for it and then looks again */
-			if (!replay_claim(mux, &claim, &list[i])) {
-				if (!wait)
-					continue;
-				rc = replay_wait(mux, ctx, &list[i], err);
-				if (rc)
-					break;
-				if (!smux__hints_has(mux->hints,
-						     list[i].replica,
-						     list[i].key) ||
-				    !replay_claim(mux, &claim, &list[i]))
-					continue;
-			}
-			/* a writer still at it, or a clean one lingering */
-			st = smux__intent_state(mux, list[i].key, list[i].id);
-			if (st == SMUX__INTENT_BUSY) {
-				replay_release(mux, &claim);
-				continue;
-			}
-			if (st == SMUX__INTENT_CLEAN) {
-				smux__hints_done_lazy(mux->hints, list[i].id,
-						      NULL);
-				smux__intent_forget(mux, list[i].key,
-						    list[i].id);
-				replay_release(mux, &claim);
-				continue;
-			}
-			ev.topic = SMUX_EV_RECONCILED;
-			snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
-			if (reconcile(mux, ctx, v, list[i].key, &ev, &e) == 0) {
-				if (smux__hints_done(mux->hints, list[i].id,
-						     err) == 0)
-					done++;
-				smux__intent_forget(mux, list[i].key,
-						    list[i].id);
-			} else {
-				ev.has_cause = true;
-				ev.cause = e.e;
-			}
-			replay_release(mux, &claim);
-			/* always: the key was being written when its writer
-			 * died, and operators want to know which it was */
-			emit(mux, &ev);
-			continue;
-		}
-		for (unsigned j = 0; j < v->n && !m; j++)
-			if (strcmp(v->m[j]->name, list[i].replica) == 0)
-				m = v->m[j];
-		/* no longer a member: its hints are kept, so that the same
-		 * name added back is repaired before it serves those keys
-		 * (they are replayed once it is a member again) */
-		if (!m)
-			continue;
-		if (!replay_claim(mux, &claim, &list[i])) {
-			/* another repair is at it: the background thread comes
-			 * back later; a caller waits, then tries what is left
-			 * (that replay may have started before it could work) */
-			if (!wait)
-				continue;
-			rc = replay_wait(mux, ctx, &list[i], err);
-			if (rc)
-				break;
-			if (!smux__hints_has(mux->hints, list[i].replica,
-					     list[i].key) ||
-			    !replay_claim(mux, &claim, &list[i]))
-				continue;
-		}
-		/* an up replica, or a down one whose cooldown is over (the
-		 * replay probes it: a recovered replica needs no traffic of
-		 * its own to be repaired) */
-		if (!replica_acquire(mux, ctx, m, wait, &probe)) {
-			replay_release(mux, &claim);
-			continue;
-		}
-		snprintf(ev.name, sizeof(ev.name), "%s", m->name);
-		snprintf(ev.key, sizeof(ev.key), "%s", list[i].key);
-		if ((mux->mode == SMUX_MODE_STICKY
-			     ? smux__sticky_replay(mux, ctx, v, m, &list[i],
-						   probe, &e)
-			     : replay(mux, ctx, v, m, &list[i], probe, &e)) ==
-		    0) {
-			if (smux__hints_done(mux->hints, list[i].id, err) == 0)
-				done++;
-		} else {
-			ev.has_cause = true;
-			ev.cause = e.e;
-		}
-		replay_release(mux, &claim); /* once the hint is done */
-		emit(mux, &ev);
+	todo = calloc(n ? (size_t)n : 1, sizeof(*todo));
+	run.refused = calloc(n ? (size_t)n : 1, sizeof(*run.refused));
+	if (!todo || !run.refused) {
+		free(todo);
+		free(run.refused);
+		smux__hints_free_list(run.list, n);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
 	}
-	smux__view_put(v);
-	smux__hints_free_list(list, n);
+	pthread_mutex_init(&run.err_lock, NULL);
+	run.v = smux__view_get(mux);
+	for (int i = 0; i < n; i++)
+		todo[i] = i;
+	run.todo = todo;
+	run.ntodo = n;
+	repair_pass(&run);
+	/* hints refused while their replica's probe (another of this pass)
+	 * was under way: again, now that it is over, if it came back */
+	if (!run.rc) {
+		int again = 0;
+
+		for (int i = 0; i < n; i++) {
+			struct mux_member *m = NULL;
+
+			for (unsigned j = 0; j < run.v->n && !m; j++)
+				if (strcmp(run.v->m[j]->name,
+					   run.list[i].replica) == 0)
+					m = run.v->m[j];
+			if (run.refused[i] && m &&
+			    smux__health_status(&m->health) == SMUX_STATUS_UP)
+				todo[again++] = i;
+		}
+		run.ntodo = again;
+		if (again)
+			repair_pass(&run);
+	}
+	rc = run.rc;
+	if (rc && err)
+		*err = run.err;
+	smux__view_put(run.v);
+	pthread_mutex_destroy(&run.err_lock);
+	smux__hints_free_list(run.list, n);
+	free(todo);
+	free(run.refused);
 	if (replayed)
-		*replayed = done;
+		*replayed = atomic_load(&run.done);
 	if (pending)
 		*pending = smux__hints_pending_replicas(mux->hints);
 	return rc;

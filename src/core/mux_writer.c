@@ -331,6 +331,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 				      NULL);
 	/* one mtime: the replicas agree on the version */
 	opts = smux__uniform_mtime(&po, opts);
+	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
 		if (!f->go[i]) {
@@ -357,11 +358,10 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		 * writer was open keeps its hint unless the writer made the
 		 * whole content (truncating): an edit of its old copy is
 		 * not the latest version */
-		if (f->ok[i] && smux__fan_renews(&commit, mw->whole) &&
-		    smux__member_stale(mux, mw->m[i], key))
-			smux__hints_supersede(mux->hints, mw->m[i]->name, key,
-					      NULL);
+		if (f->ok[i] && smux__fan_renews(&commit, mw->whole))
+			smux__replica_wrote(mux, mw->m[i], key);
 	}
+	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, f->ok, f->err,
 				 mw->n, err);
 	free(f);

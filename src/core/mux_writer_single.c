@@ -738,8 +738,8 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 		/* home missed it when another shard took it (handoff) */
 		rc = smux__sticky_missed(mux, mw->m[0], key, SMUX__HINT_PUT,
 					 err);
-	else if (smux__member_stale(mux, mw->m[0], key))
-		smux__hints_supersede(mux->hints, mw->m[0]->name, key, NULL);
+	else
+		smux__replica_wrote(mux, mw->m[0], key);
 	if (rc == 0 && info)
 		*info = got;
 out:

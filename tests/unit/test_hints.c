@@ -2,7 +2,8 @@
 /*
  * test_hints.c - the hinted-handoff journal (core/hints.h): the pending
  * set and its lookups, durability of every record, reload after a crash (torn last line),
- * corrupt journals, odd key bytes, compaction, threads and I/O failures.
+ * corrupt journals, odd key bytes, compaction (in the background, while
+ * adds and reads go on), threads (group commit) and I/O failures.
  *
  * The journal file is always read back here with jansson directly, not
  * through hints.c, so a test cannot pass on a symmetric encoding bug.
@@ -31,6 +32,7 @@
 #include <cmocka.h>
 
 #include "core/hints.h"
+#include "core/hints_internal.h"
 
 #define MUX "m1"
 
@@ -769,6 +771,7 @@ static void test_compaction(void **state)
 	}
 	peak = file_size(env->path);
 	assert_int_equal(count_lines(env->path), 200);
+	hj_quiesce(h); /* compactions run on a thread of their own */
 	/* Done of all but every fourth: done records soon outnumber. */
 	for (uint64_t id = 1; id <= 200; id++) {
 		size_t sz;
@@ -780,6 +783,7 @@ static void test_compaction(void **state)
 		if (sz > peak)
 			peak = sz;
 	}
+	hj_quiesce(h);
 	lines = count_lines(env->path);
 	assert_int_equal(smux__hints_pending(h, NULL), 50);
 	/* 350 records were written; the early ones are gone. */
@@ -914,6 +918,154 @@ static void test_threads(void **state)
 	assert_same_lists(before, nb, after, na);
 	assert_int_equal(add_ok(h, "r0", "last", SMUX__HINT_PUT),
 			 NTHREADS * PER_THREAD + 1);
+	smux__hints_free_list(before, nb);
+	smux__hints_free_list(after, na);
+	smux__hints_close(h);
+}
+
+/*
+ * Group commit: many threads add at once; every add returns only once its
+ * record is durable, so all of them are in the file and load back, each
+ * exactly once.
+ */
+#define GC_THREADS 8
+#define GC_PER	   100
+
+struct gc_worker {
+	struct smux__hints *h;
+	int t;
+	uint64_t ids[GC_PER];
+	int failures;
+};
+
+static void *gc_run(void *arg)
+{
+	struct gc_worker *w = arg;
+	char key[32];
+
+	for (int i = 0; i < GC_PER; i++) {
+		snprintf(key, sizeof(key), "g%d/k%d", w->t, i);
+		if (smux__hints_add(w->h, w->t % 2 ? "r1" : "r2", key,
+				    SMUX__HINT_PUT, &w->ids[i], NULL) != 0)
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_group_commit(void **state)
+{
+	struct env *env = *state;
+	struct smux__hints *h = open_ok(env->dir);
+	struct gc_worker w[GC_THREADS];
+	pthread_t th[GC_THREADS];
+	int seen[GC_THREADS][GC_PER] = {{0}};
+	struct smux__hint *list;
+	int n;
+
+	for (int t = 0; t < GC_THREADS; t++) {
+		w[t] = (struct gc_worker){.h = h, .t = t};
+		assert_int_equal(pthread_create(&th[t], NULL, gc_run, &w[t]),
+				 0);
+	}
+	for (int t = 0; t < GC_THREADS; t++) {
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+		assert_int_equal(w[t].failures, 0);
+	}
+	assert_int_equal(smux__hints_pending(h, NULL), GC_THREADS * GC_PER);
+	/* every record is a whole line of its own */
+	assert_int_equal(count_lines(env->path), GC_THREADS * GC_PER);
+	smux__hints_close(h);
+
+	h = open_ok(env->dir);
+	n = smux__hints_list(h, NULL, &list);
+	assert_int_equal(n, GC_THREADS * GC_PER);
+	for (int i = 0; i < n; i++) {
+		int t, k;
+
+		assert_int_equal(sscanf(list[i].key, "g%d/k%d", &t, &k), 2);
+		assert_true(t >= 0 && t < GC_THREADS && k >= 0 && k < GC_PER);
+		assert_int_equal(seen[t][k]++, 0);
+		assert_int_equal(list[i].id, w[t].ids[k]);
+		assert_string_equal(list[i].replica, t % 2 ? "r1" : "r2");
+	}
+	smux__hints_free_list(list, n);
+	smux__hints_close(h);
+}
+
+/* A compaction held after its snapshot (smux__hints_compact_hook). */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static bool hold_entered, hold_released;
+
+static void hold_hook(struct smux__hints *h)
+{
+	pthread_mutex_lock(&hold_lock);
+	hold_entered = true;
+	pthread_cond_broadcast(&hold_cond);
+	while (!hold_released)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+/*
+ * An add never waits for a compaction: while one is held in the middle
+ * (snapshot taken, new file not written), adds, dones, supersedes and
+ * reads complete. What they did meanwhile is in the compacted file.
+ */
+static void test_add_during_compaction(void **state)
+{
+	struct env *env = *state;
+	struct smux__hints *h = open_ok(env->dir);
+	struct smux__hint *before, *after;
+	uint64_t during;
+	char key[32];
+	int nb, na;
+
+	hold_entered = hold_released = false;
+	smux__hints_compact_hook = hold_hook;
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "k%03d", i);
+		add_ok(h, "r", key, SMUX__HINT_PUT);
+	}
+	/* done records soon outnumber pending hints: a compaction starts
+	 * (and is held); the dones after it go on */
+	for (uint64_t id = 1; id <= 60; id++)
+		done_ok(h, id);
+	pthread_mutex_lock(&hold_lock);
+	while (!hold_entered)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+
+	/* all of these return while the compaction is held */
+	during = add_ok(h, "r2", "during", SMUX__HINT_DEL);
+	add_ok(h, "r", "k070", SMUX__HINT_DEL); /* replaces id 71 */
+	assert_int_equal(smux__hints_supersede(h, "r", "k080", NULL), 0);
+	done_ok(h, 90);
+	assert_true(smux__hints_has(h, "r2", "during"));
+	assert_false(smux__hints_has(h, "r", "k080"));
+	assert_false(smux__hints_has(h, "r", "k000"));
+	assert_true(smux__hints_has(h, "r", "k070"));
+	assert_int_equal(smux__hints_pending(h, NULL), 40 - 2 + 1);
+
+	pthread_mutex_lock(&hold_lock);
+	hold_released = true;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+	hj_quiesce(h);
+	smux__hints_compact_hook = NULL;
+
+	/* the file was rewritten: id 1 is gone, the adds made during the
+	 * compaction are there */
+	assert_true(count_lines(env->path) < 100);
+	add_ok(h, "r3", "after", SMUX__HINT_PUT);
+	nb = smux__hints_list(h, NULL, &before);
+	assert_int_equal(nb, 40);
+	assert_int_equal(before[nb - 2].id, during + 1);
+	smux__hints_close(h);
+
+	h = open_ok(env->dir);
+	na = smux__hints_list(h, NULL, &after);
+	assert_same_lists(before, nb, after, na);
 	smux__hints_free_list(before, nb);
 	smux__hints_free_list(after, na);
 	smux__hints_close(h);
@@ -1134,6 +1286,10 @@ int main(void)
 						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_threads, env_setup,
 						env_teardown),
+		cmocka_unit_test_setup_teardown(test_group_commit, env_setup,
+						env_teardown),
+		cmocka_unit_test_setup_teardown(test_add_during_compaction,
+						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_state_dir,
 						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_second_opener_refused,

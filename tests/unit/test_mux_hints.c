@@ -18,8 +18,10 @@
 
 #include <errno.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -721,6 +723,186 @@ static void test_replay_yields_to_newer_write(void **state)
 	rep_release(&r);
 }
 
+/*
+ * A replay paused between its check ("hint still pending") and its put
+ * while a user write of the key reaches the replica (issue 9 item 3): the
+ * older copy must not land on top of the user's write. With the fence the
+ * user write waits for the replay's section and lands after it.
+ */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_paused, gate_released, writer_waits, writer_done;
+
+static void gate_check_hook(struct smux_mux *mux, const char *replica,
+			    const char *key)
+{
+	pthread_mutex_lock(&gate_lock);
+	if (!gate_paused) { /* the first replay only */
+		gate_paused = true;
+		pthread_cond_broadcast(&gate_cond);
+		while (!gate_released)
+			pthread_cond_wait(&gate_cond, &gate_lock);
+	}
+	pthread_mutex_unlock(&gate_lock);
+}
+
+static void gate_wait_hook(struct smux_mux *mux, const char *key)
+{
+	pthread_mutex_lock(&gate_lock);
+	writer_waits = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+static void *gate_writer(void *arg)
+{
+	struct rep *r = arg;
+	struct smux_error err;
+
+	MH_OK(mh_put(r->mux, "k", "v3", &err), &err);
+	pthread_mutex_lock(&gate_lock);
+	writer_done = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	return NULL;
+}
+
+/* The replay of (r2, "k") is held at its check while a user put of "k"
+ * (v3) runs; r2 missed @missed ("v2": a put; NULL: a delete). */
+static void fenced_case(const char *missed)
+{
+	pthread_t repair, writer;
+	struct smux_error err;
+	unsigned pending;
+	struct rep r;
+
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	MH_OK(mh_put(r.mux, "k", "v1", &err), &err);
+	mh_fail(r.f[2], true);
+	if (missed) /* r2 keeps v1 */
+		MH_OK(mh_put(r.mux, "k", missed, &err), &err);
+	else {
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		MH_OK(smux_backend_del(r.mux, &ctx, "k", &err), &err);
+	}
+	assert_int_equal(smux_mux_pending_hints(r.mux), 1);
+	mh_fail(r.f[2], false);
+	/* before r2's cooldown is over: the first replay to check, the
+	 * background thread's or ours, is held */
+	gate_paused = gate_released = writer_waits = writer_done = false;
+	smux__replay_check_hook = gate_check_hook;
+	smux__fence_wait_hook = gate_wait_hook;
+	rep_later(&r);
+	smux_mux_check_health(r.mux); /* r2 up: the user write reaches it */
+	assert_int_equal(pthread_create(&repair, NULL, repair_main, &r), 0);
+	pthread_mutex_lock(&gate_lock);
+	while (!gate_paused) /* the replay checked its hint */
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+
+	assert_int_equal(pthread_create(&writer, NULL, gate_writer, &r), 0);
+	pthread_mutex_lock(&gate_lock);
+	/* without the fence, v3 lands on r2 (and supersedes the hint) now */
+	while (!writer_done && !writer_waits)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	gate_released = true; /* the replay puts its copy, or deletes */
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	pthread_join(writer, NULL);
+	pthread_join(repair, NULL);
+
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	assert_replicas_equal(&r, "k", "v3");
+	rep_release(&r); /* no replay left to call the hooks */
+	smux__replay_check_hook = NULL;
+	smux__fence_wait_hook = NULL;
+}
+
+static void test_replay_fenced_from_user_write(void **state)
+{
+	(void)state;
+	fenced_case("v2");
+}
+
+/* The same for a missed delete: the queued delete must not remove the
+ * key the user wrote after it (the issue's `rm f` then `mv tmp f`). */
+static void test_replay_delete_fenced(void **state)
+{
+	(void)state;
+	fenced_case(NULL);
+}
+
+/*
+ * Replay runs in parallel across keys: every replay that reaches its check
+ * is held there until three replays (of three keys) are held at once. Two
+ * repairs that replay one hint at a time (the background thread's and
+ * this one) never get there: the hold gives up after 30 s, a safety net
+ * only, and the test fails.
+ */
+#define PAR_HELD 3
+
+static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t par_cond = PTHREAD_COND_INITIALIZER;
+static unsigned par_held;
+static bool par_reached, par_timed_out;
+
+static void par_check_hook(struct smux_mux *mux, const char *replica,
+			   const char *key)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&par_lock);
+	if (++par_held >= PAR_HELD) {
+		par_reached = true;
+		pthread_cond_broadcast(&par_cond);
+	}
+	while (!par_reached && !par_timed_out)
+		par_timed_out = pthread_cond_timedwait(&par_cond, &par_lock,
+						       &until) != 0;
+	par_held--;
+	pthread_mutex_unlock(&par_lock);
+}
+
+static void test_replay_parallel(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	char key[16];
+	struct rep r;
+
+	(void)state;
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	mh_fail(r.f[2], true);
+	for (int i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		MH_OK(mh_put(r.mux, key, "v", &err), &err);
+	}
+	assert_int_equal(smux_mux_pending_hints(r.mux), 6);
+	mh_fail(r.f[2], false);
+	/* before r2's cooldown is over: no replay (the background thread's
+	 * or ours) gets past its check unseen */
+	par_held = 0;
+	par_reached = par_timed_out = false;
+	smux__replay_check_hook = par_check_hook;
+	rep_later(&r);
+	smux_mux_check_health(r.mux);
+	rep_repair(&r, &pending);
+	assert_false(par_timed_out);
+	assert_true(par_reached);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 6; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		assert_replicas_equal(&r, key, "v");
+	}
+	rep_release(&r);
+	smux__replay_check_hook = NULL;
+}
+
 /* Every replica of a fan-out write stores one mtime, so all report one
  * version token (size + mtime): after a put, a writer commit, a repair. */
 static void assert_one_version(struct rep *r, const char *key, const char *want)
@@ -1130,6 +1312,9 @@ int main(void)
 		cmocka_unit_test(test_drained_replica_hinted),
 		cmocka_unit_test(test_replica_versions_agree),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
+		cmocka_unit_test(test_replay_fenced_from_user_write),
+		cmocka_unit_test(test_replay_delete_fenced),
+		cmocka_unit_test(test_replay_parallel),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
 		cmocka_unit_test(test_xattr_fanout),
