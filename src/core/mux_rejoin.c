@@ -14,7 +14,9 @@
  * the first other member that is up and not rejoining itself: every key
  * there is copied unless the member holds the same version (size and
  * mtime: replicas written through the mux agree on both) or has a
- * pending hint of its own for it (that hint's replay does it); every key
+ * pending hint of its own for it (that hint's replay does it; a key the
+ * source itself missed the latest write of gets such a hint first, so
+ * the source's old version is never copied); every key
  * the member holds that the source does not hold (asked again, right
  * before the delete) is deleted. A write that reaches the member meanwhile
  * wins over the copy (the copy first checks that the member's version is
@@ -195,6 +197,36 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/*
+ * The keys @src missed the latest write of (its pending hints) are not
+ * copied from it: @dst gets a hint of its own for each (so the merge walk
+ * leaves them to those hints, whose replay copies from a replica that has
+ * the key). Keys @src missed that neither listing shows are covered too.
+ */
+static long hint_source_stale(struct smux_mux *mux, struct mux_member *src,
+			      struct mux_member *dst, struct smux_error *err)
+{
+	struct smux__hint *list = NULL;
+	int n = smux__hints_list(mux->hints, src->name, &list);
+	long rc = 0;
+
+	if (n < 0)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	for (int i = 0; i < n && rc == 0; i++) {
+		const char *key = list[i].key;
+
+		if (list[i].kind == SMUX__HINT_INTENT ||
+		    strcmp(key, SMUX__REJOIN_KEY) == 0 ||
+		    smux__hints_has(mux->hints, dst->name, key))
+			continue;
+		rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT,
+				     NULL, err);
+	}
+	smux__hints_free_list(list, n);
+	return rc;
+}
+
 bool smux__rejoining(struct smux_mux *mux, struct mux_member *m)
 {
 	return smux__hints_pending(mux->hints, m->name) > 0 &&
@@ -219,7 +251,9 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				      mux->base.name,
 				      "no member to resync %s from", dst->name);
-	rc = list_all(mux, ctx, src, &want, err);
+	rc = hint_source_stale(mux, src, dst, err);
+	if (rc == 0)
+		rc = list_all(mux, ctx, src, &want, err);
 	if (rc == 0)
 		rc = list_all(mux, ctx, dst, &have, err);
 	/* both listings are in byte-wise key order: one merge walk */
