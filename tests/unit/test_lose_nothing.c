@@ -34,7 +34,7 @@
  * The environment replays or extends it:
  *   SMUX_LOSE_NOTHING_SEED=N      run seed N only (default: seeds 1 and 2)
  *   SMUX_LOSE_NOTHING_SECONDS=S   storm length per run (default 1)
- *   SMUX_LOSE_NOTHING_MODE=m      only mode m (e.g. "mirror")
+ *   SMUX_LOSE_NOTHING_MODE=m,...  only these modes (e.g. "mirror")
  *   SMUX_LOSE_NOTHING_CHAOS=list  chaos actions, of flap,drain,remove,
  *                                 enospc,repair (default: all), or
  *                                 flaps of some kinds only: down,flaky,
@@ -1135,6 +1135,20 @@ static unsigned ln_env_chaos(void)
 	return chaos;
 }
 
+/* True when @name is one of the comma-separated modes of @list. */
+static bool ln_mode_listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		if (strncmp(p, name, len) == 0 && (p[len] == ',' || !p[len]))
+			return true;
+	}
+	return false;
+}
+
 static void ln_mode(enum smux_mode mode)
 {
 	const char *only = getenv("SMUX_LOSE_NOTHING_MODE");
@@ -1143,7 +1157,7 @@ static void ln_mode(enum smux_mode mode)
 		(int64_t)(ln_env_num("SMUX_LOSE_NOTHING_SECONDS", 1) * 1000);
 	unsigned chaos = ln_env_chaos(), bad = 0, runs = 0;
 
-	if (only && only[0] && strcmp(only, smux_mode_name(mode)) != 0) {
+	if (only && only[0] && !ln_mode_listed(only, smux_mode_name(mode))) {
 		skip();
 		return;
 	}
@@ -1155,7 +1169,11 @@ static void ln_mode(enum smux_mode mode)
 		runs++;
 	} else if (soak > 0) {
 		/* the soak's time is shared by the modes that run */
-		unsigned modes = only && only[0] ? 1 : SMUX_MODE_COUNT;
+		unsigned modes = 0;
+
+		for (unsigned m = 0; m < SMUX_MODE_COUNT; m++)
+			modes += !only || !only[0] ||
+				 ln_mode_listed(only, smux_mode_name(m));
 		int64_t end =
 			smux_now_ns() + (int64_t)(soak * 1000 / modes) * MS_NS;
 		uint64_t seed = (uint64_t)time(NULL) * 1000 + (uint64_t)mode;
