@@ -140,9 +140,12 @@ static void spool_start(struct smux__mux_writer *mw, unsigned flags)
 		return;
 	/* an append to a large object would copy all of it first; an
 	 * in-place open of an existing file would copy it at every open
-	 * (an append loop): neither keeps a spool */
+	 * (an append loop): neither keeps a spool. An empty one (a create,
+	 * exclusive or not) costs nothing to spool, and can then move like
+	 * a truncating one. */
 	if (!(flags & SMUX_WRITER_TRUNC) &&
-	    (mw->size > SPOOL_BASE_MAX || (flags & SMUX_WRITER_INPLACE)))
+	    (mw->size > SPOOL_BASE_MAX ||
+	     ((flags & SMUX_WRITER_INPLACE) && mw->size > 0)))
 		return;
 	mw->spool = smux_tmpfile(mw->mux->base.name, "writer spool", &e);
 	if (mw->spool < 0) {

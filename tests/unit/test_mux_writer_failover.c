@@ -267,6 +267,36 @@ static bool journal_has(const struct env *t, const char *replica,
  * is there; the primary's hint is journaled before commit returns, and the
  * replay makes it identical.
  */
+/*
+ * An exclusive in-place create (cp's O_EXCL through smuxfs) starts from
+ * nothing: its spool is complete from the start, so when the primary
+ * fails mid-write the writer moves like a truncating one (it failed the
+ * write: test_failover-midrun-failover, now and then).
+ */
+static void test_failover_excl_create_moves(void **state)
+{
+	struct smux_writer *wr = NULL;
+	struct model m = {0};
+	struct smux_error err;
+	struct env t;
+	int rc;
+
+	(void)state;
+	env_init(&t, SMUX_MODE_FAILOVER, 2, 0);
+	rc = smux_backend_writer_open(t.mux, &t.ctx, "new",
+				      SMUX_WRITER_INPLACE | SMUX_WRITER_EXCL,
+				      &wr, &err);
+	MH_OK(rc, &err);
+	put_chunk(wr, &t.ctx, &m, CHUNK, 0, 0);
+	faults_errors(t.f[0], false);
+	put_chunk(wr, &t.ctx, &m, CHUNK, CHUNK, 1);
+	MH_OK(smux_writer_commit(wr, &t.ctx, NULL, NULL, &err), &err);
+	smux_writer_close(wr);
+	holds(t.mem[1], "new", &m);
+	free(m.b);
+	env_release(&t);
+}
+
 static void test_failover_errors_mid_write(void **state)
 {
 	struct smux_writer *wr = NULL;
@@ -798,6 +828,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failover_errors_mid_write),
+		cmocka_unit_test(test_failover_excl_create_moves),
 		cmocka_unit_test(test_failover_hang_mid_write),
 		cmocka_unit_test(test_failover_without_trunc),
 		cmocka_unit_test(test_failover_semantic_error),
