@@ -933,8 +933,8 @@ static void test_threads(void **state)
 
 struct gc_worker {
 	struct smux__hints *h;
-	int t;
 	uint64_t ids[GC_PER];
+	int t;
 	int failures;
 };
 

@@ -946,6 +946,7 @@ static void ln_setup(struct ln_run *r)
 		.healthcheck_interval_ms = 100,
 	};
 	char path[PATH_MAX + 32], name[32];
+	const char *journal;
 	struct smux_error err;
 
 	snprintf(r->dir, sizeof(r->dir), "%s/%s-%llu", ln_members,
@@ -956,8 +957,8 @@ static void ln_setup(struct ln_run *r)
 	snprintf(path, sizeof(path), "%s", r->state);
 	/* the hint journal on disk, as smuxfs keeps it; "memory": hints in
 	 * memory only (tells journal stalls from the rest) */
-	if (!getenv("SMUX_LOSE_NOTHING_JOURNAL") ||
-	    strcmp(getenv("SMUX_LOSE_NOTHING_JOURNAL"), "memory") != 0)
+	journal = getenv("SMUX_LOSE_NOTHING_JOURNAL");
+	if (!journal || strcmp(journal, "memory") != 0)
 		o.state_dir = path;
 	for (int i = 0; i < LN_MEMBERS + 1; i++) {
 		/* kinds alternate, starting with the seed's parity; the
