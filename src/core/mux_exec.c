@@ -129,19 +129,18 @@ bool smux__member_enter(struct mux_member *m)
 	return false;
 }
 
-/* One attempt on @m through its bulkhead; bookkeeping included. A member
- * that started draining since it was chosen is not called: BACKEND_DRAINING
- * (transient, seed section 4: re-select), with no stats or health. */
-static long attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
-		    struct smux__call *call, struct mux_member *m, bool probe,
-		    unsigned index, struct smux_span *span,
-		    enum smux_outcome *o, struct smux_error *e)
+long smux__attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct smux__call *call, struct mux_member *m, bool probe,
+		   unsigned index, struct smux_span *span, enum smux_outcome *o,
+		   struct smux_error *e)
 {
 	struct smux_span *as;
 	int64_t t0 = smux_now_ns();
 	long rc;
 
 	if (!smux__member_enter(m)) {
+		if (probe)
+			smux__health_probe_cancel(&m->health);
 		*o = SMUX_OUTCOME_TRANSIENT;
 		return smux_error_set(e, SMUX_E_BACKEND_DRAINING, m->name,
 				      NULL);
@@ -262,7 +261,8 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__member_put(prev);
 			prev = NULL;
 		}
-		rc = attempt(mux, ctx, call, m, probe, attempts, span, &o, &e);
+		rc = smux__attempt(mux, ctx, call, m, probe, attempts, span, &o,
+				   &e);
 		if (rc < 0 && e.e.code == SMUX_E_BACKEND_DRAINING) {
 			/* drained since it was chosen: the next one */
 			smux__member_put(m);
@@ -476,7 +476,8 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 		enum smux_outcome o;
 		struct smux_error e;
 
-		rc = attempt(mux, ctx, call, ms[0], probes[0], 0, span, &o, &e);
+		rc = smux__attempt(mux, ctx, call, ms[0], probes[0], 0, span,
+				   &o, &e);
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
 		    o == SMUX_OUTCOME_ABORT || o == SMUX_OUTCOME_LOCAL ||
 		    smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {

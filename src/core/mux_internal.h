@@ -213,6 +213,22 @@ struct smux_span *smux__attempt_span(struct smux_mux *mux,
 				     struct mux_member *m, unsigned index);
 
 /*
+ * One call of @call on @m through its bulkhead, with bookkeeping (@probe:
+ * it is @m's health probe; @index and @span: its attempt span); *@o tells
+ * the outcome. A member that started draining since it was chosen is not
+ * called: BACKEND_DRAINING (transient, seed section 4: re-select), with no
+ * stats or health, and its probe given back.
+ */
+long smux__attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
+		   struct smux__call *call, struct mux_member *m, bool probe,
+		   unsigned index, struct smux_span *span, enum smux_outcome *o,
+		   struct smux_error *e);
+/* smux__attempt without span or outcome, for the repair's calls. */
+long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *m, struct smux__call *call,
+		       bool probe, struct smux_error *err);
+
+/*
  * Counts a call on @m in flight (the caller decrements health.in_flight
  * when it is over), unless @m started draining since it was chosen: then
  * nothing is counted and it returns false (do not call @m). With the

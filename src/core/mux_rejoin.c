@@ -76,24 +76,6 @@ static void keyset_free(struct keyset *ks)
 	free(ks->info);
 }
 
-/* One call on @m through its bulkhead, entered with the drain check. */
-static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
-		struct mux_member *m, struct smux__call *call,
-		struct smux_error *err)
-{
-	int64_t t0 = smux_now_ns();
-	long rc;
-
-	call->backend = m->backend;
-	if (!smux__member_enter(m))
-		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
-				      NULL);
-	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
-	atomic_fetch_sub(&m->health.in_flight, 1);
-	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? err : NULL, NULL);
-	return rc;
-}
-
 static long list_all(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct mux_member *m, struct keyset *ks,
 		     struct smux_error *err)
@@ -104,7 +86,7 @@ static long list_all(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.list_fn = collect,
 		.list_arg = ks,
 	};
-	long rc = run(mux, ctx, m, &call, err);
+	long rc = smux__member_call(mux, ctx, m, &call, false, err);
 
 	if (rc == 0 && ks->oom)
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
@@ -160,16 +142,18 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (fd < 0)
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
-	rc = run(mux, ctx, src, &get, err);
+	rc = smux__member_call(mux, ctx, src, &get, false, err);
 	/* deleted meanwhile (the delete reached @dst too), or a newer write
 	 * reached @dst meanwhile: nothing to copy */
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 		rc = 0;
-	else if (rc == 0 &&
-		 !changed(had, (int)run(mux, ctx, dst, &head, &e), &now)) {
+	else if (rc == 0 && !changed(had,
+				     (int)smux__member_call(mux, ctx, dst,
+							    &head, false, &e),
+				     &now)) {
 		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
-		rc = run(mux, ctx, dst, &put, err);
+		rc = smux__member_call(mux, ctx, dst, &put, false, err);
 	}
 	close(fd);
 	return rc;
@@ -184,13 +168,13 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
-	long rc = run(mux, ctx, src, &head, err);
+	long rc = smux__member_call(mux, ctx, src, &head, false, err);
 
 	if (rc == 0)
 		return 0;
 	if (err->e.code != SMUX_E_KEY_NOT_FOUND)
 		return rc;
-	rc = run(mux, ctx, dst, &del, err);
+	rc = smux__member_call(mux, ctx, dst, &del, false, err);
 	if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
 		       err->e.code == SMUX_E_NOT_EMPTY))
 		rc = 0; /* gone already; a directory with children stays */

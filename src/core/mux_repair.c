@@ -46,9 +46,9 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 
 /* One call on @m through its bulkhead, with bookkeeping (@probe: this
  * call is the health probe of a down @m). */
-static long run(struct smux_mux *mux, const struct smux_ctx *ctx,
-		struct mux_member *m, struct smux__call *call, bool probe,
-		struct smux_error *err)
+long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *m, struct smux__call *call,
+		       bool probe, struct smux_error *err)
 {
 	int64_t t0 = smux_now_ns();
 	long rc;
@@ -103,12 +103,12 @@ static long copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 	call.rbuf = names;
 	call.len = SMUX_XATTR_SIZE_MAX;
 	call.nread = &n_names;
-	rc = run(mux, ctx, src, &call, false, err);
+	rc = smux__member_call(mux, ctx, src, &call, false, err);
 	if (rc < 0)
 		goto out_free;
 	call.rbuf = old;
 	call.nread = &n_old;
-	rc = run(mux, ctx, dst, &call, false, err);
+	rc = smux__member_call(mux, ctx, dst, &call, false, err);
 	if (rc < 0)
 		goto out_free;
 	/* names @dst has and @src has not */
@@ -119,7 +119,7 @@ static long copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		if (xattr_listed(names, (size_t)n_names, old + at))
 			continue;
-		rc = run(mux, ctx, dst, &rm, false, err);
+		rc = smux__member_call(mux, ctx, dst, &rm, false, err);
 		if (rc < 0 && err->e.code != SMUX_E_NO_ATTR)
 			goto out_free;
 	}
@@ -135,13 +135,13 @@ static long copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 					 .key2 = names + at,
 					 .wbuf = value};
 
-		rc = run(mux, ctx, src, &get, false, err);
+		rc = smux__member_call(mux, ctx, src, &get, false, err);
 		if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
 			continue; /* removed meanwhile */
 		if (rc < 0)
 			goto out_free;
 		set.len = (size_t)rc;
-		rc = run(mux, ctx, dst, &set, false, err);
+		rc = smux__member_call(mux, ctx, dst, &set, false, err);
 		if (rc < 0)
 			goto out_free;
 	}
@@ -215,7 +215,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	}
 	smux_sink_fd(&sink, fd, 0);
-	rc = run(mux, ctx, src, &get, src_probe, err);
+	rc = smux__member_call(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	/* the check and the write: no user write of (dst, key) between */
 	if (rc == 0 && hinted)
@@ -229,7 +229,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		rc = run(mux, ctx, dst, &put, probe_dst, err);
+		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
 		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
 		    !S_ISSOCK(info.mode))
 			rc = copy_xattrs(mux, ctx, src, dst, key, err);
@@ -347,7 +347,7 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = 0;
 		smux__replay_fence_enter(mux, m, h->key);
 		if (still_pending(mux, m, h->key)) {
-			rc = run(mux, ctx, m, &del, left, err);
+			rc = smux__member_call(mux, ctx, m, &del, left, err);
 			left = false;
 		}
 		smux__replay_fence_exit(mux, m, h->key);
@@ -387,7 +387,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 				"reconcile %s: replica not up", key);
 			break;
 		}
-		rc = run(mux, ctx, v->m[i], &head, false, err);
+		rc = smux__member_call(mux, ctx, v->m[i], &head, false, err);
 		have[i] = rc == 0;
 		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 			rc = 0;
@@ -533,6 +533,29 @@ struct repair_run {
 
 /* Write intent @h, as a repair sees it: reconciled once its writer is
  * gone. 0, or @ctx's error while it waited for another repair. */
+/*
+ * Claims the replay of @h for this repair. When another repair is at it,
+ * the background thread leaves it (it comes back later); a caller waits
+ * for that replay, then claims what is left (it may have started before
+ * the latest write). 1: claimed; 0: nothing to do; or the wait's error.
+ */
+static int claim_or_wait(struct smux_mux *mux, struct repair_run *run,
+			 const struct smux__hint *h, struct mux_replay *claim,
+			 struct smux_error *err)
+{
+	int rc;
+
+	if (replay_claim(mux, claim, h))
+		return 1;
+	if (!run->wait)
+		return 0;
+	rc = replay_wait(mux, run->ctx, h, err);
+	if (rc)
+		return rc;
+	return smux__hints_has(mux->hints, h->replica, h->key) &&
+	       replay_claim(mux, claim, h);
+}
+
 static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 			 struct smux_error *err)
 {
@@ -545,16 +568,9 @@ static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 
 	/* another repair at it: as for a hint, a caller waits for it and
 	 * then looks again */
-	if (!replay_claim(mux, &claim, h)) {
-		if (!run->wait)
-			return 0;
-		rc = replay_wait(mux, run->ctx, h, err);
-		if (rc)
-			return rc;
-		if (!smux__hints_has(mux->hints, h->replica, h->key) ||
-		    !replay_claim(mux, &claim, h))
-			return 0;
-	}
+	rc = claim_or_wait(mux, run, h, &claim, err);
+	if (rc <= 0)
+		return rc;
 	/* a writer still at it, or a clean one lingering */
 	st = smux__intent_state(mux, h->key, h->id);
 	if (st == SMUX__INTENT_BUSY) {
@@ -608,19 +624,9 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	 * replayed once it is a member again) */
 	if (!m)
 		return 0;
-	if (!replay_claim(mux, &claim, h)) {
-		/* another repair is at it: the background thread comes back
-		 * later; a caller waits, then tries what is left (that replay
-		 * may have started before it could work) */
-		if (!run->wait)
-			return 0;
-		rc = replay_wait(mux, run->ctx, h, err);
-		if (rc)
-			return rc;
-		if (!smux__hints_has(mux->hints, h->replica, h->key) ||
-		    !replay_claim(mux, &claim, h))
-			return 0;
-	}
+	rc = claim_or_wait(mux, run, h, &claim, err);
+	if (rc <= 0)
+		return rc;
 	/* an up replica, or a down one whose cooldown is over (the replay
 	 * probes it: a recovered replica needs no traffic of its own to be
 	 * repaired) */
@@ -814,7 +820,7 @@ static unsigned probe_due(struct smux_mux *mux, const struct smux_ctx *ctx)
 			continue;
 		if (!probe) /* came back up meanwhile */
 			continue;
-		run(mux, ctx, m, &call, true, &e);
+		smux__member_call(mux, ctx, m, &call, true, &e);
 		probed++;
 	}
 	smux__sel_put(s);

@@ -113,36 +113,6 @@ void smux__sticky_gate_leave(struct smux_mux *mux, struct mux_sticky_gate *g)
 
 /* ---- one call ---- */
 
-/*
- * One call of @call on @m through its bulkhead, with bookkeeping (@probe:
- * it is @m's health probe); *@o tells its outcome. A member draining since
- * it was chosen is not called: BACKEND_DRAINING (transient).
- */
-static long call_on(struct smux_mux *mux, const struct smux_ctx *ctx,
-		    struct mux_member *m, bool probe, unsigned index,
-		    struct smux__call *call, struct smux_span *span,
-		    enum smux_outcome *o, struct smux_error *e)
-{
-	struct smux_span *as;
-	int64_t t0 = smux_now_ns();
-	long rc;
-
-	if (!smux__member_enter(m)) {
-		if (probe)
-			smux__health_probe_cancel(&m->health);
-		*o = SMUX_OUTCOME_TRANSIENT;
-		return smux_error_set(e, SMUX_E_BACKEND_DRAINING, m->name,
-				      NULL);
-	}
-	as = smux__attempt_span(mux, span, m, index);
-	call->backend = m->backend;
-	call->span = as ? as : span;
-	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, e);
-	atomic_fetch_sub(&m->health.in_flight, 1);
-	*o = smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? e : NULL, as);
-	return rc;
-}
-
 /* The first shard of @v from home + @from on (in order, mod n) without a
  * pending hint for @key; -1 when there is none. With @from 0: the holder
  * of @key, the shard with its latest version. */
@@ -215,7 +185,7 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (smux__member_stale(mux, m, call->key) ||
 		    !smux__health_is_up(&m->health))
 			continue;
-		rc = call_on(mux, ctx, m, probe, k, call, span, &o, &e);
+		rc = smux__attempt(mux, ctx, call, m, probe, k, span, &o, &e);
 		if (rc >= 0 && (!dirs_only || smux_key_is_dir(call->key) ||
 				(call->info && S_ISDIR(call->info->mode)))) {
 			*found = true;
@@ -278,7 +248,7 @@ static long route_once(struct smux_mux *mux, const struct smux_ctx *ctx,
 				    m->name, call->key);
 		goto dirs;
 	}
-	rc = call_on(mux, ctx, m, probe, 0, call, span, &o, &e);
+	rc = smux__attempt(mux, ctx, call, m, probe, 0, span, &o, &e);
 	if (rc >= 0)
 		goto out;
 	if (o == SMUX_OUTCOME_SEMANTIC || callers_end(ctx, o)) {
@@ -486,7 +456,7 @@ static long del_on(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
 	enum smux_outcome o;
 
-	return call_on(mux, ctx, m, probe, 0, &del, NULL, &o, err);
+	return smux__attempt(mux, ctx, &del, m, probe, 0, NULL, &o, err);
 }
 
 /*
@@ -547,7 +517,7 @@ static long move_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	}
 	smux_sink_fd(&sink, fd, 0);
-	rc = call_on(mux, ctx, src, src_probe, 0, &get, NULL, &o, err);
+	rc = smux__attempt(mux, ctx, &get, src, src_probe, 0, NULL, &o, err);
 	if (rc < 0) {
 		if (err->e.code == SMUX_E_KEY_NOT_FOUND)
 			rc = 0; /* nothing newer than what home has */
@@ -557,7 +527,7 @@ static long move_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux__sticky_hook_replay_copied(h->key);
 	smux_put_opts_keep(&po, &info);
 	smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
-	rc = call_on(mux, ctx, dst, *probe, 0, &put, NULL, &o, err);
+	rc = smux__attempt(mux, ctx, &put, dst, *probe, 0, NULL, &o, err);
 	*probe = false; /* the put reported to home's health */
 	if (rc < 0)
 		goto out_close;
