@@ -20,6 +20,7 @@
 #define FUSE_USE_VERSION 35
 
 #include <fuse.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -70,6 +71,14 @@ struct smuxfs_etags {
 		char *key; /* owned; NULL = empty slot */
 		char etag[SMUX_ETAG_MAX];
 	} slots[SMUXFS_ETAG_SLOTS];
+};
+
+/* ---- the directory rename journal (rename_journal.c) ---- */
+
+/* One key-by-key directory rename in progress: its record's path ("" when
+ * there is none). */
+struct smuxfs_rjournal {
+	char path[PATH_MAX];
 };
 
 /* ---- mount-wide state ---- */
@@ -368,6 +377,19 @@ int smuxfs_mkdir(const char *path, mode_t mode);
 int smuxfs_rmdir(const char *path);
 int smuxfs_unlink(const char *path);
 int smuxfs_rename(const char *from, const char *to, unsigned int flags);
+/* Finishes the key-by-key move of directory @from to @to that a crash
+ * interrupted (ops_meta.c): 0 or a negative errno. */
+int smuxfs_rename_dir_redo(struct smuxfs *fs, const char *from, const char *to);
+/* Makes the record of the key-by-key rename of @from to @to durable in
+ * state_dir before the first key moves: 0, or -ENOSPC/-EIO (logged; do
+ * not rename then). */
+int smuxfs_rjournal_begin(struct smuxfs *fs, const char *from, const char *to,
+			  struct smuxfs_rjournal *rec);
+/* Removes the record once the move is over (done or failed). */
+void smuxfs_rjournal_end(struct smuxfs *fs, const struct smuxfs_rjournal *rec);
+/* At mount, before serving: finishes every rename a record names, oldest
+ * first, and logs each. 0, or -EAGAIN when a record is left (logged). */
+int smuxfs_rjournal_recover(struct smuxfs *fs);
 int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi);
 int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 		 struct fuse_file_info *fi);

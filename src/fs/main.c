@@ -458,6 +458,16 @@ static int start(struct daemon *d, struct status_msg *sm)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
 	fs->key_max = smux_backend_key_max(fs->root);
 
+	/* a directory rename a crash cut short is finished before anyone
+	 * sees the tree (rename_journal.c) */
+	if (o->state_dir) {
+		rc = mkdirs(o->state_dir, 0700);
+		if (rc)
+			FAIL(EXIT_BACKEND, "state_dir %s: %s", o->state_dir,
+			     strerror(-rc));
+	}
+	smuxfs_rjournal_recover(fs);
+
 	/* The read cache lives for one run: what an earlier run left in
 	 * cache_dir/read is deleted, whether the cache is on or off. */
 	if (snprintf(rdir, sizeof(rdir), "%s/read", cache) >= (int)sizeof(rdir))
