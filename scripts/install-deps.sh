@@ -27,6 +27,7 @@ git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
 strace:/usr/bin/strace
+prometheus:/usr/bin/promtool
 "
 
 missing=""

@@ -431,6 +431,12 @@ void smuxfs_ops_for(struct fuse_operations *ops, bool xattr);
 
 #define SMUXFS_DIR_NAME ".smux"
 
+/* ---- .smux/metrics (metrics.c) ---- */
+
+/* The mount's stats in the Prometheus text format, in a new heap buffer
+ * *@data of *@len bytes: 0 or -ENOMEM. */
+int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len);
+
 /* True for "/.smux" and everything under it. */
 bool smuxdir_owns(const char *path);
 /* getattr of "/.smux" or a file in it: 0 or -ENOENT. */

@@ -141,6 +141,7 @@ static int render_config(struct smuxfs *fs, char **data, size_t *len)
 static const struct vfile vfiles[] = {
 	{"stats", render_stats},
 	{"config", render_config},
+	{"metrics", smuxfs_metrics_render}, /* metrics.c */
 };
 
 #define N_VFILES (sizeof(vfiles) / sizeof(vfiles[0]))
