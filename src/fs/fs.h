@@ -131,6 +131,8 @@ struct smuxfs {
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
+	/* .smux/events (eventlog.c), NULL without an event bus */
+	struct smuxfs_eventlog *evlog;
 };
 
 /* Initialises the tables of @fs (the other fields are the caller's). */
@@ -288,6 +290,13 @@ struct smuxfs_fh {
 	 * otable.lock once tracked */
 	bool tracked;
 	struct smuxfs_fh *rprev, *rnext;
+	/* VIRTUAL, .smux/events (eventlog.c; under its lock): where this
+	 * reader is in the stream, and its poll handle while it waits */
+	bool ev_stream;
+	bool ev_waiting;
+	uint64_t ev_shift, ev_pos;
+	struct fuse_pollhandle *ev_ph;
+	struct smuxfs_fh *ev_next;
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -414,6 +423,8 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi);
 int smuxfs_flush(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi);
 int smuxfs_release(const char *path, struct fuse_file_info *fi);
+int smuxfs_poll(const char *path, struct fuse_file_info *fi,
+		struct fuse_pollhandle *ph, unsigned *reventsp);
 
 /* Extended attributes (ops_xattr.c): registered only when the mount keeps
  * them ([mount] xattr, smuxfs_ops_for). */
@@ -430,6 +441,26 @@ void smuxfs_ops_for(struct fuse_operations *ops, bool xattr);
 /* ---- the .smux/ virtual directory (smuxdir.c) ---- */
 
 #define SMUXFS_DIR_NAME ".smux"
+
+/* ---- .smux/events (eventlog.c) ---- */
+
+struct smuxfs_eventlog;
+
+/* Subscribes the ring of recent events to fs->events: 0 or -errno. */
+int smuxfs_eventlog_start(struct smuxfs *fs);
+/* Unsubscribes and frees (before the bus is freed). */
+void smuxfs_eventlog_stop(struct smuxfs *fs);
+/* The length of the event stream so far (the file's size). */
+uint64_t smuxfs_eventlog_size(struct smuxfs *fs);
+/* Reads the stream at @off for reader @fh: bytes copied (0 at its end). */
+long smuxfs_eventlog_read(struct smuxfs *fs, struct smuxfs_fh *fh, char *buf,
+			  size_t size, uint64_t off);
+/* poll(2) of reader @fh: POLLIN when it has more to read; else @ph (taken)
+ * is notified when a line is added. */
+unsigned smuxfs_eventlog_poll(struct smuxfs *fs, struct smuxfs_fh *fh,
+			      struct fuse_pollhandle *ph);
+/* Forgets reader @fh's poll handle (at release). */
+void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
 
 /* ---- .smux/metrics (metrics.c) ---- */
 

@@ -449,7 +449,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->events = smux_events_new();
 	if (!fs->events)
 		FAIL(EXIT_BACKEND, "cannot start the event bus");
-	if (smux_events_subscribe(fs->events, log_event, NULL) < 0)
+	if (smux_events_subscribe(fs->events, log_event, NULL) < 0 ||
+	    smuxfs_eventlog_start(fs) < 0)
 		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
 	errbuf[0] = '\0';
 	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
@@ -513,6 +514,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 
 static void teardown(struct daemon *d)
 {
+	/* no reader of .smux/events is left once the mount is gone */
+	smuxfs_eventlog_stop(&d->fs);
 	if (d->signals)
 		fuse_remove_signal_handlers(fuse_get_session(d->fuse));
 	if (d->mounted)

@@ -26,7 +26,7 @@ typedef int (*vfile_render_fn)(struct smuxfs *fs, char **data, size_t *len);
 
 struct vfile {
 	const char *name;
-	vfile_render_fn render;
+	vfile_render_fn render; /* NULL: the event stream (eventlog.c) */
 };
 
 /* Takes a NUL-terminated heap string and appends a newline. */
@@ -142,6 +142,7 @@ static const struct vfile vfiles[] = {
 	{"stats", render_stats},
 	{"config", render_config},
 	{"metrics", smuxfs_metrics_render}, /* metrics.c */
+	{"events", NULL},		    /* eventlog.c */
 };
 
 #define N_VFILES (sizeof(vfiles) / sizeof(vfiles[0]))
@@ -190,6 +191,10 @@ int smuxdir_getattr(struct smuxfs *fs, const char *path, struct stat *st)
 	vf = vfile_find(path);
 	if (!vf)
 		return -ENOENT;
+	if (!vf->render) {
+		vfile_stat(fs, st, (size_t)smuxfs_eventlog_size(fs));
+		return 0;
+	}
 	rc = vf->render(fs, &data, &len);
 	if (rc)
 		return rc;
@@ -228,7 +233,8 @@ int smuxdir_open(struct smuxfs *fs, const char *path, struct fuse_file_info *fi)
 	if (!fh)
 		return -ENOMEM;
 	fh->kind = SMUXFS_FH_VIRTUAL;
-	rc = vf->render(fs, &fh->data, &fh->len);
+	fh->ev_stream = !vf->render;
+	rc = fh->ev_stream ? 0 : vf->render(fs, &fh->data, &fh->len);
 	if (rc) {
 		free(fh);
 		return rc;
