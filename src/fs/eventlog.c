@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/fs.h"
 
@@ -49,18 +50,14 @@ struct smuxfs_eventlog {
 	struct smux_events *bus;
 };
 
-/* The event as one JSON line with "seq" (newline included), or NULL. */
-static char *evlog_render(const struct smux_event *ev, uint64_t seq,
-			  size_t *len)
+/* @j with "seq" as one JSON line (newline included), or NULL. */
+static char *evlog_render(json_t *j, uint64_t seq, size_t *len)
 {
-	char *text = smux_event_to_json(ev), *out = NULL;
-	json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+	char *out = NULL;
 
-	free(text);
 	if (j &&
 	    json_object_set_new(j, "seq", json_integer((json_int_t)seq)) == 0)
 		out = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(j);
 	if (out) {
 		size_t n = strlen(out);
 		char *t = realloc(out, n + 2);
@@ -95,16 +92,15 @@ static void evlog_wake(struct smuxfs_eventlog *el)
 	}
 }
 
-/* The bus subscriber: appends the event to the ring. */
-static void evlog_add(void *arg, const struct smux_event *ev)
+/* Appends @j (with its "seq") to the ring and wakes the readers. */
+static void evlog_append(struct smuxfs_eventlog *el, json_t *j)
 {
-	struct smuxfs_eventlog *el = arg;
 	struct evlog_line *l;
 	size_t len = 0;
 	char *text;
 
 	pthread_mutex_lock(&el->lock);
-	text = evlog_render(ev, el->seq + 1, &len);
+	text = evlog_render(j, el->seq + 1, &len);
 	if (!text) {
 		pthread_mutex_unlock(&el->lock);
 		return; /* out of memory: this event is not kept */
@@ -123,6 +119,31 @@ static void evlog_add(void *arg, const struct smux_event *ev)
 	el->total += len;
 	evlog_wake(el);
 	pthread_mutex_unlock(&el->lock);
+}
+
+/* The bus subscriber: the event's JSON (smux_event_to_json) in the ring. */
+static void evlog_add(void *arg, const struct smux_event *ev)
+{
+	char *text = smux_event_to_json(ev);
+	json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+
+	free(text);
+	if (j)
+		evlog_append(arg, j);
+	json_decref(j);
+}
+
+void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j)
+{
+	struct timespec now;
+
+	if (!fs->evlog || !j)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	json_object_set_new(j, "at",
+			    json_integer((json_int_t)now.tv_sec * 1000 +
+					 now.tv_nsec / 1000000));
+	evlog_append(fs->evlog, j);
 }
 
 int smuxfs_eventlog_start(struct smuxfs *fs)

@@ -20,6 +20,7 @@
 #define FUSE_USE_VERSION 35
 
 #include <fuse.h>
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -294,6 +295,7 @@ struct smuxfs_fh {
 	 * reader is in the stream, and its poll handle while it waits */
 	bool ev_stream;
 	bool ev_waiting;
+	bool ctl; /* VIRTUAL: .smux/ctl (ctl.c) */
 	uint64_t ev_shift, ev_pos;
 	struct fuse_pollhandle *ev_ph;
 	struct smuxfs_fh *ev_next;
@@ -461,6 +463,18 @@ unsigned smuxfs_eventlog_poll(struct smuxfs *fs, struct smuxfs_fh *fh,
 			      struct fuse_pollhandle *ph);
 /* Forgets reader @fh's poll handle (at release). */
 void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* Adds a line the daemon makes (a JSON object with "topic"; "at" and
+ * "seq" are added) to the stream. @j stays the caller's. */
+void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
+
+/* ---- .smux/ctl (ctl.c) ---- */
+
+/* 0 when user @caller may write commands (root, the mounting user), else
+ * -EACCES. */
+int smuxfs_ctl_may_open(struct smuxfs *fs, uid_t caller);
+/* Carries out the command lines in @buf: @size, or the first failing
+ * command's negative errno (logged, and a line in .smux/events). */
+long smuxfs_ctl_write(struct smuxfs *fs, const char *buf, size_t size);
 
 /* ---- .smux/metrics (metrics.c) ---- */
 

@@ -100,11 +100,8 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 
 	if (!path)
 		return -ESTALE;
-	if (smuxdir_owns(path)) {
-		if (acc != O_RDONLY || trunc)
-			return -EPERM;
-		return smuxdir_open(fs, path, fi);
-	}
+	if (smuxdir_owns(path))
+		return smuxdir_open(fs, path, fi); /* checks the flags */
 	rc = smuxfs_path_key(fs, path, key, sizeof(key));
 	if (rc)
 		return rc;
@@ -288,6 +285,8 @@ int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 	struct smuxfs_fh *fh = fh_of(fi);
 
 	(void)path;
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL && fh->ctl)
+		return (int)smuxfs_ctl_write(fs, buf, size);
 	if (!fh || fh->kind == SMUXFS_FH_VIRTUAL)
 		return -EPERM;
 	if (!fh->of || off < 0)
@@ -311,7 +310,7 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (size < 0)
 		return -EINVAL;
 	if (fh && fh->kind == SMUXFS_FH_VIRTUAL)
-		return -EPERM;
+		return fh->ctl ? 0 : -EPERM; /* `echo cmd > .smux/ctl` */
 	if (fs->ro)
 		return -EROFS;
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# test_ctl.sh - .smux/ctl (issue 11 item 1): operator commands through the
+# mount, on a mirror of a file backend and a faulty one:
+#   - `drain f` during a running copy loop fails no copy, returns with f
+#     out of rotation (status draining) and the events drain.started and
+#     drain.completed for f; writes meanwhile are hinted for f; `undrain f`
+#     and `repair` make the backing directories identical;
+#   - `fault f error_rate=1` makes f miss writes (hints), `fault f off` and
+#     `repair` heal it: the backing directories compare equal;
+#   - `weight` on a weighted mux: a member at weight 0 takes no more reads;
+#   - `remove f` takes it out of the mux (backend.removed);
+#   - a malformed command (EINVAL), an unknown name (ENOENT), a command not
+#     built yet (EOPNOTSUPP) and a write by another user (EACCES) fail with
+#     their errno, change nothing, and each refused command is a
+#     smuxfs.ctl line in .smux/events with its reason.
+. "$(dirname "$0")/lib.sh"
+
+M=$T/mnt
+new_config "$T/ctl.conf" m
+cfg_mux m mirror "a f" backend_timeout=5s cooldown=200ms
+cfg_file a "$T/a"
+cfg_faulty f b
+cfg_file b "$T/b"
+mount_smux "$T/ctl.conf" "$M"
+CTL=$M/.smux/ctl
+status_of() { jq -r ".backends[] | select(.name == \"$1\") | .status" "$M/.smux/stats"; }
+# same_dirs: the two backing directories hold the same user files
+same_dirs() { diff -r -x .smuxfs-tmp "$T/a" "$T/b" >/dev/null; }
+# repair_until_same: repair (f may still be cooling down) until identical
+repair_until_same() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		echo repair >"$CTL"
+		[ "$(stats "$M" .pendingHints)" -eq 0 ] && same_dirs && return 0
+		sleep 0.1
+	done
+	diff -r -x .smuxfs-tmp "$T/a" "$T/b" | head >&2 || true
+	fail "repair did not make the backing directories identical (pendingHints $(stats "$M" .pendingHints))"
+}
+
+log "--- drain during a copy loop"
+mkdir "$M/src"
+head -c 300000 /dev/urandom >"$T/blob"
+(
+	for ((i = 0; i < 60; i++)); do
+		cp "$T/blob" "$M/src/c$i" || exit 1
+	done
+) &
+cpid=$!
+sleep 0.3
+echo "drain f" >"$CTL" || fail "drain f failed"
+[ "$(status_of f)" = draining ] || fail "f is $(status_of f) after drain, not draining"
+wait "$cpid" || fail "a copy failed during the drain"
+for ((i = 0; i < 60; i++)); do
+	cmp -s "$T/blob" "$M/src/c$i" || fail "src/c$i differs after the drain"
+done
+grep -q '"topic":"storage-mux.drain.started".*"name":"f"' "$M/.smux/events" ||
+	fail "no drain.started event for f"
+grep -q '"topic":"storage-mux.drain.completed".*"name":"f"' "$M/.smux/events" ||
+	fail "no drain.completed event for f"
+echo late >"$M/late"
+[ ! -e "$T/b/late" ] || fail "a write reached f while it was drained"
+echo "undrain f" >"$CTL"
+[ "$(status_of f)" = up ] || fail "f is $(status_of f) after undrain"
+repair_until_same
+
+log "--- fault, then repair"
+echo "fault f error_rate=1" >"$CTL"
+for i in 1 2 3 4 5; do echo "missed $i" >"$M/m$i"; done
+[ "$(stats "$M" .pendingHints)" -gt 0 ] || fail "no hint pending while f fails every call"
+[ ! -e "$T/b/m1" ] || fail "m1 reached f while it failed every call"
+echo "fault f off" >"$CTL"
+repair_until_same
+
+log "--- refused commands change nothing"
+before=$(jq -c '[.backends[] | [.name, .status]]' "$M/.smux/stats")
+expect_errno() { # ERRNO-TEXT COMMAND...
+	local want=$1 out
+	shift
+	out=$( (echo "$*" >"$CTL") 2>&1) && fail "\"$*\" was accepted"
+	case $out in *"$want"*) ;; *) fail "\"$*\": $out (want $want)" ;; esac
+}
+expect_errno "Invalid argument" "bogus f"
+expect_errno "Invalid argument" "drain"
+expect_errno "Invalid argument" "drain a b"
+expect_errno "Invalid argument" "fault a error_rate=1"
+expect_errno "Invalid argument" "fault f error_rate=2"
+expect_errno "Invalid argument" "fault f colour=blue"
+expect_errno "No such file or directory" "drain nosuch"
+expect_errno "No such file or directory" "fault nosuch off"
+expect_errno "Operation not supported" "reload"
+# the first failing line of a write(2) stops it; earlier lines are done
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, b"undrain a\nbogus\ndrain a\n")
+except OSError as e:
+    sys.exit(0 if e.errno == 22 else 1)
+sys.exit(1)' "$CTL" || fail "a write(2) with a bad line was not refused with EINVAL"
+[ "$(status_of a)" = up ] || fail "a line after the failing one was carried out"
+if id nobody >/dev/null 2>&1; then
+	chmod 755 "$T"
+	su nobody -s /bin/sh -c "echo 'drain a' > '$CTL'" 2>/dev/null &&
+		fail "user nobody could write .smux/ctl"
+fi
+[ "$(jq -c '[.backends[] | [.name, .status]]' "$M/.smux/stats")" = "$before" ] ||
+	fail "a refused command changed the tree"
+grep -q '"topic":"smuxfs.ctl","command":"drain nosuch","result":"failed".*"reason":"no member named' \
+	"$M/.smux/events" || fail "no smuxfs.ctl event gives the reason of a refused command"
+
+log "--- remove"
+echo "remove f" >"$CTL"
+[ "$(jq '.backends | length' "$M/.smux/stats")" -eq 1 ] || fail "f still listed after remove"
+grep -q '"topic":"storage-mux.backend.removed".*"name":"f"' "$M/.smux/events" ||
+	fail "no backend.removed event"
+echo after >"$M/after-remove"
+[ ! -e "$T/b/after-remove" ] || fail "a removed backend got a write"
+unmount_smux "$M"
+
+log "--- weight"
+new_config "$T/w.conf" w
+cfg_mux w weighted "w1 w2"
+cfg_file w1 "$T/pool" weight=1
+cfg_file w2 "$T/pool" weight=1
+echo pooled >"$T/pool/p"
+mount_smux "$T/w.conf" "$M"
+echo "weight w1 0" >"$CTL"
+[ "$(jq '.backends[] | select(.name == "w1") | .weight' "$M/.smux/stats")" = 0 ] ||
+	fail "w1's weight is not 0 in stats"
+h1=$(backend_stat "$M" w1 hits)
+h2=$(backend_stat "$M" w2 hits)
+for ((i = 0; i < 40; i++)); do cat "$M/p" >/dev/null; stat "$M/p" >/dev/null; done
+[ "$(backend_stat "$M" w1 hits)" -eq "$h1" ] || fail "w1 at weight 0 still took calls"
+[ "$(backend_stat "$M" w2 hits)" -gt "$h2" ] || fail "w2 took no calls"
+unmount_smux "$M"
+log "ok"
