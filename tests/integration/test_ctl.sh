@@ -9,6 +9,10 @@
 #     `repair` heal it: the backing directories compare equal;
 #   - `weight` on a weighted mux: a member at weight 0 takes no more reads;
 #   - `remove f` takes it out of the mux (backend.removed);
+#   - smuxctl (build/smuxctl) finds the mount from a directory inside it:
+#     status shows the members and their states, drain/undrain work, exit
+#     codes 1 (refused), 2 (usage), 3 (no mount), stats --json, metrics,
+#     events -f follows new lines;
 #   - a malformed command (EINVAL), an unknown name (ENOENT), a command not
 #     built yet (EOPNOTSUPP) and a write by another user (EACCES) fail with
 #     their errno, change nothing, and each refused command is a
@@ -107,6 +111,37 @@ fi
 	fail "a refused command changed the tree"
 grep -q '"topic":"smuxfs.ctl","command":"drain nosuch","result":"failed".*"reason":"no member named' \
 	"$M/.smux/events" || fail "no smuxfs.ctl event gives the reason of a refused command"
+
+log "--- smuxctl"
+SMUXCTL=${SMUXCTL:-$(dirname "$SMUXFS")/smuxctl}
+mkdir -p "$M/deep/er"
+(cd "$M/deep/er" && "$SMUXCTL" status) >"$T/status.out" || fail "smuxctl status from inside the mount"
+grep -Eq '^ +a +up ' "$T/status.out" && grep -Eq '^ +f +up ' "$T/status.out" ||
+	fail "smuxctl status lacks the members: $(cat "$T/status.out")"
+grep -q 'pending hints 0' "$T/status.out" || fail "smuxctl status lacks pending hints"
+(cd "$M/deep" && "$SMUXCTL" drain f) || fail "smuxctl drain f"
+[ "$(status_of f)" = draining ] || fail "smuxctl drain did not drain f"
+"$SMUXCTL" -m "$M/deep" undrain f || fail "smuxctl -m undrain f"
+[ "$(status_of f)" = up ] || fail "smuxctl undrain did not undrain f"
+rc=0; "$SMUXCTL" -m "$M" drain nosuch 2>/dev/null || rc=$?
+[ "$rc" -eq 1 ] || fail "smuxctl drain nosuch exited $rc, not 1"
+rc=0; "$SMUXCTL" -m "$M" frobnicate 2>/dev/null || rc=$?
+[ "$rc" -eq 2 ] || fail "smuxctl frobnicate exited $rc, not 2"
+rc=0; "$SMUXCTL" -m "$T" status 2>/dev/null || rc=$?
+[ "$rc" -eq 3 ] || fail "smuxctl outside a mount exited $rc, not 3"
+"$SMUXCTL" -m "$M" stats --json | jq -e '.name == "m"' >/dev/null || fail "smuxctl stats --json"
+"$SMUXCTL" -m "$M" metrics | grep -q '^smux_backend_up{' || fail "smuxctl metrics"
+timeout 10 "$SMUXCTL" -m "$M" events -f >"$T/follow.out" &
+fpid=$!
+for ((i = 0; i < 100; i++)); do [ -s "$T/follow.out" ] && break; sleep 0.05; done
+"$SMUXCTL" -m "$M" weight f 2 2>/dev/null || true # a ctl line to follow
+for ((i = 0; i < 100; i++)); do
+	grep -q '"command":"weight f 2"' "$T/follow.out" && break
+	sleep 0.05
+done
+kill "$fpid" 2>/dev/null || true
+wait "$fpid" 2>/dev/null || true
+grep -q '"command":"weight f 2"' "$T/follow.out" || fail "smuxctl events -f did not follow"
 
 log "--- remove"
 echo "remove f" >"$CTL"
