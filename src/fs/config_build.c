@@ -229,3 +229,42 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 	}
 	return rc;
 }
+
+int smux_config_build_section(const char *path, const char *name,
+			      struct smux_events *events,
+			      struct smux_mux_member *out, char *errbuf,
+			      size_t errlen)
+{
+	struct smux_config *cfg = NULL;
+	struct smux__cfg_section *s;
+	const struct smux__cfg_value *w;
+	struct build b = {.events = events, .errbuf = errbuf, .errlen = errlen};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = smux_config_load(path, &cfg, errbuf, errlen);
+	if (rc)
+		return rc;
+	s = smux__cfg_find(cfg, name);
+	if (!s || s->kind == SMUX__CFG_MOUNT) {
+		snprintf(errbuf, errlen, "%s: no [backend %s] or [mux %s]",
+			 path, name, name);
+		smux_config_free(cfg);
+		return -ENOENT;
+	}
+	b.cfg = cfg;
+	rc = build_section(&b, s);
+	if (rc == 0) {
+		w = &s->v[s->kind == SMUX__CFG_MUX ? SMUX__XK_WEIGHT
+						   : SMUX__BK_WEIGHT];
+		out->backend = smux_backend_ref(s->built);
+		out->has_weight = w->line != 0;
+		out->weight = w->line ? w->d : 0;
+	}
+	for (unsigned i = 0; i < cfg->n_secs; i++) {
+		smux_backend_unref(cfg->secs[i]->built);
+		cfg->secs[i]->built = NULL;
+	}
+	smux_config_free(cfg);
+	return rc;
+}

@@ -11,6 +11,9 @@
  *   repair [NAME]         replay pending hints now: of every mux of the
  *                         tree, or of mux NAME (or of the mux holding
  *                         member NAME)
+ *   add NAME [to MUX]     build the config file's section NAME (read
+ *                         again) and add it to MUX (default: the root,
+ *                         when the tree has one mux)
  *   fault NAME K=V...     set the faults of the faulty backend NAME
  *                         (latency, hang, error_rate, hang_rate,
  *                         timeout_rate, semantic_rate, seed, after, for;
@@ -21,8 +24,9 @@
  * found by walking the tree). A write() carries out its lines in order and
  * stops at the first that fails, returning that command's errno: EINVAL
  * malformed (unknown command, missing or extra argument, bad value),
- * ENOENT unknown name, EOPNOTSUPP a command this daemon cannot do yet
- * (add, reload); others as the mux answered (docs/errors.md). A failed
+ * ENOENT unknown name, EEXIST a name already in the tree (add),
+ * EOPNOTSUPP a command this daemon cannot do yet (reload); others as the
+ * mux answered (docs/errors.md). A failed
  * command changes nothing. Every command, done or refused, is a line in
  * .smux/events (topic "smuxfs.ctl") and in the log, so an operator sees
  * what was asked and why it failed.
@@ -308,6 +312,80 @@ static int cmd_fault(struct smuxfs *fs, struct ctl_cmd *c)
 	return 0;
 }
 
+/* The muxes in the tree under @b (itself included). */
+static unsigned count_muxes(struct smux_backend *b)
+{
+	struct smux_mux_stats *st;
+	unsigned n = 1;
+
+	if (!smux_is_mux(b))
+		return 0;
+	st = smux_mux_stats(b);
+	for (unsigned i = 0; st && i < st->n_backends; i++) {
+		struct smux_backend *m;
+
+		if (!st->backends[i].child)
+			continue;
+		m = smux_mux_member(b, st->backends[i].name);
+		n += m ? count_muxes(m) : 0;
+		smux_backend_unref(m);
+	}
+	smux_mux_stats_free(st);
+	return n;
+}
+
+/* add NAME [to MUX]: builds the config file's section NAME (read again,
+ * so a section written after the mount works) and makes it a member of
+ * MUX, or of the root when the tree has one mux. */
+static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
+{
+	const char *name = c->argv[1];
+	struct smux_backend *target, *have;
+	struct smux_mux_member m;
+	struct smux_error err;
+	char errbuf[512];
+	int rc;
+
+	if (!(c->argc == 2 || (c->argc == 4 && strcmp(c->argv[2], "to") == 0)))
+		return fail(c, -EINVAL, "usage: add NAME [to MUX]");
+	have = backend_named(fs->root, name);
+	if (have) {
+		smux_backend_unref(have);
+		return fail(c, -EEXIST, "\"%s\" is in the tree already", name);
+	}
+	if (c->argc == 4) {
+		target = backend_named(fs->root, c->argv[3]);
+		if (!target)
+			return fail(c, -ENOENT, "no mux named \"%s\"",
+				    c->argv[3]);
+		if (!smux_is_mux(target)) {
+			smux_backend_unref(target);
+			return fail(c, -EINVAL, "\"%s\" is not a mux",
+				    c->argv[3]);
+		}
+	} else if (count_muxes(fs->root) != 1) {
+		return fail(c, -EINVAL,
+			    "the tree has several muxes: add %s "
+			    "to MUX",
+			    name);
+	} else {
+		target = smux_backend_ref(fs->root);
+	}
+	errbuf[0] = '\0';
+	rc = smux_config_build_section(fs->config_path, name, fs->events, &m,
+				       errbuf, sizeof(errbuf));
+	if (rc) {
+		smux_backend_unref(target);
+		return fail(c, rc == -ENOENT ? -ENOENT : -EINVAL, "%s", errbuf);
+	}
+	rc = smux_mux_add(target, &m, &err);
+	smux_backend_unref(m.backend);
+	smux_backend_unref(target);
+	if (rc && err.e.code == SMUX_E_BACKEND_NAME_CONFLICT)
+		return fail(c, -EEXIST, "%s", err.e.message);
+	return rc ? from_err(c, &err) : 0;
+}
+
 /* Splits @line into @c's argv (in place). -EINVAL when too many. */
 static int split(char *line, struct ctl_cmd *c)
 {
@@ -346,7 +424,9 @@ static int run_line(struct smuxfs *fs, char *line, struct ctl_cmd *c)
 		return cmd_repair(fs, c);
 	if (strcmp(verb, "fault") == 0)
 		return cmd_fault(fs, c);
-	if (strcmp(verb, "add") == 0 || strcmp(verb, "reload") == 0)
+	if (strcmp(verb, "add") == 0)
+		return cmd_add(fs, c);
+	if (strcmp(verb, "reload") == 0)
 		return fail(c, -EOPNOTSUPP, "\"%s\" is not built yet", verb);
 	return fail(c, -EINVAL, "unknown command \"%s\"", verb);
 }

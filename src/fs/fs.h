@@ -132,6 +132,8 @@ struct smuxfs {
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
+	/* the config file, absolute (ctl.c's add reads it again) */
+	char config_path[PATH_MAX];
 	/* .smux/events (eventlog.c), NULL without an event bus */
 	struct smuxfs_eventlog *evlog;
 };

@@ -657,6 +657,7 @@ int main(int argc, char **argv)
 	}
 	if (!realpath(d.cli.config, cfgpath))
 		snprintf(cfgpath, sizeof(cfgpath), "%s", d.cli.config);
+	snprintf(d.fs.config_path, sizeof(d.fs.config_path), "%s", cfgpath);
 	snprintf(fsname, sizeof(fsname), "fsname=smuxfs:%s", cfgpath);
 	if (fuse_opt_add_arg(&d.args, argv[0]) ||
 	    (d.cli.debug && fuse_opt_add_arg(&d.args, "-d")) ||

@@ -8,7 +8,11 @@
 #   - `fault f error_rate=1` makes f miss writes (hints), `fault f off` and
 #     `repair` heal it: the backing directories compare equal;
 #   - `weight` on a weighted mux: a member at weight 0 takes no more reads;
-#   - `remove f` takes it out of the mux (backend.removed);
+#   - `remove f` takes it out of the mux (backend.removed); `add f` puts it
+#     back (backend.added) and it takes writes again; `add c to m` adds a
+#     section written into the config file after the mount; a name in use
+#     (EEXIST), an unknown one (ENOENT) and a bad section (EINVAL, naming
+#     the file and line) are refused and change nothing;
 #   - smuxctl (build/smuxctl) finds the mount from a directory inside it:
 #     status shows the members and their states, drain/undrain work, exit
 #     codes 1 (refused), 2 (usage), 3 (no mount), stats --json, metrics,
@@ -130,7 +134,8 @@ rc=0; "$SMUXCTL" -m "$M" frobnicate 2>/dev/null || rc=$?
 rc=0; "$SMUXCTL" -m "$T" status 2>/dev/null || rc=$?
 [ "$rc" -eq 3 ] || fail "smuxctl outside a mount exited $rc, not 3"
 "$SMUXCTL" -m "$M" stats --json | jq -e '.name == "m"' >/dev/null || fail "smuxctl stats --json"
-"$SMUXCTL" -m "$M" metrics | grep -q '^smux_backend_up{' || fail "smuxctl metrics"
+"$SMUXCTL" -m "$M" metrics >"$T/metrics.out" || fail "smuxctl metrics failed"
+grep -q '^smux_backend_up{' "$T/metrics.out" || fail "smuxctl metrics lacks smux_backend_up"
 timeout 10 "$SMUXCTL" -m "$M" events -f >"$T/follow.out" &
 fpid=$!
 for ((i = 0; i < 100; i++)); do [ -s "$T/follow.out" ] && break; sleep 0.05; done
@@ -150,6 +155,30 @@ grep -q '"topic":"storage-mux.backend.removed".*"name":"f"' "$M/.smux/events" ||
 	fail "no backend.removed event"
 echo after >"$M/after-remove"
 [ ! -e "$T/b/after-remove" ] || fail "a removed backend got a write"
+
+log "--- add"
+expect_errno "File exists" "add a"
+expect_errno "No such file or directory" "add nosuch"
+expect_errno "Invalid argument" "add f into m"
+echo "add f" >"$CTL" || fail "add f (back) failed"
+[ "$(jq '.backends | length' "$M/.smux/stats")" -eq 2 ] || fail "f not listed after add"
+grep -q '"topic":"storage-mux.backend.added".*"name":"f"' "$M/.smux/events" ||
+	fail "no backend.added event"
+echo back >"$M/after-add"
+[ "$(cat "$T/b/after-add" 2>/dev/null)" = back ] || fail "the added f took no write"
+# a section written after the mount
+cfg_file c "$T/c"
+echo "add c to m" >"$CTL" || fail "add c to m (a section added to the file) failed"
+echo third >"$M/three"
+[ "$(cat "$T/c/three" 2>/dev/null)" = third ] || fail "c took no write"
+# a section the file gets wrong is refused with its line
+cfg_raw "[backend d]"
+cfg_raw "type = file"
+cfg_raw "path = relative/dir"
+expect_errno "Invalid argument" "add d"
+grep -q '"command":"add d","result":"failed".*ctl.conf:' "$M/.smux/events" ||
+	fail "the refused add does not name the config file and line"
+[ "$(jq '.backends | length' "$M/.smux/stats")" -eq 3 ] || fail "a refused add changed the tree"
 unmount_smux "$M"
 
 log "--- weight"
