@@ -54,7 +54,8 @@ static const char usage_text[] =
 	"  fault NAME K=V...|off  faults of a faulty backend (tests, drills)\n"
 	"  add NAME [to MUX]      add a [backend]/[mux] section of the config\n"
 	"                         file (read again) to MUX or the root mux\n"
-	"  reload                 re-read the config file (not built yet)\n"
+	"  reload                 re-read the config file and apply the\n"
+	"                         difference (members, weights, faults)\n"
 	"\n"
 	"Exit status: 0 done, 1 the daemon refused the command (the reason\n"
 	"is in `smuxctl events`), 2 usage, 3 no smuxfs mount found.\n";

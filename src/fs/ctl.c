@@ -14,6 +14,8 @@
  *   add NAME [to MUX]     build the config file's section NAME (read
  *                         again) and add it to MUX (default: the root,
  *                         when the tree has one mux)
+ *   reload                read the config file again and apply the
+ *                         difference (reload.c)
  *   fault NAME K=V...     set the faults of the faulty backend NAME
  *                         (latency, hang, error_rate, hang_rate,
  *                         timeout_rate, semantic_rate, seed, after, for;
@@ -25,8 +27,7 @@
  * stops at the first that fails, returning that command's errno: EINVAL
  * malformed (unknown command, missing or extra argument, bad value),
  * ENOENT unknown name, EEXIST a name already in the tree (add),
- * EOPNOTSUPP a command this daemon cannot do yet (reload); others as the
- * mux answered (docs/errors.md). A failed
+ * others as the mux answered (docs/errors.md); reload: reload.c. A failed
  * command changes nothing. Every command, done or refused, is a line in
  * .smux/events (topic "smuxfs.ctl") and in the log, so an operator sees
  * what was asked and why it failed.
@@ -66,9 +67,7 @@ int smuxfs_ctl_may_open(struct smuxfs *fs, uid_t caller)
 	return caller == 0 || caller == getuid() ? 0 : -EACCES;
 }
 
-/* The mux under @b (itself included) that has a member @name: a new
- * reference, or NULL. */
-static struct smux_backend *owner_of(struct smux_backend *b, const char *name)
+struct smux_backend *smuxfs_tree_owner(struct smux_backend *b, const char *name)
 {
 	struct smux_backend *m, *found = NULL;
 	struct smux_mux_stats *st;
@@ -86,7 +85,7 @@ static struct smux_backend *owner_of(struct smux_backend *b, const char *name)
 			continue;
 		m = smux_mux_member(b, st->backends[i].name);
 		if (m) {
-			found = owner_of(m, name);
+			found = smuxfs_tree_owner(m, name);
 			smux_backend_unref(m);
 		}
 	}
@@ -94,17 +93,15 @@ static struct smux_backend *owner_of(struct smux_backend *b, const char *name)
 	return found;
 }
 
-/* The backend named @name in the tree (the root included): a new
- * reference, or NULL. */
-static struct smux_backend *backend_named(struct smux_backend *root,
-					  const char *name)
+struct smux_backend *smuxfs_tree_backend(struct smux_backend *root,
+					 const char *name)
 {
 	struct smux_backend *owner;
 	struct smux_backend *b;
 
 	if (strcmp(root->name, name) == 0)
 		return smux_backend_ref(root);
-	owner = owner_of(root, name);
+	owner = smuxfs_tree_owner(root, name);
 	if (!owner)
 		return NULL;
 	b = smux_mux_member(owner, name);
@@ -138,7 +135,7 @@ static int fail(struct ctl_cmd *c, int rc, const char *fmt, ...)
 /* The mux holding member argv[1] (a new reference), or NULL with why. */
 static struct smux_backend *member_owner(struct smuxfs *fs, struct ctl_cmd *c)
 {
-	struct smux_backend *owner = owner_of(fs->root, c->argv[1]);
+	struct smux_backend *owner = smuxfs_tree_owner(fs->root, c->argv[1]);
 
 	if (!owner)
 		fail(c, -ENOENT, "no member named \"%s\" in the tree",
@@ -225,13 +222,13 @@ static int cmd_repair(struct smuxfs *fs, struct ctl_cmd *c)
 	if (c->argc == 1) {
 		b = smux_backend_ref(fs->root);
 	} else {
-		b = backend_named(fs->root, c->argv[1]);
+		b = smuxfs_tree_backend(fs->root, c->argv[1]);
 		if (!b)
 			return fail(c, -ENOENT, "no backend named \"%s\"",
 				    c->argv[1]);
 		if (!smux_is_mux(b)) { /* a member: its mux */
 			smux_backend_unref(b);
-			b = owner_of(fs->root, c->argv[1]);
+			b = smuxfs_tree_owner(fs->root, c->argv[1]);
 		}
 	}
 	rc = b ? repair_tree(b, &err) : 0;
@@ -299,7 +296,7 @@ static int cmd_fault(struct smuxfs *fs, struct ctl_cmd *c)
 		return rc;
 	if (o.error_rate + o.hang_rate + o.timeout_rate + o.semantic_rate > 1.0)
 		return fail(c, -EINVAL, "the rates add up to more than 1");
-	b = backend_named(fs->root, c->argv[1]);
+	b = smuxfs_tree_backend(fs->root, c->argv[1]);
 	if (!b)
 		return fail(c, -ENOENT, "no backend named \"%s\"", c->argv[1]);
 	if (strcmp(b->ops->kind, "faulty") != 0) {
@@ -348,13 +345,13 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 
 	if (!(c->argc == 2 || (c->argc == 4 && strcmp(c->argv[2], "to") == 0)))
 		return fail(c, -EINVAL, "usage: add NAME [to MUX]");
-	have = backend_named(fs->root, name);
+	have = smuxfs_tree_backend(fs->root, name);
 	if (have) {
 		smux_backend_unref(have);
 		return fail(c, -EEXIST, "\"%s\" is in the tree already", name);
 	}
 	if (c->argc == 4) {
-		target = backend_named(fs->root, c->argv[3]);
+		target = smuxfs_tree_backend(fs->root, c->argv[3]);
 		if (!target)
 			return fail(c, -ENOENT, "no mux named \"%s\"",
 				    c->argv[3]);
@@ -424,10 +421,17 @@ static int run_line(struct smuxfs *fs, char *line, struct ctl_cmd *c)
 		return cmd_repair(fs, c);
 	if (strcmp(verb, "fault") == 0)
 		return cmd_fault(fs, c);
-	if (strcmp(verb, "add") == 0)
-		return cmd_add(fs, c);
-	if (strcmp(verb, "reload") == 0)
-		return fail(c, -EOPNOTSUPP, "\"%s\" is not built yet", verb);
+	if (strcmp(verb, "add") == 0) {
+		pthread_mutex_lock(&fs->reload_lock);
+		rc = cmd_add(fs, c);
+		pthread_mutex_unlock(&fs->reload_lock);
+		return rc;
+	}
+	if (strcmp(verb, "reload") == 0) {
+		if (c->argc != 1)
+			return fail(c, -EINVAL, "usage: reload");
+		return smuxfs_reload(fs, c->why, sizeof(c->why));
+	}
 	return fail(c, -EINVAL, "unknown command \"%s\"", verb);
 }
 

@@ -132,8 +132,14 @@ struct smuxfs {
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
-	/* the config file, absolute (ctl.c's add reads it again) */
+	/* the config file, absolute (ctl.c's add and reload.c read it
+	 * again) */
 	char config_path[PATH_MAX];
+	/* reload.c: serializes reloads and adds; the config applied last
+	 * (NULL: cfg), what .smux/config shows, under cfg_lock */
+	pthread_mutex_t reload_lock;
+	pthread_mutex_t cfg_lock;
+	struct smux_config *live_cfg;
 	/* .smux/events (eventlog.c), NULL without an event bus */
 	struct smuxfs_eventlog *evlog;
 };
@@ -469,7 +475,23 @@ void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
  * "seq" are added) to the stream. @j stays the caller's. */
 void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
 
+/* ---- live reload (reload.c) ---- */
+
+/* Reads the config file again and applies the difference: 0, or a
+ * negative errno with @why (nothing changed unless it says so). */
+int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap);
+/* SIGHUP reloads (a thread of reload.c does it): 0 or -errno. */
+int smuxfs_reload_start(struct smuxfs *fs);
+void smuxfs_reload_stop(struct smuxfs *fs);
+
 /* ---- .smux/ctl (ctl.c) ---- */
+
+/* The backend named @name in the tree under @root (itself included), or
+ * the mux holding a member @name: a new reference, or NULL. */
+struct smux_backend *smuxfs_tree_backend(struct smux_backend *root,
+					 const char *name);
+struct smux_backend *smuxfs_tree_owner(struct smux_backend *root,
+				       const char *name);
 
 /* 0 when user @caller may write commands (root, the mounting user), else
  * -EACCES. */

@@ -408,6 +408,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 
 	fs->cfg = d->cfg;
 	fs->opts = o;
+	pthread_mutex_init(&fs->reload_lock, NULL);
+	pthread_mutex_init(&fs->cfg_lock, NULL);
 	fs->staging_fd = -1;
 	fs->ro = o->ro;
 	staging_env = getenv("SMUXFS_FORCE_STAGING");
@@ -508,12 +510,16 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (fuse_set_signal_handlers(fuse_get_session(d->fuse)))
 		FAIL(EXIT_RUNTIME, "cannot install signal handlers");
 	d->signals = true;
+	/* SIGHUP reloads the config instead of ending the mount */
+	if (smuxfs_reload_start(fs))
+		FAIL(EXIT_RUNTIME, "cannot start the reload thread");
 	locate_readahead(fs, d->mnt);
 	return EXIT_OK;
 }
 
 static void teardown(struct daemon *d)
 {
+	smuxfs_reload_stop(&d->fs);
 	/* no reader of .smux/events is left once the mount is gone */
 	smuxfs_eventlog_stop(&d->fs);
 	if (d->signals)
@@ -531,6 +537,7 @@ static void teardown(struct daemon *d)
 		close(d->fs.staging_fd);
 	free(d->prefix);
 	fuse_opt_free_args(&d->args);
+	smux_config_free(d->fs.live_cfg);
 	smux_config_free(d->cfg);
 }
 

@@ -137,7 +137,13 @@ static int render_stats(struct smuxfs *fs, char **data, size_t *len)
 /* .smux/config: the effective configuration, secrets redacted. */
 static int render_config(struct smuxfs *fs, char **data, size_t *len)
 {
-	return take_text(smux_config_json(fs->cfg), data, len);
+	char *s;
+
+	/* the file applied last (a reload), else the one mounted */
+	pthread_mutex_lock(&fs->cfg_lock);
+	s = smux_config_json(fs->live_cfg ? fs->live_cfg : fs->cfg);
+	pthread_mutex_unlock(&fs->cfg_lock);
+	return take_text(s, data, len);
 }
 
 /* .smux/ctl read back: what it takes (the commands are written). */

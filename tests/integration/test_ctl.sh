@@ -13,6 +13,10 @@
 #     section written into the config file after the mount; a name in use
 #     (EEXIST), an unknown one (ENOENT) and a bad section (EINVAL, naming
 #     the file and line) are refused and change nothing;
+#   - reload (and SIGHUP) applies an edited config while a copy loop runs
+#     (no copy fails): a member added, one removed, a faulty backend's
+#     faults; a mode change or a file that does not parse is refused with
+#     the reason (file and line) and changes nothing;
 #   - smuxctl (build/smuxctl) finds the mount from a directory inside it:
 #     status shows the members and their states, drain/undrain work, exit
 #     codes 1 (refused), 2 (usage), 3 (no mount), stats --json, metrics,
@@ -96,7 +100,6 @@ expect_errno "Invalid argument" "fault f error_rate=2"
 expect_errno "Invalid argument" "fault f colour=blue"
 expect_errno "No such file or directory" "drain nosuch"
 expect_errno "No such file or directory" "fault nosuch off"
-expect_errno "Operation not supported" "reload"
 # the first failing line of a write(2) stops it; earlier lines are done
 python3 -c 'import os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY)
@@ -179,6 +182,58 @@ expect_errno "Invalid argument" "add d"
 grep -q '"command":"add d","result":"failed".*ctl.conf:' "$M/.smux/events" ||
 	fail "the refused add does not name the config file and line"
 [ "$(jq '.backends | length' "$M/.smux/stats")" -eq 3 ] || fail "a refused add changed the tree"
+unmount_smux "$M"
+
+log "--- reload"
+new_config "$T/rl.conf" r
+cfg_mux r mirror "ra rf" backend_timeout=5s cooldown=200ms
+cfg_file ra "$T/ra"
+cfg_faulty rf rb
+cfg_file rb "$T/rb"
+cfg_file rg "$T/rg"
+mount_smux "$T/rl.conf" "$M"
+members() { jq -c '[.backends[].name]' "$M/.smux/stats"; }
+# a copy loop runs through every reload: none of its copies may fail
+(
+	for ((i = 0; i < 150; i++)); do
+		cp "$T/blob" "$M/loop$((i % 20))" || exit 1
+	done
+) &
+cpid=$!
+sed -i 's/^backends = ra rf$/backends = ra rf rg/' "$T/rl.conf"
+sed -i '/^wraps = rb$/a error_rate = 1.0' "$T/rl.conf"
+"$SMUXCTL" -m "$M" reload || fail "reload (add rg, faults on rf) refused"
+[ "$(members)" = '["ra","rf","rg"]' ] || fail "members after reload: $(members)"
+echo new >"$M/after-reload"
+[ "$(cat "$T/rg/after-reload" 2>/dev/null)" = new ] || fail "rg took no write after the reload"
+[ ! -e "$T/rb/after-reload" ] || fail "rf's new faults were not applied"
+sed -i 's/^backends = ra rf rg$/backends = ra rg/' "$T/rl.conf"
+echo reload >"$CTL" || fail "reload (remove rf) refused"
+[ "$(members)" = '["ra","rg"]' ] || fail "members after removing rf: $(members)"
+grep -q '"topic":"storage-mux.backend.removed".*"name":"rf"' "$M/.smux/events" ||
+	fail "no backend.removed event for rf"
+# refused reloads change nothing
+cp "$T/rl.conf" "$T/rl.good"
+sed -i 's/^mode = mirror$/mode = failover/' "$T/rl.conf"
+expect_errno "Invalid argument" reload
+grep -q '"command":"reload","result":"failed".*mode mirror to failover needs a remount' 	"$M/.smux/events" || fail "a refused reload does not say why"
+cp "$T/rl.good" "$T/rl.conf"
+printf '[backend broken\n' >>"$T/rl.conf"
+expect_errno "Invalid argument" reload
+grep -q '"command":"reload","result":"failed".*rl.conf:' "$M/.smux/events" ||
+	fail "a reload of a bad file does not name the file and line"
+[ "$(members)" = '["ra","rg"]' ] || fail "a refused reload changed the tree: $(members)"
+# SIGHUP reloads too
+cp "$T/rl.good" "$T/rl.conf"
+sed -i 's/^backends = ra rg$/backends = ra rg rf/' "$T/rl.conf"
+for pid in $(daemon_pids_for "$M"); do kill -HUP "$pid"; done
+for ((i = 0; i < 100; i++)); do
+	[ "$(members)" = '["ra","rg","rf"]' ] && break
+	sleep 0.05
+done
+[ "$(members)" = '["ra","rg","rf"]' ] || fail "SIGHUP did not reload: $(members)"
+mountpoint -q "$M" || fail "SIGHUP ended the mount"
+wait "$cpid" || fail "a copy failed during the reloads"
 unmount_smux "$M"
 
 log "--- weight"
