@@ -2,7 +2,9 @@
 #
 #   make            build build/libsmux.a and the test binaries
 #   make check      install missing deps, run every test normally and under
-#                   ASan+UBSan (fails on any finding)
+#                   ASan+UBSan (fails on any finding), then the package test
+#   make deb        the Debian package in build/deb (deb-check: lintian,
+#                   install, man pages, unit, an fstab mount)
 #   make asan       the test suite under AddressSanitizer + UBSan only
 #   make tsan       the concurrent tests under ThreadSanitizer
 #   make soak       the lose-nothing storm for SOAK_SECONDS (all modes)
@@ -86,7 +88,7 @@ STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
+.PHONY: man deb deb-check soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS)) $(SMUXCTL)
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -213,6 +215,7 @@ check: deps
 	$(MAKE) VARIANT=asan test
 	$(MAKE) VARIANT=asan test-integration
 	$(MAKE) VARIANT=tsan test-tsan
+	$(MAKE) deb-check
 
 asan: deps
 	$(MAKE) VARIANT=asan test
@@ -250,6 +253,27 @@ install: deps
 	install -D -m 0755 build/smuxctl $(DESTDIR)$(PREFIX)/bin/smuxctl
 	install -D -m 0644 packaging/systemd/smuxfs@.service \
 		$(DESTDIR)/etc/systemd/system/smuxfs@.service
+
+# Man pages (go-md2man): smuxfs(8) and smuxctl(8) from packaging/man,
+# smuxfs.conf(5) from docs/configuration.md (scripts/conf-man.py).
+MAN_PAGES := build/man/smuxfs.8 build/man/smuxctl.8 build/man/smuxfs.conf.5
+man: $(MAN_PAGES)
+build/man/%.8: packaging/man/%.8.md
+	@mkdir -p $(@D)
+	go-md2man -in $< -out $@
+build/man/smuxfs.conf.5: packaging/man/smuxfs.conf.5.head.md docs/configuration.md scripts/conf-man.py
+	@mkdir -p $(@D)
+	scripts/conf-man.py $< docs/configuration.md >$@.md
+	go-md2man -in $@.md -out $@
+
+# The Debian package (scripts/make-deb.sh) in build/deb; deb-check
+# builds it, runs lintian (no error allowed) and installs it here.
+deb: deps
+	$(MAKE) VARIANT=normal build/smuxfs build/smuxctl man
+	scripts/make-deb.sh build/deb
+
+deb-check: deb
+	tests/package/test_deb.sh build/deb/smuxfs_*.deb
 
 clean:
 	rm -rf build
