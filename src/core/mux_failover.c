@@ -19,6 +19,7 @@
  * the mux's view.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mux_internal.h"
@@ -27,6 +28,33 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 {
 	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
 	smux_events_emit(mux->events, ev);
+}
+
+void (*smux__failover_hinted_hook)(struct smux_mux *mux, const char *replica,
+				   const char *key);
+
+/* Hints for @key (@kind) on the first @n members of @v, recorded at once. */
+static int hinted_ahead(struct smux_mux *mux, struct mux_view *v, unsigned n,
+			const char *key, enum smux__hint_kind kind,
+			struct smux_error *err)
+{
+	const char *small[8], **names = small;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (n > sizeof(small) / sizeof(small[0])) {
+		names = calloc(n, sizeof(*names));
+		if (!names)
+			return smux_error_set(err, SMUX_E_NO_MEMORY,
+					      mux->base.name, NULL);
+	}
+	for (unsigned i = 0; i < n; i++)
+		names[i] = v->m[i]->name;
+	rc = smux__hints_add_batch(mux->hints, names, n, key, kind, err);
+	if (names != small)
+		free(names);
+	return rc;
 }
 
 int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
@@ -60,17 +88,20 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 				      "meanwhile",
 				      acked->name, key);
 	}
-	for (unsigned i = 0; i < pos; i++) {
+	/* every member ahead at once: with some hints visible and others
+	 * not, the first member without a hint would not hold the newest
+	 * version, and a replay would copy an older one (hints_batch.c) */
+	rc = hinted_ahead(mux, v, pos, key, kind, err);
+	if (rc == 0)
+		added = pos;
+	for (unsigned i = 0; i < added; i++) {
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 
-		rc = smux__hints_add(mux->hints, v->m[i]->name, key, kind, NULL,
-				     err);
-		if (rc)
-			break;
-		added++;
 		snprintf(ev.name, sizeof(ev.name), "%s", v->m[i]->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", key);
 		emit(mux, &ev);
+		if (smux__failover_hinted_hook)
+			smux__failover_hinted_hook(mux, v->m[i]->name, key);
 	}
 	smux__view_put(v);
 	if (first && added)

@@ -437,6 +437,11 @@ long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			  const char *key, enum smux__hint_kind kind,
 			  struct smux_error *err);
+/* Test hook (NULL in production): called by smux__failover_missed for
+ * each member hinted, once its hint is recorded. */
+extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
+					  const char *replica,
+					  const char *key);
 /*
  * Where failover replays a missed put of @key to @dst from: the first
  * member of @v, other than @dst, without a pending hint for @key (the one

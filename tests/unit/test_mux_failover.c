@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 
 /* Up to three memory stores behind faulty wrappers f0 (the primary), f1,
@@ -797,6 +798,63 @@ static void test_concurrent_flapping(void **state)
 	free(st);
 }
 
+/* ---- the hints of one write become visible together ---- */
+
+static struct fo *hinted_t;
+static unsigned hinted_calls;
+
+/* smux__failover_hinted_hook: once the first hint of the write is
+ * recorded, both members answer again and a repair runs right then. */
+static void hinted_repair(struct smux_mux *mux, const char *replica,
+			  const char *key)
+{
+	struct smux_error err;
+
+	(void)mux;
+	(void)replica;
+	(void)key;
+	if (hinted_calls++ != 0)
+		return;
+	mh_fail(hinted_t->f[0], false);
+	mh_fail(hinted_t->f[1], false);
+	fo_back(hinted_t);
+	smux_mux_repair(hinted_t->mux, &hinted_t->ctx, NULL, NULL, &err);
+}
+
+/*
+ * A write that lands on the third member hints the two ahead of it. A
+ * replay that runs as soon as one of those hints is visible must find the
+ * write's member as the source: had f0's hint been visible without f1's,
+ * the replay would have copied f1's older version onto f0 and ended the
+ * hint, and f1's hint, recorded next, would have been replayed from f0 -
+ * the acknowledged write lost on both (the failover soak's mismatch).
+ */
+static void test_hints_of_one_write_together(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	struct fo t;
+
+	(void)state;
+	fo_init(&t, 3, false);
+	fo_seed(&t, "k", "v0");
+	mh_fail(t.f[0], true);
+	mh_fail(t.f[1], true);
+	hinted_t = &t;
+	hinted_calls = 0;
+	smux__failover_hinted_hook = hinted_repair;
+	MH_OK(mh_put(t.mux, "k", "v1", &err), &err);
+	smux__failover_hinted_hook = NULL;
+	assert_true(hinted_calls >= 1);
+	fo_back(&t);
+	fo_repair(&t, &pending);
+	assert_int_equal(pending, 0);
+	for (unsigned i = 0; i < 3; i++)
+		MH_HOLDS(t.mem[i], "k", "v1");
+	FO_READS(&t, "k", "v1");
+	fo_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -811,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_removed_holder),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_concurrent_flapping),
+		cmocka_unit_test(test_hints_of_one_write_together),
 	};
 
 	return cmocka_run_group_tests_name("mux failover", tests, NULL, NULL);
