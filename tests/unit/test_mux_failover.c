@@ -850,6 +850,53 @@ static void test_hints_of_one_write_together(void **state)
 	fo_release(&t);
 }
 
+static int hinted_remove_rc;
+
+/* smux__failover_hinted_hook: the member that took the write is removed
+ * right after the write's hints are recorded. */
+static void hinted_remove(struct smux_mux *mux, const char *replica,
+			  const char *key)
+{
+	struct smux_error err;
+
+	(void)mux;
+	(void)replica;
+	(void)key;
+	if (hinted_calls++ == 0)
+		hinted_remove_rc = smux_mux_remove(hinted_t->mux, "f1",
+						   &hinted_t->ctx, &err);
+}
+
+/* A remove that comes while the write it would lose is being
+ * acknowledged (its hints just recorded) sees those hints and is
+ * refused; the write is acknowledged and read back. */
+static void test_remove_during_write(void **state)
+{
+	struct smux_error err;
+	unsigned pending;
+	struct fo t;
+
+	(void)state;
+	fo_init(&t, 2, false);
+	fo_seed(&t, "k", "v0");
+	mh_fail(t.f[0], true);
+	hinted_t = &t;
+	hinted_calls = 0;
+	hinted_remove_rc = 0;
+	smux__failover_hinted_hook = hinted_remove;
+	MH_OK(mh_put(t.mux, "k", "v1", &err), &err);
+	smux__failover_hinted_hook = NULL;
+	assert_int_equal(hinted_calls, 1);
+	assert_int_equal(hinted_remove_rc, -ENOTEMPTY);
+	FO_READS(&t, "k", "v1");
+	mh_fail(t.f[0], false);
+	fo_back(&t);
+	fo_repair(&t, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(t.mem[0], "k", "v1");
+	fo_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -865,6 +912,7 @@ int main(void)
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_concurrent_flapping),
 		cmocka_unit_test(test_hints_of_one_write_together),
+		cmocka_unit_test(test_remove_during_write),
 	};
 
 	return cmocka_run_group_tests_name("mux failover", tests, NULL, NULL);
