@@ -678,11 +678,32 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	for (unsigned i = 0; i < old->n; i++)
 		if (strcmp(old->m[i]->name, name) != 0)
 			v->m[v->n++] = smux__member_get(old->m[i]);
-	smux__view_put(old);
 	rc = view_install(mux, v);
+	/* failover: never take away the only copy of an acknowledged write
+	 * (checked once the member is out of the view, so that a write it
+	 * took either shows its hints here or is refused: mux_failover.c) */
+	if (rc == 0 && mux->mode == SMUX_MODE_FAILOVER &&
+	    smux__failover_sole_holder(mux, old, name, ev.key,
+				       sizeof(ev.key))) {
+		rc = view_install(mux, old); /* back, with our reference */
+		pthread_mutex_unlock(&mux->mutate_lock);
+		if (rc)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+					      NULL);
+		/* back in service: the replay copies the write from it */
+		smux_mux_undrain(b, name, err);
+		return smux_error_set(err, SMUX_E_NOT_EMPTY, b->name,
+				      "remove %s: it holds the only copy of "
+				      "the latest write of %s (a member ahead "
+				      "of it missed it); kept in service "
+				      "until a repair copied it",
+				      name, ev.key);
+	}
+	smux__view_put(old);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (rc)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	ev.key[0] = '\0';
 	snprintf(ev.name, sizeof(ev.name), "%s", name);
 	emit(mux, &ev);
 	return 0;
