@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "core/mux_internal.h"
@@ -68,9 +69,12 @@ static void wait_ends(unsigned n)
 struct pair {
 	struct smux_backend *mem[2], *f[2], *mux;
 	struct mh_clock clk;
+	char dir[64]; /* state_dir ("" when hints are in memory) */
 };
 
-static void pair_init(struct pair *p, enum smux_mode mode)
+/* With @journal, the hints live in a journal under a temporary
+ * state_dir. */
+static void pair_init_with(struct pair *p, enum smux_mode mode, bool journal)
 {
 	struct smux_mux_opts o = {
 		.mode = mode,
@@ -80,6 +84,11 @@ static void pair_init(struct pair *p, enum smux_mode mode)
 	char name[16];
 
 	memset(p, 0, sizeof(*p));
+	if (journal) {
+		snprintf(p->dir, sizeof(p->dir), "/tmp/smux-zombie-XXXXXX");
+		assert_non_null(mkdtemp(p->dir));
+		o.state_dir = p->dir;
+	}
 	mh_clock_init(&p->clk, 10000);
 	o.clock = &p->clk.clock;
 	for (int i = 0; i < 2; i++) {
@@ -92,6 +101,11 @@ static void pair_init(struct pair *p, enum smux_mode mode)
 	smux__zombie_hook_end = on_end;
 }
 
+static void pair_init(struct pair *p, enum smux_mode mode)
+{
+	pair_init_with(p, mode, false);
+}
+
 static void pair_release(struct pair *p)
 {
 	for (int i = 0; i < 2; i++)
@@ -102,6 +116,8 @@ static void pair_release(struct pair *p)
 		smux_backend_unref(p->f[i]);
 		smux_backend_unref(p->mem[i]);
 	}
+	if (p->dir[0])
+		mh_rm_rf(p->dir);
 }
 
 /* Member @i's calls of @ops hang past any deadline, then land. */
@@ -156,14 +172,13 @@ static int del(struct smux_backend *b, const char *key)
  * put reaches both (the hint is superseded); the old put lands on z1.
  * The repair must make z1 hold the newest content again.
  */
-static void test_mirror_put_lands_after_newer(void **state)
+static void mirror_put_lands_after_newer(bool journal)
 {
 	struct pair p;
 	struct smux_error err;
 	unsigned base = ends_now();
 
-	(void)state;
-	pair_init(&p, SMUX_MODE_MIRROR);
+	pair_init_with(&p, SMUX_MODE_MIRROR, journal);
 	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
 	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
 	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z0 only */
@@ -172,6 +187,114 @@ static void test_mirror_put_lands_after_newer(void **state)
 	MH_OK(mh_put(p.mux, "k", "v2", &err), &err); /* both */
 	MH_HOLDS(p.mem[1], "k", "v2");
 	smux_faulty_release_hangs(p.f[1]); /* v1 lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	MH_HOLDS(p.mux, "k", "v2");
+	pair_release(&p);
+}
+
+static void test_mirror_put_lands_after_newer(void **state)
+{
+	(void)state;
+	mirror_put_lands_after_newer(false);
+}
+
+/* The same with the hints in a journal on disk. */
+static void test_mirror_put_lands_after_newer_journal(void **state)
+{
+	(void)state;
+	mirror_put_lands_after_newer(true);
+}
+
+/*
+ * Mirror: a writer's commit stuck on z1 is acknowledged on z0; a newer
+ * put reaches both; the old commit lands on z1.
+ */
+static void test_mirror_writer_commit_lands_after_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_writer *w = NULL;
+	struct smux_ctx ctx;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_writer_open(p.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "v1", 2, 0, &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_WRITER);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err); /* z0 */
+	smux_writer_close(w);
+	healthy(&p, 1);
+	later(&p);
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err); /* both */
+	MH_HOLDS(p.mem[1], "k", "v2");
+	smux_faulty_release_hangs(p.f[1]); /* the v1 commit lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	pair_release(&p);
+}
+
+/*
+ * Mirror: a rename a -> b stuck on z1 is acknowledged on z0; both keys
+ * are written anew on both; the old rename lands on z1 (a gone, b the
+ * old a). Both keys must be repaired.
+ */
+static void test_mirror_rename_lands_after_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "a", "a0", &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_COPY);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_rename(p.mux, &ctx, "a", "b", &err), &err);
+	healthy(&p, 1);
+	later(&p);
+	MH_OK(mh_put(p.mux, "a", "a2", &err), &err); /* both */
+	MH_OK(mh_put(p.mux, "b", "b2", &err), &err); /* both */
+	smux_faulty_release_hangs(p.f[1]); /* the rename lands on z1 */
+	wait_ends(base + 2);		   /* one end per key */
+	repair(&p);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(p.mem[i], "a", "a2");
+		MH_HOLDS(p.mem[i], "b", "b2");
+	}
+	pair_release(&p);
+}
+
+/*
+ * Shield: the origin's put is stuck (the write fails; the mirror that
+ * took it is hinted back); a newer put reaches both (the origin takes
+ * every write); the old put lands on the origin.
+ */
+static void test_shield_origin_put_lands_after_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* unknown */
+	healthy(&p, 0);
+	later(&p);
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err); /* both */
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands on the origin */
 	wait_ends(base + 1);
 	repair(&p);
 	MH_HOLDS(p.mem[0], "k", "v2");
@@ -351,6 +474,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mirror_put_lands_after_newer),
+		cmocka_unit_test(test_mirror_put_lands_after_newer_journal),
+		cmocka_unit_test(test_mirror_writer_commit_lands_after_newer),
+		cmocka_unit_test(test_mirror_rename_lands_after_newer),
+		cmocka_unit_test(test_shield_origin_put_lands_after_newer),
 		cmocka_unit_test(test_mirror_delete_lands_after_recreate),
 		cmocka_unit_test(test_mirror_replay_waits_for_zombie),
 		cmocka_unit_test(test_failover_replay_waits_for_zombie),
