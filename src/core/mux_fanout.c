@@ -82,6 +82,30 @@ bool smux__fan_stale(struct smux_mux *mux, struct mux_member *m,
 	return true;
 }
 
+/*
+ * Shield: the origin takes every write or none goes anywhere. An origin
+ * left out as stale (it missed the latest write of the key the call
+ * builds on, e.g. a late write landed there: mux_zombie.c) would fail the
+ * write, and the mirrors that took it would get hints to copy the
+ * origin's version back - every replica then waits for another to give
+ * it the key, for good. So the mirrors are not called either.
+ */
+static void shield_origin_or_none(struct smux__fan *f, struct mux_view *v)
+{
+	if (f->mux->mode != SMUX_MODE_SHIELD || f->n == 0 || v->n == 0 ||
+	    f->m[0] != v->m[0] || f->go[0])
+		return;
+	for (unsigned k = 1; k < f->n; k++) {
+		if (!f->go[k])
+			continue;
+		if (f->probe[k])
+			smux__health_probe_cancel(&f->m[k]->health);
+		f->go[k] = false;
+		f->probe[k] = false;
+		f->err[k] = f->err[0];
+	}
+}
+
 unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 			    const struct smux__call *call, bool whole,
 			    unsigned max)
@@ -111,6 +135,7 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 			smux_error_set(&f->err[k], SMUX_E_ALL_BACKENDS_DOWN,
 				       m->name, "backend is down (cooldown)");
 	}
+	shield_origin_or_none(f, v);
 	return f->n;
 }
 

@@ -304,6 +304,35 @@ static void test_shield_origin_put_lands_after_newer(void **state)
 }
 
 /*
+ * Shield: the origin missed a write (it was draining; the mirror took it
+ * and the origin is hinted). A rename of that key must not run on the
+ * mirror alone: the origin, left out as stale, fails it, and the mirror
+ * would then be hinted to get the origin's copy back while the origin
+ * waits for the mirror's - neither replay could ever run.
+ */
+static void test_shield_stale_origin_no_mirror_only_write(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_drain(p.mux, "z0", &ctx, &err), &err);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z1; z0 hinted */
+	MH_OK(smux_mux_undrain(p.mux, "z0", &err), &err);
+	assert_true(smux_backend_rename(p.mux, &ctx, "k", "k2", &err) < 0);
+	repair(&p);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(p.mem[i], "k", "v1");
+		MH_LACKS(p.mem[i], "k2");
+	}
+	pair_release(&p);
+}
+
+/*
  * Mirror: a delete stuck on z1 is acknowledged on z0; the key is
  * created again on both; the old delete lands on z1.
  */
@@ -478,6 +507,7 @@ int main(void)
 		cmocka_unit_test(test_mirror_writer_commit_lands_after_newer),
 		cmocka_unit_test(test_mirror_rename_lands_after_newer),
 		cmocka_unit_test(test_shield_origin_put_lands_after_newer),
+		cmocka_unit_test(test_shield_stale_origin_no_mirror_only_write),
 		cmocka_unit_test(test_mirror_delete_lands_after_recreate),
 		cmocka_unit_test(test_mirror_replay_waits_for_zombie),
 		cmocka_unit_test(test_failover_replay_waits_for_zombie),
