@@ -78,7 +78,7 @@ static void pair_init_with(struct pair *p, enum smux_mode mode, bool journal)
 {
 	struct smux_mux_opts o = {
 		.mode = mode,
-		.backend_timeout_ms = 50,
+		.backend_timeout_ms = 250,
 		.cooldown_ms = 100,
 	};
 	char name[16];
