@@ -12,7 +12,7 @@
  * the mux), mux_repair.c (hint replay and the background thread),
  * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
  * mux_fence.c (user writes and replays of one (replica, key) never
- * overlap).
+ * overlap), mux_zombie.c (abandoned member calls that may still land).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
