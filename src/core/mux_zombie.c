@@ -237,6 +237,48 @@ bool smux__member_zombie(struct smux_mux *mux, struct mux_member *m,
 	return yes;
 }
 
+/* True when @m waits for a copy of @key from another replica: a pending
+ * put hint (or rejoin), or a zombie of its own. */
+static bool wants_source(struct smux_mux *mux, struct mux_member *m,
+			 const char *key)
+{
+	struct smux__hint *list = NULL;
+	int n;
+	bool yes = smux__member_zombie(mux, m, key) ||
+		   smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
+
+	if (yes || !smux__hints_has(mux->hints, m->name, key))
+		return yes;
+	n = smux__hints_list(mux->hints, m->name, &list);
+	for (int i = 0; i < n && !yes; i++)
+		yes = list[i].kind == SMUX__HINT_PUT &&
+		      strcmp(list[i].key, key) == 0;
+	smux__hints_free_list(list, n);
+	return yes || n < 0;
+}
+
+/*
+ * Mirror, shield: @m gets a hint unless no other replica could give it
+ * the key (every other one is stale for it) and some of them wait for a
+ * copy of it: then @m, whose content is the zombie's write (whose outcome
+ * its caller was told is unknown), is the copy they will get (a shield
+ * origin whose failed write the mirrors are hinted to roll back).
+ */
+static bool replica_needs_hint(struct smux_mux *mux, struct mux_view *v,
+			       struct mux_member *m, const char *key)
+{
+	bool others_wait = false;
+
+	for (unsigned i = 0; i < v->n; i++) {
+		if (v->m[i] == m)
+			continue;
+		if (!smux__member_stale(mux, v->m[i], key))
+			return true;
+		others_wait |= wants_source(mux, v->m[i], key);
+	}
+	return !others_wait;
+}
+
 /*
  * Whether @m (of @v), whose zombie for @key just ended and which has no
  * hint for it, needs one: it holds content nobody acknowledged, possibly
@@ -258,11 +300,7 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
 		return !smux__sticky_holds(mux, m, key);
 	case SMUX_MODE_MIRROR:
 	case SMUX_MODE_SHIELD:
-		for (unsigned i = 0; i < v->n; i++)
-			if (v->m[i] != m &&
-			    !smux__member_stale(mux, v->m[i], key))
-				return true;
-		return false;
+		return replica_needs_hint(mux, v, m, key);
 	default:
 		/* round-robin, weighted: no replicas, no hints */
 		return false;
