@@ -18,7 +18,8 @@
  * (member, key) pair - both keys of a rename - is registered, and:
  *  - no mutating call of the mux goes to that member for that key (the
  *    sequential walk and single-target writers pass over it, as over a
- *    pending hint: failover and sticky-by-key write elsewhere and hint it);
+ *    pending hint: failover and sticky-by-key write elsewhere and hint it;
+ *    a fan-out leaves it out and hints it, mux_fanout.c);
  *  - in mirror and shield the member counts as stale for that key
  *    (smux__member_stale: reads and the fan-out's eligibility skip it);
  *  - the repair and the rejoin resync leave that pair alone (the next
@@ -29,8 +30,8 @@
  *    (failover, sticky-by-key: the first member without a hint has the
  *    latest version; the zombie's content, from a write that was not
  *    acknowledged, is the key's now) or, in mirror and shield, no other
- *    member could give the key (all others missed it too: they copy from
- *    this one).
+ *    member could give the key and some wait for a copy of it (they copy
+ *    from this one).
  *
  * The registry is a short list (empty in the normal case): the read path
  * checks an atomic count first and takes the read lock only while a
