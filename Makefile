@@ -182,7 +182,7 @@ deps:
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
 TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
 	test_mux_deadline test_mux_failover test_mux_fanout test_mux_health test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
-	test_mux_threads test_mux_writer_failover test_rcache \
+	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
 	test_stats test_lose_nothing
 
 test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))

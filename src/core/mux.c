@@ -75,6 +75,7 @@ static struct mux_member *member_new(struct smux_mux *mux,
 		free(m);
 		return NULL;
 	}
+	smux__zombies_track(mux, m);
 	atomic_init(&m->refs, 1);
 	m->backend = smux_backend_ref(spec->backend);
 	m->name = m->backend->name;
@@ -285,6 +286,8 @@ static int name_taken(struct mux_view *v, const char *name)
 static void mux_free(struct smux_mux *mux)
 {
 	smux__mux_bg_stop(mux);
+	/* zombies that end from now on record nothing */
+	smux__zombies_detach(mux);
 	smux__sel_put(mux->sel);
 	smux__view_put(mux->view);
 	smux__intent_free_all(mux); /* ends clean intents in the journal */
@@ -389,6 +392,10 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_cond_init(&mux->bg_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
+	if (smux__zombies_init(mux)) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		goto out_free;
+	}
 	/* an empty view first, so helpers that read it work during setup */
 	mux->view = view_new(0);
 	mux->sel = mux->view ? sel_new(mux, mux->view) : NULL;

@@ -489,6 +489,7 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		 * write */
 		if (tries_has(t, m) ||
 		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
+		    smux__member_zombie(mux, m, mw->base.key) ||
 		    (holder_only &&
 		     !(failover ? smux__failover_holds(mux, m, mw->base.key)
 				: smux__sticky_holds(mux, m, mw->base.key)))) {
