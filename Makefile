@@ -20,7 +20,7 @@ CC := gcc
 endif
 
 PKGS := fuse3 libcurl inih cmocka libcrypto expat jansson
-LIB_PKGS := libcurl libcrypto expat jansson
+LIB_PKGS := libcurl libcrypto expat jansson inih
 TEST_PKGS := cmocka
 
 ifeq ($(VARIANT),normal)
