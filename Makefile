@@ -80,7 +80,7 @@ STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
+.PHONY: test-servers soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -196,6 +196,11 @@ soak: $(OUT)/tests/test_lose_nothing
 # daemon of this variant.
 test-integration: all
 	SMUXFS=$(abspath $(SMUXFS)) tests/integration/run.sh
+
+# The S3 test servers (tests/servers/: Swift with s3api, s3rver) proven
+# with the aws CLI: bucket, awkward key, multipart (about 3 minutes).
+test-servers: deps
+	tests/servers/smoke.sh all
 
 check: deps
 	$(MAKE) VARIANT=normal test

@@ -27,6 +27,16 @@ git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
 strace:/usr/bin/strace
+swift:/usr/bin/swift-ring-builder
+swift-proxy:/usr/bin/swift-proxy-server
+swift-object:/usr/bin/swift-object-server
+swift-container:/usr/bin/swift-container-server
+swift-account:/usr/bin/swift-account-server
+memcached:/usr/bin/memcached
+awscli:/usr/bin/aws
+python3-botocore:/usr/lib/python3/dist-packages/botocore/__init__.py
+nodejs:/usr/bin/node
+npm:/usr/bin/npm
 "
 
 missing=""
