@@ -7,7 +7,11 @@
  * documentation), the encode-once rule on awkward keys, the signing-key
  * cache, session tokens, refusals of malformed input, credentials from a
  * file and the environment, and that the secret appears in no output and
- * no error message.
+ * no error message. The last test runs tests/tools/s3_sign_crosscheck.py,
+ * which signs hundreds of generated requests (awkward keys, queries,
+ * headers, tokens, presigning) with botocore and with this binary started
+ * as a driver (`test_s3_sign --driver`: JSON lines in, JSON lines out)
+ * and compares every signature.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "backends/s3_sign.h"
 
@@ -501,8 +506,113 @@ static void test_creds_env(void **state)
 	assert_null(c.secret_key);
 }
 
-int main(void)
+/* botocore's signer over generated requests: the script runs this very
+ * binary as its driver. Debian's python3-botocore is installed by
+ * scripts/install-deps.sh; when it is missing the script fails (loudly). */
+static void test_botocore_crosscheck(void **state)
 {
+	const char *tool = "tests/tools/s3_sign_crosscheck.py";
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	if (access(tool, R_OK) != 0)
+		fail_msg("%s not found: run the test from the source tree",
+			 tool);
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s '%s' 500", tool, exe);
+	assert_int_equal(system(cmd), 0);
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* [[name, value-or-null], ...] -> kv array (borrowed strings). */
+static struct smux_s3_kv *jpairs(json_t *o, const char *k, size_t *n)
+{
+	json_t *a = json_object_get(o, k);
+	*n = json_array_size(a);
+	struct smux_s3_kv *kv = calloc(*n + 1, sizeof(*kv));
+	for (size_t i = 0; kv && i < *n; i++) {
+		json_t *p = json_array_get(a, i);
+		kv[i].name = json_string_value(json_array_get(p, 0));
+		kv[i].value = json_string_value(json_array_get(p, 1));
+	}
+	return kv;
+}
+
+/* The driver for the cross-check: one JSON request a line on stdin, one
+ * JSON answer a line on stdout. */
+static int driver(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, stdin) > 0) {
+		json_error_t jerr;
+		json_t *in = json_loads(line, 0, &jerr);
+		if (!in) {
+			fprintf(stderr, "driver: bad input: %s\n", jerr.text);
+			free(line);
+			return 2;
+		}
+		struct smux_s3_creds c = {
+			.access_key = (char *)jstr(in, "access_key"),
+			.secret_key = (char *)jstr(in, "secret_key"),
+			.session_token = (char *)jstr(in, "token"),
+		};
+		struct smux_s3_request req = {
+			.method = jstr(in, "method"),
+			.host = jstr(in, "host"),
+			.path = jstr(in, "path"),
+			.payload_hash = jstr(in, "payload_hash"),
+			.now = (time_t)json_integer_value(
+				json_object_get(in, "now")),
+			.region = jstr(in, "region"),
+			.service = jstr(in, "service"),
+		};
+		struct smux_s3_kv *q = jpairs(in, "query", &req.nquery);
+		struct smux_s3_kv *h = jpairs(in, "headers", &req.nheaders);
+		req.query = q;
+		req.headers = h;
+		json_int_t presign =
+			json_integer_value(json_object_get(in, "presign"));
+		struct smux_s3_signer s;
+		struct smux_s3_signed out = {0};
+		struct smux_error err = {0};
+		int rc = smux__s3_signer_init(&s, &c, &err);
+		if (!rc) {
+			rc = presign ? smux__s3_presign(&s, &req,
+							(unsigned)presign, &out,
+							&err)
+				     : smux__s3_sign(&s, &req, &out, &err);
+			smux__s3_signer_release(&s);
+		}
+		json_t *o = json_pack("{s:i, s:s, s:s?, s:s?, s:s?, s:s?}",
+				      "rc", rc, "signature", out.signature,
+				      "authorization", out.authorization,
+				      "url_path", out.url_path, "url_query",
+				      out.url_query, "canonical_request",
+				      out.canonical_request);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		printf("%s\n", text ? text : "{\"rc\":-12}");
+		free(text);
+		json_decref(o);
+		smux__s3_signed_release(&out);
+		free(q);
+		free(h);
+		json_decref(in);
+	}
+	free(line);
+	return fflush(stdout) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "--driver"))
+		return driver();
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_aws_get_object),
 		cmocka_unit_test(test_aws_put_object),
@@ -517,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_creds_file),
 		cmocka_unit_test(test_creds_env),
+		cmocka_unit_test(test_botocore_crosscheck),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
