@@ -52,10 +52,31 @@ srv_wait()
 	done
 }
 
-# srv_stop_all DIR: kills every recorded pid, waits (bounded) for them.
+# srv_starting DIR: records the running start script, so that a stop
+# during the start (a test that died) ends it before it spawns more.
+srv_starting()
+{
+	echo "$$" >"$1/starter.pid"
+}
+
+# srv_started DIR: the start script is done.
+srv_started()
+{
+	rm -f "$1/starter.pid"
+}
+
+# srv_stop_all DIR: ends a start script still running, kills every
+# recorded pid, waits (bounded) for them.
 srv_stop_all()
 {
 	_dir=$1
+	if [ -f "$_dir/starter.pid" ]; then
+		_s=$(cat "$_dir/starter.pid")
+		if [ "$_s" != "$$" ]; then
+			kill -TERM "$_s" 2>/dev/null || true
+		fi
+		rm -f "$_dir/starter.pid"
+	fi
 	[ -f "$_dir/pids" ] || return 0
 	_pids=$(cat "$_dir/pids")
 	for _p in $_pids; do

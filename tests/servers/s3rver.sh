@@ -60,6 +60,7 @@ if [ -s "$dir/pids" ]; then
 	echo "s3rver.sh: $dir is in use (run stop first)" >&2
 	exit 1
 fi
+srv_starting "$dir"
 trap 'rc=$?; if [ $rc -ne 0 ]; then srv_dump_logs "$dir"; srv_stop_all "$dir"; fi' EXIT
 mkdir -p "$dir/data"
 
@@ -72,6 +73,7 @@ endpoint="http://127.0.0.1:$port"
 srv_wait 60 "s3rver at $endpoint" /usr/bin/python3 "$here/s3probe.py" \
 	"$endpoint" S3RVER S3RVER
 
+srv_started "$dir"
 cat >"$dir/env" <<ENV
 S3_ENDPOINT=$endpoint
 S3_REGION=us-east-1

@@ -53,6 +53,7 @@ if [ -s "$dir/pids" ]; then
 	echo "swift.sh: $dir is in use (run stop first)" >&2
 	exit 1
 fi
+srv_starting "$dir"
 trap 'rc=$?; if [ $rc -ne 0 ]; then srv_dump_logs "$dir"; srv_stop_all "$dir"; fi' EXIT
 
 # The object server keeps metadata in user xattrs: check before starting.
@@ -180,6 +181,7 @@ endpoint="http://127.0.0.1:$proxy_port"
 srv_wait 90 "swift at $endpoint" /usr/bin/python3 "$here/s3probe.py" \
 	"$endpoint" test:tester testing
 
+srv_started "$dir"
 cat >"$dir/env" <<ENV
 S3_ENDPOINT=$endpoint
 S3_REGION=us-east-1
