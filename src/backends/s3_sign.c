@@ -328,6 +328,8 @@ static char *trim_value(const char *v)
 {
 	struct s3s_buf b = {0};
 	bool space = false;
+	if (!v)
+		v = "";
 	for (const char *p = v; *p; p++) {
 		if (*p == ' ' || *p == '\t') {
 			space = true;

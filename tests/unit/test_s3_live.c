@@ -405,7 +405,7 @@ static void test_multipart_and_batch_delete(void **state)
 	EVP_Digest(part, strlen(part), md5, &mdlen, EVP_md5(), NULL);
 	char etag[40];
 	for (int i = 0; i < 16; i++)
-		snprintf(etag + 2 * i, 3, "%02x", md5[i]);
+		snprintf(etag + (size_t)2 * i, 3, "%02x", md5[i]);
 	char body[512];
 	snprintf(body, sizeof(body),
 		 "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>"

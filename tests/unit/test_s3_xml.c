@@ -347,9 +347,10 @@ static void test_refused(void **state)
 				 bad[i].doc);
 	}
 	/* too deep */
-	char deep[1024] = "<ListBucketResult>";
+	char deep[1024];
+	int off = snprintf(deep, sizeof(deep), "<ListBucketResult>");
 	for (int i = 0; i < 20; i++)
-		strcat(deep, "<a>");
+		off += snprintf(deep + off, sizeof(deep) - (size_t)off, "<a>");
 	assert_int_equal(parse_rc(SMUX_S3_DOC_LIST, deep, strlen(deep)), -EIO);
 }
 
@@ -360,10 +361,9 @@ static void test_bounds(void **state)
 	size_t big = SMUX_S3_XML_TEXT_MAX + 100;
 	char *doc = malloc(big + 200);
 	assert_non_null(doc);
-	strcpy(doc, "<ListBucketResult><Contents><Key>");
-	size_t n = strlen(doc);
+	int n = snprintf(doc, big + 200, "<ListBucketResult><Contents><Key>");
 	memset(doc + n, 'k', big);
-	strcpy(doc + n + big, "</Key></Contents></ListBucketResult>");
+	snprintf(doc + n + big, 200, "</Key></Contents></ListBucketResult>");
 	assert_int_equal(parse_rc(SMUX_S3_DOC_LIST, doc, strlen(doc)), -EIO);
 	free(doc);
 
@@ -383,8 +383,8 @@ static void test_bounds(void **state)
 	assert_non_null(c);
 	/* one comment per chunk (no "--" inside) */
 	memset(c, 'x', chunk);
-	memcpy(c, "<!--", 4);
-	memcpy(c + chunk - 3, "-->", 3);
+	c[0] = '<', c[1] = '!', c[2] = '-', c[3] = '-';
+	c[chunk - 3] = '-', c[chunk - 2] = '-', c[chunk - 1] = '>';
 	x = smux__s3_xml_new(SMUX_S3_DOC_LIST);
 	rc = smux__s3_xml_feed(x, "<ListBucketResult>", 18, NULL);
 	int i = 0;
