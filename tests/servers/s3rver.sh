@@ -70,8 +70,7 @@ NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--openssl-legacy-provider" \
 	-p "$port" --no-vhost-buckets
 
 endpoint="http://127.0.0.1:$port"
-srv_wait 60 "s3rver at $endpoint" /usr/bin/python3 "$here/s3probe.py" \
-	"$endpoint" S3RVER S3RVER
+/usr/bin/python3 "$here/s3probe.py" "$endpoint" S3RVER S3RVER 60
 
 srv_started "$dir"
 cat >"$dir/env" <<ENV
