@@ -104,11 +104,21 @@ static char *creds_reader(char *str, int num, void *stream)
 	}
 	char *eq = strpbrk(line, "=:");
 	size_t name_len = eq ? (size_t)(eq - line) : 0;
-	if (!eq || name_len + sizeof(" = " LONG_MARK "\n") > (size_t)num) {
-		/* not "name = value" with a short name: let inih refuse
-		 * the start of it as a syntax error */
+	if (!eq) {
+		/* not "name = value": let inih refuse the start of it as a
+		 * syntax error */
 		OPENSSL_cleanse(line, strlen(line));
 		free(line);
+		return str;
+	}
+	if (name_len + sizeof(" = " LONG_MARK "\n") > (size_t)num) {
+		/* a name too long to hand over whole: refuse the line
+		 * rather than let inih see a cut value */
+		OPENSSL_cleanse(line, strlen(line));
+		free(line);
+		p->too_long = true;
+		p->too_long_line = p->lineno;
+		snprintf(str, (size_t)num, ";\n");
 		return str;
 	}
 	wipe_free(&p->long_value);

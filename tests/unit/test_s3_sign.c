@@ -420,7 +420,11 @@ static void test_refusals(void **state)
 
 static char *write_tmp(const char *text)
 {
-	char *path = strdup("/tmp/smux-s3creds-XXXXXX");
+	const char *tmp = getenv("TMPDIR");
+	char *path = malloc(512);
+	assert_non_null(path);
+	snprintf(path, 512, "%s/smux-s3creds-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	int fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
@@ -479,6 +483,18 @@ static void test_creds_file(void **state)
 			 -EINVAL);
 	assert_non_null(strstr(err.e.message, ":3: syntax error"));
 	assert_null(strstr(err.e.message, FSECRET));
+	unlink(path);
+	free(path);
+
+	/* a key name longer than inih's line: refused, not cut */
+	char longname[600];
+	memset(longname, ' ', sizeof(longname));
+	memcpy(longname, "[default]\naws_access_key_id", 27);
+	snprintf(longname + 400, 200, "= A\naws_secret_access_key = S\n");
+	path = write_tmp(longname);
+	assert_int_equal(smux__s3_creds_from_file(path, NULL, &c, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.e.message, ":2: line too long"));
 	unlink(path);
 	free(path);
 
