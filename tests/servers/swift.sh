@@ -12,6 +12,8 @@
 #   S3_ENDPOINT=http://127.0.0.1:PORT S3_REGION=us-east-1
 #   S3_ACCESS_KEY=test:tester S3_SECRET_KEY=testing
 #   SWIFT_AUTH_URL=http://127.0.0.1:PORT/auth/v1.0
+#   S3_VHOST_DOMAIN=s3.localhost (BUCKET.s3.localhost:PORT is virtual-host
+#   addressing; the client resolves it to 127.0.0.1 itself)
 # The S3 API checks SigV4 and payload hashes strictly; tempauth's user
 # test:tester (password testing) is the S3 access key and secret.
 # stop: kills what start started (also callable from a trap; idempotent).
@@ -138,6 +140,8 @@ storage_url_scheme = http
 [filter:s3api]
 use = egg:swift#s3api
 location = us-east-1
+# virtual-host addressing for BUCKET.s3.localhost (resolve it to 127.0.0.1)
+storage_domain = s3.localhost
 
 [filter:cache]
 use = egg:swift#memcache
@@ -187,5 +191,6 @@ S3_REGION=us-east-1
 S3_ACCESS_KEY=test:tester
 S3_SECRET_KEY=testing
 SWIFT_AUTH_URL=$endpoint/auth/v1.0
+S3_VHOST_DOMAIN=s3.localhost
 ENV
 cat "$dir/env"

@@ -6,8 +6,8 @@
  *
  * Group "swift" runs against OpenStack Swift's s3api (tests/servers/
  * swift.sh), which checks SigV4 and payload hashes strictly: bucket
- * creation, a PUT/GET/list/delete of an awkward key (space, + % * ~ ( ),
- * unicode) with encoding-type=url, a multipart upload, DeleteObjects, a
+ * creation, a PUT/GET (path-style, presigned and virtual-host)/list/delete
+ * of an awkward key (space, + % * ~ ( ), unicode) with encoding-type=url, a multipart upload, DeleteObjects, a
  * presigned GET, and the refusals: a wrong secret (SignatureDoesNotMatch ->
  * PERMISSION_DENIED), a wrong payload hash, a missing key (NoSuchKey ->
  * KEY_NOT_FOUND). Group "s3rver" runs the same requests against s3rver
@@ -52,6 +52,7 @@ struct server {
 	char endpoint[128]; /* http://127.0.0.1:PORT */
 	char host[64];	    /* 127.0.0.1:PORT */
 	char access[64], secret[64];
+	char vhost_domain[64]; /* S3_VHOST_DOMAIN, "" when none */
 	struct smux_s3_signer signer;
 };
 
@@ -83,6 +84,10 @@ static void resp_free(struct resp *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* When set, s3_call addresses this virtual host ("bucket.domain:port",
+ * resolved to 127.0.0.1) instead of the endpoint's host. */
+static const char *vhost;
+
 /* Signs and sends one request; @body may be NULL. With @presign, the
  * request goes out as a presigned URL (no Authorization header). */
 static void s3_call(struct server *s, struct smux_s3_signer *signer,
@@ -99,7 +104,7 @@ static void s3_call(struct server *s, struct smux_s3_signer *signer,
 	}
 	struct smux_s3_request req = {
 		.method = method,
-		.host = s->host,
+		.host = vhost ? vhost : s->host,
 		.path = path,
 		.query = q,
 		.nquery = nq,
@@ -117,8 +122,13 @@ static void s3_call(struct server *s, struct smux_s3_signer *signer,
 		fail_msg("sign: %s", err.e.message);
 
 	char url[4096], line[8192];
-	snprintf(url, sizeof(url), "%s%s%s%s", s->endpoint, sig.url_path,
+	snprintf(url, sizeof(url), "http://%s%s%s%s", req.host, sig.url_path,
 		 *sig.url_query ? "?" : "", sig.url_query);
+	struct curl_slist *resolve = NULL;
+	if (vhost) {
+		snprintf(line, sizeof(line), "%s:127.0.0.1", vhost);
+		resolve = curl_slist_append(NULL, line);
+	}
 	struct curl_slist *hl = NULL;
 	for (size_t i = 0; i < nh; i++) {
 		snprintf(line, sizeof(line), "%s: %s", h[i].name, h[i].value);
@@ -148,6 +158,7 @@ static void s3_call(struct server *s, struct smux_s3_signer *signer,
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
 	if (!strcmp(method, "HEAD")) {
@@ -167,6 +178,7 @@ static void s3_call(struct server *s, struct smux_s3_signer *signer,
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
 	curl_easy_cleanup(c);
 	curl_slist_free_all(hl);
+	curl_slist_free_all(resolve);
 	smux__s3_signed_release(&sig);
 	if (!out->body) {
 		out->body = strdup("");
@@ -209,6 +221,9 @@ static int read_env(struct server *s)
 			snprintf(s->access, sizeof(s->access), "%s", v);
 		else if (!strcmp(line, "S3_SECRET_KEY"))
 			snprintf(s->secret, sizeof(s->secret), "%s", v);
+		else if (!strcmp(line, "S3_VHOST_DOMAIN"))
+			snprintf(s->vhost_domain, sizeof(s->vhost_domain), "%s",
+				 v);
 	}
 	fclose(f);
 	const char *h = strstr(s->endpoint, "://");
@@ -323,6 +338,21 @@ static void test_object_roundtrip(void **state)
 	expect_status(&r, 200, "presigned get");
 	assert_string_equal(r.body, data);
 	resp_free(&r);
+
+	/* the same object by virtual-host addressing (Swift only) */
+	if (s->vhost_domain[0]) {
+		char vh[160];
+		const char *port = strrchr(s->host, ':');
+		snprintf(vh, sizeof(vh), BUCKET ".%s%s", s->vhost_domain,
+			 port ? port : "");
+		vhost = vh;
+		s3_call(s, &s->signer, "GET", "/" AWKWARD, NULL, 0, NULL, 0,
+			NULL, 0, NULL, false, &r);
+		vhost = NULL;
+		expect_status(&r, 200, "virtual-host get");
+		assert_string_equal(r.body, data);
+		resp_free(&r);
+	}
 
 	/* ListObjectsV2 with a delimiter and encoding-type=url */
 	struct smux_s3_kv q[] = {{"list-type", "2"},
