@@ -66,6 +66,12 @@ FS_OBJS := $(FS_SRCS:%.c=$(OUT)/obj/%.o)
 FS_LIB := $(OUT)/libsmuxfs.a
 SMUXFS := $(OUT)/smuxfs
 
+# The operator's command line (src/ctl/): talks to a mount only through
+# its .smux/ files, so it links jansson and nothing of the daemon.
+CTL_SRCS := $(sort $(wildcard src/ctl/*.c))
+CTL_OBJS := $(CTL_SRCS:%.c=$(OUT)/obj/%.o)
+SMUXCTL := $(OUT)/smuxctl
+
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(OUT)/tests/%)
 # Shared test helpers (tests/support/*.c) link into every test binary.
@@ -81,7 +87,7 @@ TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
 .PHONY: test-servers soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
-all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
+all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS)) $(SMUXCTL)
 lib: $(LIB)
 tests: $(TEST_BINS)
 
@@ -110,6 +116,10 @@ $(FS_LIB): $(FS_OBJS)
 $(SMUXFS): $(OUT)/obj/src/fs/main.o $(FS_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FS)
+
+$(SMUXCTL): $(CTL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(call pc_libs,jansson)
 
 $(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(FS_LIB) $(LIB)
 	@mkdir -p $(@D)
@@ -236,11 +246,13 @@ demo: deps
 demo-stop:
 	scripts/demo-stop.sh
 
-# Installs the daemon (mount.fuse3 finds it in PATH) and the systemd unit.
+# Installs the daemon (mount.fuse3 finds it in PATH), smuxctl and the
+# systemd unit.
 PREFIX ?= /usr/local
 install: deps
-	$(MAKE) VARIANT=normal build/smuxfs
+	$(MAKE) VARIANT=normal build/smuxfs build/smuxctl
 	install -D -m 0755 build/smuxfs $(DESTDIR)$(PREFIX)/bin/smuxfs
+	install -D -m 0755 build/smuxctl $(DESTDIR)$(PREFIX)/bin/smuxctl
 	install -D -m 0644 packaging/systemd/smuxfs@.service \
 		$(DESTDIR)/etc/systemd/system/smuxfs@.service
 

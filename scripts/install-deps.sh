@@ -37,6 +37,7 @@ awscli:/usr/bin/aws
 python3-botocore:/usr/lib/python3/dist-packages/botocore/__init__.py
 nodejs:/usr/bin/node
 npm:/usr/bin/npm
+prometheus:/usr/bin/promtool
 "
 
 missing=""

@@ -535,6 +535,22 @@ static struct mux_member *find_member(struct smux_mux *mux, const char *name,
 	return m;
 }
 
+struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_backend *found = NULL;
+	struct mux_view *v;
+
+	if (!mux || !name)
+		return NULL;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !found; i++)
+		if (strcmp(v->m[i]->name, name) == 0)
+			found = smux_backend_ref(v->m[i]->backend);
+	smux__view_put(v);
+	return found;
+}
+
 int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 			struct smux_error *err)
 {
