@@ -33,6 +33,16 @@ dpkg-dev:/usr/bin/dpkg-shlibdeps
 man-db:/usr/bin/man
 bsdextrautils:/usr/bin/col
 systemd:/usr/bin/systemd-analyze
+swift:/usr/bin/swift-ring-builder
+swift-proxy:/usr/bin/swift-proxy-server
+swift-object:/usr/bin/swift-object-server
+swift-container:/usr/bin/swift-container-server
+swift-account:/usr/bin/swift-account-server
+memcached:/usr/bin/memcached
+awscli:/usr/bin/aws
+python3-botocore:/usr/lib/python3/dist-packages/botocore/__init__.py
+nodejs:/usr/bin/node
+npm:/usr/bin/npm
 prometheus:/usr/bin/promtool
 "
 

@@ -1,0 +1,82 @@
+#!/bin/sh
+# tests/servers/s3rver.sh start|stop DIR - s3rver (npm, pinned in
+# tests/package.json and its lockfile) on 127.0.0.1, for tests and benches.
+#
+# start: installs tests/node_modules with `npm ci` when it is missing or
+# older than the lockfile, starts s3rver on a free loopback port with its
+# data in DIR/data (pid in DIR/pids, its request log in DIR/log/s3rver.log),
+# waits (bounded) until it answers a signed ListBuckets, then prints and
+# writes to DIR/env:
+#   S3_ENDPOINT=http://127.0.0.1:PORT S3_REGION=us-east-1
+#   S3_ACCESS_KEY=S3RVER S3_SECRET_KEY=S3RVER
+# s3rver does not verify signatures or payload hashes and ignores If-Match
+# on GET (see ../shared/notes/network-backends-research.md); use swift.sh
+# for strict S3. Node 20 refuses the cipher of s3rver 3.7.1's continuation
+# tokens (every listing over 1000 keys fails with 500) unless
+# NODE_OPTIONS=--openssl-legacy-provider, which this script sets.
+# stop: kills what start started (also callable from a trap; idempotent).
+# Exit status: 0 ok, 1 failure (the log is printed), 2 usage.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+tests=$(dirname "$here")
+. "$here/lib.sh"
+
+[ $# -eq 2 ] || {
+	echo "usage: $0 start|stop DIR" >&2
+	exit 2
+}
+cmd=$1
+dir=$2
+case $cmd in
+stop)
+	srv_stop_all "$dir"
+	exit 0
+	;;
+start) ;;
+*)
+	echo "usage: $0 start|stop DIR" >&2
+	exit 2
+	;;
+esac
+
+for b in node npm; do
+	command -v "$b" >/dev/null 2>&1 || {
+		echo "s3rver.sh: $b missing (scripts/install-deps.sh installs it)" >&2
+		exit 1
+	}
+done
+main="$tests/node_modules/s3rver/bin/s3rver.js"
+if [ ! -f "$main" ] || [ "$tests/package-lock.json" -nt "$main" ]; then
+	(cd "$tests" && npm ci --no-audit --no-fund --loglevel=error) >&2 || {
+		echo "s3rver.sh: npm ci in $tests failed" >&2
+		exit 1
+	}
+	touch "$main"
+fi
+
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+if [ -s "$dir/pids" ]; then
+	echo "s3rver.sh: $dir is in use (run stop first)" >&2
+	exit 1
+fi
+srv_starting "$dir"
+trap 'rc=$?; if [ $rc -ne 0 ]; then srv_dump_logs "$dir"; srv_stop_all "$dir"; fi' EXIT
+mkdir -p "$dir/data"
+
+port=$(srv_free_ports 1)
+NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--openssl-legacy-provider" \
+	srv_spawn "$dir" s3rver node "$main" -d "$dir/data" -a 127.0.0.1 \
+	-p "$port" --no-vhost-buckets
+
+endpoint="http://127.0.0.1:$port"
+/usr/bin/python3 "$here/s3probe.py" "$endpoint" S3RVER S3RVER 60
+
+srv_started "$dir"
+cat >"$dir/env" <<ENV
+S3_ENDPOINT=$endpoint
+S3_REGION=us-east-1
+S3_ACCESS_KEY=S3RVER
+S3_SECRET_KEY=S3RVER
+ENV
+cat "$dir/env"
