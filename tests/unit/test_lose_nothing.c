@@ -610,6 +610,7 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		/* stuck in a system call: the bulkhead abandons the call */
 		o.hang_rate = 0.2;
 		o.hang_ignores_cancel = true;
+		o.hang_lands = true; /* and then lands: a zombie write */
 		o.hang_ms = 3 * r->timeout_ms; /* ends after the deadline */
 		break;
 	}
