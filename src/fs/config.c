@@ -38,6 +38,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_READ_CACHE] = {"read_cache", SMUX__VT_AUTO},
 	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_XATTR] = {"xattr", SMUX__VT_AUTO},
+	[SMUX__MK_OTLP_ENDPOINT] = {"otlp_endpoint", SMUX__VT_STRING},
 };
 
 static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
@@ -204,6 +205,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->read_cache = v[SMUX__MK_READ_CACHE].line
 				? (enum smux_fs_auto)v[SMUX__MK_READ_CACHE].i
 				: SMUX_FS_AUTO;
+	if (v[SMUX__MK_OTLP_ENDPOINT].line &&
+	    !(o->otlp_endpoint = strdup(v[SMUX__MK_OTLP_ENDPOINT].s)))
+		return -ENOMEM;
 	o->xattr = v[SMUX__MK_XATTR].line
 			   ? (enum smux_fs_auto)v[SMUX__MK_XATTR].i
 			   : SMUX_FS_AUTO;
@@ -263,6 +267,7 @@ void smux_config_free(struct smux_config *cfg)
 	free(cfg->opts.cache_dir);
 	free(cfg->opts.state_dir);
 	free(cfg->opts.prefix);
+	free(cfg->opts.otlp_endpoint);
 	free(cfg->path);
 	free(cfg);
 }

@@ -51,6 +51,7 @@ struct smux_fs_opts {
 	 * ENOSYS once and stops asking), or auto = on when the root can
 	 * keep them (SMUX_CAP_XATTR) */
 	enum smux_fs_auto xattr;
+	char *otlp_endpoint; /* spans go to ENDPOINT/v1/traces; NULL: none */
 	/* the deadline of each call to a root that is a single backend
 	 * (wrapped in a one-member failover mux, so it gets a bulkhead like
 	 * any mux member); a mux root has its own backend_timeout (30s) */
@@ -127,6 +128,10 @@ bool smux_config_ignored_opt(const char *opt);
 int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 		      struct smux_backend **root, char *errbuf, size_t errlen);
 
+/* Every mux built from @cfg from now on gets @tracer (otlp.c). */
+void smux_config_set_tracer(struct smux_config *cfg,
+			    const struct smux_tracer *tracer);
+
 /*
  * Reads the config file @path again and builds its section @name (a
  * [backend] or a [mux] and what it needs), for `add NAME` at run time:
@@ -136,6 +141,7 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
  */
 int smux_config_build_section(const char *path, const char *name,
 			      struct smux_events *events,
+			      const struct smux_tracer *tracer,
 			      struct smux_mux_member *out, char *errbuf,
 			      size_t errlen);
 

@@ -161,6 +161,7 @@ static int build_mux(struct build *b, struct smux__cfg_section *s,
 	mo.max_inflight = smux__cfg_mux_count(s, SMUX__XK_MAX_INFLIGHT);
 	mo.state_dir = b->cfg->opts.state_dir;
 	mo.events = b->events;
+	mo.tracer = b->cfg->tracer;
 	rc = smux_mux_new(s->name, &mo, m, s->n_members, &s->built, err);
 	free(m);
 	return rc;
@@ -203,6 +204,7 @@ static int build_single_root(struct build *b, struct smux__cfg_section *s,
 	mo.backend_timeout_ms = (int64_t)b->cfg->opts.backend_timeout_ms;
 	mo.state_dir = NULL; /* one member: nothing to hint */
 	mo.events = b->events;
+	mo.tracer = b->cfg->tracer;
 	rc = smux_mux_new(s->name, &mo, &m, 1, root, &err);
 	if (rc)
 		return build_error(b, s, &err, rc);
@@ -234,8 +236,15 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 	return rc;
 }
 
+void smux_config_set_tracer(struct smux_config *cfg,
+			    const struct smux_tracer *tracer)
+{
+	cfg->tracer = tracer;
+}
+
 int smux_config_build_section(const char *path, const char *name,
 			      struct smux_events *events,
+			      const struct smux_tracer *tracer,
 			      struct smux_mux_member *out, char *errbuf,
 			      size_t errlen)
 {
@@ -257,6 +266,7 @@ int smux_config_build_section(const char *path, const char *name,
 		return -ENOENT;
 	}
 	b.cfg = cfg;
+	cfg->tracer = tracer;
 	rc = build_section(&b, s);
 	if (rc == 0) {
 		w = &s->v[s->kind == SMUX__CFG_MUX ? SMUX__XK_WEIGHT

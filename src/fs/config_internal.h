@@ -96,6 +96,7 @@ enum {
 	SMUX__MK_READ_CACHE,
 	SMUX__MK_BACKEND_TIMEOUT,
 	SMUX__MK_XATTR,
+	SMUX__MK_OTLP_ENDPOINT,
 	SMUX__MK_COUNT
 };
 
@@ -191,6 +192,8 @@ struct smux_config {
 	unsigned n_secs;
 	struct smux__cfg_section *mount; /* NULL only while parsing */
 	struct smux__cfg_section *root;	 /* what [mount] root names */
+	/* given to every mux built (smux_config_set_tracer); borrowed */
+	const struct smux_tracer *tracer;
 };
 
 /* The key table of @kind (SMUX__MK/XK/BK_COUNT entries) and its size. */

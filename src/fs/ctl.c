@@ -369,8 +369,9 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		target = smux_backend_ref(fs->root);
 	}
 	errbuf[0] = '\0';
-	rc = smux_config_build_section(fs->config_path, name, fs->events, &m,
-				       errbuf, sizeof(errbuf));
+	rc = smux_config_build_section(fs->config_path, name, fs->events,
+				       smuxfs_otlp_tracer(fs), &m, errbuf,
+				       sizeof(errbuf));
 	if (rc) {
 		smux_backend_unref(target);
 		return fail(c, rc == -ENOENT ? -ENOENT : -EINVAL, "%s", errbuf);

@@ -140,6 +140,8 @@ struct smuxfs {
 	pthread_mutex_t reload_lock;
 	pthread_mutex_t cfg_lock;
 	struct smux_config *live_cfg;
+	/* the span exporter (otlp.c), NULL without otlp_endpoint */
+	struct smuxfs_otlp *otlp;
 	/* .smux/events (eventlog.c), NULL without an event bus */
 	struct smuxfs_eventlog *evlog;
 };
@@ -474,6 +476,15 @@ void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* Adds a line the daemon makes (a JSON object with "topic"; "at" and
  * "seq" are added) to the stream. @j stays the caller's. */
 void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
+
+/* ---- tracing export (otlp.c) ---- */
+
+/* Starts the OTLP/HTTP exporter to @endpoint (NULL: none): 0 or -errno. */
+int smuxfs_otlp_start(struct smuxfs *fs, const char *endpoint);
+/* The tracer to give the muxes, or NULL without an exporter. */
+const struct smux_tracer *smuxfs_otlp_tracer(struct smuxfs *fs);
+/* Sends what is queued and stops (after every mux is gone). */
+void smuxfs_otlp_stop(struct smuxfs *fs);
 
 /* ---- live reload (reload.c) ---- */
 

@@ -454,6 +454,11 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (smux_events_subscribe(fs->events, log_event, NULL) < 0 ||
 	    smuxfs_eventlog_start(fs) < 0)
 		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
+	rc = smuxfs_otlp_start(fs, o->otlp_endpoint);
+	if (rc)
+		FAIL(EXIT_BACKEND, "cannot start the OTLP exporter: %s",
+		     strerror(-rc));
+	smux_config_set_tracer(d->cfg, smuxfs_otlp_tracer(fs));
 	errbuf[0] = '\0';
 	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
 			       sizeof(errbuf));
@@ -532,6 +537,7 @@ static void teardown(struct daemon *d)
 		smuxfs_release_tables(&d->fs);
 	smuxfs_rcache_free(d->fs.rcache);
 	smux_backend_unref(d->fs.root);
+	smuxfs_otlp_stop(&d->fs); /* after the last mux: spans end there */
 	smux_events_free(d->fs.events);
 	if (d->fs.staging_fd >= 0)
 		close(d->fs.staging_fd);

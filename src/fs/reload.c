@@ -189,8 +189,9 @@ static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
 		}
 		errbuf[0] = '\0';
 		rc = smux_config_build_section(nc->path, ns->members[i],
-					       fs->events, &c->add, errbuf,
-					       sizeof(errbuf));
+					       fs->events,
+					       smuxfs_otlp_tracer(fs), &c->add,
+					       errbuf, sizeof(errbuf));
 		if (rc)
 			rc = refuse(p, -EINVAL, "%s", errbuf);
 	}
