@@ -39,6 +39,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_XATTR] = {"xattr", SMUX__VT_AUTO},
 	[SMUX__MK_OTLP_ENDPOINT] = {"otlp_endpoint", SMUX__VT_STRING},
+	[SMUX__MK_EVENT_WEBHOOK] = {"event_webhook", SMUX__VT_STRING},
 };
 
 static const struct smux__cfg_keydef mux_keys[SMUX__XK_COUNT] = {
@@ -208,6 +209,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	if (v[SMUX__MK_OTLP_ENDPOINT].line &&
 	    !(o->otlp_endpoint = strdup(v[SMUX__MK_OTLP_ENDPOINT].s)))
 		return -ENOMEM;
+	if (v[SMUX__MK_EVENT_WEBHOOK].line &&
+	    !(o->event_webhook = strdup(v[SMUX__MK_EVENT_WEBHOOK].s)))
+		return -ENOMEM;
 	o->xattr = v[SMUX__MK_XATTR].line
 			   ? (enum smux_fs_auto)v[SMUX__MK_XATTR].i
 			   : SMUX_FS_AUTO;
@@ -268,6 +272,7 @@ void smux_config_free(struct smux_config *cfg)
 	free(cfg->opts.state_dir);
 	free(cfg->opts.prefix);
 	free(cfg->opts.otlp_endpoint);
+	free(cfg->opts.event_webhook);
 	free(cfg->path);
 	free(cfg);
 }

@@ -52,6 +52,7 @@ struct smux_fs_opts {
 	 * keep them (SMUX_CAP_XATTR) */
 	enum smux_fs_auto xattr;
 	char *otlp_endpoint; /* spans go to ENDPOINT/v1/traces; NULL: none */
+	char *event_webhook; /* every event POSTed there; NULL: none */
 	/* the deadline of each call to a root that is a single backend
 	 * (wrapped in a one-member failover mux, so it gets a bulkhead like
 	 * any mux member); a mux root has its own backend_timeout (30s) */

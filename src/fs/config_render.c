@@ -287,6 +287,9 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "cache_size", size(o->cache_size)) &&
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
 	     put(j, "xattr", json_string(auto_name(o->xattr))) &&
+	     put(j, "event_webhook",
+		 o->event_webhook ? json_string(o->event_webhook)
+				  : json_null()) &&
 	     put(j, "otlp_endpoint",
 		 o->otlp_endpoint ? json_string(o->otlp_endpoint)
 				  : json_null()) &&

@@ -140,6 +140,8 @@ struct smuxfs {
 	pthread_mutex_t reload_lock;
 	pthread_mutex_t cfg_lock;
 	struct smux_config *live_cfg;
+	/* event_webhook (webhook.c), NULL without one */
+	struct smuxfs_webhook *webhook;
 	/* the span exporter (otlp.c), NULL without otlp_endpoint */
 	struct smuxfs_otlp *otlp;
 	/* .smux/events (eventlog.c), NULL without an event bus */
@@ -476,6 +478,13 @@ void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* Adds a line the daemon makes (a JSON object with "topic"; "at" and
  * "seq" are added) to the stream. @j stays the caller's. */
 void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
+
+/* ---- event_webhook (webhook.c) ---- */
+
+/* POSTs every event to @url (NULL: none) from a thread: 0 or -errno. */
+int smuxfs_webhook_start(struct smuxfs *fs, const char *url);
+/* Sends what is queued and stops. */
+void smuxfs_webhook_stop(struct smuxfs *fs);
 
 /* ---- tracing export (otlp.c) ---- */
 

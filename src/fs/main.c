@@ -382,17 +382,60 @@ static long raise_nofile(void)
 	return (long)(rl.rlim_cur / 2);
 }
 
-/* Every event of the mux tree goes to the log (one JSON line each);
- * replicas made identical after a crash are worth a warning. */
+/* The log level of an event: what an operator must see (a backend down,
+ * replicas reconciled after a crash) above the routine (hints, fan-outs). */
+static int event_level(enum smux_topic t)
+{
+	switch (t) {
+	case SMUX_EV_BACKEND_DOWN:
+	case SMUX_EV_RECONCILED:
+		return LOG_WARNING;
+	case SMUX_EV_BACKEND_RECOVERED:
+	case SMUX_EV_DRAIN_STARTED:
+	case SMUX_EV_DRAIN_COMPLETED:
+	case SMUX_EV_BACKEND_ADDED:
+	case SMUX_EV_BACKEND_REMOVED:
+	case SMUX_EV_WEIGHT_CHANGED:
+		return LOG_NOTICE;
+	default:
+		return LOG_INFO;
+	}
+}
+
+#define EVENT_LOG_PER_S 50
+
+/* Every event of the mux tree goes to the log (one JSON line each), at
+ * most EVENT_LOG_PER_S routine ones a second (warnings always): an outage
+ * hinting thousands of writes must not flood syslog; the lines left out
+ * are counted in the next one logged. Runs on the bus's dispatcher thread
+ * only, so the counters need no lock. */
 static void log_event(void *arg, const struct smux_event *ev)
 {
-	char *json = smux_event_to_json(ev);
+	static int64_t window_s;
+	static unsigned in_window, suppressed;
+	int level = event_level(ev->topic);
+	int64_t now_s = smux_now_ns() / 1000000000;
+	char *json;
 
 	(void)arg;
+	if (now_s != window_s) {
+		window_s = now_s;
+		in_window = 0;
+	}
+	if (level > LOG_WARNING && ++in_window > EVENT_LOG_PER_S) {
+		suppressed++;
+		return;
+	}
+	if (suppressed) {
+		smux_log(LOG_NOTICE,
+			 "%u event(s) not logged (more than %d a "
+			 "second; .smux/events has them)",
+			 suppressed, EVENT_LOG_PER_S);
+		suppressed = 0;
+	}
+	json = smux_event_to_json(ev);
 	if (json)
-		smux_log(ev->topic == SMUX_EV_RECONCILED ? LOG_WARNING
-							 : LOG_INFO,
-			 "event %s", json);
+		smux_log(level, "event %s", json);
 	free(json);
 }
 
@@ -452,7 +495,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (!fs->events)
 		FAIL(EXIT_BACKEND, "cannot start the event bus");
 	if (smux_events_subscribe(fs->events, log_event, NULL) < 0 ||
-	    smuxfs_eventlog_start(fs) < 0)
+	    smuxfs_eventlog_start(fs) < 0 ||
+	    smuxfs_webhook_start(fs, o->event_webhook) < 0)
 		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
 	rc = smuxfs_otlp_start(fs, o->otlp_endpoint);
 	if (rc)
@@ -538,6 +582,7 @@ static void teardown(struct daemon *d)
 	smuxfs_rcache_free(d->fs.rcache);
 	smux_backend_unref(d->fs.root);
 	smuxfs_otlp_stop(&d->fs); /* after the last mux: spans end there */
+	smuxfs_webhook_stop(&d->fs);
 	smux_events_free(d->fs.events);
 	if (d->fs.staging_fd >= 0)
 		close(d->fs.staging_fd);

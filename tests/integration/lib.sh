@@ -376,6 +376,24 @@ trap 'log "terminated"; exit 143' TERM
 # ---------------------------------------------------------------------------
 # Helpers for tests.
 
+# start_receiver DIR: runs tests/tools/otlp_receiver.py (JSON POSTs: OTLP
+# traces to DIR/traces.jsonl, anything else to DIR/posts.jsonl) on a free
+# loopback port and prints the port once it listens. The cleanup kills it
+# (its command line names $T). Its output goes to DIR/log (not to the
+# caller's $(...), which would wait for it).
+start_receiver() {
+	local dir=$1 i
+	mkdir -p "$dir"
+	python3 "$SMUX_REPO/tests/tools/otlp_receiver.py" "$dir" \
+		>"$dir/log" 2>&1 </dev/null &
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$dir/port" ] && break
+		sleep 0.05
+	done
+	[ -s "$dir/port" ] || fail "the receiver in $dir did not start"
+	cat "$dir/port"
+}
+
 # stats MNT JQ-FILTER: applies a jq filter to MNT/.smux/stats (raw output).
 stats() { jq -r "$2" "$1/.smux/stats"; }
 

@@ -4,10 +4,14 @@
 # second replica fails every call (so writes emit backend.down,
 # hint.recorded and fanout-partial):
 #   - every line is JSON with topic, at and seq; seq counts up by one;
+#   - `[mount] event_webhook` POSTs each event as JSON to a receiver this
+#     test runs (tests/tools/otlp_receiver.py);
 #   - `tail -f` follows it: an event of a write made after tail started
 #     reaches tail's output;
 #   - a reader that keeps the file open and reads again gets only newer
 #     events, and poll(2) blocks until there is one, then says POLLIN;
+#   - the daemon's log takes at most 50 routine events a second and counts
+#     the ones it left out;
 #   - the ring is bounded: after thousands of events `cat` shows the last
 #     1024, seq contiguous up to the newest; the file's size is the length
 #     of every line since the mount (what tail needs), never less than cat
@@ -15,7 +19,8 @@
 . "$(dirname "$0")/lib.sh"
 
 M=$T/mnt
-new_config "$T/ev.conf" m
+port=$(start_receiver "$T/rx") # the event_webhook's receiver
+new_config "$T/ev.conf" m "event_webhook=http://127.0.0.1:$port/hook"
 cfg_mux m mirror "a f" backend_timeout=5s
 cfg_file a "$T/a"
 cfg_faulty f b error_rate=1.0
@@ -34,6 +39,15 @@ grep -q '"topic":"storage-mux.hint.recorded".*"key":"first"' "$EV" ||
 jq -e -s 'length > 0 and all(has("topic") and has("at") and has("seq"))
 	and ([.[].seq] == [range(.[0].seq; .[0].seq + length)])' "$EV" >/dev/null ||
 	fail ".smux/events is not JSON lines with contiguous seq: $(head -c 500 "$EV")"
+
+log "--- event_webhook gets each event as JSON"
+for ((i = 0; i < 100; i++)); do
+	grep -q '"key":"first"' "$T/rx/posts.jsonl" 2>/dev/null && break
+	sleep 0.05
+done
+grep -q '"topic":"storage-mux.hint.recorded".*"key":"first"' "$T/rx/posts.jsonl" ||
+	fail "the webhook did not get first's hint.recorded: $(head -c 400 "$T/rx/posts.jsonl" 2>/dev/null)"
+[ ! -e "$T/rx/bad" ] || fail "the webhook posted a body that is not JSON"
 
 log "--- tail -f follows it"
 timeout 20 tail -n 0 -f "$EV" >"$T/tail.out" 2>&1 &
@@ -106,5 +120,16 @@ size=$(stat -c %s "$EV")
 [ "$size" -ge "$(stat -c %s "$T/all")" ] ||
 	fail "st_size $size is less than what cat read ($(stat -c %s "$T/all"))"
 log "ring: seq $first..$last, file size $size"
+# the log takes at most 50 routine events a second and says how many it
+# left out (the next second's first event brings the count)
+sleep 1.1
+echo after >"$M/after-burst"
+for ((i = 0; i < 100; i++)); do
+	grep -q "event(s) not logged" "$T"/smuxfs.*.log && break
+	sleep 0.05
+done
+grep -q "event(s) not logged" "$T"/smuxfs.*.log || fail "no log line counts the events left out"
+n=$(grep -c '"topic":"storage-mux.hint.recorded"' "$T"/smuxfs.*.log || true)
+[ "$n" -lt 1000 ] || fail "$n hint.recorded lines in the log: not rate-limited"
 unmount_smux "$M"
 log "ok"

@@ -10,13 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 M=$T/mnt
-mkdir -p "$T/rx"
-python3 "$SMUX_REPO/tests/tools/otlp_receiver.py" "$T/rx" &
-rx=$!
-trap 'kill $rx 2>/dev/null || true' EXIT
-for ((i = 0; i < 100; i++)); do [ -s "$T/rx/port" ] && break; sleep 0.05; done
-[ -s "$T/rx/port" ] || fail "the receiver did not start"
-port=$(cat "$T/rx/port")
+port=$(start_receiver "$T/rx")
 
 new_config "$T/o.conf" m "otlp_endpoint=http://127.0.0.1:$port"
 cfg_mux m failover "p s" backend_timeout=5s cooldown=10s
@@ -85,8 +79,11 @@ print("spans: %d, failovers traced: %d" % (len(spans), ok))
 PY
 
 log "--- a collector that is down costs nothing"
-kill "$rx" 2>/dev/null || true
-wait "$rx" 2>/dev/null || true
+pkill -f "otlp_receiver.py $T/rx" || true
+for ((i = 0; i < 100; i++)); do
+	pgrep -f "otlp_receiver.py $T/rx" >/dev/null || break
+	sleep 0.05
+done
 mount_smux "$T/o.conf" "$M"
 for i in 1 2 3 4 5; do echo "$i" >"$M/down$i" || fail "a write failed with the collector down"; done
 [ "$(cat "$T/s/down5")" = 5 ] || fail "down5"

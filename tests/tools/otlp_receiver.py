@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""otlp_receiver.py DIR - a small OTLP/HTTP JSON trace receiver for tests.
+"""otlp_receiver.py DIR - a small receiver of JSON POSTs for tests: OTLP/
+HTTP JSON traces and event webhooks.
 
 Listens on 127.0.0.1 on a free port (written to DIR/port once it is
-ready), takes POST /v1/traces with a JSON ExportTraceServiceRequest,
-appends each request body as one line to DIR/traces.jsonl and answers
-200 {}. Anything else is 404; a body that is not JSON is 400 (and kept in
-DIR/bad). Runs until killed.
+ready), takes POST /v1/traces (a JSON ExportTraceServiceRequest: each body
+appended as one line to DIR/traces.jsonl) and POST to any other path (each
+body appended to DIR/posts.jsonl), and answers 200 {}. A body that is not
+JSON is 400 (and kept in DIR/bad). Runs until killed.
 """
 import http.server
 import json
@@ -19,9 +20,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(n)
-        if self.path != "/v1/traces":
-            self.send_error(404)
-            return
+        name = "traces.jsonl" if self.path == "/v1/traces" else "posts.jsonl"
         try:
             json.loads(body)
         except ValueError:
@@ -29,7 +28,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 f.write(body + b"\n")
             self.send_error(400)
             return
-        with open(os.path.join(DIR, "traces.jsonl"), "ab") as f:
+        with open(os.path.join(DIR, name), "ab") as f:
             f.write(body.replace(b"\n", b" ") + b"\n")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
