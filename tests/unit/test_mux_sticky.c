@@ -793,6 +793,190 @@ static void test_flapping_shard_threads(void **state)
 	shards_release(&s);
 }
 
+/* ---- remove and add back (the storm's membership chaos) ---- */
+
+/* The @i-th key of @set whose home is @h3 over three shards and @h2 over
+ * two (the placement a mux that forgot a removed shard would use). */
+static void key_on2(char *key, size_t size, const char *set, unsigned h3,
+		    unsigned h2, int i)
+{
+	for (int j = 0, found = 0;; j++) {
+		unsigned long long f;
+
+		snprintf(key, size, "%s/key-%d", set, j);
+		f = smux_fnv1a(key, strlen(key));
+		if (f % 3 == h3 && f % 2 == h2 && found++ == i)
+			return;
+	}
+}
+
+static void shard_remove(struct shards *s, unsigned i)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_remove(s->mux, s->f[i]->name, &ctx, &err), &err);
+}
+
+static void shard_add(struct shards *s, unsigned i)
+{
+	struct smux_mux_member m = {.backend = s->f[i]};
+	struct smux_error err;
+
+	MH_OK(smux_mux_add(s->mux, &m, &err), &err);
+}
+
+/*
+ * A removed shard is out of service, not forgotten: its keys are
+ * unavailable (EIO), never "not found" (a program told ENOENT creates a
+ * second version), and no key changes home (n stays): a key placed on
+ * another shard still reads from there.
+ */
+static void test_removed_shard_unavailable(void **state)
+{
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char gone[32], moved[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(gone, sizeof(gone), "rm", 2, 0);
+	key_on2(moved, sizeof(moved), "rm", 0, 1, 0);
+	MH_OK(mh_put(s.mux, gone, "on s2", &err), &err);
+	MH_OK(mh_put(s.mux, moved, "on s0", &err), &err);
+	shard_remove(&s, 2);
+	assert_null(mh_get(s.mux, gone, &rc, &err));
+	assert_unavailable(rc, &err);
+	assert_unavailable(smux_backend_head(s.mux, &ctx, gone, &info, &err),
+			   &err);
+	MH_HOLDS(s.mux, moved, "on s0");
+	shard_add(&s, 2);
+	MH_HOLDS(s.mux, gone, "on s2");
+	MH_HOLDS(s.mux, moved, "on s0");
+	shards_release(&s);
+}
+
+/*
+ * Writes while a shard is removed are handed off as while it is down
+ * (a hint under its name, replayed once it is a member again): after it
+ * is added back, every key reads its last acknowledged version - the
+ * keys homed on it, and the keys another placement over the shards left
+ * would have moved - before and after the repair.
+ */
+static void test_remove_add_back_keeps_latest(void **state)
+{
+	enum { K = 6 };
+	static const unsigned h3[K] = {2, 2, 0, 1, 0, 1};
+	static const unsigned h2[K] = {0, 1, 1, 0, 0, 1};
+	char keys[K][32], want[K][32];
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+
+	(void)state;
+	shards_init(&s);
+	for (int k = 0; k < K; k++) {
+		key_on2(keys[k], sizeof(keys[k]), "back", h3[k], h2[k], 0);
+		MH_OK(mh_put(s.mux, keys[k], "v1", &err), &err);
+	}
+	shard_remove(&s, 2);
+	for (int k = 0; k < K; k++) {
+		snprintf(want[k], sizeof(want[k]), "v2-%d", k);
+		MH_OK(mh_put(s.mux, keys[k], want[k], &err), &err);
+	}
+	assert_int_equal(mismatches(s.mux, keys, want, K, "removed"), 0);
+	shard_add(&s, 2);
+	assert_int_equal(mismatches(s.mux, keys, want, K, "added back"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(mismatches(s.mux, keys, want, K, "repaired"), 0);
+	for (int k = 0; k < K; k++)
+		MH_HOLDS(s.mem[h3[k]], keys[k], want[k]);
+	shards_release(&s);
+}
+
+/*
+ * A key deleted (acknowledged) while its shard is removed stays deleted
+ * once the shard is back with its old copy: not read, not listed.
+ */
+static void test_delete_while_removed(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "del", 2, 0);
+	MH_OK(mh_put(s.mux, key, "old", &err), &err);
+	shard_remove(&s, 2);
+	MH_OK(smux_backend_del(s.mux, &ctx, key, &err), &err);
+	shard_add(&s, 2);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "del/"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "del/"), 0);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/*
+ * An in-place edit (a writer without TRUNC) while another shard is
+ * removed starts from the object where it is, never from nothing on a
+ * shard that does not hold it; and one of a key whose shard is removed is
+ * unavailable.
+ */
+static void test_edit_while_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32], gone[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on2(key, sizeof(key), "ed", 0, 1, 0);
+	key_on(gone, sizeof(gone), "ed", 2, 0);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	MH_OK(mh_put(s.mux, gone, "out", &err), &err);
+	shard_remove(&s, 2);
+	MH_OK(smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "HE", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	w = NULL;
+	MH_HOLDS(s.mux, key, "HEllo world");
+	assert_int_equal(
+		smux_backend_writer_open(s.mux, &ctx, gone, 0, &w, &err), -EIO);
+	assert_null(w);
+	shard_add(&s, 2);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "HEllo world");
+	MH_HOLDS(s.mux, gone, "out");
+	shards_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -807,6 +991,10 @@ int main(void)
 		cmocka_unit_test(test_two_shards_out),
 		cmocka_unit_test(test_put_during_replay),
 		cmocka_unit_test(test_flapping_shard_threads),
+		cmocka_unit_test(test_removed_shard_unavailable),
+		cmocka_unit_test(test_remove_add_back_keeps_latest),
+		cmocka_unit_test(test_delete_while_removed),
+		cmocka_unit_test(test_edit_while_removed),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
