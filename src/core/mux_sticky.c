@@ -44,9 +44,12 @@
  * a replay never lands on top of a newer write, and a newer write never
  * lands between a replay's copy and its end.
  *
- * Membership changes move homes (n changes); a key then lives off its new
- * home until it is written again, found by the lookup of keys placed
- * before these rules. No rebalancing.
+ * A shard removed at run time leaves its slot (mux_sticky_slot.c): n and
+ * every home stay, the shard is out of service as a drained one, and the
+ * same name added back fills the slot. A shard of a new name changes n
+ * and so most homes; a key then lives off its new home until it is
+ * written again, found by the lookup of keys placed before these rules.
+ * No rebalancing.
  */
 #include <errno.h>
 #include <stdio.h>
