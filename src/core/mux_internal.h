@@ -604,6 +604,9 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
  */
 extern void (*smux__sticky_hook_replay_copied)(const char *key);
 extern void (*smux__sticky_hook_gate_wait)(const char *key);
+/* Test hook, NULL in production: a sticky put or delete took the write
+ * of @key (gate held), before the mux records who missed it. */
+extern void (*smux__sticky_hook_acked)(const char *key);
 /* Replays hint @h of member @m (sticky's half of the replay dispatch in
  * mux_repair.c; @probe as there). */
 long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,

@@ -977,6 +977,119 @@ static void test_edit_while_removed(void **state)
 	shards_release(&s);
 }
 
+/* ---- membership changes at the exact moment a write was taken ---- */
+
+static struct shards *race_s; /* the shards the hooks act on */
+static int race_add = -1;     /* shard the fan-out hook adds back, once */
+static int race_remove = -1;  /* shard the sticky hook removes, once */
+
+static void add_on_fanout_ack(struct smux_mux *mux, const char *key)
+{
+	int i = race_add;
+
+	(void)mux;
+	(void)key;
+	if (i < 0)
+		return;
+	race_add = -1;
+	shard_add(race_s, (unsigned)i);
+}
+
+static void remove_on_sticky_ack(const char *key)
+{
+	int i = race_remove;
+
+	(void)key;
+	if (i < 0)
+		return;
+	race_remove = -1;
+	shard_remove(race_s, (unsigned)i);
+}
+
+/*
+ * A delete while a shard is removed leaves it out of the fan-out; the
+ * shard is added back after the other shards took the delete and before
+ * the mux recorded who missed it. It missed it all the same: a delete
+ * hint, so its old copy is never read and the replay removes it.
+ */
+static void test_delete_meets_add_back(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "dma", 2, 0);
+	MH_OK(mh_put(s.mux, key, "old", &err), &err);
+	shard_remove(&s, 2);
+	race_s = &s;
+	race_add = 2;
+	smux__fanout_hook_acked = add_on_fanout_ack;
+	MH_OK(smux_backend_del(s.mux, &ctx, key, &err), &err);
+	smux__fanout_hook_acked = NULL;
+	assert_int_equal(race_add, -1); /* the hook ran */
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "dma/"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/*
+ * Home takes a put (superseding its hint for an earlier handoff) and is
+ * removed before the mux records the handoff bookkeeping: the latest
+ * version is on the removed shard, not on the shard holding the handoff
+ * copy. While it is out the key is unavailable (not the handoff's older
+ * version); once it is back it reads the put, and the replay removes the
+ * handoff copy rather than carry it home over the put.
+ */
+static void test_put_meets_remove(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	shards_init(&s);
+	key_on(key, sizeof(key), "pmr", 2, 0);
+	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
+	mh_fail(s.f[2], true);
+	MH_OK(mh_put(s.mux, key, "v2", &err), &err);
+	MH_HOLDS(s.mem[0], key, "v2");
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	race_s = &s;
+	race_remove = 2;
+	smux__sticky_hook_acked = remove_on_sticky_ack;
+	MH_OK(mh_put(s.mux, key, "v3", &err), &err);
+	smux__sticky_hook_acked = NULL;
+	assert_int_equal(race_remove, -1); /* the hook ran */
+	MH_HOLDS(s.mem[2], key, "v3");
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	assert_unavailable(rc, &err);
+	shard_add(&s, 2);
+	MH_HOLDS(s.mux, key, "v3");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "v3");
+	MH_HOLDS(s.mem[2], key, "v3");
+	MH_LACKS(s.mem[0], key);
+	shards_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -995,6 +1108,8 @@ int main(void)
 		cmocka_unit_test(test_remove_add_back_keeps_latest),
 		cmocka_unit_test(test_delete_while_removed),
 		cmocka_unit_test(test_edit_while_removed),
+		cmocka_unit_test(test_delete_meets_add_back),
+		cmocka_unit_test(test_put_meets_remove),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
