@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1090,6 +1091,107 @@ static void test_put_meets_remove(void **state)
 	shards_release(&s);
 }
 
+/* ---- an in-place writer opens while the replay moves its key ---- */
+
+static atomic_bool open_race_waited; /* a replay waited for the gate */
+static struct shards *open_race_s;
+static const char *open_race_key;
+static struct smux_writer *open_race_w;
+static int open_race_rc;
+
+static void open_race_gate_wait(const char *key)
+{
+	if (strcmp(key, open_race_key) == 0)
+		atomic_store(&open_race_waited, true);
+}
+
+static void *open_race_open(void *arg)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)arg;
+	smux_ctx_init(&ctx);
+	open_race_rc = smux_backend_writer_open(
+		open_race_s->mux, &ctx, open_race_key, 0, &open_race_w, &err);
+	return NULL;
+}
+
+static void *open_race_repair(void *arg)
+{
+	unsigned pending;
+
+	(void)arg;
+	shards_repair(open_race_s, &pending);
+	return NULL;
+}
+
+/*
+ * An in-place writer (no TRUNC) opens on the shard holding a handed-off
+ * key; its open call is on its way (hung in the shard's writer open) when
+ * the replay moves the key home and deletes that copy. The open and the
+ * replay are one step each for the key: the writer starts from the
+ * object, never from nothing on a shard that no longer has it (which
+ * would leave only the edit).
+ */
+static void test_edit_open_meets_replay(void **state)
+{
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct smux_faulty_opts none = {0};
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	pthread_t opener, repairer;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "eor", 0, 0);
+	mh_fail(s.f[0], true);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	MH_HOLDS(s.mem[1], key, "hello world");
+	open_race_s = &s;
+	open_race_key = key;
+	open_race_w = NULL;
+	atomic_store(&open_race_waited, false);
+	smux__sticky_hook_gate_wait = open_race_gate_wait;
+	smux_faulty_set(s.f[1], &hang);
+	assert_int_equal(pthread_create(&opener, NULL, open_race_open, NULL),
+			 0);
+	while (smux_faulty_hanging(s.f[1]) == 0)
+		sched_yield();
+	/* home is back: a replay (this one, or the background thread's)
+	 * moves the key, or waits for the opener to be done */
+	mh_fail(s.f[0], false);
+	shards_later(&s);
+	assert_int_equal(
+		pthread_create(&repairer, NULL, open_race_repair, NULL), 0);
+	while (!atomic_load(&open_race_waited) &&
+	       smux_mux_pending_hints(s.mux) > 0)
+		sched_yield();
+	smux_faulty_release_hangs(s.f[1]);
+	pthread_join(opener, NULL);
+	smux_faulty_set(s.f[1], &none);
+	MH_OK(open_race_rc, &err);
+	MH_OK(smux_writer_pwrite(open_race_w, &ctx, "HE", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(open_race_w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(open_race_w);
+	pthread_join(repairer, NULL);
+	smux__sticky_hook_gate_wait = NULL;
+	MH_HOLDS(s.mux, key, "HEllo world");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "HEllo world");
+	MH_HOLDS(s.mem[0], key, "HEllo world");
+	shards_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1110,6 +1212,7 @@ int main(void)
 		cmocka_unit_test(test_edit_while_removed),
 		cmocka_unit_test(test_delete_meets_add_back),
 		cmocka_unit_test(test_put_meets_remove),
+		cmocka_unit_test(test_edit_open_meets_replay),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
