@@ -27,6 +27,13 @@ git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
 strace:/usr/bin/strace
+go-md2man:/usr/bin/go-md2man
+lintian:/usr/bin/lintian
+dpkg-dev:/usr/bin/dpkg-shlibdeps
+man-db:/usr/bin/man
+bsdextrautils:/usr/bin/col
+systemd:/usr/bin/systemd-analyze
+prometheus:/usr/bin/promtool
 "
 
 missing=""

@@ -574,6 +574,23 @@ static struct mux_member *find_member(struct smux_mux *mux, const char *name,
 	return m;
 }
 
+struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_backend *found = NULL;
+	struct mux_view *v;
+
+	if (!mux || !name)
+		return NULL;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !found; i++)
+		if (strcmp(v->m[i]->name, name) == 0 &&
+		    !smux__sticky_slot_empty(v->m[i]))
+			found = smux_backend_ref(v->m[i]->backend);
+	smux__view_put(v);
+	return found;
+}
+
 int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 			struct smux_error *err)
 {
@@ -710,16 +727,38 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 			v->n--;
 	}
 	left = v->n < old->n && mux->mode == SMUX_MODE_STICKY;
-	smux__view_put(old);
 	if (left) { /* no memory for the slot */
 		smux__view_put(v);
+		smux__view_put(old);
 		pthread_mutex_unlock(&mux->mutate_lock);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
 	}
 	rc = view_install(mux, v);
+	/* failover: never take away the only copy of an acknowledged write
+	 * (checked once the member is out of the view, so that a write it
+	 * took either shows its hints here or is refused: mux_failover.c) */
+	if (rc == 0 && mux->mode == SMUX_MODE_FAILOVER &&
+	    smux__failover_sole_holder(mux, old, name, ev.key,
+				       sizeof(ev.key))) {
+		rc = view_install(mux, old); /* back, with our reference */
+		pthread_mutex_unlock(&mux->mutate_lock);
+		if (rc)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+					      NULL);
+		/* back in service: the replay copies the write from it */
+		smux_mux_undrain(b, name, err);
+		return smux_error_set(err, SMUX_E_NOT_EMPTY, b->name,
+				      "remove %s: it holds the only copy of "
+				      "the latest write of %s (a member ahead "
+				      "of it missed it); kept in service "
+				      "until a repair copied it",
+				      name, ev.key);
+	}
+	smux__view_put(old);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (rc)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	ev.key[0] = '\0';
 	snprintf(ev.name, sizeof(ev.name), "%s", name);
 	emit(mux, &ev);
 	return 0;
@@ -778,11 +817,15 @@ struct smux_mux_stats *smux_mux_stats(struct smux_backend *b)
 	s->total_failovers = atomic_load(&mux->total_failovers);
 	s->total_fanout_partials = atomic_load(&mux->total_fanout_partials);
 	s->pending_hints = smux__hints_pending_replicas(mux->hints);
-	s->n_backends = v->n;
+	s->n_backends = 0;
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *m = v->m[i];
-		struct smux_backend_stats *bs = &s->backends[i];
+		struct smux_backend_stats *bs;
 
+		/* the slot a removed sticky shard left is no member */
+		if (smux__sticky_slot_empty(m))
+			continue;
+		bs = &s->backends[s->n_backends++];
 		snprintf(bs->name, sizeof(bs->name), "%s", m->name);
 		smux__stats_read(&m->stats, bs);
 		smux__health_read(&m->health, &bs->status,

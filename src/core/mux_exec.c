@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/mux_internal.h"
+#include "core/mux_probe_wait.h"
 
 static void emit(struct smux_mux *mux, struct smux_event *ev)
 {
@@ -236,7 +237,9 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		call->list_arg = &lc;
 	}
 	smux__cursor_init(&c, mux, call->key, w->by_order);
-	while ((m = smux__cursor_next(&c, &probe))) {
+	/* once no member is left, one being probed is waited for */
+	while ((m = smux__cursor_next(&c, &probe)) ||
+	       (m = smux__cursor_probed(&c, ctx, &probe))) {
 		enum smux_outcome o;
 
 		if ((w->skip_stale && call_stale(mux, m, call)) ||

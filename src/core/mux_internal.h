@@ -439,6 +439,19 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			  const char *key, enum smux__hint_kind kind,
 			  struct smux_error *err);
 /*
+ * Whether @name, a member of @old, is the holder of a key that a member of
+ * @old ahead of it missed the latest write of (a put hint pending): its
+ * removal would take away the only copy of an acknowledged write. Fills
+ * @key (of @len bytes) with the first such key.
+ */
+bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
+				const char *name, char *key, size_t len);
+/* Test hook (NULL in production): called by smux__failover_missed for
+ * each member hinted, once its hint is recorded. */
+extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
+					  const char *replica,
+					  const char *key);
+/*
  * Where failover replays a missed put of @key to @dst from: the first
  * member of @v, other than @dst, without a pending hint for @key (the one
  * that took the latest write). NULL when every other member missed it too

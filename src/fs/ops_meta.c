@@ -325,9 +325,10 @@ static void walk_free(struct walk *w)
 	free(w->dirs);
 }
 
-/* Makes the marker @to_dir with the mode and mtime of @from_dir. */
+/* Makes the marker @to_dir with the mode and mtime of @from_dir. On a
+ * @redo, a @from_dir already gone was copied before it was removed. */
 static int copy_marker(struct smuxfs *fs, const char *from_dir,
-		       const char *to_dir)
+		       const char *to_dir, bool redo)
 {
 	struct smux_put_opts opts = {0};
 	struct smux_info info;
@@ -338,6 +339,8 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, from_dir, &info, &err) == 0)
 		smux_put_opts_keep(&opts, &info); /* owner, mode, mtime */
+	else if (redo)
+		return 0;
 	smux_source_buf(&src, "", 0);
 	if (smux_backend_put(fs->root, &ctx, to_dir, &src, &opts, NULL, &err))
 		return smuxfs_errno(&err, "mkdir (rename)", to_dir);
@@ -345,13 +348,16 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 }
 
 /*
- * Renames the directory @from ("a/") to @to ("b/"): in one backend call
- * where the root can (SMUX_CAP_DIR_RENAME: every member a file backend,
- * every replica up); else key by key: new markers first (parents before
- * children), then every object, then the old markers, children before
- * parents, and the old directory itself.
+ * Moves the directory @from ("a/") to @to ("b/") key by key: new markers
+ * first (parents before children), then every object, then the old
+ * markers, children before parents, and the old directory itself. Each
+ * step can be done again: run once more on what is left (@redo, a rename
+ * a crash interrupted: rename_journal.c), it finishes the move - an
+ * object already moved is no longer listed under @from, and an old
+ * marker already gone is not missed.
  */
-static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
+static int move_keys(struct smuxfs *fs, const char *from, const char *to,
+		     bool redo)
 {
 	struct walk w = {.prefix = from, .prefix_len = strlen(from)};
 	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2];
@@ -360,27 +366,11 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	size_t i, k;
 	int rc;
 
-	/* files created under it and not committed yet must move too */
-	rc = smuxfs_ofile_commit_under(fs, from);
-	if (rc)
-		goto out;
 	smuxfs_ctx(&ctx);
-	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME) {
-		/* one rename(2) per replica: atomic there, O(1) */
-		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
-		if (rc == 0) {
-			smuxfs_ofile_rekey_under(fs, from, to);
-			goto out;
-		}
-		if (err.e.code != SMUX_E_NOT_SUPPORTED) {
-			rc = smuxfs_errno(&err, "rename", from);
-			goto out;
-		}
-		/* NOT_SUPPORTED (a replica not up, a hint pending): key by
-		 * key, with hints */
-	}
 	rc = smux_backend_list(fs->root, &ctx, from, NULL, walk_entry, &w,
 			       &err);
+	if (rc && redo && err.e.code == SMUX_E_KEY_NOT_FOUND)
+		rc = 0; /* every object moved already */
 	if (rc) {
 		rc = smuxfs_errno(&err, "list (rename)", from);
 		goto out;
@@ -397,7 +387,7 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 		w.dirs[k++] = w.dirs[i];
 	}
 	w.n_dirs = k;
-	rc = copy_marker(fs, from, to);
+	rc = copy_marker(fs, from, to, redo);
 	for (i = 0; i < w.n_dirs && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]) >=
 			    (int)sizeof(a) ||
@@ -406,7 +396,7 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 			rc = -ENAMETOOLONG;
 			break;
 		}
-		rc = copy_marker(fs, a, b);
+		rc = copy_marker(fs, a, b, redo);
 	}
 	for (i = 0; i < w.n_files && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.files[i]) >=
@@ -420,13 +410,61 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	}
 	for (i = w.n_dirs; i-- > 0 && !rc;) {
 		snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]);
-		if (smux_backend_del(fs->root, &ctx, a, &err))
+		if (smux_backend_del(fs->root, &ctx, a, &err) &&
+		    !(redo && err.e.code == SMUX_E_KEY_NOT_FOUND))
 			rc = smuxfs_errno(&err, "rmdir (rename)", a);
 	}
-	if (!rc && smux_backend_del(fs->root, &ctx, from, &err))
+	if (!rc && smux_backend_del(fs->root, &ctx, from, &err) &&
+	    !(redo && err.e.code == SMUX_E_KEY_NOT_FOUND))
 		rc = smuxfs_errno(&err, "rmdir (rename)", from);
 out:
 	walk_free(&w);
+	return rc;
+}
+
+int smuxfs_rename_dir_redo(struct smuxfs *fs, const char *from, const char *to)
+{
+	return move_keys(fs, from, to, true);
+}
+
+/*
+ * Renames the directory @from ("a/") to @to ("b/"): in one backend call
+ * where the root can (SMUX_CAP_DIR_RENAME: every member a file backend,
+ * every replica up); else key by key (move_keys), with a journal record
+ * in state_dir for its whole length, so a crash in the middle is completed
+ * at the next mount instead of leaving the tree half under each name.
+ */
+static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
+{
+	struct smuxfs_rjournal rec;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	/* files created under it and not committed yet must move too */
+	rc = smuxfs_ofile_commit_under(fs, from);
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME) {
+		/* one rename(2) per replica: atomic there, O(1) */
+		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+		if (rc == 0) {
+			smuxfs_ofile_rekey_under(fs, from, to);
+			return 0;
+		}
+		if (err.e.code != SMUX_E_NOT_SUPPORTED)
+			return smuxfs_errno(&err, "rename", from);
+		/* NOT_SUPPORTED (a replica not up, a hint pending): key by
+		 * key, with hints */
+	}
+	rc = smuxfs_rjournal_begin(fs, from, to, &rec);
+	if (rc)
+		return rc;
+	rc = move_keys(fs, from, to, false);
+	/* a move that failed half-way is reported, as it stands: the next
+	 * mount must not finish what the program was told failed */
+	smuxfs_rjournal_end(fs, &rec);
 	return rc;
 }
 

@@ -65,14 +65,14 @@ for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midr
 	tests+=("test_failover.sh $s")
 done
 tests+=("test_sticky.sh")
-tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
+tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
-tests+=("test_crash.sh" "test_sync.sh" "test_fanout.sh")
+tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 
 selected() {

@@ -836,6 +836,7 @@ static void shard_add(struct shards *s, unsigned i)
  */
 static void test_removed_shard_unavailable(void **state)
 {
+	struct smux_mux_stats *st;
 	struct smux_error err;
 	struct smux_info info;
 	struct smux_ctx ctx;
@@ -852,12 +853,25 @@ static void test_removed_shard_unavailable(void **state)
 	MH_OK(mh_put(s.mux, gone, "on s2", &err), &err);
 	MH_OK(mh_put(s.mux, moved, "on s0", &err), &err);
 	shard_remove(&s, 2);
+	/* no member any more (its slot is not one) */
+	assert_null(smux_mux_member(s.mux, "s2"));
+	st = smux_mux_stats(s.mux);
+	assert_non_null(st);
+	assert_int_equal(st->n_backends, 2);
+	smux_mux_stats_free(st);
+	MH_ERR(smux_mux_drain(s.mux, "s2", &ctx, &err), &err,
+	       SMUX_E_BACKEND_NOT_FOUND);
 	assert_null(mh_get(s.mux, gone, &rc, &err));
 	assert_unavailable(rc, &err);
 	assert_unavailable(smux_backend_head(s.mux, &ctx, gone, &info, &err),
 			   &err);
 	MH_HOLDS(s.mux, moved, "on s0");
 	shard_add(&s, 2);
+	st = smux_mux_stats(s.mux);
+	assert_non_null(st);
+	assert_int_equal(st->n_backends, 3);
+	assert_string_equal(st->backends[2].name, "s2");
+	smux_mux_stats_free(st);
 	MH_HOLDS(s.mux, gone, "on s2");
 	MH_HOLDS(s.mux, moved, "on s0");
 	shards_release(&s);
