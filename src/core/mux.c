@@ -457,13 +457,46 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 	smux_events_emit(mux->events, ev);
 }
 
+/* The index of the empty slot named @name in @v (a sticky shard removed
+ * at run time, mux_sticky_slot.c), or -1. */
+static int sticky_slot_of(struct mux_view *v, const char *name)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (smux__sticky_slot_empty(v->m[i]) &&
+		    strcmp(v->m[i]->name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The slot a sticky shard @m leaves when it is removed: a member of its
+ * name, draining for good (mux_sticky_slot.c); NULL when out of memory. */
+static struct mux_member *sticky_slot_new(struct smux_mux *mux,
+					  struct mux_member *m)
+{
+	struct smux_mux_member spec = {
+		.backend = smux__sticky_slot_backend(m->backend),
+	};
+	struct mux_member *slot;
+
+	if (!spec.backend)
+		return NULL;
+	slot = member_new(mux, &spec);
+	smux_backend_unref(spec.backend);
+	if (slot) {
+		smux__health_drain(&slot->health, smux__mux_now(mux));
+		smux__health_drained(&slot->health);
+	}
+	return slot;
+}
+
 int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 		 struct smux_error *err)
 {
 	struct smux_mux *mux = smux__mux_of(b);
 	struct smux_event ev = {.topic = SMUX_EV_BACKEND_ADDED};
 	struct mux_view *old, *v;
-	int rc;
+	unsigned at;
+	int rc, slot;
 
 	smux_error_clear(err);
 	if (!mux)
@@ -474,15 +507,19 @@ int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 	if (rc)
 		goto out_unlock;
 	old = smux__view_get(mux);
-	if (name_taken(old, spec->backend->name)) {
+	slot = sticky_slot_of(old, spec->backend->name);
+	if (slot < 0 && name_taken(old, spec->backend->name)) {
 		smux__view_put(old);
 		rc = smux_error_set(err, SMUX_E_BACKEND_NAME_CONFLICT, b->name,
 				    "a backend named \"%s\" exists",
 				    spec->backend->name);
 		goto out_unlock;
 	}
-	v = view_new(old->n + 1);
-	if (!v || !(v->m[old->n] = member_new(mux, spec))) {
+	/* a sticky shard added back fills the slot it left: same position,
+	 * so every home comes back (mux_sticky_slot.c) */
+	at = slot >= 0 ? (unsigned)slot : old->n;
+	v = view_new(slot >= 0 ? old->n : old->n + 1);
+	if (!v || !(v->m[at] = member_new(mux, spec))) {
 		if (v)
 			v->n = 0;
 		smux__view_put(v);
@@ -491,7 +528,8 @@ int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 		goto out_unlock;
 	}
 	for (unsigned i = 0; i < old->n; i++)
-		v->m[i] = smux__member_get(old->m[i]);
+		if (i != at)
+			v->m[i] = smux__member_get(old->m[i]);
 	smux__view_put(old);
 	if (spec->backend->depth + 1 > b->depth)
 		b->depth = spec->backend->depth + 1;
@@ -533,7 +571,8 @@ static struct mux_member *find_member(struct smux_mux *mux, const char *name,
 	struct mux_member *m = NULL;
 
 	for (unsigned i = 0; i < v->n && !m; i++)
-		if (strcmp(v->m[i]->name, name ? name : "") == 0)
+		if (strcmp(v->m[i]->name, name ? name : "") == 0 &&
+		    !smux__sticky_slot_empty(v->m[i]))
 			m = smux__member_get(v->m[i]);
 	smux__view_put(v);
 	if (!m)
@@ -552,7 +591,8 @@ struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
 		return NULL;
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n && !found; i++)
-		if (strcmp(v->m[i]->name, name) == 0)
+		if (strcmp(v->m[i]->name, name) == 0 &&
+		    !smux__sticky_slot_empty(v->m[i]))
 			found = smux_backend_ref(v->m[i]->backend);
 	smux__view_put(v);
 	return found;
@@ -668,6 +708,7 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	struct smux_mux *mux = smux__mux_of(b);
 	struct smux_event ev = {.topic = SMUX_EV_BACKEND_REMOVED};
 	struct mux_view *old, *v;
+	bool left;
 	int rc;
 
 	rc = smux_mux_drain(b, name, ctx, err);
@@ -682,9 +723,23 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
 	}
 	v->n = 0;
-	for (unsigned i = 0; i < old->n; i++)
-		if (strcmp(old->m[i]->name, name) != 0)
+	for (unsigned i = 0; i < old->n; i++) {
+		if (strcmp(old->m[i]->name, name) != 0 ||
+		    smux__sticky_slot_empty(old->m[i]))
 			v->m[v->n++] = smux__member_get(old->m[i]);
+		/* sticky-by-key: the shard leaves its slot (placement and
+		 * its hints stay, mux_sticky_slot.c) */
+		else if (mux->mode == SMUX_MODE_STICKY &&
+			 !(v->m[v->n++] = sticky_slot_new(mux, old->m[i])))
+			v->n--;
+	}
+	left = v->n < old->n && mux->mode == SMUX_MODE_STICKY;
+	if (left) { /* no memory for the slot */
+		smux__view_put(v);
+		smux__view_put(old);
+		pthread_mutex_unlock(&mux->mutate_lock);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	}
 	rc = view_install(mux, v);
 	/* failover: never take away the only copy of an acknowledged write
 	 * (checked once the member is out of the view, so that a write it
@@ -769,11 +824,15 @@ struct smux_mux_stats *smux_mux_stats(struct smux_backend *b)
 	s->total_failovers = atomic_load(&mux->total_failovers);
 	s->total_fanout_partials = atomic_load(&mux->total_fanout_partials);
 	s->pending_hints = smux__hints_pending_replicas(mux->hints);
-	s->n_backends = v->n;
+	s->n_backends = 0;
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *m = v->m[i];
-		struct smux_backend_stats *bs = &s->backends[i];
+		struct smux_backend_stats *bs;
 
+		/* the slot a removed sticky shard left is no member */
+		if (smux__sticky_slot_empty(m))
+			continue;
+		bs = &s->backends[s->n_backends++];
 		snprintf(bs->name, sizeof(bs->name), "%s", m->name);
 		smux__stats_read(&m->stats, bs);
 		smux__health_read(&m->health, &bs->status,

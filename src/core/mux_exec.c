@@ -785,7 +785,10 @@ static void hint_draining(struct smux_mux *mux, const char *key,
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		bool in = false;
 
-		if (smux__health_status(&d->health) != SMUX_STATUS_DRAINING)
+		/* sticky-by-key: any shard left out (draining when the
+		 * fan-out chose, undrained or added back since) missed it */
+		if (smux__health_status(&d->health) != SMUX_STATUS_DRAINING &&
+		    mux->mode != SMUX_MODE_STICKY)
 			continue;
 		for (unsigned j = 0; j < n && !in; j++)
 			in = m[j] == d;

@@ -11,6 +11,7 @@
  * an open writer move to another member), mux_reader.c (readers through
  * the mux), mux_repair.c (hint replay and the background thread),
  * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
+ * mux_sticky_slot.c (the slot a shard removed from sticky-by-key leaves),
  * mux_fence.c (user writes and replays of one (replica, key) never
  * overlap), mux_zombie.c (abandoned member calls that may still land).
  *
@@ -588,6 +589,14 @@ bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
 long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, struct smux_span *span,
 			struct smux_error *err);
+/*
+ * The slot a shard removed from a sticky-by-key mux leaves in the view
+ * (mux_sticky_slot.c): a backend of the removed one's name (capabilities
+ * and key_max kept) that answers every call "out of service"; NULL when
+ * out of memory. smux__sticky_slot_empty: @m is such a slot.
+ */
+struct smux_backend *smux__sticky_slot_backend(struct smux_backend *removed);
+bool smux__sticky_slot_empty(const struct mux_member *m);
 /* Put and delete of a key (@kind PUT or DEL) with the handoff rules. */
 long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, enum smux__hint_kind kind,
@@ -611,6 +620,9 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
  */
 extern void (*smux__sticky_hook_replay_copied)(const char *key);
 extern void (*smux__sticky_hook_gate_wait)(const char *key);
+/* Test hook, NULL in production: a sticky put or delete took the write
+ * of @key (gate held), before the mux records who missed it. */
+extern void (*smux__sticky_hook_acked)(const char *key);
 /* Replays hint @h of member @m (sticky's half of the replay dispatch in
  * mux_repair.c; @probe as there). */
 long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,

@@ -44,9 +44,12 @@
  * a replay never lands on top of a newer write, and a newer write never
  * lands between a replay's copy and its end.
  *
- * Membership changes move homes (n changes); a key then lives off its new
- * home until it is written again, found by the lookup of keys placed
- * before these rules. No rebalancing.
+ * A shard removed at run time leaves its slot (mux_sticky_slot.c): n and
+ * every home stay, the shard is out of service as a drained one, and the
+ * same name added back fills the slot. A shard of a new name changes n
+ * and so most homes; a key then lives off its new home until it is
+ * written again, found by the lookup of keys placed before these rules.
+ * No rebalancing.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,6 +75,7 @@ unsigned smux__sticky_home(const struct mux_view *v, const char *key)
 
 void (*smux__sticky_hook_replay_copied)(const char *key);
 void (*smux__sticky_hook_gate_wait)(const char *key);
+void (*smux__sticky_hook_acked)(const char *key);
 
 /* ---- the key gate ---- */
 
@@ -134,6 +138,20 @@ static bool view_has(const struct mux_view *v, const struct mux_member *m)
 		if (v->m[i] == m)
 			return true;
 	return false;
+}
+
+/* @m, or the member of @v of its name when @m left the view: removed
+ * (its slot, mux_sticky_slot.c) or removed and added back since it took
+ * a write. It holds what @m took. */
+static struct mux_member *in_view(const struct mux_view *v,
+				  struct mux_member *m)
+{
+	if (view_has(v, m))
+		return m;
+	for (unsigned i = 0; i < v->n; i++)
+		if (strcmp(v->m[i]->name, m->name) == 0)
+			return v->m[i];
+	return m;
 }
 
 bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
@@ -368,6 +386,7 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 	if (v->n == 0)
 		goto out;
 	home = smux__sticky_home(v, key);
+	acked = in_view(v, acked);
 	was_stale = smux__member_stale(mux, acked, key);
 	if (v->m[home] == acked && was_stale) {
 		/* a handoff superseded: the copy on the shard that held the
@@ -434,6 +453,8 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		/* home, else the next shard that takes it (a hint for home
 		 * first): the cursor walks from home in order */
 		rc = smux__exec_walk(mux, ctx, call, false, &acked, span, err);
+		if (rc >= 0 && acked && smux__sticky_hook_acked)
+			smux__sticky_hook_acked(call->key);
 		if (rc >= 0 && acked) {
 			hrc = smux__sticky_missed(mux, acked, call->key, kind,
 						  err);

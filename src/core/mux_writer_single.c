@@ -628,8 +628,20 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 			 struct smux_error *err)
 {
 	struct tries t = {.all_timeouts = true};
-	int rc = single_place(mw, ctx, flags, false, &t, err);
+	/* sticky-by-key: a writer that starts from the object opens on its
+	 * holder under the key's gate, so the replay does not move the key
+	 * (and delete that copy) between the choice and the open: the
+	 * writer would start from nothing there */
+	bool gate = mw->mux->mode == SMUX_MODE_STICKY &&
+		    !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
+	struct mux_sticky_gate g;
+	int rc;
 
+	if (gate)
+		smux__sticky_gate_enter(mw->mux, &g, mw->base.key);
+	rc = single_place(mw, ctx, flags, false, &t, err);
+	if (gate)
+		smux__sticky_gate_leave(mw->mux, &g);
 	if (rc > 0) {
 		if (t.n)
 			*err = t.last;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -793,6 +794,418 @@ static void test_flapping_shard_threads(void **state)
 	shards_release(&s);
 }
 
+/* ---- remove and add back (the storm's membership chaos) ---- */
+
+/* The @i-th key of @set whose home is @h3 over three shards and @h2 over
+ * two (the placement a mux that forgot a removed shard would use). */
+static void key_on2(char *key, size_t size, const char *set, unsigned h3,
+		    unsigned h2, int i)
+{
+	for (int j = 0, found = 0;; j++) {
+		unsigned long long f;
+
+		snprintf(key, size, "%s/key-%d", set, j);
+		f = smux_fnv1a(key, strlen(key));
+		if (f % 3 == h3 && f % 2 == h2 && found++ == i)
+			return;
+	}
+}
+
+static void shard_remove(struct shards *s, unsigned i)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_remove(s->mux, s->f[i]->name, &ctx, &err), &err);
+}
+
+static void shard_add(struct shards *s, unsigned i)
+{
+	struct smux_mux_member m = {.backend = s->f[i]};
+	struct smux_error err;
+
+	MH_OK(smux_mux_add(s->mux, &m, &err), &err);
+}
+
+/*
+ * A removed shard is out of service, not forgotten: its keys are
+ * unavailable (EIO), never "not found" (a program told ENOENT creates a
+ * second version), and no key changes home (n stays): a key placed on
+ * another shard still reads from there.
+ */
+static void test_removed_shard_unavailable(void **state)
+{
+	struct smux_mux_stats *st;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char gone[32], moved[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(gone, sizeof(gone), "rm", 2, 0);
+	key_on2(moved, sizeof(moved), "rm", 0, 1, 0);
+	MH_OK(mh_put(s.mux, gone, "on s2", &err), &err);
+	MH_OK(mh_put(s.mux, moved, "on s0", &err), &err);
+	shard_remove(&s, 2);
+	/* no member any more (its slot is not one) */
+	assert_null(smux_mux_member(s.mux, "s2"));
+	st = smux_mux_stats(s.mux);
+	assert_non_null(st);
+	assert_int_equal(st->n_backends, 2);
+	smux_mux_stats_free(st);
+	MH_ERR(smux_mux_drain(s.mux, "s2", &ctx, &err), &err,
+	       SMUX_E_BACKEND_NOT_FOUND);
+	assert_null(mh_get(s.mux, gone, &rc, &err));
+	assert_unavailable(rc, &err);
+	assert_unavailable(smux_backend_head(s.mux, &ctx, gone, &info, &err),
+			   &err);
+	MH_HOLDS(s.mux, moved, "on s0");
+	shard_add(&s, 2);
+	st = smux_mux_stats(s.mux);
+	assert_non_null(st);
+	assert_int_equal(st->n_backends, 3);
+	assert_string_equal(st->backends[2].name, "s2");
+	smux_mux_stats_free(st);
+	MH_HOLDS(s.mux, gone, "on s2");
+	MH_HOLDS(s.mux, moved, "on s0");
+	shards_release(&s);
+}
+
+/*
+ * Writes while a shard is removed are handed off as while it is down
+ * (a hint under its name, replayed once it is a member again): after it
+ * is added back, every key reads its last acknowledged version - the
+ * keys homed on it, and the keys another placement over the shards left
+ * would have moved - before and after the repair.
+ */
+static void test_remove_add_back_keeps_latest(void **state)
+{
+	enum { K = 6 };
+	static const unsigned h3[K] = {2, 2, 0, 1, 0, 1};
+	static const unsigned h2[K] = {0, 1, 1, 0, 0, 1};
+	char keys[K][32], want[K][32];
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+
+	(void)state;
+	shards_init(&s);
+	for (int k = 0; k < K; k++) {
+		key_on2(keys[k], sizeof(keys[k]), "back", h3[k], h2[k], 0);
+		MH_OK(mh_put(s.mux, keys[k], "v1", &err), &err);
+	}
+	shard_remove(&s, 2);
+	for (int k = 0; k < K; k++) {
+		snprintf(want[k], sizeof(want[k]), "v2-%d", k);
+		MH_OK(mh_put(s.mux, keys[k], want[k], &err), &err);
+	}
+	assert_int_equal(mismatches(s.mux, keys, want, K, "removed"), 0);
+	shard_add(&s, 2);
+	assert_int_equal(mismatches(s.mux, keys, want, K, "added back"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_int_equal(mismatches(s.mux, keys, want, K, "repaired"), 0);
+	for (int k = 0; k < K; k++)
+		MH_HOLDS(s.mem[h3[k]], keys[k], want[k]);
+	shards_release(&s);
+}
+
+/*
+ * A key deleted (acknowledged) while its shard is removed stays deleted
+ * once the shard is back with its old copy: not read, not listed.
+ */
+static void test_delete_while_removed(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "del", 2, 0);
+	MH_OK(mh_put(s.mux, key, "old", &err), &err);
+	shard_remove(&s, 2);
+	MH_OK(smux_backend_del(s.mux, &ctx, key, &err), &err);
+	shard_add(&s, 2);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "del/"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "del/"), 0);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/*
+ * An in-place edit (a writer without TRUNC) while another shard is
+ * removed starts from the object where it is, never from nothing on a
+ * shard that does not hold it; and one of a key whose shard is removed is
+ * unavailable.
+ */
+static void test_edit_while_removed(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32], gone[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on2(key, sizeof(key), "ed", 0, 1, 0);
+	key_on(gone, sizeof(gone), "ed", 2, 0);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	MH_OK(mh_put(s.mux, gone, "out", &err), &err);
+	shard_remove(&s, 2);
+	MH_OK(smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "HE", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	w = NULL;
+	MH_HOLDS(s.mux, key, "HEllo world");
+	assert_int_equal(
+		smux_backend_writer_open(s.mux, &ctx, gone, 0, &w, &err), -EIO);
+	assert_null(w);
+	shard_add(&s, 2);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "HEllo world");
+	MH_HOLDS(s.mux, gone, "out");
+	shards_release(&s);
+}
+
+/* ---- membership changes at the exact moment a write was taken ---- */
+
+static struct shards *race_s; /* the shards the hooks act on */
+static int race_add = -1;     /* shard the fan-out hook adds back, once */
+static int race_remove = -1;  /* shard the sticky hook removes, once */
+
+static void add_on_fanout_ack(struct smux_mux *mux, const char *key)
+{
+	int i = race_add;
+
+	(void)mux;
+	(void)key;
+	if (i < 0)
+		return;
+	race_add = -1;
+	shard_add(race_s, (unsigned)i);
+}
+
+static void remove_on_sticky_ack(const char *key)
+{
+	int i = race_remove;
+
+	(void)key;
+	if (i < 0)
+		return;
+	race_remove = -1;
+	shard_remove(race_s, (unsigned)i);
+}
+
+/*
+ * A delete while a shard is removed leaves it out of the fan-out; the
+ * shard is added back after the other shards took the delete and before
+ * the mux recorded who missed it. It missed it all the same: a delete
+ * hint, so its old copy is never read and the replay removes it.
+ */
+static void test_delete_meets_add_back(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "dma", 2, 0);
+	MH_OK(mh_put(s.mux, key, "old", &err), &err);
+	shard_remove(&s, 2);
+	race_s = &s;
+	race_add = 2;
+	smux__fanout_hook_acked = add_on_fanout_ack;
+	MH_OK(smux_backend_del(s.mux, &ctx, key, &err), &err);
+	smux__fanout_hook_acked = NULL;
+	assert_int_equal(race_add, -1); /* the hook ran */
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(listed(s.mux, "dma/"), 0);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	MH_LACKS(s.mem[2], key);
+	shards_release(&s);
+}
+
+/*
+ * Home takes a put (superseding its hint for an earlier handoff) and is
+ * removed before the mux records the handoff bookkeeping: the latest
+ * version is on the removed shard, not on the shard holding the handoff
+ * copy. While it is out the key is unavailable (not the handoff's older
+ * version); once it is back it reads the put, and the replay removes the
+ * handoff copy rather than carry it home over the put.
+ */
+static void test_put_meets_remove(void **state)
+{
+	struct smux_error err;
+	unsigned pending = 1;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+	int rc;
+
+	(void)state;
+	shards_init(&s);
+	key_on(key, sizeof(key), "pmr", 2, 0);
+	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
+	mh_fail(s.f[2], true);
+	MH_OK(mh_put(s.mux, key, "v2", &err), &err);
+	MH_HOLDS(s.mem[0], key, "v2");
+	mh_fail(s.f[2], false);
+	shards_later(&s);
+	race_s = &s;
+	race_remove = 2;
+	smux__sticky_hook_acked = remove_on_sticky_ack;
+	MH_OK(mh_put(s.mux, key, "v3", &err), &err);
+	smux__sticky_hook_acked = NULL;
+	assert_int_equal(race_remove, -1); /* the hook ran */
+	MH_HOLDS(s.mem[2], key, "v3");
+	assert_null(mh_get(s.mux, key, &rc, &err));
+	assert_unavailable(rc, &err);
+	shard_add(&s, 2);
+	MH_HOLDS(s.mux, key, "v3");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "v3");
+	MH_HOLDS(s.mem[2], key, "v3");
+	MH_LACKS(s.mem[0], key);
+	shards_release(&s);
+}
+
+/* ---- an in-place writer opens while the replay moves its key ---- */
+
+static atomic_bool open_race_waited; /* a replay waited for the gate */
+static struct shards *open_race_s;
+static const char *open_race_key;
+static struct smux_writer *open_race_w;
+static int open_race_rc;
+
+static void open_race_gate_wait(const char *key)
+{
+	if (strcmp(key, open_race_key) == 0)
+		atomic_store(&open_race_waited, true);
+}
+
+static void *open_race_open(void *arg)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)arg;
+	smux_ctx_init(&ctx);
+	open_race_rc = smux_backend_writer_open(
+		open_race_s->mux, &ctx, open_race_key, 0, &open_race_w, &err);
+	return NULL;
+}
+
+static void *open_race_repair(void *arg)
+{
+	unsigned pending;
+
+	(void)arg;
+	shards_repair(open_race_s, &pending);
+	return NULL;
+}
+
+/*
+ * An in-place writer (no TRUNC) opens on the shard holding a handed-off
+ * key; its open call is on its way (hung in the shard's writer open) when
+ * the replay moves the key home and deletes that copy. The open and the
+ * replay are one step each for the key: the writer starts from the
+ * object, never from nothing on a shard that no longer has it (which
+ * would leave only the edit).
+ */
+static void test_edit_open_meets_replay(void **state)
+{
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct smux_faulty_opts none = {0};
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	pthread_t opener, repairer;
+	static struct shards
+		s; /* outlives a failed test: its mux keeps the clock */
+	char key[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(key, sizeof(key), "eor", 0, 0);
+	mh_fail(s.f[0], true);
+	MH_OK(mh_put(s.mux, key, "hello world", &err), &err);
+	MH_HOLDS(s.mem[1], key, "hello world");
+	open_race_s = &s;
+	open_race_key = key;
+	open_race_w = NULL;
+	atomic_store(&open_race_waited, false);
+	smux__sticky_hook_gate_wait = open_race_gate_wait;
+	smux_faulty_set(s.f[1], &hang);
+	assert_int_equal(pthread_create(&opener, NULL, open_race_open, NULL),
+			 0);
+	while (smux_faulty_hanging(s.f[1]) == 0)
+		sched_yield();
+	/* home is back: a replay (this one, or the background thread's)
+	 * moves the key, or waits for the opener to be done */
+	mh_fail(s.f[0], false);
+	shards_later(&s);
+	assert_int_equal(
+		pthread_create(&repairer, NULL, open_race_repair, NULL), 0);
+	while (!atomic_load(&open_race_waited) &&
+	       smux_mux_pending_hints(s.mux) > 0)
+		sched_yield();
+	smux_faulty_release_hangs(s.f[1]);
+	pthread_join(opener, NULL);
+	smux_faulty_set(s.f[1], &none);
+	MH_OK(open_race_rc, &err);
+	MH_OK(smux_writer_pwrite(open_race_w, &ctx, "HE", 2, 0, &err), &err);
+	MH_OK(smux_writer_commit(open_race_w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(open_race_w);
+	pthread_join(repairer, NULL);
+	smux__sticky_hook_gate_wait = NULL;
+	MH_HOLDS(s.mux, key, "HEllo world");
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mux, key, "HEllo world");
+	MH_HOLDS(s.mem[0], key, "HEllo world");
+	shards_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -807,6 +1220,13 @@ int main(void)
 		cmocka_unit_test(test_two_shards_out),
 		cmocka_unit_test(test_put_during_replay),
 		cmocka_unit_test(test_flapping_shard_threads),
+		cmocka_unit_test(test_removed_shard_unavailable),
+		cmocka_unit_test(test_remove_add_back_keeps_latest),
+		cmocka_unit_test(test_delete_while_removed),
+		cmocka_unit_test(test_edit_while_removed),
+		cmocka_unit_test(test_delete_meets_add_back),
+		cmocka_unit_test(test_put_meets_remove),
+		cmocka_unit_test(test_edit_open_meets_replay),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
