@@ -734,10 +734,12 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 }
 
 /*
- * Draining members take no writes; once a write reached some replica, the
- * draining ones that were left out (not among @m) get a hint, so an
- * undrained member is repaired before it serves the key again (a removed
- * one's hints are kept for when its name is added back).
+ * Draining members take no writes; once a write reached some replica,
+ * every member of the view it was not sent to (not among @m) gets a hint,
+ * so it is repaired before it serves the key again: one draining when the
+ * write started - draining still, or undrained since (it missed the write
+ * all the same) - or one added since (a removed one's hints are kept for
+ * when its name is added back).
  */
 static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
@@ -753,8 +755,6 @@ static void hint_draining(struct smux_mux *mux, const char *key,
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		bool in = false;
 
-		if (smux__health_status(&d->health) != SMUX_STATUS_DRAINING)
-			continue;
 		for (unsigned j = 0; j < n && !in; j++)
 			in = m[j] == d;
 		if (in ||

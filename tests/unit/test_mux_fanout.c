@@ -647,6 +647,97 @@ static void test_rejoin_failover_listing(void **state)
 	fx_release(&x);
 }
 
+/* ---- part M: writes that missed a member leave it a hint ---- */
+
+static const char *hook_undrain; /* the member the hook undrains, once */
+
+static void undrain_on_ack(struct smux_mux *mux, const char *key)
+{
+	struct smux_error err;
+	const char *name = hook_undrain;
+
+	(void)mux;
+	(void)key;
+	if (!name)
+		return;
+	hook_undrain = NULL;
+	MH_OK(smux_mux_undrain(hook_mux, name, &err), &err);
+}
+
+/* r1 missed "k" ("new"): no read of k is served by it while r0 fails
+ * (it has a hint), and the repair gives it "new". */
+static void expect_missed(struct fx *x)
+{
+	struct smux_error err;
+	char *got;
+	int rc;
+
+	MH_LACKS(x->inner[1], "k");
+	assert_int_equal(smux_mux_pending_hints(x->mux), 1);
+	mh_fail(x->f[0], true);
+	got = mh_get(x->mux, "k", &rc, &err);
+	if (got)
+		print_error("r1 served \"%s\" for k\n", got);
+	assert_null(got);
+	mh_fail(x->f[0], false);
+	fx_repair(x);
+	MH_HOLDS(x->inner[1], "k", "new");
+}
+
+/* A put that left out r1 (draining when it started) while r1 is undrained
+ * before the put is acknowledged: r1 missed it and gets a hint (it got
+ * none: the hint went only to members still draining at the end, and the
+ * storm read an old version from the undrained replica). */
+static void test_put_undrained_midway(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		hook_mux = x.mux;
+		hook_undrain = "r1";
+		smux__fanout_hook_acked = undrain_on_ack;
+		MH_OK(mh_put(x.mux, "k", "new", &err), &err);
+		hook_disarm();
+		assert_null(hook_undrain); /* the hook ran */
+		expect_missed(&x);
+		fx_release(&x);
+	}
+}
+
+/* The same for a writer: opened while r1 was draining, committed after
+ * the undrain. */
+static void test_writer_undrained_midway(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, "new", 3, 0, &err), &err);
+		MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+		expect_missed(&x);
+		fx_release(&x);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -665,6 +756,8 @@ int main(void)
 		cmocka_unit_test(test_drain_waits_for_writer_call),
 		cmocka_unit_test(test_rejoin_resyncs),
 		cmocka_unit_test(test_rejoin_failover_listing),
+		cmocka_unit_test(test_put_undrained_midway),
+		cmocka_unit_test(test_writer_undrained_midway),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
