@@ -909,8 +909,10 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (f->ok[i] && smux__fan_renews(call, true))
 			smux__replica_wrote(mux, f->m[i], key);
 	}
-	smux__write_unfence(mux, f->m, n, key,
-			    call->op == SMUX__OP_RENAME ? call->key : NULL);
+	/* still fenced while the hints are recorded (below): a replay or
+	 * resync section of these pairs sees the write with its hints, or
+	 * not at all (a resync must not copy from a replica that missed it
+	 * onto one that took it before that replica's hint shows) */
 	/* an abort by the caller, or a failure of the caller's own source,
 	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
@@ -944,6 +946,8 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
 out:
+	smux__write_unfence(mux, f->m, n, key,
+			    call->op == SMUX__OP_RENAME ? call->key : NULL);
 	free(f);
 	smux__view_put(v);
 	return rc;

@@ -105,9 +105,38 @@ static bool changed(const struct smux_info *had, int head_rc,
 	       now->mtime_ns != had->mtime_ns;
 }
 
+void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
+
+/*
+ * Inside the fence of (@dst, @key): 0 when the resync may decide @key on
+ * @dst from @src; 1 when it must leave it: @dst has a hint of its own for
+ * it (its replay's), or @src missed the key's latest write (its hint was
+ * recorded after hint_source_stale ran; the write fenced @dst until then,
+ * so it shows now): @dst may hold a newer version than @src and gets a
+ * hint, whose replay copies from a replica with the latest one. Or the
+ * journal's error.
+ */
+static long leave_key(struct smux_mux *mux, struct mux_member *src,
+		      struct mux_member *dst, const char *key,
+		      struct smux_error *err)
+{
+	long rc;
+
+	if (smux__hints_has(mux->hints, dst->name, key))
+		return 1;
+	if (!smux__member_stale(mux, src, key))
+		return 0;
+	rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT, NULL,
+			     err);
+	return rc ? rc : 1;
+}
+
 /* Copies @key from @src to @dst (a directory marker is recreated empty)
  * unless a write reached @dst since its listing gave @had (NULL: none);
- * an mtime says nothing about that (a program may set any). */
+ * an mtime says nothing about that (a program may set any). The check,
+ * the get and the put are one fence section of (@dst, @key): a user
+ * write of the key that includes @dst lands before it (and is seen) or
+ * after it (on top of the copy), never between the check and the put. */
 static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct mux_member *src, struct mux_member *dst,
 		     const char *key, const struct smux_info *had,
@@ -142,24 +171,33 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (fd < 0)
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
-	rc = smux__member_call(mux, ctx, src, &get, false, err);
-	/* deleted meanwhile (the delete reached @dst too), or a newer write
-	 * reached @dst meanwhile: nothing to copy */
+	smux__replay_fence_enter(mux, dst, key);
+	rc = leave_key(mux, src, dst, key, err);
+	/* a newer write reached @dst meanwhile: nothing to copy */
+	if (rc == 0 &&
+	    changed(had,
+		    (int)smux__member_call(mux, ctx, dst, &head, false, &e),
+		    &now))
+		rc = 1;
+	if (rc == 0)
+		rc = smux__member_call(mux, ctx, src, &get, false, err);
+	/* deleted meanwhile (the delete reached @dst too) */
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
-		rc = 0;
-	else if (rc == 0 && !changed(had,
-				     (int)smux__member_call(mux, ctx, dst,
-							    &head, false, &e),
-				     &now)) {
+		rc = 1;
+	if (rc == 0) {
+		if (smux__rejoin_hook_copy)
+			smux__rejoin_hook_copy(mux, key);
 		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		rc = smux__member_call(mux, ctx, dst, &put, false, err);
 	}
+	smux__replay_fence_exit(mux, dst, key);
 	close(fd);
-	return rc;
+	return rc > 0 ? 0 : rc;
 }
 
-/* Deletes @key from @dst unless @src holds it now (created meanwhile). */
+/* Deletes @key from @dst unless @src holds it now (created meanwhile);
+ * one fence section of (@dst, @key), as copy_key. */
 static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct mux_member *src, struct mux_member *dst,
 		     const char *key, struct smux_error *err)
@@ -168,17 +206,23 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
-	long rc = smux__member_call(mux, ctx, src, &head, false, err);
+	long rc;
 
-	if (rc == 0)
-		return 0;
-	if (err->e.code != SMUX_E_KEY_NOT_FOUND)
-		return rc;
-	rc = smux__member_call(mux, ctx, dst, &del, false, err);
-	if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
-		       err->e.code == SMUX_E_NOT_EMPTY))
-		rc = 0; /* gone already; a directory with children stays */
-	return rc;
+	smux__replay_fence_enter(mux, dst, key);
+	rc = leave_key(mux, src, dst, key, err);
+	if (rc == 0) {
+		rc = smux__member_call(mux, ctx, src, &head, false, err);
+		if (rc == 0)
+			rc = 1; /* @src holds it */
+		else if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = smux__member_call(mux, ctx, dst, &del, false, err);
+		if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
+			       err->e.code == SMUX_E_NOT_EMPTY))
+			rc = 0; /* gone already; a directory with children
+				 * stays */
+	}
+	smux__replay_fence_exit(mux, dst, key);
+	return rc > 0 ? 0 : rc;
 }
 
 /*

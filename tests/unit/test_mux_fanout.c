@@ -738,6 +738,201 @@ static void test_writer_undrained_midway(void **state)
 	}
 }
 
+/* ---- part M: the rejoin resync and user writes of the same key ---- */
+
+extern void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
+typedef void (*fence_wait_fn)(struct smux_mux *mux, const char *key);
+extern _Atomic(fence_wait_fn) smux__fence_wait_hook;
+extern _Atomic(fence_wait_fn) smux__replay_wait_hook;
+
+/* A side thread's operation, and whether it is over or waits at the
+ * fence (what the hook that started it waits for). */
+struct side {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool over, fenced;
+	pthread_t t;
+	bool started;
+	struct smux_backend *mux;
+	const char *key, *value;
+	int rc;
+};
+
+static struct side side = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void side_flag(bool *flag)
+{
+	pthread_mutex_lock(&side.lock);
+	*flag = true;
+	pthread_cond_broadcast(&side.cond);
+	pthread_mutex_unlock(&side.lock);
+}
+
+/* Starts @fn on a side thread and waits until it is over or waits at
+ * the fence. */
+static void side_run(void *(*fn)(void *))
+{
+	side.over = side.fenced = false;
+	side.started = true;
+	assert_int_equal(pthread_create(&side.t, NULL, fn, &side), 0);
+	pthread_mutex_lock(&side.lock);
+	while (!side.over && !side.fenced)
+		pthread_cond_wait(&side.cond, &side.lock);
+	pthread_mutex_unlock(&side.lock);
+}
+
+static void side_join(void)
+{
+	if (side.started)
+		pthread_join(side.t, NULL);
+	side.started = false;
+}
+
+static void side_fenced(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key;
+	side_flag(&side.fenced);
+}
+
+static void *side_put(void *arg)
+{
+	struct side *sd = arg;
+	struct smux_error err;
+
+	sd->rc = mh_put(sd->mux, sd->key, sd->value, &err);
+	side_flag(&sd->over);
+	return NULL;
+}
+
+static void *side_repair(void *arg)
+{
+	struct side *sd = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	sd->rc = smux_mux_repair(sd->mux, &ctx, NULL, NULL, &err);
+	side_flag(&sd->over);
+	return NULL;
+}
+
+/* The resync's copy, between its get and its put: a user put of the key */
+static void put_during_copy(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key; /* "k": the resync's own copy is freed after it */
+	smux__rejoin_hook_copy = NULL;
+	side_run(side_put);
+}
+
+/* A member added back is resynced while a user put of a key lands on it:
+ * the put wins (the resync's older copy landed on top of it between the
+ * resync's check and its put, and its rejoin hint was done: the replica
+ * kept the old version for good). */
+static void test_rejoin_copy_vs_put(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "old", &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	side.mux = x.mux;
+	side.key = "k";
+	side.value = "new";
+	atomic_store(&smux__fence_wait_hook, side_fenced);
+	smux__rejoin_hook_copy = put_during_copy;
+	fx_repair(&x);
+	side_join();
+	smux__rejoin_hook_copy = NULL;
+	atomic_store(&smux__fence_wait_hook, NULL);
+	MH_OK(side.rc, NULL);
+	MH_HOLDS(x.inner[0], "k", "new");
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
+/* Before a put is acknowledged (r0 refused it, r1 took it), a repair
+ * resyncs r1 from r0 */
+static void repair_on_ack(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key;
+	smux__fanout_hook_acked = NULL;
+	side_run(side_repair);
+}
+
+/* Three memory replicas; r1 removed and added back. A put reaches r1 and
+ * r2 but not r0, the resync's source, and the resync runs before r0's
+ * hint is recorded: it must not copy r0's old version onto r1 (it did,
+ * and r1's rejoin was done: r0's replay could then copy the old version
+ * back from r1). */
+static void test_rejoin_source_missed_write(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	struct smux_faulty_opts refuse = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct smux_backend *inner[3], *f[3], *mux;
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	unsigned pending = 1;
+	char name[8];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		inner[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "r%d", i);
+		f[i] = mh_faulty(name, inner[i], NULL);
+	}
+	mux = mh_mux("fan3", &o, f, NULL, 3);
+	MH_OK(mh_put(mux, "k", "old", &err), &err);
+	MH_OK(smux_mux_remove(mux, "r1", &ctx, &err), &err);
+	back.backend = f[1];
+	MH_OK(smux_mux_add(mux, &back, &err), &err);
+	smux_faulty_set(f[0], &refuse);
+	side.mux = mux;
+	atomic_store(&smux__replay_wait_hook, side_fenced);
+	smux__fanout_hook_acked = repair_on_ack;
+	MH_OK(mh_put(mux, "k", "new", &err), &err);
+	side_join();
+	hook_disarm();
+	atomic_store(&smux__replay_wait_hook, NULL);
+	MH_HOLDS(inner[1], "k", "new");
+	MH_HOLDS(inner[2], "k", "new");
+	smux_faulty_set(f[0], &(struct smux_faulty_opts){0});
+	for (int round = 0; round < 20 && pending; round++) {
+		mh_clock_set(&clk, atomic_load(&clk.now_ms) + 60000);
+		smux_mux_check_health(mux);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	}
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(inner[i], "k", "new");
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(inner[i]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -758,6 +953,8 @@ int main(void)
 		cmocka_unit_test(test_rejoin_failover_listing),
 		cmocka_unit_test(test_put_undrained_midway),
 		cmocka_unit_test(test_writer_undrained_midway),
+		cmocka_unit_test(test_rejoin_copy_vs_put),
+		cmocka_unit_test(test_rejoin_source_missed_write),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
