@@ -318,6 +318,18 @@ static long copy_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
+ * Shield, mirror: a missed delete is replayed as a missed put is - the
+ * key's state on the replicas without a hint for it, copied, or deleted
+ * when none of them has it. A member that was removed kept its hints, but
+ * writes made while it was out left it none: its delete hint may be older
+ * than a put of the key since, which repeating the delete would undo.
+ */
+static bool replicas_converge(const struct smux_mux *mux)
+{
+	return mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD;
+}
+
+/*
  * Replays one hint; 0 when the replica has the key's state again (or a
  * later write reached it meanwhile). With @probe, @m is down and this
  * replay is its health probe: the first call on @m reports the outcome;
@@ -339,11 +351,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
-	else if (h->kind == SMUX__HINT_PUT)
+	else if (h->kind == SMUX__HINT_PUT || replicas_converge(mux))
 		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
 	/* a missed delete, or a key deleted everywhere since (converge on
 	 * that) - unless a later write reached the replica meanwhile */
-	if (h->kind == SMUX__HINT_DEL || rc == -ENOENT) {
+	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
+	    rc == -ENOENT) {
 		rc = 0;
 		smux__replay_fence_enter(mux, m, h->key);
 		if (still_pending(mux, m, h->key)) {

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -740,11 +741,6 @@ static void test_writer_undrained_midway(void **state)
 
 /* ---- part M: the rejoin resync and user writes of the same key ---- */
 
-extern void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
-typedef void (*fence_wait_fn)(struct smux_mux *mux, const char *key);
-extern _Atomic(fence_wait_fn) smux__fence_wait_hook;
-extern _Atomic(fence_wait_fn) smux__replay_wait_hook;
-
 /* A side thread's operation, and whether it is over or waits at the
  * fence (what the hook that started it waits for). */
 struct side {
@@ -933,6 +929,58 @@ static void test_rejoin_source_missed_write(void **state)
 	}
 }
 
+static struct smux_backend *wait_mux;
+
+/* The replay of r1's hint for k, right after its check: first the other
+ * replay of that repair (r1's rejoin resync, which passes over k: it has
+ * a hint of its own) ends. */
+static void check_after_rejoin(struct smux_mux *mux, const char *replica,
+			       const char *key)
+{
+	(void)mux;
+	if (strcmp(replica, "r1") != 0 || strcmp(key, "k") != 0)
+		return;
+	atomic_store(&smux__replay_check_hook, NULL);
+	for (int i = 0; i < 10000 && smux_mux_pending_hints(wait_mux) > 1; i++)
+		usleep(1000);
+	assert_int_equal(smux_mux_pending_hints(wait_mux), 1);
+}
+
+/* A replica that missed a delete of k is removed, k is put again while it
+ * is out (no hint: it is no member), and it is added back: its kept
+ * delete hint must not delete the new k (it did: the replay repeated the
+ * delete, and the replica lacked k for good while the other held it). */
+static void test_readded_delete_hint_outdated(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(mh_put(x.mux, "k", "old", &err), &err);
+		mh_fail(x.f[1], true);
+		MH_OK(smux_backend_del(x.mux, &ctx, "k", &err), &err);
+		mh_fail(x.f[1], false);
+		assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+		MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(mh_put(x.mux, "k", "new", &err), &err);
+		back.backend = x.f[1];
+		MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+		wait_mux = x.mux;
+		atomic_store(&smux__replay_check_hook, check_after_rejoin);
+		fx_repair(&x);
+		atomic_store(&smux__replay_check_hook, NULL);
+		MH_HOLDS(x.inner[0], "k", "new");
+		MH_HOLDS(x.inner[1], "k", "new");
+		fx_release(&x);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -955,6 +1003,7 @@ int main(void)
 		cmocka_unit_test(test_writer_undrained_midway),
 		cmocka_unit_test(test_rejoin_copy_vs_put),
 		cmocka_unit_test(test_rejoin_source_missed_write),
+		cmocka_unit_test(test_readded_delete_hint_outdated),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
