@@ -941,6 +941,9 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 				  n, err);
 		if (rc)
 			goto out;
+		/* and so does one it was not sent to (draining, or added
+		 * since): the policy hints only the destination there */
+		hint_draining(mux, call->key, SMUX__HINT_DEL, f->m, n);
 	}
 	rc = smux__fanout_policy(mux, key, kind, f->m, f->ok, f->err, n, err);
 	if (rc == 0 && call->info && info_from >= 0)

@@ -981,6 +981,33 @@ static void test_readded_delete_hint_outdated(void **state)
 	}
 }
 
+/* A rename while r1 is draining: r1 missed both keys of it, and gets a
+ * hint for each (it got one for the destination only, and kept the
+ * source for good). */
+static void test_rename_while_draining(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(mh_put(x.mux, "k", "v", &err), &err);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(smux_backend_rename(x.mux, &ctx, "k", "k2", &err), &err);
+		assert_int_equal(smux_mux_pending_hints(x.mux), 2);
+		MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+		fx_repair(&x);
+		MH_LACKS(x.inner[0], "k");
+		MH_LACKS(x.inner[1], "k");
+		MH_HOLDS(x.inner[1], "k2", "v");
+		fx_release(&x);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1004,6 +1031,7 @@ int main(void)
 		cmocka_unit_test(test_rejoin_copy_vs_put),
 		cmocka_unit_test(test_rejoin_source_missed_write),
 		cmocka_unit_test(test_readded_delete_hint_outdated),
+		cmocka_unit_test(test_rename_while_draining),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
