@@ -725,6 +725,15 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 
 	if (kind == SMUX__HINT_NONE || n == 0 || n > SMUX__FAN_MAX)
 		return;
+	if (smux__member_stale(mux, m[0], key)) {
+		/* the origin missed the key's latest write itself: it is no
+		 * source to roll back to (with the mirrors hinted too, no
+		 * replica could replay). The mirrors that took this write
+		 * hold a version as new as any; those that missed it (the
+		 * origin too) get hints, as after any write. */
+		record_hints(mux, key, kind, m, ok, n, NULL);
+		return;
+	}
 	/* record_hints hints the members whose flag is false: the mirrors
 	 * that took the write (the origin, which did not, is the source) */
 	keep[0] = true;

@@ -1008,6 +1008,34 @@ static void test_rename_while_draining(void **state)
 	}
 }
 
+/* Shield: the origin r0 missed k's latest write (it was draining) and
+ * fails the next write of k, which r1 takes. r1 holds a version as new as
+ * any, and r0 is no source to roll r1 back to: r1 gets no hint (it got
+ * one: both replicas stale for k, no replay could ever run, and k was
+ * unavailable for good). */
+static void test_shield_stale_origin_fails_write(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	MH_OK(smux_mux_drain(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_refuse_puts(&x, 0, true); /* r0's replay cannot run either */
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
+	assert_true(mh_put(x.mux, "k", "v2", &err) < 0);
+	MH_HOLDS(x.inner[1], "k", "v2");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v2");
+	MH_HOLDS(x.mux, "k", "v2");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1032,6 +1060,7 @@ int main(void)
 		cmocka_unit_test(test_rejoin_source_missed_write),
 		cmocka_unit_test(test_readded_delete_hint_outdated),
 		cmocka_unit_test(test_rename_while_draining),
+		cmocka_unit_test(test_shield_stale_origin_fails_write),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
