@@ -944,8 +944,12 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux__shield_rollback_hints(mux, call->key, kind, f->m, f->ok,
 					    n);
 	/* a replica that missed a rename still holds the source: besides the
-	 * destination's hint (the policy's), it gets one to delete it */
-	if (call->op == SMUX__OP_RENAME && info_from >= 0) {
+	 * destination's hint (the policy's), it gets one to delete it -
+	 * unless the shield origin failed it: then the rename did not
+	 * happen, and holding the source is right (the mirrors that took it
+	 * were rolled back above) */
+	if (call->op == SMUX__OP_RENAME && info_from >= 0 &&
+	    !(mux->mode == SMUX_MODE_SHIELD && n > 0 && !f->ok[0])) {
 		rc = record_hints(mux, call->key, SMUX__HINT_DEL, f->m, f->ok,
 				  n, err);
 		if (rc)

@@ -1036,6 +1036,34 @@ static void test_shield_stale_origin_fails_write(void **state)
 	fx_release(&x);
 }
 
+/* Shield: the origin fails a rename that the mirror takes. The rename is
+ * not acknowledged and the mirror is rolled back to the origin (source
+ * back, destination gone); the origin, which still holds the source,
+ * gets no hint to delete it (it got one: both replicas stale for the
+ * source, and no replay could ever run). */
+static void test_shield_origin_fails_rename(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v", &err), &err);
+	mh_fail(x.f[0], true);
+	assert_true(smux_backend_rename(x.mux, &ctx, "k", "k2", &err) < 0);
+	mh_fail(x.f[0], false);
+	MH_HOLDS(x.inner[0], "k", "v");
+	MH_LACKS(x.inner[1], "k");
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v");
+	MH_HOLDS(x.inner[1], "k", "v");
+	MH_LACKS(x.inner[0], "k2");
+	MH_LACKS(x.inner[1], "k2");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1061,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_readded_delete_hint_outdated),
 		cmocka_unit_test(test_rename_while_draining),
 		cmocka_unit_test(test_shield_stale_origin_fails_write),
+		cmocka_unit_test(test_shield_origin_fails_rename),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
