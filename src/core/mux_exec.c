@@ -795,6 +795,8 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		    smux_classify(&errs[i].e) == SMUX_OUTCOME_SEMANTIC)
 			first_semantic = i;
 	}
+	if (n_ok > 0 && smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
 	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
 		/* the origin must take every write: fail with its error.
 		 * The mirrors that took it now hold what the origin does
@@ -816,8 +818,6 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
 	}
-	if (n_ok > 0 && smux__fanout_hook_acked)
-		smux__fanout_hook_acked(mux, key);
 	if (n_ok > 0 && !smux__fan_any_in_view(mux, m, ok, n)) {
 		/* every replica that took it was removed meanwhile: the
 		 * write lives on no member of the mux */

@@ -179,8 +179,16 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    (int)smux__member_call(mux, ctx, dst, &head, false, &e),
 		    &now))
 		rc = 1;
-	if (rc == 0)
-		rc = smux__member_call(mux, ctx, src, &get, false, err);
+	if (rc == 0) {
+		/* a section of (@src, @key) too: no fan-out write is between
+		 * its calls and its hints on @src (leave_key again: one that
+		 * just ended may have hinted @src) */
+		smux__replay_fence_enter(mux, src, key);
+		rc = leave_key(mux, src, dst, key, err);
+		if (rc == 0)
+			rc = smux__member_call(mux, ctx, src, &get, false, err);
+		smux__replay_fence_exit(mux, src, key);
+	}
 	/* deleted meanwhile (the delete reached @dst too) */
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 		rc = 1;
@@ -209,9 +217,12 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc;
 
 	smux__replay_fence_enter(mux, dst, key);
+	smux__replay_fence_enter(mux, src, key);
 	rc = leave_key(mux, src, dst, key, err);
-	if (rc == 0) {
+	if (rc == 0)
 		rc = smux__member_call(mux, ctx, src, &head, false, err);
+	smux__replay_fence_exit(mux, src, key);
+	if (rc <= 0) {
 		if (rc == 0)
 			rc = 1; /* @src holds it */
 		else if (err->e.code == SMUX_E_KEY_NOT_FOUND)
