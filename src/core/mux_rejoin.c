@@ -108,17 +108,37 @@ static bool changed(const struct smux_info *had, int head_rc,
 void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
 
 /*
+ * True when a member of @v other than @dst has @key's latest write (no
+ * hint for it): a replay of a hint of @dst's copies from there. When none
+ * has, the latest write of @key that a member of @v took is @dst's if
+ * @dst holds the key without a hint of its own: every other member missed
+ * it, and a later write that reached one of them would have superseded
+ * its hint (one removed while it held the only latest copy, added back).
+ */
+static bool peer_has_latest(struct smux_mux *mux, struct mux_view *v,
+			    struct mux_member *dst, const char *key)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->m[i] != dst && !smux__member_stale(mux, v->m[i], key))
+			return true;
+	return false;
+}
+
+/*
  * Inside the fence of (@dst, @key): 0 when the resync may decide @key on
  * @dst from @src; 1 when it must leave it: @dst has a hint of its own for
- * it (its replay's), or @src missed the key's latest write (its hint was
- * recorded after hint_source_stale ran; the write fenced @dst until then,
- * so it shows now): @dst may hold a newer version than @src and gets a
- * hint, whose replay copies from a replica with the latest one. Or the
- * journal's error.
+ * it (its replay's), or @src missed the key's latest write (its hint may
+ * be recorded after hint_source_stale ran; the write fenced @dst until
+ * then, so it shows now): @dst may hold a newer version than @src and gets
+ * a hint, whose replay copies from a replica with the latest one - unless
+ * no other member has it and @dst holds the key (@dst_holds): then @dst's
+ * is the latest (peer_has_latest), kept without a hint, and the others'
+ * replays copy it (with a hint every replica was stale for the key, and
+ * no replay could run). Or the journal's error.
  */
-static long leave_key(struct smux_mux *mux, struct mux_member *src,
-		      struct mux_member *dst, const char *key,
-		      struct smux_error *err)
+static long leave_key(struct smux_mux *mux, struct mux_view *v,
+		      struct mux_member *src, struct mux_member *dst,
+		      const char *key, bool dst_holds, struct smux_error *err)
 {
 	long rc;
 
@@ -126,6 +146,8 @@ static long leave_key(struct smux_mux *mux, struct mux_member *src,
 		return 1;
 	if (!smux__member_stale(mux, src, key))
 		return 0;
+	if (dst_holds && !peer_has_latest(mux, v, dst, key))
+		return 1;
 	rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT, NULL,
 			     err);
 	return rc ? rc : 1;
@@ -138,9 +160,9 @@ static long leave_key(struct smux_mux *mux, struct mux_member *src,
  * write of the key that includes @dst lands before it (and is seen) or
  * after it (on top of the copy), never between the check and the put. */
 static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct mux_member *src, struct mux_member *dst,
-		     const char *key, const struct smux_info *had,
-		     struct smux_error *err)
+		     struct mux_view *v, struct mux_member *src,
+		     struct mux_member *dst, const char *key,
+		     const struct smux_info *had, struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
 	bool marker = smux_key_is_dir(key);
@@ -172,7 +194,7 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	smux__replay_fence_enter(mux, dst, key);
-	rc = leave_key(mux, src, dst, key, err);
+	rc = leave_key(mux, v, src, dst, key, had != NULL, err);
 	/* a newer write reached @dst meanwhile: nothing to copy */
 	if (rc == 0 &&
 	    changed(had,
@@ -184,7 +206,7 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * its calls and its hints on @src (leave_key again: one that
 		 * just ended may have hinted @src) */
 		smux__replay_fence_enter(mux, src, key);
-		rc = leave_key(mux, src, dst, key, err);
+		rc = leave_key(mux, v, src, dst, key, had != NULL, err);
 		if (rc == 0)
 			rc = smux__member_call(mux, ctx, src, &get, false, err);
 		smux__replay_fence_exit(mux, src, key);
@@ -207,8 +229,9 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 /* Deletes @key from @dst unless @src holds it now (created meanwhile);
  * one fence section of (@dst, @key), as copy_key. */
 static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct mux_member *src, struct mux_member *dst,
-		     const char *key, struct smux_error *err)
+		     struct mux_view *v, struct mux_member *src,
+		     struct mux_member *dst, const char *key,
+		     struct smux_error *err)
 {
 	struct smux_info info;
 	struct smux__call head = {
@@ -218,7 +241,7 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	smux__replay_fence_enter(mux, dst, key);
 	smux__replay_fence_enter(mux, src, key);
-	rc = leave_key(mux, src, dst, key, err);
+	rc = leave_key(mux, v, src, dst, key, true, err);
 	if (rc == 0)
 		rc = smux__member_call(mux, ctx, src, &head, false, err);
 	smux__replay_fence_exit(mux, src, key);
@@ -242,8 +265,9 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
  * leaves them to those hints, whose replay copies from a replica that has
  * the key). Keys @src missed that neither listing shows are covered too.
  */
-static long hint_source_stale(struct smux_mux *mux, struct mux_member *src,
-			      struct mux_member *dst, struct smux_error *err)
+static long hint_source_stale(struct smux_mux *mux, struct mux_view *v,
+			      struct mux_member *src, struct mux_member *dst,
+			      struct smux_error *err)
 {
 	struct smux__hint *list = NULL;
 	int n = smux__hints_list(mux->hints, src->name, &list);
@@ -255,9 +279,12 @@ static long hint_source_stale(struct smux_mux *mux, struct mux_member *src,
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *key = list[i].key;
 
+		/* (no other member has the latest: the walk decides, by
+		 * whether @dst holds the key, leave_key) */
 		if (list[i].kind == SMUX__HINT_INTENT ||
 		    strcmp(key, SMUX__REJOIN_KEY) == 0 ||
-		    smux__hints_has(mux->hints, dst->name, key))
+		    smux__hints_has(mux->hints, dst->name, key) ||
+		    !peer_has_latest(mux, v, dst, key))
 			continue;
 		rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT,
 				     NULL, err);
@@ -290,7 +317,7 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				      mux->base.name,
 				      "no member to resync %s from", dst->name);
-	rc = hint_source_stale(mux, src, dst, err);
+	rc = hint_source_stale(mux, v, src, dst, err);
 	if (rc == 0)
 		rc = list_all(mux, ctx, src, &want, err);
 	if (rc == 0)
@@ -310,13 +337,13 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		/* a key with a hint of its own is its own replay's */
 		if (!smux__hints_has(mux->hints, dst->name, key)) {
 			if (c > 0)
-				rc = drop_key(mux, ctx, src, dst, key, err);
+				rc = drop_key(mux, ctx, v, src, dst, key, err);
 			else if (c < 0)
-				rc = copy_key(mux, ctx, src, dst, key, NULL,
+				rc = copy_key(mux, ctx, v, src, dst, key, NULL,
 					      err);
 			else if (want.info[i].size != have.info[j].size ||
 				 want.info[i].mtime_ns != have.info[j].mtime_ns)
-				rc = copy_key(mux, ctx, src, dst, key,
+				rc = copy_key(mux, ctx, v, src, dst, key,
 					      &have.info[j], err);
 		}
 		if (c <= 0)

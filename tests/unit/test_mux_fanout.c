@@ -970,9 +970,10 @@ static void test_readded_delete_hint_outdated(void **state)
 		MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
 		MH_OK(mh_put(x.mux, "k", "new", &err), &err);
 		back.backend = x.f[1];
-		MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+		/* set before the add: its kick may start the replays */
 		wait_mux = x.mux;
 		atomic_store(&smux__replay_check_hook, check_after_rejoin);
+		MH_OK(smux_mux_add(x.mux, &back, &err), &err);
 		fx_repair(&x);
 		atomic_store(&smux__replay_check_hook, NULL);
 		MH_HOLDS(x.inner[0], "k", "new");
@@ -1130,6 +1131,30 @@ static void test_replay_source_mid_write(void **state)
 	}
 }
 
+/* r1 holds the only latest copy of k (r0 missed it and cannot replay
+ * yet) and is removed, then added back: its resync keeps its k, and r0's
+ * replay copies it (r1 got a hint too: both replicas stale for k, no
+ * replay could ever run, k unavailable for good). */
+static void test_rejoin_holds_only_latest(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 0, "k", "old", "new");
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "new");
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1157,6 +1182,7 @@ int main(void)
 		cmocka_unit_test(test_shield_stale_origin_fails_write),
 		cmocka_unit_test(test_shield_origin_fails_rename),
 		cmocka_unit_test(test_replay_source_mid_write),
+		cmocka_unit_test(test_rejoin_holds_only_latest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
