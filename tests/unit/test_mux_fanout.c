@@ -771,7 +771,9 @@ static void side_flag(bool *flag)
  * the fence. */
 static void side_run(void *(*fn)(void *))
 {
+	pthread_mutex_lock(&side.lock);
 	side.over = side.fenced = false;
+	pthread_mutex_unlock(&side.lock);
 	side.started = true;
 	assert_int_equal(pthread_create(&side.t, NULL, fn, &side), 0);
 	pthread_mutex_lock(&side.lock);
