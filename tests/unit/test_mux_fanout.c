@@ -888,7 +888,7 @@ static void test_rejoin_source_missed_write(void **state)
 	struct smux_ctx ctx;
 	struct mh_clock clk;
 	unsigned pending = 1;
-	char name[8];
+	char name[16];
 
 	(void)state;
 	smux_ctx_init(&ctx);
@@ -1093,7 +1093,7 @@ static void test_replay_source_mid_write(void **state)
 	struct smux_ctx ctx;
 	struct mh_clock clk;
 	unsigned pending = 1;
-	char name[8];
+	char name[16];
 
 	(void)state;
 	smux_ctx_init(&ctx);
