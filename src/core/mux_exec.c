@@ -730,8 +730,14 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 		 * source to roll back to (with the mirrors hinted too, no
 		 * replica could replay). The mirrors that took this write
 		 * hold a version as new as any; those that missed it (the
-		 * origin too) get hints, as after any write. */
-		record_hints(mux, key, kind, m, ok, n, NULL);
+		 * origin too) get hints, as after any write - when some
+		 * mirror took it (else nothing changed anywhere) */
+		bool any = false;
+
+		for (unsigned i = 1; i < n; i++)
+			any |= ok[i];
+		if (any)
+			record_hints(mux, key, kind, m, ok, n, NULL);
 		return;
 	}
 	/* record_hints hints the members whose flag is false: the mirrors

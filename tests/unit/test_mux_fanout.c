@@ -1157,6 +1157,33 @@ static void test_rejoin_holds_only_latest(void **state)
 	fx_release(&x);
 }
 
+/* Shield: the origin r0 missed k's latest write and a later write of k
+ * fails on every replica: nothing changed, so r1 (which holds the latest
+ * write) gets no hint (it got one: both replicas stale for k for good). */
+static void test_shield_stale_origin_write_fails_everywhere(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	MH_OK(smux_mux_drain(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_refuse_puts(&x, 0, true);
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
+	mh_fail(x.f[1], true);
+	assert_true(mh_put(x.mux, "k", "v2", &err) < 0);
+	mh_fail(x.f[1], false);
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v1");
+	MH_HOLDS(x.inner[1], "k", "v1");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1185,6 +1212,8 @@ int main(void)
 		cmocka_unit_test(test_shield_origin_fails_rename),
 		cmocka_unit_test(test_replay_source_mid_write),
 		cmocka_unit_test(test_rejoin_holds_only_latest),
+		cmocka_unit_test(
+			test_shield_stale_origin_write_fails_everywhere),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
