@@ -166,7 +166,7 @@ export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 # The modes whose storm passes every time so far run in `make check`; the
 # others still lose the race now and then (issue 9 note): `make soak`
 # runs every mode. STORM_MODES= (empty) runs them all here too.
-STORM_MODES ?= round-robin,weighted
+STORM_MODES ?= round-robin,weighted,shield,mirror
 
 # Runs every test binary of this variant; stops at the first failure.
 test: all

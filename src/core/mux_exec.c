@@ -757,6 +757,21 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 
 	if (kind == SMUX__HINT_NONE || n == 0 || n > SMUX__FAN_MAX)
 		return;
+	if (smux__member_stale(mux, m[0], key)) {
+		/* the origin missed the key's latest write itself: it is no
+		 * source to roll back to (with the mirrors hinted too, no
+		 * replica could replay). The mirrors that took this write
+		 * hold a version as new as any; those that missed it (the
+		 * origin too) get hints, as after any write - when some
+		 * mirror took it (else nothing changed anywhere) */
+		bool any = false;
+
+		for (unsigned i = 1; i < n; i++)
+			any |= ok[i];
+		if (any)
+			record_hints(mux, key, kind, m, ok, n, NULL);
+		return;
+	}
 	/* record_hints hints the members whose flag is false: the mirrors
 	 * that took the write (the origin, which did not, is the source) */
 	keep[0] = true;
@@ -766,10 +781,12 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 }
 
 /*
- * Draining members take no writes; once a write reached some replica, the
- * draining ones that were left out (not among @m) get a hint, so an
- * undrained member is repaired before it serves the key again (a removed
- * one's hints are kept for when its name is added back).
+ * Draining members take no writes; once a write reached some replica,
+ * every member of the view it was not sent to (not among @m) gets a hint,
+ * so it is repaired before it serves the key again: one draining when the
+ * write started - draining still, or undrained since (it missed the write
+ * all the same) - or one added since (a removed one's hints are kept for
+ * when its name is added back).
  */
 static void hint_draining(struct smux_mux *mux, const char *key,
 			  enum smux__hint_kind kind, struct mux_member **m,
@@ -785,11 +802,6 @@ static void hint_draining(struct smux_mux *mux, const char *key,
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		bool in = false;
 
-		/* sticky-by-key: any shard left out (draining when the
-		 * fan-out chose, undrained or added back since) missed it */
-		if (smux__health_status(&d->health) != SMUX_STATUS_DRAINING &&
-		    mux->mode != SMUX_MODE_STICKY)
-			continue;
 		for (unsigned j = 0; j < n && !in; j++)
 			in = m[j] == d;
 		if (in ||
@@ -821,6 +833,8 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		    smux_classify(&errs[i].e) == SMUX_OUTCOME_SEMANTIC)
 			first_semantic = i;
 	}
+	if (n_ok > 0 && smux__fanout_hook_acked)
+		smux__fanout_hook_acked(mux, key);
 	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
 		/* the origin must take every write: fail with its error.
 		 * The mirrors that took it now hold what the origin does
@@ -842,8 +856,6 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 		*err = errs[first_semantic];
 		return -err->e.sys_errno;
 	}
-	if (n_ok > 0 && smux__fanout_hook_acked)
-		smux__fanout_hook_acked(mux, key);
 	if (n_ok > 0 && !smux__fan_any_in_view(mux, m, ok, n)) {
 		/* every replica that took it was removed meanwhile: the
 		 * write lives on no member of the mux */
@@ -944,8 +956,10 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (f->ok[i] && smux__fan_renews(call, true))
 			smux__replica_wrote(mux, f->m[i], key);
 	}
-	smux__write_unfence(mux, f->m, n, key,
-			    call->op == SMUX__OP_RENAME ? call->key : NULL);
+	/* still fenced while the hints are recorded (below): a replay or
+	 * resync section of these pairs sees the write with its hints, or
+	 * not at all (a resync must not copy from a replica that missed it
+	 * onto one that took it before that replica's hint shows) */
 	/* an abort by the caller, or a failure of the caller's own source,
 	 * is no replica's failure */
 	for (unsigned i = 0; i < n; i++) {
@@ -968,17 +982,26 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux__shield_rollback_hints(mux, call->key, kind, f->m, f->ok,
 					    n);
 	/* a replica that missed a rename still holds the source: besides the
-	 * destination's hint (the policy's), it gets one to delete it */
-	if (call->op == SMUX__OP_RENAME && info_from >= 0) {
+	 * destination's hint (the policy's), it gets one to delete it -
+	 * unless the shield origin failed it: then the rename did not
+	 * happen, and holding the source is right (the mirrors that took it
+	 * were rolled back above) */
+	if (call->op == SMUX__OP_RENAME && info_from >= 0 &&
+	    !(mux->mode == SMUX_MODE_SHIELD && n > 0 && !f->ok[0])) {
 		rc = record_hints(mux, call->key, SMUX__HINT_DEL, f->m, f->ok,
 				  n, err);
 		if (rc)
 			goto out;
+		/* and so does one it was not sent to (draining, or added
+		 * since): the policy hints only the destination there */
+		hint_draining(mux, call->key, SMUX__HINT_DEL, f->m, n);
 	}
 	rc = smux__fanout_policy(mux, key, kind, f->m, f->ok, f->err, n, err);
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
 out:
+	smux__write_unfence(mux, f->m, n, key,
+			    call->op == SMUX__OP_RENAME ? call->key : NULL);
 	free(f);
 	smux__view_put(v);
 	return rc;

@@ -28,6 +28,7 @@
 
 _Atomic(smux__replay_check_fn) smux__replay_check_hook;
 _Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
+_Atomic(smux__fence_wait_fn) smux__replay_wait_hook;
 
 static unsigned bucket(const struct mux_member *m, const char *key)
 {
@@ -112,9 +113,16 @@ void smux__replay_fence_enter(struct smux_mux *mux, struct mux_member *m,
 {
 	unsigned b = bucket(m, key);
 
+	smux__fence_wait_fn hook = atomic_load(&smux__replay_wait_hook);
+
 	pthread_mutex_lock(&mux->fence_lock);
 	/* counted first: writers that come now wait for this replay */
 	mux->fence_replays[b]++;
+	if (hook && mux->fence_writers[b] > 0) {
+		pthread_mutex_unlock(&mux->fence_lock);
+		hook(mux, key);
+		pthread_mutex_lock(&mux->fence_lock);
+	}
 	while (mux->fence_writers[b] > 0)
 		pthread_cond_wait(&mux->fence_cond, &mux->fence_lock);
 	pthread_mutex_unlock(&mux->fence_lock);

@@ -401,6 +401,9 @@ bool smux__rejoining(struct smux_mux *mux, struct mux_member *m);
 long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, struct mux_member *dst,
 			 struct smux_error *err);
+/* Test hook (NULL in production): a resync's copy of @key, inside its
+ * fence section, between its get from the source and its put. */
+extern void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
 
 /* mux_list.c */
 
@@ -552,6 +555,9 @@ typedef void (*smux__replay_check_fn)(struct smux_mux *mux, const char *replica,
 typedef void (*smux__fence_wait_fn)(struct smux_mux *mux, const char *key);
 extern _Atomic(smux__replay_check_fn) smux__replay_check_hook;
 extern _Atomic(smux__fence_wait_fn) smux__fence_wait_hook;
+/* Test hook (NULL in production): a replay (or resync) about to wait at
+ * the fence for user writes of its pair (fence_lock not held). */
+extern _Atomic(smux__fence_wait_fn) smux__replay_wait_hook;
 
 /* mux_sticky.c: sticky-by-key (DESIGN section 3) */
 

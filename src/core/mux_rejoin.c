@@ -105,13 +105,64 @@ static bool changed(const struct smux_info *had, int head_rc,
 	       now->mtime_ns != had->mtime_ns;
 }
 
+void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
+
+/*
+ * True when a member of @v other than @dst has @key's latest write (no
+ * hint for it): a replay of a hint of @dst's copies from there. When none
+ * has, the latest write of @key that a member of @v took is @dst's if
+ * @dst holds the key without a hint of its own: every other member missed
+ * it, and a later write that reached one of them would have superseded
+ * its hint (one removed while it held the only latest copy, added back).
+ */
+static bool peer_has_latest(struct smux_mux *mux, struct mux_view *v,
+			    struct mux_member *dst, const char *key)
+{
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->m[i] != dst && !smux__member_stale(mux, v->m[i], key))
+			return true;
+	return false;
+}
+
+/*
+ * Inside the fence of (@dst, @key): 0 when the resync may decide @key on
+ * @dst from @src; 1 when it must leave it: @dst has a hint of its own for
+ * it (its replay's), or @src missed the key's latest write (its hint may
+ * be recorded after hint_source_stale ran; the write fenced @dst until
+ * then, so it shows now): @dst may hold a newer version than @src and gets
+ * a hint, whose replay copies from a replica with the latest one - unless
+ * no other member has it and @dst holds the key (@dst_holds): then @dst's
+ * is the latest (peer_has_latest), kept without a hint, and the others'
+ * replays copy it (with a hint every replica was stale for the key, and
+ * no replay could run). Or the journal's error.
+ */
+static long leave_key(struct smux_mux *mux, struct mux_view *v,
+		      struct mux_member *src, struct mux_member *dst,
+		      const char *key, bool dst_holds, struct smux_error *err)
+{
+	long rc;
+
+	if (smux__hints_has(mux->hints, dst->name, key))
+		return 1;
+	if (!smux__member_stale(mux, src, key))
+		return 0;
+	if (dst_holds && !peer_has_latest(mux, v, dst, key))
+		return 1;
+	rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT, NULL,
+			     err);
+	return rc ? rc : 1;
+}
+
 /* Copies @key from @src to @dst (a directory marker is recreated empty)
  * unless a write reached @dst since its listing gave @had (NULL: none);
- * an mtime says nothing about that (a program may set any). */
+ * an mtime says nothing about that (a program may set any). The check,
+ * the get and the put are one fence section of (@dst, @key): a user
+ * write of the key that includes @dst lands before it (and is seen) or
+ * after it (on top of the copy), never between the check and the put. */
 static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct mux_member *src, struct mux_member *dst,
-		     const char *key, const struct smux_info *had,
-		     struct smux_error *err)
+		     struct mux_view *v, struct mux_member *src,
+		     struct mux_member *dst, const char *key,
+		     const struct smux_info *had, struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
 	bool marker = smux_key_is_dir(key);
@@ -142,43 +193,70 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (fd < 0)
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
-	rc = smux__member_call(mux, ctx, src, &get, false, err);
-	/* deleted meanwhile (the delete reached @dst too), or a newer write
-	 * reached @dst meanwhile: nothing to copy */
+	smux__replay_fence_enter(mux, dst, key);
+	rc = leave_key(mux, v, src, dst, key, had != NULL, err);
+	/* a newer write reached @dst meanwhile: nothing to copy */
+	if (rc == 0 &&
+	    changed(had,
+		    (int)smux__member_call(mux, ctx, dst, &head, false, &e),
+		    &now))
+		rc = 1;
+	if (rc == 0) {
+		/* a section of (@src, @key) too: no fan-out write is between
+		 * its calls and its hints on @src (leave_key again: one that
+		 * just ended may have hinted @src) */
+		smux__replay_fence_enter(mux, src, key);
+		rc = leave_key(mux, v, src, dst, key, had != NULL, err);
+		if (rc == 0)
+			rc = smux__member_call(mux, ctx, src, &get, false, err);
+		smux__replay_fence_exit(mux, src, key);
+	}
+	/* deleted meanwhile (the delete reached @dst too) */
 	if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
-		rc = 0;
-	else if (rc == 0 && !changed(had,
-				     (int)smux__member_call(mux, ctx, dst,
-							    &head, false, &e),
-				     &now)) {
+		rc = 1;
+	if (rc == 0) {
+		if (smux__rejoin_hook_copy)
+			smux__rejoin_hook_copy(mux, key);
 		smux_put_opts_keep(&po, &info);
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		rc = smux__member_call(mux, ctx, dst, &put, false, err);
 	}
+	smux__replay_fence_exit(mux, dst, key);
 	close(fd);
-	return rc;
+	return rc > 0 ? 0 : rc;
 }
 
-/* Deletes @key from @dst unless @src holds it now (created meanwhile). */
+/* Deletes @key from @dst unless @src holds it now (created meanwhile);
+ * one fence section of (@dst, @key), as copy_key. */
 static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     struct mux_member *src, struct mux_member *dst,
-		     const char *key, struct smux_error *err)
+		     struct mux_view *v, struct mux_member *src,
+		     struct mux_member *dst, const char *key,
+		     struct smux_error *err)
 {
 	struct smux_info info;
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
-	long rc = smux__member_call(mux, ctx, src, &head, false, err);
+	long rc;
 
+	smux__replay_fence_enter(mux, dst, key);
+	smux__replay_fence_enter(mux, src, key);
+	rc = leave_key(mux, v, src, dst, key, true, err);
 	if (rc == 0)
-		return 0;
-	if (err->e.code != SMUX_E_KEY_NOT_FOUND)
-		return rc;
-	rc = smux__member_call(mux, ctx, dst, &del, false, err);
-	if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
-		       err->e.code == SMUX_E_NOT_EMPTY))
-		rc = 0; /* gone already; a directory with children stays */
-	return rc;
+		rc = smux__member_call(mux, ctx, src, &head, false, err);
+	smux__replay_fence_exit(mux, src, key);
+	if (rc <= 0) {
+		if (rc == 0)
+			rc = 1; /* @src holds it */
+		else if (err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = smux__member_call(mux, ctx, dst, &del, false, err);
+		if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
+			       err->e.code == SMUX_E_NOT_EMPTY))
+			rc = 0; /* gone already; a directory with children
+				 * stays */
+	}
+	smux__replay_fence_exit(mux, dst, key);
+	return rc > 0 ? 0 : rc;
 }
 
 /*
@@ -187,8 +265,9 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
  * leaves them to those hints, whose replay copies from a replica that has
  * the key). Keys @src missed that neither listing shows are covered too.
  */
-static long hint_source_stale(struct smux_mux *mux, struct mux_member *src,
-			      struct mux_member *dst, struct smux_error *err)
+static long hint_source_stale(struct smux_mux *mux, struct mux_view *v,
+			      struct mux_member *src, struct mux_member *dst,
+			      struct smux_error *err)
 {
 	struct smux__hint *list = NULL;
 	int n = smux__hints_list(mux->hints, src->name, &list);
@@ -200,9 +279,12 @@ static long hint_source_stale(struct smux_mux *mux, struct mux_member *src,
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *key = list[i].key;
 
+		/* (no other member has the latest: the walk decides, by
+		 * whether @dst holds the key, leave_key) */
 		if (list[i].kind == SMUX__HINT_INTENT ||
 		    strcmp(key, SMUX__REJOIN_KEY) == 0 ||
-		    smux__hints_has(mux->hints, dst->name, key))
+		    smux__hints_has(mux->hints, dst->name, key) ||
+		    !peer_has_latest(mux, v, dst, key))
 			continue;
 		rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT,
 				     NULL, err);
@@ -235,7 +317,7 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				      mux->base.name,
 				      "no member to resync %s from", dst->name);
-	rc = hint_source_stale(mux, src, dst, err);
+	rc = hint_source_stale(mux, v, src, dst, err);
 	if (rc == 0)
 		rc = list_all(mux, ctx, src, &want, err);
 	if (rc == 0)
@@ -258,13 +340,13 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (!smux__hints_has(mux->hints, dst->name, key) &&
 		    !smux__member_zombie(mux, dst, key)) {
 			if (c > 0)
-				rc = drop_key(mux, ctx, src, dst, key, err);
+				rc = drop_key(mux, ctx, v, src, dst, key, err);
 			else if (c < 0)
-				rc = copy_key(mux, ctx, src, dst, key, NULL,
+				rc = copy_key(mux, ctx, v, src, dst, key, NULL,
 					      err);
 			else if (want.info[i].size != have.info[j].size ||
 				 want.info[i].mtime_ns != have.info[j].mtime_ns)
-				rc = copy_key(mux, ctx, src, dst, key,
+				rc = copy_key(mux, ctx, v, src, dst, key,
 					      &have.info[j], err);
 		}
 		if (c <= 0)

@@ -169,6 +169,32 @@ static bool still_pending(struct smux_mux *mux, struct mux_member *dst,
 }
 
 /*
+ * A replay's read of @key from its source @src: a section of (@src, @key)
+ * of its own (mux_fence.c), so it never reads what a fan-out write left
+ * on @src before that write recorded its hints - a version the write may
+ * roll back (a shield origin failed it) -, and only while @src has no
+ * hint for @key (else ALL_BACKENDS_DOWN, @src's probe given back).
+ */
+static long source_get(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *src, bool src_probe, const char *key,
+		       struct smux__call *get, struct smux_error *err)
+{
+	long rc;
+
+	smux__replay_fence_enter(mux, src, key);
+	if (smux__member_stale(mux, src, key)) {
+		if (src_probe)
+			smux__health_probe_cancel(&src->health);
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, src->name,
+				    "missed the latest write of %s", key);
+	} else {
+		rc = smux__member_call(mux, ctx, src, get, src_probe, err);
+	}
+	smux__replay_fence_exit(mux, src, key);
+	return rc;
+}
+
+/*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
  * is @src's health probe. With @hinted, only while @dst's hint for @key is
@@ -215,7 +241,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	}
 	smux_sink_fd(&sink, fd, 0);
-	rc = smux__member_call(mux, ctx, src, &get, src_probe, err);
+	if (hinted)
+		rc = source_get(mux, ctx, src, src_probe, key, &get, err);
+	else
+		rc = smux__member_call(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	/* the check and the write: no user write of (dst, key) between */
 	if (rc == 0 && hinted)
@@ -318,6 +347,18 @@ static long copy_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
+ * Shield, mirror: a missed delete is replayed as a missed put is - the
+ * key's state on the replicas without a hint for it, copied, or deleted
+ * when none of them has it. A member that was removed kept its hints, but
+ * writes made while it was out left it none: its delete hint may be older
+ * than a put of the key since, which repeating the delete would undo.
+ */
+static bool replicas_converge(const struct smux_mux *mux)
+{
+	return mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD;
+}
+
+/*
  * Replays one hint; 0 when the replica has the key's state again (or a
  * later write reached it meanwhile). With @probe, @m is down and this
  * replay is its health probe: the first call on @m reports the outcome;
@@ -339,11 +380,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
-	else if (h->kind == SMUX__HINT_PUT)
+	else if (h->kind == SMUX__HINT_PUT || replicas_converge(mux))
 		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
 	/* a missed delete, or a key deleted everywhere since (converge on
 	 * that) - unless a later write reached the replica meanwhile */
-	if (h->kind == SMUX__HINT_DEL || rc == -ENOENT) {
+	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
+	    rc == -ENOENT) {
 		rc = 0;
 		smux__replay_fence_enter(mux, m, h->key);
 		if (still_pending(mux, m, h->key)) {

@@ -361,9 +361,10 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		if (f->ok[i] && smux__fan_renews(&commit, mw->whole))
 			smux__replica_wrote(mux, mw->m[i], key);
 	}
-	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
+	/* unfenced once the hints are recorded (as smux__exec_fanout) */
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, f->ok, f->err,
 				 mw->n, err);
+	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
 	free(f);
 	/* the replicas that missed it have hints: the intent is over */
 	if (rc == 0)

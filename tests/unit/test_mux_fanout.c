@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -647,6 +648,542 @@ static void test_rejoin_failover_listing(void **state)
 	fx_release(&x);
 }
 
+/* ---- part M: writes that missed a member leave it a hint ---- */
+
+static const char *hook_undrain; /* the member the hook undrains, once */
+
+static void undrain_on_ack(struct smux_mux *mux, const char *key)
+{
+	struct smux_error err;
+	const char *name = hook_undrain;
+
+	(void)mux;
+	(void)key;
+	if (!name)
+		return;
+	hook_undrain = NULL;
+	MH_OK(smux_mux_undrain(hook_mux, name, &err), &err);
+}
+
+/* r1 missed "k" ("new"): no read of k is served by it while r0 fails
+ * (it has a hint), and the repair gives it "new". */
+static void expect_missed(struct fx *x)
+{
+	struct smux_error err;
+	char *got;
+	int rc;
+
+	MH_LACKS(x->inner[1], "k");
+	assert_int_equal(smux_mux_pending_hints(x->mux), 1);
+	mh_fail(x->f[0], true);
+	got = mh_get(x->mux, "k", &rc, &err);
+	if (got)
+		print_error("r1 served \"%s\" for k\n", got);
+	assert_null(got);
+	mh_fail(x->f[0], false);
+	fx_repair(x);
+	MH_HOLDS(x->inner[1], "k", "new");
+}
+
+/* A put that left out r1 (draining when it started) while r1 is undrained
+ * before the put is acknowledged: r1 missed it and gets a hint (it got
+ * none: the hint went only to members still draining at the end, and the
+ * storm read an old version from the undrained replica). */
+static void test_put_undrained_midway(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		hook_mux = x.mux;
+		hook_undrain = "r1";
+		smux__fanout_hook_acked = undrain_on_ack;
+		MH_OK(mh_put(x.mux, "k", "new", &err), &err);
+		hook_disarm();
+		assert_null(hook_undrain); /* the hook ran */
+		expect_missed(&x);
+		fx_release(&x);
+	}
+}
+
+/* The same for a writer: opened while r1 was draining, committed after
+ * the undrain. */
+static void test_writer_undrained_midway(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, "new", 3, 0, &err), &err);
+		MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+		expect_missed(&x);
+		fx_release(&x);
+	}
+}
+
+/* ---- part M: the rejoin resync and user writes of the same key ---- */
+
+/* A side thread's operation, and whether it is over or waits at the
+ * fence (what the hook that started it waits for). */
+struct side {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool over, fenced;
+	pthread_t t;
+	bool started;
+	struct smux_backend *mux;
+	const char *key, *value;
+	int rc;
+};
+
+static struct side side = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void side_flag(bool *flag)
+{
+	pthread_mutex_lock(&side.lock);
+	*flag = true;
+	pthread_cond_broadcast(&side.cond);
+	pthread_mutex_unlock(&side.lock);
+}
+
+/* Starts @fn on a side thread and waits until it is over or waits at
+ * the fence. */
+static void side_run(void *(*fn)(void *))
+{
+	pthread_mutex_lock(&side.lock);
+	side.over = side.fenced = false;
+	pthread_mutex_unlock(&side.lock);
+	side.started = true;
+	assert_int_equal(pthread_create(&side.t, NULL, fn, &side), 0);
+	pthread_mutex_lock(&side.lock);
+	while (!side.over && !side.fenced)
+		pthread_cond_wait(&side.cond, &side.lock);
+	pthread_mutex_unlock(&side.lock);
+}
+
+static void side_join(void)
+{
+	if (side.started)
+		pthread_join(side.t, NULL);
+	side.started = false;
+}
+
+static void side_fenced(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key;
+	side_flag(&side.fenced);
+}
+
+static void *side_put(void *arg)
+{
+	struct side *sd = arg;
+	struct smux_error err;
+
+	sd->rc = mh_put(sd->mux, sd->key, sd->value, &err);
+	side_flag(&sd->over);
+	return NULL;
+}
+
+static void *side_repair(void *arg)
+{
+	struct side *sd = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	sd->rc = smux_mux_repair(sd->mux, &ctx, NULL, NULL, &err);
+	side_flag(&sd->over);
+	return NULL;
+}
+
+/* The resync's copy, between its get and its put: a user put of the key */
+static void put_during_copy(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key; /* "k": the resync's own copy is freed after it */
+	smux__rejoin_hook_copy = NULL;
+	side_run(side_put);
+}
+
+/* A member added back is resynced while a user put of a key lands on it:
+ * the put wins (the resync's older copy landed on top of it between the
+ * resync's check and its put, and its rejoin hint was done: the replica
+ * kept the old version for good). */
+static void test_rejoin_copy_vs_put(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "old", &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	side.mux = x.mux;
+	side.key = "k";
+	side.value = "new";
+	atomic_store(&smux__fence_wait_hook, side_fenced);
+	smux__rejoin_hook_copy = put_during_copy;
+	fx_repair(&x);
+	side_join();
+	smux__rejoin_hook_copy = NULL;
+	atomic_store(&smux__fence_wait_hook, NULL);
+	MH_OK(side.rc, NULL);
+	MH_HOLDS(x.inner[0], "k", "new");
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
+/* Before a put is acknowledged (r0 refused it, r1 took it), a repair
+ * resyncs r1 from r0 */
+static void repair_on_ack(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key;
+	smux__fanout_hook_acked = NULL;
+	side_run(side_repair);
+}
+
+/* Three memory replicas; r1 removed and added back. A put reaches r1 and
+ * r2 but not r0, the resync's source, and the resync runs before r0's
+ * hint is recorded: it must not copy r0's old version onto r1 (it did,
+ * and r1's rejoin was done: r0's replay could then copy the old version
+ * back from r1). */
+static void test_rejoin_source_missed_write(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	struct smux_faulty_opts refuse = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct smux_backend *inner[3], *f[3], *mux;
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	unsigned pending = 1;
+	char name[16];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		inner[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "r%d", i);
+		f[i] = mh_faulty(name, inner[i], NULL);
+	}
+	mux = mh_mux("fan3", &o, f, NULL, 3);
+	MH_OK(mh_put(mux, "k", "old", &err), &err);
+	MH_OK(smux_mux_remove(mux, "r1", &ctx, &err), &err);
+	back.backend = f[1];
+	MH_OK(smux_mux_add(mux, &back, &err), &err);
+	smux_faulty_set(f[0], &refuse);
+	side.mux = mux;
+	atomic_store(&smux__replay_wait_hook, side_fenced);
+	smux__fanout_hook_acked = repair_on_ack;
+	MH_OK(mh_put(mux, "k", "new", &err), &err);
+	side_join();
+	hook_disarm();
+	atomic_store(&smux__replay_wait_hook, NULL);
+	MH_HOLDS(inner[1], "k", "new");
+	MH_HOLDS(inner[2], "k", "new");
+	smux_faulty_set(f[0], &(struct smux_faulty_opts){0});
+	for (int round = 0; round < 20 && pending; round++) {
+		mh_clock_set(&clk, atomic_load(&clk.now_ms) + 60000);
+		smux_mux_check_health(mux);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	}
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(inner[i], "k", "new");
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(inner[i]);
+	}
+}
+
+static struct smux_backend *wait_mux;
+
+/* The replay of r1's hint for k, right after its check: first the other
+ * replay of that repair (r1's rejoin resync, which passes over k: it has
+ * a hint of its own) ends. */
+static void check_after_rejoin(struct smux_mux *mux, const char *replica,
+			       const char *key)
+{
+	(void)mux;
+	if (strcmp(replica, "r1") != 0 || strcmp(key, "k") != 0)
+		return;
+	atomic_store(&smux__replay_check_hook, NULL);
+	for (int i = 0; i < 10000 && smux_mux_pending_hints(wait_mux) > 1; i++)
+		usleep(1000);
+	assert_int_equal(smux_mux_pending_hints(wait_mux), 1);
+}
+
+/* A replica that missed a delete of k is removed, k is put again while it
+ * is out (no hint: it is no member), and it is added back: its kept
+ * delete hint must not delete the new k (it did: the replay repeated the
+ * delete, and the replica lacked k for good while the other held it). */
+static void test_readded_delete_hint_outdated(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(mh_put(x.mux, "k", "old", &err), &err);
+		mh_fail(x.f[1], true);
+		MH_OK(smux_backend_del(x.mux, &ctx, "k", &err), &err);
+		mh_fail(x.f[1], false);
+		assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+		MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(mh_put(x.mux, "k", "new", &err), &err);
+		back.backend = x.f[1];
+		/* set before the add: its kick may start the replays */
+		wait_mux = x.mux;
+		atomic_store(&smux__replay_check_hook, check_after_rejoin);
+		MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+		fx_repair(&x);
+		atomic_store(&smux__replay_check_hook, NULL);
+		MH_HOLDS(x.inner[0], "k", "new");
+		MH_HOLDS(x.inner[1], "k", "new");
+		fx_release(&x);
+	}
+}
+
+/* A rename while r1 is draining: r1 missed both keys of it, and gets a
+ * hint for each (it got one for the destination only, and kept the
+ * source for good). */
+static void test_rename_while_draining(void **state)
+{
+	enum smux_mode modes[2] = {SMUX_MODE_MIRROR, SMUX_MODE_SHIELD};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int m = 0; m < 2; m++) {
+		fx_init(&x, modes[m]);
+		MH_OK(mh_put(x.mux, "k", "v", &err), &err);
+		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+		MH_OK(smux_backend_rename(x.mux, &ctx, "k", "k2", &err), &err);
+		assert_int_equal(smux_mux_pending_hints(x.mux), 2);
+		MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
+		fx_repair(&x);
+		MH_LACKS(x.inner[0], "k");
+		MH_LACKS(x.inner[1], "k");
+		MH_HOLDS(x.inner[1], "k2", "v");
+		fx_release(&x);
+	}
+}
+
+/* Shield: the origin r0 missed k's latest write (it was draining) and
+ * fails the next write of k, which r1 takes. r1 holds a version as new as
+ * any, and r0 is no source to roll r1 back to: r1 gets no hint (it got
+ * one: both replicas stale for k, no replay could ever run, and k was
+ * unavailable for good). */
+static void test_shield_stale_origin_fails_write(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	MH_OK(smux_mux_drain(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_refuse_puts(&x, 0, true); /* r0's replay cannot run either */
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
+	assert_true(mh_put(x.mux, "k", "v2", &err) < 0);
+	MH_HOLDS(x.inner[1], "k", "v2");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v2");
+	MH_HOLDS(x.mux, "k", "v2");
+	fx_release(&x);
+}
+
+/* Shield: the origin fails a rename that the mirror takes. The rename is
+ * not acknowledged and the mirror is rolled back to the origin (source
+ * back, destination gone); the origin, which still holds the source,
+ * gets no hint to delete it (it got one: both replicas stale for the
+ * source, and no replay could ever run). */
+static void test_shield_origin_fails_rename(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v", &err), &err);
+	mh_fail(x.f[0], true);
+	assert_true(smux_backend_rename(x.mux, &ctx, "k", "k2", &err) < 0);
+	mh_fail(x.f[0], false);
+	MH_HOLDS(x.inner[0], "k", "v");
+	MH_LACKS(x.inner[1], "k");
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v");
+	MH_HOLDS(x.inner[1], "k", "v");
+	MH_LACKS(x.inner[0], "k2");
+	MH_LACKS(x.inner[1], "k2");
+	fx_release(&x);
+}
+
+/* The shield origin fails a put that r1 takes, undrained r2 has a hint
+ * for the key: a repair of r2 before the put's rollback hint for r1 is
+ * recorded */
+static void undrain_and_repair(struct smux_mux *mux, const char *key)
+{
+	struct smux_error err;
+
+	(void)mux;
+	(void)key;
+	smux__fanout_hook_acked = NULL;
+	MH_OK(smux_mux_undrain(side.mux, "r2", &err), &err);
+	side_run(side_repair);
+}
+
+/* Shield of three memory replicas: a replay must not copy from a replica
+ * a write is still being decided on (it copied r1's version of a put the
+ * origin failed onto r2 just before r1 was hinted to be rolled back: r2
+ * kept it, no hint left). */
+static void test_replay_source_mid_write(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_SHIELD, .cooldown_ms = 100};
+	struct smux_backend *inner[3], *f[3], *mux;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	unsigned pending = 1;
+	char name[16];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "m%d", i);
+		inner[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "r%d", i);
+		f[i] = mh_faulty(name, inner[i], NULL);
+	}
+	mux = mh_mux("shield3", &o, f, NULL, 3);
+	MH_OK(mh_put(mux, "k", "v1", &err), &err);
+	MH_OK(smux_mux_drain(mux, "r2", &ctx, &err), &err);
+	MH_OK(mh_put(mux, "k", "v2", &err), &err);
+	mh_fail(f[0], true);
+	side.mux = mux;
+	atomic_store(&smux__replay_wait_hook, side_fenced);
+	smux__fanout_hook_acked = undrain_and_repair;
+	assert_true(mh_put(mux, "k", "v3", &err) < 0);
+	side_join();
+	hook_disarm();
+	atomic_store(&smux__replay_wait_hook, NULL);
+	mh_fail(f[0], false);
+	for (int round = 0; round < 20 && pending; round++) {
+		mh_clock_set(&clk, atomic_load(&clk.now_ms) + 60000);
+		smux_mux_check_health(mux);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	}
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(inner[i], "k", "v2");
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(inner[i]);
+	}
+}
+
+/* r1 holds the only latest copy of k (r0 missed it and cannot replay
+ * yet) and is removed, then added back: its resync keeps its k, and r0's
+ * replay copies it (r1 got a hint too: both replicas stale for k, no
+ * replay could ever run, k unavailable for good). */
+static void test_rejoin_holds_only_latest(void **state)
+{
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 0, "k", "old", "new");
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "new");
+	MH_HOLDS(x.inner[1], "k", "new");
+	fx_release(&x);
+}
+
+/* Shield: the origin r0 missed k's latest write and a later write of k
+ * fails on every replica: nothing changed, so r1 (which holds the latest
+ * write) gets no hint (it got one: both replicas stale for k for good). */
+static void test_shield_stale_origin_write_fails_everywhere(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	MH_OK(smux_mux_drain(x.mux, "r0", &ctx, &err), &err);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_refuse_puts(&x, 0, true);
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
+	mh_fail(x.f[1], true);
+	assert_true(mh_put(x.mux, "k", "v2", &err) < 0);
+	mh_fail(x.f[1], false);
+	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
+	fx_repair(&x);
+	MH_HOLDS(x.inner[0], "k", "v1");
+	MH_HOLDS(x.inner[1], "k", "v1");
+	fx_release(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -665,6 +1202,18 @@ int main(void)
 		cmocka_unit_test(test_drain_waits_for_writer_call),
 		cmocka_unit_test(test_rejoin_resyncs),
 		cmocka_unit_test(test_rejoin_failover_listing),
+		cmocka_unit_test(test_put_undrained_midway),
+		cmocka_unit_test(test_writer_undrained_midway),
+		cmocka_unit_test(test_rejoin_copy_vs_put),
+		cmocka_unit_test(test_rejoin_source_missed_write),
+		cmocka_unit_test(test_readded_delete_hint_outdated),
+		cmocka_unit_test(test_rename_while_draining),
+		cmocka_unit_test(test_shield_stale_origin_fails_write),
+		cmocka_unit_test(test_shield_origin_fails_rename),
+		cmocka_unit_test(test_replay_source_mid_write),
+		cmocka_unit_test(test_rejoin_holds_only_latest),
+		cmocka_unit_test(
+			test_shield_stale_origin_write_fails_everywhere),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
