@@ -72,6 +72,17 @@ struct smuxfs_etags {
 	} slots[SMUXFS_ETAG_SLOTS];
 };
 
+/* Open FILE handles by the kernel's node (fnode.c). */
+#define SMUXFS_FNODE_BUCKETS 256
+
+struct smuxfs_fh;
+
+struct smuxfs_fnodes {
+	pthread_mutex_t lock; /* protects buckets[] and every handle's
+				 nodeid, nnext and nlisted */
+	struct smuxfs_fh *buckets[SMUXFS_FNODE_BUCKETS];
+};
+
 /* ---- mount-wide state ---- */
 
 struct smuxfs {
@@ -120,6 +131,7 @@ struct smuxfs {
 	atomic_uint root_uid, root_gid;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
+	struct smuxfs_fnodes fnodes;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
 };
@@ -165,6 +177,10 @@ enum smuxfs_ofile_flags {
  */
 int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 		      mode_t mode, struct smuxfs_ofile **out);
+/* Takes another reference on @of (which the caller holds or knows alive)
+ * and returns it. */
+struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
+				       struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */
 void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of);
@@ -279,6 +295,11 @@ struct smuxfs_fh {
 	 * otable.lock once tracked */
 	bool tracked;
 	struct smuxfs_fh *rprev, *rnext;
+	/* FILE: the kernel's node of the file (fnode.c), in fs->fnodes once
+	 * nlisted; protected by fs->fnodes.lock */
+	uint64_t nodeid;
+	bool nlisted;
+	struct smuxfs_fh *nnext;
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -290,6 +311,31 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh);
  * into @key of @cap bytes. 0 or -ENAMETOOLONG. */
 int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 		  size_t cap);
+
+/* ---- open files whose name is gone (fnode.c) ---- */
+
+/* Installs the FUSE channel hook on @se (after the mount, before the
+ * loop): fstat of an open file whose name was unlinked or replaced then
+ * reaches smuxfs_getattr without a path and with handle 0. 0 or a
+ * negative errno. */
+int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se);
+/* Lists @fh under the kernel node @nodeid (once; the hook calls it). */
+void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid);
+/* Takes @fh off the list (smuxfs_fh_free calls it). */
+void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* After an unlink of @key or a rename over it succeeded: every listed
+ * handle of @key has no name any more. Takes the table lock
+ * (smuxfs_fh_key): call it without holding that. */
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key);
+/*
+ * In a getattr that the hook gave handle 0: what the nameless file of the
+ * current request's node is. 0 with *@of set (a reference, release it
+ * with smuxfs_ofile_release) when a handle has pending content, else 0
+ * with @info filled from a reader's version; -ESTALE when the request is
+ * no such getattr or the handles are gone.
+ */
+int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info);
 
 /* ---- path and error mapping, attributes (ops.c) ---- */
 

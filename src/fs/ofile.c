@@ -128,7 +128,9 @@ int smuxfs_init_tables(struct smuxfs *fs)
 {
 	memset(&fs->otable, 0, sizeof(fs->otable));
 	memset(&fs->etags, 0, sizeof(fs->etags));
+	memset(&fs->fnodes, 0, sizeof(fs->fnodes));
 	pthread_mutex_init(&fs->otable.lock, NULL);
+	pthread_mutex_init(&fs->fnodes.lock, NULL);
 	pthread_mutex_init(&fs->etags.lock, NULL);
 	atomic_init(&fs->last_mtime_ns, 0);
 	return 0;
@@ -193,6 +195,15 @@ struct smuxfs_ofile *smuxfs_ofile_find(struct smuxfs *fs, const char *key)
 	of = table_lookup(fs, key);
 	if (of)
 		of->refs++;
+	pthread_mutex_unlock(&fs->otable.lock);
+	return of;
+}
+
+struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
+				       struct smuxfs_ofile *of)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	of->refs++;
 	pthread_mutex_unlock(&fs->otable.lock);
 	return of;
 }
@@ -673,8 +684,10 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 		ofile_unref(fs, of);
 	}
 	smuxfs_etag_forget(fs, key);
-	if (rc == 0)
+	if (rc == 0) {
 		readers_unlinked(fs, key);
+		smuxfs_fnode_unlinked(fs, key);
+	}
 	return rc;
 }
 
@@ -754,6 +767,7 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 	}
 	if (rc == 0) {
 		readers_unlinked(fs, to);
+		smuxfs_fnode_unlinked(fs, to); /* before @of takes the name */
 		readers_rekey(fs, from, to);
 	}
 	if (of) {
@@ -953,6 +967,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 		free(fs->etags.slots[i].key);
 	pthread_mutex_destroy(&fs->otable.lock);
 	pthread_mutex_destroy(&fs->etags.lock);
+	pthread_mutex_destroy(&fs->fnodes.lock);
 }
 
 /* ---- handles ---- */
@@ -1020,6 +1035,7 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	if (!fh)
 		return;
+	smuxfs_fnode_del(fs, fh);
 	if (fh->tracked) {
 		pthread_mutex_lock(&fs->otable.lock);
 		if (fh->rprev)

@@ -47,6 +47,65 @@ static int may_modify(struct smuxfs *fs, const char *path)
 
 /* ---- getattr ---- */
 
+/*
+ * Attributes of an open file from its pending content: the size, mode and
+ * mtime it has now; owner and times from the object while it still has
+ * its name @key (NULL: none). A deleted one (its name unlinked or
+ * replaced) has no name: nlink 0, nothing looked up, as a local
+ * filesystem shows a file unlinked while open.
+ */
+static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
+			 const char *key, struct stat *st)
+{
+	struct smuxfs_ofile_attr a = {0};
+	struct smux_info info;
+	bool is_dir = false;
+	int rc;
+
+	rc = smuxfs_ofile_attr(of, &a);
+	if (rc)
+		return rc;
+	if (a.deleted || !key ||
+	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir)
+		smux_info_clear(&info);
+	info.size = a.size;
+	if (a.mode_set || !info.mode)
+		info.mode = S_IFREG | a.mode;
+	info.mtime_ns = a.mtime_ns;
+	if (a.has_owner) {
+		info.uid = a.uid;
+		info.gid = a.gid;
+		info.has_owner = true;
+	}
+	smuxfs_fill_stat(fs, st, false, &info);
+	if (a.deleted)
+		st->st_nlink = 0;
+	return 0;
+}
+
+/* fstat of an open file whose name is gone: the kernel asks without the
+ * handle, the channel hook (fnode.c) gave it handle 0. */
+static int getattr_orphan(struct smuxfs *fs, struct stat *st)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	rc = smuxfs_fnode_orphan(fs, &of, &info);
+	if (rc)
+		return rc;
+	if (of) {
+		rc = getattr_ofile(fs, of, NULL, st);
+		smuxfs_ofile_release(fs, of);
+		if (rc == 0)
+			st->st_nlink = 0;
+		return rc;
+	}
+	smuxfs_fill_stat(fs, st, false, &info);
+	st->st_nlink = 0;
+	return 0;
+}
+
 int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -66,28 +125,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
 		/* the open file itself: renamed or unlinked, it is still
 		 * there for its handles */
-		struct smuxfs_ofile_attr a = {0};
-
-		rc = smuxfs_ofile_attr(fh->of, &a);
-		if (rc)
-			return rc;
-		is_dir = false;
-		/* owner and times from the object while it has this name */
-		if (smuxfs_fh_key(fs, fh, key, sizeof(key)) != 0 ||
-		    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 ||
-		    is_dir)
-			smux_info_clear(&info);
-		is_dir = false;
-		info.size = a.size;
-		if (a.mode_set || !info.mode)
-			info.mode = S_IFREG | a.mode;
-		info.mtime_ns = a.mtime_ns;
-		if (a.has_owner) {
-			info.uid = a.uid;
-			info.gid = a.gid;
-			info.has_owner = true;
-		}
-		gone = a.deleted;
+		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+		return getattr_ofile(fs, fh->of, rc ? NULL : key, st);
 	} else if (fh && fh->kind == SMUXFS_FH_FILE && fh->reader &&
 		   atomic_load(&fh->unlinked)) {
 		/* unlinked while open: the handle still reads what it
@@ -101,6 +140,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
 	} else {
+		if (!path && fi && !fh)
+			return getattr_orphan(fs, st);
 		if (!path)
 			return -ESTALE;
 		if (smuxdir_owns(path))

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fnode.c - open files whose name is gone, as the kernel sees them: the
+ * kernel node (FUSE nodeid) of every open FILE handle, and a hook on the
+ * FUSE channel that lets fstat(2) of such a file reach its handle.
+ *
+ * Why: fstat(2) makes the kernel send GETATTR of the file's node without
+ * the handle (FUSE_GETATTR_FH is set only for a few internal callers), and
+ * libfuse's high-level API finds a node by its path: a node unlinked or
+ * replaced by a rename (hard_remove) has none, so libfuse answers ESTALE
+ * before any operation of ours runs. Keeping the name (hard_remove = 0,
+ * libfuse's .fuse_hidden renames) would break the atomicity of rename(2)
+ * over an open file (ops_meta.c), so instead the daemon reads the channel
+ * through its own hook (fuse_session_custom_io): a GETATTR without handle
+ * of a node whose open handles lost their name gets FUSE_GETATTR_FH and the
+ * handle 0, which libfuse passes on without a path (nullpath_ok), and
+ * smuxfs_getattr answers it from the open file (smuxfs_fnode_orphan):
+ * the current size, nlink 0, as a local filesystem does.
+ *
+ * The nodeid of a handle comes from the reply to its OPEN (the request's
+ * node) or CREATE (the new entry's node), seen by the same hook on its way
+ * to the kernel, before the kernel can release the handle.
+ *
+ * Locks: fs->fnodes.lock protects the buckets and every handle's nodeid,
+ * nnext and nlisted. It may be taken while holding an ofile's lock and it
+ * is held while taking the open-file table's lock (smuxfs_fh_key), never
+ * the reverse; no ofile lock is ever taken while holding it.
+ */
+#include <errno.h>
+#include <linux/fuse.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/fs.h" /* before fuse_lowlevel.h: FUSE_USE_VERSION */
+
+#include <fuse_lowlevel.h>
+
+/* The request the current FUSE thread is serving (set when it read it). */
+static __thread struct {
+	uint32_t opcode;
+	uint64_t unique;
+	uint64_t nodeid;
+	bool orphan; /* a GETATTR given handle 0 by hook_read */
+} cur;
+
+/* The mount the hook serves (one per process). */
+static struct smuxfs *hook_fs;
+
+static unsigned fnode_bucket(uint64_t nodeid)
+{
+	return (unsigned)(nodeid % SMUXFS_FNODE_BUCKETS);
+}
+
+void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	unsigned b = fnode_bucket(nodeid);
+
+	pthread_mutex_lock(&t->lock);
+	if (!fh->nlisted) {
+		fh->nodeid = nodeid;
+		fh->nnext = t->buckets[b];
+		t->buckets[b] = fh;
+		fh->nlisted = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smuxfs_fh **p;
+
+	pthread_mutex_lock(&t->lock);
+	if (fh->nlisted) {
+		for (p = &t->buckets[fnode_bucket(fh->nodeid)]; *p;
+		     p = &(*p)->nnext) {
+			if (*p == fh) {
+				*p = fh->nnext;
+				break;
+			}
+		}
+		fh->nnext = NULL;
+		fh->nlisted = false;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	char k[SMUX_KEY_MAX + 2];
+
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext) {
+			if (atomic_load(&fh->unlinked) ||
+			    smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
+			    strcmp(k, key) != 0)
+				continue;
+			atomic_store(&fh->unlinked, true);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* True when an open handle of @nodeid lost its name. */
+static bool fnode_orphaned(struct smuxfs *fs, uint64_t nodeid)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	bool found = false;
+
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid == nodeid && atomic_load(&fh->unlinked)) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
+int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	int rc = -ESTALE;
+
+	*of = NULL;
+	if (!cur.orphan)
+		return -ESTALE;
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(cur.nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid != cur.nodeid || !atomic_load(&fh->unlinked))
+			continue;
+		if (fh->of) {
+			/* the pending content: the current size */
+			*of = smuxfs_ofile_hold(fs, fh->of);
+			rc = 0;
+			break;
+		}
+		if (rc == 0)
+			continue;
+		/* a clean reader: the version it opened */
+		smux_info_clear(info);
+		if (fh->reader) {
+			*info = fh->reader->info;
+		} else {
+			info->size = fh->size;
+			info->mode = S_IFREG;
+		}
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* ---- the channel hook ---- */
+
+static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	struct fuse_in_header *in = buf;
+	struct fuse_getattr_in *ga;
+
+	(void)userdata;
+	cur.opcode = 0;
+	cur.orphan = false;
+	if (n < (ssize_t)sizeof(*in))
+		return n; /* errno as read(2) left it */
+	cur.opcode = in->opcode;
+	cur.unique = in->unique;
+	cur.nodeid = in->nodeid;
+	if (in->opcode != FUSE_GETATTR || (size_t)n < sizeof(*in) + sizeof(*ga))
+		return n;
+	ga = (struct fuse_getattr_in *)(in + 1);
+	if (!(ga->getattr_flags & FUSE_GETATTR_FH) &&
+	    fnode_orphaned(hook_fs, in->nodeid)) {
+		ga->getattr_flags |= FUSE_GETATTR_FH;
+		ga->fh = 0;
+		cur.orphan = true;
+	}
+	return n;
+}
+
+/* The reply to the current OPEN or CREATE: registers its handle under its
+ * node. */
+static void note_open(const struct iovec *iov, int count)
+{
+	struct {
+		struct fuse_out_header out;
+		struct fuse_entry_out entry;
+		struct fuse_open_out open;
+	} r;
+	char *p = (char *)&r;
+	size_t got = 0, need = sizeof(r.out) + sizeof(r.open);
+	const struct fuse_open_out *oo;
+	struct smuxfs_fh *fh;
+	uint64_t nodeid = cur.nodeid;
+
+	if (cur.opcode == FUSE_CREATE)
+		need += sizeof(r.entry);
+	for (int i = 0; i < count && got < need; i++) {
+		size_t n = iov[i].iov_len < need - got ? iov[i].iov_len
+						       : need - got;
+
+		memcpy(p + got, iov[i].iov_base, n);
+		got += n;
+	}
+	if (got < need || r.out.unique != cur.unique || r.out.error != 0)
+		return;
+	oo = (const struct fuse_open_out *)(p + sizeof(r.out));
+	if (cur.opcode == FUSE_CREATE) {
+		nodeid = r.entry.nodeid;
+		oo = &r.open;
+	}
+	fh = (struct smuxfs_fh *)(uintptr_t)oo->fh;
+	if (fh && fh->kind == SMUXFS_FH_FILE)
+		smuxfs_fnode_add(hook_fs, fh, nodeid);
+}
+
+static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	/* before the kernel has the reply: no RELEASE of it can come yet */
+	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
+		note_open(iov, count);
+	return writev(fd, iov, count);
+}
+
+int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = {
+		.read = hook_read,
+		.writev = hook_writev,
+	};
+
+	hook_fs = fs;
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
