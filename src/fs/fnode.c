@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <linux/fuse.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -223,12 +224,133 @@ static void note_open(const struct iovec *iov, int count)
 		smuxfs_fnode_add(hook_fs, fh, nodeid);
 }
 
+/* ---- inode numbers in replies ---- */
+
+/* what libfuse reports as a directory entry's unknown inode number */
+#define FNODE_UNKNOWN_INO 0xffffffffu
+
+/* Copies @n bytes at byte @off of the reply in @iov into @p, or (@write)
+ * from @p into the reply. False when the reply is shorter. */
+static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
+		   size_t n, bool write)
+{
+	char *b = p;
+
+	for (int i = 0; i < count && n; i++) {
+		size_t len = iov[i].iov_len, k;
+
+		if (off >= len) {
+			off -= len;
+			continue;
+		}
+		k = len - off < n ? len - off : n;
+		if (write)
+			memcpy((char *)iov[i].iov_base + off, b, k);
+		else
+			memcpy(b, (char *)iov[i].iov_base + off, k);
+		b += k;
+		n -= k;
+		off = 0;
+	}
+	return n == 0;
+}
+
+/* The 64-bit field at @off: @to when it is 0. */
+static void fill_zero(const struct iovec *iov, int count, size_t off,
+		      uint64_t to)
+{
+	uint64_t v;
+
+	if (iov_at(iov, count, off, &v, sizeof(v), false) && v == 0)
+		iov_at(iov, count, off, &to, sizeof(to), true);
+}
+
+/* offsets of st_ino in an entry and in GETATTR's attributes */
+#define ENTRY_INO                                \
+	(offsetof(struct fuse_entry_out, attr) + \
+	 offsetof(struct fuse_attr, ino))
+#define ATTR_OUT_INO \
+	(offsetof(struct fuse_attr_out, attr) + offsetof(struct fuse_attr, ino))
+
+/* Directory entries from byte @off to @end: d_ino 0 becomes the node's
+ * id (READDIRPLUS, where the entry has a node) or "unknown", as libfuse
+ * reports without use_ino; READDIRPLUS attributes get the node's id. */
+static void patch_dirents(const struct iovec *iov, int count, size_t off,
+			  size_t end, bool plus)
+{
+	size_t head = plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET;
+	size_t dirent = plus ? offsetof(struct fuse_direntplus, dirent) : 0;
+
+	while (off + head <= end) {
+		struct fuse_dirent d;
+		uint64_t nodeid = 0;
+
+		if (!iov_at(iov, count, off + dirent, &d, FUSE_NAME_OFFSET,
+			    false))
+			return;
+		if (plus) {
+			iov_at(iov, count,
+			       off + offsetof(struct fuse_entry_out, nodeid),
+			       &nodeid, sizeof(nodeid), false);
+			if (nodeid)
+				fill_zero(iov, count, off + ENTRY_INO, nodeid);
+		}
+		fill_zero(iov, count, off + dirent,
+			  nodeid ? nodeid : FNODE_UNKNOWN_INO);
+		off += FUSE_DIRENT_ALIGN(head + d.namelen);
+	}
+}
+
+/*
+ * use_ino = 1 lets a file keep one st_ino under all its names
+ * (smuxfs_fill_stat); every other st_ino the daemon reports is 0, and here
+ * becomes the kernel node's id, as libfuse reports without use_ino: in
+ * the entry of LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK and LINK, in the
+ * attributes of GETATTR and SETATTR, and in directory entries.
+ */
+static void patch_inos(const struct iovec *iov, int count)
+{
+	const size_t h = sizeof(struct fuse_out_header);
+	struct fuse_out_header out;
+	uint64_t nodeid;
+
+	if (!iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    out.unique != cur.unique || out.error != 0)
+		return;
+	switch (cur.opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_CREATE:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_SYMLINK:
+	case FUSE_LINK:
+		if (iov_at(iov, count,
+			   h + offsetof(struct fuse_entry_out, nodeid), &nodeid,
+			   sizeof(nodeid), false) &&
+		    nodeid)
+			fill_zero(iov, count, h + ENTRY_INO, nodeid);
+		break;
+	case FUSE_GETATTR:
+	case FUSE_SETATTR:
+		fill_zero(iov, count, h + ATTR_OUT_INO, cur.nodeid);
+		break;
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+		patch_dirents(iov, count, h, out.len,
+			      cur.opcode == FUSE_READDIRPLUS);
+		break;
+	default:
+		break;
+	}
+}
+
 static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
 		note_open(iov, count);
+	patch_inos(iov, count);
 	return writev(fd, iov, count);
 }
 

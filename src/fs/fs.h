@@ -218,6 +218,9 @@ struct smuxfs_ofile_attr {
 	 * object's owner is shown. Callers zero the struct first. */
 	uint32_t uid, gid;
 	bool has_owner;
+	/* the stored file's identity last seen (smux_info.file_id, 0 none):
+	 * it keeps its inode number once its name is gone */
+	uint64_t file_id;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
@@ -227,6 +230,8 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
  * must not touch the backend), false when it is clean (the caller applies
  * the change to the backend too). */
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
+/* Remembers the stored file's identity seen by a lookup (0: ignored). */
+void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id);
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
 
 /* unlink(2) of @key: deletes the object and, once that succeeded, takes
@@ -312,7 +317,13 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh);
 int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 		  size_t cap);
 
-/* ---- open files whose name is gone (fnode.c) ---- */
+/* ---- open files whose name is gone, inode numbers (fnode.c) ---- */
+
+/* st_ino of a file whose tree has hard links: its identity in the backend
+ * (smux_info.file_id) with this bit set, which no kernel node id (below
+ * 2^32 in libfuse) has. Every other st_ino the daemon reports is 0, and
+ * the channel hook puts the kernel node's id in its place (use_ino = 1). */
+#define SMUXFS_INO_FILE_ID (UINT64_C(1) << 63)
 
 /* Installs the FUSE channel hook on @se (after the mount, before the
  * loop): fstat of an open file whose name was unlinked or replaced then

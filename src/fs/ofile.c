@@ -56,6 +56,7 @@ struct smuxfs_ofile {
 	bool inplace;	  /* w writes the object itself (in place) */
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
+	uint64_t file_id; /* the stored file's identity last seen, 0 none */
 };
 
 static uint32_t key_hash(const char *key)
@@ -291,6 +292,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 			return -EISDIR;
 		of->mode = info.mode & 07777;
 		of->mode_set = info.mode != 0;
+		of->file_id = info.file_id;
 		of->mtime_ns = info.mtime_ns;
 		of->dirty = flags & SMUXFS_OF_TRUNC;
 	}
@@ -615,6 +617,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->gid = of->gid;
 	a->has_owner = of->own;
 	a->deleted = of->deleted;
+	a->file_id = of->file_id;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
 }
@@ -629,6 +632,16 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 	dirty = of->dirty;
 	pthread_mutex_unlock(&of->lock);
 	return dirty;
+}
+
+void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id)
+{
+	if (!file_id)
+		return;
+	pthread_mutex_lock(&of->lock);
+	if (!of->deleted) /* a name gone names another file now */
+		of->file_id = file_id;
+	pthread_mutex_unlock(&of->lock);
 }
 
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)

@@ -68,6 +68,10 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (a.deleted || !key ||
 	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir)
 		smux_info_clear(&info);
+	if (info.file_id)
+		smuxfs_ofile_set_file_id(of, info.file_id);
+	else
+		info.file_id = a.file_id; /* its inode number stays */
 	info.size = a.size;
 	if (a.mode_set || !info.mode)
 		info.mode = S_IFREG | a.mode;

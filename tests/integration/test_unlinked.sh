@@ -12,7 +12,11 @@
 #   - a writer open across a rename-replace writes on into its own
 #     (nameless) file and the new file under the name is untouched;
 #   - `tail -f` keeps following a log that is removed while a writer
-#     appends to it through its descriptor.
+#     appends to it through its descriptor;
+#   - hard links: `stat -c %i` of two names of one file is equal (nlink 2),
+#     `find -samefile` finds both names, and `du` counts the file once;
+#     two different files never share an inode number; an open file keeps
+#     its number once its name is gone.
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -155,6 +159,39 @@ kill "$tailpid"
 wait "$tailpid" 2>/dev/null || true
 expect "tail -f saw" "$(tr '\n' ' ' <"$T/tail.out")" "line 1 line 2 line 3 line 4 "
 expect "tail -f said" "$(cat "$T/tail.err")" ""
+
+log "$KIND: two names of one file have one inode number"
+echo linked >"$m/h1"
+mkdir "$m/d"
+ln "$m/h1" "$m/d/h2"
+echo other >"$m/h3"
+expect "nlink" "$(stat -c %h "$m/h1" "$m/d/h2" | tr '\n' ' ')" "2 2 "
+expect "one inode" "$(stat -c %i "$m/h1")" "$(stat -c %i "$m/d/h2")"
+[ "$(stat -c %i "$m/h1")" != "$(stat -c %i "$m/h3")" ] ||
+	fail "$KIND: two files share an inode number"
+[ "$(stat -c %i "$m/h1")" != "$(stat -c %i "$m/d")" ] ||
+	fail "$KIND: a file and a directory share an inode number"
+expect "find -samefile" "$(cd "$m" && find . -samefile h1 | sort | tr '\n' ' ')" \
+	"./d/h2 ./h1 "
+head -c 1048576 /dev/zero >"$m/big"
+ln "$m/big" "$m/d/big2"
+expect "du counts a linked file once" "$(du -s --block-size=1M "$m/big" "$m/d/big2" | awk '{ s += $1 } END { print s }')" 1
+# an open descriptor sees the same inode as the names
+py '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+assert os.fstat(fd).st_ino == os.stat(sys.argv[2]).st_ino
+os.close(fd)
+' "$m/h1" "$m/d/h2"
+ino=$(stat -c %i "$m/d/h2")
+rm "$m/h1"
+# (the other name's link count through the mount is the kernel's cached
+# one until the attribute timeout: another node to it)
+for r in "${replicas[@]}"; do
+	expect "$r/d/h2 nlink after rm" "$(stat -c %h "$r/d/h2")" 1
+done
+expect "content after rm" "$(cat "$m/d/h2")" linked
+expect "the number after rm" "$(stat -c %i "$m/d/h2")" "$ino"
 
 unmount_smux "$m"
 log "$KIND: ok"
