@@ -160,6 +160,25 @@ int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 	return rc;
 }
 
+struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smuxfs_ofile *of = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	if (fh->nlisted) {
+		for (struct smuxfs_fh *o = t->buckets[fnode_bucket(fh->nodeid)];
+		     o; o = o->nnext) {
+			if (o->nodeid == fh->nodeid && o->of) {
+				of = smuxfs_ofile_hold(fs, o->of);
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return of;
+}
+
 /* ---- the channel hook ---- */
 
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)

@@ -347,6 +347,11 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key);
  */
 int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 			struct smux_info *info);
+/* The pending content (an ofile, with a reference) of another handle of
+ * @fh's kernel node, or NULL: a reader whose file lost its name reads
+ * what a writer of that file wrote, as descriptors of one inode do. */
+struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs,
+					struct smuxfs_fh *fh);
 
 /* ---- path and error mapping, attributes (ops.c) ---- */
 

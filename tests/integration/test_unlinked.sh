@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # test_unlinked.sh KIND - a file whose name is gone while it is open stays
 # a file through its descriptors, as on a local filesystem (issue 8 item
-# 11), on a mount of one file backend (file), a mirror of two (mirror) and
-# a failover of two (failover):
+# 11), on a mount of one file backend (file), a mirror of two (mirror), a
+# failover of two (failover) and one file backend whose writers are
+# spooled in cache_dir (staging: SMUXFS_FORCE_STAGING=1, as a tree that
+# cannot write in place; the spool is the content):
 #   - open, write, unlink: fstat shows nlink 0 and the current size, write
 #     and read work through the descriptor, close works, and nothing of it
 #     is left in any backend directory;
-#   - a reader open across an unlink and across a rename-replace (`mv new
-#     f`) keeps reading the content it opened, fstat nlink 0, while the
-#     name shows the new file;
+#   - a reader and an appender of one file, the name removed by another
+#     process: fstat nlink 0 on both, and the reader reads what the
+#     appender wrote since (descriptors of one file share its content);
+#   - a reader open across a rename-replace (`mv new f`) keeps reading the
+#     content it opened, fstat nlink 0, while the name shows the new file;
 #   - a writer open across a rename-replace writes on into its own
 #     (nameless) file and the new file under the name is untouched;
 #   - `tail -f` keeps following a log that is removed while a writer
@@ -27,6 +31,10 @@ B=$T/b
 new_config "$T/unl.conf" root
 case $KIND in
 file) cfg_file root "$A" ;;
+staging)
+	cfg_file root "$A"
+	export SMUXFS_FORCE_STAGING=1
+	;;
 mirror | failover)
 	cfg_mux root "$KIND" "a b"
 	cfg_file a "$A"
