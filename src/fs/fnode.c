@@ -15,7 +15,8 @@
  * of a node whose open handles lost their name gets FUSE_GETATTR_FH and the
  * handle 0, which libfuse passes on without a path (nullpath_ok), and
  * smuxfs_getattr answers it from the open file (smuxfs_fnode_orphan):
- * the current size, nlink 0, as a local filesystem does.
+ * the current size, nlink 0, as a local filesystem does. SETATTR without
+ * handle (fchmod, futimens) of such a node gets handle 0 the same way.
  *
  * The nodeid of a handle comes from the reply to its OPEN (the request's
  * node) or CREATE (the new entry's node), seen by the same hook on its way
@@ -186,6 +187,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t n = read(fd, buf, len);
 	struct fuse_in_header *in = buf;
 	struct fuse_getattr_in *ga;
+	struct fuse_setattr_in *sa;
 
 	(void)userdata;
 	cur.opcode = 0;
@@ -195,14 +197,25 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	cur.opcode = in->opcode;
 	cur.unique = in->unique;
 	cur.nodeid = in->nodeid;
-	if (in->opcode != FUSE_GETATTR || (size_t)n < sizeof(*in) + sizeof(*ga))
-		return n;
-	ga = (struct fuse_getattr_in *)(in + 1);
-	if (!(ga->getattr_flags & FUSE_GETATTR_FH) &&
-	    fnode_orphaned(hook_fs, in->nodeid)) {
-		ga->getattr_flags |= FUSE_GETATTR_FH;
-		ga->fh = 0;
-		cur.orphan = true;
+	if (in->opcode == FUSE_GETATTR &&
+	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
+		ga = (struct fuse_getattr_in *)(in + 1);
+		if (!(ga->getattr_flags & FUSE_GETATTR_FH) &&
+		    fnode_orphaned(hook_fs, in->nodeid)) {
+			ga->getattr_flags |= FUSE_GETATTR_FH;
+			ga->fh = 0;
+			cur.orphan = true;
+		}
+	} else if (in->opcode == FUSE_SETATTR &&
+		   (size_t)n >= sizeof(*in) + sizeof(*sa)) {
+		/* fchmod, fchown, futimens: sent without the handle too */
+		sa = (struct fuse_setattr_in *)(in + 1);
+		if (!(sa->valid & FATTR_FH) &&
+		    fnode_orphaned(hook_fs, in->nodeid)) {
+			sa->valid |= FATTR_FH;
+			sa->fh = 0;
+			cur.orphan = true;
+		}
 	}
 	return n;
 }

@@ -558,6 +558,35 @@ static int key_for(struct smuxfs *fs, const char *path,
 	return key_of(fs, path, key, cap, is_root);
 }
 
+/*
+ * fchmod or futimens of an open file whose name is gone (the channel hook
+ * gave the request handle 0): kept by its pending content, which fstat
+ * shows; nothing is committed any more. A clean reader keeps no
+ * attributes: ESTALE, as before. Set-id bits only for root.
+ */
+static int setattr_orphan(struct smuxfs *fs, const struct smux_setattr *attr)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	rc = smuxfs_fnode_orphan(fs, &of, &info);
+	if (rc)
+		return rc;
+	if (!of)
+		return -ESTALE;
+	if (attr->flags & SMUX_SET_MODE)
+		smuxfs_ofile_set_mode(
+			of,
+			fuse_get_context()->uid == 0
+				? attr->mode
+				: attr->mode & ~(uint32_t)(S_ISUID | S_ISGID));
+	if (attr->flags & SMUX_SET_MTIME)
+		smuxfs_ofile_set_mtime(of, attr->mtime_ns);
+	smuxfs_ofile_release(fs, of);
+	return 0;
+}
+
 /* Applies @attr to what @key is (object or directory marker). */
 static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 		    const struct smux_setattr *attr)
@@ -632,6 +661,10 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	bool is_root, dirty = false;
 	int rc;
 
+	if (!path && fi && !fi->fh) {
+		attr.mode = mode & 07777;
+		return setattr_orphan(fs, &attr);
+	}
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
@@ -671,6 +704,11 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	bool is_root, dirty = false;
 	int rc;
 
+	if (!path && fi && !fi->fh) {
+		if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
+			attr.flags |= SMUX_SET_MTIME;
+		return setattr_orphan(fs, &attr);
+	}
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;

@@ -5,9 +5,9 @@
 # failover of two (failover) and one file backend whose writers are
 # spooled in cache_dir (staging: SMUXFS_FORCE_STAGING=1, as a tree that
 # cannot write in place; the spool is the content):
-#   - open, write, unlink: fstat shows nlink 0 and the current size, write
-#     and read work through the descriptor, close works, and nothing of it
-#     is left in any backend directory;
+#   - open, write, unlink: fstat shows nlink 0 and the current size, write,
+#     read, fchmod and futimens work through the descriptor, close works,
+#     and nothing of it is left in any backend directory;
 #   - a reader and an appender of one file, the name removed by another
 #     process: fstat nlink 0 on both, and the reader reads what the
 #     appender wrote since (descriptors of one file share its content);
@@ -72,6 +72,11 @@ assert os.pwrite(fd, b" world", 5) == 6
 st = os.fstat(fd)
 assert (st.st_nlink, st.st_size) == (0, 11), "after a write: %r" % (st,)
 assert os.pread(fd, 100, 0) == b"hello world"
+os.fchmod(fd, 0o600)
+os.utime(fd, ns=(1500000000 * 10**9, 1500000000 * 10**9))
+st = os.fstat(fd)
+assert (st.st_mode & 0o7777, st.st_mtime) == (0o600, 1500000000), \
+    "after fchmod, futimens: %r" % (st,)
 os.fsync(fd)
 os.close(fd)
 ' "$m/unl"
