@@ -304,6 +304,38 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 #define ATTR_OUT_INO \
 	(offsetof(struct fuse_attr_out, attr) + offsetof(struct fuse_attr, ino))
 
+/*
+ * A file with more than one name is another kernel inode under each name:
+ * its attributes are not cached (valid for 0 s), so the link count after
+ * an rm of another name, and the size and mtime after a write through
+ * another name, show at once. @attr: the byte offset of the reply's
+ * struct fuse_attr, @valid and @nsec of its validity.
+ */
+static void linked_uncached(const struct iovec *iov, int count, size_t attr,
+			    size_t valid, size_t nsec)
+{
+	uint64_t ino, zero64 = 0;
+	uint32_t nlink, zero32 = 0;
+
+	if (!iov_at(iov, count, attr + offsetof(struct fuse_attr, ino), &ino,
+		    sizeof(ino), false) ||
+	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
+		    &nlink, sizeof(nlink), false) ||
+	    !(ino & SMUXFS_INO_FILE_ID) || nlink < 2)
+		return;
+	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
+	iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
+}
+
+/* linked_uncached for the entry at byte @off */
+static void entry_linked_uncached(const struct iovec *iov, int count,
+				  size_t off)
+{
+	linked_uncached(iov, count, off + offsetof(struct fuse_entry_out, attr),
+			off + offsetof(struct fuse_entry_out, attr_valid),
+			off + offsetof(struct fuse_entry_out, attr_valid_nsec));
+}
+
 /* Directory entries from byte @off to @end: d_ino 0 becomes the node's
  * id (READDIRPLUS, where the entry has a node) or "unknown", as libfuse
  * reports without use_ino; READDIRPLUS attributes get the node's id. */
@@ -324,8 +356,10 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
 			iov_at(iov, count,
 			       off + offsetof(struct fuse_entry_out, nodeid),
 			       &nodeid, sizeof(nodeid), false);
-			if (nodeid)
+			if (nodeid) {
 				fill_zero(iov, count, off + ENTRY_INO, nodeid);
+				entry_linked_uncached(iov, count, off);
+			}
 		}
 		fill_zero(iov, count, off + dirent,
 			  nodeid ? nodeid : FNODE_UNKNOWN_INO);
@@ -338,7 +372,8 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
  * (smuxfs_fill_stat); every other st_ino the daemon reports is 0, and here
  * becomes the kernel node's id, as libfuse reports without use_ino: in
  * the entry of LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK and LINK, in the
- * attributes of GETATTR and SETATTR, and in directory entries.
+ * attributes of GETATTR and SETATTR, and in directory entries. The
+ * attributes of a file with several names are not cached.
  */
 static void patch_inos(const struct iovec *iov, int count)
 {
@@ -359,12 +394,18 @@ static void patch_inos(const struct iovec *iov, int count)
 		if (iov_at(iov, count,
 			   h + offsetof(struct fuse_entry_out, nodeid), &nodeid,
 			   sizeof(nodeid), false) &&
-		    nodeid)
+		    nodeid) {
 			fill_zero(iov, count, h + ENTRY_INO, nodeid);
+			entry_linked_uncached(iov, count, h);
+		}
 		break;
 	case FUSE_GETATTR:
 	case FUSE_SETATTR:
 		fill_zero(iov, count, h + ATTR_OUT_INO, cur.nodeid);
+		linked_uncached(
+			iov, count, h + offsetof(struct fuse_attr_out, attr),
+			h + offsetof(struct fuse_attr_out, attr_valid),
+			h + offsetof(struct fuse_attr_out, attr_valid_nsec));
 		break;
 	case FUSE_READDIR:
 	case FUSE_READDIRPLUS:

@@ -198,8 +198,7 @@ os.close(fd)
 ' "$m/h1" "$m/d/h2"
 ino=$(stat -c %i "$m/d/h2")
 rm "$m/h1"
-# (the other name's link count through the mount is the kernel's cached
-# one until the attribute timeout: another node to it)
+expect "nlink after rm of the other name" "$(stat -c %h "$m/d/h2")" 1
 for r in "${replicas[@]}"; do
 	expect "$r/d/h2 nlink after rm" "$(stat -c %h "$r/d/h2")" 1
 done
