@@ -228,7 +228,7 @@ static void note_open(const struct iovec *iov, int count)
 		struct fuse_out_header out;
 		struct fuse_entry_out entry;
 		struct fuse_open_out open;
-	} r;
+	} r = {0};
 	char *p = (char *)&r;
 	size_t got = 0, need = sizeof(r.out) + sizeof(r.open);
 	const struct fuse_open_out *oo;
