@@ -53,6 +53,12 @@ struct smux_info {
 	uint32_t uid, gid;	  /* owner, SMUX_ID_NONE = not kept */
 	uint32_t nlink;		  /* hard links (0 = unknown) */
 	bool has_owner;		  /* uid/gid are the object's */
+	/* Identity of the stored file in the backend that answered (0 =
+	 * unknown): two keys with one file_id are hard links of one file;
+	 * distinct files have distinct ids with high probability (a file
+	 * backend mixes st_dev and st_ino). Not comparable across members
+	 * of a mux (each replica has its own inodes). */
+	uint64_t file_id;
 };
 
 /* Get everything from the offset on. */

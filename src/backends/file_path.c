@@ -264,6 +264,26 @@ void smux__file_etag(const struct stat *st, char *etag, size_t size)
 			 (uint64_t)st->st_mtim.tv_nsec);
 }
 
+/* splitmix64's finalizer: every input bit moves every output bit */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= UINT64_C(0xbf58476d1ce4e5b9);
+	x ^= x >> 27;
+	x *= UINT64_C(0x94d049bb133111eb);
+	x ^= x >> 31;
+	return x;
+}
+
+/* The file's identity: its device and inode, mixed into 64 bits (never
+ * 0, which means unknown). */
+static uint64_t file_id(const struct stat *st)
+{
+	uint64_t id = mix64((uint64_t)st->st_ino ^ mix64((uint64_t)st->st_dev));
+
+	return id ? id : 1;
+}
+
 void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 {
 	if (!info)
@@ -291,6 +311,7 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 		info->size = (uint64_t)st->st_size;
 	}
 	info->nlink = (uint32_t)st->st_nlink;
+	info->file_id = file_id(st);
 	smux__file_etag(st, info->etag, sizeof(info->etag));
 }
 

@@ -82,6 +82,17 @@ struct smuxfs_rjournal {
 	char path[PATH_MAX];
 };
 
+/* Open FILE handles by the kernel's node (fnode.c). */
+#define SMUXFS_FNODE_BUCKETS 256
+
+struct smuxfs_fh;
+
+struct smuxfs_fnodes {
+	pthread_mutex_t lock; /* protects buckets[] and every handle's
+				 nodeid, nnext and nlisted */
+	struct smuxfs_fh *buckets[SMUXFS_FNODE_BUCKETS];
+};
+
 /* ---- mount-wide state ---- */
 
 struct smuxfs {
@@ -130,6 +141,7 @@ struct smuxfs {
 	atomic_uint root_uid, root_gid;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
+	struct smuxfs_fnodes fnodes;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
 	/* the config file, absolute (ctl.c's add and reload.c read it
@@ -189,6 +201,10 @@ enum smuxfs_ofile_flags {
  */
 int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 		      mode_t mode, struct smuxfs_ofile **out);
+/* Takes another reference on @of (which the caller holds or knows alive)
+ * and returns it. */
+struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
+				       struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */
 void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of);
@@ -226,6 +242,9 @@ struct smuxfs_ofile_attr {
 	 * object's owner is shown. Callers zero the struct first. */
 	uint32_t uid, gid;
 	bool has_owner;
+	/* the stored file's identity last seen (smux_info.file_id, 0 none):
+	 * it keeps its inode number once its name is gone */
+	uint64_t file_id;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
@@ -235,6 +254,8 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
  * must not touch the backend), false when it is clean (the caller applies
  * the change to the backend too). */
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
+/* Remembers the stored file's identity seen by a lookup (0: ignored). */
+void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id);
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
 
 /* unlink(2) of @key: deletes the object and, once that succeeded, takes
@@ -311,6 +332,11 @@ struct smuxfs_fh {
 	uint64_t ev_shift, ev_pos;
 	struct fuse_pollhandle *ev_ph;
 	struct smuxfs_fh *ev_next;
+	/* FILE: the kernel's node of the file (fnode.c), in fs->fnodes once
+	 * nlisted; protected by fs->fnodes.lock */
+	uint64_t nodeid;
+	bool nlisted;
+	struct smuxfs_fh *nnext;
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -322,6 +348,42 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh);
  * into @key of @cap bytes. 0 or -ENAMETOOLONG. */
 int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 		  size_t cap);
+
+/* ---- open files whose name is gone, inode numbers (fnode.c) ---- */
+
+/* st_ino of a file whose tree has hard links: its identity in the backend
+ * (smux_info.file_id) with this bit set, which no kernel node id (below
+ * 2^32 in libfuse) has. Every other st_ino the daemon reports is 0, and
+ * the channel hook puts the kernel node's id in its place (use_ino = 1). */
+#define SMUXFS_INO_FILE_ID (UINT64_C(1) << 63)
+
+/* Installs the FUSE channel hook on @se (after the mount, before the
+ * loop): fstat of an open file whose name was unlinked or replaced then
+ * reaches smuxfs_getattr without a path and with handle 0. 0 or a
+ * negative errno. */
+int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se);
+/* Lists @fh under the kernel node @nodeid (once; the hook calls it). */
+void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid);
+/* Takes @fh off the list (smuxfs_fh_free calls it). */
+void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* After an unlink of @key or a rename over it succeeded: every listed
+ * handle of @key has no name any more. Takes the table lock
+ * (smuxfs_fh_key): call it without holding that. */
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key);
+/*
+ * In a getattr that the hook gave handle 0: what the nameless file of the
+ * current request's node is. 0 with *@of set (a reference, release it
+ * with smuxfs_ofile_release) when a handle has pending content, else 0
+ * with @info filled from a reader's version; -ESTALE when the request is
+ * no such getattr or the handles are gone.
+ */
+int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info);
+/* The pending content (an ofile, with a reference) of another handle of
+ * @fh's kernel node, or NULL: a reader whose file lost its name reads
+ * what a writer of that file wrote, as descriptors of one inode do. */
+struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs,
+					struct smuxfs_fh *fh);
 
 /* ---- path and error mapping, attributes (ops.c) ---- */
 

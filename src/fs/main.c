@@ -556,6 +556,9 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (fuse_mount(d->fuse, d->mnt))
 		FAIL(EXIT_MOUNT, "cannot mount on %s", d->mnt);
 	d->mounted = true;
+	/* fstat of open files whose name is gone (fnode.c) */
+	if (smuxfs_fnode_hook(fs, fuse_get_session(d->fuse)))
+		FAIL(EXIT_MOUNT, "cannot hook the FUSE channel");
 	if (fuse_set_signal_handlers(fuse_get_session(d->fuse)))
 		FAIL(EXIT_RUNTIME, "cannot install signal handlers");
 	d->signals = true;

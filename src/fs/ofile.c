@@ -56,6 +56,7 @@ struct smuxfs_ofile {
 	bool inplace;	  /* w writes the object itself (in place) */
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
+	uint64_t file_id; /* the stored file's identity last seen, 0 none */
 };
 
 static uint32_t key_hash(const char *key)
@@ -128,7 +129,9 @@ int smuxfs_init_tables(struct smuxfs *fs)
 {
 	memset(&fs->otable, 0, sizeof(fs->otable));
 	memset(&fs->etags, 0, sizeof(fs->etags));
+	memset(&fs->fnodes, 0, sizeof(fs->fnodes));
 	pthread_mutex_init(&fs->otable.lock, NULL);
+	pthread_mutex_init(&fs->fnodes.lock, NULL);
 	pthread_mutex_init(&fs->etags.lock, NULL);
 	atomic_init(&fs->last_mtime_ns, 0);
 	return 0;
@@ -193,6 +196,15 @@ struct smuxfs_ofile *smuxfs_ofile_find(struct smuxfs *fs, const char *key)
 	of = table_lookup(fs, key);
 	if (of)
 		of->refs++;
+	pthread_mutex_unlock(&fs->otable.lock);
+	return of;
+}
+
+struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
+				       struct smuxfs_ofile *of)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	of->refs++;
 	pthread_mutex_unlock(&fs->otable.lock);
 	return of;
 }
@@ -280,6 +292,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 			return -EISDIR;
 		of->mode = info.mode & 07777;
 		of->mode_set = info.mode != 0;
+		of->file_id = info.file_id;
 		of->mtime_ns = info.mtime_ns;
 		of->dirty = flags & SMUXFS_OF_TRUNC;
 	}
@@ -604,6 +617,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->gid = of->gid;
 	a->has_owner = of->own;
 	a->deleted = of->deleted;
+	a->file_id = of->file_id;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
 }
@@ -618,6 +632,16 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 	dirty = of->dirty;
 	pthread_mutex_unlock(&of->lock);
 	return dirty;
+}
+
+void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id)
+{
+	if (!file_id)
+		return;
+	pthread_mutex_lock(&of->lock);
+	if (!of->deleted) /* a name gone names another file now */
+		of->file_id = file_id;
+	pthread_mutex_unlock(&of->lock);
 }
 
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
@@ -673,8 +697,10 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 		ofile_unref(fs, of);
 	}
 	smuxfs_etag_forget(fs, key);
-	if (rc == 0)
+	if (rc == 0) {
 		readers_unlinked(fs, key);
+		smuxfs_fnode_unlinked(fs, key);
+	}
 	return rc;
 }
 
@@ -754,6 +780,7 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 	}
 	if (rc == 0) {
 		readers_unlinked(fs, to);
+		smuxfs_fnode_unlinked(fs, to); /* before @of takes the name */
 		readers_rekey(fs, from, to);
 	}
 	if (of) {
@@ -953,6 +980,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 		free(fs->etags.slots[i].key);
 	pthread_mutex_destroy(&fs->otable.lock);
 	pthread_mutex_destroy(&fs->etags.lock);
+	pthread_mutex_destroy(&fs->fnodes.lock);
 }
 
 /* ---- handles ---- */
@@ -1021,6 +1049,7 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 	if (!fh)
 		return;
 	smuxfs_eventlog_close(fs, fh);
+	smuxfs_fnode_del(fs, fh);
 	if (fh->tracked) {
 		pthread_mutex_lock(&fs->otable.lock);
 		if (fh->rprev)

@@ -212,6 +212,13 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 			(in->mode & S_IFMT) | (S_ISLNK(in->mode) ? 0777 : perm);
 	}
 	st->st_nlink = in->nlink ? in->nlink : (is_dir ? 2 : 1);
+	/* Where the tree has hard links, a file's number is its identity in
+	 * the backend, so every name of it shows one st_ino (rsync -H, cp -a,
+	 * find -samefile, du). Else 0: the channel hook (fnode.c) reports the
+	 * kernel node's id, as libfuse does without use_ino. */
+	if (!is_dir && in->file_id &&
+	    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
+		st->st_ino = (ino_t)(in->file_id | SMUXFS_INO_FILE_ID);
 	/* uid=/gid= given by the operator override the objects' owners */
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
@@ -350,7 +357,10 @@ static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = fs->opts->negative_timeout;
 	cfg->hard_remove = 1;
 	cfg->nullpath_ok = 1;
-	cfg->use_ino = 0;
+	/* st_ino as getattr reports it: a file's identity where the tree has
+	 * hard links, else 0, which the channel hook (fnode.c) replaces by
+	 * the kernel node's id */
+	cfg->use_ino = 1;
 	/* 1 MiB requests; read-ahead can only be lowered here (main.c
 	 * raises the mount's bdi read-ahead instead). Async reads stay on. */
 	conn->max_write = MIB;

@@ -237,6 +237,8 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 		return rc;
 	/* pending content: this handle's, or another handle's opened since */
 	of = fh->of ? fh->of : smuxfs_ofile_find(fs, key);
+	if (!of && atomic_load(&fh->unlinked))
+		of = smuxfs_fnode_ofile(fs, fh); /* no name: by its node */
 	if (of) {
 		n = smuxfs_ofile_read(fs, of, buf, size, (uint64_t)off);
 		if (of != fh->of)

@@ -47,6 +47,69 @@ static int may_modify(struct smuxfs *fs, const char *path)
 
 /* ---- getattr ---- */
 
+/*
+ * Attributes of an open file from its pending content: the size, mode and
+ * mtime it has now; owner and times from the object while it still has
+ * its name @key (NULL: none). A deleted one (its name unlinked or
+ * replaced) has no name: nlink 0, nothing looked up, as a local
+ * filesystem shows a file unlinked while open.
+ */
+static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
+			 const char *key, struct stat *st)
+{
+	struct smuxfs_ofile_attr a = {0};
+	struct smux_info info;
+	bool is_dir = false;
+	int rc;
+
+	rc = smuxfs_ofile_attr(of, &a);
+	if (rc)
+		return rc;
+	if (a.deleted || !key ||
+	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir)
+		smux_info_clear(&info);
+	if (info.file_id)
+		smuxfs_ofile_set_file_id(of, info.file_id);
+	else
+		info.file_id = a.file_id; /* its inode number stays */
+	info.size = a.size;
+	if (a.mode_set || !info.mode)
+		info.mode = S_IFREG | a.mode;
+	info.mtime_ns = a.mtime_ns;
+	if (a.has_owner) {
+		info.uid = a.uid;
+		info.gid = a.gid;
+		info.has_owner = true;
+	}
+	smuxfs_fill_stat(fs, st, false, &info);
+	if (a.deleted)
+		st->st_nlink = 0;
+	return 0;
+}
+
+/* fstat of an open file whose name is gone: the kernel asks without the
+ * handle, the channel hook (fnode.c) gave it handle 0. */
+static int getattr_orphan(struct smuxfs *fs, struct stat *st)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	rc = smuxfs_fnode_orphan(fs, &of, &info);
+	if (rc)
+		return rc;
+	if (of) {
+		rc = getattr_ofile(fs, of, NULL, st);
+		smuxfs_ofile_release(fs, of);
+		if (rc == 0)
+			st->st_nlink = 0;
+		return rc;
+	}
+	smuxfs_fill_stat(fs, st, false, &info);
+	st->st_nlink = 0;
+	return 0;
+}
+
 int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -59,35 +122,16 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	smuxfs_raise_readahead(fs);
 	if (fh && fh->kind == SMUXFS_FH_VIRTUAL) {
 		smuxfs_fill_stat(fs, st, false, NULL);
-		st->st_mode = S_IFREG | 0444;
-		st->st_size = (off_t)fh->len;
+		st->st_mode = S_IFREG | (fh->ctl ? 0600 : 0444);
+		st->st_size = fh->ev_stream ? (off_t)smuxfs_eventlog_size(fs)
+					    : (off_t)fh->len;
 		return 0;
 	}
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
 		/* the open file itself: renamed or unlinked, it is still
 		 * there for its handles */
-		struct smuxfs_ofile_attr a = {0};
-
-		rc = smuxfs_ofile_attr(fh->of, &a);
-		if (rc)
-			return rc;
-		is_dir = false;
-		/* owner and times from the object while it has this name */
-		if (smuxfs_fh_key(fs, fh, key, sizeof(key)) != 0 ||
-		    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 ||
-		    is_dir)
-			smux_info_clear(&info);
-		is_dir = false;
-		info.size = a.size;
-		if (a.mode_set || !info.mode)
-			info.mode = S_IFREG | a.mode;
-		info.mtime_ns = a.mtime_ns;
-		if (a.has_owner) {
-			info.uid = a.uid;
-			info.gid = a.gid;
-			info.has_owner = true;
-		}
-		gone = a.deleted;
+		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+		return getattr_ofile(fs, fh->of, rc ? NULL : key, st);
 	} else if (fh && fh->kind == SMUXFS_FH_FILE && fh->reader &&
 		   atomic_load(&fh->unlinked)) {
 		/* unlinked while open: the handle still reads what it
@@ -101,6 +145,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
 	} else {
+		if (!path && fi && !fh)
+			return getattr_orphan(fs, st);
 		if (!path)
 			return -ESTALE;
 		if (smuxdir_owns(path))
@@ -551,6 +597,35 @@ static int key_for(struct smuxfs *fs, const char *path,
 	return key_of(fs, path, key, cap, is_root);
 }
 
+/*
+ * fchmod or futimens of an open file whose name is gone (the channel hook
+ * gave the request handle 0): kept by its pending content, which fstat
+ * shows; nothing is committed any more. A clean reader keeps no
+ * attributes: ESTALE, as before. Set-id bits only for root.
+ */
+static int setattr_orphan(struct smuxfs *fs, const struct smux_setattr *attr)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	rc = smuxfs_fnode_orphan(fs, &of, &info);
+	if (rc)
+		return rc;
+	if (!of)
+		return -ESTALE;
+	if (attr->flags & SMUX_SET_MODE)
+		smuxfs_ofile_set_mode(
+			of,
+			fuse_get_context()->uid == 0
+				? attr->mode
+				: attr->mode & ~(uint32_t)(S_ISUID | S_ISGID));
+	if (attr->flags & SMUX_SET_MTIME)
+		smuxfs_ofile_set_mtime(of, attr->mtime_ns);
+	smuxfs_ofile_release(fs, of);
+	return 0;
+}
+
 /* Applies @attr to what @key is (object or directory marker). */
 static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 		    const struct smux_setattr *attr)
@@ -625,6 +700,10 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	bool is_root, dirty = false;
 	int rc;
 
+	if (!path && fi && !fi->fh) {
+		attr.mode = mode & 07777;
+		return setattr_orphan(fs, &attr);
+	}
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
@@ -664,6 +743,11 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	bool is_root, dirty = false;
 	int rc;
 
+	if (!path && fi && !fi->fh) {
+		if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
+			attr.flags |= SMUX_SET_MTIME;
+		return setattr_orphan(fs, &attr);
+	}
 	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;

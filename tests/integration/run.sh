@@ -72,6 +72,7 @@ for k in file mirror failover; do tests+=("test_apps.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
+for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 

@@ -13,8 +13,7 @@
 #   - O_EXCL and O_CREAT without O_TRUNC are honoured when the file
 #     appeared behind a cached negative lookup;
 #   - a file unlinked while open stays usable through its descriptor
-#     (read, write; fstat is still ESTALE: libfuse 3.14's high-level API
-#     sends GETATTR of an unlinked node without its handle);
+#     (read, write, fstat with nlink 0; more in test_unlinked.sh);
 #   - a failed unlink (the backing directory is immutable) leaves an open
 #     writer's data and its close() result intact (file);
 #   - a handle that only reads never commits: its close publishes nothing.
@@ -125,6 +124,8 @@ perl -e '
 	syswrite($f, "hello") == 5 or die "write: $!";
 	unlink($p) or die "unlink: $!";
 	-e $p and die "still there\n";
+	my @st = stat($f) or die "fstat: $!";
+	$st[3] == 0 && $st[7] == 5 or die "fstat: nlink $st[3] size $st[7]\n";
 	sysseek($f, 0, SEEK_SET);
 	my $buf; sysread($f, $buf, 100) == 5 or die "read: $!";
 	$buf eq "hello" or die "read back \"$buf\"\n";

@@ -2337,6 +2337,40 @@ static void test_rename_dir(void **state)
 	expect_content(env, "f/z", "3");
 }
 
+/* info.file_id: one for every name of a file (a hard link), another for
+ * another file, the same through a reader, and kept across a rename. */
+static void test_file_id(void **state)
+{
+	struct env *env = *state;
+	struct smux_info a, b, c;
+	struct smux_reader *r = NULL;
+
+	assert_int_equal(put_str(env, "a", "1"), 0);
+	assert_int_equal(put_str(env, "c", "1"), 0);
+	assert_int_equal(
+		smux_backend_link(env->b, &env->ctx, "a", "d/b", &env->err), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "a", &a, &env->err), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "d/b", &b, &env->err), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "c", &c, &env->err), 0);
+	assert_true(a.file_id != 0);
+	assert_true(a.file_id == b.file_id);
+	assert_true(a.file_id != c.file_id);
+	assert_int_equal(a.nlink, 2);
+	assert_int_equal(smux_backend_reader_open(env->b, &env->ctx, "d/b", &r,
+						  &env->err),
+			 0);
+	assert_true(r->info.file_id == a.file_id);
+	smux_reader_close(r);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "a", "e", &env->err), 0);
+	assert_int_equal(
+		smux_backend_head(env->b, &env->ctx, "e", &b, &env->err), 0);
+	assert_true(b.file_id == a.file_id);
+}
+
 int main(void)
 {
 	const struct CMUnitTest basics[] = {
@@ -2386,6 +2420,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_objects,
 						setup_fast, teardown),
 		cmocka_unit_test_setup_teardown(test_fifo_objects, setup_fast,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_file_id, setup_fast,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rename_dir, setup_fast,
 						teardown),

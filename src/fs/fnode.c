@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fnode.c - open files whose name is gone, as the kernel sees them: the
+ * kernel node (FUSE nodeid) of every open FILE handle, and a hook on the
+ * FUSE channel that lets fstat(2) of such a file reach its handle.
+ *
+ * Why: fstat(2) makes the kernel send GETATTR of the file's node without
+ * the handle (FUSE_GETATTR_FH is set only for a few internal callers), and
+ * libfuse's high-level API finds a node by its path: a node unlinked or
+ * replaced by a rename (hard_remove) has none, so libfuse answers ESTALE
+ * before any operation of ours runs. Keeping the name (hard_remove = 0,
+ * libfuse's .fuse_hidden renames) would break the atomicity of rename(2)
+ * over an open file (ops_meta.c), so instead the daemon reads the channel
+ * through its own hook (fuse_session_custom_io): a GETATTR without handle
+ * of a node whose open handles lost their name gets FUSE_GETATTR_FH and the
+ * handle 0, which libfuse passes on without a path (nullpath_ok), and
+ * smuxfs_getattr answers it from the open file (smuxfs_fnode_orphan):
+ * the current size, nlink 0, as a local filesystem does. SETATTR without
+ * handle (fchmod, futimens) of such a node gets handle 0 the same way.
+ *
+ * The nodeid of a handle comes from the reply to its OPEN (the request's
+ * node) or CREATE (the new entry's node), seen by the same hook on its way
+ * to the kernel, before the kernel can release the handle.
+ *
+ * Locks: fs->fnodes.lock protects the buckets and every handle's nodeid,
+ * nnext and nlisted. It may be taken while holding an ofile's lock and it
+ * is held while taking the open-file table's lock (smuxfs_fh_key), never
+ * the reverse; no ofile lock is ever taken while holding it.
+ */
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/fs.h" /* before fuse_lowlevel.h: FUSE_USE_VERSION */
+
+#include <fuse_lowlevel.h>
+
+/* The request the current FUSE thread is serving (set when it read it). */
+static __thread struct {
+	uint32_t opcode;
+	uint64_t unique;
+	uint64_t nodeid;
+	bool orphan; /* a GETATTR given handle 0 by hook_read */
+} cur;
+
+/* The mount the hook serves (one per process). */
+static struct smuxfs *hook_fs;
+
+static unsigned fnode_bucket(uint64_t nodeid)
+{
+	return (unsigned)(nodeid % SMUXFS_FNODE_BUCKETS);
+}
+
+void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	unsigned b = fnode_bucket(nodeid);
+
+	pthread_mutex_lock(&t->lock);
+	if (!fh->nlisted) {
+		fh->nodeid = nodeid;
+		fh->nnext = t->buckets[b];
+		t->buckets[b] = fh;
+		fh->nlisted = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smuxfs_fh **p;
+
+	pthread_mutex_lock(&t->lock);
+	if (fh->nlisted) {
+		for (p = &t->buckets[fnode_bucket(fh->nodeid)]; *p;
+		     p = &(*p)->nnext) {
+			if (*p == fh) {
+				*p = fh->nnext;
+				break;
+			}
+		}
+		fh->nnext = NULL;
+		fh->nlisted = false;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	char k[SMUX_KEY_MAX + 2];
+
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext) {
+			if (atomic_load(&fh->unlinked) ||
+			    smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
+			    strcmp(k, key) != 0)
+				continue;
+			atomic_store(&fh->unlinked, true);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* True when an open handle of @nodeid lost its name. */
+static bool fnode_orphaned(struct smuxfs *fs, uint64_t nodeid)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	bool found = false;
+
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid == nodeid && atomic_load(&fh->unlinked)) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
+int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	int rc = -ESTALE;
+
+	*of = NULL;
+	if (!cur.orphan)
+		return -ESTALE;
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(cur.nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid != cur.nodeid || !atomic_load(&fh->unlinked))
+			continue;
+		if (fh->of) {
+			/* the pending content: the current size */
+			*of = smuxfs_ofile_hold(fs, fh->of);
+			rc = 0;
+			break;
+		}
+		if (rc == 0)
+			continue;
+		/* a clean reader: the version it opened */
+		smux_info_clear(info);
+		if (fh->reader) {
+			*info = fh->reader->info;
+		} else {
+			info->size = fh->size;
+			info->mode = S_IFREG;
+		}
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smuxfs_ofile *of = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	if (fh->nlisted) {
+		for (struct smuxfs_fh *o = t->buckets[fnode_bucket(fh->nodeid)];
+		     o; o = o->nnext) {
+			if (o->nodeid == fh->nodeid && o->of) {
+				of = smuxfs_ofile_hold(fs, o->of);
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return of;
+}
+
+/* ---- the channel hook ---- */
+
+static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	struct fuse_in_header *in = buf;
+	struct fuse_getattr_in *ga;
+	struct fuse_setattr_in *sa;
+
+	(void)userdata;
+	cur.opcode = 0;
+	cur.orphan = false;
+	if (n < (ssize_t)sizeof(*in))
+		return n; /* errno as read(2) left it */
+	cur.opcode = in->opcode;
+	cur.unique = in->unique;
+	cur.nodeid = in->nodeid;
+	if (in->opcode == FUSE_GETATTR &&
+	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
+		ga = (struct fuse_getattr_in *)(in + 1);
+		if (!(ga->getattr_flags & FUSE_GETATTR_FH) &&
+		    fnode_orphaned(hook_fs, in->nodeid)) {
+			ga->getattr_flags |= FUSE_GETATTR_FH;
+			ga->fh = 0;
+			cur.orphan = true;
+		}
+	} else if (in->opcode == FUSE_SETATTR &&
+		   (size_t)n >= sizeof(*in) + sizeof(*sa)) {
+		/* fchmod, fchown, futimens: sent without the handle too */
+		sa = (struct fuse_setattr_in *)(in + 1);
+		if (!(sa->valid & FATTR_FH) &&
+		    fnode_orphaned(hook_fs, in->nodeid)) {
+			sa->valid |= FATTR_FH;
+			sa->fh = 0;
+			cur.orphan = true;
+		}
+	}
+	return n;
+}
+
+/* The reply to the current OPEN or CREATE: registers its handle under its
+ * node. */
+static void note_open(const struct iovec *iov, int count)
+{
+	struct {
+		struct fuse_out_header out;
+		struct fuse_entry_out entry;
+		struct fuse_open_out open;
+	} r = {0};
+	char *p = (char *)&r;
+	size_t got = 0, need = sizeof(r.out) + sizeof(r.open);
+	const struct fuse_open_out *oo;
+	struct smuxfs_fh *fh;
+	uint64_t nodeid = cur.nodeid;
+
+	if (cur.opcode == FUSE_CREATE)
+		need += sizeof(r.entry);
+	for (int i = 0; i < count && got < need; i++) {
+		size_t n = iov[i].iov_len < need - got ? iov[i].iov_len
+						       : need - got;
+
+		memcpy(p + got, iov[i].iov_base, n);
+		got += n;
+	}
+	if (got < need || r.out.unique != cur.unique || r.out.error != 0)
+		return;
+	oo = (const struct fuse_open_out *)(p + sizeof(r.out));
+	if (cur.opcode == FUSE_CREATE) {
+		nodeid = r.entry.nodeid;
+		oo = &r.open;
+	}
+	fh = (struct smuxfs_fh *)(uintptr_t)oo->fh;
+	if (fh && fh->kind == SMUXFS_FH_FILE)
+		smuxfs_fnode_add(hook_fs, fh, nodeid);
+}
+
+/* ---- inode numbers in replies ---- */
+
+/* what libfuse reports as a directory entry's unknown inode number */
+#define FNODE_UNKNOWN_INO 0xffffffffu
+
+/* Copies @n bytes at byte @off of the reply in @iov into @p, or (@write)
+ * from @p into the reply. False when the reply is shorter. */
+static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
+		   size_t n, bool write)
+{
+	char *b = p;
+
+	for (int i = 0; i < count && n; i++) {
+		size_t len = iov[i].iov_len, k;
+
+		if (off >= len) {
+			off -= len;
+			continue;
+		}
+		k = len - off < n ? len - off : n;
+		if (write)
+			memcpy((char *)iov[i].iov_base + off, b, k);
+		else
+			memcpy(b, (char *)iov[i].iov_base + off, k);
+		b += k;
+		n -= k;
+		off = 0;
+	}
+	return n == 0;
+}
+
+/* The 64-bit field at @off: @to when it is 0. */
+static void fill_zero(const struct iovec *iov, int count, size_t off,
+		      uint64_t to)
+{
+	uint64_t v;
+
+	if (iov_at(iov, count, off, &v, sizeof(v), false) && v == 0)
+		iov_at(iov, count, off, &to, sizeof(to), true);
+}
+
+/* offsets of st_ino in an entry and in GETATTR's attributes */
+#define ENTRY_INO                                \
+	(offsetof(struct fuse_entry_out, attr) + \
+	 offsetof(struct fuse_attr, ino))
+#define ATTR_OUT_INO \
+	(offsetof(struct fuse_attr_out, attr) + offsetof(struct fuse_attr, ino))
+
+/*
+ * A file with more than one name is another kernel inode under each name:
+ * its attributes are not cached (valid for 0 s), so the link count after
+ * an rm of another name, and the size and mtime after a write through
+ * another name, show at once. @attr: the byte offset of the reply's
+ * struct fuse_attr, @valid and @nsec of its validity.
+ */
+static void linked_uncached(const struct iovec *iov, int count, size_t attr,
+			    size_t valid, size_t nsec)
+{
+	uint64_t ino, zero64 = 0;
+	uint32_t nlink, zero32 = 0;
+
+	if (!iov_at(iov, count, attr + offsetof(struct fuse_attr, ino), &ino,
+		    sizeof(ino), false) ||
+	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
+		    &nlink, sizeof(nlink), false) ||
+	    !(ino & SMUXFS_INO_FILE_ID) || nlink < 2)
+		return;
+	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
+	iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
+}
+
+/* linked_uncached for the entry at byte @off */
+static void entry_linked_uncached(const struct iovec *iov, int count,
+				  size_t off)
+{
+	linked_uncached(iov, count, off + offsetof(struct fuse_entry_out, attr),
+			off + offsetof(struct fuse_entry_out, attr_valid),
+			off + offsetof(struct fuse_entry_out, attr_valid_nsec));
+}
+
+/* Directory entries from byte @off to @end: d_ino 0 becomes the node's
+ * id (READDIRPLUS, where the entry has a node) or "unknown", as libfuse
+ * reports without use_ino; READDIRPLUS attributes get the node's id. */
+static void patch_dirents(const struct iovec *iov, int count, size_t off,
+			  size_t end, bool plus)
+{
+	size_t head = plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET;
+	size_t dirent = plus ? offsetof(struct fuse_direntplus, dirent) : 0;
+
+	while (off + head <= end) {
+		struct fuse_dirent d;
+		uint64_t nodeid = 0;
+
+		if (!iov_at(iov, count, off + dirent, &d, FUSE_NAME_OFFSET,
+			    false))
+			return;
+		if (plus) {
+			iov_at(iov, count,
+			       off + offsetof(struct fuse_entry_out, nodeid),
+			       &nodeid, sizeof(nodeid), false);
+			if (nodeid) {
+				fill_zero(iov, count, off + ENTRY_INO, nodeid);
+				entry_linked_uncached(iov, count, off);
+			}
+		}
+		fill_zero(iov, count, off + dirent,
+			  nodeid ? nodeid : FNODE_UNKNOWN_INO);
+		off += FUSE_DIRENT_ALIGN(head + d.namelen);
+	}
+}
+
+/*
+ * use_ino = 1 lets a file keep one st_ino under all its names
+ * (smuxfs_fill_stat); every other st_ino the daemon reports is 0, and here
+ * becomes the kernel node's id, as libfuse reports without use_ino: in
+ * the entry of LOOKUP, CREATE, MKNOD, MKDIR, SYMLINK and LINK, in the
+ * attributes of GETATTR and SETATTR, and in directory entries. The
+ * attributes of a file with several names are not cached.
+ */
+static void patch_inos(const struct iovec *iov, int count)
+{
+	const size_t h = sizeof(struct fuse_out_header);
+	struct fuse_out_header out;
+	uint64_t nodeid;
+
+	if (!iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    out.unique != cur.unique || out.error != 0)
+		return;
+	switch (cur.opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_CREATE:
+	case FUSE_MKNOD:
+	case FUSE_MKDIR:
+	case FUSE_SYMLINK:
+	case FUSE_LINK:
+		if (iov_at(iov, count,
+			   h + offsetof(struct fuse_entry_out, nodeid), &nodeid,
+			   sizeof(nodeid), false) &&
+		    nodeid) {
+			fill_zero(iov, count, h + ENTRY_INO, nodeid);
+			entry_linked_uncached(iov, count, h);
+		}
+		break;
+	case FUSE_GETATTR:
+	case FUSE_SETATTR:
+		fill_zero(iov, count, h + ATTR_OUT_INO, cur.nodeid);
+		linked_uncached(
+			iov, count, h + offsetof(struct fuse_attr_out, attr),
+			h + offsetof(struct fuse_attr_out, attr_valid),
+			h + offsetof(struct fuse_attr_out, attr_valid_nsec));
+		break;
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+		patch_dirents(iov, count, h, out.len,
+			      cur.opcode == FUSE_READDIRPLUS);
+		break;
+	default:
+		break;
+	}
+}
+
+static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	/* before the kernel has the reply: no RELEASE of it can come yet */
+	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
+		note_open(iov, count);
+	patch_inos(iov, count);
+	return writev(fd, iov, count);
+}
+
+int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = {
+		.read = hook_read,
+		.writev = hook_writev,
+	};
+
+	hook_fs = fs;
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}

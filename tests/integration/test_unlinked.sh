@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# test_unlinked.sh KIND - a file whose name is gone while it is open stays
+# a file through its descriptors, as on a local filesystem (issue 8 item
+# 11), on a mount of one file backend (file), a mirror of two (mirror), a
+# failover of two (failover) and one file backend whose writers are
+# spooled in cache_dir (staging: SMUXFS_FORCE_STAGING=1, as a tree that
+# cannot write in place; the spool is the content):
+#   - open, write, unlink: fstat shows nlink 0 and the current size, write,
+#     read, fchmod and futimens work through the descriptor, close works,
+#     and nothing of it is left in any backend directory;
+#   - a reader and an appender of one file, the name removed by another
+#     process: fstat nlink 0 on both, and the reader reads what the
+#     appender wrote since (descriptors of one file share its content);
+#   - a reader open across a rename-replace (`mv new f`) keeps reading the
+#     content it opened, fstat nlink 0, while the name shows the new file;
+#   - a writer open across a rename-replace writes on into its own
+#     (nameless) file and the new file under the name is untouched;
+#   - `tail -f` keeps following a log that is removed while a writer
+#     appends to it through its descriptor;
+#   - hard links: `stat -c %i` of two names of one file is equal (nlink 2),
+#     `find -samefile` finds both names, and `du` counts the file once;
+#     two different files never share an inode number; an open file keeps
+#     its number once its name is gone.
+. "$(dirname "$0")/lib.sh"
+
+KIND=${1:-file}
+m=$T/mnt
+A=$T/a
+B=$T/b
+
+new_config "$T/unl.conf" root
+case $KIND in
+file) cfg_file root "$A" ;;
+staging)
+	cfg_file root "$A"
+	export SMUXFS_FORCE_STAGING=1
+	;;
+mirror | failover)
+	cfg_mux root "$KIND" "a b"
+	cfg_file a "$A"
+	cfg_file b "$B"
+	;;
+*) fail "unknown kind $KIND" ;;
+esac
+replicas=("$A")
+[ "$KIND" = mirror ] && replicas+=("$B")
+mount_smux "$T/unl.conf" "$m"
+
+# expect WHAT GOT WANT
+expect() { [ "$2" = "$3" ] || fail "$KIND: $1: got '$2', want '$3'"; }
+
+# py SCRIPT ARGS...: runs a python3 script; any exception fails the test
+py() {
+	local script=$1
+	shift
+	python3 -c "$script" "$@" || fail "$KIND: python: $script"
+}
+
+log "$KIND: open, write, unlink, fstat, write, read, close"
+py '
+import os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+assert os.write(fd, b"hello") == 5
+os.unlink(p)
+assert not os.path.exists(p), "the name is still there"
+st = os.fstat(fd)
+assert st.st_nlink == 0, "nlink %d after unlink" % st.st_nlink
+assert st.st_size == 5, "size %d after unlink" % st.st_size
+assert os.pread(fd, 100, 0) == b"hello"
+assert os.pwrite(fd, b" world", 5) == 6
+st = os.fstat(fd)
+assert (st.st_nlink, st.st_size) == (0, 11), "after a write: %r" % (st,)
+assert os.pread(fd, 100, 0) == b"hello world"
+os.fchmod(fd, 0o600)
+os.utime(fd, ns=(1500000000 * 10**9, 1500000000 * 10**9))
+st = os.fstat(fd)
+assert (st.st_mode & 0o7777, st.st_mtime) == (0o600, 1500000000), \
+    "after fchmod, futimens: %r" % (st,)
+os.fsync(fd)
+os.close(fd)
+' "$m/unl"
+[ ! -e "$m/unl" ] || fail "$KIND: unl came back"
+for r in "${replicas[@]}"; do
+	# the backend's own temp directory may stay, empty
+	expect "$r after close" "$(cd "$r" && find . -mindepth 1 ! -path ./.smuxfs-tmp)" ""
+done
+
+log "$KIND: an existing file opened, then unlinked by another process"
+printf 'old content\n' >"$m/kept"
+py '
+import os, subprocess, sys
+p = sys.argv[1]
+r = os.open(p, os.O_RDONLY)
+w = os.open(p, os.O_WRONLY | os.O_APPEND)
+subprocess.run(["rm", p], check=True)
+st = os.fstat(r)
+assert (st.st_nlink, st.st_size) == (0, 12), "reader: %r" % (st,)
+st = os.fstat(w)
+assert (st.st_nlink, st.st_size) == (0, 12), "writer: %r" % (st,)
+assert os.pread(r, 100, 0) == b"old content\n"
+assert os.write(w, b"more\n") == 5
+assert os.fstat(r).st_size == 17
+assert os.pread(r, 100, 0) == b"old content\nmore\n"
+os.close(w)
+os.close(r)
+' "$m/kept"
+[ ! -e "$m/kept" ] || fail "$KIND: kept came back"
+
+log "$KIND: a reader across a rename-replace keeps the version it opened"
+printf 'version one\n' >"$m/f"
+printf 'version two, longer\n' >"$m/new"
+py '
+import os, subprocess, sys
+p, new = sys.argv[1], sys.argv[2]
+r = os.open(p, os.O_RDONLY)
+assert os.read(r, 7) == b"version"
+subprocess.run(["mv", new, p], check=True)
+st = os.fstat(r)
+assert (st.st_nlink, st.st_size) == (0, 12), "reader after mv: %r" % (st,)
+assert os.pread(r, 100, 0) == b"version one\n"
+assert os.read(r, 100) == b" one\n"
+with open(p, "rb") as f:
+    assert f.read() == b"version two, longer\n"
+assert os.stat(p).st_nlink == 1
+os.close(r)
+' "$m/f" "$m/new"
+expect "f after the reader closed" "$(cat "$m/f")" "version two, longer"
+
+log "$KIND: a writer across a rename-replace writes into its own file"
+printf 'writer one\n' >"$m/g"
+printf 'new g\n' >"$m/g2"
+py '
+import os, subprocess, sys
+p, new = sys.argv[1], sys.argv[2]
+w = os.open(p, os.O_RDWR | os.O_APPEND)
+assert os.write(w, b"a\n") == 2
+subprocess.run(["mv", new, p], check=True)
+assert os.write(w, b"b\n") == 2
+st = os.fstat(w)
+assert (st.st_nlink, st.st_size) == (0, 15), "writer after mv: %r" % (st,)
+assert os.pread(w, 100, 0) == b"writer one\na\nb\n"
+os.close(w)
+with open(p, "rb") as f:
+    assert f.read() == b"new g\n", "g was overwritten"
+' "$m/g" "$m/g2"
+for r in "${replicas[@]}"; do
+	expect "$r/g" "$(cat "$r/g")" "new g"
+done
+rm "$m/f" "$m/g"
+
+log "$KIND: tail -f follows a log removed while its writer appends"
+exec 5>>"$m/log"
+echo "line 1" >&5
+tail -f -s 0.1 "$m/log" >"$T/tail.out" 2>"$T/tail.err" &
+tailpid=$!
+for _ in $(seq 1 100); do
+	grep -qx "line 1" "$T/tail.out" && break
+	sleep 0.1
+done
+rm "$m/log"
+for i in 2 3 4; do
+	echo "line $i" >&5
+done
+for _ in $(seq 1 100); do
+	grep -qx "line 4" "$T/tail.out" && break
+	sleep 0.1
+done
+exec 5>&-
+kill -0 "$tailpid" 2>/dev/null || fail "$KIND: tail -f died: $(cat "$T/tail.err")"
+kill "$tailpid"
+wait "$tailpid" 2>/dev/null || true
+expect "tail -f saw" "$(tr '\n' ' ' <"$T/tail.out")" "line 1 line 2 line 3 line 4 "
+expect "tail -f said" "$(cat "$T/tail.err")" ""
+
+log "$KIND: two names of one file have one inode number"
+echo linked >"$m/h1"
+mkdir "$m/d"
+ln "$m/h1" "$m/d/h2"
+echo other >"$m/h3"
+expect "nlink" "$(stat -c %h "$m/h1" "$m/d/h2" | tr '\n' ' ')" "2 2 "
+expect "one inode" "$(stat -c %i "$m/h1")" "$(stat -c %i "$m/d/h2")"
+[ "$(stat -c %i "$m/h1")" != "$(stat -c %i "$m/h3")" ] ||
+	fail "$KIND: two files share an inode number"
+[ "$(stat -c %i "$m/h1")" != "$(stat -c %i "$m/d")" ] ||
+	fail "$KIND: a file and a directory share an inode number"
+expect "find -samefile" "$(cd "$m" && find . -samefile h1 | sort | tr '\n' ' ')" \
+	"./d/h2 ./h1 "
+head -c 1048576 /dev/zero >"$m/big"
+ln "$m/big" "$m/d/big2"
+expect "du counts a linked file once" "$(du -s --block-size=1M "$m/big" "$m/d/big2" | awk '{ s += $1 } END { print s }')" 1
+# an open descriptor sees the same inode as the names
+py '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+assert os.fstat(fd).st_ino == os.stat(sys.argv[2]).st_ino
+os.close(fd)
+' "$m/h1" "$m/d/h2"
+ino=$(stat -c %i "$m/d/h2")
+rm "$m/h1"
+expect "nlink after rm of the other name" "$(stat -c %h "$m/d/h2")" 1
+for r in "${replicas[@]}"; do
+	expect "$r/d/h2 nlink after rm" "$(stat -c %h "$r/d/h2")" 1
+done
+expect "content after rm" "$(cat "$m/d/h2")" linked
+expect "the number after rm" "$(stat -c %i "$m/d/h2")" "$ino"
+
+unmount_smux "$m"
+log "$KIND: ok"
