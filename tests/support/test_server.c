@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,4 +227,108 @@ int ts_script_server_start(struct ts_server *s, const char *dir)
 	argv[2] = portfile;
 	argv[3] = NULL;
 	return ts_server_start(s, argv, NULL, portfile, 0, 20000);
+}
+
+/* Copies template @tmpl to @out replacing each @NAME@ of @keys by @vals
+ * (n pairs). 0 or a negative errno. */
+static int fill_template(const char *tmpl, const char *out,
+			 const char *const *keys, const char *const *vals,
+			 size_t n)
+{
+	FILE *in = fopen(tmpl, "re"), *o;
+	char line[1024];
+	int rc = 0;
+
+	if (!in)
+		return -errno;
+	o = fopen(out, "we");
+	if (!o) {
+		rc = -errno;
+		fclose(in);
+		return rc;
+	}
+	while (fgets(line, sizeof(line), in)) {
+		char *p = line;
+
+		while (*p) {
+			size_t i;
+
+			for (i = 0; i < n; i++) {
+				size_t kl = strlen(keys[i]);
+
+				if (strncmp(p, keys[i], kl) == 0) {
+					fputs(vals[i], o);
+					p += kl;
+					break;
+				}
+			}
+			if (i == n)
+				fputc(*p++, o);
+		}
+	}
+	if (fclose(o) != 0)
+		rc = -errno;
+	fclose(in);
+	return rc;
+}
+
+int ts_dav_start(struct ts_server *s, const char *kind, const char *dir,
+		 char *root, size_t root_cap)
+{
+	const char *keys[] = {"@DIR@", "@ROOT@", "@PORT@", "@USER@"};
+	const char *vals[4];
+	char tmpl[PATH_MAX], conf[PATH_MAX], exe[PATH_MAX], log[PATH_MAX];
+	char port[16], user[64], rel[64];
+	char *argv[8];
+	bool nginx = strcmp(kind, "nginx") == 0;
+	int p, rc;
+
+	s->pid = 0;
+	snprintf(rel, sizeof(rel), "tests/servers/%s-dav.conf", kind);
+	if (ts_find_file(rel, tmpl, sizeof(tmpl)) < 0 ||
+	    ts_find_exe(nginx ? "nginx" : "apache2", exe, sizeof(exe)) < 0)
+		return -ENOENT;
+	if ((size_t)snprintf(root, root_cap, "%s/root", dir) >= root_cap)
+		return -ENAMETOOLONG;
+	if (mkdir(root, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	p = ts_free_port();
+	if (p < 0)
+		return p;
+	snprintf(port, sizeof(port), "%d", p);
+	if (nginx)
+		snprintf(user, sizeof(user), "%s",
+			 geteuid() == 0 ? "user root;" : "");
+	else /* Apache refuses to serve as root: its workers drop to
+	      * www-data, who must write the tree and the lock database */
+		snprintf(user, sizeof(user), "%s",
+			 geteuid() == 0 ? "User www-data\nGroup www-data" : "");
+	if (!nginx && geteuid() == 0 &&
+	    (chmod(dir, 0777) < 0 || chmod(root, 0777) < 0))
+		return -errno;
+	vals[0] = dir;
+	vals[1] = root;
+	vals[2] = port;
+	vals[3] = user;
+	snprintf(conf, sizeof(conf), "%s/%s.conf", dir, kind);
+	snprintf(log, sizeof(log), "%s/server.log", dir);
+	rc = fill_template(tmpl, conf, keys, vals, 4);
+	if (rc < 0)
+		return rc;
+	argv[0] = exe;
+	if (nginx) {
+		argv[1] = "-e";
+		argv[2] = log;
+		argv[3] = "-p";
+		argv[4] = (char *)dir;
+		argv[5] = "-c";
+		argv[6] = conf;
+		argv[7] = NULL;
+	} else {
+		argv[1] = "-f";
+		argv[2] = conf;
+		argv[3] = "-DFOREGROUND";
+		argv[4] = NULL;
+	}
+	return ts_server_start(s, argv, log, NULL, p, 20000);
 }

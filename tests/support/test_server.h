@@ -13,6 +13,7 @@
 #ifndef SMUX_TESTS_SUPPORT_TEST_SERVER_H
 #define SMUX_TESTS_SUPPORT_TEST_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -52,5 +53,15 @@ void ts_server_stop(struct ts_server *s);
 /* Starts tests/servers/http_script.py in @dir (a fresh temp directory the
  * caller removes). 0 or a negative errno (-ENOENT: python3 missing). */
 int ts_script_server_start(struct ts_server *s, const char *dir);
+
+/*
+ * Starts a WebDAV server of @kind ("nginx" or "apache") from the template
+ * tests/servers/<kind>-dav.conf, with everything (config, pid, logs,
+ * locks, temp files) in @dir and the served tree in @dir/root (written to
+ * @root). 0, -ENOENT when the server or template is missing (the caller
+ * skips, loudly), or another negative errno.
+ */
+int ts_dav_start(struct ts_server *s, const char *kind, const char *dir,
+		 char *root, size_t root_cap);
 
 #endif /* SMUX_TESTS_SUPPORT_TEST_SERVER_H */

@@ -28,8 +28,8 @@
 
 #include <cmocka.h>
 
-#include "mux_helpers.h"
 #include "backends/http_client.h"
+#include "mux_helpers.h"
 #include "smux/file.h"
 #include "support/test_server.h"
 
