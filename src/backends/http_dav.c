@@ -348,6 +348,9 @@ struct get_state {
 	struct smux_sink *out;
 	const char *if_match;
 	struct smux__http_resp *resp;
+	uint64_t off, len; /* the range asked for */
+	uint64_t skip;	   /* bytes still to drop (a 200 to a Range) */
+	uint64_t room;	   /* bytes still to deliver */
 	bool checked;
 	bool stale; /* the answer is another version than if_match */
 	struct smux_info info;
@@ -392,11 +395,30 @@ static int get_check(struct get_state *g)
 static int get_sink_write(void *arg, const void *data, size_t len)
 {
 	struct get_state *g = arg;
-	int rc = get_check(g);
+	const char *p = data;
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	return smux_sink_write(g->out, data, len);
+	if (!g->checked) {
+		rc = get_check(g);
+		if (rc < 0)
+			return rc;
+		/* a server that ignored the Range sends it all (200) */
+		g->skip = g->resp->status == 200 ? g->off : 0;
+		g->room = g->len;
+	} else if (g->stale) {
+		return -ECANCELED;
+	}
+	if (g->skip) {
+		size_t k = len < g->skip ? len : (size_t)g->skip;
+
+		g->skip -= k;
+		p += k;
+		len -= k;
+	}
+	if (len > g->room)
+		len = (size_t)g->room;
+	g->room -= len;
+	return len ? smux_sink_write(g->out, p, len) : 0;
 }
 
 static int get_sink_rewind(void *arg)
@@ -438,7 +460,9 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_IS_DIRECTORY, name_of(d),
 				      "get \"%s\": is a directory", key);
 	}
-	if (len == 0) {
+	g.off = off;
+	g.len = len;
+	if (len == 0 || off >= (uint64_t)INT64_MAX) {
 		/* nothing to fetch: the version check and info only */
 		rc = davb_head(b, ctx, key, &hinfo, err);
 		if (rc < 0)
@@ -487,6 +511,18 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	    resp.location[ll - 1] == '/')
 		return smux_error_set(err, SMUX_E_IS_DIRECTORY, name_of(d),
 				      "get \"%s\": is a directory", key);
+	if (rc == -ENOENT && d->webdav) {
+		/* Apache answers a GET of a collection named without its
+		 * slash with 404: tell a directory from nothing */
+		struct smux_error e2 = {0};
+
+		if (davb_head_dav(d, ctx, key, &hinfo, &e2) == 0 &&
+		    (hinfo.mode & S_IFMT) == S_IFDIR)
+			return smux_error_set(
+				err, SMUX_E_IS_DIRECTORY, name_of(d),
+				"get \"%s\": is a directory", key);
+		return rc;
+	}
 	if (rc < 0 && resp.status == 416) {
 		/* a range past the end: no bytes, but the object exists */
 		smux_error_clear(err);
@@ -902,9 +938,13 @@ static int list_dir(struct davb *d, const struct smux_ctx *ctx, const char *dir,
 		return smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
 				      "list: collections nested too deep");
 	rc = davb_propfind(d, ctx, dir, true, "1", &p, err);
-	if (rc == -ENOENT) {
+	if (rc == -ENOENT ||
+	    (rc < 0 && err->e.code == SMUX_E_HTTP &&
+	     (err->e.http_status == 400 || err->e.http_status == 409))) {
+		/* nothing there, or a file where a collection would be
+		 * (Apache: 400): an empty listing */
 		smux_error_clear(err);
-		return 0; /* nothing there: an empty listing */
+		return 0;
 	}
 	if (rc < 0)
 		return rc;
