@@ -33,9 +33,9 @@
 
 static const char propfind_body[] =
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-	"<D:propfind xmlns:D=\"DAV:\"><D:prop>"
+	"<D:propfind xmlns:D=\"DAV:\" xmlns:S=\"" SMUX__DAV_NS "\"><D:prop>"
 	"<D:resourcetype/><D:getcontentlength/><D:getlastmodified/>"
-	"<D:getetag/>"
+	"<D:getetag/><S:mtime/><S:mode/>"
 	"</D:prop></D:propfind>\n";
 
 struct davb {
@@ -47,6 +47,9 @@ struct davb {
 	/* enum davb_etags, learned once (davb_learn_etags); atomic: any
 	 * thread may learn it, all learn the same */
 	atomic_int etags;
+	/* the server refused PROPPATCH once (nginx): modes and exact mtimes
+	 * are not kept, and not asked for again */
+	atomic_bool no_props;
 };
 
 /* Where version tokens come from, for the whole instance (head, list and
@@ -142,6 +145,22 @@ static void davb_fill_info(struct davb *d, struct smux_info *info, bool is_dir,
 	snprintf(info->etag, sizeof(info->etag), "%llx-%llx",
 		 (unsigned long long)size,
 		 (unsigned long long)(mtime_ns / 1000000000LL));
+}
+
+/* Fills @info from a PROPFIND entry, smuxfs's properties first. */
+static void davb_fill_entry(struct davb *d, struct smux_info *info,
+			    const struct smux__dav_entry *e)
+{
+	davb_fill_info(d, info, e->is_dir, e->size,
+		       e->has_smtime ? e->smtime_ns : e->mtime_ns, e->etag);
+	if (e->has_smode && !e->is_dir)
+		info->mode = S_IFREG | (e->smode & 07777);
+	/* the synthesized token stays the server's mtime: a rewrite moves
+	 * it even when the kept mtime is the same */
+	if (atomic_load(&d->etags) != DAVB_ETAGS_SERVER && !e->is_dir)
+		snprintf(info->etag, sizeof(info->etag), "%llx-%llx",
+			 (unsigned long long)e->size,
+			 (unsigned long long)(e->mtime_ns / 1000000000LL));
 }
 
 /* ---- PROPFIND ---- */
@@ -284,8 +303,7 @@ static int davb_head_dav(struct davb *d, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_KEY_NOT_FOUND, name_of(d),
 				      "no such key: %s", key);
 	}
-	davb_fill_info(d, info, self->is_dir, self->size, self->mtime_ns,
-		       self->etag);
+	davb_fill_entry(d, info, self);
 	smux__dav_parser_free(p);
 	return 0;
 }
@@ -544,6 +562,18 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				      name_of(d), "get \"%s\": version changed",
 				      key);
+	if (info && d->webdav && !atomic_load(&d->no_props) &&
+	    atomic_load(&d->etags) == DAVB_ETAGS_SERVER) {
+		/* the kept mode and mtime live in properties a GET does not
+		 * carry: one PROPFIND, taken when it names the same version */
+		struct smux_error e2 = {0};
+
+		if (davb_head_dav(d, ctx, key, &hinfo, &e2) == 0 &&
+		    strcmp(hinfo.etag, g.info.etag) == 0) {
+			g.info.mode = hinfo.mode;
+			g.info.mtime_ns = hinfo.mtime_ns;
+		}
+	}
 	if (info)
 		*info = g.info;
 	return 0;
@@ -652,6 +682,60 @@ static void date_header(int64_t mtime_ns, char *out, size_t cap)
 	strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
+/*
+ * Keeps the mtime and mode of a put as smuxfs dead properties (one
+ * PROPPATCH; Apache stores them, COPY and MOVE carry them). A server
+ * without PROPPATCH (nginx: 405) is remembered and not asked again; it
+ * keeps the mtime of the Date header at best.
+ */
+static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
+			  const char *key, const struct smux_put_opts *opts,
+			  struct smux_error *err)
+{
+	const char *hdrs[] = {
+		"Content-Type: application/xml; charset=\"utf-8\"", NULL};
+	struct smux__http_req req = {.method = "PROPPATCH",
+				     .what = "PROPPATCH"};
+	struct smux__http_resp resp;
+	struct smux_source body;
+	char xml[512], mode[64] = "", mtime[64] = "";
+	char *url;
+	int n, rc;
+
+	if (atomic_load(&d->no_props))
+		return 0;
+	if (opts->mtime_ns > 0)
+		snprintf(mtime, sizeof(mtime), "<S:mtime>%lld</S:mtime>",
+			 (long long)opts->mtime_ns);
+	if ((opts->flags & SMUX_PUT_MODE) || (opts->mode & 07777))
+		snprintf(mode, sizeof(mode), "<S:mode>%u</S:mode>",
+			 (unsigned)(opts->mode & 07777));
+	if (!mode[0] && !mtime[0])
+		return 0;
+	n = snprintf(xml, sizeof(xml),
+		     "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+		     "<D:propertyupdate xmlns:D=\"DAV:\" xmlns:S=\"%s\">"
+		     "<D:set><D:prop>%s%s</D:prop></D:set>"
+		     "</D:propertyupdate>\n",
+		     SMUX__DAV_NS, mtime, mode);
+	url = davb_url(d, key, false);
+	if (!url)
+		return davb_nomem(d, err);
+	smux_source_buf(&body, xml, (uint64_t)n);
+	req.url = url;
+	req.headers = hdrs;
+	req.body = &body;
+	rc = smux__http_do(d->http, ctx, &req, &resp, err);
+	free(url);
+	if (rc < 0 &&
+	    (resp.status == 405 || resp.status == 501 || resp.status == 403)) {
+		atomic_store(&d->no_props, true);
+		smux_error_clear(err);
+		return 0;
+	}
+	return rc;
+}
+
 static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *key, const struct smux_source *src,
 		    const struct smux_put_opts *opts, struct smux_info *info,
@@ -718,6 +802,11 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	if (rc < 0)
 		return rc;
+	if (opts) {
+		rc = davb_proppatch(d, ctx, key, opts, err);
+		if (rc < 0)
+			return rc;
+	}
 	/* what the server stored (its mtime): one PROPFIND */
 	if (info)
 		return davb_head_dav(d, ctx, key, info, err);
@@ -989,7 +1078,7 @@ static int list_dir(struct davb *d, const struct smux_ctx *ctx, const char *dir,
 		}
 		if (!starts_with(key, prefix))
 			continue;
-		davb_fill_info(d, &info, false, e->size, e->mtime_ns, e->etag);
+		davb_fill_entry(d, &info, e);
 		if (acc_add(a, dir, e->name, false, &info) < 0)
 			rc = davb_nomem(d, err);
 	}

@@ -31,7 +31,15 @@ struct smux__dav_entry {
 	uint64_t size;	  /* getcontentlength */
 	int64_t mtime_ns; /* getlastmodified, 0 when absent */
 	char etag[128];	  /* getetag, "" when absent */
+	/* smuxfs's own dead properties (urn:x-smuxfs:), where the server
+	 * keeps them (Apache; PROPPATCH): the exact mtime and the mode */
+	bool has_smtime, has_smode;
+	int64_t smtime_ns;
+	uint32_t smode;
 };
+
+/* The namespace of smuxfs's dead properties. */
+#define SMUX__DAV_NS "urn:x-smuxfs:"
 
 struct smux__dav_parser;
 

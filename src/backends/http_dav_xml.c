@@ -36,6 +36,8 @@ enum el {
 	EL_LENGTH,
 	EL_MODIFIED,
 	EL_ETAG,
+	EL_SMTIME, /* urn:x-smuxfs: mtime */
+	EL_SMODE,  /* urn:x-smuxfs: mode */
 };
 
 #define DEPTH_MAX 64
@@ -94,6 +96,15 @@ static enum el classify(const char *name)
 		{"getetag", EL_ETAG},
 	};
 
+	static const size_t sl = sizeof(SMUX__DAV_NS) - 1;
+
+	if (strncmp(name, SMUX__DAV_NS, sl) == 0 && name[sl] == NS_SEP) {
+		if (strcmp(name + sl + 1, "mtime") == 0)
+			return EL_SMTIME;
+		if (strcmp(name + sl + 1, "mode") == 0)
+			return EL_SMODE;
+		return EL_OTHER;
+	}
 	if (strncmp(name, "DAV:", 4) != 0 || name[4] != NS_SEP)
 		return EL_OTHER;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -327,8 +338,37 @@ static void XMLCALL on_end(void *arg, const XML_Char *name)
 			p->ps.etag[n] = '\0';
 		}
 		break;
+	case EL_SMTIME:
+	case EL_SMODE:
+		if (up == EL_PROP && t[0]) {
+			uint64_t v;
+
+			/* ours, but stored on a server: checked all the same */
+			if (parse_len(t, &v) < 0 ||
+			    (el == EL_SMODE && v > 0177777) ||
+			    (el == EL_SMTIME && v > (uint64_t)INT64_MAX))
+				return fail(p, -EBADMSG,
+					    "a smuxfs property that is not a "
+					    "number");
+			if (el == EL_SMTIME) {
+				p->ps.has_smtime = true;
+				p->ps.smtime_ns = (int64_t)v;
+			} else {
+				p->ps.has_smode = true;
+				p->ps.smode = (uint32_t)v;
+			}
+		}
+		break;
 	case EL_PROPSTAT:
 		if (p->ps_status >= 200 && p->ps_status < 300) {
+			if (p->ps.has_smtime) {
+				p->cur.has_smtime = true;
+				p->cur.smtime_ns = p->ps.smtime_ns;
+			}
+			if (p->ps.has_smode) {
+				p->cur.has_smode = true;
+				p->cur.smode = p->ps.smode;
+			}
 			p->any_ok = true;
 			p->cur.is_dir |= p->ps.is_dir;
 			if (p->ps.has_size) {
