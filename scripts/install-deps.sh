@@ -27,6 +27,9 @@ git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
 strace:/usr/bin/strace
+nginx:/usr/sbin/nginx
+libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
+apache2-bin:/usr/sbin/apache2
 "
 
 missing=""
