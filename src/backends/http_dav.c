@@ -1109,7 +1109,7 @@ static int davb_list(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (key_is_dir(prefix) && prefix[0]) /* "a/b/" lists a/b/ itself */
 		snprintf(dir, sizeof(dir), "%s", prefix);
 	rc = list_dir(d, ctx, dir, prefix, delimiter == NULL, &a, 0, err);
-	if (rc == 0) {
+	if (rc == 0 && a.n) {
 		qsort(a.v, a.n, sizeof(*a.v), item_cmp);
 		for (size_t i = 0; i < a.n; i++) {
 			struct smux_list_entry e = {.key = a.v[i].key,
