@@ -30,6 +30,7 @@ strace:/usr/bin/strace
 nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
 apache2-bin:/usr/sbin/apache2
+openssl:/usr/bin/openssl
 "
 
 missing=""

@@ -108,6 +108,15 @@ static int davb_nomem(struct davb *d, struct smux_error *err)
 	return smux_error_set(err, SMUX_E_NO_MEMORY, name_of(d), NULL);
 }
 
+/* "METHOD key" for error messages (never a URL: it could carry more
+ * than the key), the key cut at 200 bytes. */
+static const char *what_of(char *buf, size_t cap, const char *method,
+			   const char *key)
+{
+	snprintf(buf, cap, "%s \"%.200s\"", method, key);
+	return buf;
+}
+
 static int davb_read_only(struct davb *d, const char *what, const char *key,
 			  struct smux_error *err)
 {
@@ -189,7 +198,7 @@ static int davb_propfind(struct davb *d, const struct smux_ctx *ctx,
 			 struct smux__dav_parser **out, struct smux_error *err)
 {
 	const char *hdrs[3];
-	char depth_hdr[16], target[SMUX_KEY_MAX + 512];
+	char depth_hdr[16], target[SMUX_KEY_MAX + 512], what[256];
 	struct smux__http_req req = {.method = "PROPFIND"};
 	struct smux__http_resp resp;
 	struct smux__dav_parser *p = NULL;
@@ -217,7 +226,7 @@ static int davb_propfind(struct davb *d, const struct smux_ctx *ctx,
 	req.body = &body;
 	req.sink = &sink;
 	req.max_body = DAVB_LIST_MAX;
-	req.what = "PROPFIND";
+	req.what = what_of(what, sizeof(what), "PROPFIND", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
 	if (rc == 0 && resp.status != 207) {
 		rc = smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
@@ -312,15 +321,16 @@ static int davb_head_plain(struct davb *d, const struct smux_ctx *ctx,
 			   const char *key, struct smux_info *info,
 			   struct smux_error *err)
 {
-	struct smux__http_req req = {.method = "HEAD", .what = "HEAD"};
+	struct smux__http_req req = {.method = "HEAD"};
 	struct smux__http_resp resp;
-	char *url = davb_url(d, key, false);
+	char *url = davb_url(d, key, false), what[256];
 	size_t ll;
 	int rc;
 
 	if (!url)
 		return davb_nomem(d, err);
 	req.url = url;
+	req.what = what_of(what, sizeof(what), "HEAD", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
 	free(url);
 	ll = strlen(resp.location);
@@ -454,12 +464,12 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		    struct smux_error *err)
 {
 	struct davb *d = davb_from(b);
-	struct smux__http_req req = {.method = "GET", .what = "GET"};
+	struct smux__http_req req = {.method = "GET"};
 	struct smux__http_resp resp;
 	struct get_state g = {.d = d, .out = sink, .resp = &resp};
 	const char *hdrs[2] = {NULL, NULL};
 	struct smux_sink wrap;
-	char range[64];
+	char range[64], what[256];
 	uint64_t off = opts ? opts->offset : 0;
 	uint64_t len = opts ? opts->length : SMUX_LEN_ALL;
 	struct smux_info hinfo;
@@ -516,6 +526,7 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	req.url = url;
 	req.headers = hdrs;
 	req.sink = &wrap;
+	req.what = what_of(what, sizeof(what), "GET", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
 	free(url);
 	if (g.stale)
@@ -583,15 +594,17 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 
 /* A request without a body (MKCOL, DELETE) or with the given headers. */
 static int davb_simple(struct davb *d, const struct smux_ctx *ctx,
-		       const char *method, const char *url,
+		       const char *method, const char *key, const char *url,
 		       const char *const *hdrs, bool no_retry,
 		       struct smux__http_resp *resp, struct smux_error *err)
 {
-	struct smux__http_req req = {.method = method,
-				     .url = url,
-				     .headers = hdrs,
-				     .no_retry = no_retry,
-				     .what = method};
+	char what[256];
+	struct smux__http_req req = {
+		.method = method,
+		.url = url,
+		.headers = hdrs,
+		.no_retry = no_retry,
+		.what = what_of(what, sizeof(what), method, key)};
 
 	return smux__http_do(d->http, ctx, &req, resp, err);
 }
@@ -616,7 +629,7 @@ static int davb_mkcol(struct davb *d, const struct smux_ctx *ctx,
 	url = davb_url(d, dir, true);
 	if (!url)
 		return davb_nomem(d, err);
-	rc = davb_simple(d, ctx, "MKCOL", url, NULL, false, &resp, err);
+	rc = davb_simple(d, ctx, "MKCOL", dir, url, NULL, false, &resp, err);
 	if (rc < 0 && resp.status == 409 && n < sizeof(parent)) {
 		/* the parent is missing: make it, then this one */
 		memcpy(parent, dir, n + 1);
@@ -631,7 +644,7 @@ static int davb_mkcol(struct davb *d, const struct smux_ctx *ctx,
 		}
 		rc = davb_mkcol(d, ctx, parent, depth + 1, false, err);
 		if (rc == 0)
-			rc = davb_simple(d, ctx, "MKCOL", url, NULL, false,
+			rc = davb_simple(d, ctx, "MKCOL", dir, url, NULL, false,
 					 &resp, err);
 	}
 	free(url);
@@ -694,11 +707,10 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 {
 	const char *hdrs[] = {
 		"Content-Type: application/xml; charset=\"utf-8\"", NULL};
-	struct smux__http_req req = {.method = "PROPPATCH",
-				     .what = "PROPPATCH"};
+	struct smux__http_req req = {.method = "PROPPATCH"};
 	struct smux__http_resp resp;
 	struct smux_source body;
-	char xml[512], mode[64] = "", mtime[64] = "";
+	char xml[512], mode[64] = "", mtime[64] = "", what[256];
 	char *url;
 	int n, rc;
 
@@ -722,6 +734,7 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 	if (!url)
 		return davb_nomem(d, err);
 	smux_source_buf(&body, xml, (uint64_t)n);
+	req.what = what_of(what, sizeof(what), "PROPPATCH", key);
 	req.url = url;
 	req.headers = hdrs;
 	req.body = &body;
@@ -742,9 +755,9 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		    struct smux_error *err)
 {
 	struct davb *d = davb_from(b);
-	struct smux__http_req req = {.method = "PUT", .what = "PUT"};
+	struct smux__http_req req = {.method = "PUT"};
 	struct smux__http_resp resp;
-	char date[64], parent[SMUX_KEY_MAX + 1];
+	char date[64], parent[SMUX_KEY_MAX + 1], what[256];
 	const char *hdrs[3] = {"Content-Type: application/octet-stream", NULL,
 			       NULL};
 	struct smux_info hinfo;
@@ -775,6 +788,7 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	req.url = url;
 	req.headers = hdrs;
 	req.body = src;
+	req.what = what_of(what, sizeof(what), "PUT", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
 	if (rc < 0 && resp.status == 409) {
 		/* a missing parent collection (Apache; nginx without
@@ -856,7 +870,7 @@ static int davb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	url = davb_url(d, key, key_is_dir(key));
 	if (!url)
 		return davb_nomem(d, err);
-	rc = davb_simple(d, ctx, "DELETE", url, hdrs, false, &resp, err);
+	rc = davb_simple(d, ctx, "DELETE", key, url, hdrs, false, &resp, err);
 	free(url);
 	if (rc == -ENOENT) {
 		smux_error_clear(err);
@@ -913,14 +927,14 @@ static int davb_transfer(struct davb *d, const struct smux_ctx *ctx,
 		goto out;
 	/* a MOVE is not repeated after an unknown outcome (the source may
 	 * be gone already); a COPY may be */
-	rc = davb_simple(d, ctx, method, url, hdrs, method[0] == 'M', &resp,
-			 err);
+	rc = davb_simple(d, ctx, method, src, url, hdrs, method[0] == 'M',
+			 &resp, err);
 	if (rc < 0 && resp.status == 409) {
 		parent_of(dst, parent, sizeof(parent));
 		smux_error_clear(err);
 		rc = davb_mkcol(d, ctx, parent, 0, false, err);
 		if (rc == 0)
-			rc = davb_simple(d, ctx, method, url, hdrs,
+			rc = davb_simple(d, ctx, method, src, url, hdrs,
 					 method[0] == 'M', &resp, err);
 	}
 out:

@@ -3,8 +3,8 @@
 """A scripted HTTP/1.1 server on loopback for the HTTP layer's unit tests
 (tests/unit/test_http_client.c, test_error_sweep.c).
 
-Usage: http_script.py PORTFILE
-Binds 127.0.0.1 on a free port, writes the port to PORTFILE (atomically)
+Usage: http_script.py PORTFILE [CERTFILE KEYFILE]
+With a certificate and key it speaks HTTPS. Binds 127.0.0.1 on a free port, writes the port to PORTFILE (atomically)
 and serves until killed or until its parent process dies (checked every
 200 ms), so a test that crashes leaves no server behind.
 
@@ -26,6 +26,7 @@ of it):
   /echo               (any method with a body) 200, "METHOD LENGTH SUM"
 """
 import base64
+import ssl  # noqa: F401 (HTTPS when given a certificate)
 import http.server
 import os
 import socketserver
@@ -164,6 +165,11 @@ def main():
     portfile = sys.argv[1]
     parent = os.getppid()
     srv = Server(("127.0.0.1", 0), Handler)
+    if len(sys.argv) == 4:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = portfile + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))

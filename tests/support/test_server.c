@@ -213,19 +213,28 @@ void ts_server_stop(struct ts_server *s)
 
 int ts_script_server_start(struct ts_server *s, const char *dir)
 {
+	return ts_script_server_start_tls(s, dir, NULL, NULL);
+}
+
+int ts_script_server_start_tls(struct ts_server *s, const char *dir,
+			       const char *cert, const char *key)
+{
 	char script[PATH_MAX], py[PATH_MAX], portfile[PATH_MAX];
-	char *argv[4];
+	char *argv[6];
 
 	s->pid = 0;
 	if (ts_find_file("tests/servers/http_script.py", script,
 			 sizeof(script)) < 0 ||
 	    ts_find_exe("python3", py, sizeof(py)) < 0)
 		return -ENOENT;
-	snprintf(portfile, sizeof(portfile), "%s/port", dir);
+	snprintf(portfile, sizeof(portfile), "%s/port%s", dir,
+		 cert ? "-tls" : "");
 	argv[0] = py;
 	argv[1] = script;
 	argv[2] = portfile;
-	argv[3] = NULL;
+	argv[3] = (char *)cert;
+	argv[4] = cert ? (char *)key : NULL;
+	argv[5] = NULL;
 	return ts_server_start(s, argv, NULL, portfile, 0, 20000);
 }
 

@@ -53,6 +53,9 @@ void ts_server_stop(struct ts_server *s);
 /* Starts tests/servers/http_script.py in @dir (a fresh temp directory the
  * caller removes). 0 or a negative errno (-ENOENT: python3 missing). */
 int ts_script_server_start(struct ts_server *s, const char *dir);
+/* The same speaking HTTPS with @cert and @key (PEM files). */
+int ts_script_server_start_tls(struct ts_server *s, const char *dir,
+			       const char *cert, const char *key);
 
 /*
  * Starts a WebDAV server of @kind ("nginx" or "apache") from the template

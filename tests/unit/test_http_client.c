@@ -29,7 +29,7 @@
 
 #define MS 1000000LL
 
-static struct ts_server server;
+static struct ts_server server, tls_server;
 static char server_dir[64];
 static char base[64];
 
@@ -68,6 +68,7 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	ts_server_stop(&server);
+	ts_server_stop(&tls_server);
 	nftw(server_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	return 0;
 }
@@ -603,6 +604,58 @@ static void test_escape(void **state)
 	assert_true(smux__http_parse_date("yesterday-ish") < 0);
 }
 
+/* HTTPS: verified against a ca_file, refused without it. */
+static void test_tls_ca_file(void **state)
+{
+	char cert[128], key[128], cmd[512], url[96];
+	struct smux__http_opts o = {.backend = "tls", .max_attempts = 1};
+	struct smux__http_req req = {.method = "GET", .what = "GET /ok/10"};
+	struct smux__http_resp resp;
+	struct smux_error err;
+	struct smux__http *h;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+
+	(void)state;
+	if (!server.pid)
+		skip();
+	if (access("/usr/bin/openssl", X_OK) != 0) {
+		fprintf(stderr, "*** SKIPPING test_tls_ca_file: no openssl "
+				"(scripts/install-deps.sh installs it) ***\n");
+		skip();
+	}
+	snprintf(cert, sizeof(cert), "%s/cert.pem", server_dir);
+	snprintf(key, sizeof(key), "%s/key.pem", server_dir);
+	snprintf(cmd, sizeof(cmd),
+		 "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes "
+		 "-keyout %s -out %s -days 2 -subj /CN=127.0.0.1 "
+		 "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+		 key, cert);
+	assert_int_equal(system(cmd), 0);
+	if (!tls_server.pid)
+		assert_int_equal(ts_script_server_start_tls(
+					 &tls_server, server_dir, cert, key),
+				 0);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/ok/10",
+		 tls_server.port);
+	req.url = url;
+	smux_ctx_init(&ctx);
+	/* the system's bundle does not know this certificate */
+	assert_int_equal(smux__http_new(&o, &h, &err), 0);
+	assert_true(smux__http_do(h, &ctx, &req, &resp, &err) < 0);
+	assert_int_equal(err.e.code, SMUX_E_CONNECTION);
+	smux__http_free(h);
+	/* with it as ca_file the same request succeeds */
+	o.ca_file = cert;
+	assert_int_equal(smux__http_new(&o, &h, &err), 0);
+	smux_sink_dyn(&sink);
+	req.sink = &sink;
+	assert_int_equal(smux__http_do(h, &ctx, &req, &resp, &err), 0);
+	assert_int_equal(sink.written, 10);
+	smux_sink_release(&sink);
+	smux__http_free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_local_failures),
 		cmocka_unit_test(test_connection_refused),
 		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_tls_ca_file),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
