@@ -53,6 +53,9 @@ tar xf "$T/t.tar" -C "$M/untar"
 diff -r "$S" "$M/copy"
 diff -r "$S" "$M/untar"
 log "cp -r and tar x through the mount match the source"
+# what it cost on the server (informational: request counts by method)
+nfiles=$(find "$S" -type f | wc -l)
+log "2 x $nfiles files written: $(awk '{print $6}' "$NG/access.log" | tr -d '"' | sort | uniq -c | tr '\n' ' ')"
 
 # a larger file, streamed, and reads of its middle
 head -c $((12 * 1024 * 1024)) /dev/urandom >"$T/big"
