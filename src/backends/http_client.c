@@ -488,9 +488,9 @@ static int transfer_error(struct xfer *x, CURLcode cc, const char *errbuf,
 				      what);
 	}
 	if (x->idle_fired) {
-		rc = smux_error_set(err, SMUX_E_CONNECTION, b,
-				    "%s: nothing received or sent for %lld ms",
-				    what, (long long)x->h->idle_timeout_ms);
+		(void)smux_error_set(err, SMUX_E_CONNECTION, b,
+				     "%s: nothing received or sent for %lld ms",
+				     what, (long long)x->h->idle_timeout_ms);
 		err->e.sys_errno = ETIMEDOUT;
 		return -ETIMEDOUT;
 	}
@@ -526,13 +526,13 @@ static int transfer_error(struct xfer *x, CURLcode cc, const char *errbuf,
 		return smux_error_set(err, SMUX_E_BAD_RESPONSE, b, "%s: %s",
 				      what, detail);
 	case CURLE_OPERATION_TIMEDOUT:
-		rc = smux_error_set(err, SMUX_E_CONNECTION, b, "%s: %s", what,
-				    detail);
+		(void)smux_error_set(err, SMUX_E_CONNECTION, b, "%s: %s", what,
+				     detail);
 		err->e.sys_errno = ETIMEDOUT;
 		return -ETIMEDOUT;
 	case CURLE_COULDNT_CONNECT:
-		rc = smux_error_set(err, SMUX_E_CONNECTION, b, "%s: %s", what,
-				    detail);
+		(void)smux_error_set(err, SMUX_E_CONNECTION, b, "%s: %s", what,
+				     detail);
 		err->e.sys_errno = ECONNREFUSED;
 		return -ECONNREFUSED;
 	default: /* resolve, send, recv, TLS, got nothing: the link */

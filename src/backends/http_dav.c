@@ -472,7 +472,7 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	char range[64], what[256];
 	uint64_t off = opts ? opts->offset : 0;
 	uint64_t len = opts ? opts->length : SMUX_LEN_ALL;
-	struct smux_info hinfo;
+	struct smux_info hinfo = {0};
 	size_t ll;
 	char *url;
 	int rc;
@@ -760,7 +760,7 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char date[64], parent[SMUX_KEY_MAX + 1], what[256];
 	const char *hdrs[3] = {"Content-Type: application/octet-stream", NULL,
 			       NULL};
-	struct smux_info hinfo;
+	struct smux_info hinfo = {0};
 	char *url;
 	int rc;
 
@@ -836,7 +836,7 @@ static int davb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	const char *hdrs[2] = {"Depth: 0", NULL};
 	struct smux__http_resp resp;
 	struct smux__dav_parser *p;
-	struct smux_info info;
+	struct smux_info info = {0};
 	char *url;
 	int rc;
 
@@ -1062,11 +1062,13 @@ static int list_dir(struct davb *d, const struct smux_ctx *ctx, const char *dir,
 
 		memcpy(name, dir, dl - 1);
 		name[dl - 1] = '\0';
-		rc = acc_add(a, "", name, true, NULL);
-		if (rc == 0)
+		if (acc_add(a, "", name, true, NULL) < 0) {
+			rc = davb_nomem(d, err);
+		} else {
 			davb_fill_info(d, &a->v[a->n - 1].info, true, 0, 0,
 				       NULL);
-		a->v[a->n - 1].is_prefix = false;
+			a->v[a->n - 1].is_prefix = false;
+		}
 	}
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		const struct smux__dav_entry *e = smux__dav_parser_entry(p, i);

@@ -61,7 +61,7 @@ void conf_next_second(void)
 
 	/* a poll of the clock, bounded: at most ~1 s by construction */
 	for (int i = 0; i < 300 && time(NULL) == start; i++) {
-		struct timespec ts = {0, 10 * 1000 * 1000};
+		struct timespec ts = {0, 10000000L};
 
 		nanosleep(&ts, NULL);
 	}

@@ -32,7 +32,7 @@ static int64_t mono_ms(void)
 /* A short wait between polls of a condition (not a synchronisation). */
 static void poll_pause(void)
 {
-	struct timespec ts = {0, 20 * 1000 * 1000};
+	struct timespec ts = {0, 20000000L};
 
 	nanosleep(&ts, NULL);
 }
