@@ -15,6 +15,7 @@ of it):
   /once/STATUS/ID     STATUS (with Retry-After: 0) the first time for ID,
                       then 200 "ok"; /hits/ID says how many requests came
   /retry-after/ID     503 with Retry-After: 1 the first time, then 200
+  /retry-after-long/ID  503 with Retry-After: 30 the first time, then 200
   /always/STATUS      STATUS every time, with a small body
   /hang               accepts the request, never answers
   /slow/N/MS          200, N chunks of 1 KiB, one every MS ms
@@ -94,6 +95,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             n = self.count(p[1])
             if n == 1:
                 self.reply(503, b"busy", [("Retry-After", "1")])
+            else:
+                self.reply(200, b"ok")
+        elif p[0] == "retry-after-long":
+            n = self.count(p[1])
+            if n == 1:
+                self.reply(503, b"busy", [("Retry-After", "30")])
             else:
                 self.reply(200, b"ok")
         elif p[0] == "hits":

@@ -202,11 +202,11 @@ static void test_retry_after_past_deadline(void **state)
 	struct call c = {0};
 
 	(void)state;
-	/* Retry-After: 1 s does not fit in a 300 ms budget: the 503 is
-	 * reported at once, no second attempt */
+	/* Retry-After: 30 s (capped at the client's 2 s) does not fit in a
+	 * 1.5 s budget: the 503 is reported at once, no second attempt */
 	smux_ctx_init(&root);
-	smux_ctx_derive(&ctx, &root, 300 * MS, NULL);
-	assert_int_equal(do_get(h, &ctx, &c, "GET", "/retry-after/rdl"),
+	smux_ctx_derive(&ctx, &root, 1500 * MS, NULL);
+	assert_int_equal(do_get(h, &ctx, &c, "GET", "/retry-after-long/rdl"),
 			 -EAGAIN);
 	assert_int_equal(c.err.e.code, SMUX_E_HTTP);
 	assert_int_equal(c.err.e.http_status, 503);
@@ -316,16 +316,16 @@ static void test_idle_timeout(void **state)
 
 static void test_slow_steady_body(void **state)
 {
-	/* 12 KiB, one KiB every 100 ms: 1.2 s in all, four times the idle
+	/* 25 KiB, one KiB every 100 ms: 2.5 s in all, past the 1 s idle
 	 * timeout, and it finishes */
-	struct smux__http *h = client(1, 300, NULL, NULL);
+	struct smux__http *h = client(1, 1000, NULL, NULL);
 	struct smux_ctx ctx;
 	struct call c = {0};
 
 	(void)state;
 	smux_ctx_init(&ctx);
-	assert_int_equal(do_get(h, &ctx, &c, "GET", "/slow/12/100"), 0);
-	assert_int_equal(c.sink.written, 12 * 1024);
+	assert_int_equal(do_get(h, &ctx, &c, "GET", "/slow/25/100"), 0);
+	assert_int_equal(c.sink.written, 25 * 1024);
 	smux_sink_release(&c.sink);
 	smux__http_free(h);
 }
