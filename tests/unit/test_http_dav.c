@@ -20,10 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backends/http_dav.h"
 #include "smux/http.h"
+#include "support/test_server.h"
 
 /* Parses @doc (in pieces of @chunk bytes) for @target; returns the
  * result of the last feed and the parser in *@out. */
@@ -297,6 +299,76 @@ static void test_credentials_file(void **state)
 	unlink(path);
 }
 
+/* A plain HTTP mirror against the scripted server: get, head, a range the
+ * server ignores (a 200 with everything: cut to the range), a version pin,
+ * a missing key. */
+static void test_plain_reads(void **state)
+{
+	char dir[] = "/tmp/smux-plain-XXXXXX", url[64], port[96];
+	struct smux_http_opts o = {.webdav = false};
+	struct smux_get_opts go = {.offset = 10, .length = 5};
+	unsigned char buf[128];
+	struct ts_server srv;
+	struct smux_backend *b;
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	rc = ts_script_server_start(&srv, dir);
+	if (rc == -ENOENT) {
+		fprintf(stderr,
+			"*** SKIPPING test_plain_reads: no python3 ***\n");
+		rmdir(dir);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", srv.port);
+	o.url = url;
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_http_new("mirror", &o, &b, &err), 0);
+
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "ok/100", NULL, &sink, &info, &err),
+		0);
+	assert_int_equal(sink.written, 100);
+	assert_int_equal(info.size, 100);
+	assert_string_equal(info.etag, "\"v1\"");
+	assert_int_equal(smux_backend_head(b, &ctx, "ok/7", &info, &err), 0);
+	assert_int_equal(info.size, 7);
+	assert_int_equal(info.mode & S_IFMT, S_IFREG);
+	/* the script server ignores Range: the answer is cut to it */
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "ok/100", &go, &sink, NULL, &err), 0);
+	assert_int_equal(sink.written, 5);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(buf[i], ((10 + i) * 7 + 3) & 0xFF);
+	/* a stale pin: nothing reaches the sink */
+	go.if_match = "\"v0\"";
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "ok/100", &go, &sink, NULL, &err),
+		-smux_code_errno(SMUX_E_PRECONDITION_FAILED));
+	assert_int_equal(err.e.code, SMUX_E_PRECONDITION_FAILED);
+	assert_int_equal(sink.written, 0);
+	/* a missing key */
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "nope", NULL, &sink, NULL, &err),
+		-ENOENT);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	smux_backend_unref(b);
+	ts_server_stop(&srv);
+	snprintf(port, sizeof(port), "%s/port", dir);
+	unlink(port);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +378,7 @@ int main(void)
 		cmocka_unit_test(test_parse_oversized),
 		cmocka_unit_test(test_new_checks_url),
 		cmocka_unit_test(test_plain_is_read_only),
+		cmocka_unit_test(test_plain_reads),
 		cmocka_unit_test(test_credentials_file),
 	};
 
