@@ -2,7 +2,9 @@
 #
 #   make            build build/libsmux.a and the test binaries
 #   make check      install missing deps, run every test normally and under
-#                   ASan+UBSan (fails on any finding)
+#                   ASan+UBSan (fails on any finding), then the package test
+#   make deb        the Debian package in build/deb (deb-check: lintian,
+#                   install, man pages, unit, an fstab mount)
 #   make asan       the test suite under AddressSanitizer + UBSan only
 #   make tsan       the concurrent tests under ThreadSanitizer
 #   make soak       the lose-nothing storm for SOAK_SECONDS (all modes)
@@ -66,6 +68,12 @@ FS_OBJS := $(FS_SRCS:%.c=$(OUT)/obj/%.o)
 FS_LIB := $(OUT)/libsmuxfs.a
 SMUXFS := $(OUT)/smuxfs
 
+# The operator's command line (src/ctl/): talks to a mount only through
+# its .smux/ files, so it links jansson and nothing of the daemon.
+CTL_SRCS := $(sort $(wildcard src/ctl/*.c))
+CTL_OBJS := $(CTL_SRCS:%.c=$(OUT)/obj/%.o)
+SMUXCTL := $(OUT)/smuxctl
+
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(OUT)/tests/%)
 # Shared test helpers (tests/support/*.c) link into every test binary.
@@ -80,8 +88,8 @@ STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
-all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS))
+.PHONY: man deb deb-check soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
+all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS)) $(SMUXCTL)
 lib: $(LIB)
 tests: $(TEST_BINS)
 
@@ -110,6 +118,10 @@ $(FS_LIB): $(FS_OBJS)
 $(SMUXFS): $(OUT)/obj/src/fs/main.o $(FS_LIB) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FS)
+
+$(SMUXCTL): $(CTL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ -o $@ $(call pc_libs,jansson)
 
 $(OUT)/tests/test_%: $(OUT)/obj/tests/unit/test_%.o $(SUPPORT_OBJS) $(FS_LIB) $(LIB)
 	@mkdir -p $(@D)
@@ -169,8 +181,8 @@ deps:
 
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
 TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
-	test_mux_deadline test_mux_failover test_mux_fanout test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
-	test_mux_threads test_mux_writer_failover test_rcache \
+	test_mux_deadline test_mux_failover test_mux_fanout test_mux_health test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
+	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
 	test_stats test_lose_nothing
 
 test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
@@ -203,6 +215,7 @@ check: deps
 	$(MAKE) VARIANT=asan test
 	$(MAKE) VARIANT=asan test-integration
 	$(MAKE) VARIANT=tsan test-tsan
+	$(MAKE) deb-check
 
 asan: deps
 	$(MAKE) VARIANT=asan test
@@ -231,13 +244,36 @@ demo: deps
 demo-stop:
 	scripts/demo-stop.sh
 
-# Installs the daemon (mount.fuse3 finds it in PATH) and the systemd unit.
+# Installs the daemon (mount.fuse3 finds it in PATH), smuxctl and the
+# systemd unit.
 PREFIX ?= /usr/local
 install: deps
-	$(MAKE) VARIANT=normal build/smuxfs
+	$(MAKE) VARIANT=normal build/smuxfs build/smuxctl
 	install -D -m 0755 build/smuxfs $(DESTDIR)$(PREFIX)/bin/smuxfs
+	install -D -m 0755 build/smuxctl $(DESTDIR)$(PREFIX)/bin/smuxctl
 	install -D -m 0644 packaging/systemd/smuxfs@.service \
 		$(DESTDIR)/etc/systemd/system/smuxfs@.service
+
+# Man pages (go-md2man): smuxfs(8) and smuxctl(8) from packaging/man,
+# smuxfs.conf(5) from docs/configuration.md (scripts/conf-man.py).
+MAN_PAGES := build/man/smuxfs.8 build/man/smuxctl.8 build/man/smuxfs.conf.5
+man: $(MAN_PAGES)
+build/man/%.8: packaging/man/%.8.md
+	@mkdir -p $(@D)
+	go-md2man -in $< -out $@
+build/man/smuxfs.conf.5: packaging/man/smuxfs.conf.5.head.md docs/configuration.md scripts/conf-man.py
+	@mkdir -p $(@D)
+	scripts/conf-man.py $< docs/configuration.md >$@.md
+	go-md2man -in $@.md -out $@
+
+# The Debian package (scripts/make-deb.sh) in build/deb; deb-check
+# builds it, runs lintian (no error allowed) and installs it here.
+deb: deps
+	$(MAKE) VARIANT=normal build/smuxfs build/smuxctl man
+	scripts/make-deb.sh build/deb
+
+deb-check: deb
+	tests/package/test_deb.sh build/deb/smuxfs_*.deb
 
 clean:
 	rm -rf build

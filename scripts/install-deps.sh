@@ -31,6 +31,13 @@ nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
 apache2-bin:/usr/sbin/apache2
 openssl:/usr/bin/openssl
+go-md2man:/usr/bin/go-md2man
+lintian:/usr/bin/lintian
+dpkg-dev:/usr/bin/dpkg-shlibdeps
+man-db:/usr/bin/man
+bsdextrautils:/usr/bin/col
+systemd:/usr/bin/systemd-analyze
+prometheus:/usr/bin/promtool
 "
 
 missing=""

@@ -27,6 +27,14 @@ struct smux_faulty_opts {
 	 * models a backend stuck in a system call. */
 	int64_t hang_ms;
 	bool hang_ignores_cancel;
+	/* With hang_ignores_cancel: a call that changes the backend (put,
+	 * delete, copy, rename, link, setattr, xattr changes, a writer's
+	 * pwrite, truncate and commit) goes on to the wrapped backend once
+	 * its hang ends even when its context was cancelled or its deadline
+	 * passed meanwhile: a request already on the wire, landing after
+	 * the caller gave up (a zombie write). A put then reads its whole
+	 * source before it may hang. */
+	bool hang_lands;
 	double error_rate;    /* 0..1: calls failing transiently (IO) */
 	double semantic_rate; /* 0..1: calls failing semantically */
 	double timeout_rate;  /* 0..1: calls failing with a connection

@@ -124,6 +124,11 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 /* True when @b is a mux. */
 bool smux_is_mux(const struct smux_backend *b);
 
+/* The member named @name (a new reference: smux_backend_unref), or NULL
+ * when @mux is no mux or has no such member. */
+struct smux_backend *smux_mux_member(struct smux_backend *mux,
+				     const char *name);
+
 /* Appends a member (event backend.added). */
 int smux_mux_add(struct smux_backend *mux, const struct smux_mux_member *m,
 		 struct smux_error *err);

@@ -326,6 +326,39 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
 	return faultyb_enter_draw(fb, op, ctx, NULL, err);
 }
 
+/*
+ * faultyb_enter for a call that changes the inner backend: *@ctx becomes
+ * @fresh (no deadline, no cancellation) after a hang that lands
+ * (hang_lands), so the call reaches the inner backend whatever its
+ * caller did meanwhile.
+ */
+static int faultyb_enter_change(struct faultyb *fb, enum smux_faulty_op op,
+				const struct smux_ctx **ctx,
+				struct smux_ctx *fresh, struct smux_error *err)
+{
+	struct faultyb_draw d;
+	int rc = faultyb_enter_draw(fb, op, *ctx, &d, err);
+
+	if (rc == 0 && d.affected && d.fault == FAULTYB_HANG &&
+	    d.o.hang_ignores_cancel && d.o.hang_lands) {
+		smux_ctx_init(fresh);
+		*ctx = fresh;
+	}
+	return rc;
+}
+
+/* Whether puts read their source before a possible hang (hang_lands). */
+static bool faultyb_lands(struct faultyb *fb)
+{
+	bool yes;
+
+	pthread_mutex_lock(&fb->lock);
+	yes = fb->opts.hang_lands && fb->opts.hang_ignores_cancel &&
+	      fb->opts.hang_rate > 0;
+	pthread_mutex_unlock(&fb->lock);
+	return yes;
+}
+
 /* ---- operations ---- */
 
 /* A GET's sink as the faulty backend delivers it: in slow pieces, and/or
@@ -448,18 +481,44 @@ static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		       struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+	struct smux_source own;
+	struct smux_ctx fresh;
+	void *buf = NULL;
+	int rc;
 
-	if (rc)
-		return rc;
-	return smux_backend_put(fb->inner, ctx, key, src, opts, info, err);
+	if (faultyb_lands(fb) && src) {
+		/* the request's body is on the wire before it hangs */
+		uint64_t len = src->length;
+		long got;
+
+		buf = malloc(len ? (size_t)len : 1);
+		if (!buf)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+					      NULL);
+		got = len ? smux_source_read(src, 0, buf, (size_t)len) : 0;
+		if (got < 0 || (uint64_t)got != len) {
+			free(buf);
+			return smux_error_from_errno(
+				err, got < 0 ? (int)-got : EIO, b->name,
+				"reading the source");
+		}
+		smux_source_buf(&own, buf, len);
+		src = &own;
+	}
+	rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
+	if (rc == 0)
+		rc = smux_backend_put(fb->inner, ctx, key, src, opts, info,
+				      err);
+	free(buf);
+	return rc;
 }
 
 static int faultyb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		       const char *key, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_DEL, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_DEL, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -496,7 +555,8 @@ static int faultyb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -510,7 +570,8 @@ static int faultyb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			  struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -522,7 +583,8 @@ static int faultyb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			   struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -579,7 +641,8 @@ static int faultyb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_COPY, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -607,7 +670,8 @@ static int faultyb_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			    struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -633,7 +697,8 @@ static int faultyb_removexattr(struct smux_backend *b,
 			       const char *name, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -656,8 +721,9 @@ static int faultyb_wpwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 			   struct smux_error *err)
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
-	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
-			       err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(faultyb_of(w->backend),
+				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -682,8 +748,9 @@ static int faultyb_wtruncate(struct smux_writer *w, const struct smux_ctx *ctx,
 			     uint64_t size, struct smux_error *err)
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
-	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
-			       err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(faultyb_of(w->backend),
+				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -701,8 +768,9 @@ static int faultyb_wcommit(struct smux_writer *w, const struct smux_ctx *ctx,
 			   struct smux_info *info, struct smux_error *err)
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
-	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, ctx,
-			       err);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(faultyb_of(w->backend),
+				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;

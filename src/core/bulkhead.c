@@ -70,6 +70,9 @@ struct smux__bulkhead {
 	unsigned idle;		 /* protected by lock: workers waiting */
 	unsigned refs;		 /* protected by lock: owner, workers, jobs */
 	bool closing;		 /* protected by lock: owner freed it */
+	/* set before the first job, read-only afterwards */
+	const struct smux__zombie_hooks *zhooks;
+	void *zarg;
 };
 
 struct smux__job {
@@ -138,6 +141,7 @@ struct smux__job {
 	struct smux_error err; /* protected by lock */
 	struct smux_writer *new_writer; /* protected by lock: WRITER_OPEN */
 	struct smux_reader *new_reader; /* protected by lock: READER_OPEN */
+	void *zombie; /* protected by lock: the zombie hooks' token */
 
 	struct smux__job *prev, *next; /* protected by bh->lock */
 	bool in_queue;		       /* protected by bh->lock */
@@ -225,8 +229,18 @@ struct smux__bulkhead *smux__bulkhead_new(const char *name,
 	return bh;
 }
 
+void smux__bulkhead_set_zombie_hooks(struct smux__bulkhead *bh,
+				     const struct smux__zombie_hooks *hooks,
+				     void *arg)
+{
+	bh->zhooks = hooks;
+	bh->zarg = arg;
+}
+
 static void bh_destroy(struct smux__bulkhead *bh)
 {
+	if (bh->zhooks && bh->zhooks->release)
+		bh->zhooks->release(bh->zarg);
 	pthread_cond_destroy(&bh->cond);
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->name);
@@ -681,6 +695,8 @@ static void job_run(struct smux__job *job)
 	struct smux_writer *opened = NULL, *orphan = NULL;
 	struct smux_reader *ropened = NULL, *rorphan = NULL;
 	struct smux_error err;
+	void *zombie;
+	bool called;
 	long rc = 0;
 
 	smux_error_clear(&err);
@@ -701,6 +717,7 @@ static void job_run(struct smux__job *job)
 	 */
 	if (job->op != SMUX__OP_W_CLOSE)
 		rc = smux_ctx_check(&job->wctx, job->bh->name, &err);
+	called = rc == 0;
 	if (rc == 0)
 		rc = job_call(job, &opened, &ropened, &err);
 	if (job->writer_lock)
@@ -735,9 +752,13 @@ static void job_run(struct smux__job *job)
 		pthread_cond_broadcast(&job->group->cond);
 		pthread_mutex_unlock(&job->group->lock);
 	}
+	zombie = job->zombie; /* abandoned while it ran: over now */
+	job->zombie = NULL;
 	pthread_mutex_unlock(&job->lock);
 	smux_writer_close(orphan);
 	smux_reader_close(rorphan);
+	if (zombie)
+		job->bh->zhooks->end(zombie, called);
 	if (job->on_done)
 		job->on_done(job->on_done_arg);
 	job_put(job);
@@ -914,13 +935,57 @@ static bool job_dequeue(struct smux__job *job)
 	return removed;
 }
 
+/*
+ * The keys a mutating @job changes on its member (zombie tracking): *@k2
+ * only for a rename (its destination). False for a call that changes
+ * nothing.
+ */
+static bool job_changes(const struct smux__job *job, const char **k1,
+			const char **k2)
+{
+	*k2 = NULL;
+	switch (job->op) {
+	case SMUX__OP_PUT:
+	case SMUX__OP_DEL:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+	case SMUX__OP_WRITER_OPEN:
+		*k1 = job->key;
+		break;
+	case SMUX__OP_COPY:
+	case SMUX__OP_LINK:
+		*k1 = job->key2;
+		break;
+	case SMUX__OP_RENAME:
+		*k1 = job->key;
+		*k2 = job->key2;
+		break;
+	case SMUX__OP_W_PWRITE:
+	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_COMMIT:
+		/* the caller's writer lives until the job is over */
+		*k1 = job->writer ? job->writer->key : NULL;
+		break;
+	default:
+		return false;
+	}
+	return *k1 != NULL;
+}
+
 void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 {
 	struct smux_writer *orphan = NULL;
 	struct smux_reader *rorphan = NULL;
+	const char *k1, *k2;
+	void *zombie = NULL;
 
 	pthread_mutex_lock(&job->lock);
 	job->abandoned = true;
+	/* a change the worker may still make: a zombie until it is over */
+	if (!job->done && job->bh->zhooks && job_changes(job, &k1, &k2))
+		job->zombie = job->bh->zhooks->begin(job->bh->zarg,
+						     job->bh->name, k1, k2);
 	/* A writer or reader opened before we gave up is ours to close. */
 	orphan = job->new_writer;
 	job->new_writer = NULL;
@@ -933,7 +998,14 @@ void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 	/* A queued job need not wait for a worker (a hung backend would
 	 * otherwise pile them up); W_CLOSE still runs to free the writer. */
 	if (job->op != SMUX__OP_W_CLOSE && job_dequeue(job)) {
-		if (job->on_done) /* it will never run: over for the worker */
+		/* it will never run: over for the worker */
+		pthread_mutex_lock(&job->lock);
+		zombie = job->zombie;
+		job->zombie = NULL;
+		pthread_mutex_unlock(&job->lock);
+		if (zombie)
+			job->bh->zhooks->end(zombie, false);
+		if (job->on_done)
 			job->on_done(job->on_done_arg);
 		job_put_n(job, 2); /* ours and the worker's */
 	} else {

@@ -198,6 +198,32 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err);
  * the backend checks its context). */
 void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why);
 
+/*
+ * Zombie tracking (mux_zombie.c). A mutating call (put, delete, copy,
+ * rename, link, setattr, xattr changes, a writer's open, pwrite, truncate
+ * and commit) whose caller stopped waiting while a worker may still run
+ * it can land on the member later: a zombie. With hooks set, the bulkhead
+ * calls @begin(arg, member, key, key2) from smux__job_abandon for such a
+ * job - the keys it changes: @key2 NULL or a rename's destination -,
+ * under the job's lock (no I/O, no backend call there); a non-NULL result
+ * is the token @end(token, ran) gets once the worker is over with the job
+ * (after its call returned, before call->done; @ran: the backend was
+ * called), or at once when the job never runs (@ran false). @release(arg)
+ * when the bulkhead is freed.
+ */
+struct smux__zombie_hooks {
+	void *(*begin)(void *arg, const char *member, const char *key,
+		       const char *key2);
+	void (*end)(void *token, bool ran);
+	void (*release)(void *arg);
+};
+
+/* Sets the zombie hooks of @bh (@hooks static; @arg released with @bh).
+ * Before the first job only. */
+void smux__bulkhead_set_zombie_hooks(struct smux__bulkhead *bh,
+				     const struct smux__zombie_hooks *hooks,
+				     void *arg);
+
 /* smux__bulkhead_start + smux__job_finish. */
 long smux__bulkhead_run(struct smux__bulkhead *bh, const struct smux_ctx *ctx,
 			int64_t timeout_ms, const struct smux__call *call,

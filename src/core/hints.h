@@ -81,6 +81,15 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		    enum smux__hint_kind kind, uint64_t *id,
 		    struct smux_error *err);
 
+/*
+ * smux__hints_add for @n replicas (@kind PUT or DEL) of one @key at once
+ * (hints_batch.c): one append, one fdatasync, and every new hint enters
+ * the index under one write lock, so a reader sees all of them or none.
+ */
+int smux__hints_add_batch(struct smux__hints *h, const char *const *replicas,
+			  unsigned n, const char *key,
+			  enum smux__hint_kind kind, struct smux_error *err);
+
 /* Marks hint @id done (replayed). Unknown ids are ignored. */
 int smux__hints_done(struct smux__hints *h, uint64_t id,
 		     struct smux_error *err);

@@ -75,6 +75,7 @@ static struct mux_member *member_new(struct smux_mux *mux,
 		free(m);
 		return NULL;
 	}
+	smux__zombies_track(mux, m);
 	atomic_init(&m->refs, 1);
 	m->backend = smux_backend_ref(spec->backend);
 	m->name = m->backend->name;
@@ -285,6 +286,8 @@ static int name_taken(struct mux_view *v, const char *name)
 static void mux_free(struct smux_mux *mux)
 {
 	smux__mux_bg_stop(mux);
+	/* zombies that end from now on record nothing */
+	smux__zombies_detach(mux);
 	smux__sel_put(mux->sel);
 	smux__view_put(mux->view);
 	smux__intent_free_all(mux); /* ends clean intents in the journal */
@@ -389,6 +392,10 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_cond_init(&mux->bg_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
+	if (smux__zombies_init(mux)) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+		goto out_free;
+	}
 	/* an empty view first, so helpers that read it work during setup */
 	mux->view = view_new(0);
 	mux->sel = mux->view ? sel_new(mux, mux->view) : NULL;
@@ -535,6 +542,22 @@ static struct mux_member *find_member(struct smux_mux *mux, const char *name,
 	return m;
 }
 
+struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux_backend *found = NULL;
+	struct mux_view *v;
+
+	if (!mux || !name)
+		return NULL;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !found; i++)
+		if (strcmp(v->m[i]->name, name) == 0)
+			found = smux_backend_ref(v->m[i]->backend);
+	smux__view_put(v);
+	return found;
+}
+
 int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 			struct smux_error *err)
 {
@@ -662,11 +685,32 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	for (unsigned i = 0; i < old->n; i++)
 		if (strcmp(old->m[i]->name, name) != 0)
 			v->m[v->n++] = smux__member_get(old->m[i]);
-	smux__view_put(old);
 	rc = view_install(mux, v);
+	/* failover: never take away the only copy of an acknowledged write
+	 * (checked once the member is out of the view, so that a write it
+	 * took either shows its hints here or is refused: mux_failover.c) */
+	if (rc == 0 && mux->mode == SMUX_MODE_FAILOVER &&
+	    smux__failover_sole_holder(mux, old, name, ev.key,
+				       sizeof(ev.key))) {
+		rc = view_install(mux, old); /* back, with our reference */
+		pthread_mutex_unlock(&mux->mutate_lock);
+		if (rc)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+					      NULL);
+		/* back in service: the replay copies the write from it */
+		smux_mux_undrain(b, name, err);
+		return smux_error_set(err, SMUX_E_NOT_EMPTY, b->name,
+				      "remove %s: it holds the only copy of "
+				      "the latest write of %s (a member ahead "
+				      "of it missed it); kept in service "
+				      "until a repair copied it",
+				      name, ev.key);
+	}
+	smux__view_put(old);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (rc)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
+	ev.key[0] = '\0';
 	snprintf(ev.name, sizeof(ev.name), "%s", name);
 	emit(mux, &ev);
 	return 0;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/mux_internal.h"
+#include "core/mux_probe_wait.h"
 
 static void emit(struct smux_mux *mux, struct smux_event *ev)
 {
@@ -209,6 +210,29 @@ static bool call_stale(struct smux_mux *mux, struct mux_member *m,
 	       smux__member_stale(mux, m, call->key2);
 }
 
+/* True when @call changes a key on which an abandoned call may still land
+ * on @m (mux_zombie.c): it would be overwritten by the older zombie. */
+static bool zombie_blocks(struct smux_mux *mux, struct mux_member *m,
+			  const struct smux__call *call)
+{
+	switch (call->op) {
+	case SMUX__OP_PUT:
+	case SMUX__OP_DEL:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		return smux__member_zombie(mux, m, call->key);
+	case SMUX__OP_COPY:
+	case SMUX__OP_LINK:
+		return smux__member_zombie(mux, m, call->key2);
+	case SMUX__OP_RENAME:
+		return smux__member_zombie(mux, m, call->key) ||
+		       smux__member_zombie(mux, m, call->key2);
+	default:
+		return false;
+	}
+}
+
 /*
  * The sequential walk: the members in the mode's (or member) order,
  * falling through on transient errors; with w->skip_stale, passing over
@@ -236,11 +260,14 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		call->list_arg = &lc;
 	}
 	smux__cursor_init(&c, mux, call->key, w->by_order);
-	while ((m = smux__cursor_next(&c, &probe))) {
+	/* once no member is left, one being probed is waited for */
+	while ((m = smux__cursor_next(&c, &probe)) ||
+	       (m = smux__cursor_probed(&c, ctx, &probe))) {
 		enum smux_outcome o;
 
 		if ((w->skip_stale && call_stale(mux, m, call)) ||
-		    (w->holder && !smux__failover_holds(mux, m, call->key))) {
+		    (w->holder && !smux__failover_holds(mux, m, call->key)) ||
+		    zombie_blocks(mux, m, call)) {
 			/* it missed a key's latest write: not asked */
 			if (probe)
 				smux__health_probe_cancel(&m->health);
@@ -668,6 +695,11 @@ bool smux__caller_failed(const struct smux_ctx *ctx, const struct smux_error *e)
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key)
 {
+	/* mirror, shield: a replica a call it was given up on may still
+	 * change holds unknown content (mux_zombie.c) */
+	if ((mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD) &&
+	    smux__member_zombie(mux, m, key))
+		return true;
 	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
 		return false;
 	/* a member rejoining the mux missed every key (mux_rejoin.c) */

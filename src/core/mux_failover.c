@@ -19,6 +19,7 @@
  * the mux's view.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mux_internal.h"
@@ -27,6 +28,44 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 {
 	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
 	smux_events_emit(mux->events, ev);
+}
+
+void (*smux__failover_hinted_hook)(struct smux_mux *mux, const char *replica,
+				   const char *key);
+
+static bool in_view(struct smux_mux *mux, struct mux_member *m)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool in = false;
+
+	for (unsigned i = 0; i < v->n && !in; i++)
+		in = v->m[i] == m;
+	smux__view_put(v);
+	return in;
+}
+
+/* Hints for @key (@kind) on the first @n members of @v, recorded at once. */
+static int hinted_ahead(struct smux_mux *mux, struct mux_view *v, unsigned n,
+			const char *key, enum smux__hint_kind kind,
+			struct smux_error *err)
+{
+	const char *small[8], **names = small;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (n > sizeof(small) / sizeof(small[0])) {
+		names = calloc(n, sizeof(*names));
+		if (!names)
+			return smux_error_set(err, SMUX_E_NO_MEMORY,
+					      mux->base.name, NULL);
+	}
+	for (unsigned i = 0; i < n; i++)
+		names[i] = v->m[i]->name;
+	rc = smux__hints_add_batch(mux->hints, names, n, key, kind, err);
+	if (names != small)
+		free(names);
+	return rc;
 }
 
 int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
@@ -60,22 +99,67 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 				      "meanwhile",
 				      acked->name, key);
 	}
-	for (unsigned i = 0; i < pos; i++) {
+	/* every member ahead at once: with some hints visible and others
+	 * not, the first member without a hint would not hold the newest
+	 * version, and a replay would copy an older one (hints_batch.c) */
+	rc = hinted_ahead(mux, v, pos, key, kind, err);
+	if (rc == 0)
+		added = pos;
+	/* removed while the hints were recorded: smux_mux_remove checks the
+	 * hints once the member is out of the view (and puts it back when
+	 * it holds the only copy of a write), this checks the view once the
+	 * hints are in, so one of the two sees the other */
+	if (rc == 0 && pos && !in_view(mux, acked))
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "%s took the write of %s but was removed "
+				    "meanwhile",
+				    acked->name, key);
+	for (unsigned i = 0; i < added; i++) {
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 
-		rc = smux__hints_add(mux->hints, v->m[i]->name, key, kind, NULL,
-				     err);
-		if (rc)
-			break;
-		added++;
 		snprintf(ev.name, sizeof(ev.name), "%s", v->m[i]->name);
 		snprintf(ev.key, sizeof(ev.key), "%s", key);
 		emit(mux, &ev);
+		if (smux__failover_hinted_hook)
+			smux__failover_hinted_hook(mux, v->m[i]->name, key);
 	}
 	smux__view_put(v);
 	if (first && added)
 		smux__mux_kick(mux);
 	return rc;
+}
+
+bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
+				const char *name, char *key, size_t len)
+{
+	struct smux__hint *list = NULL;
+	int n = smux__hints_list(mux->hints, NULL, &list);
+	bool sole = false;
+
+	/* out of memory (n < 0): the remove goes ahead, as before */
+	for (int i = 0; i < n && !sole; i++) {
+		struct mux_member *holder;
+		bool ahead = false;
+
+		if (list[i].kind != SMUX__HINT_PUT ||
+		    strcmp(list[i].key, SMUX__REJOIN_KEY) == 0)
+			continue;
+		holder = smux__failover_source(mux, old, NULL, list[i].key);
+		if (!holder || strcmp(holder->name, name) != 0)
+			continue;
+		/* the hinted member is one of this view, ahead of the holder */
+		for (unsigned j = 0; j < old->n && old->m[j] != holder; j++)
+			if (strcmp(old->m[j]->name, list[i].replica) == 0)
+				ahead = true;
+		if (ahead) {
+			sole = true;
+			snprintf(key, len, "%s", list[i].key);
+		}
+	}
+	if (n > 0)
+		smux__hints_free_list(list, n);
+	return sole;
 }
 
 bool smux__failover_holds(struct smux_mux *mux, struct mux_member *m,

@@ -82,6 +82,68 @@ bool smux__fan_stale(struct smux_mux *mux, struct mux_member *m,
 	return true;
 }
 
+/*
+ * True when @call would change a key of @m on which a call the mux gave
+ * up on may still land (mux_zombie.c): the older zombie could land on top
+ * of it, and the member would have taken a write it then loses. Such a
+ * member is left out like a stale one (it gets a hint); @why says so.
+ */
+static bool fan_zombie(struct smux_mux *mux, struct mux_member *m,
+		       const struct smux__call *call, struct smux_error *why)
+{
+	const char *k1 = call->key, *k2 = NULL;
+
+	switch (call->op) {
+	case SMUX__OP_COPY:
+	case SMUX__OP_LINK:
+		k1 = call->key2;
+		break;
+	case SMUX__OP_RENAME:
+		k2 = call->key2;
+		break;
+	case SMUX__OP_PUT:
+	case SMUX__OP_DEL:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+	case SMUX__OP_WRITER_OPEN:
+		break;
+	default:
+		return false;
+	}
+	if (smux__member_zombie(mux, m, k1))
+		k2 = k1;
+	else if (!smux__member_zombie(mux, m, k2))
+		return false;
+	smux_error_set(why, SMUX_E_ALL_BACKENDS_DOWN, m->name,
+		       "a call on %s given up on may still land there", k2);
+	return true;
+}
+
+/*
+ * Shield: the origin takes every write or none goes anywhere. An origin
+ * left out as stale (it missed the latest write of the key the call
+ * builds on, e.g. a late write landed there: mux_zombie.c) would fail the
+ * write, and the mirrors that took it would get hints to copy the
+ * origin's version back - every replica then waits for another to give
+ * it the key, for good. So the mirrors are not called either.
+ */
+static void shield_origin_or_none(struct smux__fan *f, struct mux_view *v)
+{
+	if (f->mux->mode != SMUX_MODE_SHIELD || f->n == 0 || v->n == 0 ||
+	    f->m[0] != v->m[0] || f->go[0])
+		return;
+	for (unsigned k = 1; k < f->n; k++) {
+		if (!f->go[k])
+			continue;
+		if (f->probe[k])
+			smux__health_probe_cancel(&f->m[k]->health);
+		f->go[k] = false;
+		f->probe[k] = false;
+		f->err[k] = f->err[0];
+	}
+}
+
 unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 			    const struct smux__call *call, bool whole,
 			    unsigned max)
@@ -101,7 +163,8 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 		f->probe[k] = false;
 		f->go[k] = false;
 		f->n++;
-		if (smux__fan_stale(mux, m, call, whole, &f->err[k]))
+		if (smux__fan_stale(mux, m, call, whole, &f->err[k]) ||
+		    fan_zombie(mux, m, call, &f->err[k]))
 			continue;
 		f->go[k] = smux__health_acquire(&m->health, now, &f->probe[k]);
 		/* the shield origin takes every write, down or not */
@@ -111,6 +174,7 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 			smux_error_set(&f->err[k], SMUX_E_ALL_BACKENDS_DOWN,
 				       m->name, "backend is down (cooldown)");
 	}
+	shield_origin_or_none(f, v);
 	return f->n;
 }
 

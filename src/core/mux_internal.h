@@ -12,7 +12,7 @@
  * the mux), mux_repair.c (hint replay and the background thread),
  * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
  * mux_fence.c (user writes and replays of one (replica, key) never
- * overlap).
+ * overlap), mux_zombie.c (abandoned member calls that may still land).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -122,6 +122,9 @@ struct smux_mux {
 	pthread_mutex_t sticky_lock;
 	pthread_cond_t sticky_cond;
 	struct mux_sticky_gate *sticky_gates; /* protected by sticky_lock */
+
+	/* member calls abandoned while they may still land (mux_zombie.c) */
+	struct smux__zombies *zombies;
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -438,6 +441,19 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			  const char *key, enum smux__hint_kind kind,
 			  struct smux_error *err);
 /*
+ * Whether @name, a member of @old, is the holder of a key that a member of
+ * @old ahead of it missed the latest write of (a put hint pending): its
+ * removal would take away the only copy of an acknowledged write. Fills
+ * @key (of @len bytes) with the first such key.
+ */
+bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
+				const char *name, char *key, size_t len);
+/* Test hook (NULL in production): called by smux__failover_missed for
+ * each member hinted, once its hint is recorded. */
+extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
+					  const char *replica,
+					  const char *key);
+/*
  * Where failover replays a missed put of @key to @dst from: the first
  * member of @v, other than @dst, without a pending hint for @key (the one
  * that took the latest write). NULL when every other member missed it too
@@ -601,6 +617,24 @@ long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, struct mux_member *m,
 			 const struct smux__hint *h, bool probe,
 			 struct smux_error *err);
+
+/* mux_zombie.c: abandoned member calls that may still land */
+
+/* Creates mux->zombies (before the first member). 0 or -1 (ENOMEM). */
+int smux__zombies_init(struct smux_mux *mux);
+/* mux destroy, before the hints close: zombies that end later record
+ * nothing. */
+void smux__zombies_detach(struct smux_mux *mux);
+/* Reports @m's abandoned mutating calls to the registry (member_new). */
+void smux__zombies_track(struct smux_mux *mux, struct mux_member *m);
+/* True while an abandoned call that changes @key may still land on @m.
+ * Lock-free when none runs. */
+bool smux__member_zombie(struct smux_mux *mux, struct mux_member *m,
+			 const char *key);
+/* Test hook (NULL in production): a zombie of (@replica, @key) ended and
+ * its hint (if any) is recorded. */
+extern void (*smux__zombie_hook_end)(struct smux_mux *mux, const char *replica,
+				     const char *key);
 
 /* mux_repair.c */
 

@@ -26,9 +26,9 @@
  * member, its health updated. When it fails transiently (an error, a
  * timeout, the member draining) or the member is no longer up, the
  * reader opens the key again, routed as at open, and requires the same
- * version (etag and size; every replica written through the mux carries
- * the same etag, size + one mtime): another version is
- * PRECONDITION_FAILED, never a read stitched from two versions. Semantic
+ * version (mux_version.c: the etag on the member the version was opened
+ * on, size and mtime on any other, whatever its kind): another version
+ * is PRECONDITION_FAILED, never a read stitched from two versions. Semantic
  * errors and the caller's own abort or deadline are returned as they
  * are.
  *
@@ -48,6 +48,7 @@
 #include <sys/stat.h>
 
 #include "core/mux_internal.h"
+#include "core/mux_version.h"
 
 /* ---- the get reader: a member without a reader of its own ---- */
 
@@ -302,7 +303,10 @@ struct mux_reader {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* a re-open ended */
 	struct pin *cur;     /* protected by lock; never NULL */
-	bool reopening;	     /* protected by lock */
+	/* the member base.info was seen on (a reference): its etag is
+	 * compared on it only (mux_version.c) */
+	struct mux_member *origin;
+	bool reopening; /* protected by lock */
 };
 
 static const struct smux_reader_ops mux_reader_ops;
@@ -321,12 +325,6 @@ static struct pin *mr_current(struct mux_reader *mr)
 	p = pin_ref(mr->cur);
 	pthread_mutex_unlock(&mr->lock);
 	return p;
-}
-
-static bool same_version(const struct smux_info *a, const struct smux_info *b)
-{
-	return a->etag[0] && strcmp(a->etag, b->etag) == 0 &&
-	       a->size == b->size;
 }
 
 static void emit_failover(struct smux_mux *mux, struct mux_member *from,
@@ -372,7 +370,8 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 
 	fresh = pin_open(mux, ctx, mr->key, "reader_reopen", err);
 	rc = fresh ? 0 : -err->e.sys_errno;
-	if (fresh && !same_version(&fresh->r->info, &mr->base.info)) {
+	if (fresh && !smux__same_version(mr->origin->backend, &mr->base.info,
+					 fresh->m->backend, &fresh->r->info)) {
 		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				    mux->base.name,
 				    "read \"%s\": backend \"%s\" holds another "
@@ -492,6 +491,7 @@ static void mr_close(struct smux_reader *r)
 	struct mux_reader *mr = mr_of(r);
 
 	pin_put(mr->cur);
+	smux__member_put(mr->origin);
 	pthread_cond_destroy(&mr->cond);
 	pthread_mutex_destroy(&mr->lock);
 	free(mr->key);
@@ -527,6 +527,7 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	mr->base.live = p->r->live;
 	mr->mux = mux;
 	mr->cur = p;
+	mr->origin = smux__member_get(p->m);
 	pthread_mutex_init(&mr->lock, NULL);
 	pthread_cond_init(&mr->cond, NULL);
 	*out = &mr->base;

@@ -252,8 +252,11 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 			break;
 		if (!smux__rejoining(mux, dst))
 			break; /* removed, or resynced by another repair */
-		/* a key with a hint of its own is its own replay's */
-		if (!smux__hints_has(mux->hints, dst->name, key)) {
+		/* a key with a hint of its own is its own replay's; one a
+		 * call given up on may still change is hinted when that
+		 * call ends (mux_zombie.c) */
+		if (!smux__hints_has(mux->hints, dst->name, key) &&
+		    !smux__member_zombie(mux, dst, key)) {
 			if (c > 0)
 				rc = drop_key(mux, ctx, src, dst, key, err);
 			else if (c < 0)

@@ -627,6 +627,12 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	rc = claim_or_wait(mux, run, h, &claim, err);
 	if (rc <= 0)
 		return rc;
+	/* a call given up on may still land there: after it, the next pass
+	 * (its end keeps or records the hint: mux_zombie.c) */
+	if (smux__member_zombie(mux, m, h->key)) {
+		replay_release(mux, &claim);
+		return 0;
+	}
 	/* an up replica, or a down one whose cooldown is over (the replay
 	 * probes it: a recovered replica needs no traffic of its own to be
 	 * repaired) */

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/mux_probe_wait.h"
 #include "core/mux_writer.h"
 
 static void emit(struct smux_mux *mux, struct smux_event *ev)
@@ -475,7 +476,10 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	int rc = 1;
 
 	smux__cursor_init(&c, mux, mw->base.key, failover);
-	while (t->n < SMUX__WRITER_MAX && (m = smux__cursor_next(&c, &probe))) {
+	/* once no member is left, one being probed is waited for */
+	while (t->n < SMUX__WRITER_MAX &&
+	       ((m = smux__cursor_next(&c, &probe)) ||
+		(m = smux__cursor_probed(&c, ctx, &probe)))) {
 		bool yes = true;
 		enum smux_outcome o;
 
@@ -485,6 +489,7 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		 * write */
 		if (tries_has(t, m) ||
 		    (skip_stale && smux__member_stale(mux, m, mw->base.key)) ||
+		    smux__member_zombie(mux, m, mw->base.key) ||
 		    (holder_only &&
 		     !(failover ? smux__failover_holds(mux, m, mw->base.key)
 				: smux__sticky_holds(mux, m, mw->base.key)))) {

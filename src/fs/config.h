@@ -128,6 +128,18 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 		      struct smux_backend **root, char *errbuf, size_t errlen);
 
 /*
+ * Reads the config file @path again and builds its section @name (a
+ * [backend] or a [mux] and what it needs), for `add NAME` at run time:
+ * @out gets one reference on it and the weight the section gives it.
+ * 0, or a negative errno with @errbuf naming the file, line and reason
+ * (-ENOENT: no such section). The running tree is not touched.
+ */
+int smux_config_build_section(const char *path, const char *name,
+			      struct smux_events *events,
+			      struct smux_mux_member *out, char *errbuf,
+			      size_t errlen);
+
+/*
  * The resolved tree as text for `smuxfs --check-config`, e.g.
  *   media: mux shield (backend_timeout 30s, ...)
  *     origin: file /srv/media

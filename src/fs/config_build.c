@@ -121,6 +121,30 @@ static int build_http(struct smux__cfg_section *s, struct smux_error *err)
 
 static int build_section(struct build *b, struct smux__cfg_section *s);
 
+/* The fault options a faulty section gives (0 for keys not set). */
+void smux_config_faulty_opts(const struct smux__cfg_section *s,
+			     struct smux_faulty_opts *out)
+{
+	const struct smux__cfg_value *v = s->v;
+	struct smux_faulty_opts fo = {0};
+
+	fo.latency_ms = v[SMUX__BK_LATENCY].line ? v[SMUX__BK_LATENCY].i : 0;
+	fo.hang_ms = v[SMUX__BK_HANG].line ? v[SMUX__BK_HANG].i : 0;
+	fo.hang_rate = v[SMUX__BK_HANG_RATE].line ? v[SMUX__BK_HANG_RATE].d : 0;
+	fo.error_rate =
+		v[SMUX__BK_ERROR_RATE].line ? v[SMUX__BK_ERROR_RATE].d : 0;
+	fo.semantic_rate = v[SMUX__BK_SEMANTIC_RATE].line
+				   ? v[SMUX__BK_SEMANTIC_RATE].d
+				   : 0;
+	fo.timeout_rate =
+		v[SMUX__BK_TIMEOUT_RATE].line ? v[SMUX__BK_TIMEOUT_RATE].d : 0;
+	fo.seed = v[SMUX__BK_SEED].line ? v[SMUX__BK_SEED].u : 0;
+	fo.after_ms =
+		v[SMUX__BK_FAULT_AFTER].line ? v[SMUX__BK_FAULT_AFTER].i : 0;
+	fo.for_ms = v[SMUX__BK_FAULT_FOR].line ? v[SMUX__BK_FAULT_FOR].i : 0;
+	*out = fo;
+}
+
 static int build_backend(struct build *b, struct smux__cfg_section *s,
 			 struct smux_error *err)
 {
@@ -151,27 +175,7 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		rc = build_section(b, s->wraps_sec);
 		if (rc)
 			return rc;
-		fo.latency_ms =
-			v[SMUX__BK_LATENCY].line ? v[SMUX__BK_LATENCY].i : 0;
-		fo.hang_ms = v[SMUX__BK_HANG].line ? v[SMUX__BK_HANG].i : 0;
-		fo.hang_rate = v[SMUX__BK_HANG_RATE].line
-				       ? v[SMUX__BK_HANG_RATE].d
-				       : 0;
-		fo.error_rate = v[SMUX__BK_ERROR_RATE].line
-					? v[SMUX__BK_ERROR_RATE].d
-					: 0;
-		fo.semantic_rate = v[SMUX__BK_SEMANTIC_RATE].line
-					   ? v[SMUX__BK_SEMANTIC_RATE].d
-					   : 0;
-		fo.timeout_rate = v[SMUX__BK_TIMEOUT_RATE].line
-					  ? v[SMUX__BK_TIMEOUT_RATE].d
-					  : 0;
-		fo.seed = v[SMUX__BK_SEED].line ? v[SMUX__BK_SEED].u : 0;
-		fo.after_ms = v[SMUX__BK_FAULT_AFTER].line
-				      ? v[SMUX__BK_FAULT_AFTER].i
-				      : 0;
-		fo.for_ms = v[SMUX__BK_FAULT_FOR].line ? v[SMUX__BK_FAULT_FOR].i
-						       : 0;
+		smux_config_faulty_opts(s, &fo);
 		return smux_faulty_new(s->name, s->wraps_sec->built, &fo,
 				       &s->built, err);
 	default:
@@ -295,5 +299,44 @@ int smux_config_build(struct smux_config *cfg, struct smux_events *events,
 		smux_backend_unref(cfg->secs[i]->built);
 		cfg->secs[i]->built = NULL;
 	}
+	return rc;
+}
+
+int smux_config_build_section(const char *path, const char *name,
+			      struct smux_events *events,
+			      struct smux_mux_member *out, char *errbuf,
+			      size_t errlen)
+{
+	struct smux_config *cfg = NULL;
+	struct smux__cfg_section *s;
+	const struct smux__cfg_value *w;
+	struct build b = {.events = events, .errbuf = errbuf, .errlen = errlen};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = smux_config_load(path, &cfg, errbuf, errlen);
+	if (rc)
+		return rc;
+	s = smux__cfg_find(cfg, name);
+	if (!s || s->kind == SMUX__CFG_MOUNT) {
+		snprintf(errbuf, errlen, "%s: no [backend %s] or [mux %s]",
+			 path, name, name);
+		smux_config_free(cfg);
+		return -ENOENT;
+	}
+	b.cfg = cfg;
+	rc = build_section(&b, s);
+	if (rc == 0) {
+		w = &s->v[s->kind == SMUX__CFG_MUX ? SMUX__XK_WEIGHT
+						   : SMUX__BK_WEIGHT];
+		out->backend = smux_backend_ref(s->built);
+		out->has_weight = w->line != 0;
+		out->weight = w->line ? w->d : 0;
+	}
+	for (unsigned i = 0; i < cfg->n_secs; i++) {
+		smux_backend_unref(cfg->secs[i]->built);
+		cfg->secs[i]->built = NULL;
+	}
+	smux_config_free(cfg);
 	return rc;
 }

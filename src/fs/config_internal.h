@@ -201,6 +201,10 @@ const struct smux__cfg_keydef *smux__cfg_keys(enum smux__cfg_kind kind,
 const char *smux__cfg_type_name(enum smux__cfg_type t);
 /* "[mount]", "[mux NAME]", "[backend NAME]" into @buf. Returns @buf. */
 char *smux__cfg_label(const struct smux__cfg_section *s, char *buf, size_t len);
+struct smux_faulty_opts;
+/* The fault options of the faulty section @s (config_build.c). */
+void smux_config_faulty_opts(const struct smux__cfg_section *s,
+			     struct smux_faulty_opts *out);
 /* The section named @name, or NULL. */
 struct smux__cfg_section *smux__cfg_find(const struct smux_config *cfg,
 					 const char *name);

@@ -20,6 +20,7 @@
 #define FUSE_USE_VERSION 35
 
 #include <fuse.h>
+#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -131,6 +132,16 @@ struct smuxfs {
 	struct smuxfs_etags etags;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
+	/* the config file, absolute (ctl.c's add and reload.c read it
+	 * again) */
+	char config_path[PATH_MAX];
+	/* reload.c: serializes reloads and adds; the config applied last
+	 * (NULL: cfg), what .smux/config shows, under cfg_lock */
+	pthread_mutex_t reload_lock;
+	pthread_mutex_t cfg_lock;
+	struct smux_config *live_cfg;
+	/* .smux/events (eventlog.c), NULL without an event bus */
+	struct smuxfs_eventlog *evlog;
 };
 
 /* Initialises the tables of @fs (the other fields are the caller's). */
@@ -288,6 +299,14 @@ struct smuxfs_fh {
 	 * otable.lock once tracked */
 	bool tracked;
 	struct smuxfs_fh *rprev, *rnext;
+	/* VIRTUAL, .smux/events (eventlog.c; under its lock): where this
+	 * reader is in the stream, and its poll handle while it waits */
+	bool ev_stream;
+	bool ev_waiting;
+	bool ctl; /* VIRTUAL: .smux/ctl (ctl.c) */
+	uint64_t ev_shift, ev_pos;
+	struct fuse_pollhandle *ev_ph;
+	struct smuxfs_fh *ev_next;
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -414,6 +433,8 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi);
 int smuxfs_flush(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi);
 int smuxfs_release(const char *path, struct fuse_file_info *fi);
+int smuxfs_poll(const char *path, struct fuse_file_info *fi,
+		struct fuse_pollhandle *ph, unsigned *reventsp);
 
 /* Extended attributes (ops_xattr.c): registered only when the mount keeps
  * them ([mount] xattr, smuxfs_ops_for). */
@@ -430,6 +451,60 @@ void smuxfs_ops_for(struct fuse_operations *ops, bool xattr);
 /* ---- the .smux/ virtual directory (smuxdir.c) ---- */
 
 #define SMUXFS_DIR_NAME ".smux"
+
+/* ---- .smux/events (eventlog.c) ---- */
+
+struct smuxfs_eventlog;
+
+/* Subscribes the ring of recent events to fs->events: 0 or -errno. */
+int smuxfs_eventlog_start(struct smuxfs *fs);
+/* Unsubscribes and frees (before the bus is freed). */
+void smuxfs_eventlog_stop(struct smuxfs *fs);
+/* The length of the event stream so far (the file's size). */
+uint64_t smuxfs_eventlog_size(struct smuxfs *fs);
+/* Reads the stream at @off for reader @fh: bytes copied (0 at its end). */
+long smuxfs_eventlog_read(struct smuxfs *fs, struct smuxfs_fh *fh, char *buf,
+			  size_t size, uint64_t off);
+/* poll(2) of reader @fh: POLLIN when it has more to read; else @ph (taken)
+ * is notified when a line is added. */
+unsigned smuxfs_eventlog_poll(struct smuxfs *fs, struct smuxfs_fh *fh,
+			      struct fuse_pollhandle *ph);
+/* Forgets reader @fh's poll handle (at release). */
+void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* Adds a line the daemon makes (a JSON object with "topic"; "at" and
+ * "seq" are added) to the stream. @j stays the caller's. */
+void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
+
+/* ---- live reload (reload.c) ---- */
+
+/* Reads the config file again and applies the difference: 0, or a
+ * negative errno with @why (nothing changed unless it says so). */
+int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap);
+/* SIGHUP reloads (a thread of reload.c does it): 0 or -errno. */
+int smuxfs_reload_start(struct smuxfs *fs);
+void smuxfs_reload_stop(struct smuxfs *fs);
+
+/* ---- .smux/ctl (ctl.c) ---- */
+
+/* The backend named @name in the tree under @root (itself included), or
+ * the mux holding a member @name: a new reference, or NULL. */
+struct smux_backend *smuxfs_tree_backend(struct smux_backend *root,
+					 const char *name);
+struct smux_backend *smuxfs_tree_owner(struct smux_backend *root,
+				       const char *name);
+
+/* 0 when user @caller may write commands (root, the mounting user), else
+ * -EACCES. */
+int smuxfs_ctl_may_open(struct smuxfs *fs, uid_t caller);
+/* Carries out the command lines in @buf: @size, or the first failing
+ * command's negative errno (logged, and a line in .smux/events). */
+long smuxfs_ctl_write(struct smuxfs *fs, const char *buf, size_t size);
+
+/* ---- .smux/metrics (metrics.c) ---- */
+
+/* The mount's stats in the Prometheus text format, in a new heap buffer
+ * *@data of *@len bytes: 0 or -ENOMEM. */
+int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len);
 
 /* True for "/.smux" and everything under it. */
 bool smuxdir_owns(const char *path);

@@ -408,6 +408,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 
 	fs->cfg = d->cfg;
 	fs->opts = o;
+	pthread_mutex_init(&fs->reload_lock, NULL);
+	pthread_mutex_init(&fs->cfg_lock, NULL);
 	fs->staging_fd = -1;
 	fs->ro = o->ro;
 	staging_env = getenv("SMUXFS_FORCE_STAGING");
@@ -449,7 +451,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->events = smux_events_new();
 	if (!fs->events)
 		FAIL(EXIT_BACKEND, "cannot start the event bus");
-	if (smux_events_subscribe(fs->events, log_event, NULL) < 0)
+	if (smux_events_subscribe(fs->events, log_event, NULL) < 0 ||
+	    smuxfs_eventlog_start(fs) < 0)
 		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
 	errbuf[0] = '\0';
 	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
@@ -507,12 +510,18 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (fuse_set_signal_handlers(fuse_get_session(d->fuse)))
 		FAIL(EXIT_RUNTIME, "cannot install signal handlers");
 	d->signals = true;
+	/* SIGHUP reloads the config instead of ending the mount */
+	if (smuxfs_reload_start(fs))
+		FAIL(EXIT_RUNTIME, "cannot start the reload thread");
 	locate_readahead(fs, d->mnt);
 	return EXIT_OK;
 }
 
 static void teardown(struct daemon *d)
 {
+	smuxfs_reload_stop(&d->fs);
+	/* no reader of .smux/events is left once the mount is gone */
+	smuxfs_eventlog_stop(&d->fs);
 	if (d->signals)
 		fuse_remove_signal_handlers(fuse_get_session(d->fuse));
 	if (d->mounted)
@@ -528,6 +537,7 @@ static void teardown(struct daemon *d)
 		close(d->fs.staging_fd);
 	free(d->prefix);
 	fuse_opt_free_args(&d->args);
+	smux_config_free(d->fs.live_cfg);
 	smux_config_free(d->cfg);
 }
 
@@ -654,6 +664,7 @@ int main(int argc, char **argv)
 	}
 	if (!realpath(d.cli.config, cfgpath))
 		snprintf(cfgpath, sizeof(cfgpath), "%s", d.cli.config);
+	snprintf(d.fs.config_path, sizeof(d.fs.config_path), "%s", cfgpath);
 	snprintf(fsname, sizeof(fsname), "fsname=smuxfs:%s", cfgpath);
 	if (fuse_opt_add_arg(&d.args, argv[0]) ||
 	    (d.cli.debug && fuse_opt_add_arg(&d.args, "-d")) ||

@@ -1020,6 +1020,7 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	if (!fh)
 		return;
+	smuxfs_eventlog_close(fs, fh);
 	if (fh->tracked) {
 		pthread_mutex_lock(&fs->otable.lock);
 		if (fh->rprev)

@@ -389,6 +389,7 @@ const struct fuse_operations smuxfs_ops = {
 	.statfs = smuxfs_statfs,
 	.flush = smuxfs_flush,
 	.release = smuxfs_release,
+	.poll = smuxfs_poll,
 	.fsync = smuxfs_fsync,
 	.opendir = smuxfs_opendir,
 	.readdir = smuxfs_readdir,

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,11 +100,8 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 
 	if (!path)
 		return -ESTALE;
-	if (smuxdir_owns(path)) {
-		if (acc != O_RDONLY || trunc)
-			return -EPERM;
-		return smuxdir_open(fs, path, fi);
-	}
+	if (smuxdir_owns(path))
+		return smuxdir_open(fs, path, fi); /* checks the flags */
 	rc = smuxfs_path_key(fs, path, key, sizeof(key));
 	if (rc)
 		return rc;
@@ -220,6 +218,9 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	(void)path;
 	if (!fh || off < 0)
 		return -EBADF;
+	if (fh->kind == SMUXFS_FH_VIRTUAL && fh->ev_stream)
+		return (int)smuxfs_eventlog_read(fs, fh, buf, size,
+						 (uint64_t)off);
 	if (fh->kind == SMUXFS_FH_VIRTUAL) {
 		if ((uint64_t)off >= fh->len)
 			return 0;
@@ -284,6 +285,8 @@ int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 	struct smuxfs_fh *fh = fh_of(fi);
 
 	(void)path;
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL && fh->ctl)
+		return (int)smuxfs_ctl_write(fs, buf, size);
 	if (!fh || fh->kind == SMUXFS_FH_VIRTUAL)
 		return -EPERM;
 	if (!fh->of || off < 0)
@@ -307,7 +310,7 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (size < 0)
 		return -EINVAL;
 	if (fh && fh->kind == SMUXFS_FH_VIRTUAL)
-		return -EPERM;
+		return fh->ctl ? 0 : -EPERM; /* `echo cmd > .smux/ctl` */
 	if (fs->ro)
 		return -EROFS;
 	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of) {
@@ -385,5 +388,24 @@ int smuxfs_release(const char *path, struct fuse_file_info *fi)
 	(void)path;
 	smuxfs_fh_free(smuxfs_get(), fh_of(fi));
 	fi->fh = 0;
+	return 0;
+}
+
+/* poll(2): the event stream is ready when it has lines past the reader's
+ * last read (eventlog.c); every other file is always ready, as on a local
+ * filesystem. */
+int smuxfs_poll(const char *path, struct fuse_file_info *fi,
+		struct fuse_pollhandle *ph, unsigned *reventsp)
+{
+	struct smuxfs_fh *fh = fh_of(fi);
+
+	(void)path;
+	if (fh && fh->kind == SMUXFS_FH_VIRTUAL && fh->ev_stream) {
+		*reventsp = smuxfs_eventlog_poll(smuxfs_get(), fh, ph);
+		return 0;
+	}
+	if (ph)
+		fuse_pollhandle_destroy(ph);
+	*reventsp = POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM;
 	return 0;
 }

@@ -11,6 +11,7 @@
  * refused with EPERM by the operations before they get here.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,8 @@ typedef int (*vfile_render_fn)(struct smuxfs *fs, char **data, size_t *len);
 
 struct vfile {
 	const char *name;
-	vfile_render_fn render;
+	vfile_render_fn render; /* NULL: the event stream (eventlog.c) */
+	bool ctl;		/* the command file (ctl.c): writable */
 };
 
 /* Takes a NUL-terminated heap string and appends a newline. */
@@ -135,12 +137,35 @@ static int render_stats(struct smuxfs *fs, char **data, size_t *len)
 /* .smux/config: the effective configuration, secrets redacted. */
 static int render_config(struct smuxfs *fs, char **data, size_t *len)
 {
-	return take_text(smux_config_json(fs->cfg), data, len);
+	char *s;
+
+	/* the file applied last (a reload), else the one mounted */
+	pthread_mutex_lock(&fs->cfg_lock);
+	s = smux_config_json(fs->live_cfg ? fs->live_cfg : fs->cfg);
+	pthread_mutex_unlock(&fs->cfg_lock);
+	return take_text(s, data, len);
+}
+
+/* .smux/ctl read back: what it takes (the commands are written). */
+static int render_ctl(struct smuxfs *fs, char **data, size_t *len)
+{
+	(void)fs;
+	return take_text(
+		strdup("# write one command per line (root or the mounting "
+		       "user):\n"
+		       "# drain NAME | undrain NAME | remove NAME | weight "
+		       "NAME W | repair [NAME] |\n"
+		       "# fault NAME KEY=VALUE... | fault NAME off\n"
+		       "# (docs/configuration.md, \".smux/ctl\")"),
+		data, len);
 }
 
 static const struct vfile vfiles[] = {
-	{"stats", render_stats},
-	{"config", render_config},
+	{"stats", render_stats, false},
+	{"config", render_config, false},
+	{"metrics", smuxfs_metrics_render, false}, /* metrics.c */
+	{"events", NULL, false},		   /* eventlog.c */
+	{"ctl", render_ctl, true},		   /* ctl.c */
 };
 
 #define N_VFILES (sizeof(vfiles) / sizeof(vfiles[0]))
@@ -166,10 +191,11 @@ static const struct vfile *vfile_find(const char *path)
 	return NULL;
 }
 
-static void vfile_stat(struct smuxfs *fs, struct stat *st, size_t len)
+static void vfile_stat(struct smuxfs *fs, const struct vfile *vf,
+		       struct stat *st, size_t len)
 {
 	smuxfs_fill_stat(fs, st, false, NULL);
-	st->st_mode = S_IFREG | 0444;
+	st->st_mode = S_IFREG | (vf->ctl ? 0600 : 0444);
 	st->st_size = (off_t)len;
 	st->st_blocks = (st->st_size + 511) / 512;
 }
@@ -189,11 +215,15 @@ int smuxdir_getattr(struct smuxfs *fs, const char *path, struct stat *st)
 	vf = vfile_find(path);
 	if (!vf)
 		return -ENOENT;
+	if (!vf->render) {
+		vfile_stat(fs, vf, st, (size_t)smuxfs_eventlog_size(fs));
+		return 0;
+	}
 	rc = vf->render(fs, &data, &len);
 	if (rc)
 		return rc;
 	free(data);
-	vfile_stat(fs, st, len);
+	vfile_stat(fs, vf, st, len);
 	return 0;
 }
 
@@ -208,7 +238,7 @@ int smuxdir_readdir(struct smuxfs *fs, const char *path, void *buf,
 		struct stat st;
 
 		/* no size here: the kernel asks getattr, which renders */
-		vfile_stat(fs, &st, 0);
+		vfile_stat(fs, &vfiles[i], &st, 0);
 		if (filler(buf, vfiles[i].name, &st, 0, 0))
 			return -ENOMEM;
 	}
@@ -223,11 +253,20 @@ int smuxdir_open(struct smuxfs *fs, const char *path, struct fuse_file_info *fi)
 
 	if (!vf)
 		return strcmp(path, SMUXDIR_PATH) == 0 ? -EISDIR : -ENOENT;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		if (!vf->ctl)
+			return -EPERM;
+		rc = smuxfs_ctl_may_open(fs, fuse_get_context()->uid);
+		if (rc)
+			return rc;
+	}
 	fh = calloc(1, sizeof(*fh));
 	if (!fh)
 		return -ENOMEM;
 	fh->kind = SMUXFS_FH_VIRTUAL;
-	rc = vf->render(fs, &fh->data, &fh->len);
+	fh->ev_stream = !vf->render;
+	fh->ctl = vf->ctl;
+	rc = fh->ev_stream ? 0 : vf->render(fs, &fh->data, &fh->len);
 	if (rc) {
 		free(fh);
 		return rc;

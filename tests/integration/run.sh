@@ -65,7 +65,7 @@ for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midr
 	tests+=("test_failover.sh $s")
 done
 tests+=("test_sticky.sh")
-tests+=("test_smuxdir.sh" "test_ro_perms.sh" "test_fstab.sh")
+tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done

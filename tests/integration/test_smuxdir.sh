@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test_smuxdir.sh - the .smux/ virtual directory at the mount root:
 # .smux/stats is valid JSON with the seed's field names and counts calls,
-# .smux/config is valid JSON describing the tree without secrets, nothing
+# .smux/config is valid JSON describing the tree without secrets,
+# .smux/metrics is what stats says in the Prometheus text format (promtool
+# check metrics accepts it), nothing
 # can be created, written, renamed or removed under .smux, and .smux never
 # reaches a backing directory (even when a backend has its own .smux).
 . "$(dirname "$0")/lib.sh"
@@ -97,6 +99,25 @@ for f in "$T"/smuxfs.*.log; do
 done
 ps -eo args | grep -F "$M" | grep -qF "$SECRET" && fail "the secret is in ps"
 
+# --- metrics ----------------------------------------------------------------------
+log ".smux/metrics"
+cp "$M/.smux/metrics" "$T/metrics.txt"
+promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 ||
+	{ cat "$T/promtool.out" >&2; fail "promtool check metrics rejects .smux/metrics (above)"; }
+# the same numbers as stats, labelled by mux, path and backend
+hits=$(backend_stat "$M" a hits)
+mhits=$(sed -n 's/^smux_backend_hits_total{mux="m",path="m",backend="a"} //p' "$T/metrics.txt")
+[ -n "$mhits" ] || fail "no smux_backend_hits_total for a: $(grep hits "$T/metrics.txt")"
+[ "$mhits" -le "$hits" ] && [ "$mhits" -ge "$hits0" ] ||
+	fail "metrics hits $mhits for a, stats says $hits"
+grep -qx 'smux_backend_state{mux="m",path="m",backend="f",state="up"} 1' "$T/metrics.txt" ||
+	fail "no up state for f: $(grep smux_backend_state "$T/metrics.txt")"
+grep -qx 'smux_backend_up{mux="m",path="m",backend="a"} 1' "$T/metrics.txt" ||
+	fail "smux_backend_up for a"
+grep -q '^smux_mux_pending_hints{mux="m",path="m"} 0$' "$T/metrics.txt" ||
+	fail "smux_mux_pending_hints"
+grep -q '^smux_read_cache_hits_total ' "$T/metrics.txt" || fail "no read cache series"
+
 # --- nothing can be changed under .smux ---------------------------------------------
 log ".smux is read-only"
 ls -a "$M" >"$T/root.ls"
@@ -108,6 +129,7 @@ expect_fail "" sh -c "echo x >> '$M/.smux/config'"
 expect_fail "" truncate -s 0 "$M/.smux/stats"
 expect_fail "" rm -f "$M/.smux/stats"
 expect_fail "" rm -f "$M/.smux/config"
+expect_fail "" sh -c "echo x > '$M/.smux/metrics'"
 expect_fail "" mv "$M/.smux/stats" "$M/.smux/stats2"
 expect_fail "" mv "$M/.smux/stats" "$M/stolen"
 expect_fail "" cp "$M/file1" "$M/.smux/file1"

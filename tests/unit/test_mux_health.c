@@ -4,8 +4,9 @@
  * 5 and 6): the caller's abort, a member stuck ignoring cancellation
  * (BACKEND_TIMEOUT at the deadline), cooldown growth and its cap with an
  * injected clock, probe-on-selection and the backend.recovered event,
- * probes in the modes that choose among up members, and active health
- * checks.
+ * probes in the modes that choose among up members, active health
+ * checks, and the probe window (a request on a one-member mux waits for
+ * the background thread's probe of its member).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "core/mux_probe_wait.h"
 #include "mux_helpers.h"
 
 static void wait_not_hanging(struct smux_backend *fb)
@@ -435,6 +437,131 @@ static void test_active_health_check(void **state)
 	mh_events_free(ev);
 }
 
+/* ---- the probe window ---- */
+
+static struct smux_backend *window_member;
+static unsigned window_waits;
+
+/* smux__probe_window_hook: a request waits for the probe of the member;
+ * with window_member set, the probe's health check is let go now. */
+static void window_release(struct smux_mux *mux, struct mux_member *m)
+{
+	(void)mux;
+	(void)m;
+	window_waits++;
+	if (window_member)
+		smux_faulty_release_hangs(window_member);
+}
+
+/* A one-member failover mux (the daemon's single-backend root) whose
+ * member is down and whose cooldown is over; the background thread is
+ * inside the member's probe (its health check hangs) when this returns. */
+static struct smux_backend *window_mux(struct smux_backend *f,
+				       struct mh_clock *clk, int64_t timeout_ms)
+{
+	struct smux_faulty_opts hc_hangs = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_HEALTHCHECK,
+	};
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_FAILOVER,
+		.cooldown_ms = 100,
+		.backend_timeout_ms = timeout_ms,
+	};
+	struct smux_backend *mux;
+	struct smux_error err;
+	int rc;
+
+	mh_clock_init(clk, 1000);
+	o.clock = &clk->clock;
+	mux = mh_mux("root", &o, &f, NULL, 1);
+	mh_fail(f, true);
+	free(mh_get(mux, "k", &rc, &err)); /* down until 1100 */
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	smux_faulty_set(f, &hc_hangs);
+	mh_clock_set(clk, 1100);
+	/* the background thread wakes by the end of the cooldown (100 ms of
+	 * real time) and probes the member */
+	for (int64_t until = smux_now_ns() + 10000 * MS_NS;
+	     !smux_faulty_hanging(f) && smux_now_ns() < until;)
+		usleep(1000);
+	assert_int_equal(smux_faulty_hanging(f), 1);
+	return mux;
+}
+
+/*
+ * A request that finds no other member while the background thread probes
+ * the only one waits for that probe instead of failing at once with
+ * ALL_BACKENDS_DOWN (EIO for a program right when its backend came back):
+ * the probe succeeds, the request is served (a get, a writer's open).
+ * And the wait is bounded: a
+ * probe that never answers fails at the member's deadline, and so does
+ * the request.
+ */
+static void test_probe_window_one_member(void **state)
+{
+	struct smux_backend *mem = mh_memory("mem"), *f, *mux;
+	struct smux_error err;
+	struct mh_clock clk;
+	char *got;
+	int rc;
+
+	(void)state;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f = mh_faulty("only", mem, NULL);
+	smux__probe_window_hook = window_release;
+
+	/* the probe succeeds while the request waits for it */
+	mux = window_mux(f, &clk, 0);
+	window_member = f;
+	window_waits = 0;
+	got = mh_get(mux, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v");
+	free(got);
+	assert_int_equal(window_waits, 1);
+	smux_backend_unref(mux);
+
+	/* a writer opened in the window (the file open for writing): the
+	 * same */
+	mux = window_mux(f, &clk, 0);
+	window_waits = 0;
+	{
+		struct smux_writer *w = NULL;
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		MH_OK(smux_backend_writer_open(mux, &ctx, "k",
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, "w", 1, 0, &err), &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+	}
+	assert_int_equal(window_waits, 1);
+	got = mh_get(mux, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "w");
+	free(got);
+	smux_backend_unref(mux);
+
+	/* the probe hangs until its deadline (100 ms): the request waits no
+	 * longer than that and fails */
+	mux = window_mux(f, &clk, 100);
+	window_member = NULL;
+	window_waits = 0;
+	free(mh_get(mux, "k", &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	assert_int_equal(window_waits, 1);
+	smux_faulty_release_hangs(f);
+	wait_not_hanging(f);
+	smux_backend_unref(mux);
+
+	smux__probe_window_hook = NULL;
+	smux_backend_unref(f);
+	smux_backend_unref(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -445,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_cooldown_defaults),
 		cmocka_unit_test(test_probe_round_robin),
 		cmocka_unit_test(test_active_health_check),
+		cmocka_unit_test(test_probe_window_one_member),
 	};
 
 	return cmocka_run_group_tests_name("mux health", tests, NULL, NULL);

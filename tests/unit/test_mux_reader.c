@@ -8,7 +8,9 @@
  * a stale replica (pending hint) is never chosen; a member failing, hanging
  * or draining in the middle of a read hands the read to another replica
  * with identical bytes, and a replica with another version answers
- * PRECONDITION_FAILED; reads count in stats like gets; nested muxes; four
+ * PRECONDITION_FAILED, also between members of different kinds (their
+ * own version tokens; size and mtime identify the version across them);
+ * reads count in stats like gets; nested muxes; four
  * threads reading while members flap.
  */
 #include <setjmp.h>
@@ -612,6 +614,267 @@ static void test_other_version(void **state)
 	free(v2);
 }
 
+/* ---- members of different kinds: tokens of their own ---- */
+
+/*
+ * An object-store-like member over a memory backend: its etag is a token
+ * of its own (as S3's MD5 or an HTTP server's ETag), never the size-mtime
+ * of file and memory members; the size and mtime it reports are those
+ * stored (the mux's). Gets pinned to its token are served atomically by
+ * pinning the inner get to the inner token the head saw.
+ */
+struct objstore {
+	struct smux_backend base; /* first */
+	struct smux_backend *inner;
+};
+
+static struct smux_backend *os_inner(struct smux_backend *b)
+{
+	return ((struct objstore *)b)->inner;
+}
+
+/* The member's token for the inner version @info names: FNV-1a of the
+ * member's name and the inner etag. */
+static void os_token(struct smux_backend *b, struct smux_info *info)
+{
+	const char *parts[2] = {b->name, info->etag};
+	uint64_t h = 1469598103934665603ULL;
+
+	for (int i = 0; i < 2; i++)
+		for (const char *c = parts[i]; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+	snprintf(info->etag, sizeof(info->etag), "\"%016llx\"",
+		 (unsigned long long)h);
+}
+
+static int os_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *key, struct smux_info *info,
+		   struct smux_error *err)
+{
+	int rc = smux_backend_head(os_inner(b), ctx, key, info, err);
+
+	if (rc == 0)
+		os_token(b, info);
+	return rc;
+}
+
+static int os_get(struct smux_backend *b, const struct smux_ctx *ctx,
+		  const char *key, const struct smux_get_opts *opts,
+		  struct smux_sink *sink, struct smux_info *info,
+		  struct smux_error *err)
+{
+	struct smux_get_opts o = {.length = SMUX_LEN_ALL};
+	struct smux_info now;
+	char inner_etag[sizeof(now.etag)];
+	int rc;
+
+	if (opts)
+		o = *opts;
+	if (o.if_match && o.if_match[0]) {
+		rc = smux_backend_head(os_inner(b), ctx, key, &now, err);
+		if (rc)
+			return rc;
+		memcpy(inner_etag, now.etag, sizeof(inner_etag));
+		os_token(b, &now);
+		if (strcmp(now.etag, o.if_match) != 0)
+			return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+					      b->name, "etag %s, wanted %s",
+					      now.etag, o.if_match);
+		o.if_match = inner_etag;
+	}
+	rc = smux_backend_get(os_inner(b), ctx, key, &o, sink, info, err);
+	if (rc == 0 && info)
+		os_token(b, info);
+	return rc;
+}
+
+static int os_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		  const char *key, const struct smux_source *src,
+		  const struct smux_put_opts *opts, struct smux_info *info,
+		  struct smux_error *err)
+{
+	int rc = smux_backend_put(os_inner(b), ctx, key, src, opts, info, err);
+
+	if (rc == 0 && info)
+		os_token(b, info);
+	return rc;
+}
+
+static int os_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		  const char *key, struct smux_error *err)
+{
+	return smux_backend_del(os_inner(b), ctx, key, err);
+}
+
+static int os_list(struct smux_backend *b, const struct smux_ctx *ctx,
+		   const char *prefix, const char *delimiter, smux_list_fn fn,
+		   void *arg, struct smux_error *err)
+{
+	return smux_backend_list(os_inner(b), ctx, prefix, delimiter, fn, arg,
+				 err);
+}
+
+static void os_destroy(struct smux_backend *b)
+{
+	smux_backend_unref(os_inner(b));
+	smux_backend_release(b);
+	free(b);
+}
+
+static const struct smux_backend_ops objstore_ops = {
+	.kind = "objstore",
+	.get = os_get,
+	.put = os_put,
+	.del = os_del,
+	.head = os_head,
+	.list = os_list,
+	.destroy = os_destroy,
+};
+
+static struct smux_backend *objstore_new(const char *name,
+					 struct smux_backend *inner)
+{
+	struct objstore *os = calloc(1, sizeof(*os));
+
+	assert_non_null(os);
+	assert_int_equal(smux_backend_init(&os->base, &objstore_ops, name), 0);
+	os->inner = smux_backend_ref(inner);
+	return &os->base;
+}
+
+/* Two members of different kinds: a file backend (m0) and an object
+ * store (m1), each behind a faulty wrapper. */
+struct kinds {
+	char dir[64];
+	struct smux_backend *file, *store; /* the leaves */
+	struct smux_backend *m[2];
+	struct smux_backend *mux;
+	struct mh_events *ev;
+};
+
+static void kinds_init(struct kinds *k, enum smux_mode mode)
+{
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_mux_opts o = {.mode = mode, .cooldown_ms = 600000};
+	struct smux_backend *mem = mh_memory("mem");
+	struct smux_error err;
+
+	memset(k, 0, sizeof(*k));
+	snprintf(k->dir, sizeof(k->dir), "/tmp/smux-mr-XXXXXX");
+	assert_non_null(mkdtemp(k->dir));
+	fo.path = k->dir;
+	MH_OK(smux_file_new("origin", &fo, &k->file, &err), &err);
+	k->store = objstore_new("s3", mem);
+	smux_backend_unref(mem);
+	k->m[0] = mh_faulty("m0", k->file, NULL);
+	k->m[1] = mh_faulty("m1", k->store, NULL);
+	k->ev = mh_events_new();
+	o.events = k->ev->bus;
+	k->mux = mh_mux("mux", &o, k->m, NULL, 2);
+}
+
+static void kinds_release(struct kinds *k)
+{
+	smux_backend_unref(k->mux);
+	for (int i = 0; i < 2; i++)
+		smux_backend_unref(k->m[i]);
+	smux_backend_unref(k->file);
+	smux_backend_unref(k->store);
+	mh_rm_rf(k->dir);
+	mh_events_free(k->ev);
+}
+
+/* Reads half of @r (@want), fails the member that served it and reads the
+ * rest: from the other member, byte for byte. */
+static void kinds_failover_midread(struct kinds *k, struct smux_reader *r,
+				   const unsigned char *want, size_t len)
+{
+	unsigned long before[2], mid[2];
+	struct smux_event ev;
+	int first;
+
+	for (int i = 0; i < 2; i++)
+		before[i] = smux_faulty_calls(k->m[i]);
+	read_range(r, want, 0, len / 2, 1000);
+	for (int i = 0; i < 2; i++)
+		mid[i] = smux_faulty_calls(k->m[i]);
+	first = mid[0] != before[0] ? 0 : 1;
+	assert_int_equal(mid[1 - first], before[1 - first]);
+	mh_fail(k->m[first], true);
+	read_range(r, want, len / 2, len, 1000);
+	assert_true(smux_faulty_calls(k->m[1 - first]) > mid[1 - first]);
+	assert_true(mh_events_last(k->ev, SMUX_EV_FAILOVER, &ev));
+	assert_string_equal(ev.from, k->m[first]->name);
+	assert_string_equal(ev.to, k->m[1 - first]->name);
+}
+
+/*
+ * A failover between members of different kinds holding the same version
+ * is not a version change (issue 9): the object store's token is not the
+ * file's, but size and mtime (one per write, kept by every copy) are the
+ * same. Failover over a file origin and an object store holding the same
+ * write; a mirror written through the mux (one mtime on both replicas),
+ * whichever replica the open pinned.
+ */
+static void test_kinds_same_version(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 31);
+	struct smux_reader *r;
+	struct kinds k;
+
+	(void)state;
+	kinds_init(&k, SMUX_MODE_FAILOVER);
+	put_on(k.file, "k", v1, LEN, SAME_MTIME);
+	put_on(k.store, "k", v1, LEN, SAME_MTIME);
+	r = ropen(k.mux, "k");
+	kinds_failover_midread(&k, r, v1, LEN);
+	smux_reader_close(r);
+	kinds_release(&k);
+
+	kinds_init(&k, SMUX_MODE_MIRROR);
+	put_on(k.mux, "k", v1, LEN, 0);
+	r = ropen(k.mux, "k");
+	kinds_failover_midread(&k, r, v1, LEN);
+	smux_reader_close(r);
+	kinds_release(&k);
+	free(v1);
+}
+
+/* ...and a member of another kind holding another version (a newer write
+ * of the same size, a replica that missed one) is still one: ESTALE
+ * (PRECONDITION_FAILED), never a read stitched from two versions. */
+static void test_kinds_other_version(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 33), *v2 = pattern(LEN, 34);
+	unsigned char buf[1000];
+	struct smux_reader *r;
+	struct smux_error err;
+	struct kinds k;
+	long n;
+
+	(void)state;
+	for (int newer = 0; newer < 2; newer++) {
+		kinds_init(&k, SMUX_MODE_FAILOVER);
+		/* newer: the store took a later write of the same size;
+		 * else it missed the write the origin holds */
+		put_on(k.file, "k", v1, LEN, SAME_MTIME);
+		put_on(k.store, "k", v2, LEN,
+		       newer ? SAME_MTIME + 1 : SAME_MTIME - 1);
+		r = ropen(k.mux, "k");
+		read_range(r, v1, 0, LEN / 2, 1000);
+		mh_fail(k.m[0], true);
+		n = rpread(r, buf, sizeof(buf), LEN / 2, &err);
+		MH_ERR(n, &err, SMUX_E_PRECONDITION_FAILED);
+		assert_int_equal(-n, ESTALE);
+		smux_reader_close(r);
+		kinds_release(&k);
+	}
+	free(v1);
+	free(v2);
+}
+
 /* ---- hints: a replica that missed the key's latest write ---- */
 
 /* Puts on the member fail with a semantic error: it misses writes (and
@@ -954,6 +1217,8 @@ int main(void)
 		cmocka_unit_test(test_midread_hang),
 		cmocka_unit_test(test_midread_drain),
 		cmocka_unit_test(test_other_version),
+		cmocka_unit_test(test_kinds_same_version),
+		cmocka_unit_test(test_kinds_other_version),
 		cmocka_unit_test(test_hints_mirror),
 		cmocka_unit_test(test_hints_failover),
 		cmocka_unit_test(test_stats),

@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_mux_zombie.c - zombie writes (issue 9): a member call abandoned at
+ * its deadline that still lands on the member later (mux_zombie.c).
+ *
+ * Each test makes one member's calls hang past the mux's deadline in a
+ * way that ignores cancellation and then lands (the faulty backend's
+ * hang_ignores_cancel + hang_lands), lets newer writes or a replay happen
+ * while the zombie still hangs, releases it (the old write lands), waits
+ * until the mux saw it end (smux__zombie_hook_end), repairs, and checks
+ * the replicas hold the newest acknowledged content.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "core/mux_internal.h"
+#include "mux_helpers.h"
+
+/* ---- zombie ends, seen through the test hook ---- */
+
+static pthread_mutex_t ends_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ends_cond = PTHREAD_COND_INITIALIZER;
+static unsigned ends; /* protected by ends_lock */
+
+static void on_end(struct smux_mux *mux, const char *replica, const char *key)
+{
+	pthread_mutex_lock(&ends_lock);
+	ends++;
+	pthread_cond_broadcast(&ends_cond);
+	pthread_mutex_unlock(&ends_lock);
+}
+
+static unsigned ends_now(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&ends_lock);
+	n = ends;
+	pthread_mutex_unlock(&ends_lock);
+	return n;
+}
+
+/* Waits until @n zombie ends were reported in all (bounded: a lost end
+ * fails the test instead of hanging it). */
+static void wait_ends(unsigned n)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	pthread_mutex_lock(&ends_lock);
+	while (ends < n &&
+	       pthread_cond_timedwait(&ends_cond, &ends_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&ends_lock);
+	assert_true(ends_now() >= n);
+}
+
+/* ---- two memory members behind faulty wrappers ---- */
+
+struct pair {
+	struct smux_backend *mem[2], *f[2], *mux;
+	struct mh_clock clk;
+	char dir[64]; /* state_dir ("" when hints are in memory) */
+};
+
+/* With @journal, the hints live in a journal under a temporary
+ * state_dir. */
+static void pair_init_with(struct pair *p, enum smux_mode mode, bool journal)
+{
+	struct smux_mux_opts o = {
+		.mode = mode,
+		.backend_timeout_ms = 250,
+		.cooldown_ms = 100,
+	};
+	char name[16];
+
+	memset(p, 0, sizeof(*p));
+	if (journal) {
+		snprintf(p->dir, sizeof(p->dir), "/tmp/smux-zombie-XXXXXX");
+		assert_non_null(mkdtemp(p->dir));
+		o.state_dir = p->dir;
+	}
+	mh_clock_init(&p->clk, 10000);
+	o.clock = &p->clk.clock;
+	for (int i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "mem%d", i);
+		p->mem[i] = mh_memory(name);
+		snprintf(name, sizeof(name), "z%d", i);
+		p->f[i] = mh_faulty(name, p->mem[i], NULL);
+	}
+	p->mux = mh_mux("zmux", &o, p->f, NULL, 2);
+	smux__zombie_hook_end = on_end;
+}
+
+static void pair_init(struct pair *p, enum smux_mode mode)
+{
+	pair_init_with(p, mode, false);
+}
+
+static void pair_release(struct pair *p)
+{
+	for (int i = 0; i < 2; i++)
+		smux_faulty_release_hangs(p->f[i]);
+	smux_backend_unref(p->mux);
+	smux__zombie_hook_end = NULL;
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(p->f[i]);
+		smux_backend_unref(p->mem[i]);
+	}
+	if (p->dir[0])
+		mh_rm_rf(p->dir);
+}
+
+/* Member @i's calls of @ops hang past any deadline, then land. */
+static void stuck(struct pair *p, int i, unsigned ops)
+{
+	struct smux_faulty_opts o = {
+		.hang_rate = 1,
+		.hang_ignores_cancel = true,
+		.hang_lands = true,
+		.ops = ops,
+	};
+
+	smux_faulty_set(p->f[i], &o);
+}
+
+/* Faults off (a hang in progress goes on until released). */
+static void healthy(struct pair *p, int i)
+{
+	smux_faulty_set(p->f[i], NULL);
+}
+
+/* Past every cooldown, and an active health check: members whose
+ * faults are off are up again. */
+static void later(struct pair *p)
+{
+	mh_clock_set(&p->clk, atomic_load(&p->clk.now_ms) + 60000);
+	smux_mux_check_health(p->mux);
+}
+
+static void repair(struct pair *p)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending = 99;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_repair(p->mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+}
+
+static int del(struct smux_backend *b, const char *key)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	return smux_backend_del(b, &ctx, key, &err);
+}
+
+/*
+ * Mirror: a put stuck on z1 is acknowledged on z0 (z1 hinted); a newer
+ * put reaches both (the hint is superseded); the old put lands on z1.
+ * The repair must make z1 hold the newest content again.
+ */
+static void mirror_put_lands_after_newer(bool journal)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+
+	pair_init_with(&p, SMUX_MODE_MIRROR, journal);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z0 only */
+	healthy(&p, 1);
+	later(&p);
+	/* z1 passed over (hinted): the old write may still land there */
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err);
+	smux_faulty_release_hangs(p.f[1]); /* v1 lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	MH_HOLDS(p.mux, "k", "v2");
+	pair_release(&p);
+}
+
+static void test_mirror_put_lands_after_newer(void **state)
+{
+	(void)state;
+	mirror_put_lands_after_newer(false);
+}
+
+/* The same with the hints in a journal on disk. */
+static void test_mirror_put_lands_after_newer_journal(void **state)
+{
+	(void)state;
+	mirror_put_lands_after_newer(true);
+}
+
+/*
+ * Mirror: a writer's commit stuck on z1 is acknowledged on z0; a newer
+ * put reaches both; the old commit lands on z1.
+ */
+static void test_mirror_writer_commit_lands_after_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_writer *w = NULL;
+	struct smux_ctx ctx;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_writer_open(p.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "v1", 2, 0, &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_WRITER);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err); /* z0 */
+	smux_writer_close(w);
+	healthy(&p, 1);
+	later(&p);
+	/* z1 passed over (hinted): the old write may still land there */
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err);
+	smux_faulty_release_hangs(p.f[1]); /* the v1 commit lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	pair_release(&p);
+}
+
+/*
+ * Mirror: a rename a -> b stuck on z1 is acknowledged on z0; both keys
+ * are written anew on both; the old rename lands on z1 (a gone, b the
+ * old a). Both keys must be repaired.
+ */
+static void test_mirror_rename_lands_after_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "a", "a0", &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_COPY);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_rename(p.mux, &ctx, "a", "b", &err), &err);
+	healthy(&p, 1);
+	later(&p);
+	MH_OK(mh_put(p.mux, "a", "a2", &err), &err); /* both */
+	MH_OK(mh_put(p.mux, "b", "b2", &err), &err); /* both */
+	smux_faulty_release_hangs(p.f[1]); /* the rename lands on z1 */
+	wait_ends(base + 2);		   /* one end per key */
+	repair(&p);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(p.mem[i], "a", "a2");
+		MH_HOLDS(p.mem[i], "b", "b2");
+	}
+	pair_release(&p);
+}
+
+/*
+ * Shield: the origin's put is stuck (the write fails; the mirror that
+ * took it is hinted back). A newer write of the key is refused while the
+ * old put may still land on the origin (it would land on top of it, and
+ * the origin takes every write); once it landed, the replicas agree and
+ * writes go on.
+ */
+static void test_shield_origin_zombie_refuses_newer(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* unknown */
+	healthy(&p, 0);
+	later(&p);
+	MH_ERR(mh_put(p.mux, "k", "v2", &err), &err, SMUX_E_ALL_BACKENDS_DOWN);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands on the origin */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v1");
+	MH_HOLDS(p.mem[1], "k", "v1");
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	pair_release(&p);
+}
+
+/*
+ * Shield: the origin missed a write (it was draining; the mirror took it
+ * and the origin is hinted). A rename of that key must not run on the
+ * mirror alone: the origin, left out as stale, fails it, and the mirror
+ * would then be hinted to get the origin's copy back while the origin
+ * waits for the mirror's - neither replay could ever run.
+ */
+static void test_shield_stale_origin_no_mirror_only_write(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_SHIELD);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_drain(p.mux, "z0", &ctx, &err), &err);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z1; z0 hinted */
+	MH_OK(smux_mux_undrain(p.mux, "z0", &err), &err);
+	assert_true(smux_backend_rename(p.mux, &ctx, "k", "k2", &err) < 0);
+	repair(&p);
+	for (int i = 0; i < 2; i++) {
+		MH_HOLDS(p.mem[i], "k", "v1");
+		MH_LACKS(p.mem[i], "k2");
+	}
+	pair_release(&p);
+}
+
+/*
+ * Mirror: a delete stuck on z1 is acknowledged on z0; the key is
+ * created again on both; the old delete lands on z1.
+ */
+static void test_mirror_delete_lands_after_recreate(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_DEL);
+	assert_int_equal(del(p.mux, "k"), 0); /* z0 only */
+	healthy(&p, 1);
+	later(&p);
+	/* z1 passed over (hinted): the old delete may still land there */
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err);
+	smux_faulty_release_hangs(p.f[1]); /* the delete lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v1");
+	MH_HOLDS(p.mem[1], "k", "v1");
+	pair_release(&p);
+}
+
+/*
+ * Mirror: z1 misses v1 (stuck put) and v2 (down); its replay must not
+ * run while the v1 put may still land (it would copy v2, end the hint,
+ * then v1 lands on top). After the zombie ends, the replay does it.
+ */
+static void test_mirror_replay_waits_for_zombie(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned base = ends_now(), pending = 0;
+	int rc;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z0; z1 stuck */
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err); /* z0; z1 down */
+	healthy(&p, 1);
+	later(&p);
+	smux_ctx_init(&ctx);
+	rc = smux_mux_repair(p.mux, &ctx, NULL, &pending, &err);
+	MH_OK(rc, &err);
+	/* left for the next pass while the v1 put may land */
+	assert_int_equal(pending, 1);
+	/* reads never see z1's unknown content */
+	MH_HOLDS(p.mux, "k", "v2");
+	smux_faulty_release_hangs(p.f[1]); /* v1 lands on z1 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mem[0], "k", "v2");
+	MH_HOLDS(p.mem[1], "k", "v2");
+	pair_release(&p);
+}
+
+/*
+ * Failover: the primary z0's put is stuck, the write goes to z1 (z0
+ * hinted); a newer write goes to z1 too. The repair must not replay z0's
+ * hint while the old put may land there (z0 would be the holder again,
+ * with v1); once it landed, the replay brings v2.
+ */
+static void test_failover_replay_waits_for_zombie(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned base = ends_now(), pending = 0;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_FAILOVER);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z1 */
+	healthy(&p, 0);
+	later(&p);
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err); /* z1: z0 hinted */
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_repair(p.mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 1);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands on z0 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mux, "k", "v2");
+	MH_HOLDS(p.mem[0], "k", "v2");
+	pair_release(&p);
+}
+
+/*
+ * Failover: z0 is the holder and its put is stuck while z1 fails too
+ * (nothing acknowledged, no hint). A newer write must not go to z0
+ * while the old one may still land there on top of it.
+ */
+static void test_failover_write_skips_zombie(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+	struct smux_faulty_opts down = {.error_rate = 1};
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_FAILOVER);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	smux_faulty_set(p.f[1], &down);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* unknown */
+	healthy(&p, 0);
+	healthy(&p, 1);
+	later(&p);
+	MH_OK(mh_put(p.mux, "k", "v2", &err), &err);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands on z0 */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mux, "k", "v2");
+	pair_release(&p);
+}
+
+/* A key whose sticky home is member @home of @mux's view. */
+static void key_homed(struct smux_backend *mux, unsigned home, char *key,
+		      size_t len)
+{
+	struct mux_view *v = smux__view_get(smux__mux_of(mux));
+
+	for (unsigned i = 0;; i++) {
+		snprintf(key, len, "k%u", i);
+		if (smux__sticky_home(v, key) == home)
+			break;
+	}
+	smux__view_put(v);
+}
+
+/*
+ * Sticky-by-key: home's put is stuck, the write is handed off to the
+ * other shard (home hinted); home is up again and a newer write comes:
+ * it must not land at home while the old put may land on top of it.
+ */
+static void test_sticky_write_skips_zombie_home(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+	char key[16];
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_STICKY);
+	key_homed(p.mux, 0, key, sizeof(key));
+	MH_OK(mh_put(p.mux, key, "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	MH_OK(mh_put(p.mux, key, "v1", &err), &err); /* handed off */
+	healthy(&p, 0);
+	later(&p);
+	MH_OK(mh_put(p.mux, key, "v2", &err), &err);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands home */
+	wait_ends(base + 1);
+	repair(&p);
+	MH_HOLDS(p.mux, key, "v2");
+	MH_HOLDS(p.mem[0], key, "v2");
+	pair_release(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mirror_put_lands_after_newer),
+		cmocka_unit_test(test_mirror_put_lands_after_newer_journal),
+		cmocka_unit_test(test_mirror_writer_commit_lands_after_newer),
+		cmocka_unit_test(test_mirror_rename_lands_after_newer),
+		cmocka_unit_test(test_shield_origin_zombie_refuses_newer),
+		cmocka_unit_test(test_shield_stale_origin_no_mirror_only_write),
+		cmocka_unit_test(test_mirror_delete_lands_after_recreate),
+		cmocka_unit_test(test_mirror_replay_waits_for_zombie),
+		cmocka_unit_test(test_failover_replay_waits_for_zombie),
+		cmocka_unit_test(test_failover_write_skips_zombie),
+		cmocka_unit_test(test_sticky_write_skips_zombie_home),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
