@@ -27,6 +27,10 @@ git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
 strace:/usr/bin/strace
+nginx:/usr/sbin/nginx
+libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
+apache2-bin:/usr/sbin/apache2
+openssl:/usr/bin/openssl
 go-md2man:/usr/bin/go-md2man
 lintian:/usr/bin/lintian
 dpkg-dev:/usr/bin/dpkg-shlibdeps

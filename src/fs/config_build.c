@@ -19,6 +19,7 @@
 #include "fs/fs.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
+#include "smux/http.h"
 #include "smux/memory.h"
 
 struct build {
@@ -51,6 +52,71 @@ static int build_error(struct build *b, const struct smux__cfg_section *s,
 				 smux_error_format(err, msg, sizeof(msg)));
 	}
 	return rc < 0 ? rc : -EINVAL;
+}
+
+/*
+ * Basic credentials of an http backend: credentials_file (one line
+ * "user:password") or credentials_env (the name of a variable holding
+ * "user:password"). Neither: none. The strings are the caller's to wipe
+ * and free; an error never quotes them.
+ */
+static int http_credentials(const struct smux__cfg_section *s, char **user,
+			    char **pass, struct smux_error *err)
+{
+	const struct smux__cfg_value *f = &s->v[SMUX__BK_CREDENTIALS_FILE];
+	const struct smux__cfg_value *e = &s->v[SMUX__BK_CREDENTIALS_ENV];
+	const char *val, *colon;
+
+	*user = *pass = NULL;
+	if (f->line)
+		return smux_http_read_credentials(f->s, user, pass, err);
+	if (!e->line)
+		return 0;
+	val = getenv(e->s);
+	colon = val ? strchr(val, ':') : NULL;
+	if (!colon || colon == val)
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->name,
+				      "credentials_env: $%s must hold "
+				      "user:password",
+				      e->s);
+	*user = strndup(val, (size_t)(colon - val));
+	*pass = strdup(colon + 1);
+	if (!*user || !*pass) {
+		free(*user);
+		free(*pass);
+		*user = *pass = NULL;
+		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
+	}
+	return 0;
+}
+
+static void wipe_free(char *secret)
+{
+	if (secret) {
+		explicit_bzero(secret, strlen(secret));
+		free(secret);
+	}
+}
+
+static int build_http(struct smux__cfg_section *s, struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+	struct smux_http_opts ho = {0};
+	char *user = NULL, *pass = NULL;
+	int rc;
+
+	rc = http_credentials(s, &user, &pass, err);
+	if (rc < 0)
+		return rc;
+	ho.url = v[SMUX__BK_URL].s;
+	/* WebDAV unless the operator says it is a plain static mirror */
+	ho.webdav = !v[SMUX__BK_WEBDAV].line || v[SMUX__BK_WEBDAV].b;
+	ho.username = user;
+	ho.password = pass;
+	rc = smux_http_new(s->name, &ho, &s->built, err);
+	wipe_free(user);
+	wipe_free(pass);
+	return rc;
 }
 
 static int build_section(struct build *b, struct smux__cfg_section *s);
@@ -103,6 +169,8 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		return rc;
 	case SMUX__CFG_T_MEMORY:
 		return smux_memory_new(s->name, &s->built, err);
+	case SMUX__CFG_T_HTTP:
+		return build_http(s, err);
 	case SMUX__CFG_T_FAULTY:
 		rc = build_section(b, s->wraps_sec);
 		if (rc)

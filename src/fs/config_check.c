@@ -130,6 +130,8 @@ static int check_backend(const struct smux_config *cfg,
 			 keys[bad].name, smux__cfg_type_name(type));
 	if (type == SMUX__CFG_T_FILE && !v[SMUX__BK_PATH].line)
 		return E(s->line, "%s path: missing", label);
+	if (type == SMUX__CFG_T_HTTP && !v[SMUX__BK_URL].line)
+		return E(s->line, "%s url: missing", label);
 	if (type != SMUX__CFG_T_FAULTY)
 		return 0;
 	if (!v[SMUX__BK_WRAPS].line)

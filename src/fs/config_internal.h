@@ -42,7 +42,8 @@ enum smux__cfg_kind {
 	SMUX__CFG_BACKEND,
 };
 
-/* Backend types; the ones after FAULTY are recognised, not available. */
+/* Backend types; the ones after FAULTY but HTTP are recognised, not
+ * available. */
 enum smux__cfg_type {
 	SMUX__CFG_T_NONE,
 	SMUX__CFG_T_FILE,

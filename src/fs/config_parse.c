@@ -407,7 +407,7 @@ static int parse_type(const char *value, int64_t *out, char *why, size_t len)
 
 		if (strcmp(value, name) != 0)
 			continue;
-		if (t > SMUX__CFG_T_FAULTY) {
+		if (t > SMUX__CFG_T_FAULTY && t != SMUX__CFG_T_HTTP) {
 			snprintf(why, len,
 				 "backend type \"%s\" is not available in "
 				 "this build yet",

@@ -22,7 +22,30 @@
 enum conf_flags {
 	/* Storing >= 1 GiB is impractical (conf_test_large_object). */
 	CONF_F_NO_LARGE = 1u << 0,
+	/* The storage keeps no permission bits and mtimes to the second
+	 * only (nginx's WebDAV): the mode and exact-mtime checks of put_opts
+	 * and rename are skipped and setattr whole, each saying so. */
+	CONF_F_NO_ATTRS = 1u << 1,
+	/* No symlinks or special files (WebDAV): a put of one must be
+	 * NOT_SUPPORTED; the rest of conf_test_symlink is skipped. */
+	CONF_F_NO_SPECIAL = 1u << 5,
+	/* The version token has the server's 1 s resolution (nginx: size and
+	 * mtime): tests that rewrite a key to the same size and expect a new
+	 * etag wait for the next second first. */
+	CONF_F_COARSE_ETAG = 1u << 2,
+	/* Names starting with '.' are not listed (nginx dav-ext hides
+	 * them): conf_test_longest_keys does not look for them in listings. */
+	CONF_F_NO_DOTFILES = 1u << 3,
+	/* A GET racing a PUT of the same key may be served torn by the server
+	 * (Apache stats the file, then opens it by name):
+	 * conf_test_concurrent_* count and print such reads instead of
+	 * failing on them. */
+	CONF_F_RACY_GET = 1u << 4,
 };
+
+/* Polls (bounded) until the wall clock's second changes: for fixtures
+ * with CONF_F_COARSE_ETAG before a same-size rewrite. */
+void conf_next_second(void);
 
 /*
  * One backend (or mux) configuration under test. Adding a backend kind or

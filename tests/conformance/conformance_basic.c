@@ -55,6 +55,18 @@ static int conf_tmpfd(const void *buf, size_t len, size_t pad)
 	return fd;
 }
 
+void conf_next_second(void)
+{
+	time_t start = time(NULL);
+
+	/* a poll of the clock, bounded: at most ~1 s by construction */
+	for (int i = 0; i < 300 && time(NULL) == start; i++) {
+		struct timespec ts = {0, 10000000L};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 void conf_test_roundtrip(void **state)
 {
 	struct conf_env *env = *state;
@@ -161,7 +173,10 @@ void conf_test_overwrite(void **state)
 	assert_int_equal(h.size, sizeof(b));
 	assert_string_equal(h.etag, i2.etag);
 	CONF_EXPECT(env, "ow/obj", b, sizeof(b));
-	/* Same size, new bytes, right away: the etag still changes. */
+	/* Same size, new bytes, right away: the etag still changes (on a
+	 * store whose token has 1 s resolution, a second later). */
+	if (env->fx->flags & CONF_F_COARSE_ETAG)
+		conf_next_second();
 	CONF_PUT(env, "ow/obj", c, sizeof(c), &i3);
 	assert_string_not_equal(i3.etag, i2.etag);
 	CONF_EXPECT(env, "ow/obj", c, sizeof(c));
@@ -181,7 +196,12 @@ void conf_test_put_opts(void **state)
 				 NULL, &err),
 		&err);
 	conf_head_ok(env, "opts/obj", &info);
-	assert_int_equal(info.mode & 07777, 0600);
+	if (env->fx->flags & CONF_F_NO_ATTRS)
+		print_message("  %s keeps no permission bits: mode not "
+			      "checked\n",
+			      env->fx->name);
+	else
+		assert_int_equal(info.mode & 07777, 0600);
 	assert_int_equal(info.mode & S_IFMT, S_IFREG);
 	/* Backends may keep whole seconds only. */
 	assert_in_range(info.mtime_ns, mtime - 1000000000, mtime + 1000000000);
@@ -272,6 +292,8 @@ void conf_test_if_match(void **state)
 	assert_int_equal(sink.written, 9);
 	assert_memory_equal(buf, "version-1", 9);
 
+	if (env->fx->flags & CONF_F_COARSE_ETAG)
+		conf_next_second();
 	CONF_PUT(env, "pin/obj", "version-2", 9, NULL);
 	conf_head_ok(env, "pin/obj", &v2);
 	assert_string_not_equal(v1.etag, v2.etag);

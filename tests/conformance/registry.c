@@ -14,8 +14,10 @@
 #include "conformance/conformance.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
+#include "smux/http.h"
 #include "smux/memory.h"
 #include "smux/mux.h"
+#include "support/test_server.h"
 
 static void conf_print_setup_err(const char *what, const struct smux_error *err)
 {
@@ -325,6 +327,67 @@ static int conf_nested_setup(void **priv, struct smux_backend **out)
 	return rc;
 }
 
+/* ---- http fixtures: a WebDAV server started per test on loopback ---- */
+
+struct conf_dav_priv {
+	struct ts_server server;
+	char dir[64];
+};
+
+static int conf_dav_setup(const char *kind, void **priv,
+			  struct smux_backend **out)
+{
+	struct conf_dav_priv *p = calloc(1, sizeof(*p));
+	struct smux_http_opts opts = {.webdav = true};
+	char root[256], url[64];
+	struct smux_error err;
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	snprintf(p->dir, sizeof(p->dir), "/tmp/smux-conf-dav-XXXXXX");
+	if (!mkdtemp(p->dir)) {
+		free(p);
+		return -errno;
+	}
+	*priv = p;
+	rc = ts_dav_start(&p->server, kind, p->dir, root, sizeof(root));
+	if (rc < 0) {
+		fprintf(stderr,
+			"*** %s WebDAV fixture: cannot start the server (%s); "
+			"scripts/install-deps.sh installs it ***\n",
+			kind, strerror(-rc));
+		return rc;
+	}
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", p->server.port);
+	opts.url = url;
+	rc = smux_http_new(kind, &opts, out, &err);
+	if (rc < 0)
+		conf_print_setup_err("http fixture", &err);
+	return rc;
+}
+
+static int conf_nginx_setup(void **priv, struct smux_backend **out)
+{
+	return conf_dav_setup("nginx", priv, out);
+}
+
+static int conf_apache_setup(void **priv, struct smux_backend **out)
+{
+	return conf_dav_setup("apache", priv, out);
+}
+
+static void conf_dav_teardown(void *priv)
+{
+	struct conf_dav_priv *p = priv;
+
+	if (!p)
+		return;
+	ts_server_stop(&p->server);
+	nftw(p->dir, conf_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(p);
+}
+
 /*
  * shield and mirror write every replica with one mtime (the mux picks it
  * when the caller gives none), so independent replicas agree on the
@@ -369,6 +432,15 @@ const struct conf_fixture conf_fixtures[] = {
 	{"mirror-file", conf_mirror_file, conf_mux_teardown, 0, 0},
 	{"nested-rr-of-failover", conf_nested_setup, conf_nothing_teardown, 0,
 	 1},
+	/* WebDAV servers on loopback (tests/servers/); the 1 GiB case would
+	 * cost minutes of disk per run. What each server cannot keep is
+	 * flagged (conformance.h) and printed where a check is left out. */
+	{"http-nginx", conf_nginx_setup, conf_dav_teardown,
+	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
+		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES,
+	 0},
+	{"http-apache", conf_apache_setup, conf_dav_teardown,
+	 CONF_F_NO_LARGE | CONF_F_NO_SPECIAL | CONF_F_RACY_GET, 0},
 };
 
 const size_t conf_fixture_count =

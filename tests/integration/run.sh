@@ -75,6 +75,7 @@ for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
+tests+=("test_http.sh")
 
 selected() {
 	local name=$1 f

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backends/http_client.h - the one HTTP layer every network backend (http,
+ * s3, swift, bunny) goes through. Not a public header.
+ *
+ * Owns: libcurl (curl_global_init once), a small pool of easy handles kept
+ * alive between calls (each handle keeps its connections, so a run of
+ * requests from one thread reuses one TCP connection), the timeouts derived
+ * from a call's struct smux_ctx, retries with full-jitter backoff, and THE
+ * mapping of curl errors and HTTP statuses to smux error codes. It never
+ * interprets a response body: a backend parses what it asked for.
+ *
+ * Streaming: a request body is read from a struct smux_source as curl asks
+ * for it, a 2xx response body is written to a struct smux_sink as it
+ * arrives; nothing holds a whole object. A non-2xx body is kept, bounded
+ * (SMUX__HTTP_ERRBODY_MAX), for the backend to read (S3 error XML).
+ *
+ * Timeouts: connect timeout (opts.connect_timeout_ms, never past the
+ * deadline), an idle timeout (no byte moved either way for
+ * opts.idle_timeout_ms fails the attempt, so a slow but steady transfer
+ * finishes and a stalled one fails fast), and the call's deadline and
+ * cancel tokens, checked by the progress callback (an abort within about
+ * 100 ms of the token firing) and as CURLOPT_TIMEOUT_MS.
+ *
+ * Threads: a struct smux__http is shared by every thread of a backend; a
+ * call borrows one easy handle from the pool (or makes one) and gives it
+ * back, so a handle is used by one thread at a time. Credentials are held
+ * by the client, passed to curl as CURLOPT_USERNAME/PASSWORD and never
+ * written into an error, a log line or a stat.
+ */
+#ifndef SMUX_BACKENDS_HTTP_CLIENT_H
+#define SMUX_BACKENDS_HTTP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "smux/ctx.h"
+#include "smux/error.h"
+#include "smux/io.h"
+
+/* What of a non-2xx response body is kept (bytes; the rest is dropped). */
+#define SMUX__HTTP_ERRBODY_MAX 4096
+/* Longest response header value kept in struct smux__http_resp. */
+#define SMUX__HTTP_HDR_MAX 128
+
+struct smux__http_opts {
+	const char *backend;	    /* name in errors (copied) */
+	const char *ca_file;	    /* PEM bundle to verify TLS with; NULL:
+				      the system's (copied) */
+	const char *username;	    /* Basic auth; NULL: none (copied) */
+	const char *password;	    /* with username (copied, never shown) */
+	int64_t connect_timeout_ms; /* 0: 10 s */
+	int64_t idle_timeout_ms;    /* 0: 30 s */
+	unsigned max_attempts;	    /* 0: 5 (1 = never retry) */
+	int64_t backoff_base_ms;    /* 0: 100 ms */
+	int64_t backoff_cap_ms;	    /* 0: 10 s; also caps Retry-After */
+	unsigned max_idle_handles;  /* pool size kept; 0: 16 */
+	bool insecure;		    /* skip TLS verification (tests only) */
+};
+
+struct smux__http;
+
+/* Creates a client. 0, or a negative errno with @err. */
+int smux__http_new(const struct smux__http_opts *opts, struct smux__http **out,
+		   struct smux_error *err);
+/* Frees the client and its pooled handles (no call may be running). NULL
+ * is a no-op. */
+void smux__http_free(struct smux__http *h);
+
+/*
+ * Called once per response header line of the final response (not of a
+ * 1xx), with the name and value trimmed (not NUL-terminated; lengths
+ * given). Return 0 to go on, a negative errno to fail the request with
+ * BAD_RESPONSE. Runs on the calling thread.
+ */
+typedef int (*smux__http_header_fn)(void *arg, const char *name, size_t nlen,
+				    const char *value, size_t vlen);
+
+struct smux__http_req {
+	const char *method; /* "GET", "HEAD", "PUT", "PROPFIND", ... */
+	const char *url;    /* absolute, already percent-encoded */
+	/* extra request headers "Name: value", NULL-terminated; NULL: none */
+	const char *const *headers;
+	/* request body; NULL: none. A smux_source can always be read again
+	 * from the start, so a request with a body is retried like one
+	 * without, unless body_once says otherwise. */
+	const struct smux_source *body;
+	bool body_once;		/* the body must not be sent twice: no retry */
+	bool no_retry;		/* not idempotent: never retried */
+	struct smux_sink *sink; /* 2xx body goes here; NULL: discarded */
+	/* longest 2xx body accepted (bytes); 0: unlimited. More fails the
+	 * request with BAD_RESPONSE (a listing that never ends). */
+	uint64_t max_body;
+	smux__http_header_fn on_header; /* NULL: none */
+	void *header_arg;
+	/* What the request is about, for error messages ("GET a/b"); never
+	 * a URL with credentials. NULL: the method. */
+	const char *what;
+};
+
+/* What came back. Header fields are "" / -1 when absent. */
+struct smux__http_resp {
+	long status;		/* final HTTP status; 0 when none arrived */
+	unsigned attempts;	/* attempts made */
+	int64_t content_length; /* -1 when absent */
+	char etag[SMUX__HTTP_HDR_MAX];
+	char last_modified[SMUX__HTTP_HDR_MAX];
+	char content_range[SMUX__HTTP_HDR_MAX];
+	char content_type[SMUX__HTTP_HDR_MAX];
+	char location[SMUX__HTTP_HDR_MAX];
+	/* bounded copy of a non-2xx body, NUL-terminated */
+	char errbody[SMUX__HTTP_ERRBODY_MAX + 1];
+	size_t errbody_len;
+	uint64_t body_bytes; /* 2xx body bytes written to the sink */
+};
+
+/*
+ * Performs @req under @ctx: retries transient failures (connection errors,
+ * timeouts of an attempt, 408, 429, 5xx, a truncated or garbled answer)
+ * with full-jitter backoff, honouring Retry-After on 429 and 503, while the
+ * deadline allows and the body and sink can be replayed (a sink that took
+ * bytes must rewind).
+ *
+ * Returns 0 when the final status is 2xx. Otherwise a negative errno with
+ * @err filled by the one mapping (smux__http_status_error for a status,
+ * smux__http_curl_error for a transfer failure, BACKEND_TIMEOUT /
+ * BACKEND_ABORTED for the context, LOCAL_IO_ERROR when the sink or source
+ * failed); @resp (never NULL) says what came back either way, so a
+ * backend may treat a status as success (404 on DELETE).
+ */
+int smux__http_do(struct smux__http *h, const struct smux_ctx *ctx,
+		  const struct smux__http_req *req,
+		  struct smux__http_resp *resp, struct smux_error *err);
+
+/*
+ * THE mapping of an HTTP status to an error: 404/410 -> KEY_NOT_FOUND,
+ * 401 with credentials sent -> CREDENTIAL_EXPIRED (rejected or expired;
+ * caused by the 401), 401 without / 403 -> PERMISSION_DENIED, 412 ->
+ * PRECONDITION_FAILED, 507 -> NO_SPACE, 3xx and anything else ->
+ * STORAGE.HTTP_ERROR with the status kept (4xx semantic except 408/429,
+ * the rest transient). Returns -errno.
+ */
+int smux__http_status_error(struct smux_error *err, long status,
+			    bool had_credentials, const char *backend,
+			    const char *what);
+
+/* Whether a final status is worth another attempt (408, 429, 5xx but
+ * 501/505). */
+bool smux__http_status_retryable(long status);
+
+/*
+ * Percent-encodes @in (@len bytes) into @out (@cap bytes, NUL-terminated)
+ * keeping RFC 3986 unreserved characters and, when @keep_slash, '/'.
+ * Returns the length written, or -ENAMETOOLONG when it does not fit.
+ */
+long smux__http_escape(const char *in, size_t len, bool keep_slash, char *out,
+		       size_t cap);
+
+/*
+ * Decodes %XX escapes of @in (@len bytes) into @out (@cap bytes,
+ * NUL-terminated). A malformed escape or a decoded NUL is -EINVAL; too
+ * long -ENAMETOOLONG. Returns the decoded length.
+ */
+long smux__http_unescape(const char *in, size_t len, char *out, size_t cap);
+
+/*
+ * Parses an HTTP date (RFC 1123, RFC 850 or asctime, as curl_getdate
+ * takes them) into ns since the epoch; -1 when it is not one.
+ */
+int64_t smux__http_parse_date(const char *s);
+
+#endif /* SMUX_BACKENDS_HTTP_CLIENT_H */

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# test_http.sh - a mirror mount of a file backend and an http (WebDAV)
+# backend on an nginx the test starts on loopback: cp -r, tar x, reads,
+# rename and rm -r through the mount; afterwards both replicas hold exactly
+# the tree the mount shows, and a fresh daemon shows it again.
+. "$(dirname "$0")/lib.sh"
+
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$NGINX" ] || [ ! -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ]; then
+	log "*** SKIPPED: nginx or libnginx-mod-http-dav-ext missing (scripts/install-deps.sh installs them) ***"
+	exit 0
+fi
+
+# nginx, in the foreground, everything under $T/ng (its process names $T,
+# so the harness's cleanup stops it even when this test fails)
+NG=$T/ng
+mkdir -p "$NG/root"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -e "s#@DIR@#$NG#g; s#@ROOT@#$NG/root#g; s#@PORT@#$PORT#g" \
+	-e "s#@USER@#$([ "$(id -u)" = 0 ] && echo 'user root;')#" \
+	"$SMUX_REPO/tests/servers/nginx-dav.conf" >"$NG/nginx.conf"
+"$NGINX" -e "$NG/server.log" -p "$NG" -c "$NG/nginx.conf" >"$NG/server.log" 2>&1 &
+NGPID=$!
+stop_nginx() {
+	kill -TERM "$NGPID" 2>/dev/null || true
+	wait "$NGPID" 2>/dev/null || true
+}
+for ((i = 0; i < 200; i++)); do
+	curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
+	kill -0 "$NGPID" 2>/dev/null || { cat "$NG/server.log" >&2; fail "nginx exited"; }
+	sleep 0.1
+done
+log "nginx on 127.0.0.1:$PORT (pid $NGPID)"
+
+CONF=$T/http.conf
+new_config "$CONF" m
+cfg_mux m mirror "f d"
+cfg_file f "$T/f"
+cfg_raw "[backend d]
+type = http
+url = http://127.0.0.1:$PORT/
+"
+M=$T/mnt
+mount_smux "$CONF" "$M"
+
+# the trees: a copy of a made tree, and a tar extracted in place
+S=$T/src
+make_tree "$S" 3 6
+cp -r "$S" "$M/copy"
+(cd "$S" && tar cf "$T/t.tar" .)
+mkdir "$M/untar"
+tar xf "$T/t.tar" -C "$M/untar"
+diff -r "$S" "$M/copy"
+diff -r "$S" "$M/untar"
+log "cp -r and tar x through the mount match the source"
+# what it cost on the server (informational: request counts by method)
+nfiles=$(find "$S" -type f | wc -l)
+log "2 x $nfiles files written: $(awk '{print $6}' "$NG/access.log" | tr -d '"' | sort | uniq -c | tr '\n' ' ')"
+
+# a larger file, streamed, and reads of its middle
+head -c $((12 * 1024 * 1024)) /dev/urandom >"$T/big"
+cp "$T/big" "$M/big"
+cmp "$T/big" "$M/big"
+cmp <(dd if="$T/big" bs=1M skip=5 count=3 2>/dev/null) \
+	<(dd if="$M/big" bs=1M skip=5 count=3 2>/dev/null)
+
+# rename (a MOVE on the server) and rm -r
+mv "$M/copy/d1/f3.dat" "$M/copy/d1/moved.dat"
+cmp "$S/d1/f3.dat" "$M/copy/d1/moved.dat"
+[ ! -e "$M/copy/d1/f3.dat" ] || fail "renamed file still there"
+rm -r "$M/untar"
+[ ! -e "$M/untar" ] || fail "rm -r left untar"
+
+# both replicas hold what the mount shows
+snap=$T/snap
+mkdir "$snap"
+(cd "$M" && tar cf - --exclude=./.smux .) | tar xf - -C "$snap"
+diff -r -x .smuxfs-tmp "$snap" "$T/f"
+diff -r "$snap" "$NG/root"
+log "the file replica and the WebDAV replica both match the mount"
+
+unmount_smux "$M"
+mount_smux "$CONF" "$M"
+(cd "$M" && tar cf - --exclude=./.smux .) | tar tf - | sort >"$T/after"
+(cd "$snap" && tar cf - .) | tar tf - | sort >"$T/before"
+diff "$T/before" "$T/after"
+unmount_smux "$M"
+stop_nginx

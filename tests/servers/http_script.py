@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A scripted HTTP/1.1 server on loopback for the HTTP layer's unit tests
+(tests/unit/test_http_client.c, test_error_sweep.c).
+
+Usage: http_script.py PORTFILE [CERTFILE KEYFILE]
+With a certificate and key it speaks HTTPS. Binds 127.0.0.1 on a free port, writes the port to PORTFILE (atomically)
+and serves until killed or until its parent process dies (checked every
+200 ms), so a test that crashes leaves no server behind.
+
+Paths (every answer is deliberate; the test asserts what the client makes
+of it):
+  /ok/N               200, N bytes of a known pattern (keep-alive)
+  /conns              200, the number of distinct TCP connections so far
+  /once/STATUS/ID     STATUS (with Retry-After: 0) the first time for ID,
+                      then 200 "ok"; /hits/ID says how many requests came
+  /retry-after/ID     503 with Retry-After: 1 the first time, then 200
+  /retry-after-long/ID  503 with Retry-After: 30 the first time, then 200
+  /always/STATUS      STATUS every time, with a small body
+  /hang               accepts the request, never answers
+  /slow/N/MS          200, N chunks of 1 KiB, one every MS ms
+  /truncated          Content-Length 1000, 10 bytes, then closes
+  /garbage            a reply that is not HTTP at all
+  /badlen             Content-Length: abc
+  /bigerror           500 with a 64 KiB body
+  /auth               200 for Basic user:secret, else 401
+  /echo               (any method with a body) 200, "METHOD LENGTH SUM"
+"""
+import base64
+import ssl  # noqa: F401 (HTTPS when given a certificate)
+import http.server
+import os
+import socketserver
+import sys
+import threading
+import time
+
+hits = {}
+conns = set()
+lock = threading.Lock()
+
+
+def pattern(n):
+    return bytes((i * 7 + 3) & 0xFF for i in range(n))
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def count(self, key):
+        with lock:
+            hits[key] = hits.get(key, 0) + 1
+            return hits[key]
+
+    def read_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        data = b""
+        while len(data) < n:
+            chunk = self.rfile.read(min(65536, n - len(data)))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def handle_any(self):
+        with lock:
+            conns.add(self.client_address)
+        p = self.path.split("/")[1:]
+        body = self.read_body() if self.headers.get("Content-Length") else b""
+        if p[0] == "ok":
+            self.reply(200, pattern(int(p[1])), [("ETag", '"v1"')])
+        elif p[0] == "conns":
+            with lock:
+                n = len(conns)
+            self.reply(200, str(n).encode())
+        elif p[0] == "once":
+            n = self.count(p[2])
+            if n == 1:
+                self.reply(int(p[1]), b"try again", [("Retry-After", "0")])
+            else:
+                self.reply(200, b"ok")
+        elif p[0] == "retry-after":
+            n = self.count(p[1])
+            if n == 1:
+                self.reply(503, b"busy", [("Retry-After", "1")])
+            else:
+                self.reply(200, b"ok")
+        elif p[0] == "retry-after-long":
+            n = self.count(p[1])
+            if n == 1:
+                self.reply(503, b"busy", [("Retry-After", "30")])
+            else:
+                self.reply(200, b"ok")
+        elif p[0] == "hits":
+            with lock:
+                n = hits.get(p[1], 0)
+            self.reply(200, str(n).encode())
+        elif p[0] == "always":
+            self.count("always")
+            self.reply(int(p[1]), b"status body")
+        elif p[0] == "hang":
+            self.count("hang")
+            time.sleep(3600)
+        elif p[0] == "slow":
+            n, ms = int(p[1]), int(p[2])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n * 1024))
+            self.end_headers()
+            for _ in range(n):
+                self.wfile.write(b"s" * 1024)
+                self.wfile.flush()
+                time.sleep(ms / 1000.0)
+        elif p[0] == "truncated":
+            self.count("truncated")
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+            self.wfile.flush()
+            self.close_connection = True
+        elif p[0] == "garbage":
+            self.count("garbage")
+            self.wfile.write(b"\x00\x01NOT HTTP AT ALL\r\n\r\n\xff\xfe")
+            self.wfile.flush()
+            self.close_connection = True
+        elif p[0] == "badlen":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+        elif p[0] == "bigerror":
+            self.reply(500, b"E" * 65536)
+        elif p[0] == "auth":
+            want = "Basic " + base64.b64encode(b"user:secret").decode()
+            if self.headers.get("Authorization") == want:
+                self.reply(200, b"welcome")
+            else:
+                self.reply(401, b"who are you",
+                           [("WWW-Authenticate", 'Basic realm="t"')])
+        elif p[0] == "echo":
+            msg = "%s %d %d" % (self.command, len(body), sum(body) & 0xFFFFFFFF)
+            self.reply(200, msg.encode())
+        else:
+            self.reply(404, b"no such path")
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = handle_any
+
+    def do_PROPFIND(self):
+        self.handle_any()
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass  # a client that gave up (cancel, timeout) is expected
+
+
+def main():
+    portfile = sys.argv[1]
+    parent = os.getppid()
+    srv = Server(("127.0.0.1", 0), Handler)
+    if len(sys.argv) == 4:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    tmp = portfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, portfile)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    srv.shutdown()
+
+
+if __name__ == "__main__":
+    main()
