@@ -610,7 +610,13 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		/* stuck in a system call: the bulkhead abandons the call */
 		o.hang_rate = 0.2;
 		o.hang_ignores_cancel = true;
-		o.hang_lands = true; /* and then lands: a zombie write */
+		/* and then lands: a zombie write (part Z). Not in round-robin
+		 * and weighted, whose members are three paths to ONE store:
+		 * a write the mux gave up on that lands there later replaces
+		 * the newer write for every member at once, which only a
+		 * store's conditional write (If-Match) can refuse - the mux
+		 * has no replica of its own to hint (issue 9 note) */
+		o.hang_lands = !r->shared;
 		o.hang_ms = 3 * r->timeout_ms; /* ends after the deadline */
 		break;
 	}

@@ -771,8 +771,10 @@ static void side_flag(bool *flag)
  * the fence. */
 static void side_run(void *(*fn)(void *))
 {
+	/* fenced is not reset here: the mux's background thread may have
+	 * reached the fence already (side_arm_fence reset it) */
 	pthread_mutex_lock(&side.lock);
-	side.over = side.fenced = false;
+	side.over = false;
 	pthread_mutex_unlock(&side.lock);
 	side.started = true;
 	assert_int_equal(pthread_create(&side.t, NULL, fn, &side), 0);
@@ -794,6 +796,16 @@ static void side_fenced(struct smux_mux *mux, const char *key)
 	(void)mux;
 	(void)key;
 	side_flag(&side.fenced);
+}
+
+/* Arms side_fenced: from now on a replay - the side thread's, or the
+ * mux's background thread's - that waits at the fence is seen. */
+static void side_arm_fence(void)
+{
+	pthread_mutex_lock(&side.lock);
+	side.fenced = false;
+	pthread_mutex_unlock(&side.lock);
+	atomic_store(&smux__replay_wait_hook, side_fenced);
 }
 
 static void *side_put(void *arg)
@@ -907,7 +919,7 @@ static void test_rejoin_source_missed_write(void **state)
 	MH_OK(smux_mux_add(mux, &back, &err), &err);
 	smux_faulty_set(f[0], &refuse);
 	side.mux = mux;
-	atomic_store(&smux__replay_wait_hook, side_fenced);
+	side_arm_fence();
 	smux__fanout_hook_acked = repair_on_ack;
 	MH_OK(mh_put(mux, "k", "new", &err), &err);
 	side_join();
@@ -1111,7 +1123,7 @@ static void test_replay_source_mid_write(void **state)
 	MH_OK(mh_put(mux, "k", "v2", &err), &err);
 	mh_fail(f[0], true);
 	side.mux = mux;
-	atomic_store(&smux__replay_wait_hook, side_fenced);
+	side_arm_fence();
 	smux__fanout_hook_acked = undrain_and_repair;
 	assert_true(mh_put(mux, "k", "v3", &err) < 0);
 	side_join();
