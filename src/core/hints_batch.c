@@ -50,7 +50,7 @@ int smux__hints_add_batch(struct smux__hints *h, const char *const *replicas,
 			return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 					      NULL,
 					      "hint journal: missing replica");
-	e = calloc(n, sizeof(*e));
+	e = calloc(n, sizeof(struct hint_entry *)); /* n pointers */
 	if (!e)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, NULL,
 				      "hint journal: out of memory");

@@ -455,8 +455,7 @@ bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
 /* Test hook (NULL in production): called by smux__failover_missed for
  * each member hinted, once its hint is recorded. */
 extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
-					  const char *replica,
-					  const char *key);
+					  const char *replica, const char *key);
 /*
  * Where failover replays a missed put of @key to @dst from: the first
  * member of @v, other than @dst, without a pending hint for @key (the one

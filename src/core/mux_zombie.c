@@ -173,7 +173,8 @@ static bool delist(struct smux__zombies *z, const char *replica,
 
 	pthread_rwlock_wrlock(&z->lock);
 	for (pp = &z->list; (e = *pp); pp = &e->next) {
-		if (strcmp(e->key, key) != 0 || strcmp(e->replica, replica))
+		if (strcmp(e->key, key) != 0 ||
+		    strcmp(e->replica, replica) != 0)
 			continue;
 		atomic_fetch_sub(&z->running, 1);
 		if (--e->n == 0) {

@@ -487,9 +487,10 @@ static void test_creds_file(void **state)
 	free(path);
 
 	/* a key name longer than inih's line: refused, not cut */
+	static const char head[] = "[default]\naws_access_key_id";
 	char longname[600];
 	memset(longname, ' ', sizeof(longname));
-	memcpy(longname, "[default]\naws_access_key_id", 27);
+	memcpy(longname, head, sizeof(head) - 1); /* padded by the spaces */
 	snprintf(longname + 400, 200, "= A\naws_secret_access_key = S\n");
 	path = write_tmp(longname);
 	assert_int_equal(smux__s3_creds_from_file(path, NULL, &c, &err),
