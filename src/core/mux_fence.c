@@ -128,6 +128,34 @@ void smux__replay_fence_enter(struct smux_mux *mux, struct mux_member *m,
 	pthread_mutex_unlock(&mux->fence_lock);
 }
 
+int smux__replay_blocked(struct smux_mux *mux, const char *key,
+			 struct smux_error *err)
+{
+	if (!smux__intent_busy(mux, key))
+		return 0;
+	return smux_error_set(err, SMUX_E_PRECONDITION_FAILED, mux->base.name,
+			      "an in-place writer of \"%s\" is open: "
+			      "replayed once it is closed",
+			      key);
+}
+
+void smux__fence_wait_replays(struct smux_mux *mux, const char *key)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool busy;
+
+	pthread_mutex_lock(&mux->fence_lock);
+	do {
+		busy = false;
+		for (unsigned i = 0; i < v->n && !busy; i++)
+			busy = mux->fence_replays[bucket(v->m[i], key)] > 0;
+		if (busy)
+			pthread_cond_wait(&mux->fence_cond, &mux->fence_lock);
+	} while (busy);
+	pthread_mutex_unlock(&mux->fence_lock);
+	smux__view_put(v);
+}
+
 void smux__replay_fence_exit(struct smux_mux *mux, struct mux_member *m,
 			     const char *key)
 {

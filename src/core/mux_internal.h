@@ -542,6 +542,20 @@ void smux__replica_wrote(struct smux_mux *mux, struct mux_member *m,
 			 const char *key);
 /* A replay's section (mux_repair.c): from its "hint still pending" check
  * to the end of its write. */
+/*
+ * In-place writers and replays (mux_fence.c): an in-place fan-out writer
+ * changes a replica's file directly from its first write to its commit,
+ * so no replay may replace or delete that file meanwhile. The writer's
+ * open holds the key (smux__intent_hold) and then waits until no replay
+ * of the key is in its section (smux__fence_wait_replays); a replay, in
+ * its section, refuses to write while the key is held
+ * (smux__replay_blocked: PRECONDITION_FAILED, the hint stays for the next
+ * pass). Either the replay entered first and the writer waits for it, or
+ * the replay sees the writer and leaves the key alone.
+ */
+int smux__replay_blocked(struct smux_mux *mux, const char *key,
+			 struct smux_error *err);
+void smux__fence_wait_replays(struct smux_mux *mux, const char *key);
 void smux__replay_fence_enter(struct smux_mux *mux, struct mux_member *m,
 			      const char *key);
 void smux__replay_fence_exit(struct smux_mux *mux, struct mux_member *m,

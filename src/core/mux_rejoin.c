@@ -194,7 +194,9 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return fd;
 	smux_sink_fd(&sink, fd, 0);
 	smux__replay_fence_enter(mux, dst, key);
-	rc = leave_key(mux, v, src, dst, key, had != NULL, err);
+	rc = smux__replay_blocked(mux, key, err);
+	if (rc == 0)
+		rc = leave_key(mux, v, src, dst, key, had != NULL, err);
 	/* a newer write reached @dst meanwhile: nothing to copy */
 	if (rc == 0 &&
 	    changed(had,
@@ -241,7 +243,9 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	smux__replay_fence_enter(mux, dst, key);
 	smux__replay_fence_enter(mux, src, key);
-	rc = leave_key(mux, v, src, dst, key, true, err);
+	rc = smux__replay_blocked(mux, key, err);
+	if (rc == 0)
+		rc = leave_key(mux, v, src, dst, key, true, err);
 	if (rc == 0)
 		rc = smux__member_call(mux, ctx, src, &head, false, err);
 	smux__replay_fence_exit(mux, src, key);

@@ -247,8 +247,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux__member_call(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
 	/* the check and the write: no user write of (dst, key) between */
-	if (rc == 0 && hinted)
+	if (rc == 0 && hinted) {
 		smux__replay_fence_enter(mux, dst, key);
+		rc = smux__replay_blocked(mux, key, err);
+	}
 	if (rc == 0 && (hinted ? still_pending(mux, dst, key)
 			       : !smux__intent_busy(mux, key))) {
 		/* a replica that missed a symlink gets a symlink; one that
@@ -386,9 +388,9 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * that) - unless a later write reached the replica meanwhile */
 	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
 	    rc == -ENOENT) {
-		rc = 0;
 		smux__replay_fence_enter(mux, m, h->key);
-		if (still_pending(mux, m, h->key)) {
+		rc = smux__replay_blocked(mux, h->key, err);
+		if (rc == 0 && still_pending(mux, m, h->key)) {
 			rc = smux__member_call(mux, ctx, m, &del, left, err);
 			left = false;
 		}

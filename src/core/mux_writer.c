@@ -592,6 +592,9 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (rc)
 			goto out_close;
 		mw->inplace = true;
+		/* no replay replaces the files this writer changes in place
+		 * (mux_fence.c): one under way ends first */
+		smux__fence_wait_replays(mux, key);
 		/* a truncating open changes every replica already */
 		if (flags & SMUX_WRITER_TRUNC)
 			rc = smux__intent_begin(mux, key, &mw->dirty, err);

@@ -198,6 +198,40 @@ static void test_trunc_writer_clears_hint(void **state)
 	fx_release(&x);
 }
 
+/* A replay runs while an in-place writer of the key is open (its files
+ * changed directly): it must leave the key alone - a replay's put would
+ * replace file1's file under the writer, whose writes and commit then go
+ * to a file no name points at (file1 kept "new", not "whole"). The hint
+ * stays until the writer's commit, which makes the whole content there. */
+static void test_replay_leaves_inplace_writer(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	fx_stale(&x, 1, "k", "old", "new");
+	MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	fx_refuse_puts(&x, 1, false);
+	mh_clock_set(&x.clk, atomic_load(&x.clk.now_ms) + 60000);
+	smux_mux_check_health(x.mux);
+	/* the replay of file1's hint, while the writer is open */
+	MH_OK(smux_mux_repair(x.mux, &ctx, NULL, NULL, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "whole", 5, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(x.inner[0], "k", "whole");
+	MH_HOLDS(x.inner[1], "k", "whole");
+	assert_int_equal(smux_mux_pending_hints(x.mux), 0);
+	fx_release(&x);
+}
+
 /* copy and rename from a key a replica missed: not done there (it would
  * copy the old version); the destination gets a hint instead. */
 static void test_copy_rename_stale_source(void **state)
@@ -1203,6 +1237,7 @@ int main(void)
 		cmocka_unit_test(test_mirror_inplace_stale_file),
 		cmocka_unit_test(test_shield_inplace_stale_cache),
 		cmocka_unit_test(test_trunc_writer_clears_hint),
+		cmocka_unit_test(test_replay_leaves_inplace_writer),
 		cmocka_unit_test(test_copy_rename_stale_source),
 		cmocka_unit_test(test_setattr_stale),
 		cmocka_unit_test(test_reads_never_stale),
