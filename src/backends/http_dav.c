@@ -790,9 +790,13 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	req.body = src;
 	req.what = what_of(what, sizeof(what), "PUT", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
-	if (rc < 0 && resp.status == 409) {
-		/* a missing parent collection (Apache; nginx without
-		 * create_full_put_path) */
+	/* a missing parent collection (Apache; nginx without
+	 * create_full_put_path): make it and put again - a few times, as
+	 * writers of keys under the same new directory race to make it
+	 * (conf_test_concurrent_keys on Apache: a put still answered 409
+	 * right after another thread's MKCOL of its parent) */
+	for (int tries = 0; rc < 0 && resp.status == 409 && tries < 3;
+	     tries++) {
 		parent_of(key, parent, sizeof(parent));
 		smux_error_clear(err);
 		rc = davb_mkcol(d, ctx, parent, 0, false, err);
