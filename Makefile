@@ -5,6 +5,8 @@
 #                   ASan+UBSan (fails on any finding), then the package test
 #   make deb        the Debian package in build/deb (deb-check: lintian,
 #                   install, man pages, unit, an fstab mount)
+#   make rpm        the RPM package in build/rpm (rpm-check: its files,
+#                   requires, unpacked binaries run)
 #   make asan       the test suite under AddressSanitizer + UBSan only
 #   make tsan       the concurrent tests under ThreadSanitizer
 #   make soak       the lose-nothing storm for SOAK_SECONDS (all modes)
@@ -85,10 +87,16 @@ CONF_BIN := $(OUT)/tests/test_conformance
 # The randomized lose-nothing storm (test_lose_nothing) runs last, so a
 # failure there never hides the other tests' results.
 STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
+# test_swift_live needs a real Swift: under `make check` it uses the one
+# tests/servers/shared.sh started for every pass (SMUX_TEST_SWIFT_DIR);
+# alone it starts its own (a minute on a loaded machine).
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: test-servers man deb deb-check soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints
+.PHONY: bench-s3 bench-cdn check-s3 check-swift test-servers man deb deb-check rpm rpm-check soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints conformance-large check-passes test-run test-tsan-run test-integration-run
+# Objects stay after a build (they were deleted as intermediates, and a
+# later make could decide to remake a binary from them).
+.SECONDARY:
 all: lib tests $(if $(wildcard src/fs/main.c),$(SMUXFS)) $(SMUXCTL)
 lib: $(LIB)
 tests: $(TEST_BINS)
@@ -142,10 +150,50 @@ $(BENCH_HINTS): $(OUT)/obj/tests/bench/bench_hints.o $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_LIB)
 
 # smuxfs against a plain directory, mergerfs and unionfs-fuse, side by
-# side in one run (tests/bench/fs_bench.sh; it installs the peers itself).
+# side in one run (tests/bench/fs_bench.sh; it installs the peers itself),
+# then the S3 rows (bench-s3), then the Swift and Bunny rows (bench-cdn).
 bench: deps
 	$(MAKE) VARIANT=normal all
 	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/fs_bench.sh
+	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/s3_bench.sh
+	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/cdn_bench.sh
+
+# smuxfs with one s3 backend against s3fs and rclone mount on one s3rver,
+# time to durability and requests per workload (tests/bench/s3_bench.sh; it
+# installs s3fs and rclone itself). BENCH_SIZE_MB, BENCH_FILES, BENCH_REPS.
+bench-s3: deps
+	$(MAKE) VARIANT=normal all
+	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/s3_bench.sh
+
+# smuxfs with one swift backend against rclone mount (swift backend) on one
+# Swift, smuxfs's s3 backend on the same Swift's S3 API, and smuxfs with one
+# bunny backend on the Bunny emulator: time to durability and requests per
+# workload (tests/bench/cdn_bench.sh; it installs rclone itself).
+# BENCH_SIZE_MB, BENCH_FILES, BENCH_REPS.
+bench-cdn: deps
+	$(MAKE) VARIANT=normal all
+	BENCH_SMUXFS=$(abspath build/smuxfs) tests/bench/cdn_bench.sh
+
+# The whole conformance suite on OpenStack Swift (tempauth, and through the
+# identity v2.0 emulator) and a shield mount of file + swift
+# (tests/integration/test_swift.sh), normally and under ASan: minutes (a
+# Swift PUT costs ~100-250 ms here), so not in `make check` (test_swift_auth
+# is). One Swift serves them all (SMUX_TEST_SWIFT_DIR).
+check-swift: deps
+	$(MAKE) VARIANT=normal $(CONF_BIN) build/tests/test_swift_live build/smuxfs
+	$(MAKE) VARIANT=asan build/asan/tests/test_conformance \
+		build/asan/tests/test_swift_live build/asan/smuxfs
+	@d=$$(mktemp -d /tmp/smux-check-swift.XXXXXX); \
+	trap 'tests/servers/swift.sh stop "$$d" >/dev/null 2>&1; rm -rf "$$d"' EXIT; \
+	tests/servers/swift.sh start "$$d" >/dev/null && \
+	export SMUX_TEST_SWIFT_DIR=$$d && set -x && \
+	build/tests/test_swift_live && build/asan/tests/test_swift_live && \
+	SMUX_CONF_FIXTURE=swift build/tests/test_conformance && \
+	SMUX_CONF_FIXTURE=swift-identity build/tests/test_conformance && \
+	SMUX_CONF_FIXTURE=swift build/asan/tests/test_conformance && \
+	SMUX_CONF_FIXTURE=swift-identity build/asan/tests/test_conformance && \
+	timeout 900 tests/integration/test_swift.sh && \
+	SMUXFS=build/asan/smuxfs timeout 900 tests/integration/test_swift.sh
 
 # Selection cost per mode and mux throughput (see tests/bench/bench_core.c).
 bench-core: deps
@@ -163,13 +211,21 @@ export ASAN_OPTIONS ?= abort_on_error=1:detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 
-# The modes whose storm passes every time so far run in `make check`; the
-# others still lose the race now and then (issue 9 note): `make soak`
-# runs every mode. STORM_MODES= (empty) runs them all here too.
-STORM_MODES ?= round-robin,weighted,shield,mirror
+# The modes whose storm runs in `make check` (seeds 1 and 2, 1 s storms):
+# every mode since session 6 (failover and sticky-by-key passed every soak
+# run, normally and under TSan). `make soak` runs longer storms with new
+# seeds. Empty (the default) means every mode; a list such as
+# STORM_MODES=mirror,shield runs only those.
+STORM_MODES ?=
 
 # Runs every test binary of this variant; stops at the first failure.
+# The *-run targets run what is built and build nothing: make check's lanes
+# run side by side, and two makes deciding to build one file at once
+# race (a lane linked a half-written object: "undefined reference to main").
 test: all
+	$(MAKE) --no-print-directory test-run
+
+test-run:
 	@set -e; for t in $(TEST_BINS); do \
 		echo "== $$t"; \
 		SMUX_TEST_VARIANT=$(VARIANT) \
@@ -183,9 +239,14 @@ deps:
 TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
 	test_mux_deadline test_mux_failover test_mux_fanout test_mux_health test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
 	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
-	test_stats test_lose_nothing
+	test_stats test_sendq test_eventlog test_swift_auth \
+	test_mux_rejoin_fence test_mux_shield_drain test_mux_zombie_handoff test_mux_departed \
+	test_lose_nothing
 
 test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
+	$(MAKE) --no-print-directory test-tsan-run
+
+test-tsan-run:
 	@set -e; for t in $(TSAN_TESTS); do \
 		echo "== $(OUT)/tests/$$t"; \
 		SMUX_TEST_VARIANT=tsan SMUX_LOSE_NOTHING_MODE=$(STORM_MODES) \
@@ -204,23 +265,61 @@ soak: $(OUT)/tests/test_lose_nothing
 		SMUX_LOSE_NOTHING_MODE=$(SOAK_MODE) \
 		$(if $(filter tsan,$(VARIANT)),setarch -R) $(OUT)/tests/test_lose_nothing
 
+# The conformance suite with the 1 GiB streaming case (make check runs it
+# at 256 MiB; SMUX_CONF_LARGE_MB sets the size).
+conformance-large: $(CONF_BIN)
+	SMUX_TEST_VARIANT=$(VARIANT) SMUX_CONF_LARGE_MB=1024 $(CONF_BIN)
+
 # Real mounts with real programs (tests/integration/run.sh), with the
 # daemon of this variant.
 test-integration: all
+	$(MAKE) --no-print-directory test-integration-run
+
+test-integration-run:
 	SMUXFS=$(abspath $(SMUXFS)) tests/integration/run.sh
+
+# Issue 10's fault runs with the slower ones make check leaves out
+# (test_s3_faults freeze: s3rver frozen mid-run; about 3 minutes in all).
+.PHONY: check-s3-faults
+check-s3-faults: all
+	SMUX_IT_SLOW=1 SMUXFS=$(abspath $(SMUXFS)) tests/integration/run.sh test_s3_faults
 
 # The S3 test servers (tests/servers/: Swift with s3api, s3rver) proven
 # with the aws CLI: bucket, awkward key, multipart (about 3 minutes).
 test-servers: deps
 	tests/servers/smoke.sh all
 
+# The conformance suite on the s3 backend against Swift's s3api and
+# s3rver, each server started and stopped by the test (about 10 minutes:
+# not part of `make check`; VARIANT=asan for ASan+UBSan).
+check-s3: deps
+	$(MAKE) VARIANT=$(VARIANT) $(OUT)/tests/test_conformance
+	SMUX_TEST_VARIANT=$(VARIANT) SMUX_CONF_FIXTURE=s3-swift \
+		$(OUT)/tests/test_conformance
+	SMUX_TEST_VARIANT=$(VARIANT) SMUX_CONF_FIXTURE=s3-s3rver \
+		$(OUT)/tests/test_conformance
+
+# The S3 test servers (Swift, s3rver) start once for all the passes
+# (tests/servers/shared.sh), not once per test binary and pass.
+# Builds every variant first, then runs the unit lane (normal, asan, tsan)
+# and the two integration lanes (normal, asan) side by side
+# (scripts/check-lanes.sh says why), with the S3 test servers started once
+# for all of it.
 check: deps
+	$(MAKE) -j2 VARIANT=normal all
+	$(MAKE) -j2 VARIANT=asan all
+	$(MAKE) -j2 VARIANT=tsan $(addprefix build/tsan/tests/,$(TSAN_TESTS))
+	tests/servers/shared.sh run scripts/check-lanes.sh
+	$(MAKE) deb-check
+	$(MAKE) rpm-check
+
+# The same passes one after the other (what `make check` ran before).
+check-passes:
 	$(MAKE) VARIANT=normal test
 	$(MAKE) VARIANT=normal test-integration
 	$(MAKE) VARIANT=asan test
 	$(MAKE) VARIANT=asan test-integration
 	$(MAKE) VARIANT=tsan test-tsan
-	$(MAKE) deb-check
 
 asan: deps
 	$(MAKE) VARIANT=asan test
@@ -279,6 +378,15 @@ deb: deps
 
 deb-check: deb
 	tests/package/test_deb.sh build/deb/smuxfs_*.deb
+
+# The RPM package (packaging/rpm/smuxfs.spec, rpmbuild -bb through
+# scripts/make-rpm.sh) in build/rpm; rpm-check lists and unpacks it.
+rpm: deps
+	$(MAKE) VARIANT=normal build/smuxfs build/smuxctl man
+	scripts/make-rpm.sh build/rpm
+
+rpm-check: rpm
+	tests/package/test_rpm.sh build/rpm/smuxfs-*.rpm
 
 clean:
 	rm -rf build

@@ -26,6 +26,7 @@ sqlite3:/usr/bin/sqlite3
 git:/usr/bin/git
 jq:/usr/bin/jq
 python3:/usr/bin/python3
+curl:/usr/bin/curl
 strace:/usr/bin/strace
 nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
@@ -43,11 +44,16 @@ swift-object:/usr/bin/swift-object-server
 swift-container:/usr/bin/swift-container-server
 swift-account:/usr/bin/swift-account-server
 memcached:/usr/bin/memcached
+python3-swiftclient:/usr/bin/swift
 awscli:/usr/bin/aws
+s3fs:/usr/bin/s3fs
 python3-botocore:/usr/lib/python3/dist-packages/botocore/__init__.py
 nodejs:/usr/bin/node
 npm:/usr/bin/npm
 prometheus:/usr/bin/promtool
+rpm:/usr/bin/rpmbuild
+rpm2cpio:/usr/bin/rpm2cpio
+cpio:/bin/cpio
 "
 
 missing=""

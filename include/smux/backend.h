@@ -128,6 +128,10 @@ enum smux_caps {
 	SMUX_CAP_DIR_RENAME = 16,
 	/* extended attributes (user.*) */
 	SMUX_CAP_XATTR = 32,
+	/* head of "a" also answers for the directory "a/" (marker or
+	 * implied) when no object "a" exists, so KEY_NOT_FOUND for "a"
+	 * means neither: a caller need not ask "a/" again */
+	SMUX_CAP_HEAD_DIR = 64,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -461,6 +465,13 @@ struct smux_writer {
 	/* pwrite takes SMUX_OFF_APPEND itself (else the wrapper turns it
 	 * into the pending size); set by the kind at open */
 	bool appends;
+	/* The object as this open found or made it, when has_info (set by
+	 * the kind at open: the in-place file writer fills it from the
+	 * opened file; a mux writer of one target passes its member's on).
+	 * Lets a caller that just created the object skip asking for its
+	 * attributes again. */
+	bool has_info;
+	struct smux_info info;
 };
 
 /* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */

@@ -56,6 +56,30 @@ enum smux_cancel_reason smux_cancel_reason(const struct smux_cancel *c);
 struct smux_span; /* trace.h; opaque here */
 
 /*
+ * A local copy of one object's content that the caller holds (the smuxfs
+ * daemon's staging file or read cache), offered to a backend without a
+ * server-side copy: bunny's rename uploads it again instead of getting
+ * the object first. A hint only: a backend uses it after checking that it
+ * is the stored version's content (bunny: its SHA-256 against the stored
+ * Checksum), else it reads the object as without one. Refcounted, because
+ * a member call can outlive its caller (a bulkhead's abandoned call):
+ * whoever keeps a context beyond the call takes a reference.
+ */
+struct smux_local_copy;
+
+/* A copy of @key's content: @size bytes of @fd (taken: closed by the last
+ * unref). NULL when out of memory (@fd closed then). */
+struct smux_local_copy *smux_local_copy_new(const char *key, int fd,
+					    uint64_t size);
+struct smux_local_copy *smux_local_copy_ref(struct smux_local_copy *lc);
+/* Drops a reference; the last closes the fd. NULL is a no-op. */
+void smux_local_copy_unref(struct smux_local_copy *lc);
+/* The fd (borrowed: valid while the reference is) and *@size when @lc
+ * (may be NULL) is a copy of @key; -1 otherwise. */
+int smux_local_copy_fd(const struct smux_local_copy *lc, const char *key,
+		       uint64_t *size);
+
+/*
  * A call context. Plain value, cheap to copy; a callee that needs more
  * (a tighter deadline, one more token) derives a child copy with
  * smux_ctx_derive() instead of changing its argument. Pointers inside are
@@ -66,6 +90,9 @@ struct smux_ctx {
 	struct smux_cancel *cancel[SMUX_CTX_MAX_CANCEL]; /* NULL-padded */
 	struct smux_span *parent_span; /* NULL = no tracing parent */
 	unsigned depth;		       /* muxes above this call */
+	/* a local copy of the call's object (NULL: none), borrowed like the
+	 * tokens; see struct smux_local_copy */
+	struct smux_local_copy *local;
 };
 
 /* A context with no deadline, no token, depth 0. */

@@ -305,6 +305,11 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		return smux__file_fail(iw->fb, err, errno, "open", key);
 	if ((flags & SMUX_WRITER_TRUNC) && st.st_size && ftruncate(fd, 0) < 0)
 		return smux__file_fail(iw->fb, err, errno, "truncate", key);
+	/* what a head would say now (a cut file: empty, its times moved) */
+	if ((flags & SMUX_WRITER_TRUNC) && st.st_size && fstat(fd, &st) < 0)
+		return smux__file_fail(iw->fb, err, errno, "stat", key);
+	smux__file_fill_info(&st, &iw->base.info);
+	iw->base.has_info = true;
 	return 0;
 }
 

@@ -57,12 +57,13 @@ struct xfer {
 	const struct smux_ctx *ctx;
 	const struct smux__http_req *req;
 	struct smux__http_resp *resp;
-	uint64_t up_pos; /* next body byte to send */
-	int src_errno;	 /* the body source failed (positive errno) */
-	int sink_errno;	 /* the sink refused bytes */
-	bool too_big;	 /* the body passed req->max_body */
-	bool header_bad; /* on_header refused a header */
-	bool idle_fired; /* no byte moved for idle_timeout_ms */
+	uint64_t up_pos;  /* next body byte to send */
+	int src_errno;	  /* the body source failed (positive errno) */
+	int sink_errno;	  /* the sink refused bytes */
+	bool too_big;	  /* the body passed req->max_body */
+	bool header_bad;  /* on_header refused a header */
+	bool idle_fired;  /* no byte moved for idle_timeout_ms */
+	bool tls_refused; /* the server's certificate failed verification */
 	enum smux_cancel_reason cancelled;
 	int64_t last_move_ns;
 	curl_off_t last_dl, last_ul;
@@ -535,6 +536,19 @@ static int transfer_error(struct xfer *x, CURLcode cc, const char *errbuf,
 				     detail);
 		err->e.sys_errno = ECONNREFUSED;
 		return -ECONNREFUSED;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		/* the member cannot be used as configured (its requests fail
+		 * over; it is probed like a down one), and asking again gets
+		 * the same certificate: not retried */
+		x->tls_refused = true;
+		return smux_error_set(err, SMUX_E_CONNECTION, b,
+				      "%s: TLS: %s (the server's certificate "
+				      "is not trusted: ca_file?)",
+				      what, detail);
 	default: /* resolve, send, recv, TLS, got nothing: the link */
 		return smux_error_set(err, SMUX_E_CONNECTION, b, "%s: %s", what,
 				      detail);
@@ -577,6 +591,8 @@ static void set_options(struct smux__http *h, CURL *c, struct xfer *x,
 	curl_easy_setopt(c, CURLOPT_URL, req->url);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* keys are paths as given: never squash "." or ".." segments */
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
@@ -685,7 +701,8 @@ static bool retryable(const struct xfer *x, const struct smux_error *err)
 {
 	if (x->req->no_retry || (x->req->body && x->req->body_once))
 		return false;
-	if (x->src_errno || x->sink_errno || x->cancelled != SMUX_CANCEL_NONE)
+	if (x->src_errno || x->sink_errno || x->tls_refused ||
+	    x->cancelled != SMUX_CANCEL_NONE)
 		return false;
 	if (err->e.code == SMUX_E_HTTP)
 		return smux__http_status_retryable(err->e.http_status);
@@ -759,6 +776,11 @@ int smux__http_do(struct smux__http *h, const struct smux_ctx *ctx,
 		rc = smux_ctx_check(ctx, h->backend, err);
 		if (rc < 0)
 			break;
+		if (req.prepare) {
+			rc = req.prepare(req.prepare_arg, &req.headers, err);
+			if (rc < 0)
+				break;
+		}
 		rc = attempt(h, ctx, &req, resp, &x, err);
 		resp->attempts = n;
 		if (rc == 0)
@@ -838,6 +860,28 @@ static int hexval(char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+char *smux__http_key_url(const char *base, const char *key, bool slash)
+{
+	size_t kl = strlen(key), bl = strlen(base);
+	size_t cap = bl + 3 * kl + 2;
+	char *u = malloc(cap);
+	long n;
+
+	if (!u)
+		return NULL;
+	memcpy(u, base, bl);
+	n = smux__http_escape(key, kl, true, u + bl, cap - bl - 1);
+	if (n < 0) {
+		free(u);
+		return NULL;
+	}
+	if (slash && (kl == 0 || key[kl - 1] != '/')) {
+		u[bl + (size_t)n] = '/';
+		u[bl + (size_t)n + 1] = '\0';
+	}
+	return u;
 }
 
 long smux__http_unescape(const char *in, size_t len, char *out, size_t cap)

@@ -97,6 +97,15 @@ struct smux__http_req {
 	/* What the request is about, for error messages ("GET a/b"); never
 	 * a URL with credentials. NULL: the method. */
 	const char *what;
+	/* Called before every attempt, retries included, to rebuild the
+	 * request headers (a signature with a fresh time: SigV4 must be
+	 * re-signed per attempt). Sets *@headers to the NULL-terminated list
+	 * the attempt sends (valid until the next call or the end of
+	 * smux__http_do). 0, or a negative errno with @err filled: the
+	 * request fails with it. NULL: req.headers is sent every time. */
+	int (*prepare)(void *arg, const char *const **headers,
+		       struct smux_error *err);
+	void *prepare_arg;
 };
 
 /* What came back. Header fields are "" / -1 when absent. */
@@ -158,6 +167,13 @@ long smux__http_escape(const char *in, size_t len, bool keep_slash, char *out,
 		       size_t cap);
 
 /*
+ * "<@base><escaped @key>" ('/' kept), plus a '/' when @slash and the key
+ * does not end in one (a directory), in a new heap string; NULL when out of
+ * memory or too long.
+ */
+char *smux__http_key_url(const char *base, const char *key, bool slash);
+
+/*
  * Decodes %XX escapes of @in (@len bytes) into @out (@cap bytes,
  * NUL-terminated). A malformed escape or a decoded NUL is -EINVAL; too
  * long -ENAMETOOLONG. Returns the decoded length.
@@ -169,5 +185,33 @@ long smux__http_unescape(const char *in, size_t len, char *out, size_t cap);
  * takes them) into ns since the epoch; -1 when it is not one.
  */
 int64_t smux__http_parse_date(const char *s);
+
+/* ---- ranged GETs (http_range.c), shared by every network backend ---- */
+
+/*
+ * The object's total size from an answer: the total of Content-Range
+ * ("bytes A-B/N"), else a 200's Content-Length. False when the answer does
+ * not say (a "*" total, a 206 without Content-Range, no length).
+ */
+bool smux__http_answer_size(const struct smux__http_resp *r, uint64_t *size);
+
+/*
+ * The bytes of a ranged GET's body the caller asked for. A server that
+ * ignored the Range answers 200 with the whole object: the bytes before
+ * the range are dropped and delivery stops after its length.
+ */
+struct smux__http_range {
+	uint64_t skip; /* bytes still to drop (a 200 to a Range) */
+	uint64_t room; /* bytes still to deliver */
+};
+
+/* Starts delivering @len bytes from @off of an answer with @status. */
+void smux__http_range_start(struct smux__http_range *r, long status,
+			    uint64_t off, uint64_t len);
+
+/* Passes the part of @data (@len body bytes, in order) within the range to
+ * @out. 0 or the sink's negative errno. */
+int smux__http_range_write(struct smux__http_range *r, const void *data,
+			   size_t len, struct smux_sink *out);
 
 #endif /* SMUX_BACKENDS_HTTP_CLIENT_H */

@@ -83,24 +83,7 @@ static bool key_is_dir(const char *key)
  * new heap string; NULL when out of memory. */
 static char *davb_url(struct davb *d, const char *key, bool slash)
 {
-	size_t kl = strlen(key), bl = strlen(d->base_url);
-	size_t cap = bl + 3 * kl + 2;
-	char *u = malloc(cap);
-	long n;
-
-	if (!u)
-		return NULL;
-	memcpy(u, d->base_url, bl);
-	n = smux__http_escape(key, kl, true, u + bl, cap - bl - 1);
-	if (n < 0) {
-		free(u);
-		return NULL;
-	}
-	if (slash && (kl == 0 || key[kl - 1] != '/')) {
-		u[bl + (size_t)n] = '/';
-		u[bl + (size_t)n + 1] = '\0';
-	}
-	return u;
+	return smux__http_key_url(d->base_url, key, slash);
 }
 
 static int davb_nomem(struct davb *d, struct smux_error *err)
@@ -376,9 +359,8 @@ struct get_state {
 	struct smux_sink *out;
 	const char *if_match;
 	struct smux__http_resp *resp;
-	uint64_t off, len; /* the range asked for */
-	uint64_t skip;	   /* bytes still to drop (a 200 to a Range) */
-	uint64_t room;	   /* bytes still to deliver */
+	uint64_t off, len;	       /* the range asked for */
+	struct smux__http_range range; /* what of the body is asked for */
 	bool checked;
 	bool stale; /* the answer is another version than if_match */
 	struct smux_info info;
@@ -388,17 +370,10 @@ struct get_state {
  * Content-Length. */
 static void get_answer_info(struct get_state *g)
 {
-	const char *slash = strchr(g->resp->content_range, '/');
 	uint64_t size = 0;
-	char *end;
 
-	if (slash && slash[1] != '*') {
-		size = strtoull(slash + 1, &end, 10);
-		if (*end != '\0')
-			size = 0;
-	} else if (g->resp->content_length > 0) {
-		size = (uint64_t)g->resp->content_length;
-	}
+	if (!smux__http_answer_size(g->resp, &size))
+		size = 0;
 	davb_fill_info(g->d, &g->info, false, size,
 		       smux__http_parse_date(g->resp->last_modified) > 0
 			       ? smux__http_parse_date(g->resp->last_modified)
@@ -423,7 +398,6 @@ static int get_check(struct get_state *g)
 static int get_sink_write(void *arg, const void *data, size_t len)
 {
 	struct get_state *g = arg;
-	const char *p = data;
 	int rc;
 
 	if (!g->checked) {
@@ -431,22 +405,12 @@ static int get_sink_write(void *arg, const void *data, size_t len)
 		if (rc < 0)
 			return rc;
 		/* a server that ignored the Range sends it all (200) */
-		g->skip = g->resp->status == 200 ? g->off : 0;
-		g->room = g->len;
+		smux__http_range_start(&g->range, g->resp->status, g->off,
+				       g->len);
 	} else if (g->stale) {
 		return -ECANCELED;
 	}
-	if (g->skip) {
-		size_t k = len < g->skip ? len : (size_t)g->skip;
-
-		g->skip -= k;
-		p += k;
-		len -= k;
-	}
-	if (len > g->room)
-		len = (size_t)g->room;
-	g->room -= len;
-	return len ? smux_sink_write(g->out, p, len) : 0;
+	return smux__http_range_write(&g->range, data, len, g->out);
 }
 
 static int get_sink_rewind(void *arg)

@@ -1005,11 +1005,12 @@ static int memb_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
-/* A memory backend keeps owners (as metadata). */
+/* A memory backend keeps owners (as metadata); its head answers for a
+ * directory "d/" by "d" too. */
 static unsigned memb_caps(struct smux_backend *b)
 {
 	memb_from(b);
-	return SMUX_CAP_OWNER;
+	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR;
 }
 
 static void memb_destroy(struct smux_backend *b)

@@ -16,6 +16,18 @@
  * Whoever drops the last reference frees, so nobody ever waits for a stuck
  * backend.
  *
+ * Worker threads are joinable and each has a record on bh->threads. One
+ * that retires when idle marks its record exited and is joined by the next
+ * smux__bulkhead_start or by smux__bulkhead_free. smux__bulkhead_free joins
+ * every worker that is not inside a member call: idle ones exit at once,
+ * so at unmount no worker is still ending (releasing its thread-local
+ * state, e.g. OpenSSL's per-thread error state from curl) when the process
+ * exits. A worker inside a member call (an abandoned job stuck past its
+ * deadline, or one that has not returned yet) cannot be joined without
+ * waiting for the backend: free detaches it instead, it finishes the call
+ * in the background, drops its result, exits, frees its own record, and the
+ * last reference frees the bulkhead - the DESIGN's abandoned job.
+ *
  * Lock order: job->lock, then the caller's sink/callback and group->lock.
  * bh->lock is never held together with a job lock, and no lock of this
  * file is held while a backend operation runs (a writer's writer_lock is
@@ -41,10 +53,11 @@
 #define BH_POLL_NS (5 * NS_PER_MS)
 /*
  * Hand-off without sleeping: a worker that finished a job watches the
- * queue, and a caller watches its job, for this long before blocking on a
- * condition variable. Waking a sleeping thread costs tens of microseconds
- * on these virtual machines; a member call on a local backend often takes
- * less. Bounded, so an idle mux burns no CPU.
+ * queue (one worker at a time: the others sleep at once), and a caller
+ * watches its job, for this long before blocking on a condition variable.
+ * Waking a sleeping thread costs tens of microseconds on these virtual
+ * machines; a member call on a local backend often takes less. Bounded,
+ * so an idle mux burns no CPU.
  */
 #define BH_SPIN_NS (50 * 1000LL)
 
@@ -56,20 +69,36 @@ static inline void cpu_relax(void)
 	sched_yield();
 }
 
+/* One worker thread. Fields protected by its bulkhead's lock. */
+struct bh_thread {
+	struct smux__bulkhead *bh; /* immutable */
+	pthread_t tid;		   /* immutable once started */
+	struct bh_thread *next;	   /* on bh->threads until joined/detached */
+	bool busy;		   /* running a member call (job_run) */
+	bool exited;		   /* worker_main is returning: join it */
+	bool detached;		   /* off the list; the thread frees this */
+};
+
 struct smux__bulkhead {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	 /* CLOCK_MONOTONIC; job queued or closing */
-	char *name;		 /* immutable */
-	unsigned max_inflight;	 /* immutable */
-	struct smux__job *head;	 /* protected by lock: FIFO of queued jobs */
-	struct smux__job *tail;	 /* protected by lock */
-	unsigned queued;	 /* protected by lock */
-	atomic_uint queued_hint; /* copy of queued for lock-free spinning */
-	unsigned running;	 /* protected by lock */
-	unsigned workers;	 /* protected by lock: worker threads alive */
-	unsigned idle;		 /* protected by lock: workers waiting */
-	unsigned refs;		 /* protected by lock: owner, workers, jobs */
-	bool closing;		 /* protected by lock: owner freed it */
+	pthread_cond_t cond;	   /* CLOCK_MONOTONIC; job queued or closing */
+	pthread_cond_t changed;	   /* a worker went busy or exited */
+	struct bh_thread *threads; /* protected by lock: not yet joined */
+	char *name;		   /* immutable */
+	unsigned max_inflight;	   /* immutable */
+	struct smux__job *head;	   /* protected by lock: FIFO of queued jobs */
+	struct smux__job *tail;	   /* protected by lock */
+	unsigned queued;	   /* protected by lock */
+	atomic_uint queued_hint;   /* copy of queued for lock-free spinning */
+	unsigned running;	   /* protected by lock */
+	unsigned workers;	   /* protected by lock: worker threads alive */
+	unsigned idle;		   /* protected by lock: workers waiting */
+	unsigned refs;		   /* protected by lock: owner, workers, jobs */
+	bool closing;		   /* protected by lock: owner freed it */
+	/* protected by lock: a worker is watching the queue without
+	 * sleeping (at most one does: two idle workers spinning side by
+	 * side only hand the CPU to each other) */
+	bool spinning;
 	/* set before the first job, read-only afterwards */
 	const struct smux__zombie_hooks *zhooks;
 	void *zarg;
@@ -226,6 +255,7 @@ struct smux__bulkhead *smux__bulkhead_new(const char *name,
 	bh->refs = 1;
 	pthread_mutex_init(&bh->lock, NULL);
 	cond_init_monotonic(&bh->cond);
+	pthread_cond_init(&bh->changed, NULL);
 	return bh;
 }
 
@@ -241,6 +271,7 @@ static void bh_destroy(struct smux__bulkhead *bh)
 {
 	if (bh->zhooks && bh->zhooks->release)
 		bh->zhooks->release(bh->zarg);
+	pthread_cond_destroy(&bh->changed);
 	pthread_cond_destroy(&bh->cond);
 	pthread_mutex_destroy(&bh->lock);
 	free(bh->name);
@@ -259,15 +290,79 @@ static void bh_put(struct smux__bulkhead *bh)
 		bh_destroy(bh);
 }
 
+/* Joins and frees the records of @list (taken off bh->threads; bh->lock
+ * not held: the threads are past their last use of it). */
+static void threads_join(struct bh_thread *list)
+{
+	while (list) {
+		struct bh_thread *t = list;
+
+		list = t->next;
+		pthread_join(t->tid, NULL);
+		free(t);
+	}
+}
+
+/* Takes the exited workers off bh->threads and returns them, to be
+ * joined once bh->lock is released. bh->lock held. */
+static struct bh_thread *threads_take_exited(struct smux__bulkhead *bh)
+{
+	struct bh_thread **pp = &bh->threads, *out = NULL;
+
+	while (*pp) {
+		struct bh_thread *t = *pp;
+
+		if (t->exited) {
+			*pp = t->next;
+			t->next = out;
+			out = t;
+		} else {
+			pp = &t->next;
+		}
+	}
+	return out;
+}
+
 void smux__bulkhead_free(struct smux__bulkhead *bh)
 {
+	struct bh_thread *done = NULL;
+
 	if (!bh)
 		return;
 	pthread_mutex_lock(&bh->lock);
 	bh->closing = true;
 	/* Idle workers exit; busy ones drain the queue first. */
 	pthread_cond_broadcast(&bh->cond);
+	for (;;) {
+		struct bh_thread **pp = &bh->threads;
+		bool waiting = false;
+
+		while (*pp) {
+			struct bh_thread *t = *pp;
+
+			if (t->exited) {
+				*pp = t->next;
+				t->next = done;
+				done = t;
+			} else if (t->busy ||
+				   pthread_equal(t->tid, pthread_self())) {
+				/* in a member call (maybe stuck past its
+				 * deadline), or ourselves: never wait for a
+				 * backend; the thread frees its record */
+				*pp = t->next;
+				t->detached = true;
+				pthread_detach(t->tid);
+			} else {
+				waiting = true; /* idle: exiting now */
+				pp = &t->next;
+			}
+		}
+		if (!waiting)
+			break;
+		pthread_cond_wait(&bh->changed, &bh->lock);
+	}
 	pthread_mutex_unlock(&bh->lock);
+	threads_join(done);
 	bh_put(bh);
 }
 
@@ -326,6 +421,7 @@ static void job_free(struct smux__job *job)
 	free(job->key2);
 	free(job->if_match);
 	free(job->buf);
+	smux_local_copy_unref(job->wctx.local);
 	smux_backend_unref(job->backend);
 	if (job->bh)
 		bh_put(job->bh);
@@ -558,6 +654,9 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	job->wctx.cancel[0] = &job->token;
 	job->wctx.parent_span = call->span;
 	job->wctx.depth = ctx ? ctx->depth : 0;
+	/* the local copy is counted: an abandoned call may still read it */
+	if (ctx && ctx->local)
+		job->wctx.local = smux_local_copy_ref(ctx->local);
 	return 0;
 }
 
@@ -688,9 +787,9 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 			      "unknown bulkhead operation %d", (int)job->op);
 }
 
-/* Runs @job (counted in bh->running) and publishes its outcome; drops the
- * worker's reference. */
-static void job_run(struct smux__job *job)
+/* Runs @job (counted in bh->running) on worker @self and publishes its
+ * outcome; drops the worker's reference. */
+static void job_run(struct smux__job *job, struct bh_thread *self)
 {
 	struct smux_writer *opened = NULL, *orphan = NULL;
 	struct smux_reader *ropened = NULL, *rorphan = NULL;
@@ -723,9 +822,13 @@ static void job_run(struct smux__job *job)
 	if (job->writer_lock)
 		pthread_mutex_unlock(job->writer_lock);
 
-	/* No longer busy once the caller can see the result. */
+	/* No longer busy once the caller can see the result: the member
+	 * call is over, so a free from here on joins this worker (what is
+	 * left to do here never waits for a backend) */
 	pthread_mutex_lock(&job->bh->lock);
 	job->bh->running--;
+	self->busy = false;
+	pthread_cond_broadcast(&job->bh->changed);
 	pthread_mutex_unlock(&job->bh->lock);
 
 	pthread_mutex_lock(&job->lock);
@@ -776,20 +879,23 @@ static void worker_set_name(const struct smux__bulkhead *bh)
 
 static void *worker_main(void *arg)
 {
-	struct smux__bulkhead *bh = arg;
+	struct bh_thread *self = arg;
+	struct smux__bulkhead *bh = self->bh;
 	struct smux__job *job;
-	bool last;
+	bool last, detached;
 
 	worker_set_name(bh);
 	pthread_mutex_lock(&bh->lock);
 	for (;;) {
 		int64_t idle_until = smux_now_ns() + BH_IDLE_NS;
 
-		if (!bh->head && !bh->closing) {
-			/* watch the queue a moment before sleeping */
+		if (!bh->head && !bh->closing && !bh->spinning) {
+			/* watch the queue a moment before sleeping (one
+			 * worker at a time; the others sleep at once) */
 			int64_t spin_until = smux_now_ns() + BH_SPIN_NS;
 
 			bh->idle++; /* a spinning worker is an idle one */
+			bh->spinning = true;
 			pthread_mutex_unlock(&bh->lock);
 			while (atomic_load_explicit(&bh->queued_hint,
 						    memory_order_acquire) ==
@@ -797,6 +903,7 @@ static void *worker_main(void *arg)
 			       smux_now_ns() < spin_until)
 				cpu_relax();
 			pthread_mutex_lock(&bh->lock);
+			bh->spinning = false;
 			bh->idle--;
 		}
 		while (!bh->head && !bh->closing) {
@@ -813,46 +920,62 @@ static void *worker_main(void *arg)
 			break; /* idle too long, or closing with nothing left */
 		queue_unlink(bh, job);
 		bh->running++;
+		self->busy = true;
+		pthread_cond_broadcast(&bh->changed);
 		pthread_mutex_unlock(&bh->lock);
 
-		job_run(job); /* takes running back */
+		job_run(job, self); /* takes running and busy back */
 
 		pthread_mutex_lock(&bh->lock);
 	}
 	bh->workers--;
+	self->exited = true;
+	detached = self->detached;
+	pthread_cond_broadcast(&bh->changed);
 	last = --bh->refs == 0;
 	pthread_mutex_unlock(&bh->lock);
+	if (detached)
+		free(self); /* off the list: nobody else sees it */
 	if (last)
 		bh_destroy(bh);
 	return NULL;
 }
 
-/* Starts one detached worker with asynchronous signals blocked (the
- * daemon's main thread handles those). bh->lock held. 0 or -errno. */
+/* Starts one joinable worker (on bh->threads) with asynchronous signals
+ * blocked (the daemon's main thread handles those). bh->lock held. 0 or
+ * -errno. */
 static int worker_spawn(struct smux__bulkhead *bh)
 {
 	static const int sync_signals[] = {SIGSEGV, SIGBUS,  SIGFPE,
 					   SIGILL,  SIGTRAP, SIGABRT};
+	struct bh_thread *t = calloc(1, sizeof(*t));
 	pthread_attr_t attr;
 	sigset_t mask, old;
-	pthread_t tid;
 	int rc;
 
+	if (!t)
+		return -ENOMEM;
+	t->bh = bh;
 	sigfillset(&mask);
 	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(*sync_signals);
 	     i++)
 		sigdelset(&mask, sync_signals[i]);
 	rc = pthread_attr_init(&attr);
-	if (rc)
+	if (rc) {
+		free(t);
 		return -rc;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	}
 	pthread_sigmask(SIG_SETMASK, &mask, &old);
 	bh->workers++;
 	bh->refs++;
-	rc = pthread_create(&tid, &attr, worker_main, bh);
+	rc = pthread_create(&t->tid, &attr, worker_main, t);
 	if (rc) {
 		bh->workers--;
 		bh->refs--;
+		free(t);
+	} else {
+		t->next = bh->threads;
+		bh->threads = t;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
@@ -868,6 +991,7 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 				       struct smux__group *g)
 {
 	struct smux__job *job = job_new();
+	struct bh_thread *retired;
 
 	if (!job)
 		return NULL;
@@ -876,6 +1000,8 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 	job->group = g;
 
 	pthread_mutex_lock(&bh->lock);
+	/* workers that retired when idle: joined outside the lock below */
+	retired = threads_take_exited(bh);
 	if (bh->closing)
 		goto out_unlock;
 	job->bh = bh;
@@ -889,12 +1015,18 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 		job->bh = NULL;
 		goto out_unlock;
 	}
+	/* Wakes a sleeping worker even while one spins: a spinner that
+	 * yielded its CPU under load may run again only after every other
+	 * runnable task had its turn, a woken one is scheduled at once;
+	 * whichever comes second finds nothing and goes back. */
 	pthread_cond_signal(&bh->cond);
 	pthread_mutex_unlock(&bh->lock);
+	threads_join(retired);
 	return job;
 
 out_unlock:
 	pthread_mutex_unlock(&bh->lock);
+	threads_join(retired);
 out_free:
 	job_free(job);
 	return NULL;

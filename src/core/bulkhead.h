@@ -112,6 +112,11 @@ struct smux__call {
 	/* R_PREAD: the reader; it must live until @done is called */
 	struct smux_reader *reader;
 	struct smux_span *span; /* parent span for the worker ctx */
+	/* A mux's routing of reads (READER_OPEN): members (by backend) that
+	 * already failed this operation, passed over while another is left
+	 * (mux_reader.c's re-open). Not used by the bulkhead. */
+	struct smux_backend *const *avoid;
+	unsigned n_avoid;
 };
 
 struct smux__bulkhead;
@@ -143,9 +148,11 @@ unsigned smux__group_wait(struct smux__group *g, unsigned seen,
 struct smux__bulkhead *smux__bulkhead_new(const char *name,
 					  unsigned max_inflight);
 /*
- * Stops accepting jobs and lets idle workers exit. Workers still running
- * (stuck) finish in the background; the last one frees the bulkhead. Never
- * blocks on a backend.
+ * Stops accepting jobs, tells idle workers to exit and joins them (and any
+ * that retired earlier), so none is still ending when it returns. Workers
+ * inside a member call (stuck past a deadline, or not yet returned) are
+ * detached instead: they finish in the background, drop their result, and
+ * the last one frees the bulkhead. Never blocks on a backend.
  */
 void smux__bulkhead_free(struct smux__bulkhead *bh);
 

@@ -48,6 +48,7 @@ void smux__health_init(struct smux__health *h, int64_t now_ms)
 	h->cooldown_until_ms = 0;
 	h->last_transition_at_ms = now_ms;
 	h->down_since_ms = 0;
+	h->up_since_ns = INT64_MIN;
 	h->probing = false;
 	h->drained = false;
 	memset(&h->last_error, 0, sizeof(h->last_error));
@@ -99,7 +100,8 @@ enum smux_status smux__health_status(struct smux__health *h)
 }
 
 enum smux__transition smux__health_success(struct smux__health *h,
-					   int64_t now_ms, int64_t *down_for_ms)
+					   int64_t now_ms, int64_t answer_ns,
+					   int64_t *down_for_ms)
 {
 	enum smux__transition t = SMUX__HEALTH_SAME;
 
@@ -115,6 +117,7 @@ enum smux__transition smux__health_success(struct smux__health *h,
 		h->probing = false;
 		h->cooldown_until_ms = 0;
 		h->last_transition_at_ms = now_ms;
+		h->up_since_ns = answer_ns;
 		if (down_for_ms)
 			*down_for_ms = now_ms - h->down_since_ms;
 		t = SMUX__HEALTH_RECOVERED;
@@ -141,13 +144,17 @@ static int64_t cooldown_for(const struct smux__health_cfg *cfg, unsigned n)
 
 enum smux__transition smux__health_failure(struct smux__health *h,
 					   const struct smux__health_cfg *cfg,
-					   int64_t now_ms,
+					   int64_t now_ms, int64_t sent_ns,
 					   const struct smux_error_info *e)
 {
 	enum smux__transition t = SMUX__HEALTH_SAME;
 	int64_t cd;
 
 	pthread_mutex_lock(&h->lock);
+	if (h->status == SMUX_STATUS_UP && sent_ns < h->up_since_ns) {
+		pthread_mutex_unlock(&h->lock);
+		return t; /* sent before the recovery: stale */
+	}
 	if (h->consecutive_failures < UINT_MAX)
 		h->consecutive_failures++;
 	cd = cooldown_for(cfg, h->consecutive_failures);
@@ -173,6 +180,22 @@ enum smux__transition smux__health_failure(struct smux__health *h,
 	}
 	pthread_mutex_unlock(&h->lock);
 	return t;
+}
+
+enum smux__transition
+smux__health_call_failure(struct smux__health *h,
+			  const struct smux__health_cfg *cfg, int64_t now_ms,
+			  int64_t sent_ns, const struct smux_error_info *e)
+{
+	pthread_mutex_lock(&h->lock);
+	if (h->status == SMUX_STATUS_DOWN) {
+		if (e)
+			h->last_error = *e;
+		pthread_mutex_unlock(&h->lock);
+		return SMUX__HEALTH_SAME;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return smux__health_failure(h, cfg, now_ms, sent_ns, e);
 }
 
 void smux__health_drain(struct smux__health *h, int64_t now_ms)

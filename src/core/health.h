@@ -32,6 +32,9 @@ struct smux__health {
 	int64_t cooldown_until_ms;
 	int64_t last_transition_at_ms;
 	int64_t down_since_ms;
+	/* monotonic ns of the answer that brought it back up last (a call
+	 * sent before it that fails says nothing about the member now) */
+	int64_t up_since_ns;
 	bool probing; /* one selection is probing this down member */
 	bool drained; /* draining finished: never selected until undrain */
 	struct smux_error_info last_error;
@@ -72,11 +75,12 @@ void smux__health_probe_cancel(struct smux__health *h);
 enum smux_status smux__health_status(struct smux__health *h);
 
 /*
- * A call succeeded. A down member comes back up: returns RECOVERED with
- * *@down_for_ms = now - down_since. Resets consecutive failures.
+ * A call succeeded, its answer in at monotonic @answer_ns. A down member
+ * comes back up: returns RECOVERED with *@down_for_ms = now -
+ * down_since. Resets consecutive failures.
  */
 enum smux__transition smux__health_success(struct smux__health *h,
-					   int64_t now_ms,
+					   int64_t now_ms, int64_t answer_ns,
 					   int64_t *down_for_ms);
 
 /*
@@ -86,11 +90,30 @@ enum smux__transition smux__health_success(struct smux__health *h,
  * max_cooldown) where n is the new consecutive_failures (so the first
  * failure waits `cooldown`, the next `2*cooldown`, ...). Returns WENT_DOWN
  * when the member was up. A draining member stays draining.
+ *
+ * @sent_ns is when the call was sent (monotonic). A member that came back
+ * up after that (another call's answer, e.g. a health check) stays up and
+ * nothing is counted: the failure is older news than the recovery - a
+ * probe or a request that was under way through the outage.
  */
 enum smux__transition smux__health_failure(struct smux__health *h,
 					   const struct smux__health_cfg *cfg,
-					   int64_t now_ms,
+					   int64_t now_ms, int64_t sent_ns,
 					   const struct smux_error_info *e);
+
+/*
+ * A call that was not a probe failed with a TRANSIENT error. While the
+ * member is down, it was sent before the member went down (only a probe
+ * is let through a down member): the same outage, so it only records the
+ * error and neither counts a failure nor lengthens the cooldown - else
+ * the calls in flight when a member goes down (a fan-out, a copy's
+ * writers) push its cooldown to max_cooldown and hold its hints back that
+ * long after it is back. Otherwise (up, draining) as smux__health_failure.
+ */
+enum smux__transition
+smux__health_call_failure(struct smux__health *h,
+			  const struct smux__health_cfg *cfg, int64_t now_ms,
+			  int64_t sent_ns, const struct smux_error_info *e);
 
 /* Draining: start (stops new selection), finish (drained), undrain. */
 void smux__health_drain(struct smux__health *h, int64_t now_ms);

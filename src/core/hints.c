@@ -189,10 +189,17 @@ void hx_entry_free(struct hint_entry *e)
  * practice: ids only grow). Cannot fail: a table that cannot grow stays
  * as it is, only slower.
  */
+void (*smux__hints_hook_change)(bool pending, const char *replica,
+				const char *key, int kind, uint64_t id);
+
 void hx_entry_link(struct smux__hints *h, struct hint_entry *e)
 {
 	struct hint_replica *r = e->rep;
 	struct hint_entry *p = h->tail;
+
+	if (smux__hints_hook_change)
+		smux__hints_hook_change(true, r->name, e->key, (int)e->kind,
+					e->id);
 
 	while (p && p->id > e->id)
 		p = p->prev;
@@ -233,6 +240,10 @@ void hx_entry_unlink(struct smux__hints *h, struct hint_entry *e)
 {
 	struct hint_replica *r = e->rep;
 	struct hint_entry **pp;
+
+	if (smux__hints_hook_change)
+		smux__hints_hook_change(false, r->name, e->key, (int)e->kind,
+					e->id);
 
 	if (e->prev)
 		e->prev->next = e->next;

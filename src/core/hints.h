@@ -129,6 +129,12 @@ int smux__hints_list(struct smux__hints *h, const char *replica,
 		     struct smux__hint **out);
 void smux__hints_free_list(struct smux__hint *list, int n);
 
+/* Test hook (NULL in production): a hint became pending (@pending) or
+ * stopped being pending (done, superseded), under the hints' lock - the
+ * storm's diagnostics of a repair that does not converge. */
+extern void (*smux__hints_hook_change)(bool pending, const char *replica,
+				       const char *key, int kind, uint64_t id);
+
 /* The journal path ("" when in memory). */
 const char *smux__hints_path(struct smux__hints *h);
 

@@ -300,6 +300,10 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->fence_lock);
 	pthread_cond_destroy(&mux->fence_cond);
 	pthread_mutex_destroy(&mux->intent_lock);
+	smux__fresh_clear(mux, NULL);
+	pthread_mutex_destroy(&mux->fresh_lock);
+	smux__departed_forget(mux, NULL);
+	pthread_mutex_destroy(&mux->departed_lock);
 	pthread_mutex_destroy(&mux->sticky_lock);
 	pthread_cond_destroy(&mux->sticky_cond);
 	pthread_cond_destroy(&mux->bg_cond);
@@ -385,6 +389,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->fence_lock, NULL);
 	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
+	pthread_mutex_init(&mux->fresh_lock, NULL);
+	pthread_mutex_init(&mux->departed_lock, NULL);
 	pthread_mutex_init(&mux->sticky_lock, NULL);
 	pthread_cond_init(&mux->sticky_cond, NULL);
 	pthread_condattr_init(&ca);
@@ -540,6 +546,8 @@ int smux_mux_add(struct smux_backend *b, const struct smux_mux_member *spec,
 	if (v->n > 1 &&
 	    (mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_SHIELD ||
 	     mux->mode == SMUX_MODE_FAILOVER)) {
+		/* a new rejoin: what it took in an earlier one is old */
+		smux__fresh_clear(mux, spec->backend->name);
 		rc = smux__hints_add(mux->hints, spec->backend->name,
 				     SMUX__REJOIN_KEY, SMUX__HINT_PUT, NULL,
 				     err);
@@ -761,6 +769,12 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 				      "until a repair copied it",
 				      name, ev.key);
 	}
+	/* mirror, shield: the keys it held the only latest copy of are
+	 * noted (checked once it is out of the view, as failover's), so a
+	 * member rejoining meanwhile does not take its own old copy for
+	 * the latest (mux_departed.c) */
+	if (rc == 0)
+		smux__departed_note(mux, old, name);
 	smux__view_put(old);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (rc)
@@ -1160,6 +1174,7 @@ static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 	f->spans = false;
 	f->start = NULL;
 	f->start_arg = NULL;
+	f->wkey = NULL;
 	for (unsigned i = 0; i < v->n; i++) {
 		f->m[i] = v->m[i];
 		f->go[i] = true;
@@ -1482,8 +1497,10 @@ static unsigned mux_caps(struct smux_backend *b)
 	for (size_t i = 0; i < v->n; i++)
 		caps &= smux_backend_caps(v->m[i]->backend);
 	smux__view_put(v);
-	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY) /* two shards */
-		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME);
+	/* two shards: "a" and "a/" may route to different members */
+	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
+		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME |
+				    SMUX_CAP_HEAD_DIR);
 	return caps;
 }
 

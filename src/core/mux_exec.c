@@ -65,13 +65,21 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	case SMUX_OUTCOME_OK:
 	case SMUX_OUTCOME_SEMANTIC:
 		/* a semantic answer proves the member is alive */
-		tr = smux__health_success(&m->health, now, &down_for);
+		tr = smux__health_success(&m->health, now, smux_now_ns(),
+					  &down_for);
 		break;
 	case SMUX_OUTCOME_TRANSIENT:
 	case SMUX_OUTCOME_TIMEOUT:
-		if (err) /* always: only an error is transient */
+		/* always an error: only an error is transient; a call
+		 * sent before the member went down does not lengthen its
+		 * cooldown, only a failed probe does */
+		if (err && probe)
 			tr = smux__health_failure(&m->health, &mux->health_cfg,
-						  now, &err->e);
+						  now, started_ns, &err->e);
+		else if (err)
+			tr = smux__health_call_failure(&m->health,
+						       &mux->health_cfg, now,
+						       started_ns, &err->e);
 		break;
 	case SMUX_OUTCOME_ABORT:
 	case SMUX_OUTCOME_LOCAL:
@@ -233,6 +241,29 @@ static bool zombie_blocks(struct smux_mux *mux, struct mux_member *m,
 	}
 }
 
+/* Round-robin, weighted: waits until no abandoned call of a key @call
+ * changes may still land on the shared store (mux_zombie.c). 0 or the
+ * refusal. */
+static long zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+			const struct smux__call *call, struct smux_error *err)
+{
+	switch (call->op) {
+	case SMUX__OP_PUT:
+	case SMUX__OP_DEL:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		return smux__zombie_wait(mux, ctx, call->key, NULL, err);
+	case SMUX__OP_COPY:
+	case SMUX__OP_LINK:
+		return smux__zombie_wait(mux, ctx, NULL, call->key2, err);
+	case SMUX__OP_RENAME:
+		return smux__zombie_wait(mux, ctx, call->key, call->key2, err);
+	default:
+		return 0;
+	}
+}
+
 /*
  * The sequential walk: the members in the mode's (or member) order,
  * falling through on transient errors; with w->skip_stale, passing over
@@ -255,11 +286,18 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (w->acked)
 		*w->acked = NULL;
+	rc = zombie_wait(mux, ctx, call, err);
+	if (rc < 0) {
+		err->e.attempts = 0;
+		return rc;
+	}
 	if (call->op == SMUX__OP_LIST) {
 		call->list_fn = count_entry;
 		call->list_arg = &lc;
 	}
 	smux__cursor_init(&c, mux, call->key, w->by_order);
+	if (call->n_avoid)
+		smux__cursor_avoid(&c, call->avoid, call->n_avoid);
 	/* once no member is left, one being probed is waited for */
 	while ((m = smux__cursor_next(&c, &probe)) ||
 	       (m = smux__cursor_probed(&c, ctx, &probe))) {
@@ -461,6 +499,15 @@ static int race_rewind(void *arg)
 
 #define RACE_MAX 32
 
+/* @m failed this operation already (call->avoid). */
+static bool avoided(const struct smux__call *call, const struct mux_member *m)
+{
+	for (unsigned i = 0; i < call->n_avoid; i++)
+		if (call->avoid[i] == m->backend)
+			return true;
+	return false;
+}
+
 long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux__call *call, struct smux_span *span,
 		     struct smux_error *err)
@@ -491,7 +538,7 @@ long smux__exec_race(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < v->n && n < RACE_MAX; i++) {
 		struct mux_member *m = v->m[i];
 
-		if (smux__member_stale(mux, m, call->key))
+		if (smux__member_stale(mux, m, call->key) || avoided(call, m))
 			continue;
 		if (!smux__health_acquire(&m->health, now, &probes[n]))
 			continue;
@@ -725,6 +772,8 @@ static void record_partial(struct smux_mux *mux, struct mux_member **m,
 	emit(mux, &ev);
 }
 
+_Atomic(smux__fanout_hook_fn) smux__fanout_hook_hinting;
+
 /* Records a hint for every member that missed the write; 0 or the first
  * journal failure. */
 static int record_hints(struct smux_mux *mux, const char *key,
@@ -748,6 +797,24 @@ static int record_hints(struct smux_mux *mux, const char *key,
 	return 0;
 }
 
+static void hint_draining(struct smux_mux *mux, const char *key,
+			  enum smux__hint_kind kind, struct mux_member **m,
+			  unsigned n);
+
+bool smux__shield_origin(struct smux_mux *mux, struct mux_member *const *m,
+			 unsigned n)
+{
+	struct mux_view *v;
+	bool origin;
+
+	if (mux->mode != SMUX_MODE_SHIELD || n == 0)
+		return false;
+	v = smux__view_get(mux);
+	origin = v->n > 0 && v->m[0] == m[0];
+	smux__view_put(v);
+	return origin;
+}
+
 void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 				 enum smux__hint_kind kind,
 				 struct mux_member **m, const bool *ok,
@@ -763,13 +830,17 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 		 * replica could replay). The mirrors that took this write
 		 * hold a version as new as any; those that missed it (the
 		 * origin too) get hints, as after any write - when some
-		 * mirror took it (else nothing changed anywhere) */
+		 * mirror took it (else nothing changed anywhere); so do the
+		 * members it was not sent to (a mirror draining: it kept an
+		 * older version with no hint, test_mux_shield_drain) */
 		bool any = false;
 
 		for (unsigned i = 1; i < n; i++)
 			any |= ok[i];
-		if (any)
+		if (any) {
 			record_hints(mux, key, kind, m, ok, n, NULL);
+			hint_draining(mux, key, kind, m, n);
+		}
 		return;
 	}
 	/* record_hints hints the members whose flag is false: the mirrors
@@ -778,6 +849,10 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 	for (unsigned i = 1; i < n; i++)
 		keep[i] = !ok[i];
 	record_hints(mux, key, SMUX__HINT_PUT, m, keep, n, NULL);
+	/* and the members it was not sent to (draining; added since: a
+	 * rejoining member's resync may have copied a mirror's state
+	 * before that mirror's hint showed - test_mux_shield_drain) */
+	hint_draining(mux, key, SMUX__HINT_PUT, m, n);
 }
 
 /*
@@ -814,12 +889,15 @@ static void hint_draining(struct smux_mux *mux, const char *key,
 	smux__view_put(v);
 }
 
-int smux__fanout_policy(struct smux_mux *mux, const char *key,
-			enum smux__hint_kind kind, struct mux_member **m,
-			const bool *ok, const struct smux_error *errs,
-			unsigned n, struct smux_error *err)
+/* smux__fanout_policy, @origin_failed: the shield origin was among @m
+ * and failed (decided once by the caller, who acts on it too) */
+static int fanout_policy(struct smux_mux *mux, const char *key,
+			 enum smux__hint_kind kind, struct mux_member **m,
+			 const bool *ok, const struct smux_error *errs,
+			 unsigned n, bool origin_failed, struct smux_error *err)
 {
 	unsigned n_ok = 0, first_fail = n, first_semantic = n;
+	smux__fanout_hook_fn hinting;
 	int rc;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -835,7 +913,7 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 	}
 	if (n_ok > 0 && smux__fanout_hook_acked)
 		smux__fanout_hook_acked(mux, key);
-	if (mux->mode == SMUX_MODE_SHIELD && n > 0 && !ok[0]) {
+	if (origin_failed) {
 		/* the origin must take every write: fail with its error.
 		 * The mirrors that took it now hold what the origin does
 		 * not (and the caller was told it failed): each gets a
@@ -883,11 +961,25 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 	}
 	if (n_ok == n)
 		return 0;
+	hinting = atomic_load(&smux__fanout_hook_hinting);
+	if (hinting)
+		hinting(mux, key);
 	/* acknowledged or not, the members that missed it get a hint first:
 	 * some replicas hold the new content now */
 	rc = record_hints(mux, key, kind, m, ok, n, err);
 	if (rc)
 		return rc;
+	/* every replica that took it removed while the hints were recorded:
+	 * smux_mux_remove notes the keys a leaving replica holds the only
+	 * latest copy of once it is out of the view (mux_departed.c), this
+	 * looks at the view once the hints are in, so one of the two sees
+	 * the other (the write went unnoted and was acknowledged) */
+	if (!smux__fan_any_in_view(mux, m, ok, n))
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "the replicas that took the write of %s "
+				      "were removed meanwhile",
+				      key);
 	record_partial(mux, m, ok, errs, n);
 	if (mux->mode == SMUX_MODE_MIRROR && n_ok < mux->write_quorum) {
 		*err = errs[first_fail];
@@ -904,6 +996,17 @@ int smux__fanout_policy(struct smux_mux *mux, const char *key,
 			"%u of %u backends missed the write", n - n_ok, n);
 	}
 	return 0;
+}
+
+int smux__fanout_policy(struct smux_mux *mux, const char *key,
+			enum smux__hint_kind kind, struct mux_member **m,
+			const bool *ok, const struct smux_error *errs,
+			unsigned n, struct smux_error *err)
+{
+	bool origin_failed = n > 0 && !ok[0] && smux__shield_origin(mux, m, n);
+
+	return fanout_policy(mux, key, kind, m, ok, errs, n, origin_failed,
+			     err);
 }
 
 long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -923,6 +1026,7 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	const struct smux_put_opts *uo = call->put_opts;
 	struct smux_put_opts po;
 	int info_from = -1;
+	bool origin_failed;
 	unsigned n;
 	long rc;
 
@@ -935,6 +1039,7 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 	f->spans = true;
 	f->start = NULL; /* on each member's bulkhead */
 	f->start_arg = NULL;
+	f->wkey = NULL;
 	if (call->op == SMUX__OP_PUT)
 		uo = smux__uniform_mtime(&po, call->put_opts);
 	/* not on a replica that missed the source (or, for an edit, the
@@ -948,9 +1053,28 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		f->call[i].info = &infos[i];
 	}
 	smux__fan_run(f, ctx, span);
-	for (unsigned i = 0; i < n; i++) {
-		if (f->ok[i] && info_from < 0)
+	for (unsigned i = 0; i < n && info_from < 0; i++)
+		if (f->ok[i])
 			info_from = (int)i;
+	/* every replica that took it removed meanwhile (while the call of
+	 * a hung one was waited for): the write lives on no member of the
+	 * mux and is refused, before it supersedes or records any hint. A
+	 * rename's hints told every replica left, and the one added back
+	 * in the place of its taker, that they missed a delete of the
+	 * source that happened nowhere in the view: all of them stale for
+	 * the key, no replay could run (the storm's mirror run with a
+	 * rename given up on one replica); and the taker's name, added back,
+	 * counted as holding the destination's latest write (mux_fresh.c),
+	 * which no other replica was told of */
+	if (info_from >= 0 && !smux__fan_any_in_view(mux, f->m, f->ok, n)) {
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "the replicas that took the write of %s "
+				    "were removed meanwhile",
+				    key);
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
 		/* only a call that leaves the key's whole state supersedes
 		 * the replica's hint (not a sync, setattr or xattr edit) */
 		if (f->ok[i] && smux__fan_renews(call, true))
@@ -975,19 +1099,24 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 			goto out;
 		}
 	}
+	/* shield: the origin failed it (not a mirror first in line while
+	 * the origin drains: smux__shield_origin) */
+	origin_failed = n > 0 && !f->ok[0] && smux__shield_origin(mux, f->m, n);
 	/* shield, origin failed: a mirror that renamed lost the source the
-	 * origin still has (the policy hints the destination) */
-	if (call->op == SMUX__OP_RENAME && mux->mode == SMUX_MODE_SHIELD &&
-	    n > 0 && !f->ok[0])
-		smux__shield_rollback_hints(mux, call->key, kind, f->m, f->ok,
-					    n);
+	 * origin still has (the policy hints the destination). What the
+	 * source took is a delete: when the mirrors keep it (the origin is
+	 * no source, smux__shield_rollback_hints) the others missed a
+	 * delete - a put hint there left a member rejoining without the key
+	 * stale too, no replica to copy from (test_mux_shield_drain) */
+	if (call->op == SMUX__OP_RENAME && origin_failed)
+		smux__shield_rollback_hints(mux, call->key, SMUX__HINT_DEL,
+					    f->m, f->ok, n);
 	/* a replica that missed a rename still holds the source: besides the
 	 * destination's hint (the policy's), it gets one to delete it -
 	 * unless the shield origin failed it: then the rename did not
 	 * happen, and holding the source is right (the mirrors that took it
 	 * were rolled back above) */
-	if (call->op == SMUX__OP_RENAME && info_from >= 0 &&
-	    !(mux->mode == SMUX_MODE_SHIELD && n > 0 && !f->ok[0])) {
+	if (call->op == SMUX__OP_RENAME && info_from >= 0 && !origin_failed) {
 		rc = record_hints(mux, call->key, SMUX__HINT_DEL, f->m, f->ok,
 				  n, err);
 		if (rc)
@@ -996,7 +1125,8 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * since): the policy hints only the destination there */
 		hint_draining(mux, call->key, SMUX__HINT_DEL, f->m, n);
 	}
-	rc = smux__fanout_policy(mux, key, kind, f->m, f->ok, f->err, n, err);
+	rc = fanout_policy(mux, key, kind, f->m, f->ok, f->err, n,
+			   origin_failed, err);
 	if (rc == 0 && call->info && info_from >= 0)
 		*call->info = infos[info_from];
 out:

@@ -178,6 +178,36 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 	return f->n;
 }
 
+/*
+ * Right before member @i is called (after the caller's write fence): an
+ * abandoned change of a key the call writes may have begun on it since
+ * the members were chosen - a replay's put or delete given up on while
+ * this write waited at the fence, or while this writer was open. The
+ * call would land first and the zombie on top of it (its content, or the
+ * key gone, with the write acknowledged). So the member is not called; it
+ * misses the write like a failed one (and gets a hint).
+ */
+static bool fan_zombie_now(struct smux__fan *f, unsigned i,
+			   const struct smux__call *c)
+{
+	if (!f->wkey)
+		return fan_zombie(f->mux, f->m[i], c, &f->err[i]);
+	switch (c->op) {
+	case SMUX__OP_W_PWRITE:
+	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_COMMIT:
+		break;
+	default:
+		return false;
+	}
+	if (!smux__member_zombie(f->mux, f->m[i], f->wkey))
+		return false;
+	smux_error_set(&f->err[i], SMUX_E_ALL_BACKENDS_DOWN, f->m[i]->name,
+		       "a call on %s given up on may still land there",
+		       f->wkey);
+	return true;
+}
+
 void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 		   struct smux_span *span)
 {
@@ -191,6 +221,11 @@ void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 		f->entered[i] = false;
 		if (!f->go[i])
 			continue;
+		if (fan_zombie_now(f, i, c)) {
+			if (f->probe[i])
+				smux__health_probe_cancel(&f->m[i]->health);
+			continue;
+		}
 		c->backend = f->m[i]->backend;
 		if (!smux__member_enter(f->m[i])) {
 			/* drained since it was chosen: it misses this call */

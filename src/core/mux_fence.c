@@ -106,6 +106,12 @@ void smux__replica_wrote(struct smux_mux *mux, struct mux_member *m,
 {
 	if (smux__member_stale(mux, m, key))
 		smux__hints_supersede(mux->hints, m->name, key, NULL);
+	/* a rejoining member holds this key's latest version now */
+	if (smux__rejoining(mux, m))
+		smux__fresh_mark(mux, m->name, key);
+	/* a member holds a newer write than the one that left with a
+	 * removed replica (mux_departed.c) */
+	smux__departed_forget_key(mux, key);
 }
 
 void smux__replay_fence_enter(struct smux_mux *mux, struct mux_member *m,

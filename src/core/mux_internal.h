@@ -13,7 +13,8 @@
  * mux_sticky.c (sticky-by-key: routing, handoff hints and their replay),
  * mux_sticky_slot.c (the slot a shard removed from sticky-by-key leaves),
  * mux_fence.c (user writes and replays of one (replica, key) never
- * overlap), mux_zombie.c (abandoned member calls that may still land).
+ * overlap), mux_zombie.c (abandoned member calls that may still land),
+ * mux_departed.c (keys whose latest write left with a removed replica).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -127,6 +128,15 @@ struct smux_mux {
 	/* member calls abandoned while they may still land (mux_zombie.c) */
 	struct smux__zombies *zombies;
 
+	/* keys rejoining members took the latest write of (mux_fresh.c) */
+	pthread_mutex_t fresh_lock;
+	struct mux_fresh *fresh; /* protected by fresh_lock */
+	/* keys whose latest write left with a removed replica
+	 * (mux_departed.c) */
+	pthread_mutex_t departed_lock;
+	struct mux_departed *departed; /* protected by departed_lock */
+	atomic_uint n_departed;	       /* entries: lock-free "none" */
+
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
 	bool bg_running;
@@ -190,10 +200,19 @@ struct mux_cursor {
 	uint64_t *seen;		/* view->n bits: already yielded */
 	uint64_t seen_small[4]; /* enough for 256 members */
 	bool by_order;		/* failover/shield: walk the view in order */
+	/* by_order: members passed over because health refused them (down,
+	 * or probed by another caller), the first SMUX__CURSOR_REFUSED */
+	unsigned refused[8];
+	unsigned n_refused;
 };
+#define SMUX__CURSOR_REFUSED 8
 
 void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
 		       const char *key, bool by_order);
+/* Passes over the members whose backends are in @avoid (n entries), as
+ * if they had been tried already. */
+void smux__cursor_avoid(struct mux_cursor *c, struct smux_backend *const *avoid,
+			unsigned n);
 /* Next member to try (a reference; *probe tells whether it is a probe),
  * or NULL when there is none left. */
 struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe);
@@ -316,6 +335,16 @@ void smux__shield_rollback_hints(struct smux_mux *mux, const char *key,
 				 struct mux_member **m, const bool *ok,
 				 unsigned n);
 
+/*
+ * Shield: true when @m[0] of a fan-out over @m (@n members) is the origin,
+ * the first member of the view. A draining origin is left out of a
+ * fan-out (smux__fan_eligible): the first member is then a mirror, whose
+ * failure is a mirror's (it gets a hint), and the origin gets the hint of
+ * a draining member. False in the other modes.
+ */
+bool smux__shield_origin(struct smux_mux *mux, struct mux_member *const *m,
+			 unsigned n);
+
 /* True when @m missed a write of @key that is not replayed yet. */
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
@@ -344,6 +373,10 @@ struct smux__fan {
 				   const struct smux_ctx *ctx,
 				   struct smux__call *c);
 	void *start_arg;
+	/* a writer's fan-out: its key (NULL: the calls name their keys).
+	 * smux__fan_run calls no member on which an abandoned change of the
+	 * key may still land (mux_zombie.c) */
+	const char *wkey;
 	/* private to smux__fan_run */
 	struct smux__job *job[SMUX__FAN_MAX];
 	struct smux_span *span[SMUX__FAN_MAX];
@@ -387,6 +420,23 @@ bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
  * records hints (smux__failover_missed, smux__fanout_policy); a test
  * removes a member there. */
 extern void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
+/* Test hook (NULL in production), atomic: a fan-out write some member took
+ * and that is still in the view is about to record the hints of the
+ * members that missed it; a test removes a member there. */
+typedef void (*smux__fanout_hook_fn)(struct smux_mux *mux, const char *key);
+extern _Atomic(smux__fanout_hook_fn) smux__fanout_hook_hinting;
+
+/* Test hook (NULL in production): a union or failover listing has its
+ * members' listings and is about to merge them with the hints. */
+extern void (*smux__list_hook_listed)(struct smux_mux *mux);
+/* Test hook (NULL in production): a union listing took its snapshot of
+ * the pending hints and no member has listed yet. */
+extern void (*smux__list_hook_snapped)(struct smux_mux *mux);
+
+/* Test hook (NULL in production): a reconcile read the newest copy of
+ * @key and is about to write it to a replica that differs. */
+extern void (*smux__reconcile_hook_copied)(struct smux_mux *mux,
+					   const char *key);
 
 /* mux_rejoin.c: a member added at run time to a mux that replicates */
 
@@ -401,9 +451,54 @@ bool smux__rejoining(struct smux_mux *mux, struct mux_member *m);
 long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, struct mux_member *dst,
 			 struct smux_error *err);
+/* A rejoin hint of @m was replayed and is done: forgets what @m took
+ * while it rejoined (mux_fresh.c) and, when @m is in the view, what left
+ * with it (mux_departed.c). */
+void smux__rejoin_over(struct smux_mux *mux, struct mux_member *m);
+/* Test hook (NULL in production), atomic (repair workers read it): the
+ * resync of @replica is over and its rejoin hint is not done yet. */
+typedef void (*smux__rejoin_fn)(struct smux_mux *mux, const char *replica);
+extern _Atomic(smux__rejoin_fn) smux__rejoin_hook_resynced;
 /* Test hook (NULL in production): a resync's copy of @key, inside its
  * fence section, between its get from the source and its put. */
 extern void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
+/* Test hook (NULL in production): a resync's copy of @key, inside its
+ * fence section, before it asks the member whether a write reached it
+ * since its listing. */
+extern void (*smux__rejoin_hook_check)(struct smux_mux *mux, const char *key);
+
+/* mux_fresh.c: keys a rejoining member took the latest write of */
+
+/* A rejoining @replica took a write of @key's whole state. */
+void smux__fresh_mark(struct smux_mux *mux, const char *replica,
+		      const char *key);
+/* True when @replica took a write of @key since it was added. */
+bool smux__fresh_has(struct smux_mux *mux, const char *replica,
+		     const char *key);
+/* Forgets @replica's keys (NULL: every replica's). */
+void smux__fresh_clear(struct smux_mux *mux, const char *replica);
+
+/* mux_departed.c: keys whose latest write left with a removed replica */
+
+/* Mirror, shield: @name, a member of @old, is out of the view now; notes
+ * each key it held the only latest state of (every other member of @old
+ * missed that write, a put or a delete, or is rejoining without it). */
+void smux__departed_note(struct smux_mux *mux, struct mux_view *old,
+			 const char *name);
+enum smux__departed {
+	SMUX__DEPARTED_NONE,  /* no note for the key */
+	SMUX__DEPARTED_SELF,  /* its latest write left with the one asking */
+	SMUX__DEPARTED_OTHER, /* with another replica, out of the view */
+};
+/* Where the latest write of @key is, as seen by the replica @name; that
+ * write's kind (PUT or DEL) in *@kind (may be NULL; PUT without a note). */
+enum smux__departed smux__departed_with(struct smux_mux *mux, const char *key,
+					const char *name,
+					enum smux__hint_kind *kind);
+/* A write of @key reached a member: it is the key's latest now. */
+void smux__departed_forget_key(struct smux_mux *mux, const char *key);
+/* @replica's resync is over (NULL: every note, at destroy). */
+void smux__departed_forget(struct smux_mux *mux, const char *replica);
 
 /* mux_list.c */
 
@@ -662,10 +757,33 @@ void smux__zombies_track(struct smux_mux *mux, struct mux_member *m);
  * Lock-free when none runs. */
 bool smux__member_zombie(struct smux_mux *mux, struct mux_member *m,
 			 const char *key);
-/* Test hook (NULL in production): a zombie of (@replica, @key) ended and
- * its hint (if any) is recorded. */
-extern void (*smux__zombie_hook_end)(struct smux_mux *mux, const char *replica,
-				     const char *key);
+/* A zombie test hook: (@replica, @key) of @mux. */
+typedef void (*smux__zombie_fn)(struct smux_mux *mux, const char *replica,
+				const char *key);
+/* Test hooks (NULL in production), atomic: a test sets or clears them while
+ * abandoned calls of an earlier step still end on worker threads. _end: a
+ * zombie of (@replica, @key) ended and its hint (if any) is recorded;
+ * _handoff: it is ending, its hint (if any) recorded, the zombie not yet
+ * forgotten. */
+extern _Atomic(smux__zombie_fn) smux__zombie_hook_end;
+extern _Atomic(smux__zombie_fn) smux__zombie_hook_handoff;
+/* Round-robin, weighted: the members are paths to one store, so a zombie
+ * on one member is a zombie of the key on all of them. */
+bool smux__zombie_shared(const struct smux_mux *mux);
+/* Round-robin, weighted: before a call that changes @key (and @key2, may
+ * be NULL), waits until no abandoned call of those keys may still land on
+ * the store, bounded by @ctx's deadline or else backend_timeout. 0, or
+ * ALL_BACKENDS_DOWN (or @ctx's error) when one still runs: the call must
+ * not be sent. 0 at once in the other modes. */
+int smux__zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      const char *key, const char *key2,
+		      struct smux_error *err);
+/* Test hook (NULL in production): a zombie of (@replica, @key) begins
+ * (in the thread that gave the call up). */
+extern void (*smux__zombie_hook_begin)(const char *replica, const char *key);
+/* Test hook (NULL in production): smux__zombie_wait starts to wait for a
+ * zombie of @key (called once per wait, under the wait's lock). */
+extern void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);
 
 /* mux_repair.c */
 

@@ -19,6 +19,9 @@
 
 #define LIST_MAX 64
 
+void (*smux__list_hook_listed)(struct smux_mux *mux);
+void (*smux__list_hook_snapped)(struct smux_mux *mux);
+
 struct entry {
 	char *key;
 	bool is_prefix;
@@ -74,30 +77,101 @@ static void entries_free(struct entries *es)
 	memset(es, 0, sizeof(*es));
 }
 
+/*
+ * The hints pending when a listing started, sorted by key then replica.
+ * A member that listed a key before a replay brought it up to date listed
+ * the old state (a copy deleted since, an old size), though the replay may
+ * be done - its hint gone - by the time the listings are merged: the
+ * merge asks this snapshot as well as the hints of now.
+ */
+struct hint_snap {
+	struct smux__hint *h;
+	int n;
+};
+
+static int cmp_hint(const void *a, const void *b)
+{
+	const struct smux__hint *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c ? c : strcmp(x->replica, y->replica);
+}
+
+/* 0, or -1 when out of memory. */
+static int snap_take(struct smux_mux *mux, struct hint_snap *s)
+{
+	s->h = NULL;
+	s->n = 0;
+	if (smux__hints_pending_replicas(mux->hints) == 0)
+		return 0;
+	s->n = smux__hints_list(mux->hints, NULL, &s->h);
+	if (s->n < 0) {
+		s->n = 0;
+		return -1;
+	}
+	/* the last hint may be done since the count was read: none listed,
+	 * and no array to sort (qsort's first argument must not be NULL) */
+	if (s->n > 1)
+		qsort(s->h, (size_t)s->n, sizeof(*s->h), cmp_hint);
+	return 0;
+}
+
+static const struct smux__hint *snap_find(const struct hint_snap *s,
+					  const char *replica, const char *key)
+{
+	struct smux__hint probe = {.replica = (char *)replica,
+				   .key = (char *)key};
+
+	return s->n ? bsearch(&probe, s->h, (size_t)s->n, sizeof(*s->h),
+			      cmp_hint)
+		    : NULL;
+}
+
+static void snap_free(struct hint_snap *s)
+{
+	smux__hints_free_list(s->h, s->n);
+	s->h = NULL;
+	s->n = 0;
+}
+
+/* Who listed what, when equal keys must pick the member that is not
+ * behind: a member with a pending hint for a key (when the listing
+ * started, or when the listings are merged) has an older version (or
+ * none), so its info (size, mtime) must not win. */
+struct merge_src {
+	bool hinted; /* false: first member wins */
+	const struct hint_snap *start, *now;
+	struct mux_member **ms;
+	unsigned n_members; /* lists past them (the fill) are never behind */
+	/* sticky-by-key, every shard listed: a key only shards with a
+	 * pending delete hint for it list is not there (its holder has none) */
+	bool drop_deleted;
+};
+
+/* The hint that makes member @i behind for @key (the latest), or NULL. */
+static const struct smux__hint *behind(const struct merge_src *src, unsigned i,
+				       const char *key)
+{
+	const struct smux__hint *h;
+
+	if (i >= src->n_members)
+		return NULL;
+	h = snap_find(src->now, src->ms[i]->name, key);
+	return h ? h : snap_find(src->start, src->ms[i]->name, key);
+}
+
 /* The smallest current key of the sorted member lists, each member's copy
  * of it passed over (NULL at the end). */
-/* Who listed what, when equal keys must pick the member that is not
- * behind: a member with a pending hint for a key has an older version
- * (or none), so its info (size, mtime) must not win. */
-struct merge_src {
-	struct smux__hints *hints; /* NULL: first member wins */
-	struct mux_member **ms;
-	/* sticky-by-key, every shard listed: a key only shards with a
-	 * pending hint for it list is not there (its holder has none) */
-	bool drop_hinted;
-};
 
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 				unsigned n, const struct merge_src *src)
 {
+	const struct smux__hint *h = NULL;
 	struct entry *e;
 	int best;
-	bool behind;
 
 again:
 	best = -1;
-	behind = false;
-
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] || pos[i] >= es[i].n)
 			continue;
@@ -108,16 +182,14 @@ again:
 	if (best < 0)
 		return NULL;
 	e = &es[best].e[pos[best]];
-	if (src && src->hints && !e->is_prefix &&
-	    smux__hints_has(src->hints, src->ms[best]->name, e->key)) {
-		behind = true;
+	if (src && src->hinted && !e->is_prefix &&
+	    (h = behind(src, (unsigned)best, e->key)) != NULL) {
 		for (unsigned i = (unsigned)best + 1; i < n; i++)
 			if (ok[i] && pos[i] < es[i].n &&
 			    strcmp(es[i].e[pos[i]].key, e->key) == 0 &&
-			    !smux__hints_has(src->hints, src->ms[i]->name,
-					     e->key)) {
+			    !behind(src, i, e->key)) {
 				e = &es[i].e[pos[i]];
-				behind = false;
+				h = NULL;
 				break;
 			}
 	}
@@ -125,8 +197,10 @@ again:
 		if (ok[i] && pos[i] < es[i].n &&
 		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
 			pos[i]++;
-	if (behind && src->drop_hinted)
-		goto again; /* deleted while those shards were out */
+	/* deleted while those shards were out; a missed put says only that
+	 * the shard may have an older version, and the key is there */
+	if (h && src->drop_deleted && h->kind == SMUX__HINT_DEL)
+		goto again;
 	return e;
 }
 
@@ -150,7 +224,7 @@ static void merge_deliver(struct entries *es, const bool *ok, unsigned n,
 			  const struct merge_src *src, const char *delimiter,
 			  smux_list_fn fn, void *arg)
 {
-	size_t pos[LIST_MAX] = {0};
+	size_t pos[LIST_MAX + 1] = {0};
 	struct entry *pending = NULL;
 
 	for (;;) {
@@ -180,6 +254,149 @@ static void merge_deliver(struct entries *es, const bool *ok, unsigned n,
 
 /* ---- union listing (sticky-by-key, mirror) ---- */
 
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->key,
+		      ((const struct entry *)b)->key);
+}
+
+/* Sorts @es by key and drops repeated keys (the first stays). */
+static void entries_sort_unique(struct entries *es)
+{
+	size_t n = 0;
+
+	if (es->n < 2)
+		return;
+	qsort(es->e, es->n, sizeof(*es->e), cmp_entry);
+	for (size_t i = 1; i < es->n; i++) {
+		if (strcmp(es->e[i].key, es->e[n].key) == 0) {
+			free(es->e[i].key);
+			continue;
+		}
+		es->e[++n] = es->e[i];
+	}
+	es->n = n + 1;
+}
+
+/* Whether a listing that answered (sorted) has @key. */
+static bool listed_by(const struct entries *es, const bool *ok, unsigned n,
+		      const char *key)
+{
+	struct entry probe = {.key = (char *)key};
+
+	for (unsigned i = 0; i < n; i++)
+		if (ok[i] && es[i].n &&
+		    bsearch(&probe, es[i].e, es[i].n, sizeof(*es[i].e),
+			    cmp_entry))
+			return true;
+	return false;
+}
+
+/*
+ * Sticky-by-key, every shard listed: the keys of the put hints pending
+ * when the listing started that no shard listed, into @fill. A replay
+ * that moved such a key home between home's listing and the listing of
+ * the shard that held it hid it from both; the mux tells where it is now
+ * (a head). A key nobody can tell about now is listed without info rather
+ * than seem lost; one deleted since is not listed. 0, or the caller's
+ * abort.
+ */
+static long fill_moved(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       const struct hint_snap *start, const char *prefix,
+		       const char *delimiter, const struct entries *es,
+		       const bool *ok, unsigned n, struct entries *fill,
+		       struct smux_error *err)
+{
+	size_t plen = strlen(prefix), dlen = delimiter ? strlen(delimiter) : 0;
+
+	for (int i = 0; i < start->n; i++) {
+		const struct smux__hint *h = &start->h[i];
+		const char *rest = h->key + plen, *d;
+		struct smux_info info;
+		struct smux_error e;
+		bool seen;
+		char *key;
+		int rc;
+
+		if (h->kind != SMUX__HINT_PUT ||
+		    strncmp(h->key, prefix, plen) != 0 || !*rest ||
+		    strcmp(h->key, SMUX__REJOIN_KEY) == 0)
+			continue;
+		d = dlen ? strstr(rest, delimiter) : NULL;
+		key = strndup(h->key,
+			      d ? (size_t)(d - h->key) + dlen : strlen(h->key));
+		if (!key)
+			return smux_error_set(err, SMUX_E_NO_MEMORY,
+					      mux->base.name, NULL);
+		seen = listed_by(es, ok, n, key) ||
+		       (fill->n && strcmp(fill->e[fill->n - 1].key, key) == 0);
+		if (seen) {
+			free(key);
+			continue;
+		}
+		rc = smux_backend_head(&mux->base, ctx, h->key, &info, &e);
+		if (rc < 0 && smux_classify(&e.e) == SMUX_OUTCOME_ABORT) {
+			free(key);
+			*err = e;
+			return rc;
+		}
+		if (rc < 0 && e.e.code == SMUX_E_KEY_NOT_FOUND) {
+			free(key);
+			continue;
+		}
+		entries_add(fill, key, strlen(key), d != NULL,
+			    rc < 0 || d ? NULL : &info);
+		free(key);
+	}
+	if (fill->oom)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	entries_sort_unique(fill);
+	return 0;
+}
+
+/*
+ * Delivers the union of the @n listings @es of members @ms (those with
+ * ok[i]); es[n] is free for the fill. Equal keys: the first member's
+ * entry, in member order, unless it is behind for the key (a pending hint,
+ * when the listing started @start or now). Sticky-by-key with every shard
+ * listed (@all): keys only behind shards with a delete hint list are not
+ * there, and keys of put hints no shard listed are asked for.
+ */
+static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member **ms, struct entries *es, bool *ok,
+			unsigned n, bool all, const struct hint_snap *start,
+			const char *prefix, const char *delimiter,
+			smux_list_fn fn, void *arg, struct smux_error *err)
+{
+	struct hint_snap now = {NULL, 0};
+	struct merge_src src = {
+		.start = start,
+		.now = &now,
+		.ms = ms,
+		.n_members = n,
+		.drop_deleted = all && mux->mode == SMUX_MODE_STICKY,
+	};
+	unsigned nl = n;
+	long rc = 0;
+
+	src.hinted = start->n || smux__hints_pending_replicas(mux->hints) > 0;
+	if (src.hinted && snap_take(mux, &now))
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	if (src.drop_deleted && start->n) {
+		rc = fill_moved(mux, ctx, start, prefix ? prefix : "",
+				delimiter && *delimiter ? delimiter : NULL, es,
+				ok, n, &es[n], err);
+		ok[n] = true;
+		nl = n + 1;
+	}
+	if (rc == 0)
+		merge_deliver(es, ok, nl, &src, delimiter, fn, arg);
+	snap_free(&now);
+	return rc;
+}
+
 long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   const char *prefix, const char *delimiter,
 			   smux_list_fn fn, void *arg, struct smux_span *span,
@@ -187,18 +404,26 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	struct mux_view *v = smux__view_get(mux);
 	struct mux_member *ms[LIST_MAX];
-	struct entries es[LIST_MAX];
+	struct entries es[LIST_MAX + 1] = {{0}}; /* the members', the fill */
 	struct smux__call calls[LIST_MAX];
 	struct smux__job *jobs[LIST_MAX];
 	struct smux_span *spans[LIST_MAX];
 	struct smux_error errs[LIST_MAX], last = {0};
 	int64_t t0[LIST_MAX];
-	bool probes[LIST_MAX], ok[LIST_MAX];
+	bool probes[LIST_MAX], ok[LIST_MAX + 1];
 	unsigned n = 0, n_ok = 0;
 	int64_t now = smux__mux_now(mux);
 	bool all_timeouts = true;
+	struct hint_snap snap;
 	long rc = 0;
 
+	if (snap_take(mux, &snap)) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	if (smux__list_hook_snapped)
+		smux__list_hook_snapped(mux);
 	for (unsigned i = 0; i < v->n && n < LIST_MAX; i++) {
 		/* a member rejoining the mux may list what was deleted while
 		 * it was out (mux_rejoin.c) */
@@ -209,7 +434,6 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (!smux__member_enter(v->m[i]))
 			continue; /* drained since: its probe went with it */
 		ms[n] = v->m[i];
-		memset(&es[n], 0, sizeof(es[n]));
 		calls[n] = (struct smux__call){
 			.op = SMUX__OP_LIST,
 			.backend = ms[n]->backend,
@@ -253,48 +477,19 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux__exhausted(mux, n, all_timeouts, &last, err);
 		goto out;
 	}
-	/* equal keys: the first member's entry, in member order, unless it
-	 * has a pending hint for the key */
-	{
-		struct merge_src src = {NULL, ms, false};
-
-		if (smux__hints_pending_replicas(mux->hints) > 0)
-			src.hints = mux->hints;
-		src.drop_hinted = mux->mode == SMUX_MODE_STICKY && n_ok == v->n;
-		merge_deliver(es, ok, n, &src, delimiter, fn, arg);
-	}
+	if (smux__list_hook_listed)
+		smux__list_hook_listed(mux);
+	rc = merge_union(mux, ctx, ms, es, ok, n, n_ok == v->n, &snap, prefix,
+			 delimiter, fn, arg, err);
 out:
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i <= n; i++) /* the members', the fill */
 		entries_free(&es[i]);
+	snap_free(&snap);
 	smux__view_put(v);
 	return rc;
 }
 
 /* ---- failover listing while hints are pending ---- */
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const struct entry *)a)->key,
-		      ((const struct entry *)b)->key);
-}
-
-/* Sorts @es by key and drops repeated keys (the first stays). */
-static void entries_sort_unique(struct entries *es)
-{
-	size_t n = 0;
-
-	if (es->n < 2)
-		return;
-	qsort(es->e, es->n, sizeof(*es->e), cmp_entry);
-	for (size_t i = 1; i < es->n; i++) {
-		if (strcmp(es->e[i].key, es->e[n].key) == 0) {
-			free(es->e[i].key);
-			continue;
-		}
-		es->e[++n] = es->e[i];
-	}
-	es->n = n + 1;
-}
 
 /* What the hints of the member that answered change in its listing. */
 struct overlay {
@@ -344,36 +539,55 @@ static long overlay_put(struct smux_mux *mux, const struct smux_ctx *ctx,
  * prefix may still be there).
  */
 static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
-			  struct mux_member *m, const char *prefix,
-			  const char *delimiter, struct overlay *ov,
-			  struct smux_span *span, struct smux_error *err)
+			  struct mux_member *m, const struct hint_snap *snap,
+			  const char *prefix, const char *delimiter,
+			  struct overlay *ov, struct smux_span *span,
+			  struct smux_error *err)
 {
 	size_t plen = strlen(prefix), dlen = delimiter ? strlen(delimiter) : 0;
-	struct smux__hint *hints = NULL;
-	int n = smux__hints_list(mux->hints, m->name, &hints);
+	struct smux__hint *hints = NULL, *all;
+	int n = smux__hints_list(mux->hints, m->name, &hints), nall;
 	long rc = 0;
 
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
-	for (int i = 0; i < n && rc == 0; i++) {
-		const char *key = hints[i].key, *rest = key + plen, *d;
+	/* the member's hints of now, then those done since the listing
+	 * started (its listing may predate their replay) */
+	nall = n + snap->n;
+	all = calloc(nall ? (size_t)nall : 1, sizeof(*all));
+	if (!all) {
+		smux__hints_free_list(hints, n);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	nall = 0;
+	for (int i = 0; i < n; i++)
+		all[nall++] = hints[i];
+	for (int i = 0; i < snap->n; i++)
+		if (strcmp(snap->h[i].replica, m->name) == 0 &&
+		    !smux__hints_has(mux->hints, m->name, snap->h[i].key))
+			all[nall++] = snap->h[i];
+	for (int i = 0; i < nall && rc == 0; i++) {
+		const struct smux__hint *h = &all[i];
+		const char *key = h->key, *rest = key + plen, *d;
 
 		if (strncmp(key, prefix, plen) != 0 || !*rest ||
 		    strcmp(key, SMUX__REJOIN_KEY) == 0)
 			continue; /* elsewhere, or the listed directory */
 		d = dlen ? strstr(rest, delimiter) : NULL;
 		if (d) {
-			if (hints[i].kind == SMUX__HINT_PUT)
+			if (h->kind == SMUX__HINT_PUT)
 				entries_add(&ov->add, key,
 					    (size_t)(d - key) + dlen, true,
 					    NULL);
-		} else if (hints[i].kind == SMUX__HINT_DEL) {
+		} else if (h->kind == SMUX__HINT_DEL) {
 			entries_add(&ov->gone, key, strlen(key), false, NULL);
 		} else {
 			rc = overlay_put(mux, ctx, ov, key, span, err);
 		}
 	}
+	free(all); /* the strings are the lists' */
 	smux__hints_free_list(hints, n);
 	if (rc == 0 && (ov->add.oom || ov->gone.oom))
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
@@ -413,11 +627,15 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux__call lc = *call;
 	struct mux_member *m = NULL;
 	const bool ok[2] = {true, true};
+	struct hint_snap snap;
 	long rc;
 
 	/* the common case streams: no member missed anything */
 	if (smux__hints_pending_replicas(mux->hints) == 0)
 		return smux__exec_walk(mux, ctx, call, false, NULL, span, err);
+	if (snap_take(mux, &snap))
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
 	lc.list_fn = collect;
 	lc.list_arg = &lists[1];
 	rc = smux__exec_walk(mux, ctx, &lc, false, &m, span, err);
@@ -430,9 +648,13 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux_error_set(
 			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
 			"only %s, not resynced yet, answered", m->name);
-	if (rc == 0 && m && smux__hints_pending(mux->hints, m->name) > 0)
-		rc = overlay_build(mux, ctx, m, call->key ? call->key : "",
-				   delim, &ov, span, err);
+	if (rc == 0 && smux__list_hook_listed)
+		smux__list_hook_listed(mux);
+	if (rc == 0 && m &&
+	    (snap.n || smux__hints_pending(mux->hints, m->name) > 0))
+		rc = overlay_build(mux, ctx, m, &snap,
+				   call->key ? call->key : "", delim, &ov, span,
+				   err);
 	if (rc == 0) {
 		entries_remove(&lists[1], &ov.gone);
 		lists[0] = ov.add; /* first: its info wins on equal keys */
@@ -445,5 +667,6 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	entries_free(&lists[1]);
 	entries_free(&ov.add);
 	entries_free(&ov.gone);
+	snap_free(&snap);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include "core/mux_probe_wait.h"
 
 void (*smux__probe_window_hook)(struct smux_mux *mux, struct mux_member *m);
+void (*smux__probe_walk_hook)(struct smux_mux *mux);
 
 /* How often a waiting request looks at the member's health again. */
 #define PROBE_POLL_NS (2 * 1000000LL)
@@ -34,21 +35,34 @@ static bool being_probed(struct mux_member *m)
 	return probing;
 }
 
-/* Waits for the probe of @m to end; true when @m may be called now (up,
- * or this caller's own probe: *@probe). */
+/*
+ * Waits for the probe of @m to end; true when @m may be called now (up,
+ * or this caller's own probe: *@probe). Whether the probe still runs is
+ * looked at before each acquire: a probe that ended between a failed
+ * acquire and a later look would otherwise end the wait although it
+ * brought the member back (the request then failed with
+ * ALL_BACKENDS_DOWN: test_mux_failover's test_no_stale_read, 1 run in a
+ * few thousand under load).
+ */
 static bool wait_probe(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, bool *probe)
 {
 	int64_t until = mux->timeout_ms > 0
 				? smux_now_ns() + mux->timeout_ms * 1000000LL
 				: INT64_MAX;
+	bool hooked = false;
 
-	if (smux__probe_window_hook)
-		smux__probe_window_hook(mux, m);
 	for (;;) {
+		bool probing = being_probed(m);
+
 		if (smux__health_acquire(&m->health, smux__mux_now(mux), probe))
 			return true;
-		if (!being_probed(m) || smux_now_ns() >= until ||
+		if (!hooked && smux__probe_window_hook) {
+			smux__probe_window_hook(mux, m);
+			hooked = true;
+		}
+		/* not probed before the acquire: its answer is final */
+		if (!probing || smux_now_ns() >= until ||
 		    smux_ctx_sleep(ctx, PROBE_POLL_NS, mux->base.name, NULL))
 			return false;
 	}
@@ -66,10 +80,23 @@ struct mux_member *smux__cursor_probed(struct mux_cursor *c,
 	if (!c->by_order || c->pos != v->n)
 		return NULL;
 	c->pos++;
+	if (smux__probe_walk_hook)
+		smux__probe_walk_hook(c->mux);
 	for (unsigned i = 0; i < v->n; i++) {
-		struct mux_member *m = v->m[(base + i) % v->n];
+		unsigned idx = (base + i) % v->n;
+		struct mux_member *m = v->m[idx];
+		bool refused = false;
 
-		if (!being_probed(m) || !wait_probe(c->mux, ctx, m, probe))
+		for (unsigned j = 0; j < c->n_refused && !refused; j++)
+			refused = c->refused[j] == idx;
+		/* one the walk's health check refused whose probe ended since
+		 * (by another caller, the member back up): tried now - no
+		 * probe left to wait for would otherwise pass it over */
+		if (being_probed(m)
+			    ? !wait_probe(c->mux, ctx, m, probe)
+			    : !refused || !smux__health_acquire(
+						  &m->health,
+						  smux__mux_now(c->mux), probe))
 			continue;
 		c->tried++;
 		return smux__member_get(m);

@@ -22,8 +22,12 @@ struct mux_member *smux__cursor_probed(struct mux_cursor *c,
 				       const struct smux_ctx *ctx, bool *probe);
 
 /* Test hook (NULL in production): called when a request starts waiting
- * for the probe of @m. */
+ * for the probe of @m (after its first acquire failed). */
 extern void (*smux__probe_window_hook)(struct smux_mux *mux,
 				       struct mux_member *m);
+
+/* Test hook (NULL in production): a walk that ran out of members looks
+ * at them again (smux__cursor_probed). */
+extern void (*smux__probe_walk_hook)(struct smux_mux *mux);
 
 #endif /* SMUX_CORE_MUX_PROBE_WAIT_H */

@@ -199,6 +199,7 @@ static struct mux_member *member_of(struct smux_mux *mux,
  * member that answered: a new pin, or NULL with @err filled. */
 static struct pin *pin_open(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    const char *key, const char *op,
+			    struct smux_backend *const *avoid, unsigned n_avoid,
 			    struct smux_error *err)
 {
 	for (int tries = 0; tries < OPEN_TRIES; tries++) {
@@ -208,6 +209,8 @@ static struct pin *pin_open(struct smux_mux *mux, const struct smux_ctx *ctx,
 			.key = key,
 			.open_reader = member_open,
 			.reader_out = &r,
+			.avoid = avoid,
+			.n_avoid = n_avoid,
 		};
 		struct mux_member *m;
 		struct pin *p;
@@ -352,7 +355,8 @@ static void emit_failover(struct smux_mux *mux, struct mux_member *from,
  */
 static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 		      struct pin *failed, const struct smux_error *why,
-		      unsigned index, struct smux_error *err)
+		      unsigned index, struct smux_backend *const *avoid,
+		      unsigned n_avoid, struct smux_error *err)
 {
 	struct smux_mux *mux = mr->mux;
 	struct pin *fresh = NULL, *old = NULL;
@@ -368,7 +372,13 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	mr->reopening = true;
 	pthread_mutex_unlock(&mr->lock);
 
-	fresh = pin_open(mux, ctx, mr->key, "reader_reopen", err);
+	/* first among the members this read has not seen fail: one that
+	 * failed may be back from its cooldown by now, and fail again */
+	fresh = pin_open(mux, ctx, mr->key, "reader_reopen", avoid, n_avoid,
+			 err);
+	if (!fresh && n_avoid && smux_classify(&err->e) != SMUX_OUTCOME_ABORT)
+		fresh = pin_open(mux, ctx, mr->key, "reader_reopen", NULL, 0,
+				 err);
 	rc = fresh ? 0 : -err->e.sys_errno;
 	if (fresh && !smux__same_version(mr->origin->backend, &mr->base.info,
 					 fresh->m->backend, &fresh->r->info)) {
@@ -403,6 +413,21 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* A read gives up once every member failed it, or after this many
+ * times the re-opens it makes when they do (members that keep failing
+ * and coming back). */
+#define READ_REOPEN_ROUNDS 4
+#define READ_FAILED_MAX	   32
+
+static bool backend_in(struct smux_backend *const *bs, unsigned n,
+		       const struct smux_backend *b)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (bs[i] == b)
+			return true;
+	return false;
+}
+
 /* Members of the mux now: how many re-opens one read may make. */
 static unsigned members_now(struct smux_mux *mux)
 {
@@ -422,7 +447,8 @@ static long mr_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 	struct smux_error last = {0}, e;
 	struct smux_span *span = NULL;
 	struct smux_ctx child, rctx;
-	unsigned attempts = 0, reopens = 0, budget = 0;
+	unsigned attempts = 0, reopens = 0, budget = 0, nfailed = 0;
+	struct smux_backend *failed[READ_FAILED_MAX];
 	bool all_timeouts = true;
 	long rc;
 
@@ -472,13 +498,24 @@ static long mr_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 		}
 		if (reopens == 0)
 			budget = members_now(mux) + 1;
-		if (reopens++ >= budget) {
+		if (!backend_in(failed, nfailed, p->m->backend) &&
+		    nfailed < READ_FAILED_MAX)
+			failed[nfailed++] = p->m->backend;
+		/* members + 1 re-opens, and more until every member failed
+		 * this read (a re-open passes over the members that did
+		 * while another is left; once none is, it routes as an open
+		 * does, and a member that failed may be back), up to
+		 * READ_REOPEN_ROUNDS times that */
+		if ((reopens >= budget && nfailed + 1 >= budget) ||
+		    reopens >= READ_REOPEN_ROUNDS * budget) {
 			rc = smux__exhausted(mux, attempts, all_timeouts, &last,
 					     err);
 			pin_put(p);
 			break;
 		}
-		rc = mr_reopen(mr, &rctx, p, &e, attempts, err);
+		reopens++;
+		rc = mr_reopen(mr, &rctx, p, &e, attempts, failed, nfailed,
+			       err);
 		pin_put(p);
 		if (rc < 0)
 			break;
@@ -513,7 +550,7 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct pin *p;
 
 	*out = NULL;
-	p = pin_open(mux, ctx, key, "reader_open", err);
+	p = pin_open(mux, ctx, key, "reader_open", NULL, 0, err);
 	if (!p)
 		return -err->e.sys_errno;
 	mr = calloc(1, sizeof(*mr));

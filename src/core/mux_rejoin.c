@@ -106,6 +106,7 @@ static bool changed(const struct smux_info *had, int head_rc,
 }
 
 void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
+void (*smux__rejoin_hook_check)(struct smux_mux *mux, const char *key);
 
 /*
  * True when a member of @v other than @dst has @key's latest write (no
@@ -118,10 +119,88 @@ void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
 static bool peer_has_latest(struct smux_mux *mux, struct mux_view *v,
 			    struct mux_member *dst, const char *key)
 {
-	for (unsigned i = 0; i < v->n; i++)
-		if (v->m[i] != dst && !smux__member_stale(mux, v->m[i], key))
+	/* the latest write left with another replica, removed while it
+	 * held the only copy (mux_departed.c): @dst's is not it */
+	if (smux__departed_with(mux, key, dst->name, NULL) ==
+	    SMUX__DEPARTED_OTHER)
+		return true;
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *m = v->m[i];
+
+		if (m == dst)
+			continue;
+		if (!smux__member_stale(mux, m, key))
 			return true;
+		/* rejoining, and it took the key's latest write since it
+		 * was added (mux_fresh.c) */
+		if (smux__rejoining(mux, m) &&
+		    !smux__hints_has(mux->hints, m->name, key) &&
+		    smux__fresh_has(mux, m->name, key))
+			return true;
+		/* stale only while a call given up on may still land there
+		 * (no hint: it missed no write): it holds the latest
+		 * acknowledged write, or a newer one - @dst's copy is not
+		 * the latest (taken for it, an old copy was kept without a
+		 * hint and served reads: the storm's shield stale read) */
+		if (smux__member_zombie(mux, m, key) &&
+		    !smux__hints_has(mux->hints, m->name, key) &&
+		    !smux__rejoining(mux, m))
+			return true;
+	}
 	return false;
+}
+
+/*
+ * The kind of hint @dst gets for @key when a peer has its latest write: a
+ * delete hint when that write is a delete that left with a removed
+ * replica (mux_departed.c; as a put hint it kept that replica, back and
+ * without the key, from keeping the absence: peers_missed_delete), else a
+ * put hint (a delete hint's replay converges on a peer's state too).
+ */
+static enum smux__hint_kind missed_kind(struct smux_mux *mux,
+					struct mux_member *dst, const char *key)
+{
+	enum smux__hint_kind kind;
+
+	if (smux__departed_with(mux, key, dst->name, &kind) !=
+	    SMUX__DEPARTED_OTHER)
+		return SMUX__HINT_PUT;
+	return kind;
+}
+
+/*
+ * True when every member of @v other than @dst missed a delete of @key
+ * (a pending delete hint each): the delete was taken by a member out of
+ * the view then - @dst, rejoining without the key - so @dst's absence is
+ * the key's latest state, which their replays copy (mirror, shield: a
+ * delete hint converges on a peer's state). With a hint of its own @dst
+ * would be stale too, and no replay could run. A peer's zombie changes
+ * nothing: whatever an older call lands there, its delete hint stays
+ * and is replayed once the call is over (the zombie made @dst stale too,
+ * and the repair never converged: test_resync_keeps_delete_peer_zombie).
+ */
+static bool peers_missed_delete(struct smux_mux *mux, struct mux_view *v,
+				struct mux_member *dst, const char *key)
+{
+	bool all = v->n > 1;
+
+	for (unsigned i = 0; i < v->n && all; i++) {
+		struct smux__hint *list = NULL;
+		bool del = false;
+		int n;
+
+		if (v->m[i] == dst)
+			continue;
+		if (!smux__hints_has(mux->hints, v->m[i]->name, key))
+			return false;
+		n = smux__hints_list(mux->hints, v->m[i]->name, &list);
+		for (int j = 0; j < n; j++)
+			if (strcmp(list[j].key, key) == 0)
+				del = list[j].kind == SMUX__HINT_DEL;
+		smux__hints_free_list(list, n);
+		all = del;
+	}
+	return all;
 }
 
 /*
@@ -134,7 +213,9 @@ static bool peer_has_latest(struct smux_mux *mux, struct mux_view *v,
  * no other member has it and @dst holds the key (@dst_holds): then @dst's
  * is the latest (peer_has_latest), kept without a hint, and the others'
  * replays copy it (with a hint every replica was stale for the key, and
- * no replay could run). Or the journal's error.
+ * no replay could run). Likewise when @dst lacks the key and every other
+ * member missed a delete of it (peers_missed_delete). Or the journal's
+ * error.
  */
 static long leave_key(struct smux_mux *mux, struct mux_view *v,
 		      struct mux_member *src, struct mux_member *dst,
@@ -144,12 +225,17 @@ static long leave_key(struct smux_mux *mux, struct mux_view *v,
 
 	if (smux__hints_has(mux->hints, dst->name, key))
 		return 1;
+	/* @dst took the key's latest write since it was added */
+	if (smux__fresh_has(mux, dst->name, key))
+		return 1;
 	if (!smux__member_stale(mux, src, key))
 		return 0;
 	if (dst_holds && !peer_has_latest(mux, v, dst, key))
 		return 1;
-	rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT, NULL,
-			     err);
+	if (!dst_holds && peers_missed_delete(mux, v, dst, key))
+		return 1;
+	rc = smux__hints_add(mux->hints, dst->name, key,
+			     missed_kind(mux, dst, key), NULL, err);
 	return rc ? rc : 1;
 }
 
@@ -197,12 +283,25 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = smux__replay_blocked(mux, key, err);
 	if (rc == 0)
 		rc = leave_key(mux, v, src, dst, key, had != NULL, err);
-	/* a newer write reached @dst meanwhile: nothing to copy */
-	if (rc == 0 &&
-	    changed(had,
-		    (int)smux__member_call(mux, ctx, dst, &head, false, &e),
-		    &now))
-		rc = 1;
+	if (rc == 0 && smux__rejoin_hook_check)
+		smux__rejoin_hook_check(mux, key);
+	if (rc == 0) {
+		int hrc =
+			(int)smux__member_call(mux, ctx, dst, &head, false, &e);
+
+		/* no answer (@dst draining since the listing, down, ...) is
+		 * no news of a write: the resync fails, its hint stays (it
+		 * took that for "changed", skipped the copy and ended with
+		 * @dst still holding its old version, no hint left) */
+		if (hrc < 0 && e.e.code != SMUX_E_KEY_NOT_FOUND) {
+			*err = e;
+			rc = hrc;
+		} else if (changed(had, hrc, &now)) {
+			/* a newer write reached @dst meanwhile: nothing to
+			 * copy */
+			rc = 1;
+		}
+	}
 	if (rc == 0) {
 		/* a section of (@src, @key) too: no fan-out write is between
 		 * its calls and its hints on @src (leave_key again: one that
@@ -283,15 +382,28 @@ static long hint_source_stale(struct smux_mux *mux, struct mux_view *v,
 	for (int i = 0; i < n && rc == 0; i++) {
 		const char *key = list[i].key;
 
-		/* (no other member has the latest: the walk decides, by
-		 * whether @dst holds the key, leave_key) */
 		if (list[i].kind == SMUX__HINT_INTENT ||
-		    strcmp(key, SMUX__REJOIN_KEY) == 0 ||
-		    smux__hints_has(mux->hints, dst->name, key) ||
-		    !peer_has_latest(mux, v, dst, key))
+		    strcmp(key, SMUX__REJOIN_KEY) == 0)
 			continue;
-		rc = smux__hints_add(mux->hints, dst->name, key, SMUX__HINT_PUT,
-				     NULL, err);
+		/*
+		 * From the look at the peers to the hint, no user write of
+		 * the key on @dst (mux_fence.c): a write that reached @dst
+		 * and missed the peers records their hints after its calls.
+		 * Looked at in between, a peer not hinted yet "has the
+		 * latest", and @dst - the only replica holding it - got a
+		 * hint too: every replica stale for the key, none to copy
+		 * it from (the storm's mirror run that never converged).
+		 * (No other member has the latest: the walk decides, by
+		 * whether @dst holds the key, leave_key.)
+		 */
+		smux__replay_fence_enter(mux, dst, key);
+		if (!smux__hints_has(mux->hints, dst->name, key) &&
+		    !smux__fresh_has(mux, dst->name, key) &&
+		    peer_has_latest(mux, v, dst, key))
+			rc = smux__hints_add(mux->hints, dst->name, key,
+					     missed_kind(mux, dst, key), NULL,
+					     err);
+		smux__replay_fence_exit(mux, dst, key);
 	}
 	smux__hints_free_list(list, n);
 	return rc;
@@ -342,7 +454,8 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * call given up on may still change is hinted when that
 		 * call ends (mux_zombie.c) */
 		if (!smux__hints_has(mux->hints, dst->name, key) &&
-		    !smux__member_zombie(mux, dst, key)) {
+		    !smux__member_zombie(mux, dst, key) &&
+		    !smux__fresh_has(mux, dst->name, key)) {
 			if (c > 0)
 				rc = drop_key(mux, ctx, v, src, dst, key, err);
 			else if (c < 0)
@@ -360,5 +473,40 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	keyset_free(&want);
 	keyset_free(&have);
+	if (rc == 0) {
+		smux__rejoin_fn hook = atomic_load(&smux__rejoin_hook_resynced);
+
+		if (hook)
+			hook(mux, dst->name);
+	}
+	/* what it took meanwhile (mux_fresh.c) is forgotten once its rejoin
+	 * hint is done (smux__rejoin_over), not here: until then it still
+	 * counts as rejoining, and another member's resync, asking whether
+	 * it holds a key's latest write, found it rejoining and without the
+	 * note - and kept its own old copy without a hint (the storm's
+	 * mirror runs with two members rejoining at once) */
 	return rc;
+}
+
+_Atomic(smux__rejoin_fn) smux__rejoin_hook_resynced;
+
+void smux__rejoin_over(struct smux_mux *mux, struct mux_member *m)
+{
+	struct mux_view *now;
+	bool in = false;
+
+	/* removed and added back since: a new rejoin, with notes of its own */
+	if (smux__rejoining(mux, m))
+		return;
+	/* resynced: what it took meanwhile is no longer needed (a write
+	 * from its resync to here was noted, harmlessly) */
+	smux__fresh_clear(mux, m->name);
+	now = smux__view_get(mux);
+	for (unsigned k = 0; k < now->n && !in; k++)
+		in = now->m[k] == m;
+	smux__view_put(now);
+	/* what left with it is back in the view (kept, or hinted) - unless
+	 * it was removed again meanwhile, still holding it */
+	if (in)
+		smux__departed_forget(mux, m->name);
 }

@@ -246,6 +246,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	else
 		rc = smux__member_call(mux, ctx, src, &get, src_probe, err);
 	*got = rc == 0;
+	if (rc == 0 && !hinted && smux__reconcile_hook_copied)
+		smux__reconcile_hook_copied(mux, key);
 	/* the check and the write: no user write of (dst, key) between */
 	if (rc == 0 && hinted) {
 		smux__replay_fence_enter(mux, dst, key);
@@ -417,10 +419,19 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	if (!info || !have) {
-		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
-				    NULL);
-		goto out;
+		free(info);
+		free(have);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
 	}
+	/*
+	 * From the first look to the last copy, no user write or delete of
+	 * the key on any replica (mux_fence.c): one that came between the
+	 * read of the newest copy and its write to another replica would be
+	 * undone there - a deleted key back on one replica.
+	 */
+	for (unsigned i = 0; i < v->n; i++)
+		smux__replay_fence_enter(mux, v->m[i], key);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
 		struct smux__call head = {
 			.op = SMUX__OP_HEAD, .key = key, .info = &info[i]};
@@ -458,10 +469,14 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
 	}
 out:
+	for (unsigned i = 0; i < v->n; i++)
+		smux__replay_fence_exit(mux, v->m[i], key);
 	free(info);
 	free(have);
 	return rc;
 }
+
+void (*smux__reconcile_hook_copied)(struct smux_mux *mux, const char *key);
 
 /* A (replica, key) pair one repair is replaying; on that repair's stack,
  * in mux->replaying while it replays. */
@@ -691,8 +706,12 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
 					   &e)
 		     : replay(mux, run->ctx, run->v, m, h, probe, &e)) == 0) {
-		if (smux__hints_done(mux->hints, h->id, NULL) == 0)
+		if (smux__hints_done(mux->hints, h->id, NULL) == 0) {
 			atomic_fetch_add(&run->done, 1);
+			/* a rejoin hint: the member's resync is over */
+			if (strcmp(h->key, SMUX__REJOIN_KEY) == 0)
+				smux__rejoin_over(mux, m);
+		}
 	} else {
 		ev.has_cause = true;
 		ev.cause = e.e;

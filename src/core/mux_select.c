@@ -40,6 +40,33 @@ uint32_t smux__mux_random(struct smux_mux *mux)
 	return (uint32_t)((next * 2685821657736338717ULL) >> 32);
 }
 
+/*
+ * Weighted: the two numbers of one draw (slot, then coin). With an
+ * injected generator, two of its numbers in that order; else one step of
+ * the internal xorshift64* gives both halves (one CAS, not two, on the
+ * selection path).
+ */
+static void random_pair(struct smux_mux *mux, uint32_t *slot, uint32_t *coin)
+{
+	uint64_t x, next, out;
+
+	if (mux->rng && mux->rng->next) {
+		*slot = mux->rng->next(mux->rng->arg);
+		*coin = mux->rng->next(mux->rng->arg);
+		return;
+	}
+	x = atomic_load(&mux->rng_state);
+	do {
+		next = x;
+		next ^= next >> 12;
+		next ^= next << 25;
+		next ^= next >> 27;
+	} while (!atomic_compare_exchange_weak(&mux->rng_state, &x, next));
+	out = next * 2685821657736338717ULL;
+	*slot = (uint32_t)(out >> 32);
+	*coin = (uint32_t)out;
+}
+
 void smux__sel_free_arrays(struct mux_sel *s)
 {
 	free(s->up);
@@ -155,6 +182,7 @@ void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
 	c->tried = 0;
 	c->pos = 0;
 	c->start = 0;
+	c->n_refused = 0;
 	c->sel = smux__sel_get(mux);
 	words = (c->sel->view->n + 63) / 64;
 	if (words <= sizeof(c->seen_small) / sizeof(c->seen_small[0])) {
@@ -170,6 +198,19 @@ void smux__cursor_init(struct mux_cursor *c, struct smux_mux *mux,
 	/* sticky-by-key: every walk starts at the key's home shard */
 	if (mux->mode == SMUX_MODE_STICKY)
 		c->start = smux__sticky_home(c->sel->view, key);
+}
+
+void smux__cursor_avoid(struct mux_cursor *c, struct smux_backend *const *avoid,
+			unsigned n)
+{
+	const struct mux_view *v = c->sel->view;
+
+	if (!c->seen)
+		return; /* no memory of what was tried: nothing to mark */
+	for (unsigned i = 0; i < v->n; i++)
+		for (unsigned j = 0; j < n; j++)
+			if (v->m[i]->backend == avoid[j])
+				c->seen[i / 64] |= 1ULL << (i % 64);
 }
 
 void smux__cursor_release(struct mux_cursor *c)
@@ -199,8 +240,12 @@ static struct mux_member *take(struct mux_cursor *c, unsigned idx, bool *probe)
 	 */
 	if (!smux__health_is_up(&m->health) &&
 	    (!c->by_order ||
-	     !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe)))
+	     !smux__health_acquire(&m->health, smux__mux_now(c->mux), probe))) {
+		/* a walk that runs out looks at it again (mux_probe_wait.c) */
+		if (c->by_order && c->n_refused < SMUX__CURSOR_REFUSED)
+			c->refused[c->n_refused++] = idx;
 		return NULL;
+	}
 	c->tried++;
 	return smux__member_get(m);
 }
@@ -249,11 +294,11 @@ struct mux_member *smux__cursor_next(struct mux_cursor *c, bool *probe)
 	case SMUX_MODE_WEIGHTED:
 		/* re-roll up to n_up times (seed 3.3), skipping repeats */
 		while (!m && c->pos < s->n_up) {
-			/* two draws in a defined order (slot, then coin):
-			 * argument evaluation order is unspecified */
-			uint32_t slot = smux__mux_random(c->mux);
-			uint32_t coin = smux__mux_random(c->mux);
-			int i = smux__sel_weighted(s, slot, coin);
+			uint32_t slot, coin;
+			int i;
+
+			random_pair(c->mux, &slot, &coin);
+			i = smux__sel_weighted(s, slot, coin);
 
 			c->pos++;
 			if (i < 0)

@@ -148,6 +148,7 @@ static struct smux__fan *fan_new(struct smux__mux_writer *mw)
 	f->spans = false;
 	f->start = fan_start;
 	f->start_arg = mw;
+	f->wkey = mw->base.key;
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->m[i] = mw->m[i];
 		f->go[i] = false;
@@ -244,7 +245,7 @@ long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
 			return r;
 		mw->s[i]->failed = true;
 		mw->s[i]->err = *err;
-		if (mw->mux->mode == SMUX_MODE_SHIELD && i == 0)
+		if (i == 0 && smux__shield_origin(mw->mux, mw->m, mw->n))
 			return r; /* the origin must take every write */
 	}
 	if (any)
@@ -294,7 +295,9 @@ static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		}
 	}
 	free(f);
-	if (mw->fanout && mux->mode == SMUX_MODE_SHIELD) {
+	/* shield: the origin decides (a mirror first in line while the
+	 * origin drains is a mirror: smux__shield_origin) */
+	if (mw->fanout && smux__shield_origin(mux, mw->m, mw->n)) {
 		if (!smux__mw_live(mw, 0)) {
 			*err = mw->s[0]->err;
 			return -err->e.sys_errno;
@@ -422,7 +425,7 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes, err);
 	if (rc)
 		return rc;
-	if (mux->mode == SMUX_MODE_SHIELD && mw->n && !smux__mw_live(mw, 0)) {
+	if (smux__shield_origin(mux, mw->m, mw->n) && !smux__mw_live(mw, 0)) {
 		*err = mw->s[0]->err;
 		return -err->e.sys_errno;
 	}

@@ -637,6 +637,11 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 	struct mux_sticky_gate g;
 	int rc;
 
+	/* round-robin, weighted: not while an abandoned write of the key
+	 * may still land on the shared store (mux_zombie.c) */
+	rc = smux__zombie_wait(mw->mux, ctx, mw->base.key, NULL, err);
+	if (rc)
+		return rc;
 	if (gate)
 		smux__sticky_gate_enter(mw->mux, &g, mw->base.key);
 	rc = single_place(mw, ctx, flags, false, &t, err);
@@ -654,6 +659,13 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 	if (rc)
 		return rc;
 	mw->size = smux__mw_sub_size(mw, 0);
+	/* one target: its writer's view of the object is the mux's (read
+	 * here, after the open job finished; the member writer never
+	 * changes it) */
+	if (mw->s[0]->w && mw->s[0]->w->has_info) {
+		mw->base.info = mw->s[0]->w->info;
+		mw->base.has_info = true;
+	}
 	spool_start(mw, flags);
 	return 0;
 }
@@ -744,6 +756,12 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 
 	/* sticky-by-key: the commit and its hints are one write of the key
 	 * for the replay (mux_sticky.c) */
+	/* round-robin, weighted: an abandoned write of the key (another
+	 * caller's, or this writer's own) may still land on the shared
+	 * store after this commit (mux_zombie.c) */
+	rc = smux__zombie_wait(mux, ctx, key, NULL, err);
+	if (rc)
+		return (int)rc;
 	if (sticky)
 		smux__sticky_gate_enter(mux, &g, key);
 	rc = single_op(mw, ctx, &c, mw->spool_state == SMUX__SPOOL_FULL, NULL,

@@ -33,6 +33,16 @@
  *    member could give the key and some wait for a copy of it (they copy
  *    from this one).
  *
+ * Round-robin and weighted (smux__zombie_shared): the members are paths to
+ * ONE store, so a zombie on one member changes the key for all of them. A
+ * zombie of a key there blocks the key on every member (not only its
+ * own), and a mutating call of the key first waits for the key's zombies
+ * to end (smux__zombie_wait, bounded by the call's deadline or
+ * backend_timeout): a write acknowledged while an older abandoned write
+ * of the key may still land would be replaced by it. When the wait runs
+ * out the call is refused (nothing was sent; the key is writable again
+ * once the abandoned call returns or its worker gives it up).
+ *
  * The registry is a short list (empty in the normal case): the read path
  * checks an atomic count first and takes the read lock only while a
  * zombie runs. The registry outlives the mux while a zombie still runs
@@ -43,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/mux_internal.h"
 
@@ -62,6 +73,10 @@ struct smux__zombies {
 	/* serialises the ends (the hint decisions) and the detach */
 	pthread_mutex_t end_lock;
 	struct smux_mux *mux; /* protected by end_lock; NULL once detached */
+	/* smux__zombie_wait: a waiter checks and sleeps under wait_lock, an
+	 * end broadcasts wait_cond under it after its delist */
+	pthread_mutex_t wait_lock;
+	pthread_cond_t wait_cond; /* CLOCK_MONOTONIC */
 };
 
 /* What begin hands the bulkhead: one zombie call. */
@@ -71,8 +86,10 @@ struct zombie_ticket {
 	char *key[2]; /* key[1] may be NULL */
 };
 
-void (*smux__zombie_hook_end)(struct smux_mux *mux, const char *replica,
-			      const char *key);
+_Atomic(smux__zombie_fn) smux__zombie_hook_handoff;
+_Atomic(smux__zombie_fn) smux__zombie_hook_end;
+void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);
+void (*smux__zombie_hook_begin)(const char *replica, const char *key);
 
 static void zombies_put(struct smux__zombies *z)
 {
@@ -88,15 +105,23 @@ static void zombies_put(struct smux__zombies *z)
 	}
 	pthread_rwlock_destroy(&z->lock);
 	pthread_mutex_destroy(&z->end_lock);
+	pthread_mutex_destroy(&z->wait_lock);
+	pthread_cond_destroy(&z->wait_cond);
 	free(z);
 }
 
 int smux__zombies_init(struct smux_mux *mux)
 {
 	struct smux__zombies *z = calloc(1, sizeof(*z));
+	pthread_condattr_t ca;
 
 	if (!z)
 		return -1;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&z->wait_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&z->wait_lock, NULL);
 	atomic_init(&z->refs, 1);
 	atomic_init(&z->running, 0);
 	pthread_rwlock_init(&z->lock, NULL);
@@ -128,6 +153,21 @@ static struct zombie *find(struct smux__zombies *z, const char *replica,
 		    strcmp(e->replica, replica) == 0)
 			return e;
 	return NULL;
+}
+
+/* Caller holds z->lock: a zombie of @key on any member. */
+static bool find_key(struct smux__zombies *z, const char *key)
+{
+	for (struct zombie *e = z->list; e; e = e->next)
+		if (strcmp(e->key, key) == 0)
+			return true;
+	return false;
+}
+
+bool smux__zombie_shared(const struct smux_mux *mux)
+{
+	return mux->mode == SMUX_MODE_ROUND_ROBIN ||
+	       mux->mode == SMUX_MODE_WEIGHTED;
 }
 
 /* Counts one zombie of (@replica, @key); false on ENOMEM. */
@@ -190,6 +230,25 @@ static bool delist(struct smux__zombies *z, const char *replica,
 	return last;
 }
 
+/* True when the zombie of (@replica, @key) about to end is the pair's
+ * last one running. */
+static bool pair_last(struct smux__zombies *z, const char *replica,
+		      const char *key)
+{
+	struct zombie *e;
+	bool last = false;
+
+	pthread_rwlock_rdlock(&z->lock);
+	for (e = z->list; e; e = e->next)
+		if (strcmp(e->key, key) == 0 &&
+		    strcmp(e->replica, replica) == 0) {
+			last = e->n == 1;
+			break;
+		}
+	pthread_rwlock_unlock(&z->lock);
+	return last;
+}
+
 static void ticket_free(struct zombie_ticket *t)
 {
 	free(t->replica);
@@ -219,6 +278,11 @@ static void *zombie_begin(void *arg, const char *member, const char *key,
 	}
 	atomic_fetch_add(&z->refs, 1);
 	t->z = z;
+	if (smux__zombie_hook_begin) {
+		smux__zombie_hook_begin(t->replica, t->key[0]);
+		if (t->key[1])
+			smux__zombie_hook_begin(t->replica, t->key[1]);
+	}
 	return t;
 out_free:
 	ticket_free(t);
@@ -234,29 +298,92 @@ bool smux__member_zombie(struct smux_mux *mux, struct mux_member *m,
 	if (!key || !z || atomic_load(&z->running) == 0)
 		return false;
 	pthread_rwlock_rdlock(&z->lock);
-	yes = find(z, m->name, key) != NULL;
+	/* one store behind every member: a zombie on any of them */
+	yes = smux__zombie_shared(mux) ? find_key(z, key)
+				       : find(z, m->name, key) != NULL;
 	pthread_rwlock_unlock(&z->lock);
 	return yes;
 }
 
+/* A zombie of @key or @key2 (may be NULL) on any member. */
+static bool keys_zombie(struct smux__zombies *z, const char *key,
+			const char *key2)
+{
+	bool yes;
+
+	if (atomic_load(&z->running) == 0)
+		return false;
+	pthread_rwlock_rdlock(&z->lock);
+	yes = (key && find_key(z, key)) || (key2 && find_key(z, key2));
+	pthread_rwlock_unlock(&z->lock);
+	return yes;
+}
+
+/* How long a mutating call waits for zombies of its keys: its own
+ * deadline, else the mux's backend_timeout (the longest a member call may
+ * take before it is given up on). */
+static int64_t wait_budget_ns(struct smux_mux *mux, const struct smux_ctx *ctx)
+{
+	int64_t left = smux_ctx_remaining_ns(ctx);
+
+	if (left != INT64_MAX)
+		return left;
+	return mux->timeout_ms > 0 ? mux->timeout_ms * 1000000 : 0;
+}
+
+int smux__zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      const char *key, const char *key2, struct smux_error *err)
+{
+	struct smux__zombies *z = mux->zombies;
+	int64_t end;
+	bool hooked = false;
+	int rc = 0;
+
+	if (!z || !smux__zombie_shared(mux) || !keys_zombie(z, key, key2))
+		return 0;
+	end = smux_now_ns() + wait_budget_ns(mux, ctx);
+	pthread_mutex_lock(&z->wait_lock);
+	while (keys_zombie(z, key, key2)) {
+		int64_t now = smux_now_ns(), slice;
+		struct timespec ts;
+
+		if (now >= end || smux_ctx_state(ctx) != SMUX_CANCEL_NONE) {
+			rc = -1;
+			break;
+		}
+		if (!hooked && smux__zombie_hook_wait) {
+			smux__zombie_hook_wait(mux, key);
+			hooked = true;
+		}
+		/* wakes for the ends; in slices so that a cancellation of
+		 * the caller is seen (nothing signals it here) */
+		slice = end - now < 50000000 ? end - now : 50000000;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (ts.tv_nsec + slice) / 1000000000;
+		ts.tv_nsec = (ts.tv_nsec + slice) % 1000000000;
+		pthread_cond_timedwait(&z->wait_cond, &z->wait_lock, &ts);
+	}
+	pthread_mutex_unlock(&z->wait_lock);
+	if (rc == 0)
+		return 0;
+	if (smux_ctx_check(ctx, mux->base.name, err) != 0)
+		return -err->e.sys_errno;
+	return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			      "an abandoned write of %s may still land; not "
+			      "written",
+			      key2 ? key2 : key);
+}
+
 /* True when @m waits for a copy of @key from another replica: a pending
- * put hint (or rejoin), or a zombie of its own. */
+ * hint of it - a put's or a delete's: in mirror and shield a missed
+ * delete replays from the replicas' state too (mux_repair.c,
+ * replicas_converge) -, a rejoin, or a zombie of its own. */
 static bool wants_source(struct smux_mux *mux, struct mux_member *m,
 			 const char *key)
 {
-	struct smux__hint *list = NULL;
-	int n;
-	bool yes = smux__member_zombie(mux, m, key) ||
-		   smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
-
-	if (yes || !smux__hints_has(mux->hints, m->name, key))
-		return yes;
-	n = smux__hints_list(mux->hints, m->name, &list);
-	for (int i = 0; i < n && !yes; i++)
-		yes = list[i].kind == SMUX__HINT_PUT &&
-		      strcmp(list[i].key, key) == 0;
-	smux__hints_free_list(list, n);
-	return yes || n < 0;
+	return smux__member_zombie(mux, m, key) ||
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY) ||
+	       smux__hints_has(mux->hints, m->name, key);
 }
 
 /*
@@ -281,6 +408,31 @@ static bool replica_needs_hint(struct smux_mux *mux, struct mux_view *v,
 	return !others_wait;
 }
 
+/* True when a member of @v other than @m has a pending delete hint for
+ * @key: the key's latest write was a delete (a later one it took would
+ * have superseded the hint, one it missed replaced it). */
+static bool peer_missed_delete(struct smux_mux *mux, struct mux_view *v,
+			       struct mux_member *m, const char *key)
+{
+	bool del = false;
+
+	for (unsigned i = 0; i < v->n && !del; i++) {
+		struct smux__hint *list = NULL;
+		int n;
+
+		if (v->m[i] == m ||
+		    !smux__hints_has(mux->hints, v->m[i]->name, key))
+			continue;
+		n = smux__hints_list(mux->hints, v->m[i]->name, &list);
+		for (int j = 0; j < n; j++)
+			if (strcmp(list[j].key, key) == 0)
+				del = list[j].kind == SMUX__HINT_DEL;
+		if (n > 0)
+			smux__hints_free_list(list, n);
+	}
+	return del;
+}
+
 /*
  * Whether @m (of @v), whose zombie for @key just ended and which has no
  * hint for it, needs one: it holds content nobody acknowledged, possibly
@@ -302,6 +454,13 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
 		return !smux__sticky_holds(mux, m, key);
 	case SMUX_MODE_MIRROR:
 	case SMUX_MODE_SHIELD:
+		/* the hint converges @m on its peers' state either way; its
+		 * kind says what the key's latest write was: a delete when
+		 * a peer missed one (a put hint here kept a member rejoining
+		 * without the key from keeping that absence, every replica
+		 * stale: test_mux_zombie_handoff) */
+		if (peer_missed_delete(mux, v, m, key))
+			*kind = SMUX__HINT_DEL;
 		return replica_needs_hint(mux, v, m, key);
 	default:
 		/* round-robin, weighted: no replicas, no hints */
@@ -339,16 +498,36 @@ static void zombie_end(void *token, bool ran)
 {
 	struct zombie_ticket *t = token;
 	struct smux__zombies *z = t->z;
+	smux__zombie_fn hook;
 
 	pthread_mutex_lock(&z->end_lock);
 	for (unsigned k = 0; k < 2 && t->key[k]; k++) {
-		/* another zombie of the pair still running decides */
-		if (delist(z, t->replica, t->key[k]) && ran && z->mux)
+		/*
+		 * The hint first, then the zombie forgotten: the member is
+		 * stale for the key (smux__member_stale) at every moment. In
+		 * the other order a write that looked in between took the
+		 * member as up to date - an in-place writer built on the
+		 * copy the zombie left, the hint came after it opened, and
+		 * its commit (not a whole write) left that hint: every
+		 * replica stale, the repair never converged (the storm's
+		 * shield run). Another zombie of the pair still running
+		 * decides (a new one beginning meanwhile finds the hint).
+		 */
+		if (pair_last(z, t->replica, t->key[k]) && ran && z->mux)
 			rehint(z->mux, t->replica, t->key[k]);
-		if (z->mux && smux__zombie_hook_end)
-			smux__zombie_hook_end(z->mux, t->replica, t->key[k]);
+		hook = atomic_load(&smux__zombie_hook_handoff);
+		if (z->mux && hook)
+			hook(z->mux, t->replica, t->key[k]);
+		delist(z, t->replica, t->key[k]);
+		hook = atomic_load(&smux__zombie_hook_end);
+		if (z->mux && hook)
+			hook(z->mux, t->replica, t->key[k]);
 	}
 	pthread_mutex_unlock(&z->end_lock);
+	/* writers of the keys waiting for this end (smux__zombie_wait) */
+	pthread_mutex_lock(&z->wait_lock);
+	pthread_cond_broadcast(&z->wait_cond);
+	pthread_mutex_unlock(&z->wait_lock);
 	ticket_free(t);
 	zombies_put(z);
 }

@@ -36,6 +36,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_GID] = {"gid", SMUX__VT_GID},
 	[SMUX__MK_UMASK] = {"umask", SMUX__VT_UMASK},
 	[SMUX__MK_READ_CACHE] = {"read_cache", SMUX__VT_AUTO},
+	[SMUX__MK_READ_AHEAD] = {"read_ahead", SMUX__VT_SIZE},
 	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_XATTR] = {"xattr", SMUX__VT_AUTO},
 	[SMUX__MK_OTLP_ENDPOINT] = {"otlp_endpoint", SMUX__VT_STRING},
@@ -73,9 +74,10 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 	[SMUX__BK_FAULT_AFTER] = {"fault_after", SMUX__VT_DURATION, T(FAULTY)},
 	[SMUX__BK_FAULT_FOR] = {"fault_for", SMUX__VT_DURATION, T(FAULTY)},
 	/* keys of the network types to come (DESIGN section 6) */
-	[SMUX__BK_ENDPOINT] = {"endpoint", SMUX__VT_STRING, T(S3)},
+	[SMUX__BK_ENDPOINT] = {"endpoint", SMUX__VT_STRING, T(S3) | T(BUNNY)},
 	[SMUX__BK_BUCKET] = {"bucket", SMUX__VT_STRING, T(S3)},
-	[SMUX__BK_REGION] = {"region", SMUX__VT_STRING, T(S3)},
+	[SMUX__BK_REGION] = {"region", SMUX__VT_STRING,
+			     T(S3) | T(BUNNY) | T(SWIFT)},
 	[SMUX__BK_PREFIX] = {"prefix", SMUX__VT_PREFIX, T(S3)},
 	[SMUX__BK_PATH_STYLE] = {"path_style", SMUX__VT_BOOL, T(S3)},
 	[SMUX__BK_URL] = {"url", SMUX__VT_STRING, T(HTTP)},
@@ -84,6 +86,25 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 				       T_CREDS, true},
 	[SMUX__BK_CREDENTIALS_ENV] = {"credentials_env", SMUX__VT_STRING,
 				      T_CREDS, true},
+	[SMUX__BK_ZONE] = {"zone", SMUX__VT_STRING, T(BUNNY)},
+	[SMUX__BK_MAX_CONCURRENCY] = {"max_concurrency", SMUX__VT_COUNT,
+				      T(BUNNY)},
+	[SMUX__BK_AUTH_URL] = {"auth_url", SMUX__VT_STRING, T(SWIFT)},
+	[SMUX__BK_AUTH_VERSION] = {"auth_version", SMUX__VT_COUNT, T(SWIFT)},
+	[SMUX__BK_CONTAINER] = {"container", SMUX__VT_STRING, T(SWIFT)},
+	[SMUX__BK_TENANT] = {"tenant", SMUX__VT_STRING, T(SWIFT)},
+	[SMUX__BK_INTERNAL] = {"internal", SMUX__VT_BOOL, T(SWIFT)},
+	[SMUX__BK_PASSWORD_CREDENTIALS] = {"password_credentials",
+					   SMUX__VT_BOOL, T(SWIFT)},
+	[SMUX__BK_CA_FILE] = {"ca_file", SMUX__VT_ABSPATH, T_CREDS},
+	[SMUX__BK_CONNECT_TIMEOUT] = {"connect_timeout", SMUX__VT_DURATION,
+				      T_CREDS},
+	[SMUX__BK_IDLE_TIMEOUT] = {"idle_timeout", SMUX__VT_DURATION, T_CREDS},
+	[SMUX__BK_PART_SIZE] = {"part_size", SMUX__VT_SIZE, T(S3)},
+	[SMUX__BK_PART_PARALLEL] = {"part_parallel", SMUX__VT_COUNT, T(S3)},
+	[SMUX__BK_SEGMENT_THRESHOLD] = {"segment_threshold", SMUX__VT_SIZE,
+					T(SWIFT)},
+	[SMUX__BK_SEGMENT_SIZE] = {"segment_size", SMUX__VT_SIZE, T(SWIFT)},
 };
 
 static const char *const type_names[SMUX__CFG_T_COUNT] = {
@@ -190,6 +211,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->negative_timeout = seconds(&v[SMUX__MK_NEGATIVE_TIMEOUT]);
 	o->cache_size = v[SMUX__MK_CACHE_SIZE].line ? v[SMUX__MK_CACHE_SIZE].u
 						    : (uint64_t)1 << 30;
+	o->read_ahead = v[SMUX__MK_READ_AHEAD].line
+				? v[SMUX__MK_READ_AHEAD].u
+				: SMUX_FS_DEFAULT_READ_AHEAD;
 	o->allow_other =
 		v[SMUX__MK_ALLOW_OTHER].line && v[SMUX__MK_ALLOW_OTHER].b;
 	o->default_permissions = v[SMUX__MK_DEFAULT_PERMISSIONS].line &&
@@ -298,6 +322,7 @@ static const struct {
 	{"negative_timeout", SMUX__MK_NEGATIVE_TIMEOUT, false},
 	{"cache_size", SMUX__MK_CACHE_SIZE, false},
 	{"read_cache", SMUX__MK_READ_CACHE, false},
+	{"read_ahead", SMUX__MK_READ_AHEAD, false},
 	{"backend_timeout", SMUX__MK_BACKEND_TIMEOUT, false},
 	{"xattr", SMUX__MK_XATTR, false},
 	{"uid", SMUX__MK_UID, false},
@@ -366,6 +391,8 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		return rc;
 	case SMUX__MK_CACHE_SIZE:
 		return smux__cfg_parse_size(val, &o->cache_size, why, len);
+	case SMUX__MK_READ_AHEAD:
+		return smux__cfg_parse_size(val, &o->read_ahead, why, len);
 	case SMUX__MK_READ_CACHE:
 		rc = smux__cfg_parse_auto(val, &ms, why, len);
 		if (rc == 0)
@@ -502,31 +529,36 @@ bool smux_config_real_dirs(const struct smux_config *cfg)
 	return cfg && real_dirs(cfg->root);
 }
 
-/* True when a backend under @s is of a network type. */
-static bool has_network(const struct smux__cfg_section *s)
+/* True when a backend under @s is of type @t. */
+static bool has_type(const struct smux__cfg_section *s, enum smux__cfg_type t)
 {
 	if (!s)
 		return false;
 	if (s->kind == SMUX__CFG_MUX) {
 		for (unsigned i = 0; i < s->n_members; i++)
-			if (s->member_secs && has_network(s->member_secs[i]))
+			if (s->member_secs && has_type(s->member_secs[i], t))
 				return true;
 		return false;
 	}
-	switch ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i) {
-	case SMUX__CFG_T_S3:
-	case SMUX__CFG_T_HTTP:
-	case SMUX__CFG_T_SWIFT:
-	case SMUX__CFG_T_BUNNY:
-		return true;
-	case SMUX__CFG_T_FAULTY:
-		return has_network(s->wraps_sec);
-	default:
-		return false;
-	}
+	if ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i == SMUX__CFG_T_FAULTY)
+		return has_type(s->wraps_sec, t);
+	return (enum smux__cfg_type)s->v[SMUX__BK_TYPE].i == t;
 }
 
 bool smux_config_has_network(const struct smux_config *cfg)
 {
-	return cfg && has_network(cfg->root);
+	return cfg && (has_type(cfg->root, SMUX__CFG_T_S3) ||
+		       has_type(cfg->root, SMUX__CFG_T_HTTP) ||
+		       has_type(cfg->root, SMUX__CFG_T_SWIFT) ||
+		       has_type(cfg->root, SMUX__CFG_T_BUNNY));
+}
+
+bool smux_config_has_file(const struct smux_config *cfg)
+{
+	return cfg && has_type(cfg->root, SMUX__CFG_T_FILE);
+}
+
+bool smux_config_has_http(const struct smux_config *cfg)
+{
+	return cfg && has_type(cfg->root, SMUX__CFG_T_HTTP);
 }

@@ -44,6 +44,9 @@ struct smux_fs_opts {
 	double entry_timeout;	 /* seconds it caches names (1) */
 	double negative_timeout; /* seconds it caches "no such name" (1) */
 	uint64_t cache_size;	 /* bytes of read cache (1G) */
+	/* bytes of read-ahead gets queued or in flight at once, over all
+	 * open files (SMUX_FS_DEFAULT_READ_AHEAD; 0 = none) */
+	uint64_t read_ahead;
 	/* the read cache: on, off, or auto = on with a network backend in
 	 * the tree (smux_config_has_network) */
 	enum smux_fs_auto read_cache;
@@ -75,12 +78,15 @@ struct smux_fs_opts {
 #define SMUX_FS_DEFAULT_CACHE_DIR "/var/cache/smuxfs"
 #define SMUX_FS_DEFAULT_STATE_DIR "/var/lib/smuxfs"
 
+/* [mount] read_ahead when not given: 64 MiB */
+#define SMUX_FS_DEFAULT_READ_AHEAD (64ULL << 20)
+
 struct smux_config;
 
 /*
  * Reads and validates @path. On failure returns a negative errno and
  * writes one line into @errbuf ("PATH:LINE: [backend edge-a] type:
- * unknown type \"s4\" (use file, memory, faulty)"). *@out is owned by
+ * unknown type \"s4\" (use file, memory, faulty, http, s3, swift or bunny)"). *@out is owned by
  * the caller (smux_config_free).
  */
 int smux_config_load(const char *path, struct smux_config **out, char *errbuf,
@@ -134,17 +140,26 @@ void smux_config_set_tracer(struct smux_config *cfg,
 			    const struct smux_tracer *tracer);
 
 /*
- * Reads the config file @path again and builds its section @name (a
- * [backend] or a [mux] and what it needs), for `add NAME` at run time:
- * @out gets one reference on it and the weight the section gives it.
- * 0, or a negative errno with @errbuf naming the file, line and reason
- * (-ENOENT: no such section). The running tree is not touched.
+ * Builds the section @name of the loaded config @cfg (a [backend] or a
+ * [mux] and what it needs) with @cfg's mount options, for `add NAME` and
+ * reload at run time: @out gets one reference on it and the weight the
+ * section gives it. 0, or a negative errno with @errbuf naming the file,
+ * line and reason (-ENOENT: no such section). The running tree is not
+ * touched; @cfg can build again afterwards.
  */
-int smux_config_build_section(const char *path, const char *name,
-			      struct smux_events *events,
-			      const struct smux_tracer *tracer,
-			      struct smux_mux_member *out, char *errbuf,
-			      size_t errlen);
+int smux_config_build_member(struct smux_config *cfg, const char *name,
+			     struct smux_events *events,
+			     const struct smux_tracer *tracer,
+			     struct smux_mux_member *out, char *errbuf,
+			     size_t errlen);
+
+/*
+ * Gives @dst the mount options of @src (deep copy): a file loaded again at
+ * run time gets what the mount runs with, -o options included
+ * (config_opts.c). 0 or -ENOMEM (@dst unchanged).
+ */
+int smux_config_copy_opts(struct smux_config *dst,
+			  const struct smux_config *src);
 
 /*
  * The resolved tree as text for `smuxfs --check-config`, e.g.
@@ -165,6 +180,15 @@ bool smux_config_real_dirs(const struct smux_config *cfg);
  * (s3, http, swift, bunny; none is available in this build yet), which
  * turns read_cache = auto on. */
 bool smux_config_has_network(const struct smux_config *cfg);
+
+/* True when the mounted tree contains a local directory (type file):
+ * its readers keep the file open (an unlinked name still reads), which
+ * the daemon's attribute cache must not replace (attrcache.c). */
+bool smux_config_has_file(const struct smux_config *cfg);
+
+/* True when the mounted tree contains an http (WebDAV) backend: a server
+ * with real directories, whose mtimes move with their entries. */
+bool smux_config_has_http(const struct smux_config *cfg);
 
 /* The effective configuration as pretty JSON, secrets redacted ("***"),
  * for .smux/config. Caller frees. NULL on ENOMEM. */

@@ -14,13 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "fs/config_internal.h"
 #include "fs/fs.h"
+#include "smux/bunny.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/http.h"
 #include "smux/memory.h"
+#include "smux/s3.h"
+#include "smux/swift.h"
 
 struct build {
 	struct smux_config *cfg;
@@ -98,13 +102,63 @@ static void wipe_free(char *secret)
 	}
 }
 
+/* The HTTP layer's keys, common to every network type. */
+struct net_opts {
+	const char *ca_file;
+	int64_t connect_timeout_ms, idle_timeout_ms;
+};
+
+/*
+ * ca_file, connect_timeout and idle_timeout of @s. A ca_file that cannot
+ * be read is refused here, naming the key and the path, rather than as a
+ * TLS failure of every request later.
+ */
+static int net_opts(const struct smux__cfg_section *s, struct net_opts *o,
+		    struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+
+	*o = (struct net_opts){0};
+	if (v[SMUX__BK_CA_FILE].line) {
+		o->ca_file = v[SMUX__BK_CA_FILE].s;
+		if (access(o->ca_file, R_OK) != 0)
+			return smux_error_set(err, SMUX_E_INVALID_OPTIONS,
+					      s->name, "ca_file: %s: %s",
+					      o->ca_file, strerror(errno));
+	}
+	if (v[SMUX__BK_CONNECT_TIMEOUT].line) {
+		o->connect_timeout_ms = v[SMUX__BK_CONNECT_TIMEOUT].i;
+		if (o->connect_timeout_ms <= 0)
+			return smux_error_set(err, SMUX_E_INVALID_OPTIONS,
+					      s->name,
+					      "connect_timeout: must be more "
+					      "than 0");
+	}
+	if (v[SMUX__BK_IDLE_TIMEOUT].line) {
+		o->idle_timeout_ms = v[SMUX__BK_IDLE_TIMEOUT].i;
+		if (o->idle_timeout_ms <= 0)
+			return smux_error_set(err, SMUX_E_INVALID_OPTIONS,
+					      s->name,
+					      "idle_timeout: must be more "
+					      "than 0");
+	}
+	return 0;
+}
+
 static int build_http(struct smux__cfg_section *s, struct smux_error *err)
 {
 	const struct smux__cfg_value *v = s->v;
 	struct smux_http_opts ho = {0};
 	char *user = NULL, *pass = NULL;
+	struct net_opts no;
 	int rc;
 
+	rc = net_opts(s, &no, err);
+	if (rc < 0)
+		return rc;
+	ho.ca_file = no.ca_file;
+	ho.connect_timeout_ms = no.connect_timeout_ms;
+	ho.idle_timeout_ms = no.idle_timeout_ms;
 	rc = http_credentials(s, &user, &pass, err);
 	if (rc < 0)
 		return rc;
@@ -116,6 +170,203 @@ static int build_http(struct smux__cfg_section *s, struct smux_error *err)
 	rc = smux_http_new(s->name, &ho, &s->built, err);
 	wipe_free(user);
 	wipe_free(pass);
+	return rc;
+}
+
+/*
+ * A bunny backend: the zone password from credentials_file (one line) or
+ * the variable credentials_env names; never quoted in an error.
+ */
+static int build_bunny(struct smux__cfg_section *s, struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+	struct smux_bunny_opts bo = {0};
+	char *key = NULL;
+	struct net_opts no;
+	const char *env;
+	int rc;
+
+	rc = net_opts(s, &no, err);
+	if (rc < 0)
+		return rc;
+	bo.ca_file = no.ca_file;
+	bo.connect_timeout_ms = no.connect_timeout_ms;
+	bo.idle_timeout_ms = no.idle_timeout_ms;
+	if (v[SMUX__BK_CREDENTIALS_FILE].line) {
+		rc = smux_bunny_read_key(v[SMUX__BK_CREDENTIALS_FILE].s, &key,
+					 err);
+		if (rc < 0)
+			return rc;
+	} else {
+		env = getenv(v[SMUX__BK_CREDENTIALS_ENV].s);
+		if (!env || !env[0])
+			return smux_error_set(err, SMUX_E_INVALID_OPTIONS,
+					      s->name,
+					      "credentials_env: $%s is not "
+					      "set (the zone password)",
+					      v[SMUX__BK_CREDENTIALS_ENV].s);
+		key = strdup(env);
+		if (!key)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, s->name,
+					      NULL);
+	}
+	bo.zone = v[SMUX__BK_ZONE].s;
+	bo.access_key = key;
+	bo.region = v[SMUX__BK_REGION].line ? v[SMUX__BK_REGION].s : NULL;
+	bo.endpoint = v[SMUX__BK_ENDPOINT].line ? v[SMUX__BK_ENDPOINT].s : NULL;
+	bo.max_concurrency = v[SMUX__BK_MAX_CONCURRENCY].line
+				     ? (unsigned)v[SMUX__BK_MAX_CONCURRENCY].u
+				     : 0;
+	rc = smux_bunny_new(s->name, &bo, &s->built, err);
+	wipe_free(key);
+	return rc;
+}
+
+/* A swift backend: user:key (or user:password with
+ * password_credentials) from credentials_file / credentials_env; with
+ * auth_version 1 the user is tempauth's account:user, so the line is
+ * account:user:key. */
+static int build_swift(struct smux__cfg_section *s, struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+	struct smux_swift_opts so = {0};
+	char *user = NULL, *secret = NULL;
+	struct net_opts no;
+	int rc;
+
+	rc = net_opts(s, &no, err);
+	if (rc < 0)
+		return rc;
+	so.ca_file = no.ca_file;
+	so.connect_timeout_ms = no.connect_timeout_ms;
+	so.idle_timeout_ms = no.idle_timeout_ms;
+	rc = http_credentials(s, &user, &secret, err);
+	if (rc < 0)
+		return rc;
+	if (!user || !secret) /* refused at load; kept for the builder */
+		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->name,
+				      "credentials_file or credentials_env: "
+				      "missing");
+	so.auth_url = v[SMUX__BK_AUTH_URL].s;
+	so.auth =
+		v[SMUX__BK_AUTH_VERSION].line && v[SMUX__BK_AUTH_VERSION].u == 2
+			? SMUX_SWIFT_AUTH_V2
+			: SMUX_SWIFT_AUTH_V1;
+	so.container = v[SMUX__BK_CONTAINER].s;
+	so.region = v[SMUX__BK_REGION].line ? v[SMUX__BK_REGION].s : NULL;
+	so.tenant = v[SMUX__BK_TENANT].line ? v[SMUX__BK_TENANT].s : NULL;
+	so.internal = v[SMUX__BK_INTERNAL].line && v[SMUX__BK_INTERNAL].b;
+	/* large objects: 0 would mean the library's default, so a 0 in
+	 * the file is refused rather than silently read as 5 GiB / 1 GiB */
+	if ((v[SMUX__BK_SEGMENT_THRESHOLD].line &&
+	     !v[SMUX__BK_SEGMENT_THRESHOLD].u) ||
+	    (v[SMUX__BK_SEGMENT_SIZE].line && !v[SMUX__BK_SEGMENT_SIZE].u)) {
+		rc = smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->name,
+				    "%s must be 1 byte to 5G",
+				    v[SMUX__BK_SEGMENT_SIZE].line &&
+						    !v[SMUX__BK_SEGMENT_SIZE].u
+					    ? "segment_size"
+					    : "segment_threshold");
+		goto out;
+	}
+	so.segment_threshold = v[SMUX__BK_SEGMENT_THRESHOLD].u;
+	so.segment_size = v[SMUX__BK_SEGMENT_SIZE].u;
+	if (so.auth == SMUX_SWIFT_AUTH_V1) {
+		/* "account" + ":" + "user:key": the user takes the first
+		 * part of the rest */
+		char *colon = strchr(secret, ':'), *full = NULL;
+
+		if (!colon || colon == secret) {
+			rc = smux_error_set(err, SMUX_E_INVALID_OPTIONS,
+					    s->name,
+					    "credentials: auth_version 1 needs "
+					    "account:user:key");
+			goto out;
+		}
+		*colon = '\0';
+		if (asprintf(&full, "%s:%s", user, secret) < 0) {
+			rc = smux_error_set(err, SMUX_E_NO_MEMORY, s->name,
+					    NULL);
+			goto out;
+		}
+		{
+			size_t klen = strlen(colon + 1);
+
+			memmove(secret, colon + 1, klen + 1);
+			/* what is left of the old text past the key */
+			explicit_bzero(secret + klen + 1,
+				       (size_t)(colon - secret));
+		}
+		wipe_free(user);
+		user = full;
+	}
+	so.username = user;
+	if (v[SMUX__BK_PASSWORD_CREDENTIALS].line &&
+	    v[SMUX__BK_PASSWORD_CREDENTIALS].b)
+		so.password = secret;
+	else
+		so.key = secret;
+	rc = smux_swift_new(s->name, &so, &s->built, err);
+out:
+	wipe_free(user);
+	wipe_free(secret);
+	return rc;
+}
+
+/*
+ * An s3 backend: credentials_file is an AWS shared-credentials file
+ * (profile "default"), credentials_env the prefix of the variables
+ * (PREFIX_ACCESS_KEY_ID...); neither: AWS_ACCESS_KEY_ID... The loaders
+ * (s3_creds.c) name the file or variable in errors, never a value.
+ */
+static int build_s3(struct smux__cfg_section *s, const char *state_dir,
+		    struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+	struct smux_s3_opts so = {0};
+	char *prefix = NULL, *journal = NULL;
+	struct net_opts no;
+	int rc;
+
+	rc = net_opts(s, &no, err);
+	if (rc < 0)
+		return rc;
+	so.ca_file = no.ca_file;
+	so.connect_timeout_ms = no.connect_timeout_ms;
+	so.idle_timeout_ms = no.idle_timeout_ms;
+	so.part_size = v[SMUX__BK_PART_SIZE].line ? v[SMUX__BK_PART_SIZE].u : 0;
+	so.part_parallel = v[SMUX__BK_PART_PARALLEL].line
+				   ? (unsigned)v[SMUX__BK_PART_PARALLEL].u
+				   : 0;
+	so.endpoint = v[SMUX__BK_ENDPOINT].s;
+	so.bucket = v[SMUX__BK_BUCKET].s;
+	so.region = v[SMUX__BK_REGION].line ? v[SMUX__BK_REGION].s : NULL;
+	/* path-style unless the operator asks for virtual hosts: it works
+	 * with every server and any bucket name */
+	so.path_style =
+		!v[SMUX__BK_PATH_STYLE].line || v[SMUX__BK_PATH_STYLE].b;
+	if (v[SMUX__BK_PREFIX].line && v[SMUX__BK_PREFIX].s[0]) {
+		/* stored without slashes; the backend wants "a/b/" */
+		if (asprintf(&prefix, "%s/", v[SMUX__BK_PREFIX].s) < 0)
+			return smux_error_set(err, SMUX_E_NO_MEMORY, s->name,
+					      NULL);
+		so.prefix = prefix;
+	}
+	if (v[SMUX__BK_CREDENTIALS_FILE].line)
+		so.credentials_file = v[SMUX__BK_CREDENTIALS_FILE].s;
+	else if (v[SMUX__BK_CREDENTIALS_ENV].line)
+		so.credentials_env = v[SMUX__BK_CREDENTIALS_ENV].s;
+	/* multipart uploads in flight, aborted at the next start after a
+	 * crash (s3_orphans.c) */
+	if (state_dir &&
+	    asprintf(&journal, "%s/s3-uploads/%s", state_dir, s->name) < 0) {
+		free(prefix);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
+	}
+	so.upload_journal = journal;
+	rc = smux_s3_new(s->name, &so, &s->built, err);
+	free(journal);
+	free(prefix);
 	return rc;
 }
 
@@ -171,6 +422,12 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 		return smux_memory_new(s->name, &s->built, err);
 	case SMUX__CFG_T_HTTP:
 		return build_http(s, err);
+	case SMUX__CFG_T_BUNNY:
+		return build_bunny(s, err);
+	case SMUX__CFG_T_SWIFT:
+		return build_swift(s, err);
+	case SMUX__CFG_T_S3:
+		return build_s3(s, b->cfg->opts.state_dir, err);
 	case SMUX__CFG_T_FAULTY:
 		rc = build_section(b, s->wraps_sec);
 		if (rc)
@@ -310,32 +567,31 @@ void smux_config_set_tracer(struct smux_config *cfg,
 	cfg->tracer = tracer;
 }
 
-int smux_config_build_section(const char *path, const char *name,
-			      struct smux_events *events,
-			      const struct smux_tracer *tracer,
-			      struct smux_mux_member *out, char *errbuf,
-			      size_t errlen)
+int smux_config_build_member(struct smux_config *cfg, const char *name,
+			     struct smux_events *events,
+			     const struct smux_tracer *tracer,
+			     struct smux_mux_member *out, char *errbuf,
+			     size_t errlen)
 {
-	struct smux_config *cfg = NULL;
 	struct smux__cfg_section *s;
 	const struct smux__cfg_value *w;
-	struct build b = {.events = events, .errbuf = errbuf, .errlen = errlen};
+	struct build b = {.cfg = cfg,
+			  .events = events,
+			  .errbuf = errbuf,
+			  .errlen = errlen};
+	const struct smux_tracer *was = cfg->tracer;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	rc = smux_config_load(path, &cfg, errbuf, errlen);
-	if (rc)
-		return rc;
 	s = smux__cfg_find(cfg, name);
 	if (!s || s->kind == SMUX__CFG_MOUNT) {
 		snprintf(errbuf, errlen, "%s: no [backend %s] or [mux %s]",
-			 path, name, name);
-		smux_config_free(cfg);
+			 cfg->path, name, name);
 		return -ENOENT;
 	}
-	b.cfg = cfg;
 	cfg->tracer = tracer;
 	rc = build_section(&b, s);
+	cfg->tracer = was;
 	if (rc == 0) {
 		w = &s->v[s->kind == SMUX__CFG_MUX ? SMUX__XK_WEIGHT
 						   : SMUX__BK_WEIGHT];
@@ -343,10 +599,11 @@ int smux_config_build_section(const char *path, const char *name,
 		out->has_weight = w->line != 0;
 		out->weight = w->line ? w->d : 0;
 	}
+	/* the member holds its own references to what it uses; the
+	 * sections forget theirs so the config can build again */
 	for (unsigned i = 0; i < cfg->n_secs; i++) {
 		smux_backend_unref(cfg->secs[i]->built);
 		cfg->secs[i]->built = NULL;
 	}
-	smux_config_free(cfg);
 	return rc;
 }

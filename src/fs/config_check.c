@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "fs/config_internal.h"
+#include "smux/bunny.h"
 #include "smux/ctx.h"
 
 int64_t smux__cfg_mux_ms(const struct smux__cfg_section *s, int key)
@@ -116,7 +117,9 @@ static int check_backend(const struct smux_config *cfg,
 
 	keys = smux__cfg_keys(SMUX__CFG_BACKEND, &nk);
 	if (!v[SMUX__BK_TYPE].line)
-		return E(s->line, "%s type: missing (use file, memory, faulty)",
+		return E(s->line,
+			 "%s type: missing (use file, memory, faulty, http, "
+			 "s3, swift or bunny)",
 			 label);
 	type = (enum smux__cfg_type)v[SMUX__BK_TYPE].i;
 	/* keys set before the type line; report the first one */
@@ -132,6 +135,44 @@ static int check_backend(const struct smux_config *cfg,
 		return E(s->line, "%s path: missing", label);
 	if (type == SMUX__CFG_T_HTTP && !v[SMUX__BK_URL].line)
 		return E(s->line, "%s url: missing", label);
+	if (type == SMUX__CFG_T_S3 && !v[SMUX__BK_ENDPOINT].line)
+		return E(s->line, "%s endpoint: missing", label);
+	if (type == SMUX__CFG_T_S3 && !v[SMUX__BK_BUCKET].line)
+		return E(s->line, "%s bucket: missing", label);
+	if (type == SMUX__CFG_T_BUNNY && !v[SMUX__BK_ZONE].line)
+		return E(s->line, "%s zone: missing (the storage zone name)",
+			 label);
+	if (type == SMUX__CFG_T_BUNNY && v[SMUX__BK_REGION].line &&
+	    !smux_bunny_region_host(v[SMUX__BK_REGION].s))
+		return E(v[SMUX__BK_REGION].line,
+			 "%s region: unknown (use de, uk, ny, la, sg, se, br, "
+			 "jh or syd)",
+			 label);
+	if (type == SMUX__CFG_T_BUNNY && !v[SMUX__BK_CREDENTIALS_FILE].line &&
+	    !v[SMUX__BK_CREDENTIALS_ENV].line)
+		return E(s->line,
+			 "%s credentials_file or credentials_env: missing "
+			 "(the zone password)",
+			 label);
+	if (type == SMUX__CFG_T_SWIFT) {
+		if (!v[SMUX__BK_AUTH_URL].line)
+			return E(s->line, "%s auth_url: missing", label);
+		if (!v[SMUX__BK_CONTAINER].line)
+			return E(s->line, "%s container: missing", label);
+		if (v[SMUX__BK_AUTH_VERSION].line &&
+		    v[SMUX__BK_AUTH_VERSION].u > 2)
+			return E(v[SMUX__BK_AUTH_VERSION].line,
+				 "%s auth_version: must be 1 (tempauth) or 2 "
+				 "(identity v2.0)",
+				 label);
+		if (!v[SMUX__BK_CREDENTIALS_FILE].line &&
+		    !v[SMUX__BK_CREDENTIALS_ENV].line)
+			return E(s->line,
+				 "%s credentials_file or credentials_env: "
+				 "missing (user:key)",
+				 label);
+		return 0;
+	}
 	if (type != SMUX__CFG_T_FAULTY)
 		return 0;
 	if (!v[SMUX__BK_WRAPS].line)

@@ -407,17 +407,12 @@ static int parse_type(const char *value, int64_t *out, char *why, size_t len)
 
 		if (strcmp(value, name) != 0)
 			continue;
-		if (t > SMUX__CFG_T_FAULTY && t != SMUX__CFG_T_HTTP) {
-			snprintf(why, len,
-				 "backend type \"%s\" is not available in "
-				 "this build yet",
-				 name);
-			return -EINVAL;
-		}
 		*out = t;
 		return 0;
 	}
-	snprintf(why, len, "unknown type %s (use file, memory, faulty)",
+	snprintf(why, len,
+		 "unknown type %s (use file, memory, faulty, http, s3, swift "
+		 "or bunny)",
 		 smux__cfg_quote(value, strlen(value), q, sizeof(q)));
 	return -EINVAL;
 }

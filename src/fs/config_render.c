@@ -285,6 +285,7 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "entry_timeout", duration(to_ms(o->entry_timeout))) &&
 	     put(j, "negative_timeout", duration(to_ms(o->negative_timeout))) &&
 	     put(j, "cache_size", size(o->cache_size)) &&
+	     put(j, "read_ahead", size(o->read_ahead)) &&
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
 	     put(j, "xattr", json_string(auto_name(o->xattr))) &&
 	     put(j, "event_webhook",

@@ -338,6 +338,7 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 {
 	const char *name = c->argv[1];
 	struct smux_backend *target, *have;
+	struct smux_config *cfg = NULL;
 	struct smux_mux_member m;
 	struct smux_error err;
 	char errbuf[512];
@@ -369,12 +370,21 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		target = smux_backend_ref(fs->root);
 	}
 	errbuf[0] = '\0';
-	rc = smux_config_build_section(fs->config_path, name, fs->events,
-				       smuxfs_otlp_tracer(fs), &m, errbuf,
-				       sizeof(errbuf));
+	rc = smux_config_load(fs->config_path, &cfg, errbuf, sizeof(errbuf));
+	/* built with the options the mount runs with (-o ro, state_dir=) */
+	if (!rc && smux_config_copy_opts(cfg, fs->cfg)) {
+		snprintf(errbuf, sizeof(errbuf), "out of memory");
+		rc = -ENOMEM;
+	}
+	if (!rc)
+		rc = smux_config_build_member(cfg, name, fs->events,
+					      smuxfs_otlp_tracer(fs), &m,
+					      errbuf, sizeof(errbuf));
+	smux_config_free(cfg);
 	if (rc) {
 		smux_backend_unref(target);
-		return fail(c, rc == -ENOENT ? -ENOENT : -EINVAL, "%s", errbuf);
+		return fail(c, rc == -ENOENT || rc == -ENOMEM ? rc : -EINVAL,
+			    "%s", errbuf);
 	}
 	rc = smux_mux_add(target, &m, &err);
 	smux_backend_unref(m.backend);

@@ -13,8 +13,9 @@
  * than the ring are gone: a reader asking for them gets the stream from the
  * oldest line kept, and from then on its offsets are shifted by what it
  * skipped (so `cat` from 0 reads the ring, then follows). poll(2) says
- * POLLIN once a line past the reader's last read exists; the dispatcher
- * thread notifies waiting readers when a line is added.
+ * POLLIN once a line past the reader's last read exists; the thread that
+ * adds a line takes the waiting readers' poll handles under the lock and
+ * notifies them after releasing it.
  *
  * Locks: evlog->lock protects the ring, the totals, the waiters list and
  * every stream handle's shift, pos and poll handle. Taken on the event
@@ -30,6 +31,9 @@
 #include "fs/fs.h"
 
 #define EVLOG_LINES 1024
+/* poll handles taken off the waiters list per batch (each reader holds
+ * at most one; batches repeat until none is left) */
+#define EVLOG_NOTIFY_MAX 64
 
 struct evlog_line {
 	uint64_t seq;
@@ -74,29 +78,58 @@ static char *evlog_render(json_t *j, uint64_t seq, size_t *len)
 	return out;
 }
 
-/* Wakes every waiting reader (evlog->lock held). */
-static void evlog_wake(struct smuxfs_eventlog *el)
+void (*smuxfs__evlog_notify_hook)(struct fuse_pollhandle *ph);
+
+bool smuxfs__eventlog_locked(struct smuxfs *fs)
 {
-	struct smuxfs_fh *fh = el->waiters;
+	if (pthread_mutex_trylock(&fs->evlog->lock) != 0)
+		return true;
+	pthread_mutex_unlock(&fs->evlog->lock);
+	return false;
+}
 
-	el->waiters = NULL;
-	while (fh) {
-		struct smuxfs_fh *next = fh->ev_next;
+/* Takes every waiting reader's poll handle off the waiters list (lock
+ * held) into @phs (at most @max) and returns how many: evlog_notify sends
+ * them after the lock is released. */
+static unsigned evlog_take_waiters(struct smuxfs_eventlog *el,
+				   struct fuse_pollhandle **phs, unsigned max)
+{
+	unsigned n = 0;
 
-		fuse_notify_poll(fh->ev_ph);
-		fuse_pollhandle_destroy(fh->ev_ph);
+	while (el->waiters && n < max) {
+		struct smuxfs_fh *fh = el->waiters;
+
+		el->waiters = fh->ev_next;
+		phs[n++] = fh->ev_ph;
 		fh->ev_ph = NULL;
 		fh->ev_waiting = false;
 		fh->ev_next = NULL;
-		fh = next;
+	}
+	return n;
+}
+
+/* Notifies (and frees) poll handles taken off the list, lock not held: a
+ * notification writes to /dev/fuse, and the ring's readers and the bus's
+ * dispatcher must not wait behind it. */
+static void evlog_notify(struct fuse_pollhandle **phs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (smuxfs__evlog_notify_hook) {
+			smuxfs__evlog_notify_hook(phs[i]);
+		} else {
+			fuse_notify_poll(phs[i]);
+			fuse_pollhandle_destroy(phs[i]);
+		}
 	}
 }
 
 /* Appends @j (with its "seq") to the ring and wakes the readers. */
 static void evlog_append(struct smuxfs_eventlog *el, json_t *j)
 {
+	struct fuse_pollhandle *phs[EVLOG_NOTIFY_MAX];
 	struct evlog_line *l;
 	size_t len = 0;
+	unsigned n;
 	char *text;
 
 	pthread_mutex_lock(&el->lock);
@@ -117,8 +150,16 @@ static void evlog_append(struct smuxfs_eventlog *el, json_t *j)
 	l->text = text;
 	el->count++;
 	el->total += len;
-	evlog_wake(el);
-	pthread_mutex_unlock(&el->lock);
+	/* every waiter, a batch at a time; one that polls meanwhile sees
+	 * the new line and does not wait */
+	for (;;) {
+		n = evlog_take_waiters(el, phs, EVLOG_NOTIFY_MAX);
+		pthread_mutex_unlock(&el->lock);
+		if (!n)
+			break;
+		evlog_notify(phs, n);
+		pthread_mutex_lock(&el->lock);
+	}
 }
 
 /* The bus subscriber: the event's JSON (smux_event_to_json) in the ring. */

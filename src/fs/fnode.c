@@ -15,15 +15,17 @@
  * of a node whose open handles lost their name gets FUSE_GETATTR_FH and the
  * handle 0, which libfuse passes on without a path (nullpath_ok), and
  * smuxfs_getattr answers it from the open file (smuxfs_fnode_orphan):
- * the current size, nlink 0, as a local filesystem does. SETATTR without
- * handle (fchmod, futimens) of such a node gets handle 0 the same way.
+ * the current size, nlink 0 (or the names its file has left), as a local
+ * filesystem does. SETATTR without handle (fchmod, fchown, futimens) of
+ * such a node gets handle 0 the same way; what it sets is kept with the
+ * node's handles (struct smuxfs_gone), which fstat shows.
  *
  * The nodeid of a handle comes from the reply to its OPEN (the request's
  * node) or CREATE (the new entry's node), seen by the same hook on its way
  * to the kernel, before the kernel can release the handle.
  *
  * Locks: fs->fnodes.lock protects the buckets and every handle's nodeid,
- * nnext and nlisted. It may be taken while holding an ofile's lock and it
+ * nnext, nlisted and gone. It may be taken while holding an ofile's lock and it
  * is held while taking the open-file table's lock (smuxfs_fh_key), never
  * the reverse; no ofile lock is ever taken while holding it.
  */
@@ -32,6 +34,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/fs.h" /* before fuse_lowlevel.h: FUSE_USE_VERSION */
@@ -43,7 +46,7 @@ static __thread struct {
 	uint32_t opcode;
 	uint64_t unique;
 	uint64_t nodeid;
-	bool orphan; /* a GETATTR given handle 0 by hook_read */
+	bool orphan; /* a GETATTR or SETATTR given handle 0 by hook_read */
 } cur;
 
 /* The mount the hook serves (one per process). */
@@ -65,6 +68,7 @@ void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
 		fh->nnext = t->buckets[b];
 		t->buckets[b] = fh;
 		fh->nlisted = true;
+		t->listed++;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -85,26 +89,191 @@ void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh)
 		}
 		fh->nnext = NULL;
 		fh->nlisted = false;
+		t->listed--;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
 
-void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key)
+void smuxfs_fnode_free_unreleased(struct smuxfs *fs)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
+
+	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
+		struct smuxfs_fh *fh, *next;
+
+		for (fh = t->buckets[b]; fh; fh = next) {
+			next = fh->nnext;
+			/* its ofile (fh->of) is the table's to free */
+			smux_reader_close(fh->reader);
+			free(fh->key);
+			free(fh->path);
+			free(fh->data);
+			pthread_mutex_destroy(&fh->pin_lock);
+			free(fh);
+		}
+		t->buckets[b] = NULL;
+	}
+	t->listed = 0;
+}
+
+bool smuxfs_fnode_busy(struct smuxfs *fs)
+{
+	bool busy;
+
+	pthread_mutex_lock(&fs->fnodes.lock);
+	busy = fs->fnodes.listed > 0;
+	pthread_mutex_unlock(&fs->fnodes.lock);
+	return busy;
+}
+
+/* The file of @fh lost the name it was opened by; @was: what that name
+ * was (NULL unknown). Caller holds fs->fnodes.lock. */
+static void gone_init(struct smuxfs_fh *fh, const struct smux_info *was)
+{
+	struct smuxfs_gone *g = &fh->gone;
+
+	memset(g, 0, sizeof(*g));
+	g->init = true;
+	g->uid = SMUX_ID_NONE;
+	g->gid = SMUX_ID_NONE;
+	if (was) {
+		g->file_id = was->file_id;
+		/* a file of several names keeps the others */
+		g->links = was->nlink > 1 ? was->nlink - 1 : 0;
+	}
+	atomic_store(&fh->unlinked, true);
+}
+
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
+			   const struct smux_info *was)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	uint64_t id = was ? was->file_id : 0;
 	char k[SMUX_KEY_MAX + 2];
 
 	pthread_mutex_lock(&t->lock);
 	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
 		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext) {
-			if (atomic_load(&fh->unlinked) ||
-			    smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
+			if (fh->gone.init) {
+				/* already nameless: another name of its file
+				 * went (hard links) */
+				if (id && fh->gone.file_id == id &&
+				    fh->gone.links > 0)
+					fh->gone.links--;
+				continue;
+			}
+			if (smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
 			    strcmp(k, key) != 0)
 				continue;
-			atomic_store(&fh->unlinked, true);
+			gone_init(fh, was);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_linked(struct smuxfs *fs, uint64_t file_id)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+
+	if (!file_id)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++)
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext)
+			if (fh->gone.init && fh->gone.file_id == file_id)
+				fh->gone.links++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* The first listed handle of the current request's node whose name is
+ * gone (the hook gave the request handle 0), or NULL. Caller holds
+ * fs->fnodes.lock. */
+static struct smuxfs_fh *cur_gone(struct smuxfs *fs)
+{
+	if (!cur.orphan)
+		return NULL;
+	for (struct smuxfs_fh *fh =
+		     fs->fnodes.buckets[fnode_bucket(cur.nodeid)];
+	     fh; fh = fh->nnext)
+		if (fh->nodeid == cur.nodeid && atomic_load(&fh->unlinked))
+			return fh;
+	return NULL;
+}
+
+uint32_t smuxfs_fnode_gone_info(struct smuxfs *fs, struct smuxfs_fh *fh,
+				struct smux_info *info)
+{
+	struct smuxfs_gone g = {0};
+
+	pthread_mutex_lock(&fs->fnodes.lock);
+	if (!fh)
+		fh = cur_gone(fs);
+	if (fh && fh->gone.init)
+		g = fh->gone;
+	pthread_mutex_unlock(&fs->fnodes.lock);
+	if (!g.init)
+		return 0;
+	if (g.set & SMUX_SET_MODE)
+		info->mode =
+			(info->mode & S_IFMT ? info->mode & S_IFMT : S_IFREG) |
+			(g.mode & 07777);
+	if (g.uid != SMUX_ID_NONE) {
+		info->uid = g.uid;
+		info->has_owner = true;
+	}
+	if (g.gid != SMUX_ID_NONE) {
+		info->gid = g.gid;
+		info->has_owner = true;
+	}
+	if (g.set & SMUX_SET_MTIME)
+		info->mtime_ns = g.mtime_ns;
+	if (g.set & SMUX_SET_ATIME)
+		info->atime_ns = g.atime_ns;
+	if (g.ctime_ns)
+		info->ctime_ns = g.ctime_ns;
+	return g.links;
+}
+
+/* Applies @attr (at @now_ns) to @g. */
+static void gone_set(struct smuxfs_gone *g, const struct smux_setattr *attr,
+		     int64_t now_ns)
+{
+	if (attr->flags & SMUX_SET_MODE)
+		g->mode = attr->mode & 07777;
+	if ((attr->flags & SMUX_SET_OWNER) && attr->uid != SMUX_ID_NONE)
+		g->uid = attr->uid;
+	if ((attr->flags & SMUX_SET_OWNER) && attr->gid != SMUX_ID_NONE)
+		g->gid = attr->gid;
+	if (attr->flags & SMUX_SET_MTIME)
+		g->mtime_ns = attr->mtime_ns;
+	if (attr->flags & SMUX_SET_ATIME)
+		g->atime_ns = attr->atime_ns;
+	g->set |= attr->flags;
+	g->ctime_ns = now_ns; /* every change of the inode moves ctime */
+}
+
+int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct timespec now;
+	int rc = -ESTALE;
+
+	if (!cur.orphan)
+		return -ESTALE;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(cur.nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid != cur.nodeid || !atomic_load(&fh->unlinked))
+			continue;
+		if (!fh->gone.init)
+			gone_init(fh, NULL);
+		gone_set(&fh->gone, attr,
+			 (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }
 
 /* True when an open handle of @nodeid lost its name. */
@@ -152,7 +321,9 @@ int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 		if (fh->reader) {
 			*info = fh->reader->info;
 		} else {
+			pthread_mutex_lock(&fh->pin_lock); /* a leaf lock */
 			info->size = fh->size;
+			pthread_mutex_unlock(&fh->pin_lock);
 			info->mode = S_IFREG;
 		}
 		rc = 0;
@@ -317,12 +488,17 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 	uint64_t ino, zero64 = 0;
 	uint32_t nlink, zero32 = 0;
 
+	/* a file whose name is gone: its link count changes with the
+	 * names left (ln, rm of another name), which reach other nodes */
+	if (cur.orphan)
+		goto uncached;
 	if (!iov_at(iov, count, attr + offsetof(struct fuse_attr, ino), &ino,
 		    sizeof(ino), false) ||
 	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
 		    &nlink, sizeof(nlink), false) ||
 	    !(ino & SMUXFS_INO_FILE_ID) || nlink < 2)
 		return;
+uncached:
 	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
 	iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
 }

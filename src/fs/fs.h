@@ -74,6 +74,43 @@ struct smuxfs_etags {
 	} slots[SMUXFS_ETAG_SLOTS];
 };
 
+/* ---- names just found absent (absent.c) ---- */
+
+#define SMUXFS_ABSENT_SLOTS 64
+/* how long a note stays usable: the kernel sends its MKDIR right after
+ * the LOOKUP; what another client makes meanwhile is not seen */
+#define SMUXFS_ABSENT_WINDOW_NS 1000000000LL
+
+struct smuxfs_absent {
+	pthread_mutex_t lock; /* protects slots[] */
+	struct {
+		char *key;	   /* owned; NULL = empty slot */
+		int64_t at_ns;	   /* CLOCK_MONOTONIC of the note */
+		unsigned long gen; /* fs->mutations then */
+	} slots[SMUXFS_ABSENT_SLOTS];
+};
+
+/* ---- directories' attributes (dircache.c) ---- */
+
+#define SMUXFS_DIRCACHE_SLOTS 1024
+
+struct smuxfs_dircache {
+	pthread_mutex_t lock; /* protects slots[] */
+	atomic_ulong gen;     /* moved by every change of a directory */
+	struct {
+		char *key; /* owned; NULL = empty slot */
+		struct smux_info info;
+		int64_t at_ns;	   /* CLOCK_MONOTONIC when its lookup began */
+		unsigned long gen; /* gen when its lookup began */
+	} slots[SMUXFS_DIRCACHE_SLOTS];
+};
+
+/* ---- files' attributes (attrcache.c) ---- */
+
+#define SMUXFS_ATTRCACHE_SLOTS 8192
+
+struct smuxfs_attrcache;
+
 /* ---- the directory rename journal (rename_journal.c) ---- */
 
 /* One key-by-key directory rename in progress: its record's path ("" when
@@ -89,8 +126,25 @@ struct smuxfs_fh;
 
 struct smuxfs_fnodes {
 	pthread_mutex_t lock; /* protects buckets[] and every handle's
-				 nodeid, nnext and nlisted */
+				 nodeid, nnext, nlisted and gone */
 	struct smuxfs_fh *buckets[SMUXFS_FNODE_BUCKETS];
+	unsigned listed; /* handles in buckets[] (under lock) */
+};
+
+/*
+ * What a FILE handle's file is once its name is gone (fnode.c): the names
+ * it has left (another hard link keeps it in the tree) and what fchmod,
+ * fchown and futimens set through any descriptor of it since, which fstat
+ * shows, as a local filesystem keeps them in the inode. Nothing of it is
+ * stored: the file goes away at the last close.
+ */
+struct smuxfs_gone {
+	bool init;	  /* the name went while this handle was open */
+	uint64_t file_id; /* the file's identity then (0 unknown) */
+	uint32_t links;	  /* names left */
+	unsigned set;	  /* enum smux_setattr_flags set since */
+	uint32_t mode, uid, gid;
+	int64_t mtime_ns, atime_ns, ctime_ns;
 };
 
 /* ---- mount-wide state ---- */
@@ -113,6 +167,13 @@ struct smuxfs {
 	/* every backend keeps real directories: no "dir/" marker lookups
 	 * for missing keys (smux_config_real_dirs) */
 	bool real_dirs;
+	/* a local directory somewhere in the tree (smux_config_has_file):
+	 * no attribute cache (attrcache.c) */
+	bool has_file;
+	/* a WebDAV backend in the tree (smux_config_has_http): directories'
+	 * mtimes move with their entries, so a change drops its directory's
+	 * entry from the daemon's directory cache (dircache.c) */
+	bool dir_mtimes;
 	/* open readers (each may hold a file descriptor) and their limit,
 	 * half of RLIMIT_NOFILE: past it opens read with ranged gets */
 	atomic_long readers;
@@ -141,6 +202,9 @@ struct smuxfs {
 	atomic_uint root_uid, root_gid;
 	struct smuxfs_otable otable;
 	struct smuxfs_etags etags;
+	struct smuxfs_absent absent;
+	struct smuxfs_dircache dircache;
+	struct smuxfs_attrcache *attrcache; /* attrcache.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
@@ -176,6 +240,85 @@ int64_t smuxfs_unique_mtime(struct smuxfs *fs);
 /* Forgets the etag recorded for @key (its content changed through us)
  * and counts a mutation (fs->mutations). */
 void smuxfs_etag_forget(struct smuxfs *fs, const char *key);
+
+/* Names just found absent (absent.c): smuxfs_lookup notes a name the
+ * backends said is not there; a create-like operation takes the note
+ * (true: still fresh, nothing changed through the mount since; no need
+ * to ask again). init/release with the tables. */
+void smuxfs_absent_init(struct smuxfs *fs);
+void smuxfs_absent_release(struct smuxfs *fs);
+void smuxfs_absent_note(struct smuxfs *fs, const char *key);
+bool smuxfs_absent_take(struct smuxfs *fs, const char *key);
+
+/* Directories' attributes (dircache.c), on object stores, for
+ * attr_timeout. A lookup reads gen and the time before it asks the
+ * backends and puts what a directory answered with them (refused when
+ * something changed meanwhile); get gives it while fresh; every change
+ * of a directory's attributes or existence calls changed with the key it
+ * changed (NULL: everything; @up: its ancestors too, when it removed a
+ * key) once it is done. */
+void smuxfs_dircache_init(struct smuxfs *fs);
+void smuxfs_dircache_release(struct smuxfs *fs);
+unsigned long smuxfs_dircache_gen(struct smuxfs *fs);
+int64_t smuxfs_dircache_now(void);
+void smuxfs_dircache_changed(struct smuxfs *fs, const char *key, bool up);
+/* @key was created, written, removed or renamed: on a mount with a
+ * WebDAV backend (fs->dir_mtimes) its directory's entry goes (the server
+ * moved the directory's mtime; tar compares a directory's stat before and
+ * after reading it). */
+void smuxfs_dircache_parent_changed(struct smuxfs *fs, const char *key);
+bool smuxfs_dircache_get(struct smuxfs *fs, const char *key,
+			 struct smux_info *info);
+void smuxfs_dircache_put(struct smuxfs *fs, const char *key,
+			 const struct smux_info *info, unsigned long gen,
+			 int64_t started_ns);
+/* Files' attributes (attrcache.c), on object stores, for attr_timeout.
+ * A lookup reads gen (of its key) and the time before its head and puts
+ * what a file answered with them; get gives it while fresh and while the
+ * key did not change through the mount since the head began; forget
+ * (called by smuxfs_etag_forget and smuxfs_dircache_changed after every
+ * change) forgets the key's, changed (a rename, a failed commit or
+ * setattr) all. */
+void smuxfs_attrcache_init(struct smuxfs *fs);
+void smuxfs_attrcache_release(struct smuxfs *fs);
+unsigned long smuxfs_attrcache_gen(struct smuxfs *fs, const char *key);
+void smuxfs_attrcache_changed(struct smuxfs *fs);
+void smuxfs_attrcache_forget(struct smuxfs *fs, const char *key);
+bool smuxfs_attrcache_get(struct smuxfs *fs, const char *key,
+			  struct smux_info *info);
+void smuxfs_attrcache_put(struct smuxfs *fs, const char *key,
+			  const struct smux_info *info, unsigned long gen,
+			  int64_t started_ns);
+/* What a clean read-only open may pin instead of asking (ops_io.c): a
+ * fresh entry of a plain file with an etag, on a root whose gets of one
+ * key go to one member. */
+bool smuxfs_attrcache_pin(struct smuxfs *fs, const char *key,
+			  struct smux_info *info);
+/* A listing's entries looked up in parallel (listattr.c): @key is the
+ * entry's key, @is_dir on input says the listing showed a directory
+ * (a common prefix: its "key/" is asked at once); on output @ok says
+ * @is_dir and @info hold what the lookup found. */
+#define SMUXFS_LISTATTR_PARALLEL 8
+#define SMUXFS_LISTATTR_MAX	 4096
+struct smuxfs_listattr_item {
+	char *key;
+	bool is_dir, ok;
+	struct smux_info info;
+};
+void smuxfs_listattr_fetch(struct smuxfs *fs,
+			   struct smuxfs_listattr_item *items, size_t n);
+/* A listing of the directory @prefix whose @n entries lack attributes
+ * (takes @items and their keys); the first lookup of a name in it within
+ * attr_timeout asks them all in parallel (prefetch: true when it did). */
+#define SMUXFS_LISTED_SLOTS 16
+void smuxfs_listattr_note(struct smuxfs *fs, const char *prefix,
+			  struct smuxfs_listattr_item *items, size_t n);
+bool smuxfs_listattr_prefetch(struct smuxfs *fs, const char *key);
+void smuxfs_listattr_release(void);
+/* The attributes of @key known to be a directory (ops.c): its "key/"
+ * asked at once, as a create's parent is. */
+int smuxfs_lookup_dir(struct smuxfs *fs, const char *key, bool *is_dir,
+		      struct smux_info *info);
 /* Records @etag for @key; returns true when it equals the etag recorded
  * before (the kernel may keep its page cache). "" never matches. */
 bool smuxfs_etag_check(struct smuxfs *fs, const char *key, const char *etag);
@@ -242,9 +385,19 @@ struct smuxfs_ofile_attr {
 	 * object's owner is shown. Callers zero the struct first. */
 	uint32_t uid, gid;
 	bool has_owner;
+	/* created through the mount and not committed yet: no object in
+	 * the backend to ask for the rest */
+	bool unstored;
 	/* the stored file's identity last seen (smux_info.file_id, 0 none):
 	 * it keeps its inode number once its name is gone */
 	uint64_t file_id;
+	/* seen_ok: the object as it was at open (owner, times, links; no
+	 * etag), still true (nothing changed it through the mount); else
+	 * look it up. ctime_ns: its last change through the ofile, 0 none */
+	bool seen_ok;
+	unsigned seen_gen; /* for smuxfs_ofile_set_seen */
+	struct smux_info seen;
+	int64_t ctime_ns;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
@@ -254,6 +407,21 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
  * must not touch the backend), false when it is clean (the caller applies
  * the change to the backend too). */
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
+/* Something changed the object @key through the mount (setattr, link):
+ * an open file of it looks the object up again. */
+void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* What a lookup of an open file without seen_ok found the object to be
+ * (its owner, times, links), kept unless something changed it through the
+ * mount since smuxfs_ofile_attr gave @gen. */
+void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
+			   const struct smux_info *info);
+/* chown on an open file written in place, or created here and not
+ * committed yet: true when it is dirty and
+ * keeps the owner for its commit (SMUX_ID_NONE: that half unchanged), so
+ * the caller must not touch the backend; false otherwise (commit first,
+ * then change the object). */
+bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid,
+			    uint32_t gid);
 /* Remembers the stored file's identity seen by a lookup (0: ignored). */
 void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id);
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
@@ -313,6 +481,15 @@ struct smuxfs_fh {
 	atomic_ulong mutations; /* fs->mutations when the reader was checked */
 	atomic_bool reader_off; /* renamed: read the new key with gets */
 	atomic_bool unlinked;	/* its name was unlinked or replaced */
+	/* FILE, clean read-only: its file was written in place through the
+	 * mount since the pin (ofile.c): the next read pins the new version,
+	 * as a local file's reader sees an append (tail -f) */
+	atomic_bool repin;
+	/* FILE, clean read-only: pinned from attrcache.c's entry, not asked
+	 * at open; until a read served, a version changed since re-pins
+	 * (another client wrote within attr_timeout) */
+	atomic_bool pin_cached, served;
+	pthread_mutex_t pin_lock; /* etag and size of an open FILE handle */
 	/* this handle wrote (or created): only a handle that wrote
 	 * commits at close; set by concurrent writes, read by flush */
 	atomic_bool wrote;
@@ -320,6 +497,8 @@ struct smuxfs_fh {
 	char *data;		     /* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */
 	size_t len;
+	/* FILE, clean read-only: read-ahead of its reads (rcache.c) */
+	struct smuxfs_rcache_ra ra;
 	/* FILE without ofile: in otable.readers; key and links protected by
 	 * otable.lock once tracked */
 	bool tracked;
@@ -337,6 +516,7 @@ struct smuxfs_fh {
 	uint64_t nodeid;
 	bool nlisted;
 	struct smuxfs_fh *nnext;
+	struct smuxfs_gone gone; /* FILE: once nameless (fnode.c) */
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -367,9 +547,35 @@ void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid);
 /* Takes @fh off the list (smuxfs_fh_free calls it). */
 void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* After an unlink of @key or a rename over it succeeded: every listed
- * handle of @key has no name any more. Takes the table lock
+ * handle of @key has no name any more. @was: what the name was (its
+ * nlink and file_id: the names its file has left, and a nameless file of
+ * the same identity loses one), NULL when unknown. Takes the table lock
  * (smuxfs_fh_key): call it without holding that. */
-void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key);
+void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
+			   const struct smux_info *was);
+/* After a link of a file of identity @file_id succeeded: its nameless
+ * open handles count one more name. */
+void smuxfs_fnode_linked(struct smuxfs *fs, uint64_t file_id);
+/* True when a FILE handle is open (fnode_unlinked has work to do): an
+ * unlink or rename looks the name up first only then. */
+bool smuxfs_fnode_busy(struct smuxfs *fs);
+/* At teardown, once no FUSE request runs: frees the FILE handles the
+ * kernel never released (the mount went while they were open), but not
+ * their ofiles (smuxfs_release_tables frees those). */
+void smuxfs_fnode_free_unreleased(struct smuxfs *fs);
+/*
+ * What fstat of a nameless file shows beyond @info (from its content):
+ * the attributes set through its descriptors since the name went, into
+ * @info, and its names left (the return value). @fh: the handle, or NULL
+ * for the node of the current request (a getattr or setattr the hook gave
+ * handle 0).
+ */
+uint32_t smuxfs_fnode_gone_info(struct smuxfs *fs, struct smuxfs_fh *fh,
+				struct smux_info *info);
+/* fchmod, fchown, futimens of the nameless file of the current request's
+ * node (the hook gave it handle 0): kept for every handle of it. 0, or
+ * -ESTALE when the request is no such setattr or its handles are gone. */
+int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr);
 /*
  * In a getattr that the hook gave handle 0: what the nameless file of the
  * current request's node is. 0 with *@of set (a reference, release it
@@ -540,6 +746,19 @@ void smuxfs_eventlog_close(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* Adds a line the daemon makes (a JSON object with "topic"; "at" and
  * "seq" are added) to the stream. @j stays the caller's. */
 void smuxfs_eventlog_note(struct smuxfs *fs, json_t *j);
+/* Test hooks (NULL/unused in production): when set, called for each
+ * waiting reader's poll handle instead of fuse_notify_poll and
+ * fuse_pollhandle_destroy; and whether the ring's lock is held now. */
+extern void (*smuxfs__evlog_notify_hook)(struct fuse_pollhandle *ph);
+bool smuxfs__eventlog_locked(struct smuxfs *fs);
+
+/* ---- events in the log (evsyslog.c) ---- */
+
+/* The syslog level of an event of topic @t: LOG_WARNING for what an
+ * operator must see, LOG_NOTICE for changes, LOG_INFO for the routine. */
+int smuxfs_event_level(enum smux_topic t);
+/* The bus subscriber that logs every event (rate-limited). */
+void smuxfs_log_event(void *arg, const struct smux_event *ev);
 
 /* ---- event_webhook (webhook.c) ---- */
 

@@ -79,7 +79,7 @@ static void usage(FILE *out)
 		"                   smuxfs: cache_dir=, state_dir=, "
 		"attr_timeout=,\n"
 		"                   entry_timeout=, negative_timeout=, "
-		"cache_size=,\n"
+		"cache_size=, read_ahead=,\n"
 		"                   read_cache=auto|on|off, xattr=auto|on|off, "
 		"uid=, gid=, umask=,\n"
 		"                   allow_other (turns on "
@@ -382,63 +382,6 @@ static long raise_nofile(void)
 	return (long)(rl.rlim_cur / 2);
 }
 
-/* The log level of an event: what an operator must see (a backend down,
- * replicas reconciled after a crash) above the routine (hints, fan-outs). */
-static int event_level(enum smux_topic t)
-{
-	switch (t) {
-	case SMUX_EV_BACKEND_DOWN:
-	case SMUX_EV_RECONCILED:
-		return LOG_WARNING;
-	case SMUX_EV_BACKEND_RECOVERED:
-	case SMUX_EV_DRAIN_STARTED:
-	case SMUX_EV_DRAIN_COMPLETED:
-	case SMUX_EV_BACKEND_ADDED:
-	case SMUX_EV_BACKEND_REMOVED:
-	case SMUX_EV_WEIGHT_CHANGED:
-		return LOG_NOTICE;
-	default:
-		return LOG_INFO;
-	}
-}
-
-#define EVENT_LOG_PER_S 50
-
-/* Every event of the mux tree goes to the log (one JSON line each), at
- * most EVENT_LOG_PER_S routine ones a second (warnings always): an outage
- * hinting thousands of writes must not flood syslog; the lines left out
- * are counted in the next one logged. Runs on the bus's dispatcher thread
- * only, so the counters need no lock. */
-static void log_event(void *arg, const struct smux_event *ev)
-{
-	static int64_t window_s;
-	static unsigned in_window, suppressed;
-	int level = event_level(ev->topic);
-	int64_t now_s = smux_now_ns() / 1000000000;
-	char *json;
-
-	(void)arg;
-	if (now_s != window_s) {
-		window_s = now_s;
-		in_window = 0;
-	}
-	if (level > LOG_WARNING && ++in_window > EVENT_LOG_PER_S) {
-		suppressed++;
-		return;
-	}
-	if (suppressed) {
-		smux_log(LOG_NOTICE,
-			 "%u event(s) not logged (more than %d a "
-			 "second; .smux/events has them)",
-			 suppressed, EVENT_LOG_PER_S);
-		suppressed = 0;
-	}
-	json = smux_event_to_json(ev);
-	if (json)
-		smux_log(level, "event %s", json);
-	free(json);
-}
-
 static int start(struct daemon *d, struct status_msg *sm)
 {
 	struct smuxfs *fs = &d->fs;
@@ -458,6 +401,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 	staging_env = getenv("SMUXFS_FORCE_STAGING");
 	fs->force_staging = staging_env && strcmp(staging_env, "1") == 0;
 	fs->real_dirs = smux_config_real_dirs(d->cfg);
+	fs->has_file = smux_config_has_file(d->cfg);
+	fs->dir_mtimes = smux_config_has_http(d->cfg);
 	fs->max_readers = raise_nofile();
 	fs->uid = o->has_uid ? o->uid : getuid();
 	fs->gid = o->has_gid ? o->gid : getgid();
@@ -494,7 +439,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->events = smux_events_new();
 	if (!fs->events)
 		FAIL(EXIT_BACKEND, "cannot start the event bus");
-	if (smux_events_subscribe(fs->events, log_event, NULL) < 0 ||
+	if (smux_events_subscribe(fs->events, smuxfs_log_event, NULL) < 0 ||
 	    smuxfs_eventlog_start(fs) < 0 ||
 	    smuxfs_webhook_start(fs, o->event_webhook) < 0)
 		FAIL(EXIT_BACKEND, "cannot subscribe to the event bus");
@@ -532,8 +477,11 @@ static int start(struct daemon *d, struct status_msg *sm)
 		if (rc)
 			FAIL(EXIT_BACKEND, "%s",
 			     errbuf[0] ? errbuf : strerror(-rc));
-		smux_log(LOG_INFO, "read cache in %s, %llu bytes", rdir,
-			 (unsigned long long)o->cache_size);
+		smuxfs_rcache_set_readahead(fs->rcache, o->read_ahead);
+		smux_log(LOG_INFO,
+			 "read cache in %s, %llu bytes, read-ahead %llu bytes",
+			 rdir, (unsigned long long)o->cache_size,
+			 (unsigned long long)o->read_ahead);
 	} else {
 		rc = smuxfs_rcache_discard(rdir);
 		if (rc)

@@ -49,6 +49,9 @@ struct smuxfs_ofile {
 	uint32_t mode;	       /* permission bits committed */
 	bool mode_set;	       /* mode meant as given (0000 too), else kept */
 	bool own;	       /* a created file: uid/gid given at its commit */
+	/* created here (staged), never committed: the backend holds no
+	 * version of it, so getattr asks it nothing */
+	bool unstored;
 	uint32_t uid, gid;
 	int64_t mtime_ns; /* reported mtime; committed when mtime_set */
 	bool mtime_set;	  /* mtime_ns chosen by utimens */
@@ -57,6 +60,15 @@ struct smuxfs_ofile {
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
+	/* what the object was at open (its owner, times, links), kept while
+	 * it is open so a GETATTR of the open file (every O_APPEND write
+	 * asks for the size) costs no backend call; seen_ok false: look it
+	 * up (a create, or something changed it through the mount) */
+	struct smux_info seen;
+	bool seen_ok;
+	unsigned seen_gen; /* moved by every forget: a lookup racing one
+			      does not keep what it saw */
+	int64_t ctime_ns;  /* the last change through this ofile (0 none) */
 };
 
 static uint32_t key_hash(const char *key)
@@ -113,6 +125,8 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key)
 	unsigned i = key_hash(key) % SMUXFS_ETAG_SLOTS;
 
 	atomic_fetch_add(&fs->mutations, 1);
+	smuxfs_attrcache_forget(fs, key); /* its attributes: attrcache.c */
+	smuxfs_dircache_parent_changed(fs, key);
 	pthread_mutex_lock(&t->lock);
 	if (t->slots[i].key && strcmp(t->slots[i].key, key) == 0) {
 		free(t->slots[i].key);
@@ -133,6 +147,9 @@ int smuxfs_init_tables(struct smuxfs *fs)
 	pthread_mutex_init(&fs->otable.lock, NULL);
 	pthread_mutex_init(&fs->fnodes.lock, NULL);
 	pthread_mutex_init(&fs->etags.lock, NULL);
+	smuxfs_absent_init(fs);
+	smuxfs_dircache_init(fs);
+	smuxfs_attrcache_init(fs);
 	atomic_init(&fs->last_mtime_ns, 0);
 	return 0;
 }
@@ -255,6 +272,21 @@ static int ofile_stage(struct smuxfs *fs, struct smuxfs_ofile *of,
 }
 
 /* Opens the content of a new ofile. Caller holds of->lock. */
+/*
+ * A file created in place: the writer saw what it made (the object a head
+ * would find now), so getattr of the open file needs no head of its own
+ * (tar asks for attributes after each create). Caller holds of->lock.
+ */
+static void ofile_seen_at_create(struct smuxfs_ofile *of)
+{
+	if (!of->inplace || !of->w->has_info || !S_ISREG(of->w->info.mode))
+		return;
+	of->seen = of->w->info;
+	of->seen.etag[0] = '\0';
+	of->seen_ok = of->seen.nlink <= 1;
+	of->file_id = of->seen.file_id;
+}
+
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags, const struct smux_put_opts *co)
 {
@@ -279,6 +311,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->gid = co->gid;
 		of->mtime_ns = realtime_ns();
 		of->dirty = true;
+		of->unstored = !of->inplace;
 		/* in place, a create opens what is there (O_CREAT without
 		 * O_TRUNC keeps a file that appeared meanwhile) */
 		if (!of->inplace)
@@ -295,6 +328,11 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->file_id = info.file_id;
 		of->mtime_ns = info.mtime_ns;
 		of->dirty = flags & SMUXFS_OF_TRUNC;
+		/* a file of several names changes with the others (ln, rm):
+		 * looked up every time */
+		of->seen = info;
+		of->seen.etag[0] = '\0';
+		of->seen_ok = info.nlink <= 1;
 	}
 	if (fs->force_staging)
 		return ofile_stage(fs, of, flags);
@@ -309,6 +347,8 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * first fsync makes sure (a put, staging's way, is always
 		 * durable) */
 		of->durable = false;
+		if (flags & SMUXFS_OF_CREATE)
+			ofile_seen_at_create(of);
 		return 0;
 	}
 	if (err.e.code != SMUX_E_NOT_SUPPORTED)
@@ -339,6 +379,7 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 	of->dirty = true;
 	of->mtime_set = false;
 	of->mtime_ns = realtime_ns();
+	of->ctime_ns = of->mtime_ns;
 	return 0;
 }
 
@@ -492,6 +533,7 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->dirty = true;
 	of->mtime_set = false;
 	of->mtime_ns = realtime_ns();
+	of->ctime_ns = of->mtime_ns;
 	n = (long)len;
 out:
 	pthread_mutex_unlock(&of->lock);
@@ -510,6 +552,8 @@ int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return rc;
 }
 
+static void readers_written(struct smuxfs *fs, const char *key);
+
 /* Commit with of->lock held. */
 static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 			       bool durable)
@@ -519,12 +563,14 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	struct smux_error err;
 	struct smux_ctx ctx;
 	char msg[512];
+	bool changed;
 	int rc;
 
 	if (of->open_rc || of->deleted)
 		return 0;
 	if (!of->dirty && !(durable && !of->durable))
 		return 0;
+	changed = of->dirty;
 	opts.mode = of->mode;
 	if (of->mode_set)
 		opts.flags |= SMUX_PUT_MODE;
@@ -551,17 +597,30 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 				      NULL, &err);
 	}
 	if (rc) {
+		/* some member may have it: attributes are asked again */
+		smuxfs_attrcache_changed(fs);
 		smux_log(LOG_ERR, "commit of %s failed: %s", of->key,
 			 smux_error_format(&err, msg, sizeof(msg)));
 		return err.e.sys_errno > 0 ? -err.e.sys_errno : -EIO;
 	}
 	of->dirty = false;
-	of->own = false; /* given once: a later chown stays */
+	of->unstored = false;
+	if (of->own && of->seen_ok) { /* the owner it has now */
+		if (of->uid != SMUX_ID_NONE)
+			of->seen.uid = of->uid;
+		if (of->gid != SMUX_ID_NONE)
+			of->seen.gid = of->gid;
+		of->seen.has_owner = true;
+	}
+	of->ctime_ns = realtime_ns(); /* the commit set mode and times */
+	of->own = false;	      /* given once: a later chown stays */
 	of->durable = of->w ? durable || of->durable : true;
 	if (opts.mtime_ns)
 		of->mtime_ns = opts.mtime_ns;
 	of->mtime_set = false;
 	smuxfs_etag_forget(fs, of->key);
+	if (changed)
+		readers_written(fs, of->key);
 	return 0;
 }
 
@@ -616,10 +675,41 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->uid = of->uid;
 	a->gid = of->gid;
 	a->has_owner = of->own;
+	a->unstored = of->unstored;
 	a->deleted = of->deleted;
 	a->file_id = of->file_id;
+	a->seen_ok = of->seen_ok;
+	a->seen_gen = of->seen_gen;
+	if (of->seen_ok)
+		a->seen = of->seen;
+	a->ctime_ns = of->ctime_ns;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
+}
+
+void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+
+	if (!of)
+		return;
+	pthread_mutex_lock(&of->lock);
+	of->seen_ok = false;
+	of->seen_gen++;
+	pthread_mutex_unlock(&of->lock);
+	ofile_unref(fs, of);
+}
+
+void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
+			   const struct smux_info *info)
+{
+	pthread_mutex_lock(&of->lock);
+	if (!of->deleted && !of->open_rc && of->seen_gen == gen) {
+		of->seen = *info;
+		of->seen.etag[0] = '\0';
+		of->seen_ok = info->nlink <= 1;
+	}
+	pthread_mutex_unlock(&of->lock);
 }
 
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
@@ -630,8 +720,34 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 	of->mode = mode & 07777;
 	of->mode_set = true;
 	dirty = of->dirty;
+	if (dirty)
+		of->ctime_ns = realtime_ns();
 	pthread_mutex_unlock(&of->lock);
 	return dirty;
+}
+
+bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid, uint32_t gid)
+{
+	bool kept;
+
+	pthread_mutex_lock(&of->lock);
+	/* in place, or a file created here and never committed (no object
+	 * yet: its whole owner is what its commit gives, tar's fchown
+	 * before close folds into the one put); not a staged rewrite of a
+	 * stored object: its commit replaces the object, and an owner half
+	 * given (chgrp) must keep the object's other half */
+	kept = of->dirty && (of->inplace || of->unstored) && !of->deleted &&
+	       !of->open_rc;
+	if (kept) {
+		if (uid != SMUX_ID_NONE || !of->own)
+			of->uid = uid;
+		if (gid != SMUX_ID_NONE || !of->own)
+			of->gid = gid;
+		of->own = true;
+		of->ctime_ns = realtime_ns();
+	}
+	pthread_mutex_unlock(&of->lock);
+	return kept;
 }
 
 void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id)
@@ -651,8 +767,10 @@ bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
 	pthread_mutex_lock(&of->lock);
 	of->mtime_ns = mtime_ns;
 	dirty = of->dirty;
-	if (dirty)
+	if (dirty) {
 		of->mtime_set = true;
+		of->ctime_ns = realtime_ns();
+	}
 	pthread_mutex_unlock(&of->lock);
 	return dirty;
 }
@@ -679,7 +797,9 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 {
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
 	struct smux_error err;
+	struct smux_info was;
 	struct smux_ctx ctx;
+	bool was_known;
 	int rc;
 
 	/* held across the delete: no commit of @key can slip in between,
@@ -687,6 +807,13 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	if (of)
 		pthread_mutex_lock(&of->lock);
 	smuxfs_ctx(&ctx);
+	/* an open descriptor keeps the names its file has left: only a
+	 * tree with hard links has other names (and file ids) to learn; on
+	 * others the head said nothing gone_init uses (unlink is DELETE
+	 * alone, issue 10 item 4) */
+	was_known = smuxfs_fnode_busy(fs) &&
+		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) &&
+		    smux_backend_head(fs->root, &ctx, key, &was, &err) == 0;
 	rc = smux_backend_del(fs->root, &ctx, key, &err);
 	if (rc)
 		rc = smuxfs_errno(&err, "unlink", key);
@@ -699,7 +826,7 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	smuxfs_etag_forget(fs, key);
 	if (rc == 0) {
 		readers_unlinked(fs, key);
-		smuxfs_fnode_unlinked(fs, key);
+		smuxfs_fnode_unlinked(fs, key, was_known ? &was : NULL);
 	}
 	return rc;
 }
@@ -751,16 +878,47 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 
 static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);
 
+/*
+ * A local copy of @from's committed content for a backend without a
+ * server-side copy (bunny re-uploads it instead of reading the object,
+ * after checking it is the stored version): the staging file of @of (may
+ * be NULL) when it holds nothing uncommitted, else @cached (a whole
+ * version the read cache held, -1: none; taken); NULL when neither.
+ */
+static struct smux_local_copy *local_copy_of(struct smuxfs_ofile *of,
+					     const char *from, int cached,
+					     uint64_t csize)
+{
+	uint64_t size = csize;
+	int fd = -1;
+
+	if (of && of->fd >= 0 && !of->w && !of->dirty && !of->open_rc &&
+	    !of->deleted) {
+		fd = fcntl(of->fd, F_DUPFD_CLOEXEC, 0);
+		size = of->size;
+	}
+	if (fd >= 0 && cached >= 0)
+		close(cached);
+	else if (fd < 0)
+		fd = cached;
+	return fd >= 0 ? smux_local_copy_new(from, fd, size) : NULL;
+}
+
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 {
 	struct smuxfs_ofile *of, *target;
 	struct smux_error err;
+	struct smux_info was;
 	struct smux_ctx ctx;
-	int rc = 0;
+	bool was_known = false;
+	uint64_t csize = 0;
+	int rc = 0, cached;
 
 	/* whatever is open under the target name is replaced, but only
 	 * once the rename succeeded: a failed one leaves its writer whole */
 	target = smuxfs_ofile_find(fs, to);
+	/* before the forget below drops it from the read cache */
+	cached = smuxfs_rcache_open_copy(fs->rcache, from, &csize);
 	smuxfs_etag_forget(fs, from);
 	smuxfs_etag_forget(fs, to);
 	of = smuxfs_ofile_find(fs, from);
@@ -774,13 +932,22 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 	}
 	if (rc == 0) {
 		smuxfs_ctx(&ctx);
+		/* an open descriptor of the file replaced keeps the names
+		 * its file has left */
+		was_known =
+			smuxfs_fnode_busy(fs) &&
+			smux_backend_head(fs->root, &ctx, to, &was, &err) == 0;
+		ctx.local = local_copy_of(of, from, cached, csize);
+		cached = -1;
 		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+		smux_local_copy_unref(ctx.local);
 		if (rc)
 			rc = smuxfs_errno(&err, "rename", from);
 	}
 	if (rc == 0) {
 		readers_unlinked(fs, to);
-		smuxfs_fnode_unlinked(fs, to); /* before @of takes the name */
+		/* before @of takes the name */
+		smuxfs_fnode_unlinked(fs, to, was_known ? &was : NULL);
 		readers_rekey(fs, from, to);
 	}
 	if (of) {
@@ -799,6 +966,8 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 		}
 		ofile_unref(fs, target);
 	}
+	if (cached >= 0) /* the commit failed: no rename sent */
+		close(cached);
 	return rc;
 }
 
@@ -957,6 +1126,9 @@ out_unlock:
 
 void smuxfs_release_tables(struct smuxfs *fs)
 {
+	/* handles the kernel never released (unmounted under an open
+	 * file: a signal, umount -l); no FUSE request runs any more */
+	smuxfs_fnode_free_unreleased(fs);
 	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
 		struct smuxfs_ofile *of;
 
@@ -981,6 +1153,9 @@ void smuxfs_release_tables(struct smuxfs *fs)
 	pthread_mutex_destroy(&fs->otable.lock);
 	pthread_mutex_destroy(&fs->etags.lock);
 	pthread_mutex_destroy(&fs->fnodes.lock);
+	smuxfs_absent_release(fs);
+	smuxfs_dircache_release(fs);
+	smuxfs_attrcache_release(fs);
 }
 
 /* ---- handles ---- */
@@ -1033,6 +1208,18 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 	pthread_mutex_unlock(&fs->otable.lock);
 }
 
+/* After a commit of new content of @key through the mount (the same
+ * file, written in place or staged): clean read handles of it take the
+ * new version at their next read instead of failing with ESTALE. */
+static void readers_written(struct smuxfs *fs, const char *key)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
+		if (strcmp(fh->key, key) == 0)
+			atomic_store(&fh->repin, true);
+	pthread_mutex_unlock(&fs->otable.lock);
+}
+
 /* After an unlink of @key (or a rename over it): clean read handles of
  * it read on from what they hold, and say their file has no name. */
 static void readers_unlinked(struct smuxfs *fs, const char *key)
@@ -1069,5 +1256,6 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 	free(fh->key);
 	free(fh->path);
 	free(fh->data);
+	pthread_mutex_destroy(&fh->pin_lock);
 	free(fh);
 }

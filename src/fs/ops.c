@@ -116,6 +116,8 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	struct smux_info local;
 	struct smux_error err;
 	struct smux_ctx ctx;
+	unsigned long gen, agen;
+	int64_t t0;
 	int rc;
 
 	if (!info)
@@ -142,35 +144,81 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	of = smuxfs_ofile_find(fs, key);
 	if (of) {
 		rc = smuxfs_ofile_attr(of, &a);
-		smuxfs_ofile_release(fs, of);
 		if (rc == 0) {
 			/* owner, atime, ctime from the object when it is
-			 * there; what is pending from the open file */
-			if (smux_backend_head(fs->root, &ctx, key, info,
-					      &err) != 0 ||
-			    S_ISDIR(info->mode))
+			 * there (as it was at open while nothing changed it
+			 * through the mount); what is pending from the open
+			 * file. A file created here and not committed has no
+			 * object: no head (tar's create, futimens, fchown,
+			 * fchmod each ask for attributes before the one put
+			 * at close) */
+			if (a.seen_ok)
+				*info = a.seen;
+			else if (a.unstored ||
+				 smux_backend_head(fs->root, &ctx, key, info,
+						   &err) != 0 ||
+				 S_ISDIR(info->mode))
 				smux_info_clear(info);
+			else /* a create: looked up once while open */
+				smuxfs_ofile_set_seen(of, a.seen_gen, info);
+			if (a.ctime_ns > info->ctime_ns)
+				info->ctime_ns = a.ctime_ns;
 			info->size = a.size;
 			if (a.mode_set || !info->mode)
 				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;
-			if (a.has_owner) {
-				info->uid = a.uid;
-				info->gid = a.gid;
+			if (a.has_owner) { /* SMUX_ID_NONE: the object's */
+				if (a.uid != SMUX_ID_NONE)
+					info->uid = a.uid;
+				if (a.gid != SMUX_ID_NONE)
+					info->gid = a.gid;
 				info->has_owner = true;
 			}
+		}
+		smuxfs_ofile_release(fs, of);
+		if (rc == 0)
+			return 0;
+	}
+	/* a directory looked up within attr_timeout (dircache.c) */
+	if (smuxfs_dircache_get(fs, key, info)) {
+		*is_dir = true;
+		return 0;
+	}
+	/* a file headed within attr_timeout, nothing changed through the
+	 * mount since (attrcache.c; a listing heads its entries) */
+	if (smuxfs_attrcache_get(fs, key, info))
+		return 0;
+	/* the first lookup into a fresh listing asks all its entries at
+	 * once, in parallel (listattr.c) */
+	if (smuxfs_listattr_prefetch(fs, key)) {
+		if (smuxfs_attrcache_get(fs, key, info))
+			return 0;
+		if (smuxfs_dircache_get(fs, key, info)) {
+			*is_dir = true;
 			return 0;
 		}
 	}
+	gen = smuxfs_dircache_gen(fs);
+	agen = smuxfs_attrcache_gen(fs, key);
+	t0 = smuxfs_dircache_now();
 	rc = smux_backend_head(fs->root, &ctx, key, info, &err);
 	if (rc == 0) {
 		*is_dir = S_ISDIR(info->mode);
+		if (*is_dir)
+			smuxfs_dircache_put(fs, key, info, gen, t0);
+		else
+			smuxfs_attrcache_put(fs, key, info, agen, t0);
 		return 0;
 	}
 	if (err.e.code != SMUX_E_KEY_NOT_FOUND)
 		return smuxfs_errno(&err, "head", key);
 	if (fs->real_dirs)
 		return -ENOENT; /* a directory would have answered the head */
+	/* the head of "a" asked "a/" already (s3, swift, memory) */
+	if (smux_backend_caps(fs->root) & SMUX_CAP_HEAD_DIR) {
+		smuxfs_absent_note(fs, key);
+		return -ENOENT;
+	}
 	/* a directory marker, or a directory implied by keys under it */
 	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
 	if (rc)
@@ -179,10 +227,13 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	if (rc == 0) {
 		*is_dir = true;
 		info->mode = S_IFDIR | (info->mode & 07777);
+		smuxfs_dircache_put(fs, key, info, gen, t0);
 		return 0;
 	}
-	if (err.e.code == SMUX_E_KEY_NOT_FOUND)
+	if (err.e.code == SMUX_E_KEY_NOT_FOUND) {
+		smuxfs_absent_note(fs, key);
 		return -ENOENT;
+	}
 	return smuxfs_errno(&err, "head", dkey);
 }
 
@@ -245,6 +296,43 @@ mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode)
 	return mode;
 }
 
+/*
+ * Attributes of @key, the parent directory of a name being created: the
+ * kernel resolved it as a directory, so on object stores its "key/" is
+ * asked at once (one request: the marker, or a listing for an implied
+ * directory) instead of "key" first (a HEAD answered 404).
+ */
+static int parent_lookup(struct smuxfs *fs, const char *key, bool is_root,
+			 bool *is_dir, struct smux_info *info)
+{
+	char dkey[SMUX_KEY_MAX + 2];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned long gen;
+	int64_t t0;
+
+	if (is_root || fs->real_dirs ||
+	    smuxfs_dir_prefix(key, dkey, sizeof(dkey)) != 0)
+		return smuxfs_lookup(fs, key, is_root, is_dir, info);
+	*is_dir = true;
+	if (smuxfs_dircache_get(fs, key, info))
+		return 0;
+	gen = smuxfs_dircache_gen(fs);
+	t0 = smuxfs_dircache_now();
+	smuxfs_ctx(&ctx);
+	if (smux_backend_head(fs->root, &ctx, dkey, info, &err) != 0)
+		return smuxfs_lookup(fs, key, false, is_dir, info);
+	info->mode = S_IFDIR | (info->mode & 07777);
+	smuxfs_dircache_put(fs, key, info, gen, t0);
+	return 0;
+}
+
+int smuxfs_lookup_dir(struct smuxfs *fs, const char *key, bool *is_dir,
+		      struct smux_info *info)
+{
+	return parent_lookup(fs, key, false, is_dir, info);
+}
+
 void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 			 struct smux_put_opts *po)
 {
@@ -260,7 +348,7 @@ void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 		memcpy(parent, key, n);
 		parent[n] = '\0';
 		/* the mount root is "" or the prefix without its '/' */
-		sgid = smuxfs_lookup(fs, parent, n + 1 == fs->prefix_len || !n,
+		sgid = parent_lookup(fs, parent, n + 1 == fs->prefix_len || !n,
 				     &pdir, &pinfo) == 0 &&
 		       pdir && (pinfo.mode & S_ISGID);
 	}

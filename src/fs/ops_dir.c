@@ -25,6 +25,9 @@ struct smuxfs_dirent {
 	char *name;
 	struct stat st;
 	bool plus; /* st is complete: the kernel may cache it */
+	/* the listing had no type and mode for it (S3, Swift): its
+	 * attributes are asked for (listattr.c); is_dir: a directory */
+	bool ask, is_dir;
 };
 
 /* A directory handle's listing, taken at offset 0. */
@@ -62,6 +65,8 @@ static int snap_add(struct smuxfs_dirsnap *s, const char *name,
 		return -ENOMEM;
 	s->e[s->n].st = *st;
 	s->e[s->n].plus = plus;
+	s->e[s->n].ask = false;
+	s->e[s->n].is_dir = false;
 	s->n++;
 	return 0;
 }
@@ -226,12 +231,17 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		/* being written: its size moves; the kernel asks for it */
 		pending_info(p, &info);
 		flags = 0;
-	} else if (e->is_prefix ||
-		   (!info.mode && !info.mtime_ns && !info.size)) {
-		flags = 0; /* no attributes: let the kernel look it up */
+	} else if (e->is_prefix || !(info.mode & S_IFMT)) {
+		/* no type and mode in the listing (S3, Swift: they are in
+		 * each object's metadata): let the kernel look it up */
+		flags = 0;
 	}
 	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
 	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
+	if (!l->rc && !p && flags != FUSE_FILL_DIR_PLUS) {
+		l->snap->e[l->snap->n - 1].ask = true;
+		l->snap->e[l->snap->n - 1].is_dir = is_dir;
+	}
 	return l->rc != 0;
 }
 
@@ -307,8 +317,47 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 	return rc ? smuxfs_errno(&err, "fsyncdir", dkey) : 0;
 }
 
-/* Lists the directory @path into a new snapshot in *@out. */
-static int snap_take(struct smuxfs *fs, const char *path,
+/*
+ * The entries whose attributes the listing lacked, at most
+ * SMUXFS_LISTATTR_MAX, noted for listattr.c: the first lookup of one of
+ * them asks them all in parallel. Without memory nothing is noted (each
+ * lookup asks its own, as before).
+ */
+static void snap_note(struct smuxfs *fs, struct smuxfs_dirsnap *snap,
+		      const char *prefix)
+{
+	size_t plen = strlen(prefix), n = 0, cap = 0;
+	struct smuxfs_listattr_item *it;
+
+	for (size_t i = 0; i < snap->n; i++)
+		cap += snap->e[i].ask;
+	if (cap > SMUXFS_LISTATTR_MAX)
+		cap = SMUXFS_LISTATTR_MAX;
+	if (!cap)
+		return;
+	it = calloc(cap, sizeof(*it));
+	if (!it)
+		return;
+	for (size_t i = 0; i < snap->n && n < cap; i++) {
+		const struct smuxfs_dirent *e = &snap->e[i];
+		size_t len = strlen(e->name);
+
+		if (!e->ask || plen + len > SMUX_KEY_MAX)
+			continue;
+		it[n].key = malloc(plen + len + 1);
+		if (!it[n].key)
+			break;
+		memcpy(it[n].key, prefix, plen);
+		memcpy(it[n].key + plen, e->name, len + 1);
+		it[n].is_dir = e->is_dir;
+		n++;
+	}
+	smuxfs_listattr_note(fs, prefix, it, n);
+}
+
+/* Lists the directory @path into a new snapshot in *@out; @attrs: note
+ * the entries whose attributes the listing lacks (listattr.c). */
+static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 		     struct smuxfs_dirsnap **out)
 {
 	char key[SMUX_KEY_MAX + 2], prefix[SMUX_KEY_MAX + 2];
@@ -347,6 +396,8 @@ static int snap_take(struct smuxfs *fs, const char *path,
 		goto out;
 	}
 	rc = l.rc;
+	if (!rc && attrs)
+		snap_note(fs, l.snap, prefix);
 	/* created through the mount and not committed yet */
 	for (size_t i = 0; i < l.n_pend && !rc; i++) {
 		struct smux_info info;
@@ -403,7 +454,10 @@ int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	if (!snap || off == 0) {
 		struct smuxfs_dirsnap *fresh;
 
-		rc = snap_take(fs, path, &fresh);
+		/* attributes are kept for attr_timeout: with none, asking
+		 * them ahead is a request per entry for nothing */
+		rc = snap_take(fs, path, fs->opts && fs->opts->attr_timeout > 0,
+			       &fresh);
 		if (rc)
 			return rc;
 		snap_free(snap);

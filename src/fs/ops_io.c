@@ -9,8 +9,8 @@
  * pins the version it saw at open (etag and size, close-to-open), reads
  * with ranged gets If-Match that etag, and fails with ESTALE rather than
  * stitch two versions together (or, with the read cache on, reads the
- * whole pinned version once into cache_dir/read and serves it from there,
- * rcache.c). Reads on a file with an ofile go to the pending content,
+ * pinned version's chunks into cache_dir/read, with read-ahead for
+ * sequential readers, and serves them from there, rcache.c). Reads on a file with an ofile go to the pending content,
  * never to the read cache. flush (close(2)) and fsync commit, and report
  * failures to the caller: nothing acknowledged is lost.
  *
@@ -41,6 +41,9 @@ static struct smuxfs_fh *fh_new(const char *key)
 		free(fh);
 		return NULL;
 	}
+	/* (other handles are calloc'ed: a zeroed mutex is an initialised
+	 * one in glibc, and smuxfs_fh_free destroys it for every kind) */
+	pthread_mutex_init(&fh->pin_lock, NULL);
 	return fh;
 }
 
@@ -66,6 +69,21 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 	 * of descriptors) pin it by etag */
 	/* changes from here on are checked before the reader serves */
 	atomic_store(&fh->mutations, atomic_load(&fs->mutations));
+	/* the lookup just before (the kernel's, or a listing's) headed it
+	 * and nothing changed through the mount since: its version is
+	 * pinned without asking again, reads are gets if_match it
+	 * (attrcache.c says when this is exact; a version another client
+	 * wrote since re-pins at the first read, smuxfs_read) */
+	/* ... unless the read cache holds a version of it: a cached copy
+	 * may be of a version another client replaced since, so the open
+	 * asks which one is current (a cache hit then costs that one
+	 * request); a version not cached is fetched if_match it, through
+	 * the read cache, and a replaced one re-pins */
+	if (!smuxfs_rcache_has(fs->rcache, fh->key) &&
+	    smuxfs_attrcache_pin(fs, fh->key, &info)) {
+		atomic_store(&fh->pin_cached, true);
+		goto pinned;
+	}
 	rc = -EMFILE;
 	if (atomic_fetch_add(&fs->readers, 1) < fs->max_readers)
 		rc = smux_backend_reader_open(fs->root, &ctx, fh->key,
@@ -80,12 +98,17 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 		if (smux_backend_head(fs->root, &ctx, fh->key, &info, &err))
 			return smuxfs_errno(&err, "head", fh->key);
 	}
+pinned:
 	if (S_ISDIR(info.mode))
 		return -EISDIR;
 	memcpy(fh->etag, info.etag, sizeof(fh->etag));
 	fh->etag[sizeof(fh->etag) - 1] = '\0';
 	fh->size = info.size;
-	fi->keep_cache = smuxfs_etag_check(fs, fh->key, fh->etag);
+	/* a version pinned from attrcache.c is not known current: the
+	 * kernel's pages of it are dropped, as the read cache is passed
+	 * by until a read of the backend confirmed it (smuxfs_read) */
+	fi->keep_cache = smuxfs_etag_check(fs, fh->key, fh->etag) &&
+			 !atomic_load(&fh->pin_cached);
 	return 0;
 }
 
@@ -184,7 +207,7 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
  * local filesystem; a failed check reads on (the reader is whole).
  */
 static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
-			  const char *key)
+			  const char *key, const char *etag)
 {
 	unsigned long now = atomic_load(&fs->mutations);
 	struct smux_info info;
@@ -195,10 +218,40 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
 		return 0;
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, key, &info, &err) == 0 &&
-	    strcmp(info.etag, fh->etag) != 0)
+	    strcmp(info.etag, etag) != 0)
 		return -ESTALE;
 	atomic_store(&fh->mutations, now);
 	return 0;
+}
+
+/*
+ * The file of @fh was written through the mount since its version was
+ * pinned (fh->repin, set by the commit): the same file, so its reader sees
+ * the new content as a reader of a local file sees an append (tail -f),
+ * rather than ESTALE. Pins the version there is now; reads go by gets
+ * from here on (the reader held the old version). A name unlinked or
+ * replaced by a rename is another file: its handle keeps the old pin. A
+ * failed head keeps the old pin too (the pinned read then says why).
+ */
+static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
+{
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	if (!atomic_exchange(&fh->repin, false) || atomic_load(&fh->unlinked))
+		return;
+	smuxfs_ctx(&ctx);
+	if (smux_backend_head(fs->root, &ctx, key, &info, &err) ||
+	    S_ISDIR(info.mode))
+		return;
+	pthread_mutex_lock(&fh->pin_lock);
+	memcpy(fh->etag, info.etag, sizeof(fh->etag));
+	fh->etag[sizeof(fh->etag) - 1] = '\0';
+	fh->size = info.size;
+	pthread_mutex_unlock(&fh->pin_lock);
+	if (fh->reader)
+		atomic_store(&fh->reader_off, true);
 }
 
 int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
@@ -212,6 +265,9 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	struct smux_sink sink;
 	struct smux_ctx ctx;
 	char key[SMUX_KEY_MAX + 2];
+	char etag[SMUX_ETAG_MAX];
+	uint64_t psize;
+	bool retried = false;
 	long n;
 	int rc;
 
@@ -245,35 +301,56 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 			smuxfs_ofile_release(fs, of);
 		return (int)n;
 	}
+again:
+	repin(fs, fh, key); /* written through the mount since the pin */
+	pthread_mutex_lock(&fh->pin_lock);
+	memcpy(etag, fh->etag, sizeof(etag));
+	psize = fh->size;
+	pthread_mutex_unlock(&fh->pin_lock);
 	/* the pinned version, from the read cache when it serves it */
-	if (fs->rcache && fh->etag[0]) {
-		n = smuxfs_rcache_read(fs->rcache, key, fh->etag, fh->size, buf,
-				       size, (uint64_t)off);
-		if (n >= 0)
+	if (fs->rcache && etag[0]) {
+		n = smuxfs_rcache_read_ra(fs->rcache, &fh->ra, key, etag, psize,
+					  buf, size, (uint64_t)off);
+		if (n >= 0) {
+			atomic_store(&fh->served, true);
 			return (int)n;
+		}
 	}
 	smuxfs_ctx(&ctx);
 	/* a live reader (a local file kept open) reads the file as it is,
 	 * as a local one would: no version to pin */
 	if (fh->reader &&
 	    (fh->reader->live || (!atomic_load(&fh->reader_off) &&
-				  reader_current(fs, fh, key) == 0))) {
+				  reader_current(fs, fh, key, etag) == 0))) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
 	} else {
 		opts = (struct smux_get_opts){
 			.offset = (uint64_t)off,
 			.length = size,
-			.if_match = fh->etag[0] ? fh->etag : NULL,
+			.if_match = etag[0] ? etag : NULL,
 		};
 		smux_sink_buf(&sink, buf, size);
 		rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL,
 				      &err);
 		n = rc ? rc : (long)sink.written;
 	}
-	if (n >= 0)
+	if (n >= 0) {
+		atomic_store(&fh->served, true);
 		return (int)n;
+	}
 	if (err.e.code == SMUX_E_PRECONDITION_FAILED) {
+		/* a commit through the mount that landed while we read; or
+		 * a version pinned from attrcache.c that another client
+		 * replaced: nothing was read of it yet, so the handle is as
+		 * if opened now */
+		if (!retried && !atomic_load(&fh->served) &&
+		    atomic_exchange(&fh->pin_cached, false))
+			atomic_store(&fh->repin, true);
+		if (!retried && atomic_load(&fh->repin)) {
+			retried = true;
+			goto again;
+		}
 		smuxfs_errno(&err, "read (version changed)", key);
 		return -ESTALE; /* never stitch two versions */
 	}

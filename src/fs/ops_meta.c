@@ -51,15 +51,18 @@ static int may_modify(struct smuxfs *fs, const char *path)
  * Attributes of an open file from its pending content: the size, mode and
  * mtime it has now; owner and times from the object while it still has
  * its name @key (NULL: none). A deleted one (its name unlinked or
- * replaced) has no name: nlink 0, nothing looked up, as a local
- * filesystem shows a file unlinked while open.
+ * replaced) has no name: nothing looked up, the names its file has left
+ * (0 unless it has other hard links) and what was set through its
+ * descriptors since, as a local filesystem shows a file unlinked while
+ * open. @fh: the handle asking, NULL for the current request's node.
  */
 static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
-			 const char *key, struct stat *st)
+			 const char *key, struct smuxfs_fh *fh, struct stat *st)
 {
 	struct smuxfs_ofile_attr a = {0};
 	struct smux_info info;
 	bool is_dir = false;
+	uint32_t links = 0;
 	int rc;
 
 	rc = smuxfs_ofile_attr(of, &a);
@@ -76,14 +79,18 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (a.mode_set || !info.mode)
 		info.mode = S_IFREG | a.mode;
 	info.mtime_ns = a.mtime_ns;
-	if (a.has_owner) {
-		info.uid = a.uid;
-		info.gid = a.gid;
+	if (a.has_owner) { /* SMUX_ID_NONE: the object's */
+		if (a.uid != SMUX_ID_NONE)
+			info.uid = a.uid;
+		if (a.gid != SMUX_ID_NONE)
+			info.gid = a.gid;
 		info.has_owner = true;
 	}
+	if (a.deleted || !key)
+		links = smuxfs_fnode_gone_info(fs, fh, &info);
 	smuxfs_fill_stat(fs, st, false, &info);
-	if (a.deleted)
-		st->st_nlink = 0;
+	if (a.deleted || !key)
+		st->st_nlink = links;
 	return 0;
 }
 
@@ -93,20 +100,20 @@ static int getattr_orphan(struct smuxfs *fs, struct stat *st)
 {
 	struct smuxfs_ofile *of;
 	struct smux_info info;
+	uint32_t links;
 	int rc;
 
 	rc = smuxfs_fnode_orphan(fs, &of, &info);
 	if (rc)
 		return rc;
 	if (of) {
-		rc = getattr_ofile(fs, of, NULL, st);
+		rc = getattr_ofile(fs, of, NULL, NULL, st);
 		smuxfs_ofile_release(fs, of);
-		if (rc == 0)
-			st->st_nlink = 0;
 		return rc;
 	}
+	links = smuxfs_fnode_gone_info(fs, NULL, &info);
 	smuxfs_fill_stat(fs, st, false, &info);
-	st->st_nlink = 0;
+	st->st_nlink = links;
 	return 0;
 }
 
@@ -131,11 +138,19 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		/* the open file itself: renamed or unlinked, it is still
 		 * there for its handles */
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
-		return getattr_ofile(fs, fh->of, rc ? NULL : key, st);
+		return getattr_ofile(fs, fh->of, rc ? NULL : key, fh, st);
 	} else if (fh && fh->kind == SMUXFS_FH_FILE && fh->reader &&
 		   atomic_load(&fh->unlinked)) {
 		/* unlinked while open: the handle still reads what it
-		 * opened, as on a local filesystem */
+		 * opened, as on a local filesystem, and what a writer of
+		 * the same file wrote since (as it reads, ops_io.c) */
+		struct smuxfs_ofile *of = smuxfs_fnode_ofile(fs, fh);
+
+		if (of) {
+			rc = getattr_ofile(fs, of, NULL, fh, st);
+			smuxfs_ofile_release(fs, of);
+			return rc;
+		}
 		is_dir = false;
 		info = fh->reader->info;
 		gone = true;
@@ -158,9 +173,14 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	}
 	if (rc)
 		return rc;
+	if (gone) {
+		uint32_t links = smuxfs_fnode_gone_info(fs, fh, &info);
+
+		smuxfs_fill_stat(fs, st, false, &info);
+		st->st_nlink = links;
+		return 0;
+	}
 	smuxfs_fill_stat(fs, st, is_dir, &info);
-	if (gone)
-		st->st_nlink = 0;
 	return 0;
 }
 
@@ -184,7 +204,10 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 		return rc;
 	if (is_root)
 		return -EEXIST;
-	rc = smuxfs_lookup(fs, key, false, &is_dir, NULL);
+	/* the kernel's LOOKUP just found it absent (absent.c) */
+	rc = smuxfs_absent_take(fs, key)
+		     ? -ENOENT
+		     : smuxfs_lookup(fs, key, false, &is_dir, NULL);
 	if (rc == 0)
 		return -EEXIST;
 	if (rc != -ENOENT)
@@ -197,6 +220,8 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 	smux_source_buf(&src, "", 0);
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, dkey, &src, &opts, NULL, &err);
+	smuxfs_etag_forget(fs, key); /* a new name: fs->mutations moves */
+	smuxfs_dircache_changed(fs, key, false);
 	return rc ? smuxfs_errno(&err, "mkdir", dkey) : 0;
 }
 
@@ -267,6 +292,7 @@ int smuxfs_rmdir(const char *path)
 		return rc;
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_del(fs->root, &ctx, dkey, &err);
+	smuxfs_dircache_changed(fs, key, true);
 	return rc ? smuxfs_errno(&err, "rmdir", dkey) : 0;
 }
 
@@ -285,7 +311,10 @@ int smuxfs_unlink(const char *path)
 	if (is_root)
 		return -EISDIR;
 	/* open handles keep their content; nothing of it is committed */
-	return smuxfs_ofile_unlink(fs, key);
+	rc = smuxfs_ofile_unlink(fs, key);
+	/* the last key of an implied directory takes it along */
+	smuxfs_dircache_changed(fs, key, true);
+	return rc;
 }
 
 /* ---- rename ---- */
@@ -424,7 +453,8 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 	rc = w.rc;
 	if (rc)
 		goto out;
-	qsort(w.dirs, w.n_dirs, sizeof(*w.dirs), cmp_str);
+	if (w.n_dirs) /* an empty directory: no array (qsort's NULL is UB) */
+		qsort(w.dirs, w.n_dirs, sizeof(*w.dirs), cmp_str);
 	for (i = 0, k = 0; i < w.n_dirs; i++) {
 		if (k && strcmp(w.dirs[k - 1], w.dirs[i]) == 0) {
 			free(w.dirs[i]);
@@ -470,7 +500,10 @@ out:
 
 int smuxfs_rename_dir_redo(struct smuxfs *fs, const char *from, const char *to)
 {
-	return move_keys(fs, from, to, true);
+	int rc = move_keys(fs, from, to, true);
+
+	smuxfs_dircache_changed(fs, NULL, true);
+	return rc;
 }
 
 /*
@@ -514,9 +547,33 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	return rc;
 }
 
+static int rename_names(struct smuxfs *fs, const char *from, const char *to,
+			unsigned int flags);
+
 int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct smuxfs *fs = smuxfs_get();
+	int rc = rename_names(fs, from, to, flags);
+	char key[SMUX_KEY_MAX + 2];
+
+	/* a directory's files moved with it: all files' attributes are
+	 * asked again (attrcache.c) */
+	smuxfs_attrcache_changed(fs);
+	/* directories moved, or an implied one emptied (dircache.c) */
+	if (key_of(fs, from, key, sizeof(key), NULL) == 0)
+		smuxfs_dircache_changed(fs, key, true);
+	else
+		smuxfs_dircache_changed(fs, NULL, true);
+	if (key_of(fs, to, key, sizeof(key), NULL) == 0)
+		smuxfs_dircache_changed(fs, key, true);
+	else
+		smuxfs_dircache_changed(fs, NULL, true);
+	return rc;
+}
+
+static int rename_names(struct smuxfs *fs, const char *from, const char *to,
+			unsigned int flags)
+{
 	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
 	char fdir[SMUX_KEY_MAX + 2], tdir[SMUX_KEY_MAX + 2];
 	bool from_dir, to_dir, from_root, to_root;
@@ -541,7 +598,11 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 	rc = smuxfs_lookup(fs, fkey, false, &from_dir, NULL);
 	if (rc)
 		return rc;
-	rc = smuxfs_lookup(fs, tkey, false, &to_dir, NULL);
+	/* the kernel's LOOKUP of @to just found it absent (absent.c) */
+	to_dir = false;
+	rc = smuxfs_absent_take(fs, tkey)
+		     ? -ENOENT
+		     : smuxfs_lookup(fs, tkey, false, &to_dir, NULL);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (rc == 0) {
@@ -598,37 +659,30 @@ static int key_for(struct smuxfs *fs, const char *path,
 }
 
 /*
- * fchmod or futimens of an open file whose name is gone (the channel hook
- * gave the request handle 0): kept by its pending content, which fstat
- * shows; nothing is committed any more. A clean reader keeps no
- * attributes: ESTALE, as before. Set-id bits only for root.
+ * fchmod, fchown or futimens of an open file whose name is gone (the
+ * channel hook gave the request handle 0): kept for its descriptors,
+ * which fstat shows (a local filesystem keeps them in the inode, which
+ * goes away at the last close); nothing is stored any more. Set-id bits
+ * only for root; an owner only root changes (the kernel's own check,
+ * default_permissions, ran before for a mount that has it).
  */
-static int setattr_orphan(struct smuxfs *fs, const struct smux_setattr *attr)
+static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 {
-	struct smuxfs_ofile *of;
-	struct smux_info info;
-	int rc;
+	const struct fuse_context *c = fuse_get_context();
 
-	rc = smuxfs_fnode_orphan(fs, &of, &info);
-	if (rc)
-		return rc;
-	if (!of)
-		return -ESTALE;
-	if (attr->flags & SMUX_SET_MODE)
-		smuxfs_ofile_set_mode(
-			of,
-			fuse_get_context()->uid == 0
-				? attr->mode
-				: attr->mode & ~(uint32_t)(S_ISUID | S_ISGID));
-	if (attr->flags & SMUX_SET_MTIME)
-		smuxfs_ofile_set_mtime(of, attr->mtime_ns);
-	smuxfs_ofile_release(fs, of);
-	return 0;
+	if (c->uid != 0) {
+		attr->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+		if ((attr->flags & SMUX_SET_OWNER) &&
+		    attr->uid != SMUX_ID_NONE && attr->uid != (uint32_t)c->uid)
+			return -EPERM;
+	}
+	return smuxfs_fnode_setattr(fs, attr);
 }
 
-/* Applies @attr to what @key is (object or directory marker). */
+/* Applies @attr to what @key is (object or directory marker). @is_file:
+ * known to be a file (it is open: no lookup needed). */
 static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
-		    const struct smux_setattr *attr)
+		    bool is_file, const struct smux_setattr *attr)
 {
 	char target[SMUX_KEY_MAX + 2];
 	struct smux_error err;
@@ -649,7 +703,8 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 			atomic_store(&fs->root_gid, attr->gid);
 		return 0;
 	}
-	rc = smuxfs_lookup(fs, key, is_root, &is_dir, NULL);
+	is_dir = false;
+	rc = is_file ? 0 : smuxfs_lookup(fs, key, is_root, &is_dir, NULL);
 	if (rc)
 		return rc;
 	if (is_dir)
@@ -663,9 +718,16 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 		return rc;
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_setattr(fs->root, &ctx, target, attr, &err);
-	if (rc)
+	if (is_dir)
+		smuxfs_dircache_changed(fs, key, false);
+	if (rc) {
+		/* some member may have it (attrcache.c) */
+		smuxfs_attrcache_changed(fs);
 		return smuxfs_errno(&err, "setattr", target);
+	}
 	smuxfs_etag_forget(fs, key);
+	if (!is_dir)
+		smuxfs_ofile_forget_seen(fs, key);
 	return 0;
 }
 
@@ -714,7 +776,7 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 		dirty = smuxfs_ofile_set_mode(of, attr.mode);
 		smuxfs_ofile_release(fs, of);
 	}
-	return dirty ? 0 : set_attr(fs, key, is_root, &attr);
+	return dirty ? 0 : set_attr(fs, key, is_root, of != NULL, &attr);
 }
 
 /* One time of utimensat: UTIME_NOW, UTIME_OMIT (false) or as given. */
@@ -744,6 +806,8 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	int rc;
 
 	if (!path && fi && !fi->fh) {
+		if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
+			attr.flags |= SMUX_SET_ATIME;
 		if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
 			attr.flags |= SMUX_SET_MTIME;
 		return setattr_orphan(fs, &attr);
@@ -770,10 +834,10 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 		attr.flags &= ~(unsigned)SMUX_SET_MTIME;
 		if (!attr.flags)
 			return 0;
-		rc = set_attr(fs, key, is_root, &attr);
+		rc = set_attr(fs, key, is_root, true, &attr);
 		return rc == -ENOENT ? 0 : rc;
 	}
-	return set_attr(fs, key, is_root, &attr);
+	return set_attr(fs, key, is_root, of != NULL, &attr);
 }
 
 int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
@@ -785,35 +849,46 @@ int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 		.uid = uid == (uid_t)-1 ? SMUX_ID_NONE : (uint32_t)uid,
 		.gid = gid == (gid_t)-1 ? SMUX_ID_NONE : (uint32_t)gid,
 	};
-	char key[SMUX_KEY_MAX + 2];
+	char key[SMUX_KEY_MAX + 2] = "";
 	struct smuxfs_ofile *of;
-	bool is_root;
+	/* fchown of an open file whose name is gone (handle 0, fnode.c) */
+	bool nameless = !path && fi && !fi->fh, is_root = false;
 	int rc;
 
-	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-	if (rc)
-		return rc;
+	if (!nameless) {
+		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+		if (rc)
+			return rc;
+	}
 	if (!(smux_backend_caps(fs->root) & SMUX_CAP_OWNER)) {
 		/* nothing keeps owners: the mount's (uid=, gid=) only */
 		if ((uid == (uid_t)-1 || uid == fs->uid) &&
 		    (gid == (gid_t)-1 || gid == fs->gid))
 			return 0;
 		smux_log(LOG_DEBUG,
-			 "chown %s: the tree keeps no owners (EPERM)", key);
+			 "chown %s: the tree keeps no owners (EPERM)",
+			 nameless ? "(an open file without a name)" : key);
 		return -EPERM;
 	}
 	if (attr.uid == SMUX_ID_NONE && attr.gid == SMUX_ID_NONE)
 		return 0;
-	/* An open file not committed yet (tar: write, fchown, fchmod,
-	 * close) has no object to chown: commit what is pending first. */
+	if (nameless)
+		return setattr_orphan(fs, &attr);
+	/* An open file written in place and not committed yet, or created
+	 * here and never committed (tar: create, write, fchown, fchmod,
+	 * futimens, close) keeps the owner for its commit, as it keeps a
+	 * chmod: one put at close; a staged rewrite of a stored object:
+	 * commit what is pending first, then change the object. */
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
-		rc = smuxfs_ofile_commit(fs, of, false);
+		rc = smuxfs_ofile_set_owner(of, attr.uid, attr.gid)
+			     ? 1
+			     : smuxfs_ofile_commit(fs, of, false);
 		smuxfs_ofile_release(fs, of);
 		if (rc)
-			return rc;
+			return rc > 0 ? 0 : rc;
 	}
-	return set_attr(fs, key, is_root, &attr);
+	return set_attr(fs, key, is_root, of != NULL, &attr);
 }
 
 int smuxfs_statfs(const char *path, struct statvfs *st)
@@ -870,12 +945,17 @@ static int make_object(const char *path, uint32_t mode, const char *content,
 		rc = key_of(fs, path, key, sizeof(key), &is_root);
 	if (rc)
 		return rc;
-	if (is_root || smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
+	if (is_root)
+		return -EEXIST;
+	/* the kernel's LOOKUP just found it absent (absent.c) */
+	if (!smuxfs_absent_take(fs, key) &&
+	    smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)
 		return -EEXIST;
 	smuxfs_caller_owner(fs, key, false, &opts); /* 0000 too */
 	smux_source_buf(&src, content, strlen(content));
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_put(fs->root, &ctx, key, &src, &opts, NULL, &err);
+	smuxfs_etag_forget(fs, key); /* a new name: fs->mutations moves */
 	return rc ? smuxfs_errno(&err, op, key) : 0;
 }
 
@@ -953,6 +1033,7 @@ int smuxfs_link(const char *from, const char *to)
 	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
 	bool is_dir, from_root, to_root;
 	struct smux_error err;
+	struct smux_info info;
 	struct smux_ctx ctx;
 	int rc;
 
@@ -976,7 +1057,7 @@ int smuxfs_link(const char *from, const char *to)
 	}
 	if (from_root || to_root)
 		return -EPERM;
-	rc = smuxfs_lookup(fs, fkey, false, &is_dir, NULL);
+	rc = smuxfs_lookup(fs, fkey, false, &is_dir, &info);
 	if (rc)
 		return rc;
 	if (is_dir)
@@ -993,6 +1074,9 @@ int smuxfs_link(const char *from, const char *to)
 	if (rc)
 		return smuxfs_errno(&err, "link", tkey);
 	smuxfs_etag_forget(fs, fkey);
+	smuxfs_ofile_forget_seen(fs, fkey); /* its link count */
+	/* an open descriptor of the file whose name is gone counts it */
+	smuxfs_fnode_linked(fs, info.file_id);
 	/* the kernel knows the old name as its own inode (use_ino = 0): its
 	 * cached link count is stale now */
 	fuse_invalidate_path(fuse_get_context()->fuse, from);

@@ -4,8 +4,9 @@
  * to `[mount] otlp_endpoint` (e.g. http://127.0.0.1:4318: spans go to
  * ENDPOINT/v1/traces).
  *
- * Owns: a struct smux_tracer the daemon hands every mux (config_build.c),
- * the finished spans' bounded queue and the exporter thread. The I/O path
+ * Owns: a struct smux_tracer the daemon hands every mux (config_build.c);
+ * the finished spans' bounded queue and the exporter thread are a sendq
+ * (sendq.c). The I/O path
  * only fills a span in memory and, at its end, moves it to the queue under
  * a mutex (never a network call, never a wait: when the queue holds
  * OTLP_QUEUE_MAX spans the new one is dropped and counted). The thread
@@ -23,7 +24,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
+#include "fs/sendq.h"
 
 #define OTLP_QUEUE_MAX 4096
 #define OTLP_BATCH     512
@@ -55,19 +56,12 @@ struct smux_span {
 	int64_t start_ns, end_ns; /* wall clock */
 	struct otlp_attr attrs[OTLP_ATTRS_MAX];
 	unsigned n_attrs;
-	struct smux_span *next; /* in the queue */
 };
 
 struct smuxfs_otlp {
 	struct smux_tracer tracer;
 	char *url;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct smux_span *head, *tail; /* finished, oldest first */
-	unsigned queued;
-	bool stop;
-	pthread_t thread;
-	uint64_t sent, dropped, failed_batches;
+	struct smuxfs_sendq *q; /* finished spans, oldest first */
 };
 
 static int64_t wall_ns(void)
@@ -151,21 +145,7 @@ static void otlp_end(void *arg, struct smux_span *s)
 	if (!s)
 		return;
 	s->end_ns = wall_ns();
-	pthread_mutex_lock(&o->lock);
-	if (o->queued >= OTLP_QUEUE_MAX || o->stop) {
-		o->dropped++;
-		pthread_mutex_unlock(&o->lock);
-		free(s);
-		return;
-	}
-	if (o->tail)
-		o->tail->next = s;
-	else
-		o->head = s;
-	o->tail = s;
-	if (++o->queued >= OTLP_BATCH)
-		pthread_cond_signal(&o->cond);
-	pthread_mutex_unlock(&o->lock);
+	smuxfs_sendq_push(o->q, s); /* full: dropped and counted */
 }
 
 static void hex(char *out, const uint8_t *p, size_t n)
@@ -211,24 +191,19 @@ static json_t *span_json(const struct smux_span *s)
 	return j;
 }
 
-/* POSTs @spans (a list, freed here) as one ExportTraceServiceRequest. */
-static void export_batch(struct smuxfs_otlp *o, struct smux_span *spans,
-			 unsigned n)
+/* sendq's send, on its thread: POSTs @n spans as one
+ * ExportTraceServiceRequest; true when the collector took it (2xx). */
+static bool export_batch(void *arg, void **spans, unsigned n)
 {
+	struct smuxfs_otlp *o = arg;
 	json_t *list = json_array(), *req;
 	struct curl_slist *hdr = NULL;
 	long status = 0;
 	char *body;
 	CURL *c;
 
-	while (spans) {
-		struct smux_span *next = spans->next;
-
-		if (list)
-			json_array_append_new(list, span_json(spans));
-		free(spans);
-		spans = next;
-	}
+	for (unsigned i = 0; list && i < n; i++)
+		json_array_append_new(list, span_json(spans[i]));
 	req = json_pack("{s:[{s:{s:[{s:s, s:{s:s}}]}, s:[{s:{s:s}, s:o}]}]}",
 			"resourceSpans", "resource", "attributes", "key",
 			"service.name", "value", "stringValue", "smuxfs",
@@ -251,57 +226,19 @@ static void export_batch(struct smuxfs_otlp *o, struct smux_span *spans,
 		curl_easy_cleanup(c);
 	}
 	free(body);
-	pthread_mutex_lock(&o->lock);
-	if (status >= 200 && status < 300) {
-		o->sent += n;
-	} else {
-		o->failed_batches++;
-		o->dropped += n;
-	}
-	pthread_mutex_unlock(&o->lock);
-}
-
-static void *otlp_main(void *arg)
-{
-	struct smuxfs_otlp *o = arg;
-
-	pthread_mutex_lock(&o->lock);
-	for (;;) {
-		struct smux_span *batch, *last;
-		struct timespec until;
-		unsigned n = 0;
-
-		if (!o->stop && o->queued < OTLP_BATCH) {
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += OTLP_FLUSH_MS / 1000;
-			pthread_cond_timedwait(&o->cond, &o->lock, &until);
-		}
-		if (!o->head) {
-			if (o->stop)
-				break;
-			continue;
-		}
-		/* take up to OTLP_BATCH spans off the queue */
-		batch = last = o->head;
-		for (n = 1; n < OTLP_BATCH && last->next; n++)
-			last = last->next;
-		o->head = last->next;
-		if (!o->head)
-			o->tail = NULL;
-		last->next = NULL;
-		o->queued -= n;
-		pthread_mutex_unlock(&o->lock);
-		export_batch(o, batch, n);
-		pthread_mutex_lock(&o->lock);
-	}
-	pthread_mutex_unlock(&o->lock);
-	return NULL;
+	return status >= 200 && status < 300;
 }
 
 int smuxfs_otlp_start(struct smuxfs *fs, const char *endpoint)
 {
+	struct smuxfs_sendq_conf qc = {.max = OTLP_QUEUE_MAX,
+				       .batch = OTLP_BATCH,
+				       .flush_ms = OTLP_FLUSH_MS,
+				       .send = export_batch,
+				       .free_item = free};
 	struct smuxfs_otlp *o;
 	size_t len;
+	int rc;
 
 	if (!endpoint)
 		return 0;
@@ -315,19 +252,17 @@ int smuxfs_otlp_start(struct smuxfs *fs, const char *endpoint)
 		free(o);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&o->lock, NULL);
-	pthread_cond_init(&o->cond, NULL);
 	o->tracer = (struct smux_tracer){.start = otlp_start,
 					 .set_str = otlp_set_str,
 					 .set_int = otlp_set_int,
 					 .end = otlp_end,
 					 .arg = o};
-	if (pthread_create(&o->thread, NULL, otlp_main, o) != 0) {
-		pthread_cond_destroy(&o->cond);
-		pthread_mutex_destroy(&o->lock);
+	qc.arg = o;
+	rc = smuxfs_sendq_start(&qc, &o->q);
+	if (rc) {
 		free(o->url);
 		free(o);
-		return -EAGAIN;
+		return rc;
 	}
 	fs->otlp = o;
 	smux_log(LOG_INFO, "spans exported to %s (OTLP/HTTP JSON)", o->url);
@@ -342,23 +277,20 @@ const struct smux_tracer *smuxfs_otlp_tracer(struct smuxfs *fs)
 void smuxfs_otlp_stop(struct smuxfs *fs)
 {
 	struct smuxfs_otlp *o = fs->otlp;
+	struct smuxfs_sendq_counts n;
 
 	if (!o)
 		return;
-	pthread_mutex_lock(&o->lock);
-	o->stop = true; /* what is queued still goes out */
-	pthread_cond_signal(&o->cond);
-	pthread_mutex_unlock(&o->lock);
-	pthread_join(o->thread, NULL);
-	if (o->dropped)
+	smuxfs_sendq_stop(o->q, &n); /* what is queued still goes out */
+	if (n.dropped || n.failed)
 		smux_log(LOG_WARNING,
-			 "OTLP: %llu span(s) sent, %llu dropped (queue full or "
-			 "the collector refused %llu batch(es))",
-			 (unsigned long long)o->sent,
-			 (unsigned long long)o->dropped,
-			 (unsigned long long)o->failed_batches);
-	pthread_cond_destroy(&o->cond);
-	pthread_mutex_destroy(&o->lock);
+			 "OTLP: %llu span(s) sent, %llu dropped (queue full), "
+			 "%llu not delivered (the collector refused or missed "
+			 "%llu batch(es))",
+			 (unsigned long long)n.sent,
+			 (unsigned long long)n.dropped,
+			 (unsigned long long)n.failed,
+			 (unsigned long long)n.failed_sends);
 	free(o->url);
 	free(o);
 	fs->otlp = NULL;

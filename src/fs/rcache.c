@@ -4,21 +4,23 @@
  *
  * Files: cache_dir/read/HASH-GEN, HASH the SHA-256 of key NUL etag in hex
  * and GEN a counter of this run, so the file of a version dropped while a
- * read still uses it never collides with a newer fill of the same
- * version. A fill writes HASH-GEN.tmp and renames it when complete.
+ * read or a fetch still uses it never collides with a newer entry of the
+ * same version. The file is created sparse at the object's size when the
+ * entry is made; fetches (rcache_fetch.c) fill its chunks.
  *
  * Index: a hash table of entries by key, plus an LRU list (head: most
  * recently used) of the entries in the table. An entry is referenced by
- * the table and by every read using it; a dropped entry (evicted or
- * forgotten) leaves the table at once and its file is deleted with its
- * last reference. `bytes` charges every entry not yet deleted (its size
- * rounded up to 4 KiB blocks, reserved before its fill starts), so the
- * files on disk never exceed the capacity.
+ * the table, by every read using it and by every fetch writing it; a
+ * dropped entry (evicted or forgotten) leaves the table at once and its
+ * file is deleted with its last reference. `bytes` charges every entry not
+ * yet deleted (its size rounded up to 4 KiB blocks, reserved when it is
+ * made), so the files on disk never exceed the capacity.
  *
- * Locks: rc->lock protects the table, the LRU list, the counters and each
- * entry's state, charge, refs and links; the key, etag, size and name of
- * an entry never change. Never held across a backend call, a file read or
- * write, or an unlink (dropped entries are reaped after unlocking).
+ * Locks: rc->lock protects the table, the LRU list, the counters, the
+ * read-ahead queue and each entry's state, chunk map, charge, refs and
+ * links; the key, etag, size and name of an entry never change. Never
+ * held across a backend call, a file read or write, or an unlink (dropped
+ * entries are reaped after unlocking).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,54 +37,8 @@
 
 #include "fs/fs.h"
 #include "fs/rcache.h"
+#include "fs/rcache_internal.h"
 #include "smux/mux.h"
-
-#define RC_BUCKETS  16384
-#define RC_BLOCK    4096ULL
-#define RC_HASH_HEX 64
-/* HASH "-" GEN(16 hex) NUL; a fill's temporary name adds ".tmp" */
-#define RC_NAME_LEN (RC_HASH_HEX + 1 + 16 + 1)
-
-enum rentry_state {
-	RE_FILLING, /* the first reader is fetching it; others wait */
-	RE_READY,   /* the file is complete */
-	RE_FAILED,  /* the fill failed at failed_ns; no file */
-};
-
-struct rentry {
-	/* set at creation, never changed */
-	char *key;
-	char *etag;
-	uint64_t size;
-	char name[RC_NAME_LEN];
-	/* protected by rc->lock */
-	enum rentry_state state;
-	uint64_t charge; /* bytes counted in rc->bytes */
-	int64_t failed_ns;
-	unsigned refs; /* the table's (while in_table) + one per reader */
-	bool in_table;
-	struct rentry *hnext;	      /* hash chain */
-	struct rentry *lprev, *lnext; /* LRU list */
-	struct rentry *dnext;	      /* reap list (refs == 0) */
-};
-
-struct smuxfs_rcache {
-	int dirfd;
-	uint64_t capacity;
-	uint64_t max_object;
-	struct smux_backend *backend; /* one reference */
-
-	pthread_mutex_t lock;
-	pthread_cond_t filled; /* broadcast when a fill ends */
-	/* protected by lock: */
-	struct rentry *buckets[RC_BUCKETS];
-	struct rentry *lru_head, *lru_tail;
-	uint64_t gen;
-	uint64_t bytes, entries;
-	uint64_t hits, misses, fills, fill_failures, fill_bytes, evictions;
-	/* counted without the lock */
-	atomic_ullong bypassed;
-};
 
 static int64_t mono_ns(void)
 {
@@ -150,12 +106,14 @@ static void lru_push(struct smuxfs_rcache *rc, struct rentry *e)
 }
 
 static struct rentry *table_find(struct smuxfs_rcache *rc, const char *key,
-				 const char *etag, uint64_t size)
+				 const char *etag, uint64_t base, uint64_t size,
+				 bool segment)
 {
 	struct rentry *e = rc->buckets[bucket_of(key)];
 
 	for (; e; e = e->hnext)
-		if (e->size == size && strcmp(e->key, key) == 0 &&
+		if (e->size == size && e->base == base &&
+		    e->segment == segment && strcmp(e->key, key) == 0 &&
 		    strcmp(e->etag, etag) == 0)
 			return e;
 	return NULL;
@@ -173,10 +131,8 @@ static void table_insert(struct smuxfs_rcache *rc, struct rentry *e)
 	lru_push(rc, e);
 }
 
-/* Drops one reference; the entry goes on @dead (to be reaped after
- * unlocking) when it was the last one. */
-static void entry_unref(struct smuxfs_rcache *rc, struct rentry *e,
-			struct rentry **dead)
+void smux__rc_unref(struct smuxfs_rcache *rc, struct rentry *e,
+		    struct rentry **dead)
 {
 	if (--e->refs > 0)
 		return;
@@ -201,7 +157,7 @@ static void table_remove(struct smuxfs_rcache *rc, struct rentry *e,
 	e->in_table = false;
 	rc->entries--;
 	lru_unlink(rc, e);
-	entry_unref(rc, e, dead);
+	smux__rc_unref(rc, e, dead);
 }
 
 /* Evicts least recently used idle entries until @need more bytes and one
@@ -217,8 +173,9 @@ static bool make_room(struct smuxfs_rcache *rc, uint64_t need,
 		     rc->entries >= SMUXFS_RCACHE_MAX_ENTRIES)) {
 		struct rentry *prev = e->lprev;
 
-		/* in use: dropping it would not free its bytes yet */
-		if (e->state != RE_FILLING && e->refs == 1) {
+		/* in use (a read or a fetch): dropping it would not free
+		 * its bytes yet */
+		if (e->refs == 1) {
 			if (e->state == RE_READY)
 				rc->evictions++;
 			table_remove(rc, e, dead);
@@ -229,145 +186,98 @@ static bool make_room(struct smuxfs_rcache *rc, uint64_t need,
 	       rc->entries < SMUXFS_RCACHE_MAX_ENTRIES;
 }
 
-/* Deletes the files of dropped entries and frees them. Without the lock. */
-static void reap(struct smuxfs_rcache *rc, struct rentry *dead)
+void smux__rc_unlink_name(struct smuxfs_rcache *rc, const char *name)
+{
+	if (unlinkat(rc->dirfd, name, 0) && errno != ENOENT)
+		smux_log(LOG_WARNING, "read cache: deleting %s: %s", name,
+			 strerror(errno));
+}
+
+bool smux__rc_fail(struct smuxfs_rcache *rc, struct rentry *e)
+{
+	bool unlink_file = e->has_file;
+
+	if (e->state != RE_FAILED) {
+		e->state = RE_FAILED;
+		e->failed_ns = mono_ns();
+		rc->bytes -= e->charge;
+		e->charge = 0;
+	}
+	rc->fill_failures++;
+	e->has_file = false;
+	pthread_cond_broadcast(&rc->filled);
+	return unlink_file;
+}
+
+void smux__rc_reap(struct smuxfs_rcache *rc, struct rentry *dead)
 {
 	while (dead) {
 		struct rentry *e = dead;
 
 		dead = e->dnext;
-		if (e->state == RE_READY && unlinkat(rc->dirfd, e->name, 0) &&
-		    errno != ENOENT)
-			smux_log(LOG_WARNING, "read cache: deleting %s: %s",
-				 e->name, strerror(errno));
+		if (e->has_file)
+			smux__rc_unlink_name(rc, e->name);
+		free(e->chunk);
 		free(e->key);
 		free(e->etag);
 		free(e);
 	}
 }
 
+static void entry_free(struct rentry *e)
+{
+	if (!e)
+		return;
+	free(e->chunk);
+	free(e->key);
+	free(e->etag);
+	free(e);
+}
+
+/* A new entry and its (empty, sparse as chunks land) file. NULL when
+ * either cannot be made (logged). With the lock: the one openat of a new
+ * empty file is done under it, so a fetch never recreates the file of an
+ * entry that failed (fetches open it without O_CREAT). */
 static struct rentry *entry_new(struct smuxfs_rcache *rc, const char *key,
-				const char *etag, uint64_t size)
+				const char *etag, uint64_t base, uint64_t size,
+				bool segment)
 {
 	struct rentry *e = calloc(1, sizeof(*e));
 	char hash[RC_HASH_HEX + 1];
+	int fd;
 
 	if (!e)
 		return NULL;
 	e->key = strdup(key);
 	e->etag = strdup(etag);
-	if (!e->key || !e->etag || name_hash(key, etag, hash) != 0) {
-		free(e->key);
-		free(e->etag);
-		free(e);
+	e->base = base;
+	e->size = size;
+	e->segment = segment;
+	e->nchunks = size ? (size + RC_CHUNK - 1) / RC_CHUNK : 1;
+	e->chunk = calloc(e->nchunks, 1);
+	if (!e->key || !e->etag || !e->chunk ||
+	    name_hash(key, etag, hash) != 0) {
+		entry_free(e);
 		return NULL;
 	}
-	e->size = size;
-	e->state = RE_FILLING;
+	e->state = RE_READY;
 	snprintf(e->name, sizeof(e->name), "%s-%016llx", hash,
 		 (unsigned long long)rc->gen++);
+	fd = openat(rc->dirfd, e->name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
+		    0600);
+	if (fd < 0) {
+		smux_log(LOG_WARNING, "read cache: creating %s: %s", e->name,
+			 strerror(errno));
+		entry_free(e);
+		return NULL;
+	}
+	close(fd);
+	e->has_file = true;
 	return e;
 }
 
-/* ---- files (never with the lock) ---- */
-
-/* A sink into the fill's file that refuses more than the expected size. */
-struct fill_sink {
-	int fd;
-	uint64_t pos, limit;
-};
-
-static int fill_write(void *arg, const void *data, size_t len)
-{
-	struct fill_sink *fs = arg;
-	size_t done = 0;
-
-	if (len > fs->limit - fs->pos)
-		return -EFBIG;
-	while (done < len) {
-		ssize_t n = pwrite(fs->fd, (const char *)data + done,
-				   len - done, (off_t)(fs->pos + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		done += (size_t)n;
-	}
-	fs->pos += len;
-	return 0;
-}
-
-/* A retry on another backend starts over; the same version (If-Match)
- * overwrites the same bytes. */
-static int fill_rewind(void *arg)
-{
-	((struct fill_sink *)arg)->pos = 0;
-	return 0;
-}
-
-/* Fetches the whole version of @e into its file. 0 or a negative errno
- * (then no file is left). */
-static int fill(struct smuxfs_rcache *rc, struct rentry *e)
-{
-	struct fill_sink fs = {.limit = e->size};
-	struct smux_get_opts opts = {
-		.offset = 0,
-		.length = SMUX_LEN_ALL,
-		.if_match = e->etag,
-	};
-	char tmp[RC_NAME_LEN + 4], msg[512];
-	struct smux_error err;
-	struct smux_sink sink;
-	struct smux_ctx ctx;
-	int ret, level;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp", e->name);
-	fs.fd = openat(rc->dirfd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
-		       0600);
-	if (fs.fd < 0) {
-		ret = -errno;
-		smux_log(LOG_WARNING, "read cache: creating %s: %s", tmp,
-			 strerror(-ret));
-		return ret;
-	}
-	smux_sink_cb(&sink, fill_write, fill_rewind, &fs);
-	smux_ctx_init(&ctx);
-	ret = smux_backend_get(rc->backend, &ctx, e->key, &opts, &sink, NULL,
-			       &err);
-	if (ret) {
-		/* a version replaced or removed since the open is routine */
-		level = LOG_WARNING;
-		if (err.e.code == SMUX_E_PRECONDITION_FAILED ||
-		    err.e.code == SMUX_E_KEY_NOT_FOUND)
-			level = LOG_DEBUG;
-		smux_log(level, "read cache: fill of %s failed: %s", e->key,
-			 smux_error_format(&err, msg, sizeof(msg)));
-		goto out_unlink;
-	}
-	if (fs.pos != e->size) {
-		smux_log(LOG_WARNING,
-			 "read cache: fill of %s got %llu bytes, not %llu",
-			 e->key, (unsigned long long)fs.pos,
-			 (unsigned long long)e->size);
-		ret = -EIO;
-		goto out_unlink;
-	}
-	if (renameat(rc->dirfd, tmp, rc->dirfd, e->name) < 0) {
-		ret = -errno;
-		smux_log(LOG_WARNING, "read cache: renaming %s: %s", tmp,
-			 strerror(-ret));
-		goto out_unlink;
-	}
-	close(fs.fd);
-	return 0;
-out_unlink:
-	unlinkat(rc->dirfd, tmp, 0);
-	close(fs.fd);
-	return ret < 0 ? ret : -EIO;
-}
-
-/* Reads from the complete file of @e. Bytes, or a negative errno. */
+/* Reads from the file of @e, whose chunks in the range are PRESENT.
+ * Bytes, or a negative errno. */
 static long file_read(struct smuxfs_rcache *rc, const struct rentry *e,
 		      char *buf, size_t len, uint64_t off)
 {
@@ -396,7 +306,7 @@ static long file_read(struct smuxfs_rcache *rc, const struct rentry *e,
 			break;
 		done += (size_t)r;
 	}
-	/* the file is ours and complete: short means it was damaged */
+	/* its chunks are PRESENT: short means the file was damaged */
 	n = done == len ? (long)done : -EIO;
 	close(fd);
 	return n;
@@ -469,10 +379,26 @@ int smuxfs_rcache_new(const char *dir, uint64_t capacity,
 		goto out_close;
 	rc->capacity = capacity;
 	rc->max_object = capacity / SMUXFS_RCACHE_MAX_SHARE;
+	/* whole chunks, so an object's chunks and its segments' agree */
+	rc->seg_size = rc->max_object < SMUXFS_RCACHE_SEGMENT
+			       ? rc->max_object
+			       : SMUXFS_RCACHE_SEGMENT;
+	rc->seg_size -= rc->seg_size % RC_CHUNK;
+	rc->ra_budget = SMUXFS_RCACHE_RA_DEFAULT;
 	rc->backend = smux_backend_ref(backend);
 	pthread_mutex_init(&rc->lock, NULL);
 	pthread_cond_init(&rc->filled, NULL);
+	pthread_cond_init(&rc->work, NULL);
+	smux_cancel_init(&rc->cancel);
 	atomic_init(&rc->bypassed, 0);
+	r = smux__rc_workers_start(rc);
+	if (r) {
+		smuxfs_rcache_free(rc);
+		if (why)
+			snprintf(why, whylen, "read cache %s: threads: %s", dir,
+				 strerror(-r));
+		return r;
+	}
 	*out = rc;
 	return 0;
 out_close:
@@ -484,17 +410,27 @@ out_free:
 	return r;
 }
 
+void smuxfs_rcache_set_readahead(struct smuxfs_rcache *rc, uint64_t budget)
+{
+	pthread_mutex_lock(&rc->lock);
+	rc->ra_budget = budget;
+	pthread_mutex_unlock(&rc->lock);
+}
+
 void smuxfs_rcache_free(struct smuxfs_rcache *rc)
 {
 	struct rentry *dead = NULL;
 
 	if (!rc)
 		return;
+	smux__rc_workers_stop(rc);
 	pthread_mutex_lock(&rc->lock);
 	while (rc->lru_head)
 		table_remove(rc, rc->lru_head, &dead);
 	pthread_mutex_unlock(&rc->lock);
-	reap(rc, dead);
+	smux__rc_reap(rc, dead);
+	smux_cancel_release(&rc->cancel);
+	pthread_cond_destroy(&rc->work);
 	pthread_cond_destroy(&rc->filled);
 	pthread_mutex_destroy(&rc->lock);
 	smux_backend_unref(rc->backend);
@@ -502,74 +438,138 @@ void smuxfs_rcache_free(struct smuxfs_rcache *rc)
 	free(rc);
 }
 
-long smuxfs_rcache_read(struct smuxfs_rcache *rc, const char *key,
-			const char *etag, uint64_t size, char *buf, size_t len,
-			uint64_t off)
+/* The entry of the pair, found or made (a reference for the caller), or
+ * NULL with *@why the errno to return. With the lock. */
+static struct rentry *entry_get(struct smuxfs_rcache *rc, const char *key,
+				const char *etag, uint64_t base, uint64_t size,
+				bool segment, struct rentry **dead, int *why)
 {
-	struct rentry *e, *dead = NULL;
+	struct rentry *e = table_find(rc, key, etag, base, size, segment);
 	uint64_t charge;
-	long n;
-	int r;
 
-	if (!etag[0] || size > rc->max_object) {
-		atomic_fetch_add(&rc->bypassed, 1);
-		return -EFBIG;
-	}
-	pthread_mutex_lock(&rc->lock);
-	e = table_find(rc, key, etag, size);
 	if (e && e->state == RE_FAILED &&
 	    mono_ns() - e->failed_ns >= SMUXFS_RCACHE_RETRY_MS * 1000000LL) {
-		table_remove(rc, e, &dead); /* try again */
+		table_remove(rc, e, dead); /* try again */
 		e = NULL;
 	}
 	if (e) {
+		if (e->state == RE_FAILED) {
+			*why = -EIO;
+			return NULL;
+		}
 		e->refs++;
-		while (e->state == RE_FILLING)
+		lru_unlink(rc, e);
+		lru_push(rc, e);
+		return e;
+	}
+	charge = (size + RC_BLOCK - 1) / RC_BLOCK * RC_BLOCK;
+	e = make_room(rc, charge, dead)
+		    ? entry_new(rc, key, etag, base, size, segment)
+		    : NULL;
+	if (!e) {
+		*why = -ENOSPC;
+		return NULL;
+	}
+	e->charge = charge;
+	rc->bytes += charge;
+	e->refs = 1; /* ours; the table adds its own */
+	table_insert(rc, e);
+	return e;
+}
+
+/*
+ * Makes chunks [c0, c1] of @e PRESENT: waits for those in flight and
+ * fetches the missing ones itself (a run of them per get; a small object
+ * whole). With the lock, dropped around fetches. 0, or a negative errno
+ * when the entry failed.
+ */
+static int ensure_chunks(struct smuxfs_rcache *rc, struct rentry *e,
+			 uint64_t c0, uint64_t c1)
+{
+	struct smux_ctx ctx;
+	uint64_t c = c0, r0, r1;
+
+	while (c <= c1) {
+		if (e->state == RE_FAILED)
+			return -EIO;
+		if (e->chunk[c] == RC_PRESENT) {
+			c++;
+			continue;
+		}
+		if (e->chunk[c] == RC_INFLIGHT) {
 			pthread_cond_wait(&rc->filled, &rc->lock);
-		if (e->in_table) {
-			lru_unlink(rc, e);
-			lru_push(rc, e);
+			continue; /* look at it again */
 		}
-	} else {
-		charge = (size + RC_BLOCK - 1) / RC_BLOCK * RC_BLOCK;
-		e = make_room(rc, charge, &dead)
-			    ? entry_new(rc, key, etag, size)
-			    : NULL;
-		if (!e) {
-			pthread_mutex_unlock(&rc->lock);
-			reap(rc, dead);
-			atomic_fetch_add(&rc->bypassed, 1);
-			return -ENOSPC;
+		/* a run of missing chunks; an object up to RC_SMALL whole */
+		r0 = c;
+		r1 = c + 1;
+		if (e->size <= RC_SMALL) {
+			r0 = 0;
+			r1 = e->nchunks;
+		} else {
+			while (r1 <= c1 && e->chunk[r1] == RC_MISSING)
+				r1++;
 		}
-		e->charge = charge;
-		rc->bytes += charge;
-		e->refs = 1; /* ours; the table adds its own */
-		table_insert(rc, e);
+		for (uint64_t i = r0; i < r1; i++)
+			if (e->chunk[i] == RC_MISSING)
+				e->chunk[i] = RC_INFLIGHT;
 		rc->misses++;
 		pthread_mutex_unlock(&rc->lock);
-
-		r = fill(rc, e);
-
+		smux_ctx_init(&ctx);
+		smux__rc_fetch(rc, e, r0, r1, &ctx);
 		pthread_mutex_lock(&rc->lock);
-		if (r) {
-			e->state = RE_FAILED;
-			e->failed_ns = mono_ns();
-			rc->bytes -= e->charge;
-			e->charge = 0;
-			rc->fill_failures++;
-		} else {
-			e->state = RE_READY;
-			rc->fills++;
-			rc->fill_bytes += size;
-		}
-		pthread_cond_broadcast(&rc->filled);
 	}
-	if (e->state != RE_READY) {
-		entry_unref(rc, e, &dead);
+	return 0;
+}
+
+/*
+ * Reads [@off, @off + @len) of the object @key, all within bytes [@base,
+ * @base + @size) of it, from the entry of those bytes (the whole object
+ * when !@segment). Bytes, or a negative errno (the caller reads past the
+ * cache).
+ */
+static long read_entry(struct smuxfs_rcache *rc, struct smuxfs_rcache_ra *ra,
+		       const char *key, const char *etag, uint64_t base,
+		       uint64_t size, bool segment, char *buf, size_t len,
+		       uint64_t off)
+{
+	struct rentry *e, *dead = NULL;
+	uint64_t end, c0, c1;
+	int r = 0;
+	long n;
+
+	pthread_mutex_lock(&rc->lock);
+	e = entry_get(rc, key, etag, base, size, segment, &dead, &r);
+	if (!e) {
 		pthread_mutex_unlock(&rc->lock);
-		reap(rc, dead);
+		smux__rc_reap(rc, dead);
 		atomic_fetch_add(&rc->bypassed, 1);
-		return -EIO;
+		return r;
+	}
+	off -= base; /* within the entry from here on */
+	if (size && off >= size) {
+		rc->hits++; /* nothing to read there */
+		smux__rc_unref(rc, e, &dead);
+		pthread_mutex_unlock(&rc->lock);
+		smux__rc_reap(rc, dead);
+		return 0;
+	}
+	end = len && off + len < size ? off + len : size;
+	c0 = off / RC_CHUNK;
+	c1 = end > off ? (end - 1) / RC_CHUNK : c0;
+	if (c1 >= e->nchunks)
+		c1 = e->nchunks - 1;
+	/* read-ahead first, so its gets run while this read waits (in the
+	 * object's offsets: a stream goes on across segments) */
+	if (e->segment || e->size > RC_SMALL)
+		smux__rc_readahead(rc, e, ra, base + off, end - off);
+	r = ensure_chunks(rc, e, c0, c1);
+	if (r) {
+		smux__rc_unref(rc, e, &dead);
+		pthread_mutex_unlock(&rc->lock);
+		smux__rc_reap(rc, dead);
+		atomic_fetch_add(&rc->bypassed, 1);
+		return r;
 	}
 	pthread_mutex_unlock(&rc->lock);
 
@@ -580,14 +580,70 @@ long smuxfs_rcache_read(struct smuxfs_rcache *rc, const char *key,
 		rc->hits++;
 	} else {
 		atomic_fetch_add(&rc->bypassed, 1);
-		/* damaged or deleted behind our back: fill it again */
+		/* damaged or deleted behind our back: fetch it again */
 		if (e->in_table)
 			table_remove(rc, e, &dead);
 	}
-	entry_unref(rc, e, &dead);
+	smux__rc_unref(rc, e, &dead);
 	pthread_mutex_unlock(&rc->lock);
-	reap(rc, dead);
+	smux__rc_reap(rc, dead);
 	return n;
+}
+
+long smuxfs_rcache_read_ra(struct smuxfs_rcache *rc,
+			   struct smuxfs_rcache_ra *ra, const char *key,
+			   const char *etag, uint64_t size, char *buf,
+			   size_t len, uint64_t off)
+{
+	uint64_t seg = rc->seg_size;
+	size_t done = 0;
+
+	if (!etag[0] || (size > rc->max_object && !seg)) {
+		atomic_fetch_add(&rc->bypassed, 1);
+		return -EFBIG;
+	}
+	if (size <= rc->max_object)
+		return read_entry(rc, ra, key, etag, 0, size, false, buf, len,
+				  off);
+	/* too large to cache whole: segment by segment */
+	while (done < len && off + done < size) {
+		uint64_t at = off + done, base = at / seg * seg;
+		uint64_t slen = size - base < seg ? size - base : seg;
+		size_t part = len - done;
+		long n;
+
+		if (part > base + slen - at)
+			part = (size_t)(base + slen - at);
+		n = read_entry(rc, ra, key, etag, base, slen, true, buf + done,
+			       part, at);
+		if (n < 0)
+			return n; /* the caller reads it all past the cache */
+		done += (size_t)n;
+		if ((size_t)n < part)
+			break;
+	}
+	return (long)done;
+}
+
+long smuxfs_rcache_read(struct smuxfs_rcache *rc, const char *key,
+			const char *etag, uint64_t size, char *buf, size_t len,
+			uint64_t off)
+{
+	return smuxfs_rcache_read_ra(rc, NULL, key, etag, size, buf, len, off);
+}
+
+bool smuxfs_rcache_has(struct smuxfs_rcache *rc, const char *key)
+{
+	const struct rentry *e;
+	bool has = false;
+
+	if (!rc)
+		return false;
+	pthread_mutex_lock(&rc->lock);
+	for (e = rc->buckets[bucket_of(key)]; e && !has; e = e->hnext)
+		has = e->in_table && strcmp(e->key, key) == 0;
+	pthread_mutex_unlock(&rc->lock);
+	return has;
 }
 
 void smuxfs_rcache_forget(struct smuxfs_rcache *rc, const char *key)
@@ -603,7 +659,7 @@ void smuxfs_rcache_forget(struct smuxfs_rcache *rc, const char *key)
 			table_remove(rc, e, &dead);
 	}
 	pthread_mutex_unlock(&rc->lock);
-	reap(rc, dead);
+	smux__rc_reap(rc, dead);
 }
 
 void smuxfs_rcache_stats(struct smuxfs_rcache *rc,
@@ -619,6 +675,11 @@ void smuxfs_rcache_stats(struct smuxfs_rcache *rc,
 	st->fill_failures = rc->fill_failures;
 	st->fill_bytes = rc->fill_bytes;
 	st->evictions = rc->evictions;
+	st->ra_gets = rc->ra_gets;
+	st->ra_bytes = rc->ra_bytes;
+	st->ra_skipped = rc->ra_skipped;
+	st->ra_budget = rc->ra_budget;
+	st->ra_inflight_max = rc->ra_inflight_max;
 	pthread_mutex_unlock(&rc->lock);
 	st->bypassed = atomic_load(&rc->bypassed);
 }

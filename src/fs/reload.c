@@ -14,10 +14,15 @@
  * load (its errors are returned, naming file and line), a root, a mux
  * mode or a mux that is no longer a mux, or a new member that cannot be
  * built refuses the whole reload and the running tree stays as it was.
- * What a running mux cannot change (its mode, timeouts, cooldowns, the
- * order of its members, [mount] options) is left as it runs and named in
- * the log ("needs a remount"). The applied file becomes what .smux/config
- * shows.
+ * What the core cannot change on a running tree is refused the same way,
+ * naming the section and key: a running mux's mode, timeouts, cooldowns
+ * and other keys, the order of its running members (and a new member
+ * listed before a running one: the core adds members at the end), a
+ * running backend's keys other than its weight and a faulty backend's
+ * fault keys, and every [mount] key. So a reload applies the whole file
+ * or nothing, and the applied file becomes what .smux/config shows.
+ * Members are built from the file as loaded once (never read again per
+ * member) with the mount's options, -o included.
  *
  * SIGHUP: the handler only posts a semaphore; a thread of this module
  * does the reload (never in the signal handler, never on a FUSE thread).
@@ -117,6 +122,58 @@ static double weight_of(const struct smux__cfg_section *s, bool *has)
 	return w->line ? w->d : 0;
 }
 
+/* Index of @name among @st's members, or -1. */
+static int running_index(const struct smux_mux_stats *st, const char *name)
+{
+	for (unsigned i = 0; i < st->n_backends; i++)
+		if (strcmp(st->backends[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * The order of a mux's members is its priority (failover, shield,
+ * mirror's reads) or its key placement (sticky-by-key), and the core can
+ * only append a member: refused when the new list @ns puts two running
+ * members the other way round, or a new member before a running one. In
+ * sticky-by-key a removed shard keeps its slot (hidden from the stats),
+ * and adding its name back fills the slot in place, so a new name there
+ * may be listed anywhere.
+ */
+static int check_order(const struct smux__cfg_section *ns,
+		       const struct smux_mux_stats *st, struct plan *p)
+{
+	int last = -1;
+	const char *last_name = NULL, *new_name = NULL;
+
+	for (unsigned i = 0; i < ns->n_members; i++) {
+		int at = running_index(st, ns->members[i]);
+
+		if (at < 0) {
+			if (!new_name)
+				new_name = ns->members[i];
+			continue;
+		}
+		if (at < last)
+			return refuse(p, -EINVAL,
+				      "[mux %s] backends: %s is listed after "
+				      "%s but runs before it; a running mux "
+				      "cannot reorder its members: remount "
+				      "to change the order",
+				      ns->name, ns->members[i], last_name);
+		if (new_name && st->mode != SMUX_MODE_STICKY)
+			return refuse(p, -EINVAL,
+				      "[mux %s] backends: the new member %s is "
+				      "listed before the running member %s; "
+				      "a running mux adds members at the "
+				      "end: list it after them or remount",
+				      ns->name, new_name, ns->members[i]);
+		last = at;
+		last_name = ns->members[i];
+	}
+	return 0;
+}
+
 /* Plans the changes of the running mux @mux (and the muxes under it)
  * that the new config @nc asks for. 0 or a negative errno (p->why). */
 static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
@@ -144,6 +201,7 @@ static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
 		smux_mux_stats_free(st);
 		return rc;
 	}
+	rc = check_order(ns, st, p);
 	for (unsigned i = 0; i < st->n_backends && !rc; i++) {
 		const struct smux_backend_stats *b = &st->backends[i];
 		const struct smux__cfg_section *ms;
@@ -188,10 +246,9 @@ static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
 			break;
 		}
 		errbuf[0] = '\0';
-		rc = smux_config_build_section(nc->path, ns->members[i],
-					       fs->events,
-					       smuxfs_otlp_tracer(fs), &c->add,
-					       errbuf, sizeof(errbuf));
+		rc = smux_config_build_member(nc, ns->members[i], fs->events,
+					      smuxfs_otlp_tracer(fs), &c->add,
+					      errbuf, sizeof(errbuf));
 		if (rc)
 			rc = refuse(p, -EINVAL, "%s", errbuf);
 	}
@@ -276,31 +333,79 @@ static bool value_changed(enum smux__cfg_vt vt, const struct smux__cfg_value *a,
 	}
 }
 
-/* Logs what the new file changes that a running tree cannot take. */
-static void note_unapplied(struct smux_config *oc, struct smux_config *nc)
+/* True for the keys a reload applies to a running section of kind @kind
+ * (a faulty backend's fault keys: @faulty). */
+static bool applied_key(enum smux__cfg_kind kind, unsigned k, bool faulty)
 {
+	if (kind == SMUX__CFG_MUX)
+		return k == SMUX__XK_WEIGHT || k == SMUX__XK_BACKENDS ||
+		       k == SMUX__XK_MODE; /* mode: plan_mux says why */
+	if (kind != SMUX__CFG_BACKEND)
+		return false;
+	if (k == SMUX__BK_WEIGHT)
+		return true;
+	return faulty && k >= SMUX__BK_LATENCY && k <= SMUX__BK_FAULT_FOR;
+}
+
+/*
+ * Refuses what the new file @nc changes that the running tree cannot
+ * take, naming the section and the key: any [mount] key, and the keys of
+ * a running mux or backend other than those applied_key() names. A
+ * section whose name is not in the running tree may change freely (it is
+ * built anew when added).
+ */
+static int check_unchangeable(struct smuxfs *fs, struct smux_config *oc,
+			      struct smux_config *nc, struct plan *p)
+{
+	char label[SMUX_ERROR_NAME_MAX + 16];
+
 	for (unsigned i = 0; i < nc->n_secs; i++) {
 		const struct smux__cfg_section *s = nc->secs[i], *o;
 		unsigned n;
 		const struct smux__cfg_keydef *keys =
 			smux__cfg_keys(s->kind, &n);
+		struct smux_backend *running = NULL;
+		bool faulty;
 
-		o = s->kind == SMUX__CFG_MOUNT ? oc->mount
-					       : smux__cfg_find(oc, s->name);
-		if (!o || o->kind != s->kind || s->kind == SMUX__CFG_BACKEND)
-			continue;
+		if (s->kind == SMUX__CFG_MOUNT) {
+			o = oc->mount;
+		} else {
+			o = smux__cfg_find(oc, s->name);
+			running = smuxfs_tree_backend(fs->root, s->name);
+			smux_backend_unref(running);
+			if (!running)
+				continue;
+		}
+		if (!o)
+			continue; /* added with `add` after the file it ran */
+		smux__cfg_label(s, label, sizeof(label));
+		if (o->kind != s->kind)
+			return refuse(p, -EINVAL,
+				      "%s: \"%s\" runs as a [%s]: remount to "
+				      "change what it is",
+				      label, s->name,
+				      o->kind == SMUX__CFG_MUX ? "mux"
+							       : "backend");
+		faulty = s->kind == SMUX__CFG_BACKEND &&
+			 s->v[SMUX__BK_TYPE].i == SMUX__CFG_T_FAULTY &&
+			 o->v[SMUX__BK_TYPE].i == SMUX__CFG_T_FAULTY;
 		for (unsigned k = 0; k < n; k++) {
-			if (s->kind == SMUX__CFG_MUX &&
-			    (k == SMUX__XK_WEIGHT || k == SMUX__XK_MODE))
+			if (applied_key(s->kind, k, faulty))
 				continue;
 			if (value_changed(keys[k].vt, &o->v[k], &s->v[k]))
-				smux_log(LOG_WARNING,
-					 "reload: %s %s changed: needs a "
-					 "remount (the running value stays)",
-					 s->name ? s->name : "[mount]",
-					 keys[k].name);
+				return refuse(
+					p, -EINVAL,
+					"%s %s changed: a running %s "
+					"cannot change it (reload "
+					"applies members, weights and "
+					"faults): remount to apply it",
+					label, keys[k].name,
+					s->kind == SMUX__CFG_MOUNT ? "mount"
+					: s->kind == SMUX__CFG_MUX ? "mux"
+								   : "backend");
 		}
 	}
+	return 0;
 }
 
 static int apply(struct plan *p, char *why, size_t cap)
@@ -349,6 +454,13 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 		pthread_mutex_unlock(&fs->reload_lock);
 		return -EINVAL;
 	}
+	/* members are built with what the mount runs with, -o included */
+	if (smux_config_copy_opts(nc, fs->cfg)) {
+		smux_config_free(nc);
+		pthread_mutex_unlock(&fs->reload_lock);
+		snprintf(why, cap, "out of memory");
+		return -ENOMEM;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		smux_config_free(nc);
@@ -363,18 +475,18 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 			    "the root is \"%s\" now, \"%s\" runs: remount to "
 			    "change it",
 			    nc->root->name, fs->root->name);
-	else if (nc->root->kind == SMUX__CFG_MUX)
+	else
+		rc = check_unchangeable(fs, oc, nc, p);
+	if (!rc && nc->root->kind == SMUX__CFG_MUX)
 		rc = plan_mux(fs, nc, fs->root, p);
-	else if (oc->root->kind == SMUX__CFG_MUX)
+	else if (!rc && oc->root->kind == SMUX__CFG_MUX)
 		rc = refuse(p, -EINVAL,
 			    "the root mux became a backend: "
 			    "remount to change it");
 	if (!rc)
 		rc = plan_faults(fs, oc, nc, p);
-	if (!rc) {
-		note_unapplied(oc, nc);
+	if (!rc)
 		rc = apply(p, why, cap);
-	}
 	plan_free(p);
 	free(p);
 	if (rc) {

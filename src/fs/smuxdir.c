@@ -80,14 +80,20 @@ static json_t *read_cache_json(struct smuxfs *fs)
 	if (fs->rcache)
 		smuxfs_rcache_stats(fs->rcache, &st);
 	return json_pack(
-		"{s:b s:I s:I s:I s:I s:I s:I s:I s:I s:I s:I}", "enabled",
-		fs->rcache != NULL, "capacityBytes", (json_int_t)st.capacity,
-		"bytes", (json_int_t)st.bytes, "entries",
-		(json_int_t)st.entries, "hits", (json_int_t)st.hits, "misses",
-		(json_int_t)st.misses, "fills", (json_int_t)st.fills,
+		"{s:b s:I s:I s:I s:I s:I s:I s:I s:I s:I s:I"
+		" s:I s:I s:I s:I s:I}",
+		"enabled", fs->rcache != NULL, "capacityBytes",
+		(json_int_t)st.capacity, "bytes", (json_int_t)st.bytes,
+		"entries", (json_int_t)st.entries, "hits", (json_int_t)st.hits,
+		"misses", (json_int_t)st.misses, "fills", (json_int_t)st.fills,
 		"fillFailures", (json_int_t)st.fill_failures, "fillBytes",
 		(json_int_t)st.fill_bytes, "bypassed", (json_int_t)st.bypassed,
-		"evictions", (json_int_t)st.evictions);
+		"evictions", (json_int_t)st.evictions, "readAheadBudget",
+		(json_int_t)st.ra_budget, "readAheadGets",
+		(json_int_t)st.ra_gets, "readAheadBytes",
+		(json_int_t)st.ra_bytes, "readAheadSkipped",
+		(json_int_t)st.ra_skipped, "readAheadInflightMax",
+		(json_int_t)st.ra_inflight_max);
 }
 
 /* Adds "readCache" to the JSON object text @s (consumed). NULL on

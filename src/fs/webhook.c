@@ -4,8 +4,9 @@
  * POSTed as one JSON object (the line .smux/events shows, without seq) to
  * URL (issue 11 item 2).
  *
- * Owns: a bounded queue of rendered events and the thread that sends them.
- * The event bus's subscriber only renders and queues (never a network call
+ * Owns: the URL, the bus subscription and the sending thread's curl
+ * handle; the bounded queue and the thread are a sendq (sendq.c). The
+ * event bus's subscriber only renders and queues (never a network call
  * on the bus's dispatcher, which also feeds .smux/events and the log);
  * when WEBHOOK_QUEUE_MAX events wait, a new one is dropped and counted.
  * The thread POSTs one event per request under a short timeout; an event
@@ -15,60 +16,33 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 
 #include "fs/fs.h"
+#include "fs/sendq.h"
 
 #define WEBHOOK_QUEUE_MAX 1024
 #define WEBHOOK_TIMEOUT_S 5L
-
-struct webhook_item {
-	char *json;
-	struct webhook_item *next;
-};
 
 struct smuxfs_webhook {
 	char *url;
 	struct smux_events *bus;
 	int sub;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct webhook_item *head, *tail;
-	unsigned queued;
-	bool stop;
-	pthread_t thread;
-	uint64_t sent, dropped, failed;
+	struct smuxfs_sendq *q;
+	CURL *curl; /* the sending thread's, kept alive between events */
 };
 
+/* The bus subscriber: renders and queues, never sends. */
 static void webhook_add(void *arg, const struct smux_event *ev)
 {
 	struct smuxfs_webhook *w = arg;
-	struct webhook_item *it;
 	char *json = smux_event_to_json(ev);
 
-	if (!json)
-		return;
-	pthread_mutex_lock(&w->lock);
-	if (w->queued >= WEBHOOK_QUEUE_MAX || w->stop ||
-	    !(it = calloc(1, sizeof(*it)))) {
-		w->dropped++;
-		pthread_mutex_unlock(&w->lock);
-		free(json);
-		return;
-	}
-	it->json = json;
-	if (w->tail)
-		w->tail->next = it;
-	else
-		w->head = it;
-	w->tail = it;
-	w->queued++;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
+	if (json)
+		smuxfs_sendq_push(w->q, json);
 }
 
 /* POSTs one event; true when the receiver took it (2xx). */
@@ -91,45 +65,27 @@ static bool webhook_post(CURL *c, const char *url, const char *json)
 	return status >= 200 && status < 300;
 }
 
-static void *webhook_main(void *arg)
+/* sendq's send, on its thread: one event per request (batch 1). */
+static bool webhook_send(void *arg, void **items, unsigned n)
 {
 	struct smuxfs_webhook *w = arg;
-	CURL *c = curl_easy_init(); /* one connection, kept alive */
+	bool ok = true;
 
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		struct webhook_item *it;
-		bool ok;
-
-		while (!w->head && !w->stop)
-			pthread_cond_wait(&w->cond, &w->lock);
-		it = w->head;
-		if (!it)
-			break; /* stopping, nothing left */
-		w->head = it->next;
-		if (!w->head)
-			w->tail = NULL;
-		w->queued--;
-		pthread_mutex_unlock(&w->lock);
-		ok = c && webhook_post(c, w->url, it->json);
-		free(it->json);
-		free(it);
-		pthread_mutex_lock(&w->lock);
-		if (ok)
-			w->sent++;
-		else
-			w->failed++;
-	}
-	pthread_mutex_unlock(&w->lock);
-	if (c)
-		curl_easy_cleanup(c);
-	return NULL;
+	if (!w->curl)
+		w->curl = curl_easy_init();
+	for (unsigned i = 0; i < n; i++)
+		ok = w->curl && webhook_post(w->curl, w->url, items[i]) && ok;
+	return ok;
 }
 
 int smuxfs_webhook_start(struct smuxfs *fs, const char *url)
 {
+	struct smuxfs_sendq_conf qc = {.max = WEBHOOK_QUEUE_MAX,
+				       .batch = 1,
+				       .send = webhook_send,
+				       .free_item = free};
 	struct smuxfs_webhook *w;
-	int id;
+	int id, rc;
 
 	if (!url || !fs->events)
 		return 0;
@@ -138,14 +94,12 @@ int smuxfs_webhook_start(struct smuxfs *fs, const char *url)
 		free(w);
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	if (pthread_create(&w->thread, NULL, webhook_main, w) != 0) {
-		pthread_cond_destroy(&w->cond);
-		pthread_mutex_destroy(&w->lock);
+	qc.arg = w;
+	rc = smuxfs_sendq_start(&qc, &w->q);
+	if (rc) {
 		free(w->url);
 		free(w);
-		return -EAGAIN;
+		return rc;
 	}
 	w->bus = fs->events;
 	fs->webhook = w;
@@ -161,25 +115,22 @@ int smuxfs_webhook_start(struct smuxfs *fs, const char *url)
 void smuxfs_webhook_stop(struct smuxfs *fs)
 {
 	struct smuxfs_webhook *w = fs->webhook;
+	struct smuxfs_sendq_counts n;
 
 	if (!w)
 		return;
 	if (w->sub > 0)
 		smux_events_unsubscribe(w->bus, w->sub);
-	pthread_mutex_lock(&w->lock);
-	w->stop = true; /* what is queued still goes out */
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	if (w->dropped || w->failed)
+	smuxfs_sendq_stop(w->q, &n); /* what is queued still goes out */
+	if (n.dropped || n.failed)
 		smux_log(LOG_WARNING,
 			 "event_webhook: %llu event(s) sent, %llu dropped "
 			 "(queue full), %llu refused or not delivered",
-			 (unsigned long long)w->sent,
-			 (unsigned long long)w->dropped,
-			 (unsigned long long)w->failed);
-	pthread_cond_destroy(&w->cond);
-	pthread_mutex_destroy(&w->lock);
+			 (unsigned long long)n.sent,
+			 (unsigned long long)n.dropped,
+			 (unsigned long long)n.failed);
+	if (w->curl)
+		curl_easy_cleanup(w->curl);
 	free(w->url);
 	free(w);
 	fs->webhook = NULL;

@@ -4,7 +4,10 @@
  * cost, per mode.
  *
  * 1. Nanoseconds per selection (the cursor's first pick: exactly what
- *    every operation pays to choose a member) at 2, 10 and 100 members.
+ *    every operation pays to choose a member) at 2, 10 and 100 members,
+ *    in the thread's CPU time (CLOCK_THREAD_CPUTIME_ID): on a machine
+ *    shared with other work, wall time mostly measures the time this
+ *    thread waited for a CPU. The best of three runs is printed.
  * 2. Mux operations per second (a 4 KiB get through the whole mux path:
  *    routing, bulkhead hand-off to a worker thread, stats, health) over
  *    memory members, at 1 and 2 caller threads.
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/mux_internal.h"
 #include "smux/memory.h"
@@ -66,11 +70,18 @@ static struct smux_backend *make_mux(enum smux_mode mode, int n)
 	return mux;
 }
 
-static double select_ns(struct smux_backend *b, const char **keys, int nkeys)
+static int64_t thread_cpu_ns(void)
 {
-	struct smux_mux *mux = smux__mux_of(b);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double select_once(struct smux_mux *mux, const char **keys, int nkeys)
+{
 	const long iters = 2000000;
-	int64_t t0 = smux_now_ns();
+	int64_t t0 = thread_cpu_ns();
 	unsigned long sink = 0;
 
 	for (long i = 0; i < iters; i++) {
@@ -91,7 +102,21 @@ static double select_ns(struct smux_backend *b, const char **keys, int nkeys)
 	}
 	if (sink == 42)
 		fputc(' ', stderr); /* keep the loop */
-	return (double)(smux_now_ns() - t0) / (double)iters;
+	return (double)(thread_cpu_ns() - t0) / (double)iters;
+}
+
+static double select_ns(struct smux_backend *b, const char **keys, int nkeys)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	double best = 0;
+
+	for (int run = 0; run < 3; run++) {
+		double ns = select_once(mux, keys, nkeys);
+
+		if (run == 0 || ns < best)
+			best = ns;
+	}
+	return best;
 }
 
 struct worker {
@@ -152,7 +177,8 @@ int main(void)
 			 "photos/2026/img%04d.jpg", i);
 		keys[i] = keybuf[i];
 	}
-	printf("selection cost, ns per selection (first member chosen)\n");
+	printf("selection cost, ns of CPU per selection (first member chosen, "
+	       "best of 3)\n");
 	printf("%-14s %10s %10s %10s\n", "mode", "2", "10", "100");
 	for (int mode = 0; mode < SMUX_MODE_COUNT; mode++) {
 		printf("%-14s", smux_mode_name((enum smux_mode)mode));

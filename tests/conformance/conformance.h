@@ -37,10 +37,28 @@ enum conf_flags {
 	 * them): conf_test_longest_keys does not look for them in listings. */
 	CONF_F_NO_DOTFILES = 1u << 3,
 	/* A GET racing a PUT of the same key may be served torn by the server
-	 * (Apache stats the file, then opens it by name):
-	 * conf_test_concurrent_* count and print such reads instead of
-	 * failing on them. */
+	 * (Apache stats the file, then opens it by name), or a head racing
+	 * an overwrite may find nothing (Swift's object server lists the
+	 * object's directory, then opens the newest file, which the put's
+	 * cleanup may have removed): conf_test_concurrent_* count and print
+	 * such reads instead of failing on them. */
 	CONF_F_RACY_GET = 1u << 4,
+	/* The storage keeps no settable mtime (Bunny: the upload time): the
+	 * mtime checks of put_opts and rename are skipped, saying so. */
+	CONF_F_NO_MTIME = 1u << 6,
+	/* Runs only when named by SMUX_CONF_FIXTURE (a server that takes
+	 * minutes for the whole suite: `make check-swift`). */
+	CONF_F_OPT_IN = 1u << 7,
+	/* Listings carry no per-object metadata (S3's ListObjectsV2,
+	 * Swift's JSON listing): a listed object's type must read as
+	 * unknown (mode 0), so the daemon looks it up (head's is checked). */
+	CONF_F_LIST_NO_TYPE = 1u << 8,
+	/* Key segments of at most 200 bytes and no control characters
+	 * (s3rver keeps each segment as a file name plus "._S3rver_object"
+	 * and dies on a longer one, and lists a control character raw in
+	 * its XML): conf_test_longest_keys uses 200-byte segments and no
+	 * control character. */
+	CONF_F_PLAIN_KEYS = 1u << 9,
 };
 
 /* Polls (bounded) until the wall clock's second changes: for fixtures

@@ -191,8 +191,13 @@ static void conc_read_once(struct conc_thread *t, bool pinned)
 	if (pinned) {
 		if (smux_backend_head(env->b, &env->ctx, "conc/shared", &info,
 				      &err)) {
-			conc_fail(t->sh, "reader %u: head: %s", t->id,
-				  err.e.message);
+			if (err.e.code == SMUX_E_KEY_NOT_FOUND &&
+			    (env->fx->flags & CONF_F_RACY_GET))
+				atomic_fetch_add(&t->sh->torn,
+						 1); /* server's */
+			else
+				conc_fail(t->sh, "reader %u: head: %s", t->id,
+					  err.e.message);
 			return;
 		}
 		opts.if_match = info.etag;
@@ -202,6 +207,9 @@ static void conc_read_once(struct conc_thread *t, bool pinned)
 			      NULL, &err);
 	if (rc && pinned && err.e.code == SMUX_E_PRECONDITION_FAILED) {
 		atomic_fetch_add(&t->sh->pinned_misses, 1); /* overwritten */
+	} else if (rc && err.e.code == SMUX_E_KEY_NOT_FOUND &&
+		   (env->fx->flags & CONF_F_RACY_GET)) {
+		atomic_fetch_add(&t->sh->torn, 1); /* the server's race */
 	} else if (rc) {
 		conc_fail(t->sh, "reader %u: get: %s", t->id, err.e.message);
 	} else {

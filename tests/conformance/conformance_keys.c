@@ -158,8 +158,15 @@ void conf_test_longest_keys(void **state)
 	struct smux_info info;
 
 	conf_fill(data, sizeof(data), 9);
-	conf_make_key(seg255, sizeof(seg255) - 1, 255, "x/");
-	conf_make_key(longest, smux_backend_key_max(env->b), 250, "");
+	const bool short_seg = env->fx->flags & CONF_F_PLAIN_KEYS;
+
+	if (short_seg)
+		keys[7] = "ctrl-char"; /* not "ctrl\x01char" */
+
+	conf_make_key(seg255, short_seg ? 2 + 200 : sizeof(seg255) - 1,
+		      short_seg ? 200 : 255, "x/");
+	conf_make_key(longest, smux_backend_key_max(env->b),
+		      short_seg ? 200 : 250, "");
 	assert_int_equal(strlen(longest), smux_backend_key_max(env->b));
 	for (size_t i = 0; i < n; i++) {
 		CONF_PUT(env, keys[i], data, i + 1, NULL);

@@ -11,12 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conformance/conf_s3.h"
 #include "conformance/conformance.h"
+#include "smux/bunny.h"
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/http.h"
 #include "smux/memory.h"
 #include "smux/mux.h"
+#include "support/bunny_server.h"
 #include "support/test_server.h"
 
 static void conf_print_setup_err(const char *what, const struct smux_error *err)
@@ -388,6 +391,71 @@ static void conf_dav_teardown(void *priv)
 	free(p);
 }
 
+/* ---- bunny fixture: the Bunny Storage emulator on loopback ---- */
+
+/*
+ * One emulator serves every bunny test of the run (a python3 start costs
+ * about half a second): each test gets a zone of its own. It is stopped,
+ * and its directory removed, when the run ends (atexit); a crashed run
+ * takes it along by PR_SET_PDEATHSIG.
+ */
+static struct ts_server conf_bunny_server;
+static char conf_bunny_dir[64];
+static char conf_bunny_url[64];
+static unsigned conf_bunny_zones;
+
+static void conf_bunny_stop(void)
+{
+	ts_server_stop(&conf_bunny_server);
+	if (conf_bunny_dir[0])
+		nftw(conf_bunny_dir, conf_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int conf_bunny_setup(void **priv, struct smux_backend **out)
+{
+	struct smux_bunny_opts opts = {.access_key = TS_BUNNY_KEY};
+	struct smux_error err;
+	char zone[32];
+	int rc;
+
+	*priv = NULL;
+	if (!conf_bunny_server.pid) {
+		snprintf(conf_bunny_dir, sizeof(conf_bunny_dir),
+			 "/tmp/smux-conf-bunny-XXXXXX");
+		if (!mkdtemp(conf_bunny_dir)) {
+			conf_bunny_dir[0] = '\0';
+			return -errno;
+		}
+		rc = ts_bunny_start(&conf_bunny_server, conf_bunny_dir,
+				    conf_bunny_url, sizeof(conf_bunny_url));
+		if (rc < 0) {
+			fprintf(stderr,
+				"*** bunny fixture: cannot start the emulator "
+				"(%s); scripts/install-deps.sh installs "
+				"python3 ***\n",
+				strerror(-rc));
+			return rc;
+		}
+		atexit(conf_bunny_stop);
+	}
+	snprintf(zone, sizeof(zone), "t%u", ++conf_bunny_zones);
+	rc = ts_bunny_zone(&conf_bunny_server, zone, TS_BUNNY_KEY);
+	if (rc < 0) {
+		fprintf(stderr, "bunny fixture: cannot make zone %s\n", zone);
+		return rc;
+	}
+	opts.zone = zone;
+	opts.endpoint = conf_bunny_url;
+	rc = smux_bunny_new("bunny", &opts, out, &err);
+	if (rc < 0)
+		conf_print_setup_err("bunny fixture", &err);
+	return rc;
+}
+/* swift_fixture.c: Swift (tempauth) and the identity v2.0 emulator */
+int conf_swift_setup(void **priv, struct smux_backend **out);
+int conf_swift_identity_setup(void **priv, struct smux_backend **out);
+void conf_swift_teardown(void *priv);
+
 /*
  * shield and mirror write every replica with one mtime (the mux picks it
  * when the caller gives none), so independent replicas agree on the
@@ -441,6 +509,34 @@ const struct conf_fixture conf_fixtures[] = {
 	 0},
 	{"http-apache", conf_apache_setup, conf_dav_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_SPECIAL | CONF_F_RACY_GET, 0},
+	/* the Bunny Storage emulator (tests/servers/bunny_emu.py): no modes,
+	 * no settable mtimes, no symlinks */
+	{"bunny", conf_bunny_setup, conf_nothing_teardown,
+	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
+		 CONF_F_NO_MTIME,
+	 0},
+	/* OpenStack Swift on loopback (tests/servers/swift.sh), one server
+	 * for the process, a fresh container per test; then through the
+	 * identity v2.0 emulator (RAX-KSKEY, service catalog, proxy). A
+	 * Swift PUT costs ~100 ms here: the suite takes minutes, so these
+	 * run in `make check-swift` (test_swift covers the backend in make
+	 * check) */
+	{"swift", conf_swift_setup, conf_swift_teardown,
+	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE, 0},
+	{"swift-identity", conf_swift_identity_setup, conf_swift_teardown,
+	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE, 0},
+	/* S3 servers on loopback, started once per run (conf_s3.c); each
+	 * test gets its own key prefix in one bucket. The suite takes
+	 * minutes on them (Swift: ~7 min on two shared cores), so they run
+	 * by name only, in `make check-s3`. */
+	{"s3-swift", conf_s3_swift_setup, conf_s3_teardown,
+	 CONF_F_NO_LARGE | CONF_F_LIST_NO_TYPE | CONF_F_RACY_GET |
+		 CONF_F_OPT_IN,
+	 0},
+	{"s3-s3rver", conf_s3_s3rver_setup, conf_s3_teardown,
+	 CONF_F_NO_LARGE | CONF_F_LIST_NO_TYPE | CONF_F_OPT_IN |
+		 CONF_F_PLAIN_KEYS | CONF_F_RACY_GET,
+	 0},
 };
 
 const size_t conf_fixture_count =

@@ -12,6 +12,7 @@
 #   SMUX_IT_TIMEOUT   seconds per test (default 300)
 #   SMUX_IT_LOGDIR    where the per-test logs go (default: a new temp dir)
 #   SMUX_IT_BIG_MB    size of the dd file in test_programs (default 256)
+#   SMUX_IT_SLOW=1    also the slower runs (test_s3_faults freeze)
 set -uo pipefail
 export LC_ALL=C
 
@@ -73,9 +74,19 @@ tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
+for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
+tests+=("test_member_calls.sh")
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
-tests+=("test_http.sh")
+tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
+tests+=("test_s3_apps.sh s3")
+tests+=("test_s3fs_interop.sh")
+tests+=("test_s3_requests.sh" "test_swift_requests.sh")
+for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
+# slower runs, not in `make check` (SMUX_IT_SLOW=1: make check-s3-faults)
+if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi
+tests+=("test_reload.sh" "test_ctl_users.sh")
+tests+=("test_bunny.sh" "test_bunny_rename.sh" "test_cdn_faults.sh")
 
 selected() {
 	local name=$1 f

@@ -85,4 +85,18 @@ mount_smux "$CONF" "$M"
 (cd "$snap" && tar cf - .) | tar tf - | sort >"$T/before"
 diff "$T/before" "$T/after"
 unmount_smux "$M"
+
+# a directory's attributes the daemon keeps (dircache.c, attr_timeout) go
+# once a file is created in it: the server moved its mtime, and tar
+# compares a directory's stat before and after reading it ("file changed
+# as we read it" in make check)
+mount_smux "$CONF" "$M" "attr_timeout=3600"
+mkdir "$M/dc"
+m1=$(stat -c %Y "$M/dc")
+sleep 1.1 # the next second: mtimes have a one-second resolution here
+echo x >"$M/dc/f"
+m2=$(stat -c %Y "$M/dc")
+[ "$m2" != "$m1" ] || fail "dc's mtime still $m1 after a create in it"
+log "a directory's mtime moves with a create in it"
+unmount_smux "$M"
 stop_nginx

@@ -11,7 +11,10 @@
 #
 # Checked: the kernel's permission checks are on (a 0600 file of root's
 # cannot be read, chmodded or deleted by the other user, in a sticky
-# directory nor in one it cannot write); directories it makes are its own;
+# directory nor in one it cannot write; a 0644 one cannot be emptied,
+# truncated, given times, renamed out of a sticky directory, given an
+# extended attribute, and a 0600 one not hard-linked); root's 4777 file
+# written by the user loses setuid; directories it makes are its own;
 # setuid set by the owner is cleared when it writes; chown and chgrp as
 # root show on the mount and on each replica; atime set by touch -a reads
 # back; ctime moves on chmod and chown; chmod 000 reads back as 0 on a file,
@@ -102,6 +105,31 @@ expect_fail "Permission denied" as_user touch "$M/root/new"
 expect_fail "Permission denied" as_user mkdir "$M/root/new"
 [ ! -e "$T/a/root/new" ] || fail "a refused create left root/new behind"
 
+log "$KIND: another user's 0644 file cannot be emptied, retimed, renamed, linked"
+echo public >"$M/tmp/pub"
+chmod 644 "$M/tmp/pub"
+touch -d '2003-01-01 00:00:00 UTC' "$M/tmp/pub"
+expect_fail "Permission denied" as_user sh -c ": > '$M/tmp/pub'"
+expect_fail "Permission denied" as_user truncate -s 0 "$M/tmp/pub"
+expect_fail "Permission denied" as_user touch -d '2000-01-01' "$M/tmp/pub"
+expect_fail "Operation not permitted" as_user mv "$M/tmp/pub" "$M/tmp/moved"
+expect_fail "Permission denied" as_user setfattr -n user.x -v 1 "$M/tmp/pub"
+expect_fail "Operation not permitted" as_user ln "$M/tmp/s" "$M/tmp/hl"
+same_everywhere tmp/pub %a:%s:%u:%Y 644:7:0:1041379200
+[ ! -e "$M/tmp/moved" ] || fail "a refused mv left tmp/moved"
+[ ! -e "$M/tmp/hl" ] || fail "a refused ln left tmp/hl"
+[ "$(cat "$M/tmp/pub")" = public ] || fail "tmp/pub: $(cat "$M/tmp/pub")"
+
+log "$KIND: the user writing root's world-writable setuid file clears setuid"
+echo shared >"$M/tmp/rootsuid"
+chmod 4777 "$M/tmp/rootsuid"
+as_user sh -c "echo by-user >> '$M/tmp/rootsuid'" ||
+	fail "the user cannot append to a 0777 file"
+for r in "${REPLICAS[@]}"; do
+	[ "$(stat -c %a:%u "$r/tmp/rootsuid")" = 777:0 ] ||
+		fail "root's setuid survived a write by the user in $r: $(stat -c %a:%u "$r/tmp/rootsuid")"
+done
+
 # --- what the user makes is its own --------------------------------------------------
 log "$KIND: directories the user makes are its own"
 as_user mkdir "$M/tmp/ud" || fail "the user cannot mkdir in a sticky directory"
@@ -155,6 +183,20 @@ c1=$(stat -c %Z "$M/f")
 [ "$c1" -gt "$c0" ] || fail "ctime did not move on chown ($c0 -> $c1)"
 echo rewritten >"$M/f" # a rewrite keeps the owner
 same_everywhere f %u:%g 1234:4321
+# tar as root: write, fchown, fchgrp, fchmod, close (an open file kept
+# dirty: the owner goes with its commit)
+python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, b"owned by tar\n")
+os.fchown(fd, 2345, -1)
+os.fchown(fd, -1, 5432)
+os.fchmod(fd, 0o640)
+st = os.fstat(fd)
+assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (2345, 5432, 0o640), st
+os.close(fd)
+' "$M/tarred" || fail "fchown of an open file"
+same_everywhere tarred %u:%g:%a:%s 2345:5432:640:13
 
 # --- times ----------------------------------------------------------------------------------
 log "$KIND: atime set by touch -a reads back, ctime moves on chmod"

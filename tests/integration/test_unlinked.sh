@@ -8,6 +8,8 @@
 #   - open, write, unlink: fstat shows nlink 0 and the current size, write,
 #     read, fchmod and futimens work through the descriptor, close works,
 #     and nothing of it is left in any backend directory;
+#   - fchown, fchmod, futimens of a nameless file through a writer and a
+#     reader: fstat of both shows them (owner, mode, atime, mtime);
 #   - a reader and an appender of one file, the name removed by another
 #     process: fstat nlink 0 on both, and the reader reads what the
 #     appender wrote since (descriptors of one file share its content);
@@ -20,7 +22,8 @@
 #   - hard links: `stat -c %i` of two names of one file is equal (nlink 2),
 #     `find -samefile` finds both names, and `du` counts the file once;
 #     two different files never share an inode number; an open file keeps
-#     its number once its name is gone.
+#     its number once its name is gone; fstat of a file whose name went
+#     while open shows the names it has left (ln and rm of the others).
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -84,6 +87,40 @@ os.close(fd)
 for r in "${replicas[@]}"; do
 	# the backend's own temp directory may stay, empty
 	expect "$r after close" "$(cd "$r" && find . -mindepth 1 ! -path ./.smuxfs-tmp)" ""
+done
+
+log "$KIND: fchown, fchmod, futimens of a nameless file, writer and reader"
+printf 'owned\n' >"$m/own"
+py '
+import os, sys
+p = sys.argv[1]
+w = os.open(p, os.O_RDWR)
+r = os.open(p, os.O_RDONLY)
+os.unlink(p)
+os.fchown(w, 1234, 5678)
+st = os.fstat(w)
+assert (st.st_uid, st.st_gid, st.st_nlink) == (1234, 5678, 0), \
+    "writer after fchown: %r" % (st,)
+assert (os.fstat(r).st_uid, os.fstat(r).st_gid) == (1234, 5678), \
+    "reader after the writer fchown: %r" % (os.fstat(r),)
+ct = st.st_ctime_ns
+os.fchmod(r, 0o640)
+os.fchown(r, -1, 4321)
+os.utime(r, ns=(1400000000 * 10**9, 1500000000 * 10**9))
+st = os.fstat(r)
+assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 1234, 4321), \
+    "reader after fchmod, fchown: %r" % (st,)
+assert (st.st_atime, st.st_mtime) == (1400000000, 1500000000), \
+    "reader after futimens: %r" % (st,)
+assert st.st_ctime_ns >= ct, "ctime went back: %r" % (st,)
+assert os.fstat(w).st_mode & 0o7777 == 0o640, "writer: %r" % (os.fstat(w),)
+assert os.pread(r, 100, 0) == b"owned\n"
+os.close(w)
+os.close(r)
+' "$m/own"
+[ ! -e "$m/own" ] || fail "$KIND: own came back"
+for r in "${replicas[@]}"; do
+	[ ! -e "$r/own" ] || fail "$KIND: $r/own came back"
 done
 
 log "$KIND: an existing file opened, then unlinked by another process"
@@ -197,6 +234,28 @@ assert os.fstat(fd).st_ino == os.stat(sys.argv[2]).st_ino
 os.close(fd)
 ' "$m/h1" "$m/d/h2"
 ino=$(stat -c %i "$m/d/h2")
+# a descriptor of a name that goes sees the names its file has left, as
+# fstat on a local disk shows (nlink 1 with d/h2 left, 0 when that goes)
+py '
+import os, subprocess, sys
+p, other = sys.argv[1], sys.argv[2]
+r = os.open(p, os.O_RDONLY)
+w = os.open(p, os.O_WRONLY | os.O_APPEND)
+subprocess.run(["ln", other, other + "3"], check=True)
+subprocess.run(["rm", p], check=True)
+for fd in (r, w):
+    assert os.fstat(fd).st_nlink == 2, "after rm of one of three names: %r" % (os.fstat(fd),)
+subprocess.run(["rm", other + "3"], check=True)
+for fd in (r, w):
+    assert os.fstat(fd).st_nlink == 1, "one name left: %r" % (os.fstat(fd),)
+subprocess.run(["ln", other, other + "4"], check=True)
+assert os.fstat(r).st_nlink == 2, "after ln: %r" % (os.fstat(r),)
+subprocess.run(["rm", other + "4"], check=True)
+assert os.pread(r, 100, 0) == b"linked\n"
+os.close(w)
+os.close(r)
+' "$m/h1" "$m/d/h2"
+ln "$m/d/h2" "$m/h1"
 rm "$m/h1"
 expect "nlink after rm of the other name" "$(stat -c %h "$m/d/h2")" 1
 for r in "${replicas[@]}"; do

@@ -15,6 +15,8 @@
 # tokens (every listing over 1000 keys fails with 500) unless
 # NODE_OPTIONS=--openssl-legacy-provider, which this script sets.
 # stop: kills what start started (also callable from a trap; idempotent).
+# S3RVER_PORT=N start: listens on port N rather than a free one (a test
+# that stops the server and starts it again on the same port and data).
 # Exit status: 0 ok, 1 failure (the log is printed), 2 usage.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -64,7 +66,10 @@ srv_starting "$dir"
 trap 'rc=$?; if [ $rc -ne 0 ]; then srv_dump_logs "$dir"; srv_stop_all "$dir"; fi' EXIT
 mkdir -p "$dir/data"
 
-port=$(srv_free_ports 1)
+port=${S3RVER_PORT:-$(srv_free_ports 1)}
+case $port in
+*[!0-9]* | '') echo "s3rver.sh: S3RVER_PORT is not a port" >&2; exit 2 ;;
+esac
 NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--openssl-legacy-provider" \
 	srv_spawn "$dir" s3rver node "$main" -d "$dir/data" -a 127.0.0.1 \
 	-p "$port" --no-vhost-buckets

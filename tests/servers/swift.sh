@@ -14,6 +14,8 @@
 #   SWIFT_AUTH_URL=http://127.0.0.1:PORT/auth/v1.0
 #   S3_VHOST_DOMAIN=s3.localhost (BUCKET.s3.localhost:PORT is virtual-host
 #   addressing; the client resolves it to 127.0.0.1 itself)
+#   SWIFT_RACK_USER=rack:rackuser SWIFT_RACK_KEY=rackkey (a second tempauth
+#   account, MossoCloudFS_rack, named as Rackspace Cloud Files names them)
 # The S3 API checks SigV4 and payload hashes strictly; tempauth's user
 # test:tester (password testing) is the S3 access key and secret.
 # stop: kills what start started (also callable from a trap; idempotent).
@@ -134,7 +136,11 @@ account_autocreate = true
 
 [filter:tempauth]
 use = egg:swift#tempauth
+# AUTH_ as before (the S3 API's test:tester); MossoCloudFS_ is Rackspace
+# Cloud Files' account prefix, for the swift backend's second account
+reseller_prefix = AUTH, MossoCloudFS
 user_test_tester = testing .admin
+user_rack_rackuser = rackkey .admin http://127.0.0.1:$proxy_port/v1/MossoCloudFS_rack
 storage_url_scheme = http
 
 [filter:s3api]
@@ -192,5 +198,7 @@ S3_ACCESS_KEY=test:tester
 S3_SECRET_KEY=testing
 SWIFT_AUTH_URL=$endpoint/auth/v1.0
 S3_VHOST_DOMAIN=s3.localhost
+SWIFT_RACK_USER=rack:rackuser
+SWIFT_RACK_KEY=rackkey
 ENV
 cat "$dir/env"

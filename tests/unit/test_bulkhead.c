@@ -163,9 +163,31 @@ static int fake_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	return n < 0 ? (int)n : 0;
 }
 
+/*
+ * Thread-local state with a destructor, as OpenSSL keeps per thread for
+ * curl: a delete of "tls" sets it on the worker. The destructor runs when
+ * the worker thread ends; it waits (bounded) for the test's go, so a free
+ * that does not wait for its workers returns before it ran.
+ */
+static pthread_key_t tls_key;
+static atomic_int tls_go;
+static atomic_int tls_freed;
+
+static void tls_destructor(void *value)
+{
+	int64_t until = smux_now_ns() + 300 * 1000000LL;
+
+	while (!atomic_load(&tls_go) && smux_now_ns() < until)
+		usleep(1000);
+	free(value);
+	atomic_fetch_add(&tls_freed, 1);
+}
+
 static int fake_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *key, struct smux_error *err)
 {
+	if (strcmp(key, "tls") == 0 && !pthread_getspecific(tls_key))
+		pthread_setspecific(tls_key, malloc(16));
 	enter_op(to_fake(b));
 	leave_op(to_fake(b));
 	return 0;
@@ -1225,6 +1247,50 @@ static void test_idle_retire(void **state)
 	smux_backend_unref(&f->base);
 }
 
+/*
+ * Freeing a bulkhead joins its idle workers: their thread-local state is
+ * released before free returns (at unmount, before the process exits),
+ * not by a thread still ending in the background (LSan's "leak" of
+ * OpenSSL's per-thread state in the daemon).
+ */
+static void test_free_joins_idle_workers(void **state)
+{
+	struct fake *f = fake_new("m1");
+	struct smux__bulkhead *bh = smux__bulkhead_new("m1", 2);
+	struct smux__call c = {
+		.op = SMUX__OP_DEL, .backend = &f->base, .key = "tls"};
+
+	atomic_store(&tls_go, 0);
+	atomic_store(&tls_freed, 0);
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &c, NULL), 0);
+	assert_int_equal(threads_now(), base_threads + 1);
+	smux__bulkhead_free(bh);
+	assert_int_equal(atomic_load(&tls_freed), 1);
+	assert_int_equal(threads_now(), base_threads);
+	atomic_store(&tls_go, 1);
+	smux_backend_unref(&f->base);
+}
+
+/* A worker that retired when idle is joined by the next call, and its
+ * thread-local state was released. */
+static void test_retired_worker_joined(void **state)
+{
+	struct fake *f = fake_new("m1");
+	struct smux__bulkhead *bh = smux__bulkhead_new("m1", 2);
+	struct smux__call c = {
+		.op = SMUX__OP_DEL, .backend = &f->base, .key = "tls"};
+
+	atomic_store(&tls_go, 1);
+	atomic_store(&tls_freed, 0);
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &c, NULL), 0);
+	ASSERT_SOON(atomic_load(&tls_freed) == 1, 4000);
+	ASSERT_SOON(threads_now() == base_threads, 1000);
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &c, NULL), 0);
+	smux__bulkhead_free(bh);
+	assert_int_equal(atomic_load(&tls_freed), 2);
+	smux_backend_unref(&f->base);
+}
+
 /* ---- many threads (meant for TSan) ---- */
 
 struct stress {
@@ -1368,9 +1434,15 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_many_threads, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_free_joins_idle_workers,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retired_worker_joined,
+						setup, teardown),
 	};
 
 	alarm(60); /* a hang fails the run instead of stalling it */
+	if (pthread_key_create(&tls_key, tls_destructor))
+		return 1;
 	/* Sanitizer runtimes start a helper thread at the first
 	 * pthread_create; let that happen before threads are counted. */
 	if (pthread_create(&tid, NULL, nothing, NULL) == 0)

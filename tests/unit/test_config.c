@@ -472,16 +472,18 @@ static void test_mount_defaults(void **state)
 	assert_true(o->attr_timeout == 1.0 && o->entry_timeout == 1.0 &&
 		    o->negative_timeout == 1.0);
 	assert_true(o->cache_size == (uint64_t)1 << 30);
+	assert_true(o->read_ahead == 64ULL << 20);
 	assert_false(o->allow_other || o->default_permissions || o->ro);
 	assert_false(o->has_uid || o->has_gid || o->has_umask);
 	smux_config_free(c);
 
-	c = must_load(&t, "[mount]\nroot = a\ncache_dir = /c\nstate_dir = /s\n"
-			  "prefix = /photos/2026/\nattr_timeout = 250ms\n"
-			  "entry_timeout = 0\nnegative_timeout = 1m\n"
-			  "cache_size = 64M\nallow_other = yes\n"
-			  "default_permissions = on\nro = true\nuid = 1000\n"
-			  "gid = root\numask = 027\n\n" MEM("a"));
+	c = must_load(&t,
+		      "[mount]\nroot = a\ncache_dir = /c\nstate_dir = /s\n"
+		      "prefix = /photos/2026/\nattr_timeout = 250ms\n"
+		      "entry_timeout = 0\nnegative_timeout = 1m\n"
+		      "cache_size = 64M\nread_ahead = 0\nallow_other = yes\n"
+		      "default_permissions = on\nro = true\nuid = 1000\n"
+		      "gid = root\numask = 027\n\n" MEM("a"));
 	o = smux_config_opts(c);
 	assert_string_equal(o->cache_dir, "/c");
 	assert_string_equal(o->state_dir, "/s");
@@ -489,6 +491,7 @@ static void test_mount_defaults(void **state)
 	assert_true(o->attr_timeout == 0.25 && o->entry_timeout == 0 &&
 		    o->negative_timeout == 60);
 	assert_true(o->cache_size == 64ULL << 20);
+	assert_true(o->read_ahead == 0);
 	assert_true(o->allow_other && o->default_permissions && o->ro);
 	assert_true(o->has_uid && o->uid == 1000);
 	assert_true(o->has_gid && o->gid == 0);
@@ -510,6 +513,7 @@ static void test_mount_opt(void **state)
 		{"entry_timeout=500ms", 1, NULL},
 		{"negative_timeout=0", 1, NULL},
 		{"cache_size=10G", 1, NULL},
+		{"read_ahead=16M", 1, NULL},
 		{"uid=root", 1, NULL},
 		{"gid=123", 1, NULL},
 		{"umask=077", 1, NULL},
@@ -568,6 +572,7 @@ static void test_mount_opt(void **state)
 	assert_true(o->attr_timeout == 2 && o->entry_timeout == 0.5 &&
 		    o->negative_timeout == 0);
 	assert_true(o->cache_size == 10ULL << 30);
+	assert_true(o->read_ahead == 16ULL << 20);
 	assert_true(o->has_uid && o->uid == 0);
 	assert_true(o->has_gid && o->gid == 123);
 	assert_true(o->has_umask && o->umask == 077);
@@ -1074,7 +1079,7 @@ static void test_syntax_messages(void **state)
 			   "[mount]\nroot = a\n[backend a]\ntype = memory;x\n",
 			   err),
 		":4: [backend a] type: unknown type \"memory;x\" (use file, "
-		"memory, faulty)");
+		"memory, faulty, http, s3, swift or bunny)");
 	tmp_release(&t);
 }
 

@@ -31,6 +31,8 @@
 #include "backends/http_client.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
+#include "smux/swift.h"
+#include "support/swift_server.h"
 #include "support/test_server.h"
 
 /* NO_MEMORY asks for 2^62 bytes: under the sanitizers that must fail with
@@ -1091,6 +1093,40 @@ static void test_http_codes(void **state)
 	assert_int_equal(err.cause.http_status, 401);
 }
 
+/* CREDENTIAL_EXPIRED from a CDN backend: a swift backend whose token was
+ * revoked and whose renewal the identity service (the v2.0 emulator,
+ * tests/servers/swift_identity.py, alone) refuses. */
+static void test_swift_credential_expired(void **state)
+{
+	struct smux_swift_opts o = {.auth = SMUX_SWIFT_AUTH_V2,
+				    .username = TS_SWIFT_V2_USER,
+				    .key = TS_SWIFT_V2_APIKEY,
+				    .container = "c"};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+	struct ts_swift srv;
+	struct smux_ctx ctx;
+	int rc;
+
+	(void)state;
+	assert_int_equal(ts_swift_identity_alone(&srv), 0);
+	o.auth_url = srv.identity;
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_swift_new("cdn", &o, &b, &err), 0);
+	assert_int_equal(smux_backend_healthcheck(b, &ctx, &err), 0);
+	assert_int_equal(ts_swift_control("{\"revoke\":true,"
+					  "\"refuse_auth\":true}",
+					  NULL, 0),
+			 0);
+	rc = smux_backend_healthcheck(b, &ctx, &err);
+	SWEEP(rc, &err, SMUX_E_CREDENTIAL_EXPIRED, SEMANTIC, EACCES,
+	      "swift: token revoked, renewal refused by the identity service");
+	assert_int_equal(err.cause.http_status, 401);
+	assert_int_equal(ts_swift_control("{\"refuse_auth\":false}", NULL, 0),
+			 0);
+	smux_backend_unref(b);
+}
+
 /* ---- the codes listed as not reachable yet ---- */
 
 /*
@@ -1245,6 +1281,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hint_journal_failed,
 						setup_fs, teardown_fs),
 		cmocka_unit_test(test_local_io),
+		cmocka_unit_test(test_swift_credential_expired),
 		cmocka_unit_test_setup_teardown(test_http_codes, setup_http,
 						teardown_http),
 		cmocka_unit_test(test_not_reachable_yet_helpers),

@@ -78,7 +78,7 @@ static int64_t fail_once(struct fixture *f, const struct smux__health_cfg *c,
 {
 	enum smux__transition t;
 
-	t = smux__health_failure(&f->h, c, now(f), &conn_err);
+	t = smux__health_failure(&f->h, c, now(f), now(f), &conn_err);
 	assert_int_equal(t, want);
 	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_DOWN);
 	return f->h.cooldown_until_ms - now(f);
@@ -153,7 +153,7 @@ static void test_cooldown_no_overflow(void **state)
 	bool probe;
 
 	for (int i = 0; i < 10; i++)
-		smux__health_failure(&f->h, &c, now(f), &conn_err);
+		smux__health_failure(&f->h, &c, now(f), now(f), &conn_err);
 	assert_true(f->h.cooldown_until_ms > now(f));
 	f->clk.now += 1000000;
 	assert_false(smux__health_acquire(&f->h, now(f), &probe));
@@ -188,7 +188,7 @@ static void test_probe_on_selection(void **state)
 	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_DOWN);
 
 	f->clk.now = 5250;
-	assert_int_equal(smux__health_success(&f->h, now(f), &down_for),
+	assert_int_equal(smux__health_success(&f->h, now(f), now(f), &down_for),
 			 SMUX__HEALTH_RECOVERED);
 	assert_int_equal(down_for, 250);
 	smux__health_read(&f->h, &st, &n, &at);
@@ -199,8 +199,9 @@ static void test_probe_on_selection(void **state)
 	assert_false(probe);
 
 	/* A later success on an up member is no transition. */
-	assert_int_equal(smux__health_success(&f->h, now(f) + 1, &down_for),
-			 SMUX__HEALTH_SAME);
+	assert_int_equal(
+		smux__health_success(&f->h, now(f) + 1, now(f) + 1, &down_for),
+		SMUX__HEALTH_SAME);
 	assert_int_equal(down_for, 0);
 
 	/* Failures were reset: the next one waits the base cooldown. */
@@ -225,10 +226,50 @@ static void test_failed_probe(void **state)
 	f->clk.now = 2300;
 	assert_true(smux__health_acquire(&f->h, now(f), &probe));
 	assert_true(probe);
-	assert_int_equal(smux__health_success(&f->h, 2400, &down_for),
+	assert_int_equal(smux__health_success(&f->h, 2400, 2400, &down_for),
 			 SMUX__HEALTH_RECOVERED);
 	/* down_since is the first failure, not the failed probe. */
 	assert_int_equal(down_for, 400);
+}
+
+/*
+ * Calls in flight when the member goes down fail after it: the first takes
+ * it down, the others (not probes) keep its failure count and cooldown,
+ * so a copy's writers or a fan-out do not push the cooldown to
+ * max_cooldown (test_cdn_faults: 9 failures, 60 s before the replay).
+ * A failed probe still doubles it.
+ */
+static void test_call_failures_while_down(void **state)
+{
+	struct fixture *f = *state;
+	const struct smux_error_info late = {
+		.code = SMUX_E_HTTP,
+		.backend = "b",
+		.message = "late",
+	};
+	unsigned n;
+	bool probe;
+
+	f->clk.now = 2000;
+	assert_int_equal(smux__health_call_failure(&f->h, &cfg, now(f), now(f),
+						   &conn_err),
+			 SMUX__HEALTH_WENT_DOWN);
+	for (int i = 0; i < 8; i++) {
+		f->clk.now += 10;
+		assert_int_equal(smux__health_call_failure(&f->h, &cfg, now(f),
+							   now(f), &late),
+				 SMUX__HEALTH_SAME);
+	}
+	smux__health_read(&f->h, NULL, &n, NULL);
+	assert_int_equal(n, 1);
+	assert_int_equal(f->h.cooldown_until_ms, 2100);
+	assert_int_equal(f->h.last_error.code, SMUX_E_HTTP);
+	f->clk.now = 2100;
+	assert_true(smux__health_acquire(&f->h, now(f), &probe));
+	assert_true(probe);
+	assert_int_equal(fail_once(f, &cfg, SMUX__HEALTH_SAME), 200);
+	smux__health_read(&f->h, NULL, &n, NULL);
+	assert_int_equal(n, 2);
 }
 
 static void test_probe_cancel(void **state)
@@ -245,6 +286,40 @@ static void test_probe_cancel(void **state)
 	assert_true(smux__health_acquire(&f->h, now(f), &probe));
 	assert_true(probe);
 	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_DOWN);
+}
+
+/*
+ * A probe (or a request) sent while the member was down fails after a
+ * health check brought it back: the failure is older than the recovery,
+ * so the member stays up. A failure of a call sent after the recovery
+ * takes it down again.
+ */
+static void test_failure_older_than_recovery(void **state)
+{
+	struct fixture *f = *state;
+	int64_t sent;
+	bool probe;
+
+	fail_once(f, &cfg, SMUX__HEALTH_WENT_DOWN);
+	f->clk.now += 100;
+	assert_true(smux__health_acquire(&f->h, now(f), &probe));
+	assert_true(probe);
+	sent = now(f);
+	f->clk.now += 5;
+	assert_int_equal(smux__health_success(&f->h, now(f), now(f), NULL),
+			 SMUX__HEALTH_RECOVERED);
+	f->clk.now += 5;
+	assert_int_equal(
+		smux__health_failure(&f->h, &cfg, now(f), sent, &conn_err),
+		SMUX__HEALTH_SAME);
+	assert_int_equal(
+		smux__health_call_failure(&f->h, &cfg, now(f), sent, &conn_err),
+		SMUX__HEALTH_SAME);
+	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_UP);
+	assert_int_equal(f->h.consecutive_failures, 0);
+	assert_int_equal(smux__health_call_failure(&f->h, &cfg, now(f), now(f),
+						   &conn_err),
+			 SMUX__HEALTH_WENT_DOWN);
 }
 
 static void test_drain(void **state)
@@ -264,10 +339,11 @@ static void test_drain(void **state)
 	assert_false(probe);
 
 	/* In-flight calls finishing do not take it out of draining. */
-	assert_int_equal(smux__health_failure(&f->h, &cfg, now(f), &conn_err),
-			 SMUX__HEALTH_SAME);
+	assert_int_equal(
+		smux__health_failure(&f->h, &cfg, now(f), now(f), &conn_err),
+		SMUX__HEALTH_SAME);
 	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_DRAINING);
-	assert_int_equal(smux__health_success(&f->h, now(f), NULL),
+	assert_int_equal(smux__health_success(&f->h, now(f), now(f), NULL),
 			 SMUX__HEALTH_SAME);
 	assert_int_equal(smux__health_status(&f->h), SMUX_STATUS_DRAINING);
 
@@ -359,7 +435,7 @@ static void test_concurrent_single_probe(void **state)
 		struct race r = {.h = &f->h, .barrier = &barrier};
 
 		f->clk.now += 1000000;
-		smux__health_failure(&f->h, &cfg, now(f), &conn_err);
+		smux__health_failure(&f->h, &cfg, now(f), now(f), &conn_err);
 		r.now = now(f) + 6400;
 		for (int i = 0; i < THREADS; i++)
 			assert_int_equal(
@@ -390,8 +466,12 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_failed_probe, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_call_failures_while_down,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_probe_cancel, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_failure_older_than_recovery, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_drain_down_member, setup,
 						teardown),

@@ -47,10 +47,18 @@
  *                                 tmpfs of their own
  * Threads and the scheduler still vary between runs of one seed: a seed
  * fixes each thread's operations and each member's fault stream.
+ *
+ * A failing run prints, for each key involved, the history of its hints
+ * (+hint/-hint, with kind and id) and of the zombies of its calls, each
+ * with the stack that made it as offsets in the binary: resolve them with
+ * `addr2line -f -e build/tests/test_lose_nothing OFFSET...`.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <mntent.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,6 +70,7 @@
 
 #include <cmocka.h>
 
+#include "core/mux_internal.h"
 #include "lose_nothing_model.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
@@ -114,6 +123,7 @@ struct ln_run {
 	atomic_ulong ops, acked, unknown, refused, reads, read_errors,
 		stale_tolerated, wild_skips;
 	atomic_uint flaps, drains, removes, enospc, repairs, chaos_errors;
+	atomic_uint bad_keys; /* bit i: key i read wrong during the storm */
 	/* failed operations (reads included) by error code, and by the code
 	 * of their cause (ALL_BACKENDS_DOWN: the last member's error) */
 	atomic_ulong codes[SMUX_CODE_COUNT], causes[SMUX_CODE_COUNT];
@@ -243,6 +253,8 @@ static bool ln_check_read(struct ln_run *r, struct ln_key *k, int rc,
 		atomic_fetch_add(&r->stale_tolerated, 1);
 		return true;
 	}
+	/* its hint history is printed after the run */
+	atomic_fetch_or(&r->bad_keys, 1u << (k - r->keys));
 	ln_expect(k, exp, sizeof(exp));
 	ln_report(r, counter, "key %s via %s: got %s, expected %s", k->name,
 		  where,
@@ -275,6 +287,11 @@ static char *ln_content(struct ln_worker *w, unsigned long n, char op,
 	return s;
 }
 
+/* A worker's operation on @key and its outcome, in the trace a failing
+ * run prints (kind -7): "@op t<worker>.n<n> rc=<rc>". */
+static void ln_trace_op(const char *key, char op, const struct ln_worker *w,
+			unsigned long n, int rc);
+
 static void ln_put(struct ln_worker *w, struct ln_key *k, unsigned long n)
 {
 	struct ln_run *r = w->r;
@@ -300,6 +317,7 @@ static void ln_put(struct ln_worker *w, struct ln_key *k, unsigned long n)
 			rc = smux_writer_commit(wr, &ctx, &po, NULL, &err);
 		smux_writer_close(wr);
 	}
+	ln_trace_op(k->name, by_writer ? 'W' : 'P', w, n, rc);
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
 		ln_key_set(k, s, len);
@@ -339,6 +357,7 @@ static void ln_write(struct ln_worker *w, struct ln_key *k, unsigned long n,
 	if (rc == 0)
 		rc = smux_writer_commit(wr, &ctx, &po, NULL, &err);
 	smux_writer_close(wr);
+	ln_trace_op(k->name, append ? 'A' : 'E', w, n, rc);
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
 	} else {
@@ -357,6 +376,7 @@ static void ln_del(struct ln_worker *w, struct ln_key *k)
 
 	ln_ctx(&ctx, 0);
 	rc = smux_backend_del(r->mux, &ctx, k->name, &err);
+	ln_trace_op(k->name, 'D', w, 0, rc);
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
 		ln_key_set(k, NULL, 0);
@@ -383,6 +403,8 @@ static void ln_rename(struct ln_worker *w, struct ln_key *src,
 
 	ln_ctx(&ctx, 0);
 	rc = smux_backend_rename(r->mux, &ctx, src->name, dst->name, &err);
+	ln_trace_op(src->name, 'r', w, 0, rc); /* renamed away */
+	ln_trace_op(dst->name, 'R', w, 0, rc); /* renamed onto */
 	if (rc == 0) {
 		atomic_fetch_add(&r->acked, 1);
 		if (src->wild) {
@@ -610,13 +632,12 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 		/* stuck in a system call: the bulkhead abandons the call */
 		o.hang_rate = 0.2;
 		o.hang_ignores_cancel = true;
-		/* and then lands: a zombie write (part Z). Not in round-robin
-		 * and weighted, whose members are three paths to ONE store:
-		 * a write the mux gave up on that lands there later replaces
-		 * the newer write for every member at once, which only a
-		 * store's conditional write (If-Match) can refuse - the mux
-		 * has no replica of its own to hint (issue 9 note) */
-		o.hang_lands = !r->shared;
+		/* and then lands: a zombie write (part Z). In round-robin and
+		 * weighted, whose members are three paths to ONE store, the
+		 * mux holds every write of the key until the zombie is over
+		 * (mux_zombie.c, smux__zombie_wait), so it never lands on
+		 * top of a newer acknowledged write */
+		o.hang_lands = true;
 		o.hang_ms = 3 * r->timeout_ms; /* ends after the deadline */
 		break;
 	}
@@ -629,6 +650,15 @@ static void ln_flap(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 	atomic_fetch_add(&r->flaps, 1);
 }
 
+/* A chaos action on a member, in the trace a failing run prints. */
+enum ln_trace_chaos {
+	LN_TRACE_REMOVE = -3,
+	LN_TRACE_ADD = -4,
+	LN_TRACE_DRAIN = -5,
+	LN_TRACE_UNDRAIN = -6,
+};
+static void ln_trace_chaos(enum ln_trace_chaos what, const char *replica);
+
 static void ln_drain(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 {
 	struct smux_error err;
@@ -638,6 +668,7 @@ static void ln_drain(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 	if (cs->drained >= 0) {
 		if (smux_mux_undrain(r->mux, r->f[cs->drained]->name, &err))
 			atomic_fetch_add(&r->chaos_errors, 1);
+		ln_trace_chaos(LN_TRACE_UNDRAIN, r->f[cs->drained]->name);
 		cs->drained = -1;
 		return;
 	}
@@ -645,6 +676,7 @@ static void ln_drain(struct ln_run *r, struct ln_chaos_state *cs, uint64_t *rng)
 	if (cs->removed >= 0 || i == cs->flapped)
 		return; /* one member out of service at a time */
 	ln_ctx(&ctx, 500);
+	ln_trace_chaos(LN_TRACE_DRAIN, r->f[i]->name);
 	/* an aborted drain leaves the member draining: undrained later */
 	if (smux_mux_drain(r->mux, r->f[i]->name, &ctx, &err))
 		atomic_fetch_add(&r->chaos_errors, 1);
@@ -663,6 +695,7 @@ static void ln_add_back(struct ln_run *r, int i)
 	struct smux_error err;
 
 	MH_OK(smux_mux_add(r->mux, &m, &err), &err);
+	ln_trace_chaos(LN_TRACE_ADD, r->f[i]->name);
 }
 
 static void ln_remove(struct ln_run *r, struct ln_chaos_state *cs,
@@ -681,6 +714,7 @@ static void ln_remove(struct ln_run *r, struct ln_chaos_state *cs,
 	if (cs->drained >= 0 || i == cs->flapped || !ln_removable(r, i))
 		return;
 	ln_ctx(&ctx, 1000);
+	ln_trace_chaos(LN_TRACE_REMOVE, r->f[i]->name);
 	if (smux_mux_remove(r->mux, r->f[i]->name, &ctx, &err) == 0) {
 		cs->removed = i;
 		atomic_fetch_add(&r->removes, 1);
@@ -747,9 +781,11 @@ static void ln_calm(struct ln_run *r, struct ln_chaos_state *cs)
 		smux_faulty_set(r->f[i], &none);
 		smux_faulty_release_hangs(r->f[i]);
 	}
-	if (cs->drained >= 0)
+	if (cs->drained >= 0) {
 		MH_OK(smux_mux_undrain(r->mux, r->f[cs->drained]->name, &err),
 		      &err);
+		ln_trace_chaos(LN_TRACE_UNDRAIN, r->f[cs->drained]->name);
+	}
 	cs->drained = -1;
 	if (cs->removed >= 0)
 		ln_add_back(r, cs->removed);
@@ -806,8 +842,25 @@ static bool ln_all_up(struct ln_run *r)
 	return up;
 }
 
-/* Repairs until no hint or intent is pending and every member is up; false when it does not get
- * there within a bound (reported). */
+/* True when no member call is queued or running on any member's bulkhead
+ * (the storm's abandoned calls, released at its end, are over): a final
+ * read queued behind them could time out in its queue on a loaded
+ * machine and mark its member down. */
+static bool ln_idle(struct ln_run *r)
+{
+	struct smux_mux *mux = smux__mux_of(r->mux);
+	struct mux_view *v = smux__view_get(mux);
+	bool idle = true;
+
+	for (unsigned i = 0; i < v->n && idle; i++)
+		idle = smux__bulkhead_busy(v->m[i]->bh) == 0;
+	smux__view_put(v);
+	return idle;
+}
+
+/* Repairs until no hint or intent is pending, every member is up and no
+ * member call runs; false when it does not get there within a bound
+ * (reported). */
 static bool ln_settle(struct ln_run *r, unsigned *rounds, unsigned *pending)
 {
 	int64_t end = smux_now_ns() + 20000 * MS_NS;
@@ -825,13 +878,164 @@ static bool ln_settle(struct ln_run *r, unsigned *rounds, unsigned *pending)
 		(*rounds)++;
 		*pending = smux_mux_pending_hints(r->mux) +
 			   smux_mux_pending_intents(r->mux);
-		if (*pending == 0 && ln_all_up(r))
+		if (*pending == 0 && ln_all_up(r) && ln_idle(r))
 			return true;
 		/* a member still cooling down after its last failure:
 		 * wait for its probe */
 		nanosleep(&pause, NULL);
 	} while (smux_now_ns() < end);
 	return false;
+}
+
+/* The last hint changes (smux__hints_hook_change) with the stack that
+ * made them: printed for a key the repair left stuck. */
+#define LN_TRACE    32768
+#define LN_TRACE_BT 16
+struct ln_trace {
+	int64_t at_ns;
+	bool pending;
+	int kind;
+	uint64_t id;
+	char replica[24], key[16];
+	int nbt;
+	void *bt[LN_TRACE_BT];
+};
+static struct ln_trace ln_traces[LN_TRACE];
+static unsigned long ln_ntraces; /* protected by ln_trace_lock */
+static pthread_mutex_t ln_trace_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void ln_trace_hint(bool pending, const char *replica, const char *key,
+			  int kind, uint64_t id)
+{
+	struct ln_trace t = {.at_ns = smux_now_ns(),
+			     .pending = pending,
+			     .kind = kind,
+			     .id = id};
+
+	snprintf(t.replica, sizeof(t.replica), "%s", replica);
+	snprintf(t.key, sizeof(t.key), "%s", key);
+	t.nbt = backtrace(t.bt, LN_TRACE_BT);
+	pthread_mutex_lock(&ln_trace_lock);
+	ln_traces[ln_ntraces++ % LN_TRACE] = t;
+	pthread_mutex_unlock(&ln_trace_lock);
+}
+
+/* A zombie of (@replica, @key) ended (kind -1 in the trace). */
+static void ln_trace_zombie(struct smux_mux *mux, const char *replica,
+			    const char *key)
+{
+	(void)mux;
+	ln_trace_hint(false, replica, key, -1, 0);
+}
+
+/* A zombie of (@replica, @key) begins (kind -2 in the trace). */
+static void ln_trace_zombie_begin(const char *replica, const char *key)
+{
+	ln_trace_hint(true, replica, key, -2, 0);
+}
+
+static void ln_trace_op(const char *key, char op, const struct ln_worker *w,
+			unsigned long n, int rc)
+{
+	char what[24];
+
+	snprintf(what, sizeof(what), "%c t%u.n%lu rc=%d", op, w->id, n, rc);
+	ln_trace_hint(false, what, key, -7, 0);
+}
+
+/* A drain, undrain, remove or add of @replica (key "*" in the trace). */
+static void ln_trace_chaos(enum ln_trace_chaos what, const char *replica)
+{
+	ln_trace_hint(false, replica, "*", (int)what, 0);
+}
+
+static const char *ln_trace_what(const struct ln_trace *t)
+{
+	switch (t->kind) {
+	case -2:
+		return "zombie-begin";
+	case -1:
+		return "zombie-end";
+	case LN_TRACE_REMOVE:
+		return "chaos-remove";
+	case LN_TRACE_ADD:
+		return "chaos-add";
+	case LN_TRACE_DRAIN:
+		return "chaos-drain";
+	case LN_TRACE_UNDRAIN:
+		return "chaos-undrain";
+	case -7:
+		return "op";
+	default:
+		return t->pending ? "+hint" : "-hint";
+	}
+}
+
+/* The trace of @key, with the rejoin hints (key "/") and the chaos
+ * actions on members (key "*") between its events. */
+static void ln_trace_dump(const char *key)
+{
+	unsigned long from;
+
+	pthread_mutex_lock(&ln_trace_lock);
+	from = ln_ntraces > LN_TRACE ? ln_ntraces - LN_TRACE : 0;
+	for (unsigned long i = from; i < ln_ntraces; i++) {
+		struct ln_trace *t = &ln_traces[i % LN_TRACE];
+
+		if (strcmp(t->key, key) != 0 && strcmp(t->key, "/") != 0 &&
+		    strcmp(t->key, "*") != 0)
+			continue;
+		fprintf(stderr, "  trace %s: %lld %s %s %s kind=%d id=%llu at",
+			key, (long long)(t->at_ns / 1000), t->replica, t->key,
+			ln_trace_what(t), t->kind, (unsigned long long)t->id);
+		/* offsets in the binary: addr2line -f -e BINARY OFFSET */
+		for (int j = 2; j < t->nbt; j++) {
+			Dl_info di;
+
+			if (dladdr(t->bt[j], &di) && di.dli_fbase)
+				fprintf(stderr, " 0x%lx",
+					(unsigned long)((char *)t->bt[j] -
+							(char *)di.dli_fbase) -
+						1);
+		}
+		fputc('\n', stderr);
+	}
+	pthread_mutex_unlock(&ln_trace_lock);
+}
+
+/* After a repair that did not converge: every pending hint (member, key,
+ * kind) and every (member, key) with a zombie call still running, so the
+ * report names the stuck pair. */
+static void ln_dump_pending(struct ln_run *r)
+{
+	struct smux_mux *mux = smux__mux_of(r->mux);
+	struct mux_view *v = smux__view_get(mux);
+	struct smux__hint *list = NULL;
+	int n = smux__hints_list(mux->hints, NULL, &list);
+	bool dumped[LN_KEYS] = {false};
+
+	/* every replica's hints (a removed member's too) and the intents */
+	for (int j = 0; j < n; j++) {
+		fprintf(stderr, "  pending: %s hint %s kind=%d\n",
+			list[j].replica, list[j].key, (int)list[j].kind);
+		for (unsigned k = 0; k < LN_KEYS; k++)
+			if (!dumped[k] &&
+			    strcmp(list[j].key, r->keys[k].name) == 0) {
+				dumped[k] = true;
+				ln_trace_dump(r->keys[k].name);
+			}
+	}
+	smux__hints_free_list(list, n);
+	for (unsigned i = 0; i < v->n; i++)
+		for (unsigned k = 0; k < LN_KEYS; k++)
+			if (smux__member_zombie(mux, v->m[i], r->keys[k].name))
+				fprintf(stderr, "  pending: %s zombie %s\n",
+					v->m[i]->name, r->keys[k].name);
+	fprintf(stderr, "  members:");
+	for (unsigned i = 0; i < v->n; i++)
+		fprintf(stderr, " %s", v->m[i]->name);
+	fputc('\n', stderr);
+	smux__view_put(v);
 }
 
 static void ln_final_read(struct ln_run *r, struct ln_key *k)
@@ -1009,6 +1213,9 @@ static void ln_setup(struct ln_run *r)
 
 static void ln_teardown(struct ln_run *r)
 {
+	smux__hints_hook_change = NULL;
+	smux__zombie_hook_end = NULL;
+	smux__zombie_hook_begin = NULL;
 	smux_backend_unref(r->mux);
 	for (int i = 0; i < LN_MEMBERS; i++) {
 		smux_backend_unref(r->f[i]);
@@ -1044,7 +1251,14 @@ static unsigned ln_run_one(enum smux_mode mode, uint64_t seed, int64_t storm_ms,
 	r->strict_storm = mode != SMUX_MODE_FAILOVER;
 	r->timeout_ms = ln_sanitized() ? 400 : 150;
 	atomic_init(&r->stop, false);
+	atomic_init(&r->bad_keys, 0);
 	ln_setup(r);
+	pthread_mutex_lock(&ln_trace_lock);
+	ln_ntraces = 0;
+	pthread_mutex_unlock(&ln_trace_lock);
+	smux__hints_hook_change = ln_trace_hint;
+	smux__zombie_hook_end = ln_trace_zombie;
+	smux__zombie_hook_begin = ln_trace_zombie_begin;
 
 	for (unsigned i = 0; i < LN_WORKERS; i++) {
 		wk[i].r = r;
@@ -1071,10 +1285,19 @@ static unsigned ln_run_one(enum smux_mode mode, uint64_t seed, int64_t storm_ms,
 			  "repair did not converge: %u hints/intents pending "
 			  "after %u rounds (or a member stayed down)",
 			  pending, rounds);
+	if (!settled)
+		ln_dump_pending(r);
 	for (unsigned i = 0; i < LN_KEYS; i++) {
+		unsigned before = r->final_mismatch + r->replica_mismatch;
+
 		ln_final_read(r, &r->keys[i]);
 		if (mode == SMUX_MODE_MIRROR || mode == SMUX_MODE_SHIELD)
 			ln_replicas(r, &r->keys[i]);
+		/* the key's hint history (a stuck key's is printed above) */
+		if ((settled &&
+		     r->final_mismatch + r->replica_mismatch > before) ||
+		    (atomic_load(&r->bad_keys) & (1u << i)))
+			ln_trace_dump(r->keys[i].name);
 	}
 	ln_listing(r);
 
@@ -1311,6 +1534,26 @@ static void ln_members_tmpfs(void)
  * $TMPDIR, so the chaos thread can fill it: a real ENOSPC for the mux's
  * spools, copies and replays. Before any thread starts.
  */
+/*
+ * The private namespace starts as a copy of every mount, FUSE mounts of
+ * other processes too: a copy keeps such a filesystem's connection alive
+ * after its owner unmounts it in the first namespace, and its daemon waits
+ * (for as long as this storm runs) for a FUSE_DESTROY that never comes.
+ * Detach them here; with private propagation nothing leaves this namespace.
+ */
+static void ln_detach_fuse_mounts(void)
+{
+	FILE *f = setmntent("/proc/self/mounts", "r");
+	struct mntent *m;
+
+	if (!f)
+		return;
+	while ((m = getmntent(f)))
+		if (strncmp(m->mnt_type, "fuse", 4) == 0)
+			(void)umount2(m->mnt_dir, MNT_DETACH);
+	endmntent(f);
+}
+
 static void ln_global_setup(void)
 {
 	char opts[64];
@@ -1331,8 +1574,11 @@ static void ln_global_setup(void)
 		ln_no_tmpfs = "unshare(CLONE_NEWNS) (not root?)";
 	else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		ln_no_tmpfs = "mount --make-rprivate /";
-	else if (mount("smux-ln", ln_tmpfs, "tmpfs", 0, opts) < 0)
-		ln_no_tmpfs = "mount tmpfs";
+	if (!ln_no_tmpfs) {
+		ln_detach_fuse_mounts();
+		if (mount("smux-ln", ln_tmpfs, "tmpfs", 0, opts) < 0)
+			ln_no_tmpfs = "mount tmpfs";
+	}
 	if (ln_no_tmpfs) {
 		print_message("lose-nothing: no ENOSPC chaos: %s: %s\n",
 			      ln_no_tmpfs, strerror(errno));

@@ -187,21 +187,22 @@ static void *bg_get_main(void *arg)
 }
 
 /*
- * max_inflight 1 and two gets of f0, each taking 600 ms, under a 1000 ms
- * budget: the second waits in f0's queue for about 600 ms, then runs
- * 600 ms. Its budget starts when f0 starts it, so it succeeds on f0 and
+ * max_inflight 1 and two gets of f0, each taking 1500 ms, under a 2600 ms
+ * budget: the second waits in f0's queue for about 1500 ms, then runs
+ * 1500 ms. Its budget starts when f0 starts it, so it succeeds on f0 and
  * nothing is charged to f0. Before issue 9 the budget ran from the moment
- * it was queued: it timed out 400 ms into its own call and f0 went down.
+ * it was queued: it timed out 1100 ms into its own call and f0 went down.
+ * (1.1 s of slack for a loaded machine: 600/1000 ms failed at load 50.)
  */
 static void test_queue_time_not_charged(void **state)
 {
 	struct smux_faulty_opts o = {
 		.ops = 1u << SMUX_FAULTY_GET,
-		.latency_ms = 600,
+		.latency_ms = 1500,
 	};
 	struct smux_mux_opts mo = {
 		.mode = SMUX_MODE_FAILOVER,
-		.backend_timeout_ms = 1000,
+		.backend_timeout_ms = 2600,
 		.cooldown_ms = 600000,
 		.max_inflight = 1,
 	};
@@ -450,20 +451,22 @@ static void test_mirror_owner_fails_other_running(void **state)
 /*
  * The same, but f1 had already been refused (f0 owned the sink and kept
  * streaming, slowly) when f0 broke: the read goes on from f1, from the
- * start, instead of failing.
+ * start, instead of failing. f0's first bytes come at 300 ms, f1 answers
+ * at 1200 ms, f0 breaks after its sixth chunk (1800 ms): 900 and 600 ms
+ * of slack for a loaded machine (150 ms failed at load 50).
  */
 static void test_mirror_owner_fails_others_refused(void **state)
 {
 	struct smux_faulty_opts o0 = {
 		.ops = 1u << SMUX_FAULTY_GET,
 		.error_rate = 1,
-		.get_fault_after = 20,
+		.get_fault_after = 60,
 		.stream_chunk = 10,
 		.stream_chunk_ms = 300,
 	};
 	struct smux_faulty_opts o1 = {
 		.ops = 1u << SMUX_FAULTY_GET,
-		.latency_ms = 450,
+		.latency_ms = 1200,
 	};
 	struct smux_backend *mux;
 	struct smux_error err;

@@ -642,6 +642,45 @@ static void test_rejoin_resyncs(void **state)
 	fx_release(&x);
 }
 
+/*
+ * Mirror: a delete taken by r1 alone (r0 missed it: a delete hint), then
+ * r1 removed and added back. Its resync must keep r1's absence of the key
+ * (the latest state: r0's replay copies it) instead of hinting r1 too:
+ * with both replicas hinted no replay can run and the key stays
+ * unavailable for good (the storm's mirror failure with a remove, e.g.
+ * seed 1796174322341: two delete hints and the rejoined member's put
+ * hint).
+ */
+static void test_rejoin_keeps_delete(void **state)
+{
+	struct smux_faulty_opts del_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_DEL,
+	};
+	struct smux_mux_member back = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	smux_faulty_set(x.f[0], &del_down);
+	MH_OK(smux_backend_del(x.mux, &ctx, "k", &err), &err); /* r1 only */
+	MH_HOLDS(x.inner[0], "k", "v0");
+	MH_OK(smux_mux_remove(x.mux, "r1", &ctx, &err), &err);
+	back.backend = x.f[1];
+	MH_OK(smux_mux_add(x.mux, &back, &err), &err);
+	fx_repair(&x);
+	MH_LACKS(x.inner[0], "k");
+	MH_LACKS(x.inner[1], "k");
+	assert_null(mh_get(x.mux, "k", &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	fx_release(&x);
+}
+
 static int count_key(void *arg, const struct smux_list_entry *e)
 {
 	unsigned *n = arg;
@@ -700,7 +739,9 @@ static void undrain_on_ack(struct smux_mux *mux, const char *key)
 }
 
 /* r1 missed "k" ("new"): no read of k is served by it while r0 fails
- * (it has a hint), and the repair gives it "new". */
+ * (it has a hint), and the repair gives it "new". r1 refuses puts until
+ * then (fx_refuse_puts before the write), so that the background replay
+ * cannot give it "new" before the read (then it may serve it). */
 static void expect_missed(struct fx *x)
 {
 	struct smux_error err;
@@ -715,6 +756,7 @@ static void expect_missed(struct fx *x)
 		print_error("r1 served \"%s\" for k\n", got);
 	assert_null(got);
 	mh_fail(x->f[0], false);
+	fx_refuse_puts(x, 1, false);
 	fx_repair(x);
 	MH_HOLDS(x->inner[1], "k", "new");
 }
@@ -734,6 +776,7 @@ static void test_put_undrained_midway(void **state)
 	smux_ctx_init(&ctx);
 	for (int m = 0; m < 2; m++) {
 		fx_init(&x, modes[m]);
+		fx_refuse_puts(&x, 1, true); /* until expect_missed's read */
 		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
 		hook_mux = x.mux;
 		hook_undrain = "r1";
@@ -760,6 +803,7 @@ static void test_writer_undrained_midway(void **state)
 	smux_ctx_init(&ctx);
 	for (int m = 0; m < 2; m++) {
 		fx_init(&x, modes[m]);
+		fx_refuse_puts(&x, 1, true); /* until expect_missed's read */
 		MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
 		MH_OK(smux_backend_writer_open(x.mux, &ctx, "k",
 					       SMUX_WRITER_TRUNC, &w, &err),
@@ -1248,6 +1292,7 @@ int main(void)
 		cmocka_unit_test(test_remove_add_keeps_hints),
 		cmocka_unit_test(test_drain_waits_for_writer_call),
 		cmocka_unit_test(test_rejoin_resyncs),
+		cmocka_unit_test(test_rejoin_keeps_delete),
 		cmocka_unit_test(test_rejoin_failover_listing),
 		cmocka_unit_test(test_put_undrained_midway),
 		cmocka_unit_test(test_writer_undrained_midway),

@@ -303,6 +303,52 @@ static void test_cooldown_growth_and_cap(void **state)
 	cd_release(&c);
 }
 
+/*
+ * Calls sent to f0 while it was up and failing after it went down (the
+ * writers of a copy, a fan-out: test_cdn_faults saw 9 failures in a 10 s
+ * Swift outage, so the cap: 60 s before its hints replayed) are the same
+ * outage: they keep its failure count and cooldown. The probe at the end
+ * of the cooldown still comes at 100 and its failure doubles it.
+ */
+static void test_inflight_failures_keep_cooldown(void **state)
+{
+	struct smux_mux *mux;
+	struct mux_member *m0;
+	struct smux_error late;
+	struct cd_env c;
+	enum smux_status st;
+	unsigned failures;
+	int64_t at;
+
+	(void)state;
+	cd_init(&c, 100, 60000);
+	cd_get(&c, 0, true); /* fails: down until 100 */
+	mux = smux__mux_of(c.mux);
+	pthread_rwlock_rdlock(&mux->view_lock);
+	m0 = mux->view->m[0];
+	pthread_rwlock_unlock(&mux->view_lock);
+	smux_error_set(&late, SMUX_E_CONNECTION, "f0", "reset (late)");
+	mh_clock_set(&c.clk, 10);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(smux__attempt_done(mux, NULL, m0, false,
+						    smux_now_ns(), &late, NULL),
+				 SMUX_OUTCOME_TRANSIENT);
+	member_health(c.mux, 0, &st, &failures, &at);
+	assert_int_equal(st, SMUX_STATUS_DOWN);
+	assert_int_equal(failures, 1);
+	cd_get(&c, 99, false);
+	cd_get(&c, 100, true); /* probe fails: 200 ms, until 300 */
+	member_health(c.mux, 0, &st, &failures, &at);
+	assert_int_equal(failures, 2);
+	cd_get(&c, 299, false);
+	mh_fail(c.f[0], false);
+	cd_get(&c, 300, true); /* back */
+	member_health(c.mux, 0, &st, &failures, &at);
+	assert_int_equal(st, SMUX_STATUS_UP);
+	assert_int_equal(mh_events_count(c.ev, SMUX_EV_BACKEND_DOWN), 1);
+	cd_release(&c);
+}
+
 /* The default cooldown is 1 s, the default cap 60 s; 2^6 is the most. */
 static void test_cooldown_defaults(void **state)
 {
@@ -444,13 +490,20 @@ static unsigned window_waits;
 
 /* smux__probe_window_hook: a request waits for the probe of the member;
  * with window_member set, the probe's health check is let go now. */
+static bool window_until_up; /* and the probe is let finish first */
+
 static void window_release(struct smux_mux *mux, struct mux_member *m)
 {
 	(void)mux;
-	(void)m;
 	window_waits++;
 	if (window_member)
 		smux_faulty_release_hangs(window_member);
+	/* the probe ends (the member up) before the request looks again */
+	for (int64_t until = smux_now_ns() + 10000 * MS_NS;
+	     window_until_up &&
+	     smux__health_status(&m->health) != SMUX_STATUS_UP &&
+	     smux_now_ns() < until;)
+		usleep(1000);
 }
 
 /* A one-member failover mux (the daemon's single-backend root) whose
@@ -545,9 +598,10 @@ static void test_probe_window_one_member(void **state)
 	free(got);
 	smux_backend_unref(mux);
 
-	/* the probe hangs until its deadline (100 ms): the request waits no
-	 * longer than that and fails */
-	mux = window_mux(f, &clk, 100);
+	/* the probe hangs until its deadline (1 s: 100 ms was too short
+	 * for a loaded machine to even start the calls): the request waits
+	 * no longer than that and fails */
+	mux = window_mux(f, &clk, 1000);
 	window_member = NULL;
 	window_waits = 0;
 	free(mh_get(mux, "k", &rc, &err));
@@ -562,6 +616,87 @@ static void test_probe_window_one_member(void **state)
 	smux_backend_unref(mem);
 }
 
+/* smux__probe_walk_hook: the probe of window_member's member is let go
+ * and ends (the member up) before the walk looks at the members again. */
+static void walk_release(struct smux_mux *mux)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *m = v->m[0];
+
+	smux_faulty_release_hangs(window_member);
+	for (int64_t until = smux_now_ns() + 10000 * MS_NS;
+	     smux__health_status(&m->health) != SMUX_STATUS_UP &&
+	     smux_now_ns() < until;)
+		usleep(1000);
+	smux__view_put(v);
+}
+
+/*
+ * The probe another caller runs ends - the member up - after the walk's
+ * health check passed the member over and before the walk, out of
+ * members, looks for a probe to wait for: none runs any more, and the
+ * walk must try the member instead of answering ALL_BACKENDS_DOWN.
+ */
+static void test_probe_ends_before_walk_looks(void **state)
+{
+	struct smux_backend *mem = mh_memory("mem"), *f, *mux;
+	struct smux_error err;
+	struct mh_clock clk;
+	char *got;
+	int rc;
+
+	(void)state;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f = mh_faulty("only", mem, NULL);
+	mux = window_mux(f, &clk, 0);
+	window_member = f;
+	smux__probe_walk_hook = walk_release;
+	got = mh_get(mux, "k", &rc, &err);
+	smux__probe_walk_hook = NULL;
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v");
+	free(got);
+	smux_backend_unref(mux);
+	smux_backend_unref(f);
+	smux_backend_unref(mem);
+}
+
+/*
+ * The probe ends - the member up - between the request's failed acquire
+ * and its next look at the probe: the request must try the member, not
+ * fail because no probe runs any more (the race behind test_mux_failover's
+ * test_no_stale_read failing 1 run in a few thousand under load: a
+ * standby back at the health check was passed over and the read answered
+ * ALL_BACKENDS_DOWN).
+ */
+static void test_probe_window_ends_between_looks(void **state)
+{
+	struct smux_backend *mem = mh_memory("mem"), *f, *mux;
+	struct smux_error err;
+	struct mh_clock clk;
+	char *got;
+	int rc;
+
+	(void)state;
+	MH_OK(mh_put(mem, "k", "v", &err), &err);
+	f = mh_faulty("only", mem, NULL);
+	smux__probe_window_hook = window_release;
+	mux = window_mux(f, &clk, 0);
+	window_member = f;
+	window_until_up = true;
+	window_waits = 0;
+	got = mh_get(mux, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v");
+	free(got);
+	assert_int_equal(window_waits, 1);
+	window_until_up = false;
+	smux__probe_window_hook = NULL;
+	smux_backend_unref(mux);
+	smux_backend_unref(f);
+	smux_backend_unref(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,10 +704,13 @@ int main(void)
 		cmocka_unit_test(test_hang_ignoring_cancel),
 		cmocka_unit_test(test_caller_deadline),
 		cmocka_unit_test(test_cooldown_growth_and_cap),
+		cmocka_unit_test(test_inflight_failures_keep_cooldown),
 		cmocka_unit_test(test_cooldown_defaults),
 		cmocka_unit_test(test_probe_round_robin),
 		cmocka_unit_test(test_active_health_check),
 		cmocka_unit_test(test_probe_window_one_member),
+		cmocka_unit_test(test_probe_window_ends_between_looks),
+		cmocka_unit_test(test_probe_ends_before_walk_looks),
 	};
 
 	return cmocka_run_group_tests_name("mux health", tests, NULL, NULL);

@@ -11,6 +11,8 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 #include "smux/file.h"
 
@@ -208,6 +211,79 @@ static void test_background(void **state)
 	MH_HOLDS(t->fb, "bg", "one two");
 }
 
+/* A user delete of the key, started while a reconcile has read its source
+ * copy and not written it to the other replica yet. */
+static struct {
+	struct it *t;
+	const char *key;
+	sem_t step; /* the delete is done, or waits for the reconcile */
+	pthread_t th;
+	bool started;
+} del_race;
+
+static void *race_delete(void *arg)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)arg;
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_del(del_race.t->mux, &ctx, del_race.key, &err),
+	      &err);
+	sem_post(&del_race.step);
+	return NULL;
+}
+
+static void race_delete_waits(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	if (strcmp(key, del_race.key) == 0)
+		sem_post(&del_race.step);
+}
+
+static void delete_after_read(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	if (strcmp(key, del_race.key) != 0 || del_race.started)
+		return;
+	del_race.started = true;
+	assert_int_equal(pthread_create(&del_race.th, NULL, race_delete, NULL),
+			 0);
+	sem_wait(&del_race.step);
+}
+
+/*
+ * A key deleted while its replicas are being reconciled stays deleted:
+ * the reconcile read the newest copy before the delete, and its write to
+ * the other replica must not bring the key back there after it.
+ */
+static void test_delete_meets_reconcile(void **state)
+{
+	struct it *t = *state;
+	struct smux_writer *w = open_inplace(t, "rd");
+	struct smux_error err;
+	unsigned pending = 0;
+
+	del_race.t = t;
+	del_race.key = "rd";
+	del_race.started = false;
+	sem_init(&del_race.step, 0, 0);
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "hello", 5, 0, &err), &err);
+	write_behind(t->b, "rd", "hello, world");
+	smux__reconcile_hook_copied = delete_after_read;
+	atomic_store(&smux__fence_wait_hook, race_delete_waits);
+	smux_writer_close(w); /* no commit: the background reconciles */
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, NULL, &pending, &err), &err);
+	assert_true(del_race.started);
+	pthread_join(del_race.th, NULL);
+	smux__reconcile_hook_copied = NULL;
+	atomic_store(&smux__fence_wait_hook, NULL);
+	sem_destroy(&del_race.step);
+	MH_LACKS(t->fa, "rd");
+	MH_LACKS(t->fb, "rd");
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+}
+
 /* An intent on disk when the daemon died is reconciled by the next mux
  * over the same state directory. */
 static void test_after_crash(void **state)
@@ -257,6 +333,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_after_crash, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_delete_meets_reconcile,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

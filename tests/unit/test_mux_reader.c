@@ -49,6 +49,8 @@ struct set_opts {
 	int64_t timeout_ms;
 	int64_t cooldown_ms;
 	bool clock; /* the injected clock (else the real one) */
+	int64_t (*now_ms)(void *arg); /* with clock: its reading (NULL:
+					 mh_clock_now) */
 };
 
 static void set_init(struct set *s, enum smux_mode mode,
@@ -70,6 +72,8 @@ static void set_init(struct set *s, enum smux_mode mode,
 	o.events = s->ev->bus;
 	if (so->clock) {
 		mh_clock_init(&s->clk, 10000);
+		if (so->now_ms)
+			s->clk.clock.now_ms = so->now_ms;
 		o.clock = &s->clk.clock;
 	}
 	for (int i = 0; i < N; i++) {
@@ -417,6 +421,53 @@ static void test_failover_falls_through(void **state)
 	assert_int_equal(grew(&s, before, &by), 1);
 	assert_int_equal(by, 41);
 	smux_reader_close(r);
+	set_release(&s);
+	free(want);
+}
+
+/* While @leaping, a clock that leaps an hour at every reading: every
+ * cooldown is over by the next look (a machine that stalls between any
+ * two steps). Installed before the mux starts its background thread. */
+static atomic_bool leaping;
+
+static int64_t leaping_now(void *arg)
+{
+	struct mh_clock *c = arg;
+
+	if (!atomic_load(&leaping))
+		return atomic_load(&c->now_ms);
+	return atomic_fetch_add(&c->now_ms, 3600000) + 3600000;
+}
+
+/*
+ * Failover, the first two members failing every read (their opens work),
+ * each back from its cooldown by the time the read re-opens: the read is
+ * served by the third, never given up while a member it did not try is
+ * left (it re-opened on the first member again and again: test_threads_
+ * failover's flake under load, "all 4 attempts failed").
+ */
+static void test_failover_reopen_skips_failed(void **state)
+{
+	struct smux_faulty_opts bad_reads = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct set_opts so = {
+		.wrap = true, .clock = true, .now_ms = leaping_now};
+	unsigned char *want = pattern(4096, 13);
+	struct smux_reader *r;
+	struct set s;
+
+	(void)state;
+	set_init(&s, SMUX_MODE_FAILOVER, &so);
+	set_put(&s, "k", want, 4096);
+	r = ropen(s.mux, "k");
+	smux_faulty_set(s.m[0], &bad_reads);
+	smux_faulty_set(s.m[1], &bad_reads);
+	atomic_store(&leaping, true);
+	read_range(r, want, 0, 4096, 4096);
+	smux_reader_close(r);
+	atomic_store(&leaping, false);
 	set_release(&s);
 	free(want);
 }
@@ -1212,6 +1263,7 @@ int main(void)
 		cmocka_unit_test(test_round_robin_rotates),
 		cmocka_unit_test(test_sticky_off_shard),
 		cmocka_unit_test(test_failover_falls_through),
+		cmocka_unit_test(test_failover_reopen_skips_failed),
 		cmocka_unit_test(test_midread_error_mirror),
 		cmocka_unit_test(test_midread_error_failover),
 		cmocka_unit_test(test_midread_hang),

@@ -66,6 +66,11 @@ static void wait_ends(unsigned n)
 
 /* ---- two memory members behind faulty wrappers ---- */
 
+/* The members' backend_timeout: a stuck call is given up on after it; a
+ * healthy one must finish within it on a loaded machine (250 ms did not
+ * always, at load 50: the member went down and the repair left a hint). */
+#define ZOMBIE_TIMEOUT_MS 600
+
 struct pair {
 	struct smux_backend *mem[2], *f[2], *mux;
 	struct mh_clock clk;
@@ -78,7 +83,7 @@ static void pair_init_with(struct pair *p, enum smux_mode mode, bool journal)
 {
 	struct smux_mux_opts o = {
 		.mode = mode,
-		.backend_timeout_ms = 250,
+		.backend_timeout_ms = ZOMBIE_TIMEOUT_MS,
 		.cooldown_ms = 100,
 	};
 	char name[16];
@@ -98,6 +103,29 @@ static void pair_init_with(struct pair *p, enum smux_mode mode, bool journal)
 		p->f[i] = mh_faulty(name, p->mem[i], NULL);
 	}
 	p->mux = mh_mux("zmux", &o, p->f, NULL, 2);
+	smux__zombie_hook_end = on_end;
+}
+
+/* Round-robin, weighted: z0 and z1 are two paths to ONE memory store
+ * (mem[1] is another reference to mem[0]). */
+static void shared_init(struct pair *p, enum smux_mode mode)
+{
+	struct smux_mux_opts o = {
+		.mode = mode,
+		.backend_timeout_ms = ZOMBIE_TIMEOUT_MS,
+		.cooldown_ms = 100,
+	};
+	double w[2] = {1, 1};
+
+	memset(p, 0, sizeof(*p));
+	mh_clock_init(&p->clk, 10000);
+	o.clock = &p->clk.clock;
+	p->mem[0] = mh_memory("store");
+	p->mem[1] = smux_backend_ref(p->mem[0]);
+	p->f[0] = mh_faulty("z0", p->mem[0], NULL);
+	p->f[1] = mh_faulty("z1", p->mem[0], NULL);
+	p->mux = mh_mux("zmux", &o, p->f, mode == SMUX_MODE_WEIGHTED ? w : NULL,
+			2);
 	smux__zombie_hook_end = on_end;
 }
 
@@ -460,6 +488,245 @@ static void test_failover_write_skips_zombie(void **state)
 	pair_release(&p);
 }
 
+/*
+ * Mirror: a delete reaches z0 only (z1 gets a delete hint); a put then
+ * goes to z0 alone (z1 is stale) and is given up on while stuck, and
+ * lands. Every other replica waits for a copy (z1's delete hint replays
+ * from a peer in mirror, like a put hint): z0, the only replica that
+ * could give one, must not get a hint of its own when its zombie ends -
+ * with one, every replica is stale and the repair never converges (the
+ * key stays unavailable: the storm's mirror failure, seed 1796173865407).
+ */
+static void test_mirror_zombie_end_with_delete_hints(void **state)
+{
+	struct smux_faulty_opts del_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_DEL,
+	};
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_faulty_set(p.f[1], &del_down);
+	assert_int_equal(del(p.mux, "k"), 0); /* z0; z1 hinted (delete) */
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* z0 alone: stuck */
+	smux_faulty_release_hangs(p.f[0]);		 /* v1 lands on z0 */
+	wait_ends(base + 1);
+	healthy(&p, 0);
+	healthy(&p, 1);
+	later(&p);
+	repair(&p);
+	/* the zombie's content is the key's (its outcome was unknown) */
+	MH_HOLDS(p.mem[0], "k", "v1");
+	MH_HOLDS(p.mem[1], "k", "v1");
+	MH_HOLDS(p.mux, "k", "v1");
+	pair_release(&p);
+}
+
+/*
+ * Mirror: a writer is open on both replicas when the repair's replay of
+ * z1's hint (an old put) is given up on while stuck in z1. The writer's
+ * commit must not go to z1 while that put may still land there: on the
+ * old code it did, z0 failed it, and the commit was acknowledged on z1
+ * alone; the old put then landed on top and, with z0 hinted, z1's copy
+ * was the source - the acknowledged v2 was lost on both (the storm's
+ * mirror loss, seed 1796175686275).
+ */
+static void test_mirror_commit_skips_replay_zombie(void **state)
+{
+	struct smux_faulty_opts put_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct smux_faulty_opts writer_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct pair p;
+	struct smux_error err;
+	struct smux_writer *w = NULL;
+	struct smux_ctx ctx;
+	unsigned base = ends_now(), pending = 0;
+	int rc;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	smux_faulty_set(p.f[1], &put_down);
+	MH_OK(mh_put(p.mux, "k", "v1", &err), &err); /* z0; z1 hinted */
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
+	later(&p);
+	MH_OK(smux_backend_writer_open(p.mux, &ctx, "k", SMUX_WRITER_TRUNC, &w,
+				       &err),
+	      &err); /* on both: it writes the whole content */
+	MH_OK(smux_writer_pwrite(w, &ctx, "v2", 2, 0, &err), &err);
+	/* the replay of z1's hint: its put of v1 is given up on */
+	MH_OK(smux_mux_repair(p.mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 1);
+	smux_faulty_set(p.f[0], &writer_down);
+	rc = smux_writer_commit(w, &ctx, NULL, NULL, &err);
+	smux_writer_close(w);
+	healthy(&p, 0);
+	healthy(&p, 1);
+	smux_faulty_release_hangs(p.f[1]); /* the replay's v1 lands on z1 */
+	wait_ends(base + 1);
+	later(&p);
+	repair(&p);
+	if (rc == 0)
+		MH_HOLDS(p.mux, "k", "v2"); /* acknowledged: must stay */
+	/* z1 was not asked, z0 failed: not acknowledged */
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	/* the replicas agree (on a version a write of the key left) */
+	{
+		char *a = mh_get(p.mem[0], "k", &rc, &err);
+		char *b = mh_get(p.mem[1], "k", &rc, &err);
+
+		assert_non_null(a);
+		assert_non_null(b);
+		assert_string_equal(a, b);
+		free(a);
+		free(b);
+	}
+	pair_release(&p);
+}
+
+/*
+ * Round-robin and weighted over one store: a put stuck on z0 is given up
+ * on (z1 fails it too); a newer put must not be acknowledged while the
+ * old one may still land on the store - it would replace the newer one
+ * for every member at once (no replica to hint). On the old code the
+ * newer put went to z1 and was acknowledged, then v1 landed.
+ */
+static void shared_put_refused_while_zombie(enum smux_mode mode)
+{
+	struct smux_faulty_opts put_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+	int rc;
+
+	shared_init(&p, mode);
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	smux_faulty_set(p.f[1], &put_down);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* unknown */
+	healthy(&p, 0);
+	healthy(&p, 1);
+	later(&p);
+	/* waits backend_timeout for the zombie, then is refused */
+	rc = mh_put(p.mux, "k", "v2", &err);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands on the store */
+	wait_ends(base + 1);
+	if (rc == 0)
+		MH_HOLDS(p.mux, "k", "v2"); /* acknowledged: must stay */
+	MH_ERR(rc, &err, SMUX_E_ALL_BACKENDS_DOWN);
+	MH_HOLDS(p.mux, "k", "v1");
+	/* the zombie is over: the key takes writes again */
+	MH_OK(mh_put(p.mux, "k", "v3", &err), &err);
+	MH_HOLDS(p.mux, "k", "v3");
+	pair_release(&p);
+}
+
+static void test_round_robin_put_refused_while_zombie(void **state)
+{
+	(void)state;
+	shared_put_refused_while_zombie(SMUX_MODE_ROUND_ROBIN);
+}
+
+static void test_weighted_put_refused_while_zombie(void **state)
+{
+	(void)state;
+	shared_put_refused_while_zombie(SMUX_MODE_WEIGHTED);
+}
+
+/* smux__zombie_wait started waiting (the hook). */
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wait_cond = PTHREAD_COND_INITIALIZER;
+static bool waiting; /* protected by wait_lock */
+
+static void on_wait(struct smux_mux *mux, const char *key)
+{
+	pthread_mutex_lock(&wait_lock);
+	waiting = true;
+	pthread_cond_broadcast(&wait_cond);
+	pthread_mutex_unlock(&wait_lock);
+}
+
+struct later_put {
+	struct smux_backend *mux;
+	const char *key;
+	int rc;
+	struct smux_error err;
+};
+
+static void *later_put_main(void *arg)
+{
+	struct later_put *lp = arg;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	ctx.deadline_ns = smux_now_ns() + 20 * 1000000000LL;
+	lp->rc =
+		smux_backend_put_buf(lp->mux, &ctx, lp->key, "v2", 2, &lp->err);
+	return NULL;
+}
+
+/*
+ * Round-robin over one store: a put of a key with a zombie waits for it
+ * (within its deadline) and then goes on, so it lands after the old write
+ * and is what the key holds.
+ */
+static void test_round_robin_put_waits_for_zombie(void **state)
+{
+	struct smux_faulty_opts put_down = {
+		.error_rate = 1,
+		.ops = 1u << SMUX_FAULTY_PUT,
+	};
+	struct later_put lp = {.key = "k"};
+	struct timespec ts;
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+	pthread_t th;
+
+	(void)state;
+	shared_init(&p, SMUX_MODE_ROUND_ROBIN);
+	lp.mux = p.mux;
+	MH_OK(mh_put(p.mux, "k", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	smux_faulty_set(p.f[1], &put_down);
+	assert_true(mh_put(p.mux, "k", "v1", &err) < 0); /* unknown */
+	healthy(&p, 0);
+	healthy(&p, 1);
+	later(&p);
+	waiting = false;
+	smux__zombie_hook_wait = on_wait;
+	assert_int_equal(pthread_create(&th, NULL, later_put_main, &lp), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	pthread_mutex_lock(&wait_lock);
+	while (!waiting &&
+	       pthread_cond_timedwait(&wait_cond, &wait_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&wait_lock);
+	assert_true(waiting);
+	smux_faulty_release_hangs(p.f[0]); /* v1 lands, then v2 goes */
+	pthread_join(th, NULL);
+	smux__zombie_hook_wait = NULL;
+	MH_OK(lp.rc, &lp.err);
+	wait_ends(base + 1);
+	MH_HOLDS(p.mux, "k", "v2");
+	pair_release(&p);
+}
+
 /* A key whose sticky home is member @home of @mux's view. */
 static void key_homed(struct smux_backend *mux, unsigned home, char *key,
 		      size_t len)
@@ -517,6 +784,11 @@ int main(void)
 		cmocka_unit_test(test_failover_replay_waits_for_zombie),
 		cmocka_unit_test(test_failover_write_skips_zombie),
 		cmocka_unit_test(test_sticky_write_skips_zombie_home),
+		cmocka_unit_test(test_mirror_zombie_end_with_delete_hints),
+		cmocka_unit_test(test_mirror_commit_skips_replay_zombie),
+		cmocka_unit_test(test_round_robin_put_refused_while_zombie),
+		cmocka_unit_test(test_weighted_put_refused_while_zombie),
+		cmocka_unit_test(test_round_robin_put_waits_for_zombie),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,10 @@
  * bypass of objects too large, failed fills that leave nothing behind,
  * concurrent readers of one object filling it once, a cache file deleted
  * behind the cache's back, the discard at start, and a mixed stress run
- * checking every byte.
+ * checking every byte. The sparse cache: a random read fetches its own
+ * 1 MiB chunk, not the object; sequential streams get read-ahead (each
+ * byte fetched once, few gets), concurrent streams stay within the global
+ * read-ahead budget, and every fetch is pinned to the version opened.
  *
  * Every test works in its own mkdtemp directory under /tmp and removes it.
  */
@@ -100,6 +103,28 @@ static char pattern(const char *key, unsigned v, uint64_t i)
 	return (char)('a' + (key[strlen(key) - 1] * 7 + v * 13 + i) % 26);
 }
 
+/* Fills @buf with bytes [@off, @off + @n) of version @v of @key (the
+ * pattern repeats every 26 bytes: copied, not computed per byte, so the
+ * large objects stay cheap under the sanitizers). */
+static void fill_pattern(char *buf, const char *key, unsigned v, uint64_t off,
+			 size_t n)
+{
+	size_t done = n < 26 ? n : 26;
+
+	for (size_t i = 0; i < done; i++)
+		buf[i] = pattern(key, v, off + i);
+	while (done < n) {
+		size_t k = done < n - done ? done : n - done;
+
+		memcpy(buf + done, buf, k - k % 26);
+		done += k - k % 26;
+		if (k < 26) {
+			for (; done < n; done++)
+				buf[done] = pattern(key, v, off + done);
+		}
+	}
+}
+
 /* Stores version @v of @key, @size bytes; fills @etag. */
 static void put_obj(struct env *e, const char *key, unsigned v, size_t size,
 		    char etag[SMUX_ETAG_MAX])
@@ -109,8 +134,7 @@ static void put_obj(struct env *e, const char *key, unsigned v, size_t size,
 	struct smux_error err;
 
 	assert_non_null(buf);
-	for (size_t i = 0; i < size; i++)
-		buf[i] = pattern(key, v, i);
+	fill_pattern(buf, key, v, 0, size);
 	assert_int_equal(
 		smux_backend_put_buf(e->mem, NULL, key, buf, size, &err), 0);
 	free(buf);
@@ -189,6 +213,24 @@ static struct smuxfs_rcache_stats stats(struct env *e)
 	struct smuxfs_rcache_stats st;
 
 	smuxfs_rcache_stats(e->rc, &st);
+	return st;
+}
+
+/*
+ * The stats once every fetch that delivered @fill_bytes has ended: a fetch
+ * marks its chunks present as their bytes land (a reader is done then)
+ * and counts the fill when its get returns, a moment later. Polls for at
+ * most 10 s; the caller's assertion then says what was counted.
+ */
+static struct smuxfs_rcache_stats stats_settled(struct env *e,
+						uint64_t fill_bytes)
+{
+	struct smuxfs_rcache_stats st = stats(e);
+
+	for (int i = 0; i < 10000 && st.fill_bytes < fill_bytes; i++) {
+		usleep(1000);
+		st = stats(e);
+	}
 	return st;
 }
 
@@ -631,6 +673,274 @@ static void test_stress(void **state)
 	assert_int_equal(st.fill_failures, 0);
 }
 
+/* ---- the sparse cache and read-ahead ---- */
+
+#define MB (1024 * KB)
+
+/* Reads [off, off+len) through the stream @ra (NULL: none) and checks
+ * every byte against version @v. */
+static long read_ra_check(struct env *e, struct smuxfs_rcache_ra *ra,
+			  const char *key, const char *etag, unsigned v,
+			  uint64_t size, uint64_t off, size_t len)
+{
+	char *buf = malloc(len ? len : 1);
+	long n;
+
+	assert_non_null(buf);
+	n = smuxfs_rcache_read_ra(e->rc, ra, key, etag, size, buf, len, off);
+	if (n >= 0) {
+		uint64_t want = off >= size ? 0 : size - off;
+		char *exp = malloc(len ? len : 1);
+
+		if (want > len)
+			want = len;
+		assert_int_equal(n, (long)want);
+		assert_non_null(exp);
+		fill_pattern(exp, key, v, off, (size_t)n);
+		if (memcmp(buf, exp, (size_t)n) != 0)
+			fail_msg("%s v%u: bytes at %llu differ", key, v,
+				 (unsigned long long)off);
+		free(exp);
+	}
+	free(buf);
+	return n;
+}
+
+/* A read in the middle of a large object fetches its own 1 MiB chunk
+ * only, not the whole object (the cache used to fetch all of it before
+ * serving the first byte). */
+static void test_random_read_fetches_its_chunk(void **state)
+{
+	struct env *e = *state;
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 64 * MB);
+	put_obj(e, "big", 1, 8 * MB + 5, etag);
+	c0 = calls(e);
+	assert_int_equal(
+		read_check(e, "big", etag, 1, 8 * MB + 5, 5 * MB + 100, 4096),
+		4096);
+	assert_int_equal(calls(e), c0 + 1);
+	st = stats(e);
+	assert_int_equal(st.fill_bytes, 1 * MB);
+	/* the same chunk again: a hit */
+	assert_int_equal(
+		read_check(e, "big", etag, 1, 8 * MB + 5, 5 * MB + 8192, 4096),
+		4096);
+	assert_int_equal(calls(e), c0 + 1);
+	/* across two chunks: one get for the missing one */
+	assert_int_equal(
+		read_check(e, "big", etag, 1, 8 * MB + 5, 6 * MB - 10, 20), 20);
+	assert_int_equal(calls(e), c0 + 2);
+	/* the short last chunk */
+	assert_int_equal(
+		read_check(e, "big", etag, 1, 8 * MB + 5, 8 * MB, 4096), 5);
+	assert_int_equal(calls(e), c0 + 3);
+	st = stats(e);
+	assert_int_equal(st.fill_bytes, 2 * MB + 5);
+	assert_int_equal(st.fills, 3);
+	assert_int_equal(st.bytes, 8 * MB + 4096); /* charged whole */
+}
+
+/* Random reads through a stream queue no read-ahead; sequential reads
+ * do, and fetch every byte exactly once in far fewer gets than chunks. */
+static void test_sequential_readahead(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 12 * MB + 777;
+	struct smuxfs_rcache_ra ra = {0}, rnd = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 128 * MB);
+	put_obj(e, "rnd", 1, size, etag);
+	/* random reads (not starting at 0): no read-ahead, one get each */
+	c0 = calls(e);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(read_ra_check(e, &rnd, "rnd", etag, 1, size,
+					       (uint64_t)(i * 7 % 10 + 1) * MB,
+					       4096),
+				 4096);
+	assert_int_equal(calls(e), c0 + 6);
+	assert_int_equal(stats(e).ra_gets, 0);
+	put_obj(e, "seq", 1, size, etag);
+	c0 = calls(e);
+	for (uint64_t off = 0; off < size; off += 128 * KB)
+		assert_true(read_ra_check(e, &ra, "seq", etag, 1, size, off,
+					  128 * KB) > 0);
+	st = stats_settled(e, 6 * MB + size);
+	assert_true(st.ra_gets > 0);
+	/* 13 chunks in gets of up to 8 MiB: far fewer gets than chunks */
+	assert_true(calls(e) - c0 <= 6);
+	assert_int_equal(st.fill_bytes, 6 * MB + size); /* none twice */
+	assert_true(st.ra_inflight_max <= st.ra_budget);
+	assert_int_equal(st.fill_failures, 0);
+	/* a second pass: all hits */
+	c0 = calls(e);
+	memset(&ra, 0, sizeof(ra));
+	for (uint64_t off = 0; off < size; off += 1 * MB)
+		assert_true(read_ra_check(e, &ra, "seq", etag, 1, size, off,
+					  1 * MB) > 0);
+	assert_int_equal(calls(e), c0);
+}
+
+/*
+ * An object larger than a quarter of the capacity is cached in segments
+ * (each at most that quarter, charged and evicted on its own) instead of
+ * read past the cache with a get per read: a sequential stream gets
+ * read-ahead across the segments, every byte is fetched once and right,
+ * the cache stays within its capacity, and a read across a segment
+ * boundary is served whole.
+ */
+static void test_large_object_segments(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 20 * MB + 333;
+	struct smuxfs_rcache_ra ra = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+	unsigned reads = 0;
+
+	open_cache(e, 16 * MB); /* segments of 4 MiB */
+	put_obj(e, "large", 1, size, etag);
+	c0 = calls(e);
+	for (uint64_t off = 0; off < size; off += 128 * KB, reads++) {
+		assert_true(read_ra_check(e, &ra, "large", etag, 1, size, off,
+					  128 * KB) > 0);
+		assert_true(stats(e).bytes <= 16 * MB);
+	}
+	st = stats_settled(e, size);
+	assert_int_equal(st.bypassed, 0);
+	assert_int_equal(st.fill_failures, 0);
+	assert_true(st.ra_gets > 0);
+	assert_int_equal(st.fill_bytes, size); /* each byte once */
+	print_message("%u reads, %lu gets\n", reads, calls(e) - c0);
+	assert_true(calls(e) - c0 <= reads / 8);
+	assert_true(st.evictions > 0);
+	assert_true(usage(e).blocks <= 16 * MB);
+	/* across the boundary of two segments, and the short end */
+	assert_int_equal(read_check(e, "large", etag, 1, size, 8 * MB - 4, 8),
+			 8);
+	assert_int_equal(read_check(e, "large", etag, 1, size, 20 * MB, 4096),
+			 333);
+	assert_int_equal(read_check(e, "large", etag, 1, size, size, 16), 0);
+	assert_int_equal(stats(e).bypassed, 0);
+}
+
+/* Several readers at once stream one object under a small budget: every
+ * byte right, each fetched once, the budget never exceeded. */
+struct streamer {
+	struct env *e;
+	const char *etag;
+	uint64_t size;
+	pthread_barrier_t *go;
+	bool ok;
+};
+
+static void *stream_run(void *arg)
+{
+	struct streamer *s = arg;
+	struct smuxfs_rcache_ra ra = {0};
+	size_t len = 128 * KB;
+	char *buf = malloc(len), *exp = malloc(len);
+
+	s->ok = buf && exp;
+	pthread_barrier_wait(s->go);
+	for (uint64_t off = 0; s->ok && off < s->size; off += len) {
+		long n = smuxfs_rcache_read_ra(s->e->rc, &ra, "shared", s->etag,
+					       s->size, buf, len, off);
+		uint64_t want = s->size - off < len ? s->size - off : len;
+
+		s->ok = n == (long)want;
+		if (s->ok) {
+			fill_pattern(exp, "shared", 1, off, (size_t)n);
+			s->ok = memcmp(buf, exp, (size_t)n) == 0;
+		}
+	}
+	free(buf);
+	free(exp);
+	return NULL;
+}
+
+static void test_concurrent_streams_budget(void **state)
+{
+	enum { N = 4 };
+	struct env *e = *state;
+	const uint64_t size = 8 * MB + 3;
+	struct smux_faulty_opts slow = {
+		.latency_ms = 5,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct streamer s[N];
+	pthread_t t[N];
+	pthread_barrier_t go;
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+
+	open_cache(e, 128 * MB);
+	smuxfs_rcache_set_readahead(e->rc, 3 * MB);
+	put_obj(e, "shared", 1, size, etag);
+	smux_faulty_set(e->fb, &slow);
+	pthread_barrier_init(&go, NULL, N);
+	for (int i = 0; i < N; i++) {
+		s[i] = (struct streamer){
+			.e = e, .etag = etag, .size = size, .go = &go};
+		assert_int_equal(pthread_create(&t[i], NULL, stream_run, &s[i]),
+				 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		assert_true(s[i].ok);
+	}
+	pthread_barrier_destroy(&go);
+	st = stats_settled(e, size);
+	assert_int_equal(st.fill_bytes, size); /* every byte once */
+	assert_true(st.ra_inflight_max <= 3 * MB);
+	assert_int_equal(st.ra_budget, 3 * MB);
+	assert_int_equal(st.fill_failures, 0);
+	assert_int_equal(usage(e).files, 1);
+}
+
+/* Every fetch is pinned to the version opened: once the object is
+ * replaced, a chunk not yet fetched is not served (the caller reads
+ * through and answers ESTALE), never mixed with the new version. */
+static void test_pinned_version(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 6 * MB;
+	char etag[SMUX_ETAG_MAX], etag2[SMUX_ETAG_MAX];
+	unsigned long c0;
+
+	open_cache(e, 64 * MB);
+	put_obj(e, "p", 1, size, etag);
+	assert_int_equal(read_check(e, "p", etag, 1, size, 0, 4096), 4096);
+	put_obj(e, "p", 2, size, etag2);
+	c0 = calls(e);
+	assert_true(read_check(e, "p", etag, 1, size, 3 * MB, 4096) < 0);
+	assert_int_equal(calls(e), c0 + 1);
+	/* the old version is not served any more, not even its chunk 0 */
+	assert_true(read_check(e, "p", etag, 1, size, 0, 4096) < 0);
+	assert_int_equal(calls(e), c0 + 1);
+	assert_int_equal(usage(e).files, 0);
+	/* the new version is a new entry */
+	assert_int_equal(read_check(e, "p", etag2, 2, size, 3 * MB, 4096),
+			 4096);
+	/* shutting down with read-ahead queued or running is clean */
+	{
+		struct smuxfs_rcache_ra ra = {0};
+
+		for (uint64_t off = 0; off < 3 * MB; off += 128 * KB)
+			assert_true(read_ra_check(e, &ra, "p", etag2, 2, size,
+						  off, 128 * KB) > 0);
+	}
+	smuxfs_rcache_free(e->rc);
+	e->rc = NULL;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -651,6 +961,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_discard_at_start, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stress, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_random_read_fetches_its_chunk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sequential_readahead,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_streams_budget,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_object_segments,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pinned_version, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests_name("rcache", tests, NULL, NULL);

@@ -16,6 +16,8 @@
  *
  * Each group starts its server in a temp dir and stops it in teardown; a
  * guardian child stops it too if this process dies (PR_SET_PDEATHSIG).
+ * Under `make check` the servers run once for every pass
+ * (tests/servers/shared.sh, SMUX_TEST_SERVERS) and are used as they are.
  * Missing server binaries (scripts/install-deps.sh installs them) fail
  * the test: they are not a reason to skip.
  */
@@ -245,9 +247,38 @@ static int start_server(const struct server *s)
 	return 0;
 }
 
+/*
+ * A server `make check` started once for every test binary and both passes
+ * (SMUX_TEST_SERVERS, tests/servers/shared.sh): 1 and its env read when
+ * this one runs there, 0 when the test starts its own.
+ */
+static int shared_server(struct server *s)
+{
+	const char *root = getenv("SMUX_TEST_SERVERS");
+	char name[64];
+
+	if (!root || !*root)
+		return 0;
+	snprintf(name, sizeof(name), "%s", s->script);
+	name[strcspn(name, ".")] = '\0'; /* swift.sh -> swift */
+	snprintf(s->dir, sizeof(s->dir), "%s/%s", root, name);
+	if (read_env(s) != 0) {
+		print_error("SMUX_TEST_SERVERS=%s: no %s/env\n", root, name);
+		return -1;
+	}
+	s->guardian = 0;
+	return 1;
+}
+
 static int server_setup(void **state, struct server *s)
 {
 	const char *tmp = getenv("TMPDIR");
+	int shared = shared_server(s);
+
+	if (shared < 0)
+		return -1;
+	if (shared)
+		goto signer;
 	snprintf(s->dir, sizeof(s->dir), "%s/smux-s3live-XXXXXX",
 		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(s->dir))
@@ -275,6 +306,7 @@ static int server_setup(void **state, struct server *s)
 	}
 	if (start_server(s) != 0 || read_env(s) != 0)
 		return -1;
+signer:;
 	struct smux_s3_creds c = {.access_key = s->access,
 				  .secret_key = s->secret};
 	if (smux__s3_signer_init(&s->signer, &c, NULL))

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# test_swift_requests.sh - how many Swift requests single file operations
+# cost through a mount of one swift backend (issue 12): create,
+# overwrite, stat, unlink, rename, ls -l and cat. Counts come from the
+# Swift proxy's log (tests/servers/swift.sh: DIR/log/proxy.log), the
+# client's requests only (a request the proxy makes for itself, e.g. the
+# copy middleware's GET, has "-" as its client address), and only those
+# on this test's container (make check's Swift serves other tests at
+# the same time). After each operation the test sends a marker request
+# (a HEAD of an object never there) and waits (bounded) until the proxy
+# logged it: the proxy logs a request when its answer is sent, and the
+# daemon's requests of the operation were answered before the command
+# returned.
+#
+# The kernel keeps no names (entry and negative timeouts 0): every path
+# component of every operation is a LOOKUP the daemon answers, so the
+# counts do not depend on timing and show the daemon's own caches.
+# A count above its bound fails the test; the counts are printed.
+. "$(dirname "$0")/lib.sh"
+
+SW=${SMUX_TEST_SWIFT_DIR:-}
+if [ -z "$SW" ]; then
+	# outside $T: the harness deletes $T at exit, before the stopper
+	# below reads the pids in it
+	SW=$(mktemp -d /tmp/smux-swift.XXXXXX)
+	"$SMUX_REPO/tests/servers/swift.sh" start "$SW" >/dev/null ||
+		fail "swift did not start"
+	(tail --pid=$$ -f /dev/null 2>/dev/null
+		"$SMUX_REPO/tests/servers/swift.sh" stop "$SW" >/dev/null 2>&1
+		rm -rf "$SW") &
+fi
+# shellcheck disable=SC1091
+. "$SW/env"
+PLOG=$SW/log/proxy.log
+[ -f "$PLOG" ] || fail "no proxy log at $PLOG"
+CONTAINER=req-$$-$RANDOM
+export SMUX_IT_SWIFT_CRED=test:tester:testing
+
+# a token of our own, for the markers
+HDRS=$(curl -sf -D - -o /dev/null -H "X-Auth-User: test:tester" \
+	-H "X-Auth-Key: testing" "$SWIFT_AUTH_URL") || fail "no token"
+TOKEN=$(printf '%s\n' "$HDRS" | tr -d '\r' | sed -n 's/^[Xx]-[Aa]uth-[Tt]oken: //p')
+SURL=$(printf '%s\n' "$HDRS" | tr -d '\r' | sed -n 's/^[Xx]-[Ss]torage-[Uu]rl: //p')
+[ -n "$TOKEN" ] && [ -n "$SURL" ] || fail "no token in the auth answer"
+ACCT=${SURL##*/}
+
+CONF=$T/swift.conf
+new_config "$CONF" s attr_timeout=3600 entry_timeout=0 negative_timeout=0
+cfg_raw "[backend s]
+type = swift
+auth_url = $SWIFT_AUTH_URL
+container = $CONTAINER
+credentials_env = SMUX_IT_SWIFT_CRED
+"
+M=$T/mnt
+mount_smux "$CONF" "$M"
+
+# The client requests on our container: "METHOD STATUS" per line, in
+# log order (fields: client address, method, path, status).
+reqs() {
+	awk -v p="/v1/$ACCT/$CONTAINER" '$1 == "proxy:" && $2 != "-" &&
+		index($6, p) == 1 { print $5, $6, $8 }' "$PLOG"
+}
+
+# mark: a request of its own (a unique object never there), then waits
+# until the proxy logged it; prints the number of request lines before it.
+mark() {
+	local i n m
+	m=smux-marker-$(date +%s%N)
+	curl -s -o /dev/null -I -H "X-Auth-Token: $TOKEN" "$SURL/$CONTAINER/$m" || true
+	for ((i = 0; i < 400; i++)); do
+		n=$(reqs | grep -n "/$m " | head -n 1 | cut -d: -f1 || true)
+		if [ -n "$n" ]; then
+			echo $((n - 1))
+			return 0
+		fi
+		sleep 0.05
+	done
+	fail "marker $m never logged"
+}
+
+FAILS=0
+RESULTS=()
+# op NAME MAX CMD...: runs CMD, counts its requests, fails above MAX.
+op() {
+	local name=$1 max=$2 before after n what
+	shift 2
+	before=$(mark)
+	"$@"
+	after=$(mark)
+	n=$((after - before - 1))
+	what=$(reqs | sed -n "$((before + 2)),$((after))p" |
+		awk '{ k = $1; if ($3 == "404") k = k "(404)"; c[k]++ }
+			END { for (k in c) printf "%s %s ", k, c[k] }')
+	[ -n "${DEBUG_REQS:-}" ] &&
+		reqs | sed -n "$((before + 2)),$((after))p" | sed "s|^|  $name: |" >&2
+	RESULTS+=("$(printf '%-26s %3d  (bound %d)  %s' "$name" "$n" "$max" "$what")")
+	if [ "$n" -gt "$max" ]; then
+		log "$name: $n requests, more than $max: $what"
+		FAILS=$((FAILS + 1))
+	fi
+}
+
+mkdir "$M/d"
+for i in 1 2 3 4 5; do printf 'content %d\n' "$i" >"$M/d/f$i"; done
+mkdir "$M/d/sub"
+
+# The daemon's own requests come first in each count: a LOOKUP is a HEAD
+# (a 404 also lists "key/" for a directory), an open or getattr of a
+# file another HEAD. The backend's: a create is the daemon's empty PUT
+# (with "If-None-Match: *", no HEAD: the LOOKUP saw the key absent) and
+# the PUT of the content, which HEADs first (a large object replaced
+# leaves segments to delete); unlink HEADs for segments, then DELETE;
+# rename HEADs both names (segments), then COPY (PUT + X-Copy-From, its
+# answer's ETag is the new object's: no HEAD after it) and DELETE.
+op "create d/new (printf >)" "${BOUND_CREATE:-5}" sh -c "printf x >'$M/d/new'"
+op "overwrite d/f1 (printf >)" "${BOUND_OVERWRITE:-6}" sh -c "printf 'new 1\n' >'$M/d/f1'"
+op "stat d/f2" "${BOUND_STAT:-1}" stat "$M/d/f2" >/dev/null
+op "unlink d/new" "${BOUND_UNLINK:-4}" rm "$M/d/new"
+# (rm just changed d: mv's LOOKUP of d asks again, a HEAD and a list)
+op "rename d/f3 d/g3" "${BOUND_RENAME:-10}" mv "$M/d/f3" "$M/d/g3"
+op "ls -l d (5 files, 1 dir)" "${BOUND_LS:-13}" ls -l "$M/d" >/dev/null
+op "cat d/f4" "${BOUND_CAT:-3}" cat "$M/d/f4" >/dev/null
+
+# what the operations did is what a local filesystem shows
+[ ! -e "$M/d/new" ] || fail "d/new still there after rm"
+[ "$(cat "$M/d/f1")" = "new 1" ] || fail "d/f1 not overwritten"
+[ ! -e "$M/d/f3" ] || fail "d/f3 still there after mv"
+[ "$(cat "$M/d/g3")" = "content 3" ] || fail "d/g3 reads wrong"
+# and what Swift holds, asked directly
+want_obj() {
+	local got
+	got=$(curl -sf -H "X-Auth-Token: $TOKEN" "$SURL/$CONTAINER/$1") ||
+		fail "swift has no $1"
+	[ "$got" = "$2" ] || fail "swift's $1 is \"$got\", not \"$2\""
+}
+want_obj d/g3 "content 3"
+want_obj d/f1 "new 1"
+code=$(curl -s -o /dev/null -w '%{http_code}' -I -H "X-Auth-Token: $TOKEN" \
+	"$SURL/$CONTAINER/d/f3")
+[ "$code" = 404 ] || fail "swift still has d/f3 ($code)"
+
+unmount_smux "$M"
+printf '%s\n' "${RESULTS[@]}" >&2
+[ "$FAILS" = 0 ] || fail "$FAILS operations sent more requests than their bound"
+log "request counts within their bounds"

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A scripted S3 server on loopback for tests/unit/test_s3.c: every answer
+is deliberate (broken, hostile or plain), chosen by the bucket name of a
+path-style request.
+
+Usage: s3_hostile.py PORTFILE
+Binds 127.0.0.1 on a free port, writes the port to PORTFILE (atomically)
+and serves until killed or its parent dies (checked every 200 ms).
+
+Buckets:
+  garbage    every GET answers 200 "<<<not xml"
+  trunc      a listing cut inside an element; a GET of an object promises
+             1000 bytes, sends 10 and closes
+  outside    a listing holding a key outside the prefix asked for
+  loop       a truncated listing whose continuation token never changes
+  errors     404 NoSuchKey, 403 SignatureDoesNotMatch (key "denied"),
+             a copy answered 200 with an <Error> body
+  stale      GET ignores If-Match and answers ETag "other"
+  mpu        multipart: initiate works, every part answers 500; the
+             number of open uploads is kept in the file PORTFILE.uploads
+  okay       objects kept in memory: PUT, GET, HEAD, DELETE
+Every request's Authorization header must be there and name
+AWS4-HMAC-SHA256, else 400.
+"""
+import http.server
+import os
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+
+lock = threading.Lock()
+uploads = set()
+count_file = None
+
+
+def save_count():
+    tmp = count_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(len(uploads)))
+    os.rename(tmp, count_file)
+store = {}
+attempts = {}
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def xml(self, status, text):
+        self.reply(status, text.encode(), [("Content-Type", "application/xml")])
+
+    def error(self, status, code):
+        self.xml(status, "<?xml version=\"1.0\"?><Error><Code>%s</Code>"
+                 "<Message>scripted</Message></Error>" % code)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def handle_any(self):
+        u = urllib.parse.urlsplit(self.path)
+        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+        parts = u.path.split("/", 2)
+        bucket = parts[1] if len(parts) > 1 else ""
+        key = urllib.parse.unquote(parts[2]) if len(parts) > 2 else ""
+        data = self.body()
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("AWS4-HMAC-SHA256 Credential="):
+            return self.error(400, "MissingSecurityHeader")
+        m = self.command
+        if bucket == "garbage":
+            return self.reply(200, b"<<<not xml")
+        if bucket == "trunc":
+            if key:
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.send_header("ETag", '"e"')
+                self.end_headers()
+                self.wfile.write(b"0123456789")
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            return self.xml(200, "<ListBucketResult><Contents><Key>a")
+        if bucket == "outside":
+            return self.xml(200, "<ListBucketResult><IsTruncated>false"
+                            "</IsTruncated><Contents><Key>elsewhere/x</Key>"
+                            "<Size>1</Size></Contents></ListBucketResult>")
+        if bucket == "loop":
+            return self.xml(200, "<ListBucketResult><IsTruncated>true"
+                            "</IsTruncated><NextContinuationToken>same"
+                            "</NextContinuationToken></ListBucketResult>")
+        if bucket == "errors":
+            if "x-amz-copy-source" in self.headers:
+                return self.xml(200, "<Error><Code>InternalError</Code>"
+                                "<Message>copy failed late</Message></Error>")
+            if key == "denied":
+                return self.error(403, "SignatureDoesNotMatch")
+            if key == "src" and m == "HEAD":
+                return self.reply(200, b"", [("ETag", '"s"'),
+                                             ("Content-Length", "0")])
+            return self.error(404, "NoSuchKey")
+        if bucket == "stale":
+            return self.reply(200, b"other-version", [("ETag", '"other"')])
+        if bucket == "mpu":
+            if m == "POST" and "uploads" in q:
+                with lock:
+                    uid = "u%d" % (len(uploads) + 1000)
+                    uploads.add(uid)
+                    save_count()
+                return self.xml(200, "<InitiateMultipartUploadResult>"
+                                "<Bucket>mpu</Bucket><Key>%s</Key>"
+                                "<UploadId>%s</UploadId>"
+                                "</InitiateMultipartUploadResult>" % (key, uid))
+            if m == "DELETE" and "uploadId" in q:
+                with lock:
+                    uploads.discard(q["uploadId"][0])
+                    save_count()
+                return self.reply(204)
+            if m == "PUT" and "partNumber" in q:
+                return self.error(500, "InternalError")
+            return self.error(404, "NoSuchKey")
+        if bucket == "okay":
+            if m == "PUT":
+                with lock:
+                    store[key] = data
+                return self.reply(200, b"", [("ETag", '"v%d"' % len(data))])
+            with lock:
+                v = store.get(key)
+            if m == "DELETE":
+                with lock:
+                    store.pop(key, None)
+                return self.reply(204)
+            if v is None:
+                return self.error(404, "NoSuchKey")
+            return self.reply(200, v, [("ETag", '"v%d"' % len(v))])
+        return self.error(404, "NoSuchBucket")
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up (a cancelled part) is no news
+
+
+def main():
+    global count_file
+    count_file = sys.argv[1] + ".uploads"
+    save_count()
+    srv = Server(("127.0.0.1", 0), H)
+    tmp = sys.argv[1] + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, sys.argv[1])
+    ppid = os.getppid()
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    while os.getppid() == ppid:
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    main()

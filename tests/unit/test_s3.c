@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_s3.c - the s3 backend against a scripted server on loopback
+ * (tests/servers/s3_hostile.py): broken and hostile answers are errors,
+ * never crashes or partial listings taken for whole ones; S3 error
+ * documents map to the right codes; a failed multipart upload is aborted
+ * (the server lists no open upload after it); a server that ignores
+ * If-Match cannot hand another version to a pinned get; credentials never
+ * appear in an error. Options are checked at smux_s3_new.
+ *
+ * The conformance suite runs the backend against Swift and s3rver
+ * (`make check-s3`); this test is the fast, deterministic part that
+ * `make check` runs.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+
+#include "smux/s3.h"
+#include "support/test_server.h"
+
+#define SECRET "wJalrXUtnFEMI-secret-never-shown"
+#define ACCESS "AKIDEXAMPLEACCESS"
+
+static struct ts_server srv;
+static char dir[64] = "/tmp/smux-test-s3-XXXXXX";
+static char endpoint[64];
+
+static int start(void **state)
+{
+	char script[PATH_MAX], py[PATH_MAX], portfile[PATH_MAX];
+	char *argv[4];
+
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	if (ts_find_file("tests/servers/s3_hostile.py", script,
+			 sizeof(script)) < 0 ||
+	    ts_find_exe("python3", py, sizeof(py)) < 0) {
+		print_error("s3_hostile.py or python3 missing\n");
+		return -1;
+	}
+	snprintf(portfile, sizeof(portfile), "%s/port", dir);
+	argv[0] = py;
+	argv[1] = script;
+	argv[2] = portfile;
+	argv[3] = NULL;
+	if (ts_server_start(&srv, argv, NULL, portfile, 0, 20000) < 0)
+		return -1;
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", srv.port);
+	return 0;
+}
+
+static int stop(void **state)
+{
+	char port[80];
+
+	(void)state;
+	ts_server_stop(&srv);
+	snprintf(port, sizeof(port), "%s/port", dir);
+	unlink(port);
+	snprintf(port, sizeof(port), "%s/port.uploads", dir);
+	unlink(port);
+	rmdir(dir);
+	return 0;
+}
+
+/* A backend on @bucket of the scripted server, one attempt per request
+ * (the answers are deliberate: retrying them only costs time). */
+static struct smux_backend *open_bucket(const char *bucket, uint64_t part)
+{
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = bucket,
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.part_size = part,
+	};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	if (smux_s3_new(bucket, &o, &b, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	return b;
+}
+
+static int count_cb(void *arg, const struct smux_list_entry *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void assert_no_secret(const struct smux_error *err)
+{
+	char buf[2 * SMUX_ERROR_MSG_MAX + 256];
+
+	smux_error_format(err, buf, sizeof(buf));
+	assert_null(strstr(buf, SECRET));
+}
+
+static void expect_code(int rc, const struct smux_error *err,
+			enum smux_code code)
+{
+	assert_true(rc < 0);
+	if (err->e.code != code)
+		fail_msg("expected %s, got %s: %s", smux_code_name(code),
+			 smux_code_name(err->e.code), err->e.message);
+	assert_no_secret(err);
+}
+
+/* Listings that are not XML, cut short, outside the prefix, or that
+ * never end are BAD_RESPONSE, with no entry passed on as a listing. */
+static void test_hostile_listings(void **state)
+{
+	static const char *const buckets[] = {"garbage", "trunc", "outside",
+					      "loop"};
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++) {
+		struct smux_backend *b = open_bucket(buckets[i], 0);
+		int n = 0;
+		int rc = smux_backend_list(b, &ctx, "mine/", NULL, count_cb, &n,
+					   &err);
+
+		print_message("  %s: %s\n", buckets[i], err.e.message);
+		expect_code(rc, &err, SMUX_E_BAD_RESPONSE);
+		smux_backend_unref(b);
+	}
+}
+
+/* A body cut short is an error, not a short object. */
+static void test_truncated_body(void **state)
+{
+	struct smux_backend *b = open_bucket("trunc", 0);
+	unsigned char *buf = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	size_t len = 0;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rc = smux_backend_get_all(b, &ctx, "obj", &buf, &len, &err);
+	assert_true(rc < 0);
+	print_message("  truncated: %s: %s\n", smux_code_name(err.e.code),
+		      err.e.message);
+	assert_true(err.e.code == SMUX_E_BAD_RESPONSE ||
+		    err.e.code == SMUX_E_CONNECTION);
+	assert_no_secret(&err);
+	free(buf);
+	smux_backend_unref(b);
+}
+
+/* S3 error documents map to smux codes; a copy answered 200 with an
+ * <Error> body failed. */
+static void test_error_documents(void **state)
+{
+	struct smux_backend *b = open_bucket("errors", 0);
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	unsigned char *buf = NULL;
+	size_t len;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	expect_code(smux_backend_get_all(b, &ctx, "nope", &buf, &len, &err),
+		    &err, SMUX_E_KEY_NOT_FOUND);
+	expect_code(smux_backend_get_all(b, &ctx, "denied", &buf, &len, &err),
+		    &err, SMUX_E_PERMISSION_DENIED);
+	assert_non_null(strstr(err.e.message, "SignatureDoesNotMatch"));
+	assert_int_equal(smux_backend_head(b, &ctx, "src", &info, &err), 0);
+	expect_code(smux_backend_copy(b, &ctx, "src", "dst", &err), &err,
+		    SMUX_E_HTTP);
+	assert_non_null(strstr(err.e.message, "InternalError"));
+	smux_backend_unref(b);
+}
+
+/* A server that ignores If-Match: the pinned get still fails and hands
+ * over nothing. */
+static void test_pin_checked(void **state)
+{
+	struct smux_backend *b = open_bucket("stale", 0);
+	struct smux_get_opts o = {.length = SMUX_LEN_ALL, .if_match = "mine"};
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	char buf[64];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	expect_code(smux_backend_get(b, &ctx, "k", &o, &sink, NULL, &err), &err,
+		    SMUX_E_PRECONDITION_FAILED);
+	assert_int_equal(sink.written, 0);
+	smux_backend_unref(b);
+}
+
+/* The server's count of open multipart uploads (it keeps it in a file). */
+static long open_uploads(void)
+{
+	char path[PATH_MAX], out[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/port.uploads", dir);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	if (!fgets(out, sizeof(out), f))
+		out[0] = '\0';
+	fclose(f);
+	return strtol(out, NULL, 10);
+}
+
+/* A multipart upload whose parts fail is aborted: no upload is left. */
+static void test_multipart_aborted(void **state)
+{
+	const uint64_t part = SMUX_S3_PART_MIN;
+	struct smux_backend *b = open_bucket("mpu", part);
+	size_t n = (size_t)(part * 3 + 17);
+	unsigned char *data = calloc(1, n);
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	assert_non_null(data);
+	smux_ctx_init(&ctx);
+	assert_int_equal(open_uploads(), 0);
+	smux_source_buf(&src, data, n);
+	expect_code(smux_backend_put(b, &ctx, "big", &src, NULL, NULL, &err),
+		    &err, SMUX_E_HTTP);
+	print_message("  failed upload: %s\n", err.e.message);
+	assert_int_equal(open_uploads(), 0);
+	free(data);
+	smux_backend_unref(b);
+}
+
+static size_t keep_body(char *p, size_t sz, size_t n, void *arg)
+{
+	char *buf = arg;
+	size_t have = strlen(buf), len = sz * n;
+
+	if (have + len >= 512)
+		len = 511 - have;
+	memcpy(buf + have, p, len);
+	buf[have + len] = '\0';
+	return sz * n;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (long)strlen(text));
+	close(fd);
+}
+
+/*
+ * The journal of uploads in flight: what a killed run left there (an
+ * upload the server still holds) is aborted in the background by the next
+ * backend opened on it, and its record removed; a record that does not
+ * parse is left alone.
+ */
+static void test_orphans_aborted(void **state)
+{
+	char url[128], body[512] = "", id[64], jdir[PATH_MAX];
+	char rec[PATH_MAX + 80], bad[PATH_MAX + 80], text[160];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = "mpu",
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.upload_journal = jdir,
+	};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+	unsigned mdlen = 0;
+	struct curl_slist *hdrs;
+	const char *p, *q;
+	CURL *c;
+
+	(void)state;
+	/* an upload started by a run that was then killed */
+	c = curl_easy_init();
+	assert_non_null(c);
+	snprintf(url, sizeof(url), "%s/mpu/orphan?uploads", endpoint);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	/* the scripted server looks at the scheme only */
+	hdrs = curl_slist_append(NULL, "Authorization: AWS4-HMAC-SHA256 "
+				       "Credential=x");
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	p = strstr(body, "<UploadId>");
+	q = p ? strstr(p, "</UploadId>") : NULL;
+	if (!p || !q) {
+		fail_msg("no UploadId in: %s", body);
+		return;
+	}
+	p += strlen("<UploadId>");
+	assert_true(q - p > 0 && q - p < (long)sizeof(id));
+	memcpy(id, p, (size_t)(q - p));
+	id[q - p] = '\0';
+	assert_int_equal(open_uploads(), 1);
+
+	/* its record, as the killed run wrote it, and a hostile one */
+	snprintf(jdir, sizeof(jdir), "%s/journal", dir);
+	assert_int_equal(mkdir(jdir, 0700), 0);
+	assert_int_equal(
+		EVP_Digest(id, strlen(id), md, &mdlen, EVP_sha256(), NULL), 1);
+	snprintf(rec, sizeof(rec), "%s/", jdir);
+	for (unsigned i = 0; i < mdlen; i++)
+		snprintf(rec + strlen(rec), 3, "%02x", md[i]);
+	snprintf(text, sizeof(text), "smux-s3-upload 1\n%s\norphan", id);
+	write_file(rec, text);
+	snprintf(bad, sizeof(bad), "%s/%064d", jdir, 0);
+	write_file(bad, "smux-s3-upload 1\nno key\n");
+
+	if (smux_s3_new("mpu", &o, &b, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	for (int i = 0; i < 1000 && (open_uploads() || access(rec, F_OK) == 0);
+	     i++)
+		usleep(10000);
+	assert_int_equal(open_uploads(), 0);
+	assert_int_not_equal(access(rec, F_OK), 0);
+	assert_int_equal(access(bad, F_OK), 0);
+	smux_backend_unref(b);
+	unlink(bad);
+	assert_int_equal(rmdir(jdir), 0);
+}
+
+/* Plain round trip through the scripted store, keys with awkward bytes. */
+static void test_roundtrip(void **state)
+{
+	static const char *const keys[] = {"a b+c%d*e", "\xc3\xa9t\xc3\xa9",
+					   "ctrl\x01x", "q?x#y&z=1"};
+	struct smux_backend *b = open_bucket("okay", 0);
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned char *buf;
+	size_t len;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (smux_backend_put_buf(b, &ctx, keys[i], keys[i],
+					 strlen(keys[i]), &err))
+			fail_msg("put %s: %s", keys[i], err.e.message);
+		if (smux_backend_get_all(b, &ctx, keys[i], &buf, &len, &err))
+			fail_msg("get %s: %s", keys[i], err.e.message);
+		assert_int_equal(len, strlen(keys[i]));
+		assert_memory_equal(buf, keys[i], len);
+		free(buf);
+		assert_int_equal(smux_backend_del(b, &ctx, keys[i], &err), 0);
+	}
+	smux_backend_unref(b);
+}
+
+/*
+ * Owners are kept (x-amz-meta-uid/gid, as s3fs writes them): without
+ * SMUX_CAP_OWNER the daemon refused chown on an s3 tree with EPERM.
+ */
+static void test_keeps_owners(void **state)
+{
+	struct smux_backend *b = open_bucket("okay", 0);
+
+	(void)state;
+	assert_true(smux_backend_caps(b) & SMUX_CAP_OWNER);
+	smux_backend_unref(b);
+}
+
+/* Options are checked; errors name the option, never a credential. */
+static void test_options(void **state)
+{
+	struct smux_s3_opts o = {.endpoint = "http://127.0.0.1:1",
+				 .bucket = "ok",
+				 .access_key = ACCESS,
+				 .secret_key = SECRET};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	(void)state;
+	o.bucket = "x";
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	o.bucket = "okay";
+	o.endpoint = "ftp://h";
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	o.endpoint = "http://user:pw@h";
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	o.endpoint = "http://h";
+	o.prefix = "no-slash";
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	o.prefix = NULL;
+	o.part_size = 1024;
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	o.part_size = 0;
+	o.secret_key = NULL;
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	assert_null(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hostile_listings),
+		cmocka_unit_test(test_truncated_body),
+		cmocka_unit_test(test_error_documents),
+		cmocka_unit_test(test_pin_checked),
+		cmocka_unit_test(test_multipart_aborted),
+		cmocka_unit_test(test_orphans_aborted),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_keeps_owners),
+		cmocka_unit_test(test_options),
+	};
+
+	return cmocka_run_group_tests(tests, start, stop);
+}
