@@ -24,9 +24,10 @@
  * state, e.g. OpenSSL's per-thread error state from curl) when the process
  * exits. A worker inside a member call (an abandoned job stuck past its
  * deadline, or one that has not returned yet) cannot be joined without
- * waiting for the backend: free detaches it instead, it finishes the call
- * in the background, drops its result, exits, frees its own record, and the
- * last reference frees the bulkhead - the DESIGN's abandoned job.
+ * waiting for the backend: free orphans it instead (bulkhead_orphans.c), it
+ * finishes the call in the background, drops its result, frees its own
+ * record, and the last reference frees the bulkhead - the DESIGN's
+ * abandoned job.
  *
  * Lock order: job->lock, then the caller's sink/callback and group->lock.
  * bh->lock is never held together with a job lock, and no lock of this
@@ -71,12 +72,13 @@ static inline void cpu_relax(void)
 
 /* One worker thread. Fields protected by its bulkhead's lock. */
 struct bh_thread {
-	struct smux__bulkhead *bh; /* immutable */
-	pthread_t tid;		   /* immutable once started */
-	struct bh_thread *next;	   /* on bh->threads until joined/detached */
-	bool busy;		   /* running a member call (job_run) */
-	bool exited;		   /* worker_main is returning: join it */
-	bool detached;		   /* off the list; the thread frees this */
+	struct smux__bulkhead *bh;   /* immutable */
+	pthread_t tid;		     /* immutable once started */
+	struct bh_thread *next;	     /* on bh->threads until joined/detached */
+	bool busy;		     /* running a member call (job_run) */
+	bool exited;		     /* worker_main is returning: join it */
+	bool detached;		     /* off the list; the thread frees this */
+	struct smux__orphan *orphan; /* set with detached; NULL: detached */
 };
 
 struct smux__bulkhead {
@@ -253,6 +255,7 @@ struct smux__bulkhead *smux__bulkhead_new(const char *name,
 	bh->max_inflight =
 		max_inflight ? max_inflight : SMUX_DEFAULT_MAX_INFLIGHT;
 	bh->refs = 1;
+	smux__orphans_reap(); /* orphans of earlier bulkheads that left */
 	pthread_mutex_init(&bh->lock, NULL);
 	cond_init_monotonic(&bh->cond);
 	pthread_cond_init(&bh->changed, NULL);
@@ -351,7 +354,9 @@ void smux__bulkhead_free(struct smux__bulkhead *bh)
 				 * backend; the thread frees its record */
 				*pp = t->next;
 				t->detached = true;
-				pthread_detach(t->tid);
+				t->orphan = smux__orphan_adopt(t->tid);
+				if (!t->orphan)
+					pthread_detach(t->tid);
 			} else {
 				waiting = true; /* idle: exiting now */
 				pp = &t->next;
@@ -364,6 +369,7 @@ void smux__bulkhead_free(struct smux__bulkhead *bh)
 	pthread_mutex_unlock(&bh->lock);
 	threads_join(done);
 	bh_put(bh);
+	smux__orphans_reap();
 }
 
 unsigned smux__bulkhead_busy(struct smux__bulkhead *bh)
@@ -882,6 +888,7 @@ static void *worker_main(void *arg)
 	struct bh_thread *self = arg;
 	struct smux__bulkhead *bh = self->bh;
 	struct smux__job *job;
+	struct smux__orphan *orphan = NULL;
 	bool last, detached;
 
 	worker_set_name(bh);
@@ -931,6 +938,8 @@ static void *worker_main(void *arg)
 	bh->workers--;
 	self->exited = true;
 	detached = self->detached;
+	if (detached)
+		orphan = self->orphan;
 	pthread_cond_broadcast(&bh->changed);
 	last = --bh->refs == 0;
 	pthread_mutex_unlock(&bh->lock);
@@ -938,6 +947,9 @@ static void *worker_main(void *arg)
 		free(self); /* off the list: nobody else sees it */
 	if (last)
 		bh_destroy(bh);
+	if (orphan)
+		smux__orphan_leave(
+			orphan); /* parks if the process is exiting */
 	return NULL;
 }
 

@@ -151,7 +151,7 @@ struct smux__bulkhead *smux__bulkhead_new(const char *name,
  * Stops accepting jobs, tells idle workers to exit and joins them (and any
  * that retired earlier), so none is still ending when it returns. Workers
  * inside a member call (stuck past a deadline, or not yet returned) are
- * detached instead: they finish in the background, drop their result, and
+ * orphaned instead: they finish in the background, drop their result, and
  * the last one frees the bulkhead. Never blocks on a backend.
  */
 void smux__bulkhead_free(struct smux__bulkhead *bh);
@@ -235,5 +235,18 @@ void smux__bulkhead_set_zombie_hooks(struct smux__bulkhead *bh,
 long smux__bulkhead_run(struct smux__bulkhead *bh, const struct smux_ctx *ctx,
 			int64_t timeout_ms, const struct smux__call *call,
 			struct smux_error *err);
+
+/*
+ * Orphans (bulkhead_orphans.c): a worker left inside a member call by
+ * smux__bulkhead_free stays joinable on a process-wide list, so the
+ * process never exits while one is ending (its thread-local destructors
+ * half run). Adopt returns NULL on ENOMEM (the caller detaches the thread
+ * instead); leave is the orphan's last step before it returns, and parks
+ * for good once the process is exiting; reap joins the orphans that left.
+ */
+struct smux__orphan;
+struct smux__orphan *smux__orphan_adopt(pthread_t tid);
+void smux__orphan_leave(struct smux__orphan *o);
+void smux__orphans_reap(void);
 
 #endif /* SMUX_CORE_BULKHEAD_H */
