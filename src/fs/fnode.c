@@ -20,6 +20,9 @@
  * such a node gets handle 0 the same way; what it sets is kept with the
  * node's handles (struct smuxfs_gone), which fstat shows.
  *
+ * The same hook answers every LSEEK ENOSYS itself (answer_lseek): libfuse
+ * would fail one on a nameless node with ESTALE before asking us.
+ *
  * The nodeid of a handle comes from the reply to its OPEN (the request's
  * node) or CREATE (the new entry's node), seen by the same hook on its way
  * to the kernel, before the kernel can release the handle.
@@ -353,14 +356,39 @@ struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs, struct smuxfs_fh *fh)
 
 /* ---- the channel hook ---- */
 
+/*
+ * LSEEK: smuxfs has no lseek of its own (a file is data from 0 to its
+ * size), so each is answered ENOSYS here, which makes the kernel stop
+ * asking and seek by itself. libfuse would answer it too, but only after
+ * finding the node's path: for an open file whose name is gone that is
+ * ESTALE, which the kernel hands to the program (SEEK_DATA and SEEK_HOLE
+ * failed whenever a mount's first one came through a nameless file:
+ * stress-ng's seek stressor, test_unlinked).
+ */
+static void answer_lseek(int fd, const struct fuse_in_header *in)
+{
+	struct fuse_out_header out = {
+		.len = sizeof(out), .error = -ENOSYS, .unique = in->unique};
+
+	/* a failed write means the request is gone (interrupted) */
+	if (write(fd, &out, sizeof(out)) < 0)
+		return;
+}
+
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 {
-	ssize_t n = read(fd, buf, len);
 	struct fuse_in_header *in = buf;
 	struct fuse_getattr_in *ga;
 	struct fuse_setattr_in *sa;
+	ssize_t n;
 
 	(void)userdata;
+	for (;;) {
+		n = read(fd, buf, len);
+		if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_LSEEK)
+			break;
+		answer_lseek(fd, in);
+	}
 	cur.opcode = 0;
 	cur.orphan = false;
 	if (n < (ssize_t)sizeof(*in))

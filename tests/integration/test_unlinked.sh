@@ -5,9 +5,10 @@
 # failover of two (failover) and one file backend whose writers are
 # spooled in cache_dir (staging: SMUXFS_FORCE_STAGING=1, as a tree that
 # cannot write in place; the spool is the content):
-#   - open, write, unlink: fstat shows nlink 0 and the current size, write,
-#     read, fchmod and futimens work through the descriptor, close works,
-#     and nothing of it is left in any backend directory;
+#   - open, write, unlink: lseek SEEK_DATA/SEEK_HOLE (the mount's first),
+#     fstat shows nlink 0 and the current size, write, read, fchmod and
+#     futimens work through the descriptor, close works, and nothing of it
+#     is left in any backend directory;
 #   - fchown, fchmod, futimens of a nameless file through a writer and a
 #     reader: fstat of both shows them (owner, mode, atime, mtime);
 #   - a reader and an appender of one file, the name removed by another
@@ -67,6 +68,9 @@ fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 assert os.write(fd, b"hello") == 5
 os.unlink(p)
 assert not os.path.exists(p), "the name is still there"
+# the first lseek for data or a hole on this mount (stress-ng asks)
+assert os.lseek(fd, 0, os.SEEK_DATA) == 0, "SEEK_DATA"
+assert os.lseek(fd, 0, os.SEEK_HOLE) == 5, "SEEK_HOLE"
 st = os.fstat(fd)
 assert st.st_nlink == 0, "nlink %d after unlink" % st.st_nlink
 assert st.st_size == 5, "size %d after unlink" % st.st_size
