@@ -181,8 +181,32 @@ static int xattr_change(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc)
 		return rc;
 	if ((value ? setxattr(proc, name, value, size, flags)
-		   : removexattr(proc, name)) < 0)
-		rc = smux__file_fail(fb, err, errno, op, key);
+		   : removexattr(proc, name)) < 0) {
+		int e = errno;
+
+		/*
+		 * ENOSPC/EDQUOT of a setxattr is "this attribute does not
+		 * fit" (ext4 keeps a file's attributes in its inode and one
+		 * block): the request's error, like E2BIG, not a full
+		 * backend to take out of service (stress-ng's xattr
+		 * stressor took both replicas of a mirror down, and every
+		 * call failed with EIO for the cooldown). errno is kept.
+		 */
+		if (value && (e == ENOSPC || e == EDQUOT)) {
+			char why[64];
+
+			smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				       "%s \"%s\" %s: the attribute does not "
+				       "fit (%s)",
+				       op, key, name,
+				       strerror_r(e, why, sizeof(why)));
+			if (err)
+				err->e.sys_errno = e;
+			rc = -e;
+		} else {
+			rc = smux__file_fail(fb, err, e, op, key);
+		}
+	}
 	close(fd);
 	return rc;
 }

@@ -4,6 +4,8 @@
 #   - setfattr -n user.k -v v, getfattr -n, getfattr -d, setfattr -x on a
 #     file and a directory, through the mount and on each replica (the
 #     attributes are the backend files' own);
+#   - an attribute that does not fit (ENOSPC from ext4) is the program's
+#     error, never a member's: no member goes down, the next mkdir works;
 #   - a value of 4000 bytes (the size query, then the read), XATTR_CREATE
 #     on an existing name (EEXIST), XATTR_REPLACE of a missing one and
 #     getfattr of a missing one (ENODATA);
@@ -104,6 +106,39 @@ if setfattr -x user.k "$M/f" 2>/dev/null; then fail "removing a missing name suc
 # writing the content keeps the attributes (an in-place write)
 echo more >>"$M/f"
 expect "user.big after an append" "$(value "$M/f" user.big)" "$big"
+
+# ---- an attribute that does not fit ----
+# ext4 keeps a file's attributes in its inode and one block: values of
+# 1000 bytes under new names soon get ENOSPC (E2BIG elsewhere). That is
+# the request's error, as on the backend directory itself: the program
+# sees it, and no member is marked down (stress-ng's xattr stressor took
+# both replicas of a mirror down this way, and the next mkdir got EIO).
+echo full >"$M/full"
+fill=v$(head -c 800 /dev/urandom | base64 -w0 | head -c 999)
+got=
+for ((i = 0; i < 64; i++)); do
+	got=$(python3 -c '
+import errno, os, sys
+try:
+    os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+' "$M/full" "user.fill$i" "$fill")
+	[ "$got" = ok ] || break
+done
+case $got in
+ENOSPC | E2BIG) ;;
+*) fail "an attribute that does not fit: $got after $i values (want ENOSPC or E2BIG)" ;;
+esac
+for r in $REPLICAS; do
+	n=${r##*/}
+	expect "member $n after the refused attribute" "$(backend_stat "$M" "$n" status)" up
+done
+mkdir "$M/after-full" || fail "mkdir after the refused attribute"
+expect "the full file's first value" "$(value "$M/full" user.fill0)" "$fill"
+rm "$M/full"
+rmdir "$M/after-full"
 
 # ---- only user.* ----
 for n in trusted.t security.s; do
