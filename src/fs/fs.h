@@ -659,6 +659,8 @@ void smuxfs_raise_readahead(struct smuxfs *fs);
 extern const struct fuse_operations smuxfs_ops;
 
 /* Operations, by file. */
+/* ops_access.c: ACCESS on a mount without default_permissions. */
+int smuxfs_access(const char *path, int mask);
 int smuxfs_getattr(const char *path, struct stat *st,
 		   struct fuse_file_info *fi);
 int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,

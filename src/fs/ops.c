@@ -470,6 +470,7 @@ static void smuxfs_destroy(void *private_data)
 
 const struct fuse_operations smuxfs_ops = {
 	.getattr = smuxfs_getattr,
+	.access = smuxfs_access,
 	.mknod = smuxfs_mknod,
 	.mkdir = smuxfs_mkdir,
 	.unlink = smuxfs_unlink,

@@ -4,6 +4,7 @@
 #                         backends are untouched;
 #   -o uid=,gid=,umask=   shown by ls -ln on files and directories (old and
 #                         new), umask bits cleared from every mode;
+#                         access(2) as root: X_OK needs an execute bit;
 #   -o allow_other,default_permissions with those: the kernel enforces the
 #                         shown owner and mode against other users.
 . "$(dirname "$0")/lib.sh"
@@ -68,6 +69,17 @@ for p in dir freshdir; do
 done
 ls -ln "$M" | awk '$NF == "file.txt" { exit !($3 == 1234 && $4 == 2345) }' ||
 	fail "ls -ln does not show 1234 2345: $(ls -ln "$M")"
+# access(2) answers as on a local filesystem: without default_permissions
+# the kernel asks the daemon, and root gets X_OK only with an execute bit
+# (the daemon did not answer ACCESS, which the kernel takes as "allowed":
+# X_OK of a 0640 file said yes; stress-ng's access stressor)
+may() { python3 -c 'import os, sys; print(int(os.access(sys.argv[1], int(sys.argv[2]))))' "$@"; }
+[ "$(may "$M/file.txt" 1)" = 0 ] || fail "access(X_OK) of a mode 640 file said yes to root"
+[ "$(may "$M/file.txt" 6)" = 1 ] || fail "access(R_OK|W_OK) of file.txt said no to root"
+[ "$(may "$M/dir" 7)" = 1 ] || fail "access(R_OK|W_OK|X_OK) of a directory said no to root"
+chmod 0750 "$M/fresh.txt"
+[ "$(may "$M/fresh.txt" 1)" = 1 ] || fail "access(X_OK) of a mode 750 file said no to root"
+[ "$(may "$M/absent" 0)" = 0 ] || fail "access(F_OK) of a missing name said yes"
 unmount_smux "$M"
 
 # --- enforced with allow_other,default_permissions -----------------------------------
