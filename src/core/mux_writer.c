@@ -263,6 +263,35 @@ long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
  * drop out. Returns 0 while the write policy can still be met (shield: the
  * origin is live; others: any replica is live), else the failure.
  */
+/*
+ * Every replica that ran the call refused it as the caller's error (a
+ * pwrite or truncate past the largest file size: EFBIG, an invalid
+ * argument): nothing changed anywhere, so no replica writer is dropped -
+ * the descriptor writes on, as on a local file - and the error is the
+ * call's. (Dropping them made the next write fail with EIO and close
+ * report the refused pwrite.) When only some refused, the others took
+ * the write: the refusers missed it and are dropped as usual. Fills @err.
+ */
+static bool fan_refused(const struct smux__fan *f, unsigned n,
+			struct smux_error *err)
+{
+	int first = -1;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (!f->go[i])
+			continue;
+		if (f->ok[i] ||
+		    smux_classify(&f->err[i].e) != SMUX_OUTCOME_SEMANTIC)
+			return false;
+		if (first < 0)
+			first = (int)i;
+	}
+	if (first < 0)
+		return false;
+	*err = f->err[first];
+	return true;
+}
+
 static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		const struct smux__call *proto, struct smux_error *err)
 {
@@ -282,6 +311,10 @@ static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	/* a replica draining since the writer opened takes no more of it:
 	 * it drops out (BACKEND_DRAINING) and gets a hint at commit */
 	smux__fan_run(f, ctx, NULL);
+	if (fan_refused(f, mw->n, err)) {
+		free(f);
+		return -err->e.sys_errno;
+	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		if (!f->go[i])
 			continue;

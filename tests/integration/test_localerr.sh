@@ -13,6 +13,9 @@
 #     both replicas stay up, f keeps its content, and the next `rm f`
 #     works on both. On main, both replicas were marked down and the rm
 #     failed with EIO.
+#   - a pwrite and an ftruncate at 32 TiB through an open descriptor fail
+#     with EFBIG, and the descriptor writes on and closes with 0, on both
+#     replicas, no hint kept. On main the next write failed with EIO.
 #
 # Runs as root (mounts a tmpfs), like CI.
 . "$(dirname "$0")/lib.sh"
@@ -75,6 +78,35 @@ rm "$M/f0" || fail "rm after an EFBIG truncate failed"
 if [ -e "$T/r1/f0" ] || [ -e "$T/r2/f0" ]; then
 	fail "f0 not removed from both replicas"
 fi
+
+# the same through an open descriptor: a pwrite and an ftruncate past
+# the largest file size fail with EFBIG, and that descriptor writes on
+# and closes with 0 (on main the refused pwrite dropped both replica
+# writers: the next write failed with EIO and close with EFBIG)
+log "pwrite and ftruncate at 32 TiB through an open f1, then write on"
+python3 - "$M/f1" <<'EOF' || fail "f1: a refused pwrite spoiled its descriptor"
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+for what, call in (("pwrite", lambda: os.pwrite(fd, b"x", 2**45)),
+                   ("ftruncate", lambda: os.ftruncate(fd, 2**45))):
+    try:
+        call()
+        sys.exit("%s at 32 TiB succeeded" % what)
+    except OSError as e:
+        if e.errno != errno.EFBIG:
+            sys.exit("%s at 32 TiB: %s, not EFBIG" % (what, e))
+assert os.pwrite(fd, b"HEAD", 0) == 4
+os.close(fd)
+EOF
+for f in "$M/f1" "$T/r1/f1" "$T/r2/f1"; do
+	[ "$(head -c 4 "$f")" = HEAD ] || fail "$f lacks the write after the refused pwrite"
+	cmp -s <(tail -c +5 "$T/src/f1") <(tail -c +5 "$f") || fail "$f: the rest changed"
+done
+for b in r1 r2; do
+	[ "$(backend_stat "$M" $b status)" = up ] || fail "$b is $(backend_stat "$M" $b status) after an EFBIG pwrite"
+done
+[ "$(stats "$M" .pendingHints)" = 0 ] || fail "a refused pwrite left $(stats "$M" .pendingHints) hints"
+
 # the next ones still work, on both replicas
 echo "after" >"$M/new"
 for b in r1 r2; do
