@@ -314,7 +314,11 @@ static void test_after_crash(void **state)
 		0);
 
 	it_mux(t, crashed);
-	assert_int_equal(smux_mux_pending_intents(t->mux), 1);
+	/* loaded: 1, unless the new mux's background repair (it starts at
+	 * once when something is pending) reconciled it already - b holding
+	 * a's newer copy below is what only the intent explains (1 run in
+	 * ~20 under TSan at load 10 saw 0 here) */
+	assert_in_range(smux_mux_pending_intents(t->mux), 0, 1);
 	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
 	      &err);
 	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
