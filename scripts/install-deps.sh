@@ -28,6 +28,7 @@ jq:/usr/bin/jq
 python3:/usr/bin/python3
 curl:/usr/bin/curl
 strace:/usr/bin/strace
+stress-ng:/usr/bin/stress-ng
 nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
 apache2-bin:/usr/sbin/apache2
