@@ -162,7 +162,7 @@ struct smux__note {
  * Records @note (type, kind, hint, replica, key; its id is set in
  * @note->id) durably (fdatasync) before returning 0, and ends the note
  * @replaces (0: none) in the same append. The strings stay the caller's.
- * Holds no lock of the caller's kind: call it without holding one.
+ * It waits for the disk: call it holding no lock.
  */
 int smux__hints_note(struct smux__hints *h, struct smux__note *note,
 		     uint64_t replaces, struct smux_error *err);
