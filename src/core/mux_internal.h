@@ -502,6 +502,10 @@ struct mux_note *smux__notes_add(struct mux_notes *l, const char *replica,
  * meanwhile, ended and freed. Caller holds no lock. */
 void smux__notes_journal(struct smux_mux *mux, struct mux_notes *l,
 			 struct mux_note *e, uint64_t replaces);
+/* Test hook (NULL in production): a note of @key in @l is durable and
+ * still busy (its journaler holds no lock). */
+extern void (*smux__notes_hook_journaled)(struct smux_mux *mux,
+					  struct mux_notes *l, const char *key);
 typedef bool (*smux__note_match)(const struct mux_note *e, const void *arg);
 /* Unlinks the entries @match(e, @arg) takes and ends their notes (a busy
  * one's journaler ends it). Caller holds no lock. */

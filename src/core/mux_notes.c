@@ -91,6 +91,9 @@ static void unlink_entry(struct mux_notes *l, struct mux_note **pp,
 	entry_free(e);
 }
 
+void (*smux__notes_hook_journaled)(struct smux_mux *mux, struct mux_notes *l,
+				   const char *key);
+
 void smux__notes_journal(struct smux_mux *mux, struct mux_notes *l,
 			 struct mux_note *e, uint64_t replaces)
 {
@@ -105,6 +108,8 @@ void smux__notes_journal(struct smux_mux *mux, struct mux_notes *l,
 	 * stays in memory (as before notes were journaled) */
 	if (smux__hints_note(mux->hints, &n, replaces, NULL) != 0)
 		n.id = 0;
+	if (smux__notes_hook_journaled)
+		smux__notes_hook_journaled(mux, l, e->key);
 	pthread_mutex_lock(&l->lock);
 	e->busy = false;
 	e->note = n.id;

@@ -44,8 +44,8 @@
 struct fx {
 	struct smux_backend *inner[N], *f[N], *mux;
 	struct mh_clock clk;
-	char dir[64];	/* the state directory */
-	char crash[64]; /* the crash image's state directory */
+	char dir[256];	 /* the state directory */
+	char crash[256]; /* the crash image's state directory */
 	struct smux_ctx ctx;
 };
 
@@ -67,13 +67,17 @@ static struct smux_backend *open_mux(struct fx *x, const char *dir, unsigned n)
 
 static void fx_init(struct fx *x)
 {
+	const char *tmp = getenv("TMPDIR");
+	struct smux_error err;
 	char name[16];
 
 	memset(x, 0, sizeof(*x));
 	mh_clock_init(&x->clk, 10000);
-	snprintf(x->dir, sizeof(x->dir), "/tmp/smux-notes-XXXXXX");
+	snprintf(x->dir, sizeof(x->dir), "%s/smux-notes-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	assert_non_null(mkdtemp(x->dir));
-	snprintf(x->crash, sizeof(x->crash), "/tmp/smux-notes-crash-XXXXXX");
+	snprintf(x->crash, sizeof(x->crash), "%s/smux-notes-crash-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	assert_non_null(mkdtemp(x->crash));
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof(name), "m%d", i);
@@ -83,6 +87,8 @@ static void fx_init(struct fx *x)
 	}
 	x->mux = open_mux(x, x->dir, N);
 	smux_ctx_init(&x->ctx);
+	/* k is "v1" everywhere */
+	MH_OK(mh_put(x->mux, "k", "v1", &err), &err);
 }
 
 static void fx_release(struct fx *x)
@@ -120,7 +126,7 @@ static void copy_file(const char *from, const char *to)
  */
 static void restart(struct fx *x, bool crash, unsigned n)
 {
-	char from[128], to[128];
+	char from[300], to[300];
 
 	if (crash) {
 		snprintf(from, sizeof(from), "%s/notes.hints", x->dir);
@@ -145,12 +151,23 @@ static void assert_no_old_read(struct fx *x)
 	free(got);
 }
 
+/* No note stands in @mux's journal. */
+static void assert_no_notes(struct smux_mux *mux)
+{
+	struct smux__note *l = NULL;
+	int n = smux__hints_notes(mux->hints, &l);
+
+	for (int i = 0; i < n; i++)
+		print_error("note %s of %s still stands\n", l[i].key,
+			    l[i].replica);
+	smux__hints_free_notes(l, n);
+	assert_int_equal(n, 0);
+}
+
 /* Every replica holds "v2", and the notes ended (in the journal too). */
 static void assert_all_hold_v2(struct fx *x)
 {
-	struct smux__note *l = NULL;
 	char *got;
-	int n;
 
 	for (int i = 0; i < N; i++)
 		MH_HOLDS(x->inner[i], "k", "v2");
@@ -158,12 +175,7 @@ static void assert_all_hold_v2(struct fx *x)
 	assert_non_null(got);
 	assert_string_equal(got, "v2");
 	free(got);
-	n = smux__hints_notes(smux__mux_of(x->mux)->hints, &l);
-	for (int i = 0; i < n; i++)
-		print_error("note %s of %s still stands\n", l[i].key,
-			    l[i].replica);
-	smux__hints_free_notes(l, n);
-	assert_int_equal(n, 0);
+	assert_no_notes(smux__mux_of(x->mux));
 }
 
 /*
@@ -196,7 +208,6 @@ static void test_fresh_survives_restart(void **state)
 	struct fx x;
 
 	fx_init(&x);
-	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
 	MH_OK(smux_mux_remove(x.mux, "r1", &x.ctx, &err), &err);
 	MH_OK(smux_mux_remove(x.mux, "r2", &x.ctx, &err), &err);
 	mh_add_back(x.mux, x.f[1]);
@@ -219,7 +230,6 @@ static void test_departed_survives_restart(void **state)
 	struct fx x;
 
 	fx_init(&x);
-	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
 	MH_OK(smux_mux_remove(x.mux, "r2", &x.ctx, &err), &err);
 	mh_refuse_writes(x.f[0], true);
 	MH_OK(mh_put(x.mux, "k", "v2", &err), &err);
@@ -279,6 +289,46 @@ static void test_stale_fresh_note_dropped(void **state)
 	fx_release(&x);
 }
 
+/* smux__notes_hook_journaled: r1's rejoin ends (its notes cleared) while
+ * the note of k is being journaled. */
+static void clear_r1_once(struct smux_mux *mux, struct mux_notes *l,
+			  const char *key)
+{
+	if (l != &mux->fresh || strcmp(key, "k") != 0)
+		return;
+	smux__notes_hook_journaled = NULL;
+	smux__fresh_clear(mux, "r1");
+}
+
+/*
+ * A clear while a note is being journaled: the note is not in the list
+ * any more, and it ends in the journal too (its journaler ends it), also
+ * across a restart.
+ */
+static void test_clear_while_journaling(void **state)
+{
+	struct smux_error err;
+	struct smux_mux *mux;
+	struct fx x;
+
+	(void)state;
+	fx_init(&x);
+	MH_OK(smux_mux_remove(x.mux, "r1", &x.ctx, &err), &err);
+	mh_add_back(x.mux, x.f[1]);
+	mux = smux__mux_of(x.mux);
+	smux__notes_hook_journaled = clear_r1_once;
+	MH_OK(mh_put(x.mux, "k", "v2", &err), &err);
+	assert_null(smux__notes_hook_journaled); /* the hook ran */
+	MH_HOLDS(x.inner[1], "k", "v2");
+	assert_false(smux__fresh_has(mux, "r1", "k"));
+	assert_no_notes(mux);
+	restart(&x, false, N);
+	mux = smux__mux_of(x.mux);
+	assert_false(smux__fresh_has(mux, "r1", "k"));
+	assert_no_notes(mux);
+	fx_release(&x);
+}
+
 int main(void)
 {
 	static bool clean = false, crash = true;
@@ -290,6 +340,7 @@ int main(void)
 		cmocka_unit_test_prestate(test_departed_survives_restart,
 					  &crash),
 		cmocka_unit_test(test_stale_fresh_note_dropped),
+		cmocka_unit_test(test_clear_while_journaling),
 	};
 
 	return cmocka_run_group_tests_name("mux notes across a restart", tests,
