@@ -398,6 +398,8 @@ void smux__hints_close(struct smux__hints *h)
 		enext = e->next;
 		hx_entry_free(e);
 	}
+	while (h->notes)
+		hn_unlink(h, h->notes);
 	for (r = h->replicas; r; r = rnext) {
 		rnext = r->next;
 		free(r->name);
@@ -509,23 +511,14 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 static int mark_done_unlock(struct smux__hints *h, uint64_t id, bool sync,
 			    struct smux_error *err)
 {
-	struct hints_op op = {.lines = 1, .ndone = 1};
 	struct hint_entry *e;
 	struct jbuf b = {0};
 	int rc;
 
-	op.rec = &b;
-	if (hj_add_done(&b, id) != 0 || hj_queue(h, &op, sync) != 0) {
-		pthread_rwlock_unlock(&h->lock);
-		free(b.p);
-		return no_memory(err);
-	}
-	pthread_rwlock_unlock(&h->lock);
-
-	rc = hj_wait(h, &op, err);
-
-	pthread_rwlock_wrlock(&h->lock);
-	hj_retire(h, &op);
+	if (hj_add_done(&b, id) != 0)
+		rc = no_memory(err);
+	else
+		rc = hj_commit(h, &b, 1, 1, sync, err);
 	e = rc == 0 ? hx_find_id(h, id) : NULL;
 	if (e)
 		hx_entry_unlink(h, e);

@@ -13,10 +13,13 @@
  * smux__hints_add() returns:
  *   {"op":"hint","id":7,"replica":"b","key":"a/b.txt","kind":"put","at":ms}
  *   {"op":"done","id":7}
- * Loading replays the file: hints without a done record are pending. A
- * torn last line (a crash mid-append) is ignored; any other malformed line
- * is an error naming the file and line. When done records outnumber pending
- * hints (and there are over 64 lines) the file is rewritten compactly
+ * and the notes the mux keeps with them (below: "note" records, ended by
+ * a done record of their id). Loading replays the file: hints without a
+ * done record are pending. A torn last line (a crash mid-append) is
+ * ignored; any other malformed line is an error naming the file and line
+ * (the file is left as it is). When done records outnumber pending hints
+ * and standing notes (and there are over 64 lines) the file is rewritten
+ * compactly
  * (temp file, fsync, rename, fsync of the directory) by a thread of its
  * own, while adds and reads go on.
  *
@@ -128,6 +131,51 @@ static inline unsigned smux__hints_pending_replicas(struct smux__hints *h)
 int smux__hints_list(struct smux__hints *h, const char *replica,
 		     struct smux__hint **out);
 void smux__hints_free_list(struct smux__hint *list, int n);
+
+/*
+ * Notes: facts the mux keeps with the hints, as durable as they are
+ * (mux_fresh.c: a rejoining replica took the latest write of a key;
+ * mux_departed.c: a key's only latest copy left with a removed replica).
+ * A note has an id from the hints' sequence and stands until it is ended;
+ * the journal holds
+ *   {"op":"note","id":9,"note":"fresh","replica":"b","key":"k",
+ *    "kind":"put","hint":0}
+ * and a done record ({"op":"done","id":9}) ends it. A journal written
+ * before notes existed has none and loads as before.
+ */
+enum smux__note_type {
+	SMUX__NOTE_FRESH,
+	SMUX__NOTE_DEPARTED,
+};
+
+struct smux__note {
+	uint64_t id;
+	enum smux__note_type type;
+	enum smux__hint_kind
+		kind;  /* departed: the write that left (PUT, DEL) */
+	uint64_t hint; /* departed: the hint @kind was taken from */
+	char *replica;
+	char *key;
+};
+
+/*
+ * Records @note (type, kind, hint, replica, key; its id is set in
+ * @note->id) durably (fdatasync) before returning 0, and ends the note
+ * @replaces (0: none) in the same append. The strings stay the caller's.
+ * It waits for the disk: call it holding no lock.
+ */
+int smux__hints_note(struct smux__hints *h, struct smux__note *note,
+		     uint64_t replaces, struct smux_error *err);
+
+/* Ends the notes @ids[0..@n) durably, in one append; ids of no standing
+ * note (0 among them) are ignored. */
+int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
+			 struct smux_error *err);
+
+/* Copies the standing notes into a new array (oldest first) the caller
+ * frees with smux__hints_free_notes(). Returns the count, or -ENOMEM. */
+int smux__hints_notes(struct smux__hints *h, struct smux__note **out);
+void smux__hints_free_notes(struct smux__note *list, int n);
 
 /* Test hook (NULL in production): a hint became pending (@pending) or
  * stopped being pending (done, superseded), under the hints' lock - the

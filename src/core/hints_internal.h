@@ -37,6 +37,12 @@
 
 struct hint_entry;
 
+/* A standing note (core/hints.h); its strings are its own. */
+struct note_entry {
+	struct smux__note n;
+	struct note_entry *prev, *next; /* h->notes, id order */
+};
+
 /* A replica that has (or had) pending hints; lives until close. */
 struct hint_replica {
 	char *name;
@@ -101,6 +107,8 @@ struct smux__hints {
 	struct hint_entry **by_id, **by_rk;
 	size_t nbuckets;	   /* of both tables; a power of two */
 	struct hints_op *inflight; /* queued, not yet applied or failed */
+	struct note_entry *notes, *notes_tail; /* standing notes, id order */
+	unsigned nnotes;
 
 	/* The journal: protected by jlock. The fd, size, trunc_pending and
 	 * dir_dirty belong to the leader while `syncing`. */
@@ -143,10 +151,25 @@ void hx_entry_unlink(struct smux__hints *h, struct hint_entry *e);
 int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
 		struct smux__hint **out);
 
+/* ---- the notes (hints_notes.c); caller holds lock (read for find) ---- */
+
+struct note_entry *hn_find(const struct smux__hints *h, uint64_t id);
+/* A copy of @n (its strings duplicated), not linked yet; NULL: no
+ * memory. */
+struct note_entry *hn_new(const struct smux__note *n);
+void hn_free(struct note_entry *e);
+/* Links @e in id order. */
+void hn_link(struct smux__hints *h, struct note_entry *e);
+/* Unlinks and frees @e. */
+void hn_unlink(struct smux__hints *h, struct note_entry *e);
+/* Copies the standing notes, as smux__hints_notes. */
+int hn_snapshot(const struct smux__hints *h, struct smux__note **out);
+
 /* ---- the journal (hints_journal.c) ---- */
 
 int hj_add_hint(struct jbuf *b, const struct hint_entry *e);
 int hj_add_done(struct jbuf *b, uint64_t id);
+int hj_add_note(struct jbuf *b, const struct smux__note *n);
 
 /* Opens, locks and loads the file of @h (its dir, path and tmp_path are
  * set from @state_dir and @mux_name). */
@@ -169,6 +192,12 @@ int hj_queue(struct smux__hints *h, struct hints_op *op, bool sync);
  * calls hj_retire under lock (write). */
 int hj_wait(struct smux__hints *h, struct hints_op *op, struct smux_error *err);
 void hj_retire(struct smux__hints *h, struct hints_op *op);
+/* hj_queue (@sync: with an fdatasync), hj_wait and hj_retire of the
+ * records in @b (@lines, @ndone of them done records): caller holds lock
+ * (write), released during the wait and held again on return, so the
+ * caller applies its change (on 0) and unlocks. 0 or the error. */
+int hj_commit(struct smux__hints *h, const struct jbuf *b, unsigned long lines,
+	      unsigned long ndone, bool sync, struct smux_error *err);
 /* Starts a compaction in the background when it is due (hints.h);
  * @now: compacts in the caller (at open). */
 void hj_maybe_compact(struct smux__hints *h, bool now);

@@ -5,8 +5,10 @@
  * compaction off the locks.
  *
  * Owns: the journal file <state_dir>/<mux>.hints (and its ".tmp" sibling
- * during a compaction). The index (hints.c) builds records and applies
- * changes; this file writes them.
+ * during a compaction). The index (hints.c) and the notes (hints_notes.c)
+ * build records and apply changes; this file writes them, loads them
+ * (hint, note and done records; a journal from before notes has none) and
+ * keeps the pending hints and the standing notes through a compaction.
  *
  * The file is the durability point: a change is applied to the index only
  * after its record is written and fdatasync'ed. A failed append is cut off
@@ -160,6 +162,34 @@ static json_t *hint_record(const struct smux__hint *e)
 	return o;
 }
 
+static const char *note_name(enum smux__note_type type)
+{
+	return type == SMUX__NOTE_DEPARTED ? "departed" : "fresh";
+}
+
+/* The note record of @n (core/hints.h). */
+static json_t *note_record(const struct smux__note *n)
+{
+	json_t *o = json_object();
+	int bad = 0;
+
+	if (!o)
+		return NULL;
+	bad |= json_object_set_new(o, "op", json_string("note"));
+	bad |= json_object_set_new(o, "id", json_integer((json_int_t)n->id));
+	bad |= json_object_set_new(o, "note", json_string(note_name(n->type)));
+	bad |= set_bytes(o, "replica", n->replica);
+	bad |= set_bytes(o, "key", n->key);
+	bad |= json_object_set_new(o, "kind", json_string(kind_name(n->kind)));
+	bad |= json_object_set_new(o, "hint",
+				   json_integer((json_int_t)n->hint));
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 static json_t *done_record(uint64_t id)
 {
 	json_t *o = json_object();
@@ -250,10 +280,87 @@ static int get_id(json_t *o, uint64_t *id, char *why, size_t whylen)
 	return 0;
 }
 
+/* The kind named by @o's "kind" (intent only when @intent), or -EINVAL
+ * with @why set. */
+static int get_kind(json_t *o, bool intent, enum smux__hint_kind *k, char *why,
+		    size_t whylen)
+{
+	const char *kind = json_string_value(json_object_get(o, "kind"));
+
+	if (kind && strcmp(kind, "put") == 0) {
+		*k = SMUX__HINT_PUT;
+	} else if (kind && strcmp(kind, "del") == 0) {
+		*k = SMUX__HINT_DEL;
+	} else if (intent && kind && strcmp(kind, "intent") == 0) {
+		*k = SMUX__HINT_INTENT;
+	} else {
+		snprintf(why, whylen, "missing or bad \"kind\"");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The id of a new record, or -EINVAL when a hint or note has it. */
+static int get_new_id(struct smux__hints *h, json_t *o, uint64_t *id, char *why,
+		      size_t whylen)
+{
+	int rc = get_id(o, id, why, whylen);
+
+	if (rc == 0 && (hx_find_id(h, *id) || hn_find(h, *id))) {
+		snprintf(why, whylen, "duplicate id %llu",
+			 (unsigned long long)*id);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
+/* Applies a loaded note record (hints_notes.c). */
+static int load_note(struct smux__hints *h, json_t *o, char *why, size_t whylen)
+{
+	const char *type = json_string_value(json_object_get(o, "note"));
+	json_t *hint = json_object_get(o, "hint");
+	struct smux__note n = {0};
+	struct note_entry *e;
+	int rc;
+
+	rc = get_new_id(h, o, &n.id, why, whylen);
+	if (rc)
+		return rc;
+	if (type && strcmp(type, "fresh") == 0) {
+		n.type = SMUX__NOTE_FRESH;
+	} else if (type && strcmp(type, "departed") == 0) {
+		n.type = SMUX__NOTE_DEPARTED;
+	} else {
+		snprintf(why, whylen, "missing or bad \"note\"");
+		return -EINVAL;
+	}
+	rc = get_kind(o, false, &n.kind, why, whylen);
+	if (rc)
+		return rc;
+	if (!json_is_integer(hint) || json_integer_value(hint) < 0) {
+		snprintf(why, whylen, "missing or bad \"hint\"");
+		return -EINVAL;
+	}
+	n.hint = (uint64_t)json_integer_value(hint);
+	rc = get_bytes(o, "replica", &n.replica, why, whylen);
+	if (rc == 0)
+		rc = get_bytes(o, "key", &n.key, why, whylen);
+	e = rc == 0 ? hn_new(&n) : NULL;
+	if (rc == 0 && !e)
+		rc = -ENOMEM;
+	if (e) {
+		hn_link(h, e);
+		if (n.id >= h->next_id)
+			h->next_id = n.id + 1;
+	}
+	free(n.replica);
+	free(n.key);
+	return rc;
+}
+
 /* Applies a loaded hint record. */
 static int load_hint(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 {
-	const char *kind = json_string_value(json_object_get(o, "kind"));
 	json_t *at = json_object_get(o, "at");
 	char *replica = NULL, *key = NULL;
 	struct hint_replica *rep;
@@ -262,26 +369,13 @@ static int load_hint(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 	uint64_t id;
 	int rc;
 
-	rc = get_id(o, &id, why, whylen);
+	rc = get_new_id(h, o, &id, why, whylen);
+	if (rc == 0)
+		rc = get_kind(o, true, &k, why, whylen);
 	if (rc)
 		return rc;
-	if (kind && strcmp(kind, "put") == 0) {
-		k = SMUX__HINT_PUT;
-	} else if (kind && strcmp(kind, "del") == 0) {
-		k = SMUX__HINT_DEL;
-	} else if (kind && strcmp(kind, "intent") == 0) {
-		k = SMUX__HINT_INTENT;
-	} else {
-		snprintf(why, whylen, "missing or bad \"kind\"");
-		return -EINVAL;
-	}
 	if (!json_is_integer(at)) {
 		snprintf(why, whylen, "missing or bad \"at\"");
-		return -EINVAL;
-	}
-	if (hx_find_id(h, id)) {
-		snprintf(why, whylen, "duplicate id %llu",
-			 (unsigned long long)id);
 		return -EINVAL;
 	}
 	rc = get_bytes(o, "replica", &replica, why, whylen);
@@ -341,13 +435,18 @@ static int load_record(struct smux__hints *h, const char *line, size_t len,
 		rc = -EINVAL;
 	} else if (strcmp(op, "hint") == 0) {
 		rc = load_hint(h, o, why, whylen);
+	} else if (strcmp(op, "note") == 0) {
+		rc = load_note(h, o, why, whylen);
 	} else if (strcmp(op, "done") == 0) {
 		rc = get_id(o, &id, why, whylen);
 		if (rc == 0) {
 			struct hint_entry *e = hx_find_id(h, id);
+			struct note_entry *ne = e ? NULL : hn_find(h, id);
 
 			if (e)
 				hx_entry_unlink(h, e);
+			if (ne)
+				hn_unlink(h, ne);
 			if (id >= h->next_id)
 				h->next_id = id + 1;
 			h->done_lines++;
@@ -445,6 +544,11 @@ int hj_add_hint(struct jbuf *b, const struct hint_entry *e)
 int hj_add_done(struct jbuf *b, uint64_t id)
 {
 	return jbuf_add_record(b, done_record(id));
+}
+
+int hj_add_note(struct jbuf *b, const struct smux__note *n)
+{
+	return jbuf_add_record(b, note_record(n));
 }
 
 /* ---- group commit ---- */
@@ -599,12 +703,29 @@ void hj_retire(struct smux__hints *h, struct hints_op *op)
 	op->batch = NULL;
 }
 
+int hj_commit(struct smux__hints *h, const struct jbuf *b, unsigned long lines,
+	      unsigned long ndone, bool sync, struct smux_error *err)
+{
+	struct hints_op op = {.rec = b, .lines = lines, .ndone = ndone};
+	int rc;
+
+	if (hj_queue(h, &op, sync) != 0)
+		return no_memory(err);
+	pthread_rwlock_unlock(&h->lock);
+	rc = hj_wait(h, &op, err);
+	pthread_rwlock_wrlock(&h->lock);
+	hj_retire(h, &op);
+	return rc;
+}
+
 /* ---- compaction ---- */
 
 struct compaction {
 	struct smux__hints *h;
 	struct smux__hint *list; /* the snapshot */
 	int n;
+	struct smux__note *notes; /* and of the standing notes */
+	int nnotes;
 };
 
 /* Writes the snapshot to the ".tmp" file and syncs it; the new file's fd
@@ -623,10 +744,13 @@ static int compact_build(struct smux__hints *h, const struct compaction *c,
 	/* Locked before it takes the journal's name, as the old one is. */
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 		goto out_unlink;
-	for (int i = 0; i < c->n; i++) {
-		if (jbuf_add_record(&b, hint_record(&c->list[i])) != 0)
+	for (int i = 0; i < c->n + c->nnotes; i++) {
+		json_t *o = i < c->n ? hint_record(&c->list[i])
+				     : note_record(&c->notes[i - c->n]);
+
+		if (jbuf_add_record(&b, o) != 0)
 			goto out_unlink;
-		if (b.len >= HINTS_CHUNK || i + 1 == c->n) {
+		if (b.len >= HINTS_CHUNK || i + 1 == c->n + c->nnotes) {
 			if (write_all(fd, b.p, b.len) != 0)
 				goto out_unlink;
 			*size += (off_t)b.len;
@@ -707,7 +831,8 @@ static void compact_run(struct compaction *c)
 		h->size = size;
 		h->trunc_pending = false;
 		h->dir_dirty = dir_dirty;
-		h->lines = (unsigned long)c->n + cap_lines;
+		h->lines = (unsigned long)c->n + (unsigned long)c->nnotes +
+			   cap_lines;
 		h->done_lines = cap_done;
 	}
 	h->syncing = false;
@@ -715,6 +840,7 @@ static void compact_run(struct compaction *c)
 	pthread_cond_broadcast(&h->jcond);
 	pthread_mutex_unlock(&h->jlock);
 	smux__hints_free_list(c->list, c->n);
+	smux__hints_free_notes(c->notes, c->nnotes);
 	free(c);
 }
 
@@ -738,7 +864,7 @@ void hj_maybe_compact(struct smux__hints *h, bool now)
 	pthread_rwlock_rdlock(&h->lock);
 	pthread_mutex_lock(&h->jlock);
 	due = !h->compacting && h->lines > HINTS_COMPACT_MIN_LINES &&
-	      h->done_lines > h->npending;
+	      h->done_lines > h->npending + h->nnotes;
 	if (due && h->compactor_joinable) {
 		/* the last one is over (compacting is false): reap it */
 		pthread_join(h->compactor, NULL);
@@ -762,8 +888,12 @@ void hj_maybe_compact(struct smux__hints *h, bool now)
 	pthread_mutex_unlock(&h->jlock);
 	if (due) {
 		c->n = hx_snapshot(h, NULL, &c->list);
-		if (c->n < 0) {
+		c->nnotes = c->n < 0 ? -ENOMEM : hn_snapshot(h, &c->notes);
+		if (c->n < 0 || c->nnotes < 0) {
+			smux__hints_free_list(c->list, c->n);
+			c->list = NULL;
 			c->n = 0;
+			c->nnotes = 0;
 			pthread_mutex_lock(&h->jlock);
 			h->capture_failed = true;
 			pthread_mutex_unlock(&h->jlock);

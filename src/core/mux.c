@@ -300,10 +300,9 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->fence_lock);
 	pthread_cond_destroy(&mux->fence_cond);
 	pthread_mutex_destroy(&mux->intent_lock);
-	smux__fresh_clear(mux, NULL);
-	pthread_mutex_destroy(&mux->fresh_lock);
-	smux__departed_forget(mux, NULL);
-	pthread_mutex_destroy(&mux->departed_lock);
+	/* the notes stay in the journal for the next open */
+	smux__notes_destroy(&mux->fresh);
+	smux__notes_destroy(&mux->departed);
 	pthread_mutex_destroy(&mux->sticky_lock);
 	pthread_cond_destroy(&mux->sticky_cond);
 	pthread_cond_destroy(&mux->bg_cond);
@@ -389,8 +388,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->fence_lock, NULL);
 	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
-	pthread_mutex_init(&mux->fresh_lock, NULL);
-	pthread_mutex_init(&mux->departed_lock, NULL);
+	smux__notes_init(&mux->fresh, SMUX__NOTE_FRESH);
+	smux__notes_init(&mux->departed, SMUX__NOTE_DEPARTED);
 	pthread_mutex_init(&mux->sticky_lock, NULL);
 	pthread_cond_init(&mux->sticky_cond, NULL);
 	pthread_condattr_init(&ca);
@@ -442,6 +441,13 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	rc = smux__hints_open(opts->state_dir, name, &mux->hints, err);
 	if (rc)
 		goto out_free;
+	/* what the resyncs must know beside the hints (mux_notes.c) */
+	if (smux__fresh_load(mux) != 0 || smux__departed_load(mux) != 0) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,
+				    "cannot load the notes of %s",
+				    smux__hints_path(mux->hints));
+		goto out_free;
+	}
 	rc = smux__mux_bg_start(mux);
 	if (rc) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,

@@ -24,26 +24,23 @@
  * copy, and the others' hints are replayed from it. The key is
  * unavailable (not stale) until then. A note ends when a write of the key
  * reaches a member (smux__replica_wrote: that write is the latest now)
- * and when its replica's resync is over. In memory only, as mux_fresh.c:
- * after a restart the resyncs fall back to what the hints say.
+ * and when its replica's resync is over.
+ *
+ * Journaled with the hints (mux_notes.c): a note is durable before
+ * smux_mux_remove returns, and is loaded again at open. Kept in memory
+ * only, the notes were gone after a restart, and the resyncs fell back to
+ * what the hints say - r2's old copy served and copied over the write r1
+ * left with (test_mux_notes_restart).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/mux_internal.h"
 
-struct mux_departed {
-	char *replica;
-	char *key;
-	enum smux__hint_kind kind; /* the write that left: PUT or DEL */
-	uint64_t id;		   /* of the hint @kind was taken from */
-	struct mux_departed *next;
-};
-
-/* Under departed_lock. */
-static struct mux_departed *find(struct smux_mux *mux, const char *key)
+/* Under the list's lock. */
+static struct mux_note *find(struct smux_mux *mux, const char *key)
 {
-	for (struct mux_departed *e = mux->departed; e; e = e->next)
+	for (struct mux_note *e = mux->departed.head; e; e = e->next)
 		if (strcmp(e->key, key) == 0)
 			return e;
 	return NULL;
@@ -52,43 +49,45 @@ static struct mux_departed *find(struct smux_mux *mux, const char *key)
 /* Notes that the latest write of @key left with @replica: its kind is
  * that of the newest hint of the key (@kind of hint @id; a peer's older
  * hint of the same removal changes nothing). Replaces a note of the key
- * from an earlier removal. Out of memory: not noted (as after a
- * restart). */
+ * from an earlier removal (in the journal: the new note and the end of
+ * the old one are one append). Out of memory: not noted (as before
+ * notes were journaled). Caller holds mutate_lock: no other note is
+ * being journaled. */
 static void note(struct smux_mux *mux, const char *replica, const char *key,
 		 enum smux__hint_kind kind, uint64_t id)
 {
-	struct mux_departed *e;
-	char *r = strdup(replica);
+	struct mux_notes *l = &mux->departed;
+	struct mux_note *e, **pp;
+	uint64_t replaces = 0;
 
-	pthread_mutex_lock(&mux->departed_lock);
+	pthread_mutex_lock(&l->lock);
 	e = find(mux, key);
-	if (e && r && strcmp(e->replica, replica) == 0) {
-		if (id > e->id) {
-			e->kind = kind;
-			e->id = id;
-		}
-	} else if (e && r) {
-		free(e->replica);
-		e->replica = r;
+	if (e && strcmp(e->replica, replica) == 0 && id <= e->hint) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	e = smux__notes_add(l, replica, key);
+	if (e) {
 		e->kind = kind;
-		e->id = id;
-		r = NULL;
-	} else if (!e && r && (e = calloc(1, sizeof(*e)))) {
-		e->key = strdup(key);
-		if (e->key) {
-			e->replica = r;
-			e->kind = kind;
-			e->id = id;
-			r = NULL;
-			e->next = mux->departed;
-			mux->departed = e;
-			atomic_fetch_add(&mux->n_departed, 1);
-		} else {
-			free(e);
+		e->hint = id;
+		/* the note it replaces (linked after it) */
+		for (pp = &e->next; *pp && strcmp((*pp)->key, key) != 0;
+		     pp = &(*pp)->next)
+			;
+		if (*pp && !(*pp)->busy) {
+			struct mux_note *old = *pp;
+
+			*pp = old->next;
+			atomic_fetch_sub(&l->n, 1);
+			replaces = old->note;
+			free(old->replica);
+			free(old->key);
+			free(old);
 		}
 	}
-	pthread_mutex_unlock(&mux->departed_lock);
-	free(r);
+	pthread_mutex_unlock(&l->lock);
+	if (e)
+		smux__notes_journal(mux, l, e, replaces);
 }
 
 /* True when @m holds the latest write of @key as far as the hints tell:
@@ -148,13 +147,13 @@ enum smux__departed smux__departed_with(struct smux_mux *mux, const char *key,
 					enum smux__hint_kind *kind)
 {
 	enum smux__departed d = SMUX__DEPARTED_NONE;
-	struct mux_departed *e;
+	struct mux_note *e;
 
 	if (kind)
 		*kind = SMUX__HINT_PUT;
-	if (atomic_load(&mux->n_departed) == 0)
+	if (atomic_load(&mux->departed.n) == 0)
 		return d;
-	pthread_mutex_lock(&mux->departed_lock);
+	pthread_mutex_lock(&mux->departed.lock);
 	e = find(mux, key);
 	if (e) {
 		d = strcmp(e->replica, name) == 0 ? SMUX__DEPARTED_SELF
@@ -162,40 +161,40 @@ enum smux__departed smux__departed_with(struct smux_mux *mux, const char *key,
 		if (kind)
 			*kind = e->kind;
 	}
-	pthread_mutex_unlock(&mux->departed_lock);
+	pthread_mutex_unlock(&mux->departed.lock);
 	return d;
 }
 
-/* Forgets the notes of @key (when not NULL) or of @replica (NULL: all). */
-static void forget(struct smux_mux *mux, const char *key, const char *replica)
+static bool of_key(const struct mux_note *e, const void *key)
 {
-	struct mux_departed **pp, *e;
+	return strcmp(e->key, key) == 0;
+}
 
-	if (atomic_load(&mux->n_departed) == 0)
-		return;
-	pthread_mutex_lock(&mux->departed_lock);
-	for (pp = &mux->departed; (e = *pp);) {
-		if ((key && strcmp(e->key, key) != 0) ||
-		    (!key && replica && strcmp(e->replica, replica) != 0)) {
-			pp = &e->next;
-			continue;
-		}
-		*pp = e->next;
-		atomic_fetch_sub(&mux->n_departed, 1);
-		free(e->replica);
-		free(e->key);
-		free(e);
-	}
-	pthread_mutex_unlock(&mux->departed_lock);
+static bool of_replica(const struct mux_note *e, const void *replica)
+{
+	return strcmp(e->replica, replica) == 0;
 }
 
 void smux__departed_forget_key(struct smux_mux *mux, const char *key)
 {
 	if (key)
-		forget(mux, key, NULL);
+		smux__notes_drop(mux, &mux->departed, of_key, key);
 }
 
 void smux__departed_forget(struct smux_mux *mux, const char *replica)
 {
-	forget(mux, NULL, replica);
+	if (replica)
+		smux__notes_drop(mux, &mux->departed, of_replica, replica);
+}
+
+/* One note per key: the newest (a crash inside a replacing append may
+ * leave the replaced note standing too). */
+static bool keep(struct smux_mux *mux, const struct mux_note *e)
+{
+	return !find(mux, e->key);
+}
+
+int smux__departed_load(struct smux_mux *mux)
+{
+	return smux__notes_load(mux, &mux->departed, keep);
 }

@@ -14,7 +14,9 @@
  * mux_sticky_slot.c (the slot a shard removed from sticky-by-key leaves),
  * mux_fence.c (user writes and replays of one (replica, key) never
  * overlap), mux_zombie.c (abandoned member calls that may still land),
- * mux_departed.c (keys whose latest write left with a removed replica).
+ * mux_departed.c (keys whose latest write left with a removed replica),
+ * mux_fresh.c (keys a rejoining member took the latest write of),
+ * mux_notes.c (the lists of those two, journaled with the hints).
  *
  * Concurrency model. Members are refcounted. The member list is an
  * immutable, refcounted `struct mux_view` replaced wholesale on add/remove
@@ -75,6 +77,27 @@ struct mux_sel {
 	int64_t next_probe_ms;
 };
 
+/* One note of mux_fresh.c or mux_departed.c (mux_notes.c); its fields
+ * are protected by its list's lock. */
+struct mux_note {
+	char *replica;
+	char *key;
+	enum smux__hint_kind kind; /* departed: the write that left */
+	uint64_t hint;		   /* departed: the hint @kind was taken from */
+	uint64_t note;		   /* its journal note (0: none) */
+	bool busy;		   /* being journaled: its journaler owns it */
+	bool dead; /* dropped while busy: its journaler ends it */
+	struct mux_note *next;
+};
+
+/* A list of notes of one type, journaled with the hints (mux_notes.c). */
+struct mux_notes {
+	enum smux__note_type type;
+	pthread_mutex_t lock;
+	struct mux_note *head; /* protected by lock */
+	atomic_uint n;	       /* entries: a lock-free "none" */
+};
+
 struct smux_mux {
 	struct smux_backend base; /* first: a mux is a backend */
 	enum smux_mode mode;
@@ -129,13 +152,10 @@ struct smux_mux {
 	struct smux__zombies *zombies;
 
 	/* keys rejoining members took the latest write of (mux_fresh.c) */
-	pthread_mutex_t fresh_lock;
-	struct mux_fresh *fresh; /* protected by fresh_lock */
+	struct mux_notes fresh;
 	/* keys whose latest write left with a removed replica
 	 * (mux_departed.c) */
-	pthread_mutex_t departed_lock;
-	struct mux_departed *departed; /* protected by departed_lock */
-	atomic_uint n_departed;	       /* entries: lock-free "none" */
+	struct mux_notes departed;
 
 	/* background thread: active health checks and hint replay */
 	pthread_t bg_thread;
@@ -467,6 +487,37 @@ extern void (*smux__rejoin_hook_copy)(struct smux_mux *mux, const char *key);
  * since its listing. */
 extern void (*smux__rejoin_hook_check)(struct smux_mux *mux, const char *key);
 
+/* mux_notes.c: the lists of mux_fresh.c and mux_departed.c */
+
+void smux__notes_init(struct mux_notes *l, enum smux__note_type type);
+/* Frees the list at the mux's end; its notes stay in the journal. */
+void smux__notes_destroy(struct mux_notes *l);
+/* A new entry of @replica and @key (kind PUT), busy, linked first; NULL
+ * when out of memory. Caller holds @l->lock and, once it set the entry's
+ * fields, journals it (smux__notes_journal). */
+struct mux_note *smux__notes_add(struct mux_notes *l, const char *replica,
+				 const char *key);
+/* Journals @e (busy; @replaces: the journal note it replaces, 0: none),
+ * durably before returning; then @e is no longer busy - or, dropped
+ * meanwhile, ended and freed. Caller holds no lock. */
+void smux__notes_journal(struct smux_mux *mux, struct mux_notes *l,
+			 struct mux_note *e, uint64_t replaces);
+/* Test hook (NULL in production): a note of @key in @l is durable and
+ * still busy (its journaler holds no lock). */
+extern void (*smux__notes_hook_journaled)(struct smux_mux *mux,
+					  struct mux_notes *l, const char *key);
+typedef bool (*smux__note_match)(const struct mux_note *e, const void *arg);
+/* Unlinks the entries @match(e, @arg) takes and ends their notes (a busy
+ * one's journaler ends it). Caller holds no lock. */
+void smux__notes_drop(struct smux_mux *mux, struct mux_notes *l,
+		      smux__note_match match, const void *arg);
+/* At open: links an entry for each journal note of @l's type that
+ * @keep(mux, e) takes (newest first, under @l->lock: it may look at the
+ * list) and ends the others. 0 or -ENOMEM. */
+typedef bool (*smux__note_keep)(struct smux_mux *mux, const struct mux_note *e);
+int smux__notes_load(struct smux_mux *mux, struct mux_notes *l,
+		     smux__note_keep keep);
+
 /* mux_fresh.c: keys a rejoining member took the latest write of */
 
 /* A rejoining @replica took a write of @key's whole state. */
@@ -475,8 +526,11 @@ void smux__fresh_mark(struct smux_mux *mux, const char *replica,
 /* True when @replica took a write of @key since it was added. */
 bool smux__fresh_has(struct smux_mux *mux, const char *replica,
 		     const char *key);
-/* Forgets @replica's keys (NULL: every replica's). */
+/* Forgets @replica's keys (NULL: every replica's), in the journal too. */
 void smux__fresh_clear(struct smux_mux *mux, const char *replica);
+/* At open: the notes of the journal (those of members still rejoining).
+ * 0 or -ENOMEM. */
+int smux__fresh_load(struct smux_mux *mux);
 
 /* mux_departed.c: keys whose latest write left with a removed replica */
 
@@ -497,8 +551,10 @@ enum smux__departed smux__departed_with(struct smux_mux *mux, const char *key,
 					enum smux__hint_kind *kind);
 /* A write of @key reached a member: it is the key's latest now. */
 void smux__departed_forget_key(struct smux_mux *mux, const char *key);
-/* @replica's resync is over (NULL: every note, at destroy). */
+/* @replica's resync is over: its notes end (in the journal too). */
 void smux__departed_forget(struct smux_mux *mux, const char *replica);
+/* At open: the notes of the journal. 0 or -ENOMEM. */
+int smux__departed_load(struct smux_mux *mux);
 
 /* mux_list.c */
 

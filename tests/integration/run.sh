@@ -76,6 +76,7 @@ for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
+tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh")
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done

@@ -285,6 +285,49 @@ static inline void mh_clock_set(struct mh_clock *c, int64_t ms)
 	atomic_store(&c->now_ms, ms);
 }
 
+/* ---- runtime membership and repair ---- */
+
+/* The faulty backend @fb refuses puts and deletes (a semantic failure: it
+ * stays up and gets hints), or takes them again. */
+static inline void mh_refuse_writes(struct smux_backend *fb, bool refuse)
+{
+	struct smux_faulty_opts o = {
+		.semantic_rate = refuse ? 1.0 : 0.0,
+		.ops = 1u << SMUX_FAULTY_PUT | 1u << SMUX_FAULTY_DEL,
+	};
+
+	smux_faulty_set(fb, &o);
+}
+
+/* Adds @b to @mux at run time (back, after a remove). */
+static inline void mh_add_back(struct smux_backend *mux, struct smux_backend *b)
+{
+	struct smux_mux_member back = {.backend = b};
+	struct smux_error err;
+
+	MH_OK(smux_mux_add(mux, &back, &err), &err);
+}
+
+/* Repair passes of @mux (@clk moved past every cooldown first) until
+ * nothing is pending, at most @rounds; returns what is left pending. A
+ * pass may fail (a hint with no replica to copy from): the hint stays. */
+static inline unsigned mh_repair(struct smux_backend *mux, struct mh_clock *clk,
+				 int rounds)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending = 1;
+
+	smux_ctx_init(&ctx);
+	for (int r = 0; r < rounds && pending; r++) {
+		mh_clock_set(clk, atomic_load(&clk->now_ms) + 60000);
+		smux_mux_check_health(mux);
+		if (smux_mux_repair(mux, &ctx, NULL, &pending, &err) < 0)
+			pending = smux_mux_pending_hints(mux);
+	}
+	return pending;
+}
+
 /* ---- a recording tracer ---- */
 
 #define MH_SPAN_ATTRS 16

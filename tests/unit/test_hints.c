@@ -621,6 +621,9 @@ static void expect_load_error(struct env *env, const char *text, unsigned line,
 	struct smux__hints *h = (struct smux__hints *)&err;
 	char where[600];
 
+	size_t len;
+	char *raw;
+
 	write_raw(env->path, text);
 	assert_true(smux__hints_open(env->dir, MUX, &h, &err) < 0);
 	assert_null(h);
@@ -630,6 +633,11 @@ static void expect_load_error(struct env *env, const char *text, unsigned line,
 		print_error("message: %s\n", err.e.message);
 	assert_non_null(strstr(err.e.message, where));
 	assert_non_null(strstr(err.e.message, reason));
+	/* nothing stored is lost: the file is as it was */
+	raw = slurp(env->path, &len);
+	assert_int_equal(len, strlen(text));
+	assert_memory_equal(raw, text, len);
+	free(raw);
 }
 
 #define GOOD1                                                        \
@@ -669,6 +677,38 @@ static void test_corrupt_lines(void **state)
 			  "\"key_hex\":\"6100\",\"kind\":\"put\",\"at\":1}\n",
 			  1, "key_hex");
 	expect_load_error(env, GOOD1 GOOD1, 2, "duplicate id 1");
+	/* notes (mux_fresh.c, mux_departed.c) */
+	expect_load_error(env,
+			  GOOD1
+			  "{\"op\":\"note\",\"id\":2,\"note\":\"stale\","
+			  "\"replica\":\"r\",\"key\":\"k\",\"kind\":\"put\","
+			  "\"hint\":0}\n" GOOD2,
+			  2, "\"note\"");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"fresh\","
+			  "\"replica\":\"r\",\"kind\":\"put\",\"hint\":0}\n",
+			  1, "missing \"key\"");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"departed\","
+			  "\"replica\":\"r\",\"key\":\"k\",\"kind\":\"intent\","
+			  "\"hint\":0}\n",
+			  1, "\"kind\"");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"departed\","
+			  "\"replica\":\"r\",\"key\":\"k\",\"kind\":\"del\","
+			  "\"hint\":-1}\n",
+			  1, "\"hint\"");
+	expect_load_error(env,
+			  GOOD1
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"fresh\","
+			  "\"replica\":\"r\",\"key\":\"k\",\"kind\":\"put\","
+			  "\"hint\":0}\n",
+			  2, "duplicate id 1");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"fresh\","
+			  "\"replica\":\"r\",\"key\":\"k\",\"kind\":\"put\","
+			  "\"hint\":0}\n" GOOD1,
+			  2, "duplicate id 1");
 }
 
 static void test_odd_bytes_round_trip(void **state)
@@ -814,6 +854,17 @@ static void test_compaction(void **state)
 	smux__hints_close(h);
 }
 
+/* Writes hints 1..@n (replica r, key k<id>) to @f, as a journal holds
+ * them. */
+static void write_hints(FILE *f, int n)
+{
+	for (int i = 1; i <= n; i++)
+		fprintf(f,
+			"{\"op\":\"hint\",\"id\":%d,\"replica\":\"r\","
+			"\"key\":\"k%d\",\"kind\":\"put\",\"at\":1}\n",
+			i, i);
+}
+
 static void test_compaction_on_open(void **state)
 {
 	struct env *env = *state;
@@ -823,11 +874,7 @@ static void test_compaction_on_open(void **state)
 
 	/* 80 hints, all done, written by hand: loading compacts. */
 	assert_non_null(f);
-	for (int i = 1; i <= 80; i++)
-		fprintf(f,
-			"{\"op\":\"hint\",\"id\":%d,\"replica\":\"r\","
-			"\"key\":\"k%d\",\"kind\":\"put\",\"at\":1}\n",
-			i, i);
+	write_hints(f, 80);
 	for (int i = 1; i <= 79; i++)
 		fprintf(f, "{\"op\":\"done\",\"id\":%d}\n", i);
 	fclose(f);
@@ -840,6 +887,167 @@ static void test_compaction_on_open(void **state)
 	fclose(f);
 	assert_non_null(strstr(line, "\"id\":80,"));
 	assert_int_equal(add_ok(h, "r", "x", SMUX__HINT_PUT), 81);
+	smux__hints_close(h);
+}
+
+/* ---- notes ---- */
+
+static uint64_t note_ok(struct smux__hints *h, enum smux__note_type type,
+			const char *replica, const char *key,
+			enum smux__hint_kind kind, uint64_t hint,
+			uint64_t replaces)
+{
+	struct smux__note n = {.type = type,
+			       .kind = kind,
+			       .hint = hint,
+			       .replica = (char *)replica,
+			       .key = (char *)key};
+	struct smux_error err = {0};
+	int rc = smux__hints_note(h, &n, replaces, &err);
+
+	if (rc != 0)
+		print_error("note: %s\n", err.e.message);
+	assert_int_equal(rc, 0);
+	assert_true(n.id > 0);
+	return n.id;
+}
+
+/* The string field @name of @o is @want. */
+static void assert_field(json_t *o, const char *name, const char *want)
+{
+	const char *got = json_string_value(json_object_get(o, name));
+
+	assert_non_null(got);
+	assert_string_equal(got, want);
+}
+
+static void end_ok(struct smux__hints *h, uint64_t id)
+{
+	struct smux_error err = {0};
+
+	assert_int_equal(smux__hints_note_end(h, &id, 1, &err), 0);
+}
+
+static void assert_note(const struct smux__note *n, uint64_t id,
+			enum smux__note_type type, const char *replica,
+			const char *key, enum smux__hint_kind kind,
+			uint64_t hint)
+{
+	assert_int_equal(n->id, id);
+	assert_int_equal(n->type, type);
+	assert_string_equal(n->replica, replica);
+	assert_string_equal(n->key, key);
+	assert_int_equal(n->kind, kind);
+	assert_int_equal(n->hint, hint);
+}
+
+/* Notes are durable records (read back with jansson), end with a done
+ * record, replace one another in one append, and load at open beside
+ * the hints; a journal without notes (written before they existed)
+ * opens with none. */
+static void test_notes_round_trip(void **state)
+{
+	struct env *env = *state;
+	struct smux__hints *h;
+	struct smux__note *l;
+	uint64_t fresh, dep, dep2, hint, last;
+	json_t *o;
+	int n;
+
+	write_raw(env->path, GOOD1 GOOD2);
+	h = open_ok(env->dir);
+	assert_int_equal(smux__hints_notes(h, &l), 0);
+	assert_null(l);
+	fresh = note_ok(h, SMUX__NOTE_FRESH, "r1", "k1", SMUX__HINT_PUT, 0, 0);
+	assert_int_equal(fresh, 3);
+	o = last_record(env->path);
+	assert_field(o, "op", "note");
+	assert_field(o, "note", "fresh");
+	assert_field(o, "replica", "r1");
+	assert_field(o, "key", "k1");
+	json_decref(o);
+	hint = add_ok(h, "r0", "k2", SMUX__HINT_DEL);
+	dep = note_ok(h, SMUX__NOTE_DEPARTED, "r2", "k2", SMUX__HINT_DEL, hint,
+		      0);
+	o = last_record(env->path);
+	assert_field(o, "note", "departed");
+	assert_field(o, "kind", "del");
+	assert_int_equal(json_integer_value(json_object_get(o, "hint")), hint);
+	json_decref(o);
+	note_ok(h, SMUX__NOTE_FRESH, "r1", "k3", SMUX__HINT_PUT, 0, 0);
+	end_ok(h, fresh);
+	o = last_record(env->path);
+	assert_field(o, "op", "done");
+	assert_int_equal(json_integer_value(json_object_get(o, "id")), fresh);
+	json_decref(o);
+	/* the replacing note and the end of the replaced one: one append */
+	dep2 = note_ok(h, SMUX__NOTE_DEPARTED, "r3", "k2", SMUX__HINT_PUT, hint,
+		       dep);
+	o = last_record(env->path);
+	assert_field(o, "op", "done");
+	assert_int_equal(json_integer_value(json_object_get(o, "id")), dep);
+	json_decref(o);
+	last = file_size(env->path);
+	end_ok(h, fresh); /* ended already: nothing written */
+	assert_int_equal(file_size(env->path), last);
+	last = dep2;
+	smux__hints_close(h);
+
+	h = open_ok(env->dir);
+	n = smux__hints_notes(h, &l);
+	assert_int_equal(n, 2);
+	assert_note(&l[0], dep + 1, SMUX__NOTE_FRESH, "r1", "k3",
+		    SMUX__HINT_PUT, 0);
+	assert_note(&l[1], dep2, SMUX__NOTE_DEPARTED, "r3", "k2",
+		    SMUX__HINT_PUT, hint);
+	smux__hints_free_notes(l, n);
+	/* the hints are as they were; no note id is handed out again */
+	assert_int_equal(smux__hints_pending(h, NULL), 3);
+	assert_int_equal(add_ok(h, "r", "x", SMUX__HINT_PUT), last + 1);
+	smux__hints_close(h);
+}
+
+/* A compaction keeps the standing notes and drops the ended ones (a
+ * journal written by hand: loading it compacts, in the caller). */
+static void test_notes_compaction(void **state)
+{
+	struct env *env = *state;
+	FILE *f = fopen(env->path, "w");
+	struct smux__hints *h;
+	struct smux__note *l;
+	char *raw;
+	size_t len;
+	int n;
+
+	assert_non_null(f);
+	write_hints(f, 80);
+	fprintf(f, "{\"op\":\"note\",\"id\":81,\"note\":\"departed\","
+		   "\"replica\":\"r9\",\"key\":\"kept\",\"kind\":\"del\","
+		   "\"hint\":7}\n");
+	fprintf(f, "{\"op\":\"note\",\"id\":82,\"note\":\"fresh\","
+		   "\"replica\":\"r9\",\"key\":\"gone\",\"kind\":\"put\","
+		   "\"hint\":0}\n");
+	for (int i = 1; i <= 80; i++)
+		fprintf(f, "{\"op\":\"done\",\"id\":%d}\n", i);
+	fprintf(f, "{\"op\":\"done\",\"id\":82}\n");
+	fclose(f);
+	h = open_ok(env->dir);
+	assert_int_equal(count_lines(env->path), 1);
+	raw = slurp(env->path, &len);
+	assert_non_null(strstr(raw, "\"key\":\"kept\""));
+	free(raw);
+	assert_int_equal(
+		note_ok(h, SMUX__NOTE_FRESH, "r", "x", SMUX__HINT_PUT, 0, 0),
+		83);
+	smux__hints_close(h);
+
+	h = open_ok(env->dir);
+	n = smux__hints_notes(h, &l);
+	assert_int_equal(n, 2);
+	assert_note(&l[0], 81, SMUX__NOTE_DEPARTED, "r9", "kept",
+		    SMUX__HINT_DEL, 7);
+	assert_note(&l[1], 83, SMUX__NOTE_FRESH, "r", "x", SMUX__HINT_PUT, 0);
+	smux__hints_free_notes(l, n);
 	smux__hints_close(h);
 }
 
@@ -1280,6 +1488,10 @@ int main(void)
 						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_mux_names, env_setup,
 						env_teardown),
+		cmocka_unit_test_setup_teardown(test_notes_round_trip,
+						env_setup, env_teardown),
+		cmocka_unit_test_setup_teardown(test_notes_compaction,
+						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_compaction, env_setup,
 						env_teardown),
 		cmocka_unit_test_setup_teardown(test_compaction_on_open,

@@ -80,39 +80,17 @@ static void fx_release(struct fx *x)
  * hint). */
 static void refuse_puts(struct fx *x, int i, bool refuse)
 {
-	struct smux_faulty_opts o = {
-		.semantic_rate = refuse ? 1.0 : 0.0,
-		.ops = 1u << SMUX_FAULTY_PUT | 1u << SMUX_FAULTY_DEL,
-	};
-
-	smux_faulty_set(x->f[i], &o);
+	mh_refuse_writes(x->f[i], refuse);
 }
 
 static void add_back(struct fx *x, int i)
 {
-	struct smux_mux_member back = {.backend = x->f[i]};
-	struct smux_error err;
-
-	MH_OK(smux_mux_add(x->mux, &back, &err), &err);
+	mh_add_back(x->mux, x->f[i]);
 }
 
-/* Repair passes (the clock past every cooldown) until nothing is
- * pending, at most @rounds; returns what is left pending. A pass may
- * fail (a hint with no replica to copy from): the hint stays. */
 static unsigned repair(struct fx *x, int rounds)
 {
-	struct smux_error err;
-	struct smux_ctx ctx;
-	unsigned pending = 1;
-
-	smux_ctx_init(&ctx);
-	for (int r = 0; r < rounds && pending; r++) {
-		mh_clock_set(&x->clk, atomic_load(&x->clk.now_ms) + 60000);
-		smux_mux_check_health(x->mux);
-		if (smux_mux_repair(x->mux, &ctx, NULL, &pending, &err) < 0)
-			pending = smux_mux_pending_hints(x->mux);
-	}
-	return pending;
+	return mh_repair(x->mux, &x->clk, rounds);
 }
 
 /* k: "v1" on r0 and r2, "v2" on r1 alone (r0 hinted) - or, with
