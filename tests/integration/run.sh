@@ -77,6 +77,7 @@ for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_member_calls.sh")
+for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
 tests+=("test_s3_apps.sh s3")

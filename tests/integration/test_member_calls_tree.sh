@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# test_member_calls_tree.sh KIND - what a file tree costs in member calls
+# (issue 8: untar and overwrite on local mounts; every member call is a
+# hand-off to a bulkhead worker and back, src/core/bulkhead.c):
+#   KIND file     one file backend;
+#   KIND mirror   a mirror of two file backends (each call to a replica
+#                 counts: a fan-out to both costs 2).
+#
+# Counts the members' hits + misses of .smux/stats around each step:
+#   untar      tar -xf of 100 files of 4 KiB in 5 directories (made with
+#              tar outside the mount beforehand);
+#   overwrite  20 existing files (made on the backing directories, so the
+#              kernel looks each up) opened O_WRONLY|O_TRUNC, written and
+#              closed;
+#   mkdir      20 new directories.
+# Each step's count has a bound (per KIND, below) so that a call added
+# back fails here. What each step made is checked too: the tree whole,
+# the files' new content, O_EXCL on an existing name still EEXIST, a create
+# under a missing directory still ENOENT, and (mirror) both replicas alike.
+. "$(dirname "$0")/lib.sh"
+
+KIND=${1:-file}
+command -v python3 >/dev/null || fail "python3 is missing (scripts/install-deps.sh)"
+
+M=$T/mnt
+new_config "$T/tree.conf" t
+case $KIND in
+file)
+	cfg_file t "$T/a"
+	REPLICAS=("$T/a")
+	# bounds, as on d77359a: a new file 6 (the name's lookup, its
+	# directory's lookup for a set-group-ID group, writer open, 1 or 2
+	# pwrites, commit: 618 for tar's 100 files and 6 directories); an
+	# overwrite 5 (lookup, the open's head, writer open, pwrite, commit:
+	# 101 with the directory's lookup); a mkdir 4 (lookup, mkdir's own
+	# lookup, put, the lookup after: 80)
+	MAX_UNTAR=618 MAX_OVERWRITE=101 MAX_MKDIR=80
+	;;
+mirror)
+	cfg_mux t mirror "a b"
+	cfg_file a "$T/a"
+	cfg_file b "$T/b"
+	REPLICAS=("$T/a" "$T/b")
+	# a head asks one replica, the writer and the put both
+	MAX_UNTAR=1077 MAX_OVERWRITE=161 MAX_MKDIR=100
+	;;
+*) fail "unknown kind $KIND" ;;
+esac
+
+# the tree to untar, made outside the mount
+mkdir -p "$T/src/tree"
+for d in 0 1 2 3 4; do
+	mkdir "$T/src/tree/d$d"
+	for f in $(seq 0 19); do
+		head -c 4096 /dev/urandom >"$T/src/tree/d$d/f$f"
+	done
+done
+tar -C "$T/src" -cf "$T/tree.tar" tree
+# the files to overwrite, made on every replica before the mount
+for r in "${REPLICAS[@]}"; do
+	mkdir -p "$r/old"
+	for i in $(seq 0 19); do echo "old $i" >"$r/old/f$i"; done
+done
+
+mount_smux "$T/tree.conf" "$M"
+
+calls() { stats "$M" '[.backends[] | .hits + .misses] | add'; }
+
+# step NAME MAX CMD...: runs CMD, logs and bounds its member calls
+step() {
+	local name=$1 max=$2 before after n
+	shift 2
+	before=$(calls)
+	"$@" || fail "$name failed"
+	after=$(calls)
+	n=$((after - before))
+	log "$KIND $name: $n member calls (at most $max)"
+	[ "$n" -le "$max" ] || fail "$KIND $name cost $n member calls (at most $max wanted)"
+}
+
+step untar "$MAX_UNTAR" tar -C "$M" -xf "$T/tree.tar"
+diff -r "$T/src/tree" "$M/tree" || fail "the untarred tree differs"
+
+overwrite() {
+	python3 - "$M" <<'PY'
+import os, sys
+for i in range(20):
+    fd = os.open(os.path.join(sys.argv[1], "old", "f%d" % i),
+                 os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"new %d\n" % i)
+    os.close(fd)
+PY
+}
+step overwrite "$MAX_OVERWRITE" overwrite
+for i in $(seq 0 19); do
+	[ "$(cat "$M/old/f$i")" = "new $i" ] || fail "old/f$i reads back wrong"
+done
+
+mkdirs() {
+	python3 - "$M" <<'PY'
+import os, sys
+for i in range(20):
+    os.mkdir(os.path.join(sys.argv[1], "nd%d" % i), 0o750)
+PY
+}
+step mkdir "$MAX_MKDIR" mkdirs
+for i in $(seq 0 19); do
+	[ "$(stat -c %F:%a "$M/nd$i")" = "directory:750" ] ||
+		fail "nd$i is $(stat -c %F:%a "$M/nd$i")"
+done
+
+# what the cuts must not weaken
+python3 - "$M" <<'PY' || fail "a create's errors changed"
+import errno, os, sys
+m = sys.argv[1]
+try:
+    os.open(os.path.join(m, "tree", "d0", "f0"),
+            os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    sys.exit("O_EXCL of an existing file succeeded")
+except OSError as e:
+    if e.errno != errno.EEXIST:
+        sys.exit("O_EXCL of an existing file: %s" % e)
+for p in ("nodir/f", "nd0/nodir/f"):
+    try:
+        os.open(os.path.join(m, p), os.O_CREAT | os.O_WRONLY, 0o644)
+        sys.exit("a create under a missing directory succeeded: " + p)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            sys.exit("a create under a missing directory: %s" % e)
+try:
+    os.mkdir(os.path.join(m, "nd0"))
+    sys.exit("mkdir of an existing directory succeeded")
+except OSError as e:
+    if e.errno != errno.EEXIST:
+        sys.exit("mkdir of an existing directory: %s" % e)
+PY
+[ ! -e "$M/nodir" ] || fail "a failed create made nodir"
+for r in "${REPLICAS[@]}"; do
+	diff -r "$T/src/tree" "$r/tree" || fail "$r: the tree differs"
+	[ "$(cat "$r/old/f7")" = "new 7" ] || fail "$r: old/f7 is not the new one"
+	[ "$(stat -c %a "$r/nd3")" = 750 ] || fail "$r: nd3 has mode $(stat -c %a "$r/nd3")"
+done
+log "the tree, the overwrites and the directories are whole"
+
+unmount_smux "$M"
