@@ -212,8 +212,11 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	}
 	if (err.e.code != SMUX_E_KEY_NOT_FOUND)
 		return smuxfs_errno(&err, "head", key);
-	if (fs->real_dirs)
-		return -ENOENT; /* a directory would have answered the head */
+	if (fs->real_dirs) {
+		/* a directory would have answered the head */
+		smuxfs_absent_note(fs, key);
+		return -ENOENT;
+	}
 	/* the head of "a" asked "a/" already (s3, swift, memory) */
 	if (smux_backend_caps(fs->root) & SMUX_CAP_HEAD_DIR) {
 		smuxfs_absent_note(fs, key);
