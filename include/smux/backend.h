@@ -132,6 +132,10 @@ enum smux_caps {
 	 * implied) when no object "a" exists, so KEY_NOT_FOUND for "a"
 	 * means neither: a caller need not ask "a/" again */
 	SMUX_CAP_HEAD_DIR = 64,
+	/* an in-place writer (SMUX_CAP_INPLACE) says at open which group its
+	 * object's directory gives new objects (smux_writer.dir_group), so
+	 * a creator need not look the directory up */
+	SMUX_CAP_DIR_GROUP = 128,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -472,6 +476,13 @@ struct smux_writer {
 	 * attributes again. */
 	bool has_info;
 	struct smux_info info;
+	/* Set by the kind at open when has_dir_group (SMUX_CAP_DIR_GROUP:
+	 * the in-place file writer; a mux writer passes on its first live
+	 * target's): the group a new object takes from its directory, as a
+	 * local filesystem gives it: that directory's group when it is
+	 * set-group-ID, else SMUX_ID_NONE (the creator's). */
+	bool has_dir_group;
+	uint32_t dir_group;
 };
 
 /* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */

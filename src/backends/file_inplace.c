@@ -10,7 +10,9 @@
  * nothing to roll back: close() keeps what was written. Commit applies the
  * mode, owner and mtime the caller chose (replicas of a mux agree on the
  * version) and, when durable, fsyncs the file (and its directory when this
- * writer created the file, so the new name survives a crash too).
+ * writer created the file, so the new name survives a crash too). The
+ * open also says which group the directory gives new objects (a
+ * set-group-ID directory's own: smux_writer.dir_group).
  *
  * A crash between the first write and the commit leaves the file as far
  * as it got; the caller journals a write intent before the first write
@@ -310,6 +312,14 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		return smux__file_fail(iw->fb, err, errno, "stat", key);
 	smux__file_fill_info(&st, &iw->base.info);
 	iw->base.has_info = true;
+	/* the group the directory gives new objects: a creator's owner
+	 * needs it, and asking here costs no call of its own */
+	if (fstat(iw->dirfd, &st) < 0)
+		return smux__file_fail(iw->fb, err, errno, "stat directory of",
+				       key);
+	iw->base.dir_group =
+		(st.st_mode & S_ISGID) ? (uint32_t)st.st_gid : SMUX_ID_NONE;
+	iw->base.has_dir_group = true;
 	return 0;
 }
 

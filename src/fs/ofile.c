@@ -287,6 +287,23 @@ static void ofile_seen_at_create(struct smuxfs_ofile *of)
 	of->file_id = of->seen.file_id;
 }
 
+/* ofile_start's: the create's group is the one the writer's directory
+ * gives (smuxfs_writer_dir_group), set once the writer is open */
+#define OF_DIR_GROUP 0x100
+
+/* A create's group from its directory when set-group-ID (as
+ * smuxfs_caller_owner gives it): said by the writer just opened, else
+ * asked of the backends. Caller holds of->lock. */
+static void ofile_dir_group(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	uint32_t g = of->w && of->w->has_dir_group
+			     ? of->w->dir_group
+			     : smuxfs_dir_group(fs, of->key);
+
+	if (of->own && g != SMUX_ID_NONE)
+		of->gid = g;
+}
+
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags, const struct smux_put_opts *co)
 {
@@ -349,6 +366,8 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->durable = false;
 		if (flags & SMUXFS_OF_CREATE)
 			ofile_seen_at_create(of);
+		if (flags & OF_DIR_GROUP)
+			ofile_dir_group(fs, of);
 		return 0;
 	}
 	if (err.e.code != SMUX_E_NOT_SUPPORTED)
@@ -356,6 +375,8 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->inplace = false;
 	if (flags & SMUXFS_OF_CREATE)
 		flags |= SMUXFS_OF_TRUNC;
+	if (flags & OF_DIR_GROUP)
+		ofile_dir_group(fs, of);
 	return ofile_stage(fs, of, flags);
 }
 
@@ -391,9 +412,17 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	int rc;
 
 	*out = NULL;
-	if (flags & SMUXFS_OF_CREATE) { /* before any lock: a parent lookup */
+	if (flags & SMUXFS_OF_CREATE) {
 		co.mode = smuxfs_caller_mode(fs, mode);
-		smuxfs_caller_owner(fs, key, false, &co);
+		/* the group a set-group-ID directory gives: the in-place
+		 * writer's open says it (no lookup of the directory: issue
+		 * 8); else the directory is looked up here, before any lock */
+		if (smuxfs_writer_dir_group(fs)) {
+			smuxfs_caller_owner_group(fs, SMUX_ID_NONE, &co);
+			flags |= OF_DIR_GROUP;
+		} else {
+			smuxfs_caller_owner(fs, key, false, &co);
+		}
 	}
 	/* the key's size may change from now on, uncommitted */
 	atomic_fetch_add(&fs->mutations, 1);

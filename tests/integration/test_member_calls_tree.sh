@@ -16,10 +16,14 @@
 # Each step's count has a bound (per KIND, below) so that a call added
 # back fails here. What each step made is checked too: the tree whole,
 # the files' new content, O_EXCL on an existing name still EEXIST, a create
-# under a missing directory still ENOENT, and (mirror) both replicas alike.
+# under a missing directory still ENOENT, mkdir of an existing name EEXIST,
+# the group of a set-group-ID directory given to a file (while open too)
+# and a directory made in it, and (mirror) both replicas alike. Needs root
+# (chgrp; files of the creator's group elsewhere).
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
+[ "$(id -u)" = 0 ] || fail "needs root (chgrp of a directory to 65534)"
 command -v python3 >/dev/null || fail "python3 is missing (scripts/install-deps.sh)"
 
 M=$T/mnt
@@ -36,7 +40,10 @@ file)
 	# lookup, put, the lookup after: 80). Cut since:
 	#   - mkdir's own lookup: the lookup's "absent" serves (absent.c):
 	#     untar 612, mkdir 60
-	MAX_UNTAR=612 MAX_OVERWRITE=101 MAX_MKDIR=60
+	#   - a create's lookup of its directory (the set-group-ID group):
+	#     the in-place writer's open says it (smux_writer.dir_group):
+	#     untar 512
+	MAX_UNTAR=512 MAX_OVERWRITE=101 MAX_MKDIR=60
 	;;
 mirror)
 	cfg_mux t mirror "a b"
@@ -45,7 +52,7 @@ mirror)
 	REPLICAS=("$T/a" "$T/b")
 	# a head asks one replica, the writer and the put both
 	# (d77359a: untar 1077, overwrite 161, mkdir 100)
-	MAX_UNTAR=1071 MAX_OVERWRITE=161 MAX_MKDIR=80
+	MAX_UNTAR=971 MAX_OVERWRITE=161 MAX_MKDIR=80
 	;;
 *) fail "unknown kind $KIND" ;;
 esac
@@ -112,7 +119,32 @@ for i in $(seq 0 19); do
 		fail "nd$i is $(stat -c %F:%a "$M/nd$i")"
 done
 
-# what the cuts must not weaken
+# what the cuts must not weaken: a set-group-ID directory gives its group
+# to what is made in it (a file, seen while open too, and a directory,
+# which is set-group-ID too); elsewhere the creator's group
+mkdir "$M/sg"
+chgrp 65534 "$M/sg"
+chmod 2775 "$M/sg"
+python3 - "$M" <<'PY' || fail "a create in a set-group-ID directory"
+import os, sys
+m = sys.argv[1]
+fd = os.open(os.path.join(m, "sg", "f"), os.O_CREAT | os.O_WRONLY, 0o644)
+g = os.fstat(fd).st_gid
+os.write(fd, b"x")
+os.close(fd)
+if g != 65534:
+    sys.exit("sg/f is of group %d while open, not 65534" % g)
+fd = os.open(os.path.join(m, "nd1", "f"), os.O_CREAT | os.O_WRONLY, 0o644)
+g = os.fstat(fd).st_gid
+os.close(fd)
+if g != os.getgid():
+    sys.exit("nd1/f is of group %d while open, not %d" % (g, os.getgid()))
+PY
+mkdir "$M/sg/sub"
+[ "$(stat -c %g "$M/sg/f")" = 65534 ] || fail "sg/f is of group $(stat -c %g "$M/sg/f")"
+[ "$(stat -c %g:%a "$M/sg/sub")" = 65534:2755 ] ||
+	fail "sg/sub is $(stat -c %g:%a "$M/sg/sub"), not 65534:2755"
+[ "$(stat -c %g "$M/nd1/f")" = "$(id -g)" ] || fail "nd1/f is of group $(stat -c %g "$M/nd1/f")"
 python3 - "$M" <<'PY' || fail "a create's errors changed"
 import errno, os, sys
 m = sys.argv[1]
@@ -142,6 +174,9 @@ for r in "${REPLICAS[@]}"; do
 	diff -r "$T/src/tree" "$r/tree" || fail "$r: the tree differs"
 	[ "$(cat "$r/old/f7")" = "new 7" ] || fail "$r: old/f7 is not the new one"
 	[ "$(stat -c %a "$r/nd3")" = 750 ] || fail "$r: nd3 has mode $(stat -c %a "$r/nd3")"
+	[ "$(stat -c %g "$r/sg/f")" = 65534 ] || fail "$r: sg/f is of group $(stat -c %g "$r/sg/f")"
+	[ "$(stat -c %g:%a "$r/sg/sub")" = 65534:2755 ] || fail "$r: sg/sub is $(stat -c %g:%a "$r/sg/sub")"
+	[ "$(stat -c %g "$r/nd1/f")" = "$(id -g)" ] || fail "$r: nd1/f is of group $(stat -c %g "$r/nd1/f")"
 done
 log "the tree, the overwrites and the directories are whole"
 
