@@ -250,8 +250,8 @@ static const struct smux_writer_ops inplace_ops = {
 };
 
 /* Opens the file @name of @iw->dirfd: created when absent (0600 until
- * the commit gives it its mode: never readable by others meanwhile),
- * refused when it is not a regular file. */
+ * the commit gives it its mode: never readable by others meanwhile)
+ * unless SMUX_WRITER_EXISTING, refused when it is not a regular file. */
 static int inplace_start(struct fileb_inplace *iw, const char *name,
 			 unsigned flags, struct smux_error *err)
 {
@@ -269,7 +269,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		/* open first: creating only what is absent tells us whether
 		 * this writer made the name (its directory needs a sync) */
 		fd = smux__file_open(iw->dirfd, name, oflags, 0);
-		if (fd == -ENOENT) {
+		if (fd == -ENOENT && !(flags & SMUX_WRITER_EXISTING)) {
 			fd = smux__file_open(iw->dirfd, name,
 					     oflags | O_CREAT | O_EXCL, 0600);
 			if (fd >= 0)
@@ -343,8 +343,9 @@ int smux__file_inplace_open(struct smux__file *fb, const char *key,
 		return smux__file_fail(fb, err, ENOMEM, "open writer for", key);
 	}
 	iw->base.appends = true;
-	rc = smux__file_open_parent(fb, path, O_RDONLY, true, &iw->dirfd, &name,
-				    "open writer for", key, err);
+	rc = smux__file_open_parent(fb, path, O_RDONLY,
+				    !(flags & SMUX_WRITER_EXISTING), &iw->dirfd,
+				    &name, "open writer for", key, err);
 	if (!rc)
 		rc = inplace_start(iw, name, flags, err);
 	if (rc) {

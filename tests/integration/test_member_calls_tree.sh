@@ -15,7 +15,8 @@
 #   mkdir      20 new directories.
 # Each step's count has a bound (per KIND, below) so that a call added
 # back fails here. What each step made is checked too: the tree whole,
-# the files' new content, O_EXCL on an existing name still EEXIST, a create
+# the files' new content, an open for writing of a file removed behind the
+# mount still ENOENT (nothing made), O_EXCL on an existing name EEXIST, a create
 # under a missing directory still ENOENT, mkdir of an existing name EEXIST,
 # the group of a set-group-ID directory given to a file (while open too)
 # and a directory made in it, and (mirror) both replicas alike. Needs root
@@ -43,7 +44,10 @@ file)
 	#   - a create's lookup of its directory (the set-group-ID group):
 	#     the in-place writer's open says it (smux_writer.dir_group):
 	#     untar 512
-	MAX_UNTAR=512 MAX_OVERWRITE=101 MAX_MKDIR=60
+	#   - the head of an existing file before its writer opens: the
+	#     writer is told it must exist (SMUX_WRITER_EXISTING) and says
+	#     what it opened: overwrite 81
+	MAX_UNTAR=512 MAX_OVERWRITE=81 MAX_MKDIR=60
 	;;
 mirror)
 	cfg_mux t mirror "a b"
@@ -104,6 +108,33 @@ PY
 step overwrite "$MAX_OVERWRITE" overwrite
 for i in $(seq 0 19); do
 	[ "$(cat "$M/old/f$i")" = "new $i" ] || fail "old/f$i reads back wrong"
+done
+
+# a file (and a directory) removed behind the mount after the kernel
+# looked it up: an open for writing is ENOENT and makes nothing again
+for r in "${REPLICAS[@]}"; do
+	echo gone >"$r/old/gone"
+	mkdir "$r/gd" && echo gone >"$r/gd/f"
+done
+python3 - "$M" "${REPLICAS[@]}" <<'PY' || fail "an open of a file removed behind the mount"
+import errno, os, shutil, sys
+m, reps = sys.argv[1], sys.argv[2:]
+for p in ("old/gone", "gd/f"):
+    os.stat(os.path.join(m, p))  # the kernel keeps the entry (entry_timeout)
+for r in reps:
+    os.unlink(os.path.join(r, "old", "gone"))
+    shutil.rmtree(os.path.join(r, "gd"))
+for p in ("old/gone", "gd/f"):
+    try:
+        os.close(os.open(os.path.join(m, p), os.O_WRONLY | os.O_TRUNC))
+        sys.exit("%s: opened after its removal" % p)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            sys.exit("%s: %s" % (p, e))
+PY
+for r in "${REPLICAS[@]}"; do
+	[ ! -e "$r/old/gone" ] && [ ! -e "$r/gd" ] ||
+		fail "$r: an open for writing made a removed file again"
 done
 
 mkdirs() {

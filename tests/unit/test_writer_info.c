@@ -7,7 +7,8 @@
  * created without a head (one member call less per created file, issue
  * 8's untar row). The writer also says which group its directory gives
  * new files (dir_group: a set-group-ID directory's), so a create needs
- * no lookup of its directory.
+ * no lookup of its directory; and, told the object must exist
+ * (SMUX_WRITER_EXISTING), an open of an existing file needs no head.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -219,6 +220,55 @@ static void test_writer_dir_group(void **state)
 	}
 }
 
+/* SMUX_WRITER_EXISTING: the object must exist; the writer then says what
+ * it opened, so smuxfs opens an existing file without a head first. A
+ * missing one (or one under a missing directory) is KEY_NOT_FOUND and
+ * nothing is made; a directory IS_DIRECTORY. A failover mux (one target)
+ * offers it, a mirror does not. */
+static void test_writer_existing(void **state)
+{
+	unsigned f = SMUX_WRITER_INPLACE | SMUX_WRITER_EXISTING;
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct stat st;
+	char path[160];
+	struct wt t;
+
+	(void)state;
+	wt_init(&t, SMUX_MODE_FAILOVER, 1);
+	assert_true(smux_backend_caps(t.file[0]) & SMUX_CAP_OPEN_EXISTING);
+	assert_true(smux_backend_caps(t.mux) & SMUX_CAP_OPEN_EXISTING);
+	MH_OK(mh_put(t.file[0], "f", "some content", &err), &err);
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f", f, &w, &err), &err);
+	assert_true(w->has_info);
+	assert_int_equal(w->info.size, 12);
+	assert_info_is_head(t.file[0], &t.ctx, "f", &w->info);
+	smux_writer_close(w);
+	w = NULL;
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "nope", f, &w, &err),
+		0);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "d/nope", f, &w, &err),
+		0);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	assert_null(w);
+	snprintf(path, sizeof(path), "%s/m0/nope", t.dir);
+	assert_int_not_equal(lstat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s/m0/d", t.dir);
+	assert_int_not_equal(lstat(path, &st), 0);
+	wt_dir(&t, "dir", false);
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "dir", f, &w, &err), 0);
+	assert_int_equal(err.e.code, SMUX_E_IS_DIRECTORY);
+	wt_release(&t);
+
+	wt_init(&t, SMUX_MODE_MIRROR, 2);
+	assert_false(smux_backend_caps(t.mux) & SMUX_CAP_OPEN_EXISTING);
+	wt_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_single_mux_passes_info),
 		cmocka_unit_test(test_mirror_has_no_info),
 		cmocka_unit_test(test_writer_dir_group),
+		cmocka_unit_test(test_writer_existing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
