@@ -47,7 +47,11 @@ file)
 	#   - the head of an existing file before its writer opens: the
 	#     writer is told it must exist (SMUX_WRITER_EXISTING) and says
 	#     what it opened: overwrite 81
-	MAX_UNTAR=512 MAX_OVERWRITE=81 MAX_MKDIR=60
+	# The bounds leave a few calls of room over these counts (a lookup
+	# the kernel repeats, a mirror read that races a second replica on a
+	# loaded machine: seen once, 972 for 971 under ASan), and still fail
+	# on the code before each cut.
+	MAX_UNTAR=530 MAX_OVERWRITE=88 MAX_MKDIR=68
 	;;
 mirror)
 	cfg_mux t mirror "a b"
@@ -55,8 +59,8 @@ mirror)
 	cfg_file b "$T/b"
 	REPLICAS=("$T/a" "$T/b")
 	# a head asks one replica, the writer and the put both
-	# (d77359a: untar 1077, overwrite 161, mkdir 100)
-	MAX_UNTAR=971 MAX_OVERWRITE=161 MAX_MKDIR=80
+	# (d77359a: untar 1077, overwrite 161, mkdir 100; now 971, 161, 80)
+	MAX_UNTAR=1000 MAX_OVERWRITE=168 MAX_MKDIR=88
 	;;
 *) fail "unknown kind $KIND" ;;
 esac
