@@ -132,6 +132,15 @@ enum smux_caps {
 	 * implied) when no object "a" exists, so KEY_NOT_FOUND for "a"
 	 * means neither: a caller need not ask "a/" again */
 	SMUX_CAP_HEAD_DIR = 64,
+	/* an in-place writer (SMUX_CAP_INPLACE) says at open which group its
+	 * object's directory gives new objects (smux_writer.dir_group), so
+	 * a creator need not look the directory up */
+	SMUX_CAP_DIR_GROUP = 128,
+	/* an in-place writer_open takes SMUX_WRITER_EXISTING and then
+	 * reports what it opened (has_info), so a caller opening an existing
+	 * object need not head it first (a mux has it in failover mode only:
+	 * one target, chosen as a head's would be) */
+	SMUX_CAP_OPEN_EXISTING = 256,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -426,6 +435,11 @@ enum smux_writer_flags {
 	/* with SMUX_WRITER_INPLACE: fail with EXISTS when the object exists
 	 * (O_EXCL) */
 	SMUX_WRITER_EXCL = 4,
+	/* with SMUX_WRITER_INPLACE (SMUX_CAP_OPEN_EXISTING): the object must
+	 * exist: fail with KEY_NOT_FOUND (IS_DIRECTORY for a directory)
+	 * instead of creating it or its directories (open(2) without
+	 * O_CREAT) */
+	SMUX_WRITER_EXISTING = 8,
 };
 
 /* pwrite offset of an O_APPEND write: at the end of the object as it is
@@ -472,6 +486,13 @@ struct smux_writer {
 	 * attributes again. */
 	bool has_info;
 	struct smux_info info;
+	/* Set by the kind at open when has_dir_group (SMUX_CAP_DIR_GROUP:
+	 * the in-place file writer; a mux writer passes on its first live
+	 * target's): the group a new object takes from its directory, as a
+	 * local filesystem gives it: that directory's group when it is
+	 * set-group-ID, else SMUX_ID_NONE (the creator's). */
+	bool has_dir_group;
+	uint32_t dir_group;
 };
 
 /* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */

@@ -968,7 +968,8 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned fileb_caps(struct smux_backend *b)
 {
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
-			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR;
+			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR |
+			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING;
 
 	(void)b;
 	return caps;

@@ -10,7 +10,9 @@
  * nothing to roll back: close() keeps what was written. Commit applies the
  * mode, owner and mtime the caller chose (replicas of a mux agree on the
  * version) and, when durable, fsyncs the file (and its directory when this
- * writer created the file, so the new name survives a crash too).
+ * writer created the file, so the new name survives a crash too). The
+ * open also says which group the directory gives new objects (a
+ * set-group-ID directory's own: smux_writer.dir_group).
  *
  * A crash between the first write and the commit leaves the file as far
  * as it got; the caller journals a write intent before the first write
@@ -248,8 +250,8 @@ static const struct smux_writer_ops inplace_ops = {
 };
 
 /* Opens the file @name of @iw->dirfd: created when absent (0600 until
- * the commit gives it its mode: never readable by others meanwhile),
- * refused when it is not a regular file. */
+ * the commit gives it its mode: never readable by others meanwhile)
+ * unless SMUX_WRITER_EXISTING, refused when it is not a regular file. */
 static int inplace_start(struct fileb_inplace *iw, const char *name,
 			 unsigned flags, struct smux_error *err)
 {
@@ -267,7 +269,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		/* open first: creating only what is absent tells us whether
 		 * this writer made the name (its directory needs a sync) */
 		fd = smux__file_open(iw->dirfd, name, oflags, 0);
-		if (fd == -ENOENT) {
+		if (fd == -ENOENT && !(flags & SMUX_WRITER_EXISTING)) {
 			fd = smux__file_open(iw->dirfd, name,
 					     oflags | O_CREAT | O_EXCL, 0600);
 			if (fd >= 0)
@@ -310,6 +312,14 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		return smux__file_fail(iw->fb, err, errno, "stat", key);
 	smux__file_fill_info(&st, &iw->base.info);
 	iw->base.has_info = true;
+	/* the group the directory gives new objects: a creator's owner
+	 * needs it, and asking here costs no call of its own */
+	if (fstat(iw->dirfd, &st) < 0)
+		return smux__file_fail(iw->fb, err, errno, "stat directory of",
+				       key);
+	iw->base.dir_group =
+		(st.st_mode & S_ISGID) ? (uint32_t)st.st_gid : SMUX_ID_NONE;
+	iw->base.has_dir_group = true;
 	return 0;
 }
 
@@ -333,8 +343,9 @@ int smux__file_inplace_open(struct smux__file *fb, const char *key,
 		return smux__file_fail(fb, err, ENOMEM, "open writer for", key);
 	}
 	iw->base.appends = true;
-	rc = smux__file_open_parent(fb, path, O_RDONLY, true, &iw->dirfd, &name,
-				    "open writer for", key, err);
+	rc = smux__file_open_parent(fb, path, O_RDONLY,
+				    !(flags & SMUX_WRITER_EXISTING), &iw->dirfd,
+				    &name, "open writer for", key, err);
 	if (!rc)
 		rc = inplace_start(iw, name, flags, err);
 	if (rc) {

@@ -1507,6 +1507,11 @@ static unsigned mux_caps(struct smux_backend *b)
 	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
 		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME |
 				    SMUX_CAP_HEAD_DIR);
+	/* a writer of several targets, or of one a head would not ask
+	 * (round-robin, weighted, a sticky handoff), cannot stand for the
+	 * head of an open */
+	if (smux__mux_of(b)->mode != SMUX_MODE_FAILOVER)
+		caps &= ~(unsigned)SMUX_CAP_OPEN_EXISTING;
 	return caps;
 }
 

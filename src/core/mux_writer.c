@@ -465,6 +465,7 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < mw->n; i++) {
 		if (smux__mw_live(mw, i)) {
 			mw->size = smux__mw_sub_size(mw, i);
+			smux__mw_dir_group(mw, i);
 			return 0;
 		}
 	}

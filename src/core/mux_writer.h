@@ -78,6 +78,22 @@ static inline uint64_t smux__mw_sub_size(struct smux__mux_writer *mw,
 	return size;
 }
 
+/* Passes on the directory's group (smux_writer.dir_group) the writer
+ * just opened on replica @i says, if it says it. Replicas agree on their
+ * directories as on their files. */
+static inline void smux__mw_dir_group(struct smux__mux_writer *mw, unsigned i)
+{
+	const struct smux_writer *w;
+
+	if (!smux__mw_live(mw, i))
+		return;
+	pthread_mutex_lock(&mw->s[i]->lock);
+	w = mw->s[i]->w;
+	mw->base.has_dir_group = w->has_dir_group;
+	mw->base.dir_group = w->dir_group;
+	pthread_mutex_unlock(&mw->s[i]->lock);
+}
+
 /* Drops a reference on a sub (the bulkhead `done` callback). */
 void smux__mw_sub_put(void *arg);
 /* Starts @c on replica @i (writer, lock and done filled in); NULL when

@@ -666,6 +666,7 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 		mw->base.info = mw->s[0]->w->info;
 		mw->base.has_info = true;
 	}
+	smux__mw_dir_group(mw, 0);
 	spool_start(mw, flags);
 	return 0;
 }

@@ -15,6 +15,14 @@
  * seen (S3 has no atomic create-if-absent either: a check is always a
  * window); the window bounds it.
  *
+ * Mounts with real directories (file backends) take notes too: there a
+ * lookup is one HEAD, and the mkdir's own check (as a symlink's, mknod's
+ * or rename's) was a second one for each directory tar or mkdir -p makes
+ * (issue 8). A local process that makes
+ * the name behind the mount within the window meets a mkdir that finds
+ * the directory there (a marker put is mkdir -p) instead of EEXIST; the
+ * check it replaces had a window too (between its HEAD and the put).
+ *
  * Direct-mapped and bounded: a collision forgets the older note; a note
  * is used once.
  */

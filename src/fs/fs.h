@@ -647,6 +647,26 @@ mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode);
  */
 void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 			 struct smux_put_opts *po);
+/*
+ * Whether the root's in-place writer says at open which group its
+ * directory gives a new file (SMUX_CAP_DIR_GROUP, smux_writer.dir_group):
+ * a create then completes its owner with smuxfs_caller_owner_group once
+ * the writer is open, instead of a lookup of the directory first.
+ */
+bool smuxfs_writer_dir_group(struct smuxfs *fs);
+/*
+ * smuxfs_caller_owner for a new regular file whose directory gives the
+ * group @dir_group (SMUX_ID_NONE: not set-group-ID; the caller's group).
+ * Costs no backend call.
+ */
+void smuxfs_caller_owner_group(struct smuxfs *fs, uint32_t dir_group,
+			       struct smux_put_opts *po);
+/*
+ * The group @key's directory gives new objects (set-group-ID), or
+ * SMUX_ID_NONE, asked of the backends (a head of the directory; never
+ * the open-file table, so it may be called with an ofile's lock held).
+ */
+uint32_t smuxfs_dir_group(struct smuxfs *fs, const char *key);
 
 /* @ns since the epoch as a timespec. */
 void smuxfs_timespec(int64_t ns, struct timespec *ts);

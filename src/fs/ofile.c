@@ -287,20 +287,76 @@ static void ofile_seen_at_create(struct smuxfs_ofile *of)
 	of->file_id = of->seen.file_id;
 }
 
+/* ofile_start's: the create's group is the one the writer's directory
+ * gives (smuxfs_writer_dir_group), set once the writer is open */
+#define OF_DIR_GROUP 0x100
+
+/* A create's group from its directory when set-group-ID (as
+ * smuxfs_caller_owner gives it): said by the writer just opened, else
+ * asked of the backends. Caller holds of->lock. */
+static void ofile_dir_group(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	uint32_t g = of->w && of->w->has_dir_group
+			     ? of->w->dir_group
+			     : smuxfs_dir_group(fs, of->key);
+
+	if (of->own && g != SMUX_ID_NONE)
+		of->gid = g;
+}
+
+/* An existing file opened: the mode to keep and the attributes to report
+ * while it is open, from @info (a head's, or what the writer opened).
+ * Caller holds of->lock. */
+static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
+			   const struct smux_info *info)
+{
+	of->mode = info->mode & 07777;
+	of->mode_set = info->mode != 0;
+	of->file_id = info->file_id;
+	of->mtime_ns = info->mtime_ns;
+	of->dirty = flags & SMUXFS_OF_TRUNC;
+	/* a file of several names changes with the others (ln, rm):
+	 * looked up every time */
+	of->seen = *info;
+	of->seen.etag[0] = '\0';
+	of->seen_ok = info->nlink <= 1;
+}
+
+/* ofile_existing from a head of the key. Caller holds of->lock. */
+static int ofile_head(struct smuxfs *fs, struct smuxfs_ofile *of,
+		      unsigned flags)
+{
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smuxfs_ctx(&ctx);
+	if (smux_backend_head(fs->root, &ctx, of->key, &info, &err))
+		return smuxfs_errno(&err, "head", of->key);
+	if (S_ISDIR(info.mode))
+		return -EISDIR;
+	ofile_existing(of, flags, &info);
+	return 0;
+}
+
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags, const struct smux_put_opts *co)
 {
-	struct smux_info info = {0};
+	unsigned caps = smux_backend_caps(fs->root);
 	struct smux_error err;
 	struct smux_ctx ctx;
+	bool existing;
 	int rc;
 
 	unsigned wflags;
 
 	smuxfs_ctx(&ctx);
 	of->durable = true;
-	of->inplace = !fs->force_staging &&
-		      (smux_backend_caps(fs->root) & SMUX_CAP_INPLACE);
+	of->inplace = !fs->force_staging && (caps & SMUX_CAP_INPLACE);
+	/* an existing file opened in place: the writer's open finds it (or
+	 * ENOENT, EISDIR) and says what it is, no head first (issue 8) */
+	existing = of->inplace && !(flags & SMUXFS_OF_CREATE) &&
+		   (caps & SMUX_CAP_OPEN_EXISTING);
 	if (flags & SMUXFS_OF_CREATE) {
 		/* the caller's mode (no set-id bits for an unprivileged
 		 * one) and owner (smuxfs_caller_owner), given at commit */
@@ -316,30 +372,18 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * O_TRUNC keeps a file that appeared meanwhile) */
 		if (!of->inplace)
 			flags |= SMUXFS_OF_TRUNC;
-	} else {
-		/* the mode to keep and the attributes to report */
-		rc = smux_backend_head(fs->root, &ctx, of->key, &info, &err);
+	} else if (!existing) {
+		rc = ofile_head(fs, of, flags);
 		if (rc)
-			return smuxfs_errno(&err, "head", of->key);
-		if (S_ISDIR(info.mode))
-			return -EISDIR;
-		of->mode = info.mode & 07777;
-		of->mode_set = info.mode != 0;
-		of->file_id = info.file_id;
-		of->mtime_ns = info.mtime_ns;
-		of->dirty = flags & SMUXFS_OF_TRUNC;
-		/* a file of several names changes with the others (ln, rm):
-		 * looked up every time */
-		of->seen = info;
-		of->seen.etag[0] = '\0';
-		of->seen_ok = info.nlink <= 1;
+			return rc;
 	}
 	if (fs->force_staging)
 		return ofile_stage(fs, of, flags);
 	wflags = (flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0;
 	if (of->inplace)
 		wflags |= SMUX_WRITER_INPLACE |
-			  ((flags & SMUXFS_OF_EXCL) ? SMUX_WRITER_EXCL : 0);
+			  ((flags & SMUXFS_OF_EXCL) ? SMUX_WRITER_EXCL : 0) |
+			  (existing ? SMUX_WRITER_EXISTING : 0);
 	rc = smux_backend_writer_open(fs->root, &ctx, of->key, wflags, &of->w,
 				      &err);
 	if (rc == 0) {
@@ -349,13 +393,27 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->durable = false;
 		if (flags & SMUXFS_OF_CREATE)
 			ofile_seen_at_create(of);
+		if (flags & OF_DIR_GROUP)
+			ofile_dir_group(fs, of);
+		if (!existing)
+			return 0;
+		if (!of->w->has_info)
+			return ofile_head(fs, of, flags);
+		ofile_existing(of, flags, &of->w->info);
 		return 0;
 	}
 	if (err.e.code != SMUX_E_NOT_SUPPORTED)
 		return smuxfs_errno(&err, "open writer", of->key);
 	of->inplace = false;
+	if (existing) {
+		rc = ofile_head(fs, of, flags);
+		if (rc)
+			return rc;
+	}
 	if (flags & SMUXFS_OF_CREATE)
 		flags |= SMUXFS_OF_TRUNC;
+	if (flags & OF_DIR_GROUP)
+		ofile_dir_group(fs, of);
 	return ofile_stage(fs, of, flags);
 }
 
@@ -391,9 +449,17 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	int rc;
 
 	*out = NULL;
-	if (flags & SMUXFS_OF_CREATE) { /* before any lock: a parent lookup */
+	if (flags & SMUXFS_OF_CREATE) {
 		co.mode = smuxfs_caller_mode(fs, mode);
-		smuxfs_caller_owner(fs, key, false, &co);
+		/* the group a set-group-ID directory gives: the in-place
+		 * writer's open says it (no lookup of the directory: issue
+		 * 8); else the directory is looked up here, before any lock */
+		if (smuxfs_writer_dir_group(fs)) {
+			smuxfs_caller_owner_group(fs, SMUX_ID_NONE, &co);
+			flags |= OF_DIR_GROUP;
+		} else {
+			smuxfs_caller_owner(fs, key, false, &co);
+		}
 	}
 	/* the key's size may change from now on, uncommitted */
 	atomic_fetch_add(&fs->mutations, 1);

@@ -212,8 +212,11 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	}
 	if (err.e.code != SMUX_E_KEY_NOT_FOUND)
 		return smuxfs_errno(&err, "head", key);
-	if (fs->real_dirs)
-		return -ENOENT; /* a directory would have answered the head */
+	if (fs->real_dirs) {
+		/* a directory would have answered the head */
+		smuxfs_absent_note(fs, key);
+		return -ENOENT;
+	}
 	/* the head of "a" asked "a/" already (s3, swift, memory) */
 	if (smux_backend_caps(fs->root) & SMUX_CAP_HEAD_DIR) {
 		smuxfs_absent_note(fs, key);
@@ -333,17 +336,32 @@ int smuxfs_lookup_dir(struct smuxfs *fs, const char *key, bool *is_dir,
 	return parent_lookup(fs, key, false, is_dir, info);
 }
 
+/* @po for a new object of the caller: @sgid, its directory is
+ * set-group-ID, of group @dir_gid (SMUX_ID_NONE: not kept). */
+static void owner_fill(struct smuxfs *fs, bool is_dir, bool sgid,
+		       uint32_t dir_gid, struct smux_put_opts *po)
+{
+	const struct fuse_context *c = fuse_get_context();
+
+	po->flags |= SMUX_PUT_MODE;
+	if (sgid && is_dir)
+		po->mode |= S_ISGID;
+	if (geteuid() != 0 || !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))
+		return;
+	po->flags |= SMUX_PUT_OWNER;
+	po->uid = (uint32_t)c->uid;
+	po->gid = sgid && dir_gid != SMUX_ID_NONE ? dir_gid : (uint32_t)c->gid;
+}
+
 void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 			 struct smux_put_opts *po)
 {
-	const struct fuse_context *c = fuse_get_context();
 	const char *slash = strrchr(key, '/');
 	char parent[SMUX_KEY_MAX + 2];
 	struct smux_info pinfo;
 	bool pdir = false, sgid = false;
 	size_t n = slash ? (size_t)(slash - key) : 0;
 
-	po->flags |= SMUX_PUT_MODE;
 	if (n < sizeof(parent)) {
 		memcpy(parent, key, n);
 		parent[n] = '\0';
@@ -352,13 +370,49 @@ void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 				     &pdir, &pinfo) == 0 &&
 		       pdir && (pinfo.mode & S_ISGID);
 	}
-	if (sgid && is_dir)
-		po->mode |= S_ISGID;
-	if (geteuid() != 0 || !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))
-		return;
-	po->flags |= SMUX_PUT_OWNER;
-	po->uid = (uint32_t)c->uid;
-	po->gid = sgid && pinfo.has_owner ? pinfo.gid : (uint32_t)c->gid;
+	owner_fill(fs, is_dir, sgid,
+		   sgid && pinfo.has_owner ? pinfo.gid : SMUX_ID_NONE, po);
+}
+
+bool smuxfs_writer_dir_group(struct smuxfs *fs)
+{
+	unsigned need = SMUX_CAP_INPLACE | SMUX_CAP_DIR_GROUP;
+
+	return !fs->force_staging &&
+	       (smux_backend_caps(fs->root) & need) == need;
+}
+
+void smuxfs_caller_owner_group(struct smuxfs *fs, uint32_t dir_group,
+			       struct smux_put_opts *po)
+{
+	owner_fill(fs, false, dir_group != SMUX_ID_NONE, dir_group, po);
+}
+
+uint32_t smuxfs_dir_group(struct smuxfs *fs, const char *key)
+{
+	const char *slash = strrchr(key, '/');
+	size_t n = slash ? (size_t)(slash - key) : 0;
+	char parent[SMUX_KEY_MAX + 2];
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool is_dir;
+
+	if (n >= sizeof(parent))
+		return SMUX_ID_NONE;
+	memcpy(parent, key, n);
+	parent[n] = '\0';
+	if (n + 1 == fs->prefix_len || !n) {
+		/* the root: kept by the daemon, never an open file */
+		smuxfs_lookup(fs, parent, true, &is_dir, &info);
+	} else {
+		smuxfs_ctx(&ctx);
+		if (smux_backend_head(fs->root, &ctx, parent, &info, &err))
+			return SMUX_ID_NONE;
+	}
+	if (!S_ISDIR(info.mode) || !(info.mode & S_ISGID) || !info.has_owner)
+		return SMUX_ID_NONE;
+	return info.gid;
 }
 
 void smuxfs_timespec(int64_t ns, struct timespec *ts)

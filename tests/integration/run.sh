@@ -78,6 +78,7 @@ for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh")
+for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")

@@ -5,7 +5,10 @@
  * created, a one-target mux writer passes its member's on, a mirror's
  * says nothing. smuxfs uses it to answer getattr of a file it just
  * created without a head (one member call less per created file, issue
- * 8's untar row).
+ * 8's untar row). The writer also says which group its directory gives
+ * new files (dir_group: a set-group-ID directory's), so a create needs
+ * no lookup of its directory; and, told the object must exist
+ * (SMUX_WRITER_EXISTING), an open of an existing file needs no head.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,6 +165,110 @@ static void test_mirror_has_no_info(void **state)
 	wt_release(&t);
 }
 
+/* Makes the directory @name on every member: set-group-ID when @sgid. */
+static void wt_dir(struct wt *t, const char *name, bool sgid)
+{
+	char path[160];
+
+	for (unsigned i = 0; i < t->n; i++) {
+		snprintf(path, sizeof(path), "%s/m%u/%s", t->dir, i, name);
+		assert_int_equal(mkdir(path, 0755), 0);
+		/* chmod: mkdir's mode is cut by the umask, and set-group-ID
+		 * on a directory of our own group needs no privilege */
+		assert_int_equal(chmod(path, sgid ? 02755 : 0755), 0);
+	}
+}
+
+/* Opens a writer of @key on @b, in place, and checks the group it says
+ * the directory gives: @want (SMUX_ID_NONE: not set-group-ID). */
+static void assert_dir_group(struct wt *t, struct smux_backend *b,
+			     const char *key, uint32_t want)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+
+	MH_OK(smux_backend_writer_open(b, &t->ctx, key,
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_EXCL,
+				       &w, &err),
+	      &err);
+	assert_true(w->has_dir_group);
+	assert_int_equal(w->dir_group, want);
+	smux_writer_close(w);
+}
+
+/* The in-place writer says which group its directory gives new files
+ * (smux_writer.dir_group): a set-group-ID directory's own, else none; a
+ * one-target mux and a mirror pass it on (smuxfs then needs no lookup of
+ * the directory per create). */
+static void test_writer_dir_group(void **state)
+{
+	enum smux_mode modes[] = {SMUX_MODE_FAILOVER, SMUX_MODE_MIRROR};
+	struct wt t;
+
+	(void)state;
+	for (unsigned m = 0; m < 2; m++) {
+		wt_init(&t, modes[m], m + 1);
+		assert_true(smux_backend_caps(t.mux) & SMUX_CAP_DIR_GROUP);
+		wt_dir(&t, "sg", true);
+		wt_dir(&t, "pl", false);
+		assert_dir_group(&t, t.file[0], "sg/a", (uint32_t)getgid());
+		assert_dir_group(&t, t.file[0], "pl/a", SMUX_ID_NONE);
+		assert_dir_group(&t, t.mux, "sg/b", (uint32_t)getgid());
+		assert_dir_group(&t, t.mux, "pl/b", SMUX_ID_NONE);
+		assert_dir_group(&t, t.mux, "top", SMUX_ID_NONE);
+		wt_release(&t);
+	}
+}
+
+/* SMUX_WRITER_EXISTING: the object must exist; the writer then says what
+ * it opened, so smuxfs opens an existing file without a head first. A
+ * missing one (or one under a missing directory) is KEY_NOT_FOUND and
+ * nothing is made; a directory IS_DIRECTORY. A failover mux (one target)
+ * offers it, a mirror does not. */
+static void test_writer_existing(void **state)
+{
+	unsigned f = SMUX_WRITER_INPLACE | SMUX_WRITER_EXISTING;
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct stat st;
+	char path[160];
+	struct wt t;
+
+	(void)state;
+	wt_init(&t, SMUX_MODE_FAILOVER, 1);
+	assert_true(smux_backend_caps(t.file[0]) & SMUX_CAP_OPEN_EXISTING);
+	assert_true(smux_backend_caps(t.mux) & SMUX_CAP_OPEN_EXISTING);
+	MH_OK(mh_put(t.file[0], "f", "some content", &err), &err);
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f", f, &w, &err), &err);
+	assert_true(w->has_info);
+	assert_int_equal(w->info.size, 12);
+	assert_info_is_head(t.file[0], &t.ctx, "f", &w->info);
+	smux_writer_close(w);
+	w = NULL;
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "nope", f, &w, &err),
+		0);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "d/nope", f, &w, &err),
+		0);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	assert_null(w);
+	snprintf(path, sizeof(path), "%s/m0/nope", t.dir);
+	assert_int_not_equal(lstat(path, &st), 0);
+	snprintf(path, sizeof(path), "%s/m0/d", t.dir);
+	assert_int_not_equal(lstat(path, &st), 0);
+	wt_dir(&t, "dir", false);
+	assert_int_not_equal(
+		smux_backend_writer_open(t.mux, &t.ctx, "dir", f, &w, &err), 0);
+	assert_int_equal(err.e.code, SMUX_E_IS_DIRECTORY);
+	wt_release(&t);
+
+	wt_init(&t, SMUX_MODE_MIRROR, 2);
+	assert_false(smux_backend_caps(t.mux) & SMUX_CAP_OPEN_EXISTING);
+	wt_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -169,6 +276,8 @@ int main(void)
 		cmocka_unit_test(test_inplace_trunc_info_after_cut),
 		cmocka_unit_test(test_single_mux_passes_info),
 		cmocka_unit_test(test_mirror_has_no_info),
+		cmocka_unit_test(test_writer_dir_group),
+		cmocka_unit_test(test_writer_existing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
