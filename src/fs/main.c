@@ -471,6 +471,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 		FAIL(EXIT_BACKEND, "cache_dir %s: path too long", cache);
 	if (o->read_cache == SMUX_FS_ON || (o->read_cache == SMUX_FS_AUTO &&
 					    smux_config_has_network(d->cfg))) {
+		struct smuxfs_rcache_stats rst;
+
 		errbuf[0] = '\0';
 		rc = smuxfs_rcache_new(rdir, o->cache_size, fs->root,
 				       &fs->rcache, errbuf, sizeof(errbuf));
@@ -478,10 +480,11 @@ static int start(struct daemon *d, struct status_msg *sm)
 			FAIL(EXIT_BACKEND, "%s",
 			     errbuf[0] ? errbuf : strerror(-rc));
 		smuxfs_rcache_set_readahead(fs->rcache, o->read_ahead);
+		smuxfs_rcache_stats(fs->rcache, &rst);
 		smux_log(LOG_INFO,
 			 "read cache in %s, %llu bytes, read-ahead %llu bytes",
 			 rdir, (unsigned long long)o->cache_size,
-			 (unsigned long long)o->read_ahead);
+			 (unsigned long long)rst.ra_budget);
 	} else {
 		rc = smuxfs_rcache_discard(rdir);
 		if (rc)

@@ -412,6 +412,11 @@ out_free:
 
 void smuxfs_rcache_set_readahead(struct smuxfs_rcache *rc, uint64_t budget)
 {
+	/* at most half the cache: the rest is the readers' (read-ahead
+	 * larger than the cache pinned segments a reader then found no room
+	 * for, and its read went past the cache) */
+	if (budget > rc->capacity / 2)
+		budget = rc->capacity / 2;
 	pthread_mutex_lock(&rc->lock);
 	rc->ra_budget = budget;
 	pthread_mutex_unlock(&rc->lock);

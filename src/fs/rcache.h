@@ -134,8 +134,8 @@ long smuxfs_rcache_read_ra(struct smuxfs_rcache *rc,
 			   size_t len, uint64_t off);
 
 /* Sets the read-ahead budget: the most bytes of read-ahead gets queued or
- * in flight at once, over every open file (0: no read-ahead). Before the
- * first read. */
+ * in flight at once, over every open file (0: no read-ahead), at most half
+ * the cache's capacity. Before the first read. */
 void smuxfs_rcache_set_readahead(struct smuxfs_rcache *rc, uint64_t budget);
 
 /* Whether some version of @key is cached (whole or in part). False for a

@@ -905,6 +905,21 @@ static void test_concurrent_streams_budget(void **state)
 	assert_int_equal(usage(e).files, 1);
 }
 
+/* Read-ahead never asks for more than half the cache: with cache_size
+ * 16M and the default 64 MiB window, read-ahead of a large file pinned
+ * segments the reader then found no room for, and its read went past the
+ * cache (test_http_read under load: "1 reads past the cache"). */
+static void test_readahead_within_cache(void **state)
+{
+	struct env *e = *state;
+
+	open_cache(e, 16 * MB);
+	smuxfs_rcache_set_readahead(e->rc, SMUXFS_RCACHE_RA_DEFAULT);
+	assert_int_equal(stats(e).ra_budget, 8 * MB);
+	smuxfs_rcache_set_readahead(e->rc, 2 * MB); /* below: kept */
+	assert_int_equal(stats(e).ra_budget, 2 * MB);
+}
+
 /* Every fetch is pinned to the version opened: once the object is
  * replaced, a chunk not yet fetched is not served (the caller reads
  * through and answers ESTALE), never mixed with the new version. */
@@ -968,6 +983,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_streams_budget,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_object_segments,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readahead_within_cache,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pinned_version, setup,
 						teardown),
