@@ -12,7 +12,8 @@
 #              http backend (nginx WebDAV)
 #   s3-shield  shield: a file origin and an s3 mirror
 #   bunny      a single bunny backend (the Bunny Storage emulator)
-# Their final check reads the bucket (tests/tools/s3_fetch.py), nginx's
+# They run model.c's extra operations (SMUX_MODEL_EXTRA=1; =0 turns them
+# off). Their final check reads the bucket (tests/tools/s3_fetch.py), nginx's
 # root and the emulator's zone directory: each must hold the final file
 # and not the other name.
 #
@@ -87,6 +88,8 @@ if net_config "$MODE" "$CONF"; then
 	NET=1
 	# a network run stays under a minute
 	STEPS=${SMUX_IT_STEPS:-1000}
+	# and has the extra operations (model.c) unless SMUX_MODEL_EXTRA=0
+	export SMUX_MODEL_EXTRA=${SMUX_MODEL_EXTRA:-1}
 else
 	mode_config "$MODE" "$CONF"
 	STEPS=${SMUX_IT_STEPS:-3000}
