@@ -589,6 +589,7 @@ use_s3rver() {
 		d=$T/s3rver
 		"$SMUX_REPO/tests/servers/s3rver.sh" start "$d" >/dev/null ||
 			fail "s3rver did not start"
+		S3_OWN=$d
 	fi
 	S3_EP=$(sed -n 's/^S3_ENDPOINT=//p' "$d/env")
 	S3_BUCKET=smux-it-$$-$RANDOM
@@ -629,13 +630,17 @@ start_bunny_emu() {
 	log "bunny emulator on $BUNNY_URL (pid $BUNNY_PID)"
 }
 
-# stop_net_servers: stops the nginx and the emulator the start_ helpers
-# started (the cleanup would kill them anyway, noisily).
+# stop_net_servers: stops the nginx, the emulator and the s3rver of its
+# own that the helpers above started (the cleanup would kill them anyway,
+# noisily).
 stop_net_servers() {
 	local pid
 	for pid in ${NGINX_PID:-} ${BUNNY_PID:-}; do
 		kill -TERM "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
-	NGINX_PID= BUNNY_PID=
+	if [ -n "${S3_OWN:-}" ]; then
+		"$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3_OWN" >/dev/null 2>&1 || true
+	fi
+	NGINX_PID= BUNNY_PID= S3_OWN=
 }
