@@ -573,6 +573,7 @@ start_nginx_dav() {
 			{ cat "$dir/server.log" >&2; fail "nginx exited"; }
 		sleep 0.1
 	done
+	curl -s -o /dev/null "$DAV_URL/" || fail "nginx on $DAV_URL did not answer"
 	log "nginx WebDAV on $DAV_URL (pid $NGINX_PID)"
 }
 
