@@ -608,6 +608,44 @@ s3rver_fetch() {
 		fail "cannot fetch bucket $S3_BUCKET"
 }
 
+# swift_server: sets SWIFT_DIR to the OpenStack Swift (tempauth, s3api)
+# `make check` shares (SMUX_TEST_SERVERS/swift or SMUX_TEST_SWIFT_DIR, left
+# running), or starts one (seconds to minutes on a busy machine) outside
+# $T, since the harness deletes $T before a stopper could read the pids in
+# it (memcached was left running): a watcher stops it when this shell
+# ends, stop_net_servers sooner. SWIFT_DIR/env has its addresses and keys.
+swift_server() {
+	if [ -n "${SMUX_TEST_SERVERS:-}" ] && [ -s "$SMUX_TEST_SERVERS/swift/env" ]; then
+		SWIFT_DIR=$SMUX_TEST_SERVERS/swift
+	elif [ -n "${SMUX_TEST_SWIFT_DIR:-}" ] && [ -s "$SMUX_TEST_SWIFT_DIR/env" ]; then
+		SWIFT_DIR=$SMUX_TEST_SWIFT_DIR
+	else
+		SWIFT_DIR=$(mktemp -d /tmp/smux-swift.XXXXXX)
+		"$SMUX_REPO/tests/servers/swift.sh" start "$SWIFT_DIR" >/dev/null ||
+			fail "Swift did not start"
+		(tail --pid=$$ -f /dev/null 2>/dev/null
+			"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_DIR" >/dev/null 2>&1
+			rm -rf "$SWIFT_DIR") &
+		SWIFT_OWN=$SWIFT_DIR
+	fi
+}
+
+# use_swift: swift_server, then sources its env (SWIFT_AUTH_URL...), sets
+# SWIFT (the swift CLI as test:tester) and SWIFT_CONTAINER (a name of this
+# run's own), and exports SMUX_IT_SWIFT_CRED for credentials_env.
+use_swift() {
+	command -v swift >/dev/null ||
+		fail "python3-swiftclient missing (scripts/install-deps.sh)"
+	swift_server
+	# shellcheck disable=SC1091
+	. "$SWIFT_DIR/env"
+	# shellcheck disable=SC2034 # the caller's
+	SWIFT=(swift -q -A "$SWIFT_AUTH_URL" -U test:tester -K testing)
+	SWIFT_CONTAINER=it-$$-$RANDOM
+	export SMUX_IT_SWIFT_CRED=test:tester:testing
+	log "Swift at $SWIFT_AUTH_URL, container $SWIFT_CONTAINER"
+}
+
 # start_bunny_emu DIR ZONE KEY: the Bunny Storage emulator (tests/servers/
 # bunny_emu.py) with zone ZONE, password KEY, its files under
 # DIR/store/ZONE; sets BUNNY_URL and BUNNY_PID once it listens, and writes
@@ -631,9 +669,9 @@ start_bunny_emu() {
 	log "bunny emulator on $BUNNY_URL (pid $BUNNY_PID)"
 }
 
-# stop_net_servers: stops the nginx, the emulator and the s3rver of its
-# own that the helpers above started (the cleanup would kill them anyway,
-# noisily).
+# stop_net_servers: stops the nginx, the emulator and the s3rver or Swift
+# of its own that the helpers above started (the cleanup would kill them
+# anyway, noisily; Swift's watcher stops it when the test's shell ends).
 stop_net_servers() {
 	local pid
 	for pid in ${NGINX_PID:-} ${BUNNY_PID:-}; do
@@ -643,5 +681,8 @@ stop_net_servers() {
 	if [ -n "${S3_OWN:-}" ]; then
 		"$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3_OWN" >/dev/null 2>&1 || true
 	fi
-	NGINX_PID= BUNNY_PID= S3_OWN=
+	if [ -n "${SWIFT_OWN:-}" ]; then
+		"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_OWN" >/dev/null 2>&1 || true
+	fi
+	NGINX_PID='' BUNNY_PID='' S3_OWN='' SWIFT_OWN=''
 }

@@ -6,19 +6,21 @@
 # fresh daemon and in the backing directories where the mode puts it.
 #
 # MODE is one of lib.sh's standard local configurations (mode_config) or a
-# mount of network backends on loopback servers this test starts (lib.sh:
-# start_nginx_dav, use_s3rver, start_bunny_emu):
+# mount of network backends on loopback servers this test starts or
+# shares (lib.sh: start_nginx_dav, use_s3rver, start_bunny_emu, use_swift):
 #   s3-mirror  mirror of an s3 backend (s3rver, a bucket of its own) and an
 #              http backend (nginx WebDAV)
 #   s3-shield  shield: a file origin and an s3 mirror
 #   bunny      a single bunny backend (the Bunny Storage emulator)
+#   swift      a single swift backend (OpenStack Swift, tempauth)
 # They run model.c's extra operations (SMUX_MODEL_EXTRA=1; =0 turns them
-# off). Their final check reads the bucket (tests/tools/s3_fetch.py), nginx's
-# root and the emulator's zone directory: each must hold the final file
-# and not the other name.
+# off). Their final check reads each replica's storage (the bucket with
+# tests/tools/s3_fetch.py, nginx's root, the emulator's zone directory, the
+# container with swift download): each must hold the final file and not
+# the other name.
 #
 # SMUX_IT_SEED (default 20261130) and SMUX_IT_STEPS (default 3000, 1000 on
-# network modes) pick the sequence; a failure prints the seed and the step
+# network modes, 100 on swift) pick the sequence; a failure prints the seed and the step
 # to replay it. SMUX_IT_FILES=N (default 1) runs N models at once, each on
 # its own file (directories model, model1, ...; seeds SEED, SEED+1, ...).
 . "$(dirname "$0")/lib.sh"
@@ -65,6 +67,16 @@ credentials_file = $T/bn/key
 "
 		COPIES="$T/bn/store/edge"
 		;;
+	swift)
+		use_swift
+		cfg_raw "[backend m]
+type = swift
+auth_url = $SWIFT_AUTH_URL
+container = $SWIFT_CONTAINER
+credentials_env = SMUX_IT_SWIFT_CRED
+"
+		COPIES="$T/swcopy"
+		;;
 	*) return 1 ;;
 	esac
 	if [ -n "${S3_BUCKET:-}" ]; then
@@ -86,8 +98,11 @@ url = $DAV_URL/
 NET=0
 if net_config "$MODE" "$CONF"; then
 	NET=1
-	# a network run stays under a minute
-	STEPS=${SMUX_IT_STEPS:-1000}
+	# a network run stays under a minute (Swift's Python servers take
+	# ~30 ms a request here, ~20 requests a step with the extras)
+	STEPS=1000
+	[ "$MODE" = swift ] && STEPS=100
+	STEPS=${SMUX_IT_STEPS:-$STEPS}
 	# and has the extra operations (model.c) unless SMUX_MODEL_EXTRA=0
 	export SMUX_MODEL_EXTRA=${SMUX_MODEL_EXTRA:-1}
 else
@@ -127,7 +142,14 @@ for ((i = 0; i < FILES; i++)); do
 done
 
 unmount_smux "$M"
-[ "$NET" = 0 ] || case $COPIES in *s3copy*) s3rver_fetch "$T/s3copy" ;; esac
+if [ "$NET" = 1 ]; then
+	case $COPIES in *s3copy*) s3rver_fetch "$T/s3copy" ;; esac
+	case $COPIES in *swcopy*)
+		mkdir -p "$T/swcopy"
+		(cd "$T/swcopy" && "${SWIFT[@]}" download "$SWIFT_CONTAINER")
+		;;
+	esac
+fi
 for ((i = 0; i < FILES; i++)); do
 	rel=$(mdir $i)/$(final_of $i)
 	gone=$(mdir $i)/$(other_of $i)
