@@ -20,8 +20,8 @@
 # the other name.
 #
 # SMUX_IT_SEED (default 20261130) and SMUX_IT_STEPS (default 3000, 1000 on
-# network modes, 100 on swift) pick the sequence; a failure prints the seed and the step
-# to replay it. SMUX_IT_FILES=N (default 1) runs N models at once, each on
+# network modes, 100 on swift) pick the sequence; a failure prints the
+# seed and the step to replay it. SMUX_IT_FILES=N (default 1) runs N models at once, each on
 # its own file (directories model, model1, ...; seeds SEED, SEED+1, ...).
 . "$(dirname "$0")/lib.sh"
 
@@ -77,7 +77,7 @@ credentials_env = SMUX_IT_SWIFT_CRED
 "
 		COPIES="$T/swcopy"
 		;;
-	*) return 1 ;;
+	*) fail "unknown network mode $mode" ;;
 	esac
 	if [ -n "${S3_BUCKET:-}" ]; then
 		cfg_raw "[backend s]
@@ -95,9 +95,11 @@ url = $DAV_URL/
 	fi
 }
 
+# (not under `if`: errexit stays on inside the helpers)
 NET=0
-if net_config "$MODE" "$CONF"; then
-	NET=1
+case $MODE in s3-mirror | s3-shield | bunny | swift) NET=1 ;; esac
+if [ "$NET" = 1 ]; then
+	net_config "$MODE" "$CONF"
 	# a network run stays under a minute (Swift's Python servers take
 	# ~30 ms a request here, ~20 requests a step with the extras)
 	STEPS=1000
