@@ -536,3 +536,153 @@ mode_check_file() {
 	fi
 	return 0
 }
+
+# ---------------------------------------------------------------------------
+# Network test servers on loopback, for mounts of network backends. Each
+# runs with its files under a directory of $T (its command line names $T,
+# so the cleanup stops it even when the test fails) unless it is the one
+# `make check` shares (tests/servers/shared.sh: SMUX_TEST_SERVERS).
+
+# free_port: prints a free TCP port on 127.0.0.1.
+free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_nginx_dav DIR: nginx with WebDAV (tests/servers/nginx-dav.conf)
+# serving DIR/root; sets DAV_URL (http://127.0.0.1:PORT, no slash) and
+# NGINX_PID once it answers. Fails the test when nginx or its dav-ext
+# module is missing.
+start_nginx_dav() {
+	local dir=$1 nginx port i
+	nginx=$(command -v nginx || echo /usr/sbin/nginx)
+	if [ ! -x "$nginx" ] || [ ! -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ]; then
+		fail "nginx or libnginx-mod-http-dav-ext missing (scripts/install-deps.sh installs them)"
+	fi
+	mkdir -p "$dir/root"
+	port=$(free_port)
+	sed -e "s#@DIR@#$dir#g; s#@ROOT@#$dir/root#g; s#@PORT@#$port#g" \
+		-e "s#@USER@#$([ "$(id -u)" = 0 ] && echo 'user root;')#" \
+		"$SMUX_REPO/tests/servers/nginx-dav.conf" >"$dir/nginx.conf"
+	"$nginx" -e "$dir/server.log" -p "$dir" -c "$dir/nginx.conf" \
+		>"$dir/server.log" 2>&1 </dev/null &
+	NGINX_PID=$!
+	DAV_URL=http://127.0.0.1:$port
+	for ((i = 0; i < 200; i++)); do
+		curl -s -o /dev/null "$DAV_URL/" && break
+		kill -0 "$NGINX_PID" 2>/dev/null ||
+			{ cat "$dir/server.log" >&2; fail "nginx exited"; }
+		sleep 0.1
+	done
+	curl -s -o /dev/null "$DAV_URL/" || fail "nginx on $DAV_URL did not answer"
+	log "nginx WebDAV on $DAV_URL (pid $NGINX_PID)"
+}
+
+# use_s3rver: sets S3_EP to the endpoint of the s3rver `make check` shares,
+# or of one of its own under $T/s3rver; then makes a bucket of this run's
+# own (smux-it-PID-RANDOM) and sets S3_BUCKET. s3rver checks the access key
+# only: credentials_env names a prefix whose _ACCESS_KEY_ID and
+# _SECRET_ACCESS_KEY are both S3RVER (S3RV_ here, exported).
+use_s3rver() {
+	local d
+	if [ -n "${SMUX_TEST_SERVERS:-}" ] && [ -s "$SMUX_TEST_SERVERS/s3rver/env" ]; then
+		d=$SMUX_TEST_SERVERS/s3rver
+	else
+		d=$T/s3rver
+		"$SMUX_REPO/tests/servers/s3rver.sh" start "$d" >/dev/null ||
+			fail "s3rver did not start"
+		S3_OWN=$d
+	fi
+	S3_EP=$(sed -n 's/^S3_ENDPOINT=//p' "$d/env")
+	S3_BUCKET=smux-it-$$-$RANDOM
+	curl -sf -X PUT "$S3_EP/$S3_BUCKET" >/dev/null ||
+		fail "cannot create bucket $S3_BUCKET on $S3_EP"
+	export S3RV_ACCESS_KEY_ID=S3RVER S3RV_SECRET_ACCESS_KEY=S3RVER
+	log "s3rver at $S3_EP, bucket $S3_BUCKET"
+}
+
+# s3rver_fetch DIR: every object of $S3_BUCKET into DIR (tests/tools/
+# s3_fetch.py), the key as the relative path.
+s3rver_fetch() {
+	S3_ACCESS_KEY=S3RVER S3_SECRET_KEY=S3RVER /usr/bin/python3 \
+		"$SMUX_REPO/tests/tools/s3_fetch.py" "$S3_EP" "$S3_BUCKET" "$1" ||
+		fail "cannot fetch bucket $S3_BUCKET"
+}
+
+# swift_server: sets SWIFT_DIR to the OpenStack Swift (tempauth, s3api)
+# `make check` shares (SMUX_TEST_SERVERS/swift or SMUX_TEST_SWIFT_DIR, left
+# running), or starts one (seconds to minutes on a busy machine) outside
+# $T, since the harness deletes $T before a stopper could read the pids in
+# it (memcached was left running): a watcher stops it when this shell
+# ends, stop_net_servers sooner. SWIFT_DIR/env has its addresses and keys.
+swift_server() {
+	if [ -n "${SMUX_TEST_SERVERS:-}" ] && [ -s "$SMUX_TEST_SERVERS/swift/env" ]; then
+		SWIFT_DIR=$SMUX_TEST_SERVERS/swift
+	elif [ -n "${SMUX_TEST_SWIFT_DIR:-}" ] && [ -s "$SMUX_TEST_SWIFT_DIR/env" ]; then
+		SWIFT_DIR=$SMUX_TEST_SWIFT_DIR
+	else
+		SWIFT_DIR=$(mktemp -d /tmp/smux-swift.XXXXXX)
+		"$SMUX_REPO/tests/servers/swift.sh" start "$SWIFT_DIR" >/dev/null ||
+			fail "Swift did not start"
+		(tail --pid=$$ -f /dev/null 2>/dev/null
+			"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_DIR" >/dev/null 2>&1
+			rm -rf "$SWIFT_DIR") &
+		SWIFT_OWN=$SWIFT_DIR
+	fi
+}
+
+# use_swift: swift_server, then sources its env (SWIFT_AUTH_URL...), sets
+# SWIFT (the swift CLI as test:tester) and SWIFT_CONTAINER (a name of this
+# run's own), and exports SMUX_IT_SWIFT_CRED for credentials_env.
+use_swift() {
+	command -v swift >/dev/null ||
+		fail "python3-swiftclient missing (scripts/install-deps.sh)"
+	swift_server
+	# shellcheck disable=SC1091
+	. "$SWIFT_DIR/env"
+	# shellcheck disable=SC2034 # the caller's
+	SWIFT=(swift -q -A "$SWIFT_AUTH_URL" -U test:tester -K testing)
+	SWIFT_CONTAINER=it-$$-$RANDOM
+	export SMUX_IT_SWIFT_CRED=test:tester:testing
+	log "Swift at $SWIFT_AUTH_URL, container $SWIFT_CONTAINER"
+}
+
+# start_bunny_emu DIR ZONE KEY: the Bunny Storage emulator (tests/servers/
+# bunny_emu.py) with zone ZONE, password KEY, its files under
+# DIR/store/ZONE; sets BUNNY_URL and BUNNY_PID once it listens, and writes
+# KEY to DIR/key (mode 600) for credentials_file.
+start_bunny_emu() {
+	local dir=$1 zone=$2 key=$3 i
+	mkdir -p "$dir"
+	python3 "$SMUX_REPO/tests/servers/bunny_emu.py" "$dir/port" \
+		"$dir/store" "$zone" "$key" >"$dir/server.log" 2>&1 </dev/null &
+	BUNNY_PID=$!
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$dir/port" ] && break
+		kill -0 "$BUNNY_PID" 2>/dev/null ||
+			{ cat "$dir/server.log" >&2; fail "bunny emulator exited"; }
+		sleep 0.1
+	done
+	[ -s "$dir/port" ] || fail "bunny emulator did not start"
+	BUNNY_URL=http://127.0.0.1:$(cat "$dir/port")
+	printf '%s\n' "$key" >"$dir/key"
+	chmod 600 "$dir/key"
+	log "bunny emulator on $BUNNY_URL (pid $BUNNY_PID)"
+}
+
+# stop_net_servers: stops the nginx, the emulator and the s3rver or Swift
+# of its own that the helpers above started (the cleanup would kill them
+# anyway, noisily; Swift's watcher stops it when the test's shell ends).
+stop_net_servers() {
+	local pid
+	for pid in ${NGINX_PID:-} ${BUNNY_PID:-}; do
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ -n "${S3_OWN:-}" ]; then
+		"$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3_OWN" >/dev/null 2>&1 || true
+	fi
+	if [ -n "${SWIFT_OWN:-}" ]; then
+		"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_OWN" >/dev/null 2>&1 || true
+	fi
+	NGINX_PID='' BUNNY_PID='' S3_OWN='' SWIFT_OWN=''
+}

@@ -15,6 +15,14 @@
  * full. The final model is written to OUT and the final name ("f0" or "f1")
  * printed, so the caller can compare the backing replicas too.
  *
+ * SMUX_MODEL_EXTRA=1 (set and not 0) in the environment adds, in about one step in six,
+ * operations other exercisers use: truncate(2) by path while the file is
+ * open, a reopen with O_TRUNC, an O_APPEND write through a second
+ * descriptor, a write through a shared writable mmap and a read through a
+ * read-only one, and a burst of write + close + rename + stat cycles (an
+ * upload at once renamed: a server-side copy of what was just put).
+ * Without it the sequence of a seed is the same as before.
+ *
  * SMUX_MODEL_TRACE=1 in the environment prints every step to stderr.
  * Exit 0 when every step matched; 1 with the step, the operation and the
  * first differing offset otherwise. Plain C11 + POSIX, no dependencies.
@@ -27,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +51,7 @@ static unsigned char *buf;
 static char dir[4096];
 static int cur;	  /* 0: f0, 1: f1 */
 static int trace; /* SMUX_MODEL_TRACE set: print every step */
+static int extra; /* SMUX_MODEL_EXTRA set: also the extra operations */
 
 static uint64_t rnd(void)
 {
@@ -198,9 +208,149 @@ static void do_rename(void)
 	cur = !cur;
 }
 
+/* truncate(2) by path while @fd stays open */
+static void do_path_truncate(void)
+{
+	size_t to = below(size + 65536);
+
+	if (to > MAX_SIZE)
+		to = MAX_SIZE;
+	if (trace)
+		fprintf(stderr, "  %lu path truncate %zu -> %zu\n", step, size,
+			to);
+	if (truncate(name(cur), (off_t)to) != 0)
+		die("truncate(%zu): %s", to, strerror(errno));
+	if (to < size)
+		memset(model + to, 0, size - to);
+	size = to;
+}
+
+/* a write through a second descriptor opened with O_APPEND */
+static void do_append(void)
+{
+	size_t len = 1 + below(8192), done = 0;
+	int fd2;
+
+	if (size + len > MAX_SIZE)
+		return;
+	fd2 = xopen(O_WRONLY | O_APPEND);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)rnd();
+	if (trace)
+		fprintf(stderr, "  %lu append %zu at %zu\n", step, len, size);
+	while (done < len) {
+		ssize_t n = write(fd2, buf + done, len - done);
+
+		if (n <= 0)
+			die("append write(%zu): %s", len - done,
+			    n < 0 ? strerror(errno) : "wrote 0");
+		done += (size_t)n;
+	}
+	xclose(fd2);
+	memcpy(model + size, buf, len);
+	size += len;
+}
+
+/* a write through a shared writable mapping of [0, size) of @fd, then
+ * msync; or a read through a read-only mapping */
+static void do_mmap(int fd, int wr)
+{
+	size_t off, len;
+	unsigned char *p;
+
+	if (size == 0)
+		return;
+	off = below(size);
+	len = 1 + below(size - off < 65536 ? size - off : 65536);
+	p = mmap(NULL, size, wr ? PROT_READ | PROT_WRITE : PROT_READ,
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap(%zu, %s): %s", size, wr ? "rw" : "r",
+		    strerror(errno));
+	if (trace)
+		fprintf(stderr, "  %lu mmap %s off %zu len %zu (size %zu)\n",
+			step, wr ? "write" : "read", off, len, size);
+	if (wr) {
+		for (size_t i = 0; i < len; i++)
+			model[off + i] = p[off + i] = (unsigned char)rnd();
+		if (msync(p, size, MS_SYNC) != 0)
+			die("msync: %s", strerror(errno));
+	} else {
+		for (size_t i = 0; i < len; i++)
+			if (p[off + i] != model[off + i])
+				die("mapped byte %zu is 0x%02x, model 0x%02x "
+				    "(size %zu)",
+				    off + i, p[off + i], model[off + i], size);
+	}
+	munmap(p, size);
+}
+
+/* a burst of short write sessions, each checked by path at once: a
+ * write at 0 (within the size), close, rename, stat; reopen */
+static int do_burst(int fd)
+{
+	unsigned n = 10 + (unsigned)below(40);
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = 1 + below(size ? size : 65536);
+
+		if (trace)
+			fprintf(stderr, "  %lu burst %u/%u\n", step, i + 1, n);
+		if (len > MAX_SIZE)
+			len = MAX_SIZE;
+		for (size_t k = 0; k < len; k++)
+			buf[k] = (unsigned char)rnd();
+		if (pwrite(fd, buf, len, 0) != (ssize_t)len)
+			die("pwrite(0, %zu): %s", len, strerror(errno));
+		memcpy(model, buf, len);
+		if (len > size)
+			size = len;
+		xclose(fd);
+		do_rename();
+		check_size_path();
+		fd = xopen(O_RDWR);
+	}
+	return fd;
+}
+
+/* one of the SMUX_MODEL_EXTRA operations; returns the (new) descriptor */
+static int do_extra(int fd)
+{
+	unsigned r = (unsigned)below(6);
+
+	if (r == 0) {
+		op = "path truncate";
+		do_path_truncate();
+		check_size_fd(fd);
+	} else if (r == 1) {
+		op = "reopen O_TRUNC";
+		xclose(fd);
+		fd = xopen(O_RDWR | O_TRUNC);
+		memset(model, 0, size);
+		size = 0;
+		check_size_path();
+	} else if (r == 2) {
+		op = "append";
+		do_append();
+		check_size_fd(fd);
+	} else if (r == 3) {
+		op = "mmap write";
+		do_mmap(fd, 1);
+		check_range(fd, 0, size + 1);
+	} else if (r == 4) {
+		op = "mmap read";
+		do_mmap(fd, 0);
+	} else {
+		op = "write+close+rename burst";
+		fd = do_burst(fd);
+	}
+	return fd;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long steps;
+	const char *env;
 	int fd;
 	FILE *out;
 
@@ -212,6 +362,8 @@ int main(int argc, char **argv)
 	rng_state = strtoull(argv[2], NULL, 10) * 0x9E3779B97F4A7C15ULL + 1;
 	steps = strtoul(argv[3], NULL, 10);
 	trace = getenv("SMUX_MODEL_TRACE") != NULL;
+	env = getenv("SMUX_MODEL_EXTRA");
+	extra = env && strcmp(env, "0") != 0;
 	model = calloc(1, MAX_SIZE);
 	buf = malloc(MAX_SIZE + 4096);
 	if (!model || !buf)
@@ -221,7 +373,13 @@ int main(int argc, char **argv)
 	unlink(name(1));
 	fd = xopen(O_RDWR | O_CREAT | O_EXCL);
 	for (step = 1; step <= steps; step++) {
-		unsigned r = (unsigned)below(100);
+		unsigned r;
+
+		if (extra && below(6) == 0) {
+			fd = do_extra(fd);
+			continue;
+		}
+		r = (unsigned)below(100);
 
 		if (trace && r >= 66 && r < 96)
 			fprintf(stderr, "  %lu %s\n", step,

@@ -62,6 +62,9 @@ MODES="failover round-robin weighted sticky-by-key shield mirror"
 tests=()
 for m in $MODES; do tests+=("test_programs.sh $m"); done
 for m in mirror failover sticky-by-key shield; do tests+=("test_model.sh $m"); done
+# the model on network backends (loopback s3rver, nginx WebDAV, Bunny
+# emulator, Swift)
+for m in s3-mirror s3-shield bunny swift; do tests+=("test_model.sh $m"); done
 for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open; do
 	tests+=("test_failover.sh $s")
 done

@@ -23,20 +23,8 @@ KIND=${1:-s3}
 command -v aws >/dev/null || fail "aws CLI missing (scripts/install-deps.sh installs awscli)"
 command -v rsync >/dev/null || fail "rsync missing (scripts/install-deps.sh)"
 
-if [ -n "${SMUX_TEST_SERVERS:-}" ] && [ -s "$SMUX_TEST_SERVERS/swift/env" ]; then
-	SW=$SMUX_TEST_SERVERS/swift
-elif [ -n "${SMUX_TEST_SWIFT_DIR:-}" ] && [ -s "$SMUX_TEST_SWIFT_DIR/env" ]; then
-	SW=$SMUX_TEST_SWIFT_DIR
-else
-	# outside $T: the harness deletes $T at exit, before the stopper
-	# below reads the pids in it (memcached was left running)
-	SW=$(mktemp -d /tmp/smux-swift.XXXXXX)
-	"$SMUX_REPO/tests/servers/swift.sh" start "$SW" >/dev/null ||
-		fail "Swift did not start"
-	(tail --pid=$$ -f /dev/null 2>/dev/null
-		"$SMUX_REPO/tests/servers/swift.sh" stop "$SW" >/dev/null 2>&1
-		rm -rf "$SW") &
-fi
+swift_server
+SW=$SWIFT_DIR
 EP=$(sed -n 's/^S3_ENDPOINT=//p' "$SW/env")
 AK=$(sed -n 's/^S3_ACCESS_KEY=//p' "$SW/env")
 SK=$(sed -n 's/^S3_SECRET_KEY=//p' "$SW/env")

@@ -9,27 +9,12 @@
 #
 # Swift takes seconds to minutes to start on a busy machine: `make check`
 # starts one for all its passes (tests/servers/shared.sh), which
-# SMUX_TEST_SWIFT_DIR names (left running); else one is started under $T
-# and stopped at the end, or when this shell dies (a watcher waits for it
-# with tail --pid).
+# SMUX_TEST_SWIFT_DIR names; else lib.sh's use_swift starts one for this
+# test.
 . "$(dirname "$0")/lib.sh"
 
-command -v swift >/dev/null || fail "python3-swiftclient missing (scripts/install-deps.sh)"
-SW=${SMUX_TEST_SWIFT_DIR:-}
-if [ -z "$SW" ]; then
-	# outside $T: the harness deletes $T at exit, before the stopper
-	# below reads the pids in it (memcached was left running)
-	SW=$(mktemp -d /tmp/smux-swift.XXXXXX)
-	"$SMUX_REPO/tests/servers/swift.sh" start "$SW" >/dev/null
-	(tail --pid=$$ -f /dev/null 2>/dev/null
-		"$SMUX_REPO/tests/servers/swift.sh" stop "$SW" >/dev/null 2>&1
-		rm -rf "$SW") &
-fi
-# shellcheck disable=SC1091
-. "$SW/env"
-SWIFT=(swift -q -A "$SWIFT_AUTH_URL" -U test:tester -K testing)
-CONTAINER=it-$$-$RANDOM
-export SMUX_IT_SWIFT_CRED=test:tester:testing
+use_swift
+CONTAINER=$SWIFT_CONTAINER
 
 CONF=$T/swift.conf
 new_config "$CONF" m
@@ -110,7 +95,5 @@ rm "$M/big2"
 want_segs 0 "after rm"
 log "a large object: 4 segments, renamed, removed with its segments"
 unmount_smux "$M"
-if [ -z "${SMUX_TEST_SWIFT_DIR:-}" ]; then
-	"$SMUX_REPO/tests/servers/swift.sh" stop "$SW" >/dev/null
-fi
+stop_net_servers
 log "passed"

@@ -18,17 +18,8 @@
 # A count above its bound fails the test; the counts are printed.
 . "$(dirname "$0")/lib.sh"
 
-SW=${SMUX_TEST_SWIFT_DIR:-}
-if [ -z "$SW" ]; then
-	# outside $T: the harness deletes $T at exit, before the stopper
-	# below reads the pids in it
-	SW=$(mktemp -d /tmp/smux-swift.XXXXXX)
-	"$SMUX_REPO/tests/servers/swift.sh" start "$SW" >/dev/null ||
-		fail "swift did not start"
-	(tail --pid=$$ -f /dev/null 2>/dev/null
-		"$SMUX_REPO/tests/servers/swift.sh" stop "$SW" >/dev/null 2>&1
-		rm -rf "$SW") &
-fi
+swift_server
+SW=$SWIFT_DIR
 # shellcheck disable=SC1091
 . "$SW/env"
 PLOG=$SW/log/proxy.log
