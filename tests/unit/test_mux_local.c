@@ -559,10 +559,14 @@ static void test_repair_tmpdir_full(void **state)
 		assert_int_equal(st, SMUX_STATUS_UP);
 		assert_int_equal(fails, 0);
 		assert_int_equal(errors, 0);
-		/* the replica being repaired: as it was */
+		/* the replica being repaired: charged nothing. Its status
+		 * is as it was, or up: past its cooldown the background
+		 * thread's health probe (probe_due) may find it well first
+		 * (TSan at load 10: 1 run in ~15 saw it up) */
 		lt_member(mux, 1, &st, &fails, &errors);
-		assert_int_equal(st, st1);
-		assert_int_equal(fails, fails1);
+		if (st != st1)
+			assert_int_equal(st, SMUX_STATUS_UP);
+		assert_true(fails <= fails1);
 		assert_int_equal(errors, errors1);
 	}
 	full_tmp_off(&ft);
