@@ -404,8 +404,11 @@ uint32_t smuxfs_dir_group(struct smuxfs *fs, const char *key)
 	parent[n] = '\0';
 	if (n + 1 == fs->prefix_len || !n) {
 		/* the root: kept by the daemon, never an open file */
-		smuxfs_lookup(fs, parent, true, &is_dir, &info);
+		if (smuxfs_lookup(fs, parent, true, &is_dir, &info) != 0)
+			return SMUX_ID_NONE;
 	} else {
+		/* a head, not smuxfs_lookup: that one consults the open
+		 * files, and the caller holds an ofile's lock */
 		smuxfs_ctx(&ctx);
 		if (smux_backend_head(fs->root, &ctx, parent, &info, &err))
 			return SMUX_ID_NONE;
