@@ -116,6 +116,21 @@ cmp "$T/mp" "$M/aws/mp.bin"
 cmp "$T/big" "$M/big"
 log "objects written by the aws CLI list and read through the mount"
 
+# a rename on s3 is a CopyObject whose x-amz-copy-source is percent-encoded:
+# names with reserved characters (dbench's "@@@CDRW.TMP" failed with ENOENT
+# on s3rver, which decoded that header with decodeURI)
+mkdir "$M/odd"
+for n in '@@@x.TMP' 'a:b;c' 'p+q=r&s' 'd$e,f' 'h#i?j' "sp ace'q"; do
+	printf '%s\n' "$n" >"$M/odd/$n"
+	mv "$M/odd/$n" "$M/odd/$n.moved" || fail "rename of '$n' failed"
+	[ "$(cat "$M/odd/$n.moved")" = "$n" ] || fail "'$n' renamed wrong"
+	awsc s3 cp "s3://$B/tree/odd/$n.moved" "$T/odd.aws" --quiet ||
+		fail "'$n.moved' is not on the server"
+	[ "$(cat "$T/odd.aws")" = "$n" ] || fail "'$n.moved' on the server"
+done
+rm -r "$M/odd"
+log "renames of names with reserved characters"
+
 # ls -l of a directory on a fresh mount shows what was stored: the type
 # and mode of each entry (S3 listings carry neither: a listed symlink
 # taken for a regular file turned into EIO when its lookup said symlink)
