@@ -29,6 +29,7 @@ python3:/usr/bin/python3
 curl:/usr/bin/curl
 strace:/usr/bin/strace
 stress-ng:/usr/bin/stress-ng
+dbench:/usr/bin/dbench
 nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
 apache2-bin:/usr/sbin/apache2

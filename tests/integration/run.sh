@@ -84,6 +84,7 @@ tests+=("test_member_calls.sh")
 for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
+for k in mirror s3 s3-mirror; do tests+=("test_dbench.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")

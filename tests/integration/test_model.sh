@@ -38,63 +38,6 @@ if [ -z "$MODEL" ]; then
 		"$SMUX_REPO/tests/integration/model.c"
 fi
 
-# net_config MODE CONF: writes the network MODE's config and sets COPIES
-# to the directories that hold (after unmount) what each replica stores.
-net_config() {
-	local mode=$1 conf=$2
-	new_config "$conf" m
-	case $mode in
-	s3-mirror)
-		use_s3rver
-		start_nginx_dav "$T/ng"
-		cfg_mux m mirror "s d" backend_timeout=10s
-		COPIES="$T/s3copy $T/ng/root"
-		;;
-	s3-shield)
-		use_s3rver
-		cfg_mux m shield "origin s" backend_timeout=10s
-		cfg_file origin "$T/origin"
-		COPIES="$T/origin $T/s3copy"
-		;;
-	bunny)
-		start_bunny_emu "$T/bn" edge emu-secret
-		cfg_raw "[backend m]
-type = bunny
-zone = edge
-region = uk
-endpoint = $BUNNY_URL
-credentials_file = $T/bn/key
-"
-		COPIES="$T/bn/store/edge"
-		;;
-	swift)
-		use_swift
-		cfg_raw "[backend m]
-type = swift
-auth_url = $SWIFT_AUTH_URL
-container = $SWIFT_CONTAINER
-credentials_env = SMUX_IT_SWIFT_CRED
-"
-		COPIES="$T/swcopy"
-		;;
-	*) fail "unknown network mode $mode" ;;
-	esac
-	if [ -n "${S3_BUCKET:-}" ]; then
-		cfg_raw "[backend s]
-type = s3
-endpoint = $S3_EP
-bucket = $S3_BUCKET
-credentials_env = S3RV
-"
-	fi
-	if [ -n "${DAV_URL:-}" ]; then
-		cfg_raw "[backend d]
-type = http
-url = $DAV_URL/
-"
-	fi
-}
-
 # (not under `if`: errexit stays on inside the helpers)
 NET=0
 case $MODE in s3-mirror | s3-shield | bunny | swift) NET=1 ;; esac
