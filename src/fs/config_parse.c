@@ -353,6 +353,7 @@ static int parse_names(struct cfg_parser *p, struct smux__cfg_section *s,
 {
 	char q[SMUX__CFG_QUOTE_MAX];
 	const char *c = value;
+	bool comma = false; /* a comma since the last name: one must follow */
 
 	while (*c) {
 		const char *w;
@@ -361,10 +362,22 @@ static int parse_names(struct cfg_parser *p, struct smux__cfg_section *s,
 
 		while (is_blank(*c))
 			c++;
+		if (*c == ',') {
+			/* "a, b" and "a,b" list like "a b"; a comma stands
+			 * between two names */
+			if (comma || s->n_members == 0) {
+				snprintf(why, len, "empty name between commas");
+				return -EINVAL;
+			}
+			comma = true;
+			c++;
+			continue;
+		}
 		if (!*c)
 			break;
+		comma = false;
 		w = c;
-		while (*c && !is_blank(*c))
+		while (*c && !is_blank(*c) && *c != ',')
 			c++;
 		n = (size_t)(c - w);
 		if (!smux__cfg_name_ok(w, n)) {
@@ -388,6 +401,10 @@ static int parse_names(struct cfg_parser *p, struct smux__cfg_section *s,
 		if (!m[s->n_members])
 			return -ENOMEM;
 		s->n_members++;
+	}
+	if (comma) {
+		snprintf(why, len, "empty name after the last comma");
+		return -EINVAL;
 	}
 	if (s->n_members == 0) {
 		snprintf(why, len,

@@ -184,6 +184,54 @@ static void test_every_mode(void **state)
 	tmp_release(&t);
 }
 
+/* "backends = a, b" and "a,b" (as mergerfs's and many tools' lists are
+ * written) list the same members as "a b": a name holds no comma */
+static void test_members_with_commas(void **state)
+{
+	static const char *const lists[] = {"a, b", "a,b", " a ,b ", "a , b"};
+	char err[ERRLEN];
+	struct tmp t = {0};
+
+	(void)state;
+	tmp_init(&t);
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		char text[256];
+		struct smux_config *c;
+		json_t *j, *b;
+
+		snprintf(text, sizeof(text),
+			 "[mount]\nroot = m\n\n[mux m]\nmode = mirror\n"
+			 "backends = %s\n\n" MEM("a") MEM("b"),
+			 lists[i]);
+		c = must_load(&t, text);
+		j = json_of(c);
+		b = json_object_get(
+			json_object_get(json_object_get(j, "mux"), "m"),
+			"backends");
+		assert_int_equal(json_array_size(b), 2);
+		assert_string_equal(json_string_value(json_array_get(b, 0)),
+				    "a");
+		assert_string_equal(json_string_value(json_array_get(b, 1)),
+				    "b");
+		json_decref(j);
+		smux_config_free(c);
+	}
+	/* an empty name between two commas is an error naming the line */
+	assert_non_null(strstr(
+		load_error(&t,
+			   "[mount]\nroot = m\n\n[mux m]\nmode = mirror\n"
+			   "backends = a,,b\n\n" MEM("a") MEM("b"),
+			   err),
+		":6: [mux m] backends: empty name between commas"));
+	assert_non_null(strstr(
+		load_error(&t,
+			   "[mount]\nroot = m\n\n[mux m]\nmode = mirror\n"
+			   "backends = a, b,\n\n" MEM("a") MEM("b"),
+			   err),
+		":6: [mux m] backends: empty name after the last comma"));
+	tmp_release(&t);
+}
+
 static void test_mux_values_and_defaults(void **state)
 {
 	struct tmp t = {0};
@@ -1263,6 +1311,7 @@ int main(void)
 {
 	const struct CMUnitTest structure[] = {
 		cmocka_unit_test(test_every_mode),
+		cmocka_unit_test(test_members_with_commas),
 		cmocka_unit_test(test_mux_values_and_defaults),
 		cmocka_unit_test(test_nested_and_faulty),
 	};
