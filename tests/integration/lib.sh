@@ -670,7 +670,7 @@ start_bunny_emu() {
 }
 
 # net_config MODE CONF: writes the config of the network MODE (s3: one s3
-# backend; s3-mirror, s3-shield, bunny, swift: test_model.sh's header says
+# backend, http: one nginx WebDAV backend; s3-mirror, s3-shield, bunny, swift: test_model.sh's header says
 # what each mounts) on loopback servers it starts or shares, and sets
 # COPIES to the directories
 # that hold (after unmount, s3rver_fetch / swift download) what each
@@ -694,6 +694,15 @@ bucket = $S3_BUCKET
 credentials_env = S3RV
 "
 		COPIES="$T/s3copy"
+		return 0
+		;;
+	http)
+		start_nginx_dav "$T/ng"
+		cfg_raw "[backend m]
+type = http
+url = $DAV_URL/
+"
+		COPIES="$T/ng/root"
 		return 0
 		;;
 	s3-shield)

@@ -23,7 +23,7 @@ LOAD=/usr/share/dbench/client.txt
 [ -f "$LOAD" ] || fail "$LOAD missing (Debian's dbench package)"
 
 NET=0
-case $MODE in s3 | s3-mirror | s3-shield | bunny | swift) NET=1 ;; esac
+case $MODE in s3 | http | s3-mirror | s3-shield | bunny | swift) NET=1 ;; esac
 if [ "$NET" = 1 ]; then
 	net_config "$MODE" "$CONF"
 	SECS=${SMUX_IT_DBENCH_SECS:-25}
