@@ -28,8 +28,10 @@
  * What another client changes is seen at most dir_cache_timeout after
  * the listing (or mkdir) began: a set older than that is dropped and the
  * name asked of the backends again. dir_cache_timeout = 0 turns this
- * off; a mount with real directories (file backends) never uses it (a
- * lookup there is one request that also sees other clients at once).
+ * off; a mount with a local directory anywhere in its tree (fs->has_file,
+ * fs->real_dirs: a failover or shield mux of file backends has no real
+ * directories but local ones) never uses it: a lookup there is a stat
+ * that also sees what other processes changed at once.
  *
  * Bounded: at most SMUXFS_DIRNAMES_DIRS directories and
  * SMUXFS_DIRNAMES_NAMES names in all; past either the oldest set is
@@ -87,7 +89,7 @@ static int64_t ttl_ns(struct smuxfs *fs)
 {
 	double t;
 
-	if (!fs->dirnames || fs->real_dirs || !fs->opts)
+	if (!fs->dirnames || fs->real_dirs || fs->has_file || !fs->opts)
 		return 0;
 	t = fs->opts->dir_cache_timeout;
 	if (!(t > 0))

@@ -175,7 +175,8 @@ struct smuxfs {
 	 * for missing keys (smux_config_real_dirs) */
 	bool real_dirs;
 	/* a local directory somewhere in the tree (smux_config_has_file):
-	 * no attribute cache (attrcache.c) */
+	 * no attribute cache (attrcache.c), no directories' names kept
+	 * (dirnames.c) */
 	bool has_file;
 	/* a WebDAV backend in the tree (smux_config_has_http): directories'
 	 * mtimes move with their entries, so a change drops its directory's

@@ -9,8 +9,9 @@
  *     renamed forgets its whole tree (and no other);
  *   - a listing that overlapped an added name (or a forgotten tree) is
  *     not installed;
- *   - a set older than dir_cache_timeout is not used; 0 or a mount with
- *     real directories turns it all off;
+ *   - a set older than dir_cache_timeout is not used; 0, a mount with
+ *     real directories or with a local directory in its tree turns it
+ *     all off;
  *   - bounded: past the directories' or the names' bound the oldest set
  *     is forgotten, a listing larger than all is not kept;
  *   - concurrent creates and listings (run under TSan too): once its add
@@ -202,6 +203,9 @@ static void test_expiry_and_off(void **state)
 	fs->real_dirs = true;
 	assert_false(smuxfs_dirnames_absent(fs, "d/z"));
 	fs->real_dirs = false;
+	fs->has_file = true; /* a local directory in the tree */
+	assert_false(smuxfs_dirnames_absent(fs, "d/z"));
+	fs->has_file = false;
 	assert_true(smuxfs_dirnames_absent(fs, "d/z"));
 }
 
