@@ -185,6 +185,13 @@ log "$KIND: made behind the mount, seen after $((SECONDS - t0)) s (dir_cache_tim
 [ "$(cat "$M/e/behind")" = behind ] || fail "e/behind reads wrong"
 # ... and d/t/behind too (the other mount's knowledge is not this one's)
 [ -e "$M/d/t/behind" ] || fail "d/t/behind not seen by a new mount"
+# a directory only a key two levels down implies is in its parent's
+# listing, so a listed directory's names have it (s3rver had to be fixed
+# for that: tests/servers/s3rver.sh)
+put_behind g/x
+put_behind g/deep/er/k
+ls "$M/g" | grep -qx deep || fail "g/deep (implied by g/deep/er/k) not listed"
+[ "$(cat "$M/g/deep/er/k")" = behind ] || fail "g/deep/er/k after ls g"
 unmount_smux "$M"
 
 # ---- dir_cache_timeout = 0: as before ----
