@@ -318,32 +318,14 @@ out_free:
 	dir_free(d);
 }
 
-void smuxfs_dirnames_add(struct smuxfs *fs, const char *key)
-{
-	struct smuxfs_dirnames *c = fs->dirnames;
-	int64_t ttl = ttl_ns(fs);
-	const char *name;
-	size_t n = split(key, &name);
-	struct dn_dir *d;
-	int rc;
+/* What name_op does with @key's name in its directory's set. */
+enum dn_op {
+	DN_ADD, /* made: moves the directory's generation, joins the set */
+	DN_DEL, /* removed: leaves the set */
+	DN_HAS, /* asked: true when the set is known and lacks it */
+};
 
-	if (!ttl || !name[0])
-		return;
-	pthread_mutex_lock(&c->lock);
-	atomic_fetch_add(&c->sgen[hash_n(key, n) % DN_GENS], 1);
-	d = dir_find(c, key, n, ttl);
-	if (d) {
-		rc = name_add(d, name);
-		if (rc < 0)
-			dir_drop(c, d); /* unknown is always safe */
-		else
-			c->names += (size_t)rc;
-		trim(c);
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
-void smuxfs_dirnames_del(struct smuxfs *fs, const char *key)
+static bool name_op(struct smuxfs *fs, const char *key, enum dn_op op)
 {
 	struct smuxfs_dirnames *c = fs->dirnames;
 	int64_t ttl = ttl_ns(fs);
@@ -351,22 +333,58 @@ void smuxfs_dirnames_del(struct smuxfs *fs, const char *key)
 	size_t n = split(key, &name);
 	struct dn_name **pp, *e;
 	struct dn_dir *d;
+	bool absent = false;
+	int rc;
 
 	if (!ttl || !name[0])
-		return;
+		return false;
 	pthread_mutex_lock(&c->lock);
+	if (op == DN_ADD)
+		atomic_fetch_add(&c->sgen[hash_n(key, n) % DN_GENS], 1);
 	d = dir_find(c, key, n, ttl);
-	if (d && d->nb) {
-		pp = name_slot(d, name);
-		e = *pp;
+	if (!d)
+		goto out_unlock;
+	switch (op) {
+	case DN_ADD:
+		rc = name_add(d, name);
+		if (rc < 0)
+			dir_drop(c, d); /* unknown is always safe */
+		else
+			c->names += (size_t)rc;
+		trim(c);
+		break;
+	case DN_DEL:
+		pp = d->nb ? name_slot(d, name) : NULL;
+		e = pp ? *pp : NULL;
 		if (e) {
 			*pp = e->next;
 			free(e);
 			d->n--;
 			c->names--;
 		}
+		break;
+	case DN_HAS:
+		absent = !d->nb || !*name_slot(d, name);
+		break;
 	}
+out_unlock:
 	pthread_mutex_unlock(&c->lock);
+	return absent;
+}
+
+void smuxfs_dirnames_add(struct smuxfs *fs, const char *key)
+{
+	name_op(fs, key, DN_ADD);
+}
+
+void smuxfs_dirnames_del(struct smuxfs *fs, const char *key)
+{
+	name_op(fs, key, DN_DEL);
+}
+
+bool smuxfs_dirnames_absent(struct smuxfs *fs, const char *key)
+{
+	return name_op(fs, key, DN_HAS);
 }
 
 void smuxfs_dirnames_forget(struct smuxfs *fs, const char *dir)
@@ -388,25 +406,6 @@ void smuxfs_dirnames_forget(struct smuxfs *fs, const char *dir)
 			dir_drop(c, d);
 	}
 	pthread_mutex_unlock(&c->lock);
-}
-
-bool smuxfs_dirnames_absent(struct smuxfs *fs, const char *key)
-{
-	struct smuxfs_dirnames *c = fs->dirnames;
-	int64_t ttl = ttl_ns(fs);
-	const char *name;
-	size_t n = split(key, &name);
-	struct dn_dir *d;
-	bool absent = false;
-
-	if (!ttl || !name[0])
-		return false;
-	pthread_mutex_lock(&c->lock);
-	d = dir_find(c, key, n, ttl);
-	if (d)
-		absent = !d->nb || !*name_slot(d, name);
-	pthread_mutex_unlock(&c->lock);
-	return absent;
 }
 
 void smuxfs__dirnames_bounds(struct smuxfs *fs, size_t dirs, size_t names)

@@ -110,6 +110,19 @@ mount_kind() {
 	mount_smux "$T/$1.conf" "$T/$1"
 }
 
+# untar_counted DIR: tar -x of the tree into DIR (made here) through the
+# mount; sets reqs, miss and list to what it cost, logs them (with $1 as
+# what the mount is) and checks what tar wrote
+untar_counted() {
+	local c0
+	mkdir "$2"
+	c0=$(counters)
+	tar -C "$2" -xf "$T/t.tar"
+	read -r reqs miss list <<<"$(delta "$c0" "$(counters)")"
+	log "$KIND: $1: tar -x of $N files into a new directory: $reqs requests, $miss misses, $list listings"
+	diff -r "$S" "$2/t" || fail "$1: what tar wrote differs"
+}
+
 S=$T/src/t
 mkdir -p "$S/sub"
 for ((i = 1; i <= N; i++)); do printf 'file %d\n' "$i" >"$S/f$i"; done
@@ -119,14 +132,9 @@ tar -C "$T/src" -cf "$T/t.tar" t
 # ---- known directories: no request for names they do not have ----
 mount_kind m 3600s
 M=$T/m
-mkdir "$M/d"
-c0=$(counters)
-tar -C "$M/d" -xf "$T/t.tar"
-read -r reqs miss list <<<"$(delta "$c0" "$(counters)")"
-log "$KIND: tar -x of $N files into a new directory: $reqs requests, $miss misses, $list listings"
+untar_counted "dir_cache_timeout 1h" "$M/d"
 [ "$miss" -le "$MAXMISS" ] || fail "tar -x of $N files: $miss lookups asked for absent names"
 [ "$list" -le 3 ] || fail "tar -x of $N files: $list listings"
-diff -r "$S" "$M/d/t" || fail "what tar wrote differs"
 
 # a directory listed is known too
 ls "$M/d/t" >/dev/null
@@ -197,13 +205,8 @@ unmount_smux "$M"
 # ---- dir_cache_timeout = 0: as before ----
 mount_kind z 0
 M=$T/z
-mkdir "$M/f"
-c0=$(counters)
-tar -C "$M/f" -xf "$T/t.tar"
-read -r reqs miss list <<<"$(delta "$c0" "$(counters)")"
-log "$KIND: dir_cache_timeout 0: tar -x of $N files: $reqs requests, $miss misses, $list listings"
+untar_counted "dir_cache_timeout 0" "$M/f"
 [ "$miss" -ge "$N" ] || fail "dir_cache_timeout 0: only $miss misses for $N files"
-diff -r "$S" "$M/f/t" || fail "what tar wrote differs (dir_cache_timeout 0)"
 ls "$M/f/t" >/dev/null
 put_behind f/t/behind
 [ -e "$M/f/t/behind" ] || fail "dir_cache_timeout 0: f/t/behind not seen at once"
