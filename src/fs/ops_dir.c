@@ -10,7 +10,9 @@
  * LOOKUP request per entry (notes/fuse-performance-here.md, item 6).
  *
  * Files open through the mount and not committed yet appear with their
- * pending attributes (ofile.c); the root shows the virtual .smux/.
+ * pending attributes (ofile.c); the root shows the virtual .smux/. On
+ * object stores a whole listing's names become the directory's known
+ * names (dirnames.c): a lookup of any other name costs no request.
  */
 #include <errno.h>
 #include <stdio.h>
