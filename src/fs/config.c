@@ -28,6 +28,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_ATTR_TIMEOUT] = {"attr_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_ENTRY_TIMEOUT] = {"entry_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_NEGATIVE_TIMEOUT] = {"negative_timeout", SMUX__VT_DURATION},
+	[SMUX__MK_DIR_CACHE_TIMEOUT] = {"dir_cache_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_CACHE_SIZE] = {"cache_size", SMUX__VT_SIZE},
 	[SMUX__MK_ALLOW_OTHER] = {"allow_other", SMUX__VT_BOOL},
 	[SMUX__MK_DEFAULT_PERMISSIONS] = {"default_permissions", SMUX__VT_BOOL},
@@ -209,6 +210,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->attr_timeout = seconds(&v[SMUX__MK_ATTR_TIMEOUT]);
 	o->entry_timeout = seconds(&v[SMUX__MK_ENTRY_TIMEOUT]);
 	o->negative_timeout = seconds(&v[SMUX__MK_NEGATIVE_TIMEOUT]);
+	o->dir_cache_timeout = v[SMUX__MK_DIR_CACHE_TIMEOUT].line
+				       ? seconds(&v[SMUX__MK_DIR_CACHE_TIMEOUT])
+				       : SMUX_FS_DEFAULT_DIR_CACHE_TIMEOUT;
 	o->cache_size = v[SMUX__MK_CACHE_SIZE].line ? v[SMUX__MK_CACHE_SIZE].u
 						    : (uint64_t)1 << 30;
 	o->read_ahead = v[SMUX__MK_READ_AHEAD].line
@@ -320,6 +324,7 @@ static const struct {
 	{"attr_timeout", SMUX__MK_ATTR_TIMEOUT, false},
 	{"entry_timeout", SMUX__MK_ENTRY_TIMEOUT, false},
 	{"negative_timeout", SMUX__MK_NEGATIVE_TIMEOUT, false},
+	{"dir_cache_timeout", SMUX__MK_DIR_CACHE_TIMEOUT, false},
 	{"cache_size", SMUX__MK_CACHE_SIZE, false},
 	{"read_cache", SMUX__MK_READ_CACHE, false},
 	{"read_ahead", SMUX__MK_READ_AHEAD, false},
@@ -370,6 +375,7 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 	case SMUX__MK_ATTR_TIMEOUT:
 	case SMUX__MK_ENTRY_TIMEOUT:
 	case SMUX__MK_NEGATIVE_TIMEOUT:
+	case SMUX__MK_DIR_CACHE_TIMEOUT:
 		rc = smux__cfg_parse_duration(val, &ms, why, len);
 		if (rc)
 			return rc;
@@ -377,6 +383,8 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 			o->attr_timeout = (double)ms / 1000.0;
 		else if (key == SMUX__MK_ENTRY_TIMEOUT)
 			o->entry_timeout = (double)ms / 1000.0;
+		else if (key == SMUX__MK_DIR_CACHE_TIMEOUT)
+			o->dir_cache_timeout = (double)ms / 1000.0;
 		else
 			o->negative_timeout = (double)ms / 1000.0;
 		return 0;

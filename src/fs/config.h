@@ -43,7 +43,10 @@ struct smux_fs_opts {
 	double attr_timeout;	 /* seconds the kernel caches attributes (1) */
 	double entry_timeout;	 /* seconds it caches names (1) */
 	double negative_timeout; /* seconds it caches "no such name" (1) */
-	uint64_t cache_size;	 /* bytes of read cache (1G) */
+	/* seconds the daemon keeps a directory's complete list of names on
+	 * object stores (dirnames.c; SMUX_FS_DEFAULT_DIR_CACHE_TIMEOUT) */
+	double dir_cache_timeout;
+	uint64_t cache_size; /* bytes of read cache (1G) */
 	/* bytes of read-ahead gets queued or in flight at once, over all
 	 * open files (SMUX_FS_DEFAULT_READ_AHEAD; 0 = none) */
 	uint64_t read_ahead;
@@ -80,6 +83,11 @@ struct smux_fs_opts {
 
 /* [mount] read_ahead when not given: 64 MiB */
 #define SMUX_FS_DEFAULT_READ_AHEAD (64ULL << 20)
+/* dir_cache_timeout: goofys keeps a directory 1 min, rclone 5 min, s3fs
+ * 15 min; the shortest of them, as a mount here is often one writer of
+ * several (a mirror, another daemon on the same bucket), and a listing
+ * again after a minute costs one request per directory */
+#define SMUX_FS_DEFAULT_DIR_CACHE_TIMEOUT 60.0
 
 struct smux_config;
 
@@ -107,7 +115,7 @@ bool smux_fs_default_permissions(const struct smux_fs_opts *o);
 /*
  * Applies one -o option KEY[=VALUE] that belongs to smuxfs (cache_dir=,
  * state_dir=, attr_timeout=, entry_timeout=, negative_timeout=,
- * cache_size=, read_cache=, xattr=, backend_timeout=, uid=, gid=, umask=,
+ * dir_cache_timeout=, cache_size=, read_cache=, xattr=, backend_timeout=, uid=, gid=, umask=,
  * allow_other, default_permissions, no_default_permissions, ro, rw).
  * Returns 1 when applied, 0 when the option is not smuxfs's (the caller
  * passes it to FUSE or ignores it), or

@@ -198,6 +198,10 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 		fprintf(f, ", umask %03o", (unsigned)o->umask);
 	if (o->read_cache != SMUX_FS_AUTO)
 		fprintf(f, ", read_cache %s", auto_name(o->read_cache));
+	if (o->dir_cache_timeout != SMUX_FS_DEFAULT_DIR_CACHE_TIMEOUT)
+		fprintf(f, ", dir_cache_timeout %s",
+			smux__cfg_fmt_duration(to_ms(o->dir_cache_timeout), a,
+					       sizeof(a)));
 	if (o->xattr != SMUX_FS_AUTO)
 		fprintf(f, ", xattr %s", auto_name(o->xattr));
 	if (o->backend_timeout_ms != SMUX_DEFAULT_BACKEND_TIMEOUT_MS)
@@ -284,6 +288,8 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "attr_timeout", duration(to_ms(o->attr_timeout))) &&
 	     put(j, "entry_timeout", duration(to_ms(o->entry_timeout))) &&
 	     put(j, "negative_timeout", duration(to_ms(o->negative_timeout))) &&
+	     put(j, "dir_cache_timeout",
+		 duration(to_ms(o->dir_cache_timeout))) &&
 	     put(j, "cache_size", size(o->cache_size)) &&
 	     put(j, "read_ahead", size(o->read_ahead)) &&
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&

@@ -176,6 +176,9 @@ static int cmd_member(struct smuxfs *fs, struct ctl_cmd *c)
 	else
 		rc = smux_mux_set_weight(owner, c->argv[1], w, &err);
 	smux_backend_unref(owner);
+	/* which members answer a listing may have changed: directories'
+	 * names are listed again (dirnames.c) */
+	smuxfs_dirnames_forget(fs, NULL);
 	return rc ? from_err(c, &err) : 0;
 }
 
@@ -389,6 +392,7 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	rc = smux_mux_add(target, &m, &err);
 	smux_backend_unref(m.backend);
 	smux_backend_unref(target);
+	smuxfs_dirnames_forget(fs, NULL); /* a member's names: dirnames.c */
 	if (rc && err.e.code == SMUX_E_BACKEND_NAME_CONFLICT)
 		return fail(c, -EEXIST, "%s", err.e.message);
 	return rc ? from_err(c, &err) : 0;

@@ -105,6 +105,13 @@ struct smuxfs_dircache {
 	} slots[SMUXFS_DIRCACHE_SLOTS];
 };
 
+/* ---- directories' complete lists of names (dirnames.c) ---- */
+
+#define SMUXFS_DIRNAMES_DIRS  1024
+#define SMUXFS_DIRNAMES_NAMES 65536
+
+struct smuxfs_dirnames;
+
 /* ---- files' attributes (attrcache.c) ---- */
 
 #define SMUXFS_ATTRCACHE_SLOTS 8192
@@ -168,7 +175,8 @@ struct smuxfs {
 	 * for missing keys (smux_config_real_dirs) */
 	bool real_dirs;
 	/* a local directory somewhere in the tree (smux_config_has_file):
-	 * no attribute cache (attrcache.c) */
+	 * no attribute cache (attrcache.c), no directories' names kept
+	 * (dirnames.c) */
 	bool has_file;
 	/* a WebDAV backend in the tree (smux_config_has_http): directories'
 	 * mtimes move with their entries, so a change drops its directory's
@@ -205,6 +213,7 @@ struct smuxfs {
 	struct smuxfs_absent absent;
 	struct smuxfs_dircache dircache;
 	struct smuxfs_attrcache *attrcache; /* attrcache.c; NULL: off */
+	struct smuxfs_dirnames *dirnames;   /* dirnames.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
@@ -272,6 +281,33 @@ bool smuxfs_dircache_get(struct smuxfs *fs, const char *key,
 void smuxfs_dircache_put(struct smuxfs *fs, const char *key,
 			 const struct smux_info *info, unsigned long gen,
 			 int64_t started_ns);
+/*
+ * Directories' complete lists of names (dirnames.c), on object stores,
+ * for dir_cache_timeout. A listing (or a mkdir) reads gen of its
+ * directory and now() before it asks the backends and installs the
+ * names it found with them (refused when a name was added meanwhile);
+ * absent is true when @key's directory's names are known and @key's name
+ * is not one of them (answer ENOENT with no request). Every change
+ * through the mount that can make a name calls add with its key once it
+ * is done (failed or not); a removal that succeeded calls del; a
+ * directory removed or renamed calls forget (NULL: every directory; ""
+ * the root and all). @dir and @key are backend keys (a directory's key
+ * has no trailing '/'). All take the module's lock; none calls a
+ * backend. init/release with the tables.
+ */
+void smuxfs_dirnames_init(struct smuxfs *fs);
+void smuxfs_dirnames_release(struct smuxfs *fs);
+unsigned long smuxfs_dirnames_gen(struct smuxfs *fs, const char *dir);
+int64_t smuxfs_dirnames_now(void);
+void smuxfs_dirnames_install(struct smuxfs *fs, const char *dir,
+			     const char *const *names, size_t n,
+			     unsigned long gen, int64_t started_ns);
+void smuxfs_dirnames_add(struct smuxfs *fs, const char *key);
+void smuxfs_dirnames_del(struct smuxfs *fs, const char *key);
+void smuxfs_dirnames_forget(struct smuxfs *fs, const char *dir);
+bool smuxfs_dirnames_absent(struct smuxfs *fs, const char *key);
+/* Test hook: lowers the bounds (directories, names in all). */
+void smuxfs__dirnames_bounds(struct smuxfs *fs, size_t dirs, size_t names);
 /* Files' attributes (attrcache.c), on object stores, for attr_timeout.
  * A lookup reads gen (of its key) and the time before its head and puts
  * what a file answered with them; get gives it while fresh and while the

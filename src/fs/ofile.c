@@ -127,6 +127,9 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key)
 	atomic_fetch_add(&fs->mutations, 1);
 	smuxfs_attrcache_forget(fs, key); /* its attributes: attrcache.c */
 	smuxfs_dircache_parent_changed(fs, key);
+	/* a change that may have made the name: its directory's known
+	 * names take it (dirnames.c) */
+	smuxfs_dirnames_add(fs, key);
 	pthread_mutex_lock(&t->lock);
 	if (t->slots[i].key && strcmp(t->slots[i].key, key) == 0) {
 		free(t->slots[i].key);
@@ -150,6 +153,7 @@ int smuxfs_init_tables(struct smuxfs *fs)
 	smuxfs_absent_init(fs);
 	smuxfs_dircache_init(fs);
 	smuxfs_attrcache_init(fs);
+	smuxfs_dirnames_init(fs);
 	atomic_init(&fs->last_mtime_ns, 0);
 	return 0;
 }
@@ -1222,6 +1226,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 	smuxfs_absent_release(fs);
 	smuxfs_dircache_release(fs);
 	smuxfs_attrcache_release(fs);
+	smuxfs_dirnames_release(fs);
 }
 
 /* ---- handles ---- */

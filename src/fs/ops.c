@@ -179,6 +179,10 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		if (rc == 0)
 			return 0;
 	}
+	/* a name its directory does not have, all of whose names are known
+	 * (made or listed within dir_cache_timeout: dirnames.c) */
+	if (smuxfs_dirnames_absent(fs, key))
+		return -ENOENT;
 	/* a directory looked up within attr_timeout (dircache.c) */
 	if (smuxfs_dircache_get(fs, key, info)) {
 		*is_dir = true;

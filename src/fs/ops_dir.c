@@ -10,7 +10,9 @@
  * LOOKUP request per entry (notes/fuse-performance-here.md, item 6).
  *
  * Files open through the mount and not committed yet appear with their
- * pending attributes (ofile.c); the root shows the virtual .smux/.
+ * pending attributes (ofile.c); the root shows the virtual .smux/. On
+ * object stores a whole listing's names become the directory's known
+ * names (dirnames.c): a lookup of any other name costs no request.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -355,6 +357,24 @@ static void snap_note(struct smuxfs *fs, struct smuxfs_dirsnap *snap,
 	smuxfs_listattr_note(fs, prefix, it, n);
 }
 
+/* The names of a whole listing @snap of the directory @key, taken from
+ * generation @gen at @t0, become its known names (dirnames.c). */
+static void snap_known(struct smuxfs *fs, const struct smuxfs_dirsnap *snap,
+		       const char *key, unsigned long gen, int64_t t0)
+{
+	const char **names = calloc(snap->n ? snap->n : 1, sizeof(*names));
+	size_t n = 0;
+
+	if (!names)
+		return; /* unknown: lookups ask, as before */
+	for (size_t i = 0; i < snap->n; i++)
+		if (strcmp(snap->e[i].name, ".") != 0 &&
+		    strcmp(snap->e[i].name, "..") != 0)
+			names[n++] = snap->e[i].name;
+	smuxfs_dirnames_install(fs, key, names, n, gen, t0);
+	free(names);
+}
+
 /* Lists the directory @path into a new snapshot in *@out; @attrs: note
  * the entries whose attributes the listing lacks (listattr.c). */
 static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
@@ -365,6 +385,8 @@ static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 	struct smux_error err;
 	struct smux_ctx ctx;
 	struct stat dot;
+	unsigned long gen;
+	int64_t t0;
 	int rc;
 
 	*out = NULL;
@@ -387,6 +409,10 @@ static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 		rc = snap_add(l.snap, "..", &dot, false);
 	if (rc)
 		goto out;
+	/* before the open files and the listing: a name made meanwhile
+	 * keeps this listing from becoming the directory's known names */
+	gen = smuxfs_dirnames_gen(fs, key);
+	t0 = smuxfs_dirnames_now();
 	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
@@ -416,6 +442,8 @@ static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 		smuxdir_getattr(fs, "/" SMUXFS_DIR_NAME, &st);
 		rc = snap_add(l.snap, SMUXFS_DIR_NAME, &st, false);
 	}
+	if (!rc)
+		snap_known(fs, l.snap, key, gen, t0);
 out:
 	for (size_t i = 0; i < l.n_pend; i++)
 		free(l.pend[i].name);

@@ -190,6 +190,9 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		SMUXFS_OF_CREATE | ((fi->flags & O_EXCL) ? SMUXFS_OF_EXCL : 0) |
 			((fi->flags & O_TRUNC) ? SMUXFS_OF_TRUNC : 0),
 		mode, &fh->of);
+	/* its directory's known names take it (dirnames.c): from here a
+	 * lookup finds it open, later committed */
+	smuxfs_dirnames_add(fs, key);
 	if (rc) {
 		smuxfs_fh_free(fs, fh);
 		return rc;

@@ -195,6 +195,8 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 	struct smux_error err;
 	struct smux_ctx ctx;
 	bool is_dir, is_root;
+	unsigned long gen;
+	int64_t t0;
 	int rc;
 
 	rc = may_modify(fs, path);
@@ -219,10 +221,16 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 	smuxfs_caller_owner(fs, key, true, &opts);
 	smux_source_buf(&src, "", 0);
 	smuxfs_ctx(&ctx);
+	gen = smuxfs_dirnames_gen(fs, key);
+	t0 = smuxfs_dirnames_now();
 	rc = smux_backend_put(fs->root, &ctx, dkey, &src, &opts, NULL, &err);
 	smuxfs_etag_forget(fs, key); /* a new name: fs->mutations moves */
 	smuxfs_dircache_changed(fs, key, false);
-	return rc ? smuxfs_errno(&err, "mkdir", dkey) : 0;
+	if (rc)
+		return smuxfs_errno(&err, "mkdir", dkey);
+	/* made here: it has no names yet (dirnames.c) */
+	smuxfs_dirnames_install(fs, key, NULL, 0, gen, t0);
+	return 0;
 }
 
 struct child_probe {
@@ -293,7 +301,11 @@ int smuxfs_rmdir(const char *path)
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_del(fs->root, &ctx, dkey, &err);
 	smuxfs_dircache_changed(fs, key, true);
-	return rc ? smuxfs_errno(&err, "rmdir", dkey) : 0;
+	smuxfs_dirnames_forget(fs, key);
+	if (rc)
+		return smuxfs_errno(&err, "rmdir", dkey);
+	smuxfs_dirnames_del(fs, key);
+	return 0;
 }
 
 int smuxfs_unlink(const char *path)
@@ -314,6 +326,8 @@ int smuxfs_unlink(const char *path)
 	rc = smuxfs_ofile_unlink(fs, key);
 	/* the last key of an implied directory takes it along */
 	smuxfs_dircache_changed(fs, key, true);
+	if (rc == 0)
+		smuxfs_dirnames_del(fs, key);
 	return rc;
 }
 
@@ -550,6 +564,29 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 			unsigned int flags);
 
+/*
+ * Directories' known names after a rename of @from to @to (done: @ok):
+ * the trees under both names are forgotten (a directory's names moved,
+ * or some of them when it failed half-way), @to's name is made, and
+ * @from's is gone only when it succeeded (dirnames.c).
+ */
+static void rename_dirnames(struct smuxfs *fs, const char *from, const char *to,
+			    bool ok)
+{
+	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
+
+	if (key_of(fs, from, fkey, sizeof(fkey), NULL) != 0 ||
+	    key_of(fs, to, tkey, sizeof(tkey), NULL) != 0) {
+		smuxfs_dirnames_forget(fs, NULL);
+		return;
+	}
+	smuxfs_dirnames_forget(fs, fkey);
+	smuxfs_dirnames_forget(fs, tkey);
+	smuxfs_dirnames_add(fs, tkey);
+	if (ok && strcmp(fkey, tkey) != 0)
+		smuxfs_dirnames_del(fs, fkey);
+}
+
 int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -568,6 +605,7 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 		smuxfs_dircache_changed(fs, key, true);
 	else
 		smuxfs_dircache_changed(fs, NULL, true);
+	rename_dirnames(fs, from, to, rc == 0);
 	return rc;
 }
 
@@ -1071,6 +1109,7 @@ int smuxfs_link(const char *from, const char *to)
 		return rc;
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_link(fs->root, &ctx, fkey, tkey, &err);
+	smuxfs_dirnames_add(fs, tkey); /* dirnames.c */
 	if (rc)
 		return smuxfs_errno(&err, "link", tkey);
 	smuxfs_etag_forget(fs, fkey);

@@ -485,8 +485,12 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 			    "remount to change it");
 	if (!rc)
 		rc = plan_faults(fs, oc, nc, p);
-	if (!rc)
+	if (!rc) {
 		rc = apply(p, why, cap);
+		/* members came or went (what applied stays on a failure):
+		 * directories' names are listed again (dirnames.c) */
+		smuxfs_dirnames_forget(fs, NULL);
+	}
 	plan_free(p);
 	free(p);
 	if (rc) {

@@ -519,6 +519,7 @@ static void test_mount_defaults(void **state)
 	assert_string_equal(o->prefix, "");
 	assert_true(o->attr_timeout == 1.0 && o->entry_timeout == 1.0 &&
 		    o->negative_timeout == 1.0);
+	assert_true(o->dir_cache_timeout == 60);
 	assert_true(o->cache_size == (uint64_t)1 << 30);
 	assert_true(o->read_ahead == 64ULL << 20);
 	assert_false(o->allow_other || o->default_permissions || o->ro);
@@ -529,6 +530,7 @@ static void test_mount_defaults(void **state)
 		      "[mount]\nroot = a\ncache_dir = /c\nstate_dir = /s\n"
 		      "prefix = /photos/2026/\nattr_timeout = 250ms\n"
 		      "entry_timeout = 0\nnegative_timeout = 1m\n"
+		      "dir_cache_timeout = 0\n"
 		      "cache_size = 64M\nread_ahead = 0\nallow_other = yes\n"
 		      "default_permissions = on\nro = true\nuid = 1000\n"
 		      "gid = root\numask = 027\n\n" MEM("a"));
@@ -538,6 +540,7 @@ static void test_mount_defaults(void **state)
 	assert_string_equal(o->prefix, "photos/2026");
 	assert_true(o->attr_timeout == 0.25 && o->entry_timeout == 0 &&
 		    o->negative_timeout == 60);
+	assert_true(o->dir_cache_timeout == 0);
 	assert_true(o->cache_size == 64ULL << 20);
 	assert_true(o->read_ahead == 0);
 	assert_true(o->allow_other && o->default_permissions && o->ro);
@@ -560,6 +563,10 @@ static void test_mount_opt(void **state)
 		{"attr_timeout=2s", 1, NULL},
 		{"entry_timeout=500ms", 1, NULL},
 		{"negative_timeout=0", 1, NULL},
+		{"dir_cache_timeout=30s", 1, NULL},
+		{"dir_cache_timeout=soon", -EINVAL,
+		 "option dir_cache_timeout: invalid duration \"soon\" (use "
+		 "500ms, 30s, 5m, 1h)"},
 		{"cache_size=10G", 1, NULL},
 		{"read_ahead=16M", 1, NULL},
 		{"uid=root", 1, NULL},
@@ -619,6 +626,7 @@ static void test_mount_opt(void **state)
 	assert_string_equal(o->state_dir, "/var/tmp/s");
 	assert_true(o->attr_timeout == 2 && o->entry_timeout == 0.5 &&
 		    o->negative_timeout == 0);
+	assert_true(o->dir_cache_timeout == 30);
 	assert_true(o->cache_size == 10ULL << 30);
 	assert_true(o->read_ahead == 16ULL << 20);
 	assert_true(o->has_uid && o->uid == 0);
