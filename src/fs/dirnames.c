@@ -25,6 +25,15 @@
  * directory removed or renamed forgets the sets of its whole tree and
  * moves the epoch (a listing of it in flight is not installed).
  *
+ * Only from a whole tree: a mux root's listing is the union of the
+ * members that answered (a sticky-by-key shard that is down holds keys
+ * no other member lists; a member catching up on hints may lack keys),
+ * so a listing or mkdir counts only when every member of the tree is up
+ * with no hint pending when it begins and when it is installed, with no
+ * member's state changed in between (root_sig: a status change moves
+ * its lastTransitionAt). Otherwise lookups ask as before: a stopped
+ * shard's key is its error, never "no such file" (test_dirnames_outage).
+ *
  * What another client changes is seen at most dir_cache_timeout after
  * the listing (or mkdir) began: a set older than that is dropped and the
  * name asked of the backends again. dir_cache_timeout = 0 turns this
@@ -43,6 +52,7 @@
  * backend with the lock held.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +62,8 @@
 
 #define DN_BUCKETS 1024 /* directories by key (chains) */
 #define DN_GENS	   256	/* generations by directory key (shared) */
+/* a generation no install takes: the tree's listing may be partial */
+#define DN_GEN_NONE ULONG_MAX
 
 struct dn_name {
 	struct dn_name *next;
@@ -253,14 +265,66 @@ static void trim(struct smuxfs_dirnames *c)
 		dir_drop(c, c->oldest);
 }
 
+/*
+ * Folds the state of every member of the tree under @s into *@sig (a
+ * member's status and last transition, pending hints); false when some
+ * member is not up or some hint waits: the tree's listing may then lack
+ * keys (a sticky shard that is down holds keys no other member lists).
+ */
+static bool tree_whole(const struct smux_mux_stats *s, unsigned long *sig)
+{
+	bool whole = s->pending_hints == 0;
+
+	*sig = *sig * 31 + s->pending_hints;
+	for (unsigned i = 0; i < s->n_backends; i++) {
+		const struct smux_backend_stats *b = &s->backends[i];
+
+		*sig = *sig * 31 + (unsigned long)b->status;
+		*sig = *sig * 31 + (unsigned long)b->last_transition_at;
+		if (b->status != SMUX_STATUS_UP)
+			whole = false;
+		if (b->child && !tree_whole(b->child, sig))
+			whole = false;
+	}
+	return whole;
+}
+
+/* The root's signature for a generation (0 for a single backend), or
+ * DN_GEN_NONE when its listings may be partial now (tree_whole). */
+static unsigned long root_sig(struct smuxfs *fs)
+{
+	struct smux_mux_stats *s;
+	unsigned long sig = 0;
+	bool whole;
+
+	if (!smux_is_mux(fs->root))
+		return 0;
+	s = smux_mux_stats(fs->root);
+	if (!s)
+		return DN_GEN_NONE;
+	whole = tree_whole(s, &sig);
+	smux_mux_stats_free(s);
+	return whole ? sig % DN_GEN_NONE : DN_GEN_NONE;
+}
+
+/* The generation without the root's state. */
+static unsigned long gen_of(struct smuxfs_dirnames *c, const char *dir)
+{
+	return atomic_load(&c->epoch) +
+	       atomic_load(&c->sgen[hash_n(dir, strlen(dir)) % DN_GENS]);
+}
+
 unsigned long smuxfs_dirnames_gen(struct smuxfs *fs, const char *dir)
 {
 	struct smuxfs_dirnames *c = fs->dirnames;
+	unsigned long sig;
 
 	if (!c)
 		return 0;
-	return atomic_load(&c->epoch) +
-	       atomic_load(&c->sgen[hash_n(dir, strlen(dir)) % DN_GENS]);
+	sig = root_sig(fs);
+	if (sig == DN_GEN_NONE)
+		return DN_GEN_NONE;
+	return (gen_of(c, dir) + sig) % DN_GEN_NONE;
 }
 
 int64_t smuxfs_dirnames_now(void)
@@ -276,8 +340,15 @@ void smuxfs_dirnames_install(struct smuxfs *fs, const char *dir,
 	int64_t ttl = ttl_ns(fs);
 	struct dn_dir *d, *old, **head;
 	size_t klen = strlen(dir);
+	unsigned long sig;
 
-	if (!ttl)
+	if (!ttl || gen == DN_GEN_NONE)
+		return;
+	/* the tree as whole as when the listing began, with no member's
+	 * state changed meanwhile (asked before the lock: it takes the
+	 * mux's) */
+	sig = root_sig(fs);
+	if (sig == DN_GEN_NONE)
 		return;
 	/* built before the lock: a listing may have thousands of names */
 	d = calloc(1, sizeof(*d));
@@ -291,7 +362,8 @@ void smuxfs_dirnames_install(struct smuxfs *fs, const char *dir,
 		if (name_add(d, names[i]) < 0)
 			goto out_free;
 	pthread_mutex_lock(&c->lock);
-	if (smuxfs_dirnames_gen(fs, dir) != gen || d->n > c->max_names) {
+	if ((gen_of(c, dir) + sig) % DN_GEN_NONE != gen ||
+	    d->n > c->max_names) {
 		/* a name was made meanwhile (the listing may lack it), or
 		 * more names than all sets may hold */
 		pthread_mutex_unlock(&c->lock);

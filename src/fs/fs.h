@@ -293,7 +293,10 @@ void smuxfs_dircache_put(struct smuxfs *fs, const char *key,
  * directory removed or renamed calls forget (NULL: every directory; ""
  * the root and all). @dir and @key are backend keys (a directory's key
  * has no trailing '/'). All take the module's lock; none calls a
- * backend. init/release with the tables.
+ * backend. init/release with the tables. A mux root's listing is taken
+ * as complete only while every member of its tree is up with no hint
+ * pending, at gen and at install alike, and no member's state changed
+ * in between (a sticky shard that is down holds keys no listing shows).
  */
 void smuxfs_dirnames_init(struct smuxfs *fs);
 void smuxfs_dirnames_release(struct smuxfs *fs);
