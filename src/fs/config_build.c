@@ -324,7 +324,7 @@ static int build_s3(struct smux__cfg_section *s, const char *state_dir,
 {
 	const struct smux__cfg_value *v = s->v;
 	struct smux_s3_opts so = {0};
-	char *prefix = NULL, *journal = NULL;
+	char *prefix = NULL, *journal = NULL, *attrs = NULL;
 	struct net_opts no;
 	int rc;
 
@@ -364,7 +364,21 @@ static int build_s3(struct smux__cfg_section *s, const char *state_dir,
 		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
 	}
 	so.upload_journal = journal;
+	/* the attribute cache beside it; no state_dir: in memory */
+	so.attr_store_off =
+		v[SMUX__BK_ATTR_STORE].line && !v[SMUX__BK_ATTR_STORE].b;
+	so.attr_store_max = v[SMUX__BK_ATTR_STORE_MAX].line
+				    ? (size_t)v[SMUX__BK_ATTR_STORE_MAX].u
+				    : 0;
+	if (state_dir &&
+	    asprintf(&attrs, "%s/attrs/s3-%s.db", state_dir, s->name) < 0) {
+		free(journal);
+		free(prefix);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
+	}
+	so.attr_store = attrs;
 	rc = smux_s3_new(s->name, &so, &s->built, err);
+	free(attrs);
 	free(journal);
 	free(prefix);
 	return rc;

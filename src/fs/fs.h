@@ -282,6 +282,10 @@ void smuxfs_dircache_put(struct smuxfs *fs, const char *key,
 void smuxfs_attrcache_init(struct smuxfs *fs);
 void smuxfs_attrcache_release(struct smuxfs *fs);
 unsigned long smuxfs_attrcache_gen(struct smuxfs *fs, const char *key);
+/* Moved by every change (forget, changed) before the gens it moves: a
+ * listing that reads it before it is sent, and reads a key's gen and
+ * then the same epoch again, knows that gen is the one of before. */
+unsigned long smuxfs_attrcache_epoch(struct smuxfs *fs);
 void smuxfs_attrcache_changed(struct smuxfs *fs);
 void smuxfs_attrcache_forget(struct smuxfs *fs, const char *key);
 bool smuxfs_attrcache_get(struct smuxfs *fs, const char *key,

@@ -153,6 +153,8 @@ struct lister {
 	struct nameset seen;
 	struct pending *pend;
 	size_t n_pend, cap_pend;
+	unsigned long epoch; /* smuxfs_attrcache_epoch before the listing */
+	int64_t t0;	     /* and the time */
 	int rc;
 };
 
@@ -193,6 +195,23 @@ static void pending_info(const struct pending *p, struct smux_info *info)
 	if (p->a.mode_set || !info->mode)
 		info->mode = S_IFREG | p->a.mode;
 	info->mtime_ns = p->a.mtime_ns;
+}
+
+/*
+ * A file the listing gave complete attributes of (a local directory's; an
+ * object store's whose attributes the backend knew, core/attrstore.c)
+ * goes to attrcache.c as a HEAD's answer would, so the open of `cat` or
+ * rm's unlink asks nothing either. Only while nothing changed through
+ * the mount since the listing was sent: the key's gen, read after, is
+ * then the one of before.
+ */
+static void keep_attrs(struct lister *l, const char *key,
+		       const struct smux_info *info)
+{
+	unsigned long gen = smuxfs_attrcache_gen(l->fs, key);
+
+	if (smuxfs_attrcache_epoch(l->fs) == l->epoch)
+		smuxfs_attrcache_put(l->fs, key, info, gen, l->t0);
 }
 
 static int list_entry(void *arg, const struct smux_list_entry *e)
@@ -237,6 +256,8 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		flags = 0;
 	}
 	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS)
+		keep_attrs(l, e->key, &info);
 	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
 	if (!l->rc && !p && flags != FUSE_FILL_DIR_PLUS) {
 		l->snap->e[l->snap->n - 1].ask = true;
@@ -388,6 +409,8 @@ static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 	if (rc)
 		goto out;
 	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
+	l.epoch = smuxfs_attrcache_epoch(fs);
+	l.t0 = smuxfs_dircache_now();
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
 			       &err);

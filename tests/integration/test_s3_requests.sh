@@ -16,14 +16,9 @@
 # A count above its bound fails the test; the counts are printed.
 . "$(dirname "$0")/lib.sh"
 
-S3D=$T/s3rver
-FORCE_COLOR=1 "$SMUX_REPO/tests/servers/s3rver.sh" start "$S3D" >/dev/null ||
-	fail "s3rver did not start"
-stop_s3() { "$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3D" >/dev/null 2>&1 || true; }
-EP=$(sed -n 's/^S3_ENDPOINT=//p' "$S3D/env")
-SLOG=$S3D/log/s3rver.log
+. "$(dirname "$0")/req_log.sh"
 B=smux-req
-curl -sf -X PUT "$EP/$B" >/dev/null || { stop_s3; fail "cannot create bucket"; }
+start_logged_s3rver "$B"
 
 CONF=$T/s3.conf
 new_config "$CONF" s attr_timeout=3600 entry_timeout=0 negative_timeout=0
@@ -40,29 +35,6 @@ if ! mount_smux "$CONF" "$M"; then
 	fail "mount failed"
 fi
 
-# Lines of the log that are requests (method, URL, status), colours off.
-reqs() {
-	sed 's/\x1b\[[0-9;]*m//g' "$SLOG" |
-		awk '$1 == "info:" && $2 ~ /^[A-Z]+$/ && $4 ~ /^[0-9][0-9][0-9]$/ { print $2, $3, $4 }'
-}
-
-# mark: a request of its own (a unique URL), then waits until s3rver
-# logged it; prints the number of request lines before it.
-mark() {
-	local i n m
-	m=m$(date +%s%N)
-	curl -s -o /dev/null "$EP/smux-marker/$m" || true
-	for ((i = 0; i < 200; i++)); do
-		n=$(reqs | grep -n "/smux-marker/$m " | head -n 1 | cut -d: -f1 || true)
-		if [ -n "$n" ]; then
-			echo $((n - 1))
-			return 0
-		fi
-		sleep 0.05
-	done
-	fail "marker $m never logged"
-}
-
 FAILS=0
 RESULTS=()
 # op NAME MAX CMD...: runs CMD, counts its requests, fails above MAX.
@@ -74,7 +46,7 @@ op() {
 	after=$(mark)
 	# the marker before ours is a line too
 	n=$((after - before - 1))
-	what=$(reqs | sed -n "$((before + 2)),$((after))p" |
+	what=$(reqs_between "$before" "$after" |
 		awk '{ k = $1; if ($3 == "404") k = k "(404)"; c[k]++ }
 			END { for (k in c) printf "%s %s ", k, c[k] }')
 	RESULTS+=("$(printf '%-28s %3d  (bound %d)  %s' "$name" "$n" "$max" "$what")")

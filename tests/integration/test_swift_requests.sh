@@ -53,21 +53,14 @@ reqs() {
 		index($6, p) == 1 { print $5, $6, $8 }' "$PLOG"
 }
 
+. "$(dirname "$0")/req_log.sh"
 # mark: a request of its own (a unique object never there), then waits
 # until the proxy logged it; prints the number of request lines before it.
 mark() {
-	local i n m
+	local m
 	m=smux-marker-$(date +%s%N)
 	curl -s -o /dev/null -I -H "X-Auth-Token: $TOKEN" "$SURL/$CONTAINER/$m" || true
-	for ((i = 0; i < 400; i++)); do
-		n=$(reqs | grep -n "/$m " | head -n 1 | cut -d: -f1 || true)
-		if [ -n "$n" ]; then
-			echo $((n - 1))
-			return 0
-		fi
-		sleep 0.05
-	done
-	fail "marker $m never logged"
+	wait_logged "$m"
 }
 
 FAILS=0
