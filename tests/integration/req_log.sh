@@ -52,3 +52,70 @@ start_logged_s3rver() {
 	}
 	curl -sf -X PUT "$EP/$1" >/dev/null || { stop_s3; fail "cannot create bucket"; }
 }
+
+# --- Swift ---
+
+# start_logged_swift: the Swift make check shares (or one of this test's
+# own, lib.sh's swift_server), its env sourced (SWIFT_AUTH_URL...), a
+# token of our own for the markers (TOKEN, SURL, ACCT), PLOG its proxy's
+# log, and reqs and mark for CONTAINER (set by the caller):
+#   reqs: the client requests on CONTAINER, "METHOD PATH STATUS" a line
+#     in log order (a request the proxy makes for itself, e.g. the copy
+#     middleware's GET, has "-" as its client address: left out);
+#   mark: a request of its own (a HEAD of an object never there), then
+#     waits until the proxy logged it; prints the number of request
+#     lines before it.
+# Exports SMUX_IT_SWIFT_CRED for credentials_env.
+start_logged_swift() {
+	local hdrs
+	swift_server
+	# shellcheck disable=SC1091
+	. "$SWIFT_DIR/env"
+	PLOG=$SWIFT_DIR/log/proxy.log
+	[ -f "$PLOG" ] || fail "no proxy log at $PLOG"
+	export SMUX_IT_SWIFT_CRED=test:tester:testing
+	hdrs=$(curl -sf -D - -o /dev/null -H "X-Auth-User: test:tester" \
+		-H "X-Auth-Key: testing" "$SWIFT_AUTH_URL") || fail "no token"
+	TOKEN=$(printf '%s\n' "$hdrs" | tr -d '\r' | sed -n 's/^[Xx]-[Aa]uth-[Tt]oken: //p')
+	SURL=$(printf '%s\n' "$hdrs" | tr -d '\r' | sed -n 's/^[Xx]-[Ss]torage-[Uu]rl: //p')
+	[ -n "$TOKEN" ] && [ -n "$SURL" ] || fail "no token in the auth answer"
+	ACCT=${SURL##*/}
+	reqs() {
+		awk -v p="/v1/$ACCT/$CONTAINER" '$1 == "proxy:" && $2 != "-" &&
+			index($6, p) == 1 { print $5, $6, $8 }' "$PLOG"
+	}
+	mark() {
+		local m
+		m=smux-marker-$(date +%s%N)
+		curl -s -o /dev/null -I -H "X-Auth-Token: $TOKEN" "$SURL/$CONTAINER/$m" || true
+		wait_logged "$m"
+	}
+}
+
+# --- what a listing shows (test_s3_attrstore.sh, test_swift_attrstore.sh) ---
+
+# lsr: what ls -lR of $M shows: names, types and modes, numeric owners,
+# sizes, mtimes to the second, symlink targets (blanks squeezed).
+lsr() { (cd "$M" && ls -lRn --time-style=+%s) | tr -s ' '; }
+
+# file_heads BEFORE AFTER: the HEADs of file keys (not ending in '/', not
+# a marker) between two marks, one path a line.
+file_heads() {
+	reqs_between "$1" "$2" |
+		awk '$1 == "HEAD" && $2 !~ /\/$/ && $2 !~ /smux-marker/ { print $2 }'
+}
+
+# attr_tree N: directories a and b of $M with N files each, a/f1 0600,
+# a/f2 0751, a/f3 0640, a/f5 of mtime 1000000000, a/sym -> f1.
+attr_tree() {
+	local d i
+	for d in a b; do
+		mkdir "$M/$d"
+		for ((i = 1; i <= $1; i++)); do printf '%s file %d\n' "$d" "$i" >"$M/$d/f$i"; done
+	done
+	chmod 0600 "$M/a/f1"
+	chmod 0751 "$M/a/f2"
+	chmod 0640 "$M/a/f3"
+	touch -d @1000000000 "$M/a/f5"
+	ln -s f1 "$M/a/sym"
+}

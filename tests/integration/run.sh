@@ -87,7 +87,7 @@ for k in file mirror; do tests+=("test_stress.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
-tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh")
+tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
 for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 # slower runs, not in `make check` (SMUX_IT_SLOW=1: make check-s3-faults)
 if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi

@@ -45,15 +45,6 @@ config "$CONF"
 STORE=$T/state/s3/attrs/s3-s.db
 M=$T/mnt
 
-# what ls -lR shows: names, types and modes, numeric owners, sizes,
-# mtimes to the second, symlink targets
-lsr() { (cd "$M" && ls -lRn --time-style=+%s); }
-
-# heads BEFORE AFTER: the HEADs of file keys (not ending in '/') between
-# two marks, one URL a line
-heads() {
-	reqs_between "$1" "$2" | awk '$1 == "HEAD" && $2 !~ /\/$/ { print $2 }'
-}
 # dir_heads BEFORE AFTER: how many HEADs of directory keys ("d/")
 dir_heads() {
 	reqs_between "$1" "$2" | awk '$1 == "HEAD" && $2 ~ /\/$/' | wc -l
@@ -61,16 +52,8 @@ dir_heads() {
 
 mount_smux "$CONF" "$M" || { stop_s3; fail "mount failed"; }
 N=20
-for d in a b; do
-	mkdir "$M/$d"
-	for ((i = 1; i <= N; i++)); do printf '%s file %d\n' "$d" "$i" >"$M/$d/f$i"; done
-done
-chmod 0600 "$M/a/f1"
-chmod 0751 "$M/a/f2"
-chmod 0640 "$M/a/f3"
+attr_tree $N
 chown 1234:5678 "$M/a/f4"
-touch -d @1000000000 "$M/a/f5"
-ln -s f1 "$M/a/sym"
 ln -s ../a/f2 "$M/b/sym2"
 mkdir "$M/b/sub"
 printf 'deep\n' >"$M/b/sub/deep"
@@ -84,7 +67,7 @@ before=$(mark)
 lsr >"$T/got"
 after=$(mark)
 diff "$T/want" "$T/got" || fail "ls -lR after the remount differs (above)"
-h=$(heads "$before" "$after")
+h=$(file_heads "$before" "$after")
 [ -z "$h" ] || fail "ls -lR after the remount sent HEADs of files: $(echo $h)"
 nd=$(dir_heads "$before" "$after")
 # a, b, b/sub: one HEAD each at most
@@ -99,7 +82,7 @@ for d in a b; do
 	for ((i = 1; i <= N; i++)); do cat "$M/$d/f$i"; done
 done >/dev/null
 after=$(mark)
-h=$(heads "$before" "$after")
+h=$(file_heads "$before" "$after")
 [ -z "$h" ] || fail "cat after ls -lR sent HEADs: $(echo $h)"
 [ "$(cat "$M/a/f7")" = "a file 7" ] || fail "a/f7 reads $(cat "$M/a/f7")"
 unmount_smux "$M"
@@ -123,7 +106,7 @@ mount_smux "$CONF" "$M" || { stop_s3; fail "remount failed"; }
 before=$(mark)
 lsr >"$T/got2"
 after=$(mark)
-h=$(heads "$before" "$after" | sort | tr '\n' ' ')
+h=$(file_heads "$before" "$after" | sort | tr '\n' ' ')
 [ "$h" = "/$B/a/f1 /$B/a/f3 " ] ||
 	fail "ls -lR after changes behind the mount: HEADs of files '$h', want a/f1 and a/f3"
 [ "$(stat -c '%a %s' "$M/a/f1")" = "644 9" ] ||
@@ -142,7 +125,7 @@ mount_smux "$CONF" "$M" || { stop_s3; fail "remount failed"; }
 before=$(mark)
 lsr >"$T/got3"
 after=$(mark)
-h=$(heads "$before" "$after")
+h=$(file_heads "$before" "$after")
 [ -z "$h" ] || fail "ls -lR after the HEADs refreshed the store sent: $(echo $h)"
 diff "$T/got2" "$T/got3" || fail "ls -lR differs from the one before (above)"
 log "changed behind the mount: each asked once with a HEAD, new attributes shown"
@@ -160,7 +143,7 @@ mount_smux "$CONF" "$M" || { stop_s3; fail "remount failed"; }
 before=$(mark)
 lsr >/dev/null
 after=$(mark)
-h=$(heads "$before" "$after")
+h=$(file_heads "$before" "$after")
 [ -z "$h" ] || fail "the rebuilt store did not serve: HEADs $(echo $h)"
 unmount_smux "$M"
 log "a garbage store is replaced and rebuilt"
@@ -171,7 +154,7 @@ mount_smux "$T/off.conf" "$M" || { stop_s3; fail "mount with attr_store = false 
 before=$(mark)
 lsr >"$T/got5"
 after=$(mark)
-n=$(heads "$before" "$after" | wc -l)
+n=$(file_heads "$before" "$after" | wc -l)
 [ "$n" -ge $((2 * N)) ] || fail "attr_store = false: only $n HEADs of files"
 diff "$T/got3" "$T/got5" || fail "ls -lR with attr_store = false differs (above)"
 unmount_smux "$M"
