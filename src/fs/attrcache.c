@@ -77,6 +77,11 @@ static int64_t ttl_ns(struct smuxfs *fs)
 	return (int64_t)(t * 1e9);
 }
 
+bool smuxfs_attrcache_on(struct smuxfs *fs)
+{
+	return ttl_ns(fs) != 0;
+}
+
 void smuxfs_attrcache_init(struct smuxfs *fs)
 {
 	struct smuxfs_attrcache *c = calloc(1, sizeof(*c));
@@ -97,6 +102,7 @@ void smuxfs_attrcache_release(struct smuxfs *fs)
 	struct smuxfs_attrcache *c = fs->attrcache;
 
 	smuxfs_listattr_release();
+	smuxfs_relist_release();
 	if (!c)
 		return;
 	for (unsigned i = 0; i < SMUXFS_ATTRCACHE_SLOTS; i++)
@@ -186,6 +192,19 @@ void smuxfs_attrcache_put(struct smuxfs *fs, const char *key,
 	c->slots[i].at_ns = started_ns;
 	c->slots[i].gen = gen;
 	pthread_mutex_unlock(&c->lock);
+}
+
+void smuxfs_attrcache_put_listed(struct smuxfs *fs, const char *key,
+				 const struct smux_info *info,
+				 unsigned long epoch, int64_t started_ns)
+{
+	/* the key's gen is read before the epoch is checked again: a
+	 * change moves the epoch before the gens, so an unchanged epoch
+	 * says the gen read is the one of before the listing */
+	unsigned long gen = smuxfs_attrcache_gen(fs, key);
+
+	if (smuxfs_attrcache_epoch(fs) == epoch)
+		smuxfs_attrcache_put(fs, key, info, gen, started_ns);
 }
 
 /*

@@ -197,23 +197,6 @@ static void pending_info(const struct pending *p, struct smux_info *info)
 	info->mtime_ns = p->a.mtime_ns;
 }
 
-/*
- * A file the listing gave complete attributes of (a local directory's; an
- * object store's whose attributes the backend knew, core/attrstore.c)
- * goes to attrcache.c as a HEAD's answer would, so the open of `cat` or
- * rm's unlink asks nothing either. Only while nothing changed through
- * the mount since the listing was sent: the key's gen, read after, is
- * then the one of before.
- */
-static void keep_attrs(struct lister *l, const char *key,
-		       const struct smux_info *info)
-{
-	unsigned long gen = smuxfs_attrcache_gen(l->fs, key);
-
-	if (smuxfs_attrcache_epoch(l->fs) == l->epoch)
-		smuxfs_attrcache_put(l->fs, key, info, gen, l->t0);
-}
-
 static int list_entry(void *arg, const struct smux_list_entry *e)
 {
 	struct lister *l = arg;
@@ -256,8 +239,11 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		flags = 0;
 	}
 	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	/* a file it gave complete goes to attrcache.c as a HEAD's answer
+	 * would, so the open of `cat` or rm's unlink asks nothing either */
 	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS)
-		keep_attrs(l, e->key, &info);
+		smuxfs_attrcache_put_listed(l->fs, e->key, &info, l->epoch,
+					    l->t0);
 	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
 	if (!l->rc && !p && flags != FUSE_FILL_DIR_PLUS) {
 		l->snap->e[l->snap->n - 1].ask = true;
@@ -347,11 +333,24 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 static void snap_note(struct smuxfs *fs, struct smuxfs_dirsnap *snap,
 		      const char *prefix)
 {
-	size_t plen = strlen(prefix), n = 0, cap = 0;
+	size_t plen = strlen(prefix), n = 0, cap = 0, nf = 0;
 	struct smuxfs_listattr_item *it;
+	const char **files;
 
 	for (size_t i = 0; i < snap->n; i++)
 		cap += snap->e[i].ask;
+	/* the files it gave complete: a later lookup of one that misses
+	 * lists the directory again rather than asking it (relist.c) */
+	files = smuxfs_attrcache_on(fs) && snap->n &&
+				snap->n <= SMUXFS_RELIST_MAX
+			? calloc(snap->n, sizeof(*files))
+			: NULL;
+	for (size_t i = 0; files && i < snap->n; i++)
+		if (snap->e[i].plus && !S_ISDIR(snap->e[i].st.st_mode))
+			files[nf++] = snap->e[i].name;
+	if (files || smuxfs_attrcache_on(fs))
+		smuxfs_relist_note(prefix, files, nf);
+	free(files);
 	if (cap > SMUXFS_LISTATTR_MAX)
 		cap = SMUXFS_LISTATTR_MAX;
 	if (!cap)

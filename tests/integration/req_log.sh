@@ -98,11 +98,37 @@ start_logged_swift() {
 # sizes, mtimes to the second, symlink targets (blanks squeezed).
 lsr() { (cd "$M" && ls -lRn --time-style=+%s) | tr -s ' '; }
 
-# file_heads BEFORE AFTER: the HEADs of file keys (not ending in '/', not
-# a marker) between two marks, one path a line.
+# file_heads BEFORE AFTER: the HEADs that found a file (200, a key not
+# ending in '/', not a marker) between two marks, one path a line. (A
+# directory "d" looked up is a HEAD of "d" that finds nothing, then of
+# "d/".)
 file_heads() {
 	reqs_between "$1" "$2" |
-		awk '$1 == "HEAD" && $2 !~ /\/$/ && $2 !~ /smux-marker/ { print $2 }'
+		awk '$1 == "HEAD" && $3 == "200" && $2 !~ /\/$/ &&
+			$2 !~ /smux-marker/ { print $2 }'
+}
+
+# listed_heads FILE [LISTER]: LISTER (default lsr) into FILE between two
+# marks; prints the file_heads it sent.
+listed_heads() {
+	local before after
+	before=$(mark)
+	"${2:-lsr}" >"$1"
+	after=$(mark)
+	file_heads "$before" "$after"
+}
+
+# cat_tree N: cat of every file of attr_tree N; fails when that sent a
+# HEAD of a file.
+cat_tree() {
+	local before after h d i
+	before=$(mark)
+	for d in a b; do
+		for ((i = 1; i <= $1; i++)); do cat "$M/$d/f$i"; done
+	done >/dev/null
+	after=$(mark)
+	h=$(file_heads "$before" "$after")
+	[ -z "$h" ] || fail "cat of every file sent HEADs: $(echo $h)"
 }
 
 # attr_tree N: directories a and b of $M with N files each, a/f1 0600,

@@ -67,7 +67,10 @@ op "unlink d/new" "${BOUND_UNLINK:-3}" rm "$M/d/new"
 op "mkdir d/e" "${BOUND_MKDIR:-8}" mkdir "$M/d/e"
 op "chmod d/e" "${BOUND_CHMOD_DIR:-4}" chmod 0700 "$M/d/e"
 op "touch -d d/e" "${BOUND_TOUCH_DIR:-4}" touch -d @1000000000 "$M/d/e"
-op "ls -l d (5 files, 2 dirs)" "${BOUND_LS:-11}" ls -l "$M/d" >/dev/null
+# files written through the mount: their attributes are in the s3
+# backend's attribute cache (core/attrstore.c), the listing gives them
+# complete (main: a HEAD per file, 11)
+op "ls -l d (5 files, 2 dirs)" "${BOUND_LS:-2}" ls -l "$M/d" >/dev/null
 mkdir -p "$T/tsrc/t"
 for i in 1 2 3; do printf 'tar %d\n' "$i" >"$T/tsrc/t/g$i"; done
 tar -C "$T/tsrc" -cf "$T/t.tar" t
@@ -90,7 +93,7 @@ for ((i = 1; i <= N; i++)); do printf 'listed %d\n' "$i" >"$M/l/f$i"; done
 ln -s f1 "$M/l/sym"
 # a listing nobody looks into asks no attributes (names and types only)
 op "ls -1 l (names only)" "${BOUND_LS_NAMES:-1}" ls -1 --color=never "$M/l" >/dev/null
-op "ls -l l ($N files, 1 symlink)" "${BOUND_LS_N:-$((N + 3))}" ls -l "$M/l" >/dev/null
+op "ls -l l ($N files, 1 symlink)" "${BOUND_LS_N:-3}" ls -l "$M/l" >/dev/null
 op "cat l/f* after ls -l ($N files)" "${BOUND_CAT_N:-$((N + 2))}" \
 	sh -c "for i in \$(seq 1 $N); do cat '$M/l/f'\$i; done >/dev/null"
 # the listing's attributes are exact: the symlink is one, modes, sizes

@@ -37,20 +37,11 @@ unmount_smux "$M"
 
 # 1. After a remount: no HEAD of a file, the same attributes; cat: GETs.
 mount_smux "$CONF" "$M" || fail "remount failed"
-before=$(mark)
-lsf >"$T/got"
-after=$(mark)
+h=$(listed_heads "$T/got" lsf)
 diff "$T/want" "$T/got" || fail "ls -lR after the remount differs (above)"
-h=$(file_heads "$before" "$after")
 [ -z "$h" ] || fail "ls -lR after the remount sent HEADs of files: $(echo $h)"
 [ -s "$STORE" ] || fail "no attribute store at $STORE"
-before=$(mark)
-for d in a b; do
-	for ((i = 1; i <= N; i++)); do cat "$M/$d/f$i"; done
-done >/dev/null
-after=$(mark)
-h=$(file_heads "$before" "$after")
-[ -z "$h" ] || fail "cat after ls -lR sent HEADs: $(echo $h)"
+cat_tree $N
 unmount_smux "$M"
 log "ls -lR after a remount: no HEAD of a file, same attributes; cat: no HEAD"
 
@@ -64,10 +55,7 @@ curl -sf -X POST -H "X-Auth-Token: $TOKEN" -H "X-Object-Meta-Mode: 100700" \
 	-H "X-Object-Meta-Mtime: 1500000000" \
 	"$SURL/$CONTAINER/a/f3" >/dev/null || fail "POST a/f3"
 mount_smux "$CONF" "$M" || fail "remount failed"
-before=$(mark)
-lsf >"$T/got2"
-after=$(mark)
-h=$(file_heads "$before" "$after" | sed 's|.*/||' | sort | tr '\n' ' ')
+h=$(listed_heads "$T/got2" lsf | sed 's|.*/||' | sort | tr '\n' ' ')
 [ "$h" = "f1 f3 " ] ||
 	fail "ls -lR after changes behind the mount: HEADs of files '$h', want f1 and f3"
 [ "$(stat -c '%a %s' "$M/a/f1")" = "644 8" ] ||
@@ -79,10 +67,7 @@ grep -v -e ' f1$' -e ' f3$' "$T/got2" >"$T/got2.rest"
 diff "$T/want.rest" "$T/got2.rest" || fail "other entries changed (above)"
 unmount_smux "$M"
 mount_smux "$CONF" "$M" || fail "remount failed"
-before=$(mark)
-lsf >"$T/got3"
-after=$(mark)
-h=$(file_heads "$before" "$after")
+h=$(listed_heads "$T/got3" lsf)
 [ -z "$h" ] || fail "ls -lR after the HEADs refreshed the store sent: $(echo $h)"
 diff "$T/got2" "$T/got3" || fail "ls -lR differs from the one before (above)"
 unmount_smux "$M"
