@@ -39,7 +39,10 @@ bucket = $B
 credentials_env = S3T"
 	for kv in "$@"; do cfg_raw "${kv%%=*} = ${kv#*=}"; done
 }
-export S3T_ACCESS_KEY_ID=S3RVER S3T_SECRET_ACCESS_KEY=S3RVER
+# s3rver checks the access key, not the signature: the secret is a canary
+# that must never be in the store
+CANARY=smux-attrstore-canary-7f3e
+export S3T_ACCESS_KEY_ID=S3RVER S3T_SECRET_ACCESS_KEY=$CANARY
 CONF=$T/s3.conf
 config "$CONF"
 STORE=$T/state/s3/attrs/s3-s.db
@@ -75,6 +78,7 @@ nd=$(dir_heads "$before" "$after")
 log "ls -lR after a remount: no HEAD of a file, $nd of directories, same attributes"
 [ -s "$STORE" ] || fail "no attribute store at $STORE"
 stat -c %a "$STORE" | grep -qx 600 || fail "the store is not 0600: $(stat -c %a "$STORE")"
+! grep -aq -e "$CANARY" -e S3RVER "$STORE"* || fail "a credential is in the store"
 
 # 2. cat of every listed file: its GET alone.
 cat_tree $N
