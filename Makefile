@@ -23,8 +23,8 @@ ifeq ($(CC),cc)
 CC := gcc
 endif
 
-PKGS := fuse3 libcurl inih cmocka libcrypto expat jansson
-LIB_PKGS := libcurl libcrypto expat jansson inih
+PKGS := fuse3 libcurl inih cmocka libcrypto expat jansson sqlite3
+LIB_PKGS := libcurl libcrypto expat jansson inih sqlite3
 TEST_PKGS := cmocka
 
 ifeq ($(VARIANT),normal)
@@ -241,7 +241,7 @@ TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
 	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
 	test_stats test_sendq test_eventlog test_swift_auth test_dirnames \
 	test_mux_rejoin_fence test_mux_shield_drain test_mux_zombie_handoff test_mux_departed test_mux_notes_restart \
-	test_lose_nothing
+	test_lose_nothing test_attrstore
 
 test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
 	$(MAKE) --no-print-directory test-tsan-run

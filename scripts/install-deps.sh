@@ -17,6 +17,7 @@ libcmocka-dev:/usr/include/cmocka.h
 libssl-dev:/usr/include/openssl/evp.h
 libexpat1-dev:/usr/include/expat.h
 libjansson-dev:/usr/include/jansson.h
+libsqlite3-dev:/usr/include/sqlite3.h
 clang-format:/usr/bin/clang-format
 clang-tidy:/usr/bin/clang-tidy
 cppcheck:/usr/bin/cppcheck

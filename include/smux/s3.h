@@ -85,6 +85,13 @@ struct smux_s3_opts {
 	 * flight, so the uploads a crash left on the server are aborted
 	 * at the next start (in the background); NULL: none. */
 	const char *upload_journal;
+	/* The attribute cache (what the backend last knew of each object's
+	 * mode, owner, mtime, symlink marker), so a listing entry whose
+	 * etag, size and Last-Modified match needs no HEAD: an SQLite file
+	 * (its directories are made), NULL: kept in memory only. */
+	const char *attr_store;
+	size_t attr_store_max; /* its bound on entries, 0: 1,000,000 */
+	bool attr_store_off;   /* no attribute cache at all */
 };
 
 /*

@@ -82,6 +82,13 @@ struct smux_swift_opts {
 	/* bytes per segment (raised to /info's min_segment_size, and so the
 	 * count stays within max_manifest_segments); 0: 1 GiB, at most 5 GiB */
 	uint64_t segment_size;
+	/* The attribute cache (mode, owner, mtime of each object as the
+	 * backend last knew it), so a listing entry whose etag, size and
+	 * last_modified match needs no HEAD: an SQLite file (its
+	 * directories are made), NULL: kept in memory only. */
+	const char *attr_store;
+	size_t attr_store_max; /* its bound on entries, 0: 1,000,000 */
+	bool attr_store_off;   /* no attribute cache at all */
 };
 
 /*

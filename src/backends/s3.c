@@ -386,6 +386,7 @@ static int head_object(struct s3b *s, const struct smux_ctx *ctx,
 		       const char *key, struct smux_info *info,
 		       struct smux_error *err)
 {
+	struct smux_info got;
 	struct s3b_call c;
 	int rc;
 
@@ -393,12 +394,21 @@ static int head_object(struct s3b *s, const struct smux_ctx *ctx,
 	if (rc < 0)
 		return rc;
 	rc = smux__s3_call(&c, ctx, err);
-	if (rc == 0 && info)
+	if (rc == 0) {
 		smux__s3_info_from(&c, key,
 				   c.resp.content_length > 0
 					   ? (uint64_t)c.resp.content_length
 					   : 0,
-				   info);
+				   &got);
+		/* what the server holds now, for the listings to come */
+		smux__attrstore_put(
+			s->attrs, key, &got,
+			smux__http_parse_date(c.resp.last_modified));
+		if (info)
+			*info = got;
+	} else if (rc == -ENOENT) {
+		smux__attrstore_forget(s->attrs, key);
+	}
 	smux__s3_call_release(&c);
 	return rc;
 }
@@ -679,6 +689,7 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	bool owner = opts && (opts->flags & SMUX_PUT_OWNER) &&
 		     (opts->uid != SMUX_ID_NONE || opts->gid != SMUX_ID_NONE);
 	struct smux_source empty;
+	struct smux_info done;
 	char meta[4][32], etag[SMUX_ETAG_MAX];
 	struct s3b_call c;
 	int rc;
@@ -715,17 +726,24 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (rc == 0)
 			smux__s3_etag_copy(etag, sizeof(etag), c.resp.etag);
 	}
-	if (rc == 0 && info) {
-		smux_info_clear(info);
-		info->size = src->length;
-		info->mtime_ns = mtime;
-		info->mode = mode;
-		snprintf(info->etag, sizeof(info->etag), "%s", etag);
+	if (rc == 0) {
+		smux_info_clear(&done);
+		done.size = src->length;
+		done.mtime_ns = mtime;
+		done.mode = mode;
+		snprintf(done.etag, sizeof(done.etag), "%s", etag);
 		if (owner) {
-			info->uid = opts->uid;
-			info->gid = opts->gid;
-			info->has_owner = true;
+			done.uid = opts->uid;
+			done.gid = opts->gid;
+			done.has_owner = true;
 		}
+		/* the metadata sent and the ETag answered; Last-Modified is
+		 * recorded by the first listing that shows this version */
+		smux__attrstore_put(s->attrs, key, &done, 0);
+		if (info)
+			*info = done;
+	} else {
+		smux__attrstore_forget(s->attrs, key); /* may have landed */
 	}
 	smux__s3_call_release(&c);
 	return rc;
@@ -746,6 +764,7 @@ static int s3b_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc < 0)
 		return rc;
 	rc = smux__s3_call(&c, ctx, err);
+	smux__attrstore_forget(s->attrs, key); /* gone, or not known */
 	if (rc == -ENOENT) { /* absent: deleting is idempotent */
 		smux_error_clear(err);
 		rc = 0;
@@ -780,6 +799,7 @@ static void s3b_destroy(struct smux_backend *b)
 	struct s3b *s = smux__s3_from(b);
 
 	smux__s3_orphans_close(s); /* its sweeper uses http */
+	smux__attrstore_free(s->attrs);
 	smux__http_free(s->http);
 	smux__s3_signer_release(&s->signer);
 	free(s->scheme);
@@ -910,6 +930,20 @@ static int load_creds(const char *name, const struct smux_s3_opts *o,
 	return rc;
 }
 
+/* The attribute cache (core/attrstore.c) of the bucket and prefix at the
+ * endpoint: a store left by another configuration is emptied. */
+static int attrs_open(struct s3b *s, const struct smux_s3_opts *o)
+{
+	char *id;
+
+	if (asprintf(&id, "s3 %s://%s%s/%s", s->scheme, s->host, s->bucket_path,
+		     s->prefix) < 0)
+		return -ENOMEM;
+	s->attrs = smux__attrstore_open(o->attr_store, id, o->attr_store_max);
+	free(id);
+	return s->attrs ? 0 : -ENOMEM;
+}
+
 int smux_s3_new(const char *name, const struct smux_s3_opts *o,
 		struct smux_backend **out, struct smux_error *err)
 {
@@ -980,6 +1014,13 @@ int smux_s3_new(const char *name, const struct smux_s3_opts *o,
 		rc = smux__s3_orphans_open(s, o->upload_journal, err);
 		if (rc < 0)
 			goto fail;
+	}
+	if (!o->attr_store_off) {
+		rc = attrs_open(s, o);
+		if (rc < 0) {
+			rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
+			goto fail;
+		}
 	}
 	*out = &s->base;
 	return 0;

@@ -32,9 +32,11 @@ static char *copy_source(struct s3b *s, const char *key)
 }
 
 /* Sends @c with a bounded body sink and parses a COPY answer; an <Error>
- * body with a 200 is the error. @etag_out (may be NULL) gets the ETag. */
+ * body with a 200 is the error. @etag_out (may be NULL) gets the ETag,
+ * @lastmod_out (may be NULL) the LastModified (0: none). */
 static int call_copy(struct s3b_call *c, const struct smux_ctx *ctx,
-		     char *etag_out, size_t etag_cap, struct smux_error *err)
+		     char *etag_out, size_t etag_cap, int64_t *lastmod_out,
+		     struct smux_error *err)
 {
 	struct smux_sink sink;
 	struct smux_s3_xml *x = NULL;
@@ -62,9 +64,11 @@ static int call_copy(struct s3b_call *c, const struct smux_ctx *ctx,
 		if (r->is_error)
 			rc = smux__s3_error_fill(err, 500, r, c->s->base.name,
 						 c->what);
-		else if (etag_out)
+		if (!r->is_error && etag_out)
 			smux__s3_etag_copy(etag_out, etag_cap,
 					   r->etag ? r->etag : "");
+		if (!r->is_error && lastmod_out)
+			*lastmod_out = r->mtime_ns;
 	}
 	smux__s3_xml_free(x);
 	free(body);
@@ -97,6 +101,8 @@ static int copy_once(struct s3b *s, const struct smux_ctx *ctx, const char *src,
 {
 	char meta[4][32], quoted[SMUX_ETAG_MAX + 3];
 	char *source = copy_source(s, src);
+	struct smux_info done = *info;
+	int64_t lastmod = 0;
 	struct s3b_call c;
 	int rc;
 
@@ -119,9 +125,15 @@ static int copy_once(struct s3b *s, const struct smux_ctx *ctx, const char *src,
 		smux__s3_call_header(&c, "x-amz-copy-source-if-match", quoted);
 	}
 	meta_of(&c, meta, info);
-	rc = call_copy(&c, ctx, NULL, 0, err);
+	rc = call_copy(&c, ctx, done.etag, sizeof(done.etag), &lastmod, err);
 	smux__s3_call_release(&c);
 	free(source);
+	/* what the copy made: the source's attributes as sent, the ETag and
+	 * LastModified of the answer (attrstore.c) */
+	if (rc == 0)
+		smux__attrstore_put(s->attrs, dst, &done, lastmod);
+	else
+		smux__attrstore_forget(s->attrs, dst);
 	return rc;
 }
 
@@ -185,7 +197,7 @@ static int copy_parts(struct s3b *s, const struct smux_ctx *ctx,
 					    NULL);
 			goto out;
 		}
-		rc = call_copy(&c, ctx, etags[i], SMUX_ETAG_MAX, err);
+		rc = call_copy(&c, ctx, etags[i], SMUX_ETAG_MAX, NULL, err);
 		smux__s3_call_release(&c);
 		if (rc < 0)
 			goto out;
@@ -195,6 +207,9 @@ static int copy_parts(struct s3b *s, const struct smux_ctx *ctx,
 out:
 	if (rc < 0)
 		smux__s3_mpu_abort(s, ctx, dst, upload_id);
+	/* a multipart result's ETag is not known here: the next listing of
+	 * @dst asks it with a HEAD */
+	smux__attrstore_forget(s->attrs, dst);
 	for (i = 0; etags && i < n; i++)
 		free(etags[i]);
 	free(etags);

@@ -20,6 +20,7 @@
 #include "backends/http_client.h"
 #include "backends/s3_sign.h"
 #include "backends/s3_xml.h"
+#include "core/attrstore.h"
 #include "smux/s3.h"
 
 /* Extra signed headers one request may carry. */
@@ -46,6 +47,9 @@ struct s3b {
 	uint64_t part_size;
 	unsigned part_parallel;
 	struct s3b_orphans *orphans; /* s3_orphans.c; NULL: no journal */
+	/* what was last known of each object's attributes, so a listing
+	 * needs no HEAD per entry (core/attrstore.c); NULL: off */
+	struct smux__attrstore *attrs;
 };
 
 struct s3b *smux__s3_from(struct smux_backend *b);

@@ -206,6 +206,11 @@ static int take_obj(struct lister *l, const char *key,
 	 * looked up instead of showing it as a 0644 file.
 	 */
 	info.mode = n && key[n - 1] == '/' ? S_IFDIR | S3B_DIR_MODE : 0;
+	/* ... unless this very version's attributes are known here: its
+	 * etag, size and Last-Modified match what the backend last saw of
+	 * it (its own put, copy or HEAD; core/attrstore.c) */
+	if (!info.mode)
+		smux__attrstore_fill(l->s->attrs, key, &info);
 	if (l->folded) {
 		/* a directory is not an entry of itself */
 		if (n && key[n - 1] == '/' && strcmp(key, l->prefix) == 0)

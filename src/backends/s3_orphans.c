@@ -61,28 +61,6 @@ struct s3b_orphans {
 	bool stop;	     /* protected by lock */
 };
 
-/* Creates @dir and its missing parents (0700). 0 or -errno. */
-static int mkdirs(const char *dir)
-{
-	char *p = strdup(dir);
-	int rc = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1; *s && rc == 0; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			rc = -errno;
-		*s = '/';
-	}
-	if (rc == 0 && mkdir(p, 0700) && errno != EEXIST)
-		rc = -errno;
-	free(p);
-	return rc;
-}
-
 static bool id_ok(const char *id)
 {
 	size_t n = strlen(id);
@@ -263,7 +241,7 @@ int smux__s3_orphans_open(struct s3b *s, const char *dir,
 	struct s3b_orphans *o;
 	int rc;
 
-	rc = mkdirs(dir);
+	rc = smux__mkdirs(dir);
 	if (rc < 0)
 		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->base.name,
 				      "upload journal %s: %s", dir,

@@ -737,6 +737,7 @@ static void swiftb_destroy(struct smux_backend *b)
 	swift__auth_release(&s->auth);
 	swift__recent_free(s);
 	swift__absent_free(s);
+	smux__attrstore_free(s->attrs);
 	pthread_mutex_destroy(&s->recent_mu);
 	pthread_mutex_destroy(&s->limits_mu);
 	free(s->container);
@@ -785,6 +786,19 @@ static const struct smux_backend_ops swiftb_ops = {
 };
 
 /* ---- construction ---- */
+
+/* The attribute cache (core/attrstore.c) of the container behind the
+ * auth URL: a store left by another configuration is emptied. */
+static int attrs_open(struct swiftb *s, const struct smux_swift_opts *o)
+{
+	char *id;
+
+	if (asprintf(&id, "swift %s %s", o->auth_url, s->container) < 0)
+		return -ENOMEM;
+	s->attrs = smux__attrstore_open(o->attr_store, id, o->attr_store_max);
+	free(id);
+	return s->attrs ? 0 : -ENOMEM;
+}
 
 int smux_swift_new(const char *name, const struct smux_swift_opts *opts,
 		   struct smux_backend **out, struct smux_error *err)
@@ -865,6 +879,14 @@ int smux_swift_new(const char *name, const struct smux_swift_opts *opts,
 	rc = smux__http_new(&ho, &s->http, err);
 	if (rc < 0)
 		goto out_auth;
+	if (!opts->attr_store_off) {
+		rc = attrs_open(s, opts);
+		if (rc < 0) {
+			swiftb_destroy(&s->base);
+			return smux_error_set(err, SMUX_E_NO_MEMORY, name,
+					      NULL);
+		}
+	}
 	*out = &s->base;
 	return 0;
 out_auth:

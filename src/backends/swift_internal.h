@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/http_client.h"
+#include "core/attrstore.h"
 #include "smux/swift.h"
 
 /* Longest token or storage URL accepted from an auth answer (bytes). */
@@ -108,6 +109,9 @@ struct swiftb {
 	/* keys last seen absent (swift_absent.c): which put to try first */
 	pthread_mutex_t absent_mu;
 	struct swift_absent *absent; /* SWIFT_ABSENT_SLOTS, or NULL */
+	/* what was last known of each object's attributes, so a listing
+	 * needs no HEAD per entry (core/attrstore.c); NULL: off */
+	struct smux__attrstore *attrs;
 };
 
 /* swift_auth.c */
@@ -221,6 +225,7 @@ bool swift__absent_seen(struct swiftb *s, const char *key);
  * swift__meta_header (an on_header callback, @arg a struct swift_meta)
  * and turned into @info with @size by swift__fill_obj. */
 struct swift_meta {
+	char timestamp[40]; /* X-Timestamp: the version's, float seconds */
 	char mtime[40];
 	char mode[16];
 	char uid[16];

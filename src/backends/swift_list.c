@@ -65,6 +65,12 @@ void swift__recent_note(struct swiftb *s, const char *key, bool deleted,
 	int64_t now = now_mono_ns();
 	struct swift_recent *r = NULL;
 
+	/* every own write and delete comes here: the attribute cache learns
+	 * what it made (last_modified: from the first listing of it) */
+	if (!deleted && info)
+		smux__attrstore_put(s->attrs, key, info, 0);
+	else
+		smux__attrstore_forget(s->attrs, key);
 	if (s->recent_ns <= 0)
 		return;
 	pthread_mutex_lock(&s->recent_mu);
@@ -209,7 +215,6 @@ static int add_entry(struct swiftb *s, json_t *e, struct acc *a, bool folded,
 	lm = json_string_value(json_object_get(e, "last_modified"));
 	ct = json_string_value(json_object_get(e, "content_type"));
 	bytes = json_object_get(e, "bytes");
-	(void)s;
 	if (ct && strncmp(ct, "application/directory", 21) == 0) {
 		size_t nl = strlen(name);
 
@@ -252,6 +257,11 @@ static int add_entry(struct swiftb *s, json_t *e, struct acc *a, bool folded,
 	}
 	t = lm ? swift__parse_iso(lm) : -1;
 	info.mtime_ns = t > 0 ? t : 0;
+	/* ... unless this very version's attributes are known here: its
+	 * etag, size and last_modified match what the backend last saw of
+	 * it (its own put, copy, setattr or HEAD; core/attrstore.c) */
+	if (!info.mode)
+		smux__attrstore_fill(s->attrs, name, &info);
 	return acc_add(a, name, strlen(name), false, &info);
 }
 

@@ -36,6 +36,10 @@ int swift__meta_header(void *arg, const char *name, size_t nlen,
 	const char *n = name + sizeof(pre) - 1;
 	size_t rest = nlen - (sizeof(pre) - 1);
 
+	if (nlen == 11 && strncasecmp(name, "X-Timestamp", 11) == 0) {
+		copy_val(m->timestamp, sizeof(m->timestamp), value, vlen);
+		return 0;
+	}
 	if (nlen <= sizeof(pre) - 1 ||
 	    strncasecmp(name, pre, sizeof(pre) - 1) != 0)
 		return 0;
@@ -196,11 +200,17 @@ int swift__head_obj(struct swiftb *s, const struct smux_ctx *ctx,
 	free(path);
 	if (rc == -ENOENT || rc == 0)
 		swift__absent_note(s, key, rc == -ENOENT);
+	if (rc == -ENOENT)
+		smux__attrstore_forget(s->attrs, key);
 	if (rc < 0)
 		return rc;
 	swift__fill_obj(info, &resp, &m,
 			resp.content_length > 0 ? (uint64_t)resp.content_length
 						: 0);
+	/* what the server holds now, for the listings to come; the exact
+	 * X-Timestamp is what listings show as last_modified (the
+	 * Last-Modified header is rounded up to the second) */
+	smux__attrstore_put(s->attrs, key, info, parse_mtime(m.timestamp));
 	return 0;
 }
 

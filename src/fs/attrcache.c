@@ -5,8 +5,10 @@
  * attr_timeout on object stores, so that the lookups that follow a
  * listing (`ls -l` with the kernel's entries expired, `cat` of each
  * listed file: LOOKUP, then open) cost no request (issue 10, item 4).
- * A listing fills it with HEADs sent in parallel (listattr.c); every
- * lookup of a file puts what its HEAD answered.
+ * A listing fills it with HEADs sent in parallel (listattr.c), or with
+ * its own entries where the backend knew their attributes (the s3 and
+ * swift attribute cache, core/attrstore.c; ops_dir.c); every lookup of
+ * a file puts what its HEAD answered.
  *
  * Exact for this mount: every change made through it moves, once it is
  * done, the generation of the key it changed (smuxfs_etag_forget: a
@@ -43,6 +45,7 @@
 struct smuxfs_attrcache {
 	pthread_mutex_t lock; /* protects slots[] */
 	atomic_ulong gen;     /* moved by a change of many keys (a rename) */
+	atomic_ulong epoch;   /* moved by every change, before its gen */
 	/* moved by a change of a key of the slot: both only grow, so their
 	 * sum is unchanged exactly when neither moved */
 	atomic_ulong sgen[SMUXFS_ATTRCACHE_SLOTS];
@@ -74,6 +77,11 @@ static int64_t ttl_ns(struct smuxfs *fs)
 	return (int64_t)(t * 1e9);
 }
 
+bool smuxfs_attrcache_on(struct smuxfs *fs)
+{
+	return ttl_ns(fs) != 0;
+}
+
 void smuxfs_attrcache_init(struct smuxfs *fs)
 {
 	struct smuxfs_attrcache *c = calloc(1, sizeof(*c));
@@ -84,6 +92,7 @@ void smuxfs_attrcache_init(struct smuxfs *fs)
 		return;
 	pthread_mutex_init(&c->lock, NULL);
 	atomic_init(&c->gen, 0);
+	atomic_init(&c->epoch, 0);
 	for (unsigned i = 0; i < SMUXFS_ATTRCACHE_SLOTS; i++)
 		atomic_init(&c->sgen[i], 0);
 }
@@ -93,6 +102,7 @@ void smuxfs_attrcache_release(struct smuxfs *fs)
 	struct smuxfs_attrcache *c = fs->attrcache;
 
 	smuxfs_listattr_release();
+	smuxfs_relist_release();
 	if (!c)
 		return;
 	for (unsigned i = 0; i < SMUXFS_ATTRCACHE_SLOTS; i++)
@@ -110,10 +120,17 @@ unsigned long smuxfs_attrcache_gen(struct smuxfs *fs, const char *key)
 		 : 0;
 }
 
+unsigned long smuxfs_attrcache_epoch(struct smuxfs *fs)
+{
+	return fs->attrcache ? atomic_load(&fs->attrcache->epoch) : 0;
+}
+
 void smuxfs_attrcache_changed(struct smuxfs *fs)
 {
-	if (fs->attrcache)
-		atomic_fetch_add(&fs->attrcache->gen, 1);
+	if (!fs->attrcache)
+		return;
+	atomic_fetch_add(&fs->attrcache->epoch, 1);
+	atomic_fetch_add(&fs->attrcache->gen, 1);
 }
 
 void smuxfs_attrcache_forget(struct smuxfs *fs, const char *key)
@@ -122,6 +139,7 @@ void smuxfs_attrcache_forget(struct smuxfs *fs, const char *key)
 
 	if (!c)
 		return;
+	atomic_fetch_add(&c->epoch, 1);
 	/* every name of a file of several names changes with it */
 	if (!key || (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
 		atomic_fetch_add(&c->gen, 1);
@@ -174,6 +192,19 @@ void smuxfs_attrcache_put(struct smuxfs *fs, const char *key,
 	c->slots[i].at_ns = started_ns;
 	c->slots[i].gen = gen;
 	pthread_mutex_unlock(&c->lock);
+}
+
+void smuxfs_attrcache_put_listed(struct smuxfs *fs, const char *key,
+				 const struct smux_info *info,
+				 unsigned long epoch, int64_t started_ns)
+{
+	/* the key's gen is read before the epoch is checked again: a
+	 * change moves the epoch before the gens, so an unchanged epoch
+	 * says the gen read is the one of before the listing */
+	unsigned long gen = smuxfs_attrcache_gen(fs, key);
+
+	if (smuxfs_attrcache_epoch(fs) == epoch)
+		smuxfs_attrcache_put(fs, key, info, gen, started_ns);
 }
 
 /*

@@ -106,6 +106,9 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 	[SMUX__BK_SEGMENT_THRESHOLD] = {"segment_threshold", SMUX__VT_SIZE,
 					T(SWIFT)},
 	[SMUX__BK_SEGMENT_SIZE] = {"segment_size", SMUX__VT_SIZE, T(SWIFT)},
+	[SMUX__BK_ATTR_STORE] = {"attr_store", SMUX__VT_BOOL, T(S3) | T(SWIFT)},
+	[SMUX__BK_ATTR_STORE_MAX] = {"attr_store_max", SMUX__VT_COUNT,
+				     T(S3) | T(SWIFT)},
 };
 
 static const char *const type_names[SMUX__CFG_T_COUNT] = {

@@ -222,15 +222,38 @@ static int build_bunny(struct smux__cfg_section *s, struct smux_error *err)
 	return rc;
 }
 
+/*
+ * The attribute cache of an s3 or swift backend (core/attrstore.c):
+ * state_dir/attrs/KIND-NAME.db in *@path (the caller frees it; NULL
+ * without a state_dir: in memory), attr_store_max, attr_store = false.
+ */
+static int attr_store_opts(struct smux__cfg_section *s, const char *state_dir,
+			   const char *kind, char **path, size_t *max,
+			   bool *off, struct smux_error *err)
+{
+	const struct smux__cfg_value *v = s->v;
+
+	*off = v[SMUX__BK_ATTR_STORE].line && !v[SMUX__BK_ATTR_STORE].b;
+	*max = v[SMUX__BK_ATTR_STORE_MAX].line
+		       ? (size_t)v[SMUX__BK_ATTR_STORE_MAX].u
+		       : 0;
+	*path = NULL;
+	if (state_dir &&
+	    asprintf(path, "%s/attrs/%s-%s.db", state_dir, kind, s->name) < 0)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
+	return 0;
+}
+
 /* A swift backend: user:key (or user:password with
  * password_credentials) from credentials_file / credentials_env; with
  * auth_version 1 the user is tempauth's account:user, so the line is
  * account:user:key. */
-static int build_swift(struct smux__cfg_section *s, struct smux_error *err)
+static int build_swift(struct smux__cfg_section *s, const char *state_dir,
+		       struct smux_error *err)
 {
 	const struct smux__cfg_value *v = s->v;
 	struct smux_swift_opts so = {0};
-	char *user = NULL, *secret = NULL;
+	char *user = NULL, *secret = NULL, *attrs = NULL;
 	struct net_opts no;
 	int rc;
 
@@ -306,8 +329,14 @@ static int build_swift(struct smux__cfg_section *s, struct smux_error *err)
 		so.password = secret;
 	else
 		so.key = secret;
+	rc = attr_store_opts(s, state_dir, "swift", &attrs, &so.attr_store_max,
+			     &so.attr_store_off, err);
+	if (rc < 0)
+		goto out;
+	so.attr_store = attrs;
 	rc = smux_swift_new(s->name, &so, &s->built, err);
 out:
+	free(attrs);
 	wipe_free(user);
 	wipe_free(secret);
 	return rc;
@@ -324,7 +353,7 @@ static int build_s3(struct smux__cfg_section *s, const char *state_dir,
 {
 	const struct smux__cfg_value *v = s->v;
 	struct smux_s3_opts so = {0};
-	char *prefix = NULL, *journal = NULL;
+	char *prefix = NULL, *journal = NULL, *attrs = NULL;
 	struct net_opts no;
 	int rc;
 
@@ -364,7 +393,17 @@ static int build_s3(struct smux__cfg_section *s, const char *state_dir,
 		return smux_error_set(err, SMUX_E_NO_MEMORY, s->name, NULL);
 	}
 	so.upload_journal = journal;
+	/* the attribute cache beside it; no state_dir: in memory */
+	rc = attr_store_opts(s, state_dir, "s3", &attrs, &so.attr_store_max,
+			     &so.attr_store_off, err);
+	if (rc < 0) {
+		free(journal);
+		free(prefix);
+		return rc;
+	}
+	so.attr_store = attrs;
 	rc = smux_s3_new(s->name, &so, &s->built, err);
+	free(attrs);
 	free(journal);
 	free(prefix);
 	return rc;
@@ -425,7 +464,7 @@ static int build_backend(struct build *b, struct smux__cfg_section *s,
 	case SMUX__CFG_T_BUNNY:
 		return build_bunny(s, err);
 	case SMUX__CFG_T_SWIFT:
-		return build_swift(s, err);
+		return build_swift(s, b->cfg->opts.state_dir, err);
 	case SMUX__CFG_T_S3:
 		return build_s3(s, b->cfg->opts.state_dir, err);
 	case SMUX__CFG_T_FAULTY:

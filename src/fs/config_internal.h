@@ -163,6 +163,9 @@ enum {
 	/* swift large objects */
 	SMUX__BK_SEGMENT_THRESHOLD,
 	SMUX__BK_SEGMENT_SIZE,
+	/* s3 and swift: the attribute cache (core/attrstore.c) */
+	SMUX__BK_ATTR_STORE,
+	SMUX__BK_ATTR_STORE_MAX,
 	SMUX__BK_COUNT
 };
 

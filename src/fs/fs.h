@@ -321,6 +321,12 @@ void smuxfs__dirnames_bounds(struct smuxfs *fs, size_t dirs, size_t names);
 void smuxfs_attrcache_init(struct smuxfs *fs);
 void smuxfs_attrcache_release(struct smuxfs *fs);
 unsigned long smuxfs_attrcache_gen(struct smuxfs *fs, const char *key);
+/* Whether it keeps anything (an object-store tree, attr_timeout > 0). */
+bool smuxfs_attrcache_on(struct smuxfs *fs);
+/* Moved by every change (forget, changed) before the gens it moves: a
+ * listing that reads it before it is sent, and reads a key's gen and
+ * then the same epoch again, knows that gen is the one of before. */
+unsigned long smuxfs_attrcache_epoch(struct smuxfs *fs);
 void smuxfs_attrcache_changed(struct smuxfs *fs);
 void smuxfs_attrcache_forget(struct smuxfs *fs, const char *key);
 bool smuxfs_attrcache_get(struct smuxfs *fs, const char *key,
@@ -328,6 +334,13 @@ bool smuxfs_attrcache_get(struct smuxfs *fs, const char *key,
 void smuxfs_attrcache_put(struct smuxfs *fs, const char *key,
 			  const struct smux_info *info, unsigned long gen,
 			  int64_t started_ns);
+/* A file a listing gave complete attributes of, sent when the epoch was
+ * @epoch and the time @started_ns: put as a HEAD's answer would be,
+ * unless something changed through the mount since (ops_dir.c,
+ * relist.c). */
+void smuxfs_attrcache_put_listed(struct smuxfs *fs, const char *key,
+				 const struct smux_info *info,
+				 unsigned long epoch, int64_t started_ns);
 /* What a clean read-only open may pin instead of asking (ops_io.c): a
  * fresh entry of a plain file with an etag, on a root whose gets of one
  * key go to one member. */
@@ -354,6 +367,17 @@ void smuxfs_listattr_note(struct smuxfs *fs, const char *prefix,
 			  struct smuxfs_listattr_item *items, size_t n);
 bool smuxfs_listattr_prefetch(struct smuxfs *fs, const char *key);
 void smuxfs_listattr_release(void);
+/* Directories whose listings give files complete (relist.c): note says
+ * which files the last listing of @prefix gave complete (@names, @n;
+ * copied; 0: none, the directory is forgotten); relist lists the
+ * directory of @key again when @key is one of them, puts its files in
+ * attrcache.c and returns true (the caller looks there again); false:
+ * not one of them, or the listing failed (the caller heads). */
+#define SMUXFS_RELIST_SLOTS 64
+#define SMUXFS_RELIST_MAX   1000
+void smuxfs_relist_note(const char *prefix, const char *const *names, size_t n);
+bool smuxfs_relist(struct smuxfs *fs, const char *key);
+void smuxfs_relist_release(void);
 /* The attributes of @key known to be a directory (ops.c): its "key/"
  * asked at once, as a create's parent is. */
 int smuxfs_lookup_dir(struct smuxfs *fs, const char *key, bool *is_dir,

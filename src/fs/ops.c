@@ -202,6 +202,10 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 			return 0;
 		}
 	}
+	/* a directory whose listing gives every file complete: listed
+	 * again, one request for the lookups of all its files (relist.c) */
+	if (smuxfs_relist(fs, key) && smuxfs_attrcache_get(fs, key, info))
+		return 0;
 	gen = smuxfs_dircache_gen(fs);
 	agen = smuxfs_attrcache_gen(fs, key);
 	t0 = smuxfs_dircache_now();

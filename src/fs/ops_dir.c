@@ -155,6 +155,8 @@ struct lister {
 	struct nameset seen;
 	struct pending *pend;
 	size_t n_pend, cap_pend;
+	unsigned long epoch; /* smuxfs_attrcache_epoch before the listing */
+	int64_t t0;	     /* and the time */
 	int rc;
 };
 
@@ -239,6 +241,11 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		flags = 0;
 	}
 	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	/* a file it gave complete goes to attrcache.c as a HEAD's answer
+	 * would, so the open of `cat` or rm's unlink asks nothing either */
+	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS)
+		smuxfs_attrcache_put_listed(l->fs, e->key, &info, l->epoch,
+					    l->t0);
 	l->rc = snap_add(l->snap, name, &st, flags == FUSE_FILL_DIR_PLUS);
 	if (!l->rc && !p && flags != FUSE_FILL_DIR_PLUS) {
 		l->snap->e[l->snap->n - 1].ask = true;
@@ -328,11 +335,24 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 static void snap_note(struct smuxfs *fs, struct smuxfs_dirsnap *snap,
 		      const char *prefix)
 {
-	size_t plen = strlen(prefix), n = 0, cap = 0;
+	size_t plen = strlen(prefix), n = 0, cap = 0, nf = 0;
 	struct smuxfs_listattr_item *it;
+	const char **files;
 
 	for (size_t i = 0; i < snap->n; i++)
 		cap += snap->e[i].ask;
+	/* the files it gave complete: a later lookup of one that misses
+	 * lists the directory again rather than asking it (relist.c) */
+	files = smuxfs_attrcache_on(fs) && snap->n &&
+				snap->n <= SMUXFS_RELIST_MAX
+			? calloc(snap->n, sizeof(*files))
+			: NULL;
+	for (size_t i = 0; files && i < snap->n; i++)
+		if (snap->e[i].plus && !S_ISDIR(snap->e[i].st.st_mode))
+			files[nf++] = snap->e[i].name;
+	if (files || smuxfs_attrcache_on(fs))
+		smuxfs_relist_note(prefix, files, nf);
+	free(files);
 	if (cap > SMUXFS_LISTATTR_MAX)
 		cap = SMUXFS_LISTATTR_MAX;
 	if (!cap)
@@ -414,6 +434,8 @@ static int snap_take(struct smuxfs *fs, const char *path, bool attrs,
 	gen = smuxfs_dirnames_gen(fs, key);
 	t0 = smuxfs_dirnames_now();
 	smuxfs_ofile_each_in(fs, prefix, collect_pending, &l);
+	l.epoch = smuxfs_attrcache_epoch(fs);
+	l.t0 = smuxfs_dircache_now();
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_list(fs->root, &ctx, prefix, "/", list_entry, &l,
 			       &err);

@@ -16,14 +16,9 @@
 # A count above its bound fails the test; the counts are printed.
 . "$(dirname "$0")/lib.sh"
 
-S3D=$T/s3rver
-FORCE_COLOR=1 "$SMUX_REPO/tests/servers/s3rver.sh" start "$S3D" >/dev/null ||
-	fail "s3rver did not start"
-stop_s3() { "$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3D" >/dev/null 2>&1 || true; }
-EP=$(sed -n 's/^S3_ENDPOINT=//p' "$S3D/env")
-SLOG=$S3D/log/s3rver.log
+. "$(dirname "$0")/req_log.sh"
 B=smux-req
-curl -sf -X PUT "$EP/$B" >/dev/null || { stop_s3; fail "cannot create bucket"; }
+start_logged_s3rver "$B"
 
 CONF=$T/s3.conf
 new_config "$CONF" s attr_timeout=3600 entry_timeout=0 negative_timeout=0
@@ -40,29 +35,6 @@ if ! mount_smux "$CONF" "$M"; then
 	fail "mount failed"
 fi
 
-# Lines of the log that are requests (method, URL, status), colours off.
-reqs() {
-	sed 's/\x1b\[[0-9;]*m//g' "$SLOG" |
-		awk '$1 == "info:" && $2 ~ /^[A-Z]+$/ && $4 ~ /^[0-9][0-9][0-9]$/ { print $2, $3, $4 }'
-}
-
-# mark: a request of its own (a unique URL), then waits until s3rver
-# logged it; prints the number of request lines before it.
-mark() {
-	local i n m
-	m=m$(date +%s%N)
-	curl -s -o /dev/null "$EP/smux-marker/$m" || true
-	for ((i = 0; i < 200; i++)); do
-		n=$(reqs | grep -n "/smux-marker/$m " | head -n 1 | cut -d: -f1 || true)
-		if [ -n "$n" ]; then
-			echo $((n - 1))
-			return 0
-		fi
-		sleep 0.05
-	done
-	fail "marker $m never logged"
-}
-
 FAILS=0
 RESULTS=()
 # op NAME MAX CMD...: runs CMD, counts its requests, fails above MAX.
@@ -74,7 +46,7 @@ op() {
 	after=$(mark)
 	# the marker before ours is a line too
 	n=$((after - before - 1))
-	what=$(reqs | sed -n "$((before + 2)),$((after))p" |
+	what=$(reqs_between "$before" "$after" |
 		awk '{ k = $1; if ($3 == "404") k = k "(404)"; c[k]++ }
 			END { for (k in c) printf "%s %s ", k, c[k] }')
 	RESULTS+=("$(printf '%-28s %3d  (bound %d)  %s' "$name" "$n" "$max" "$what")")
@@ -95,7 +67,10 @@ op "unlink d/new" "${BOUND_UNLINK:-3}" rm "$M/d/new"
 op "mkdir d/e" "${BOUND_MKDIR:-8}" mkdir "$M/d/e"
 op "chmod d/e" "${BOUND_CHMOD_DIR:-4}" chmod 0700 "$M/d/e"
 op "touch -d d/e" "${BOUND_TOUCH_DIR:-4}" touch -d @1000000000 "$M/d/e"
-op "ls -l d (5 files, 2 dirs)" "${BOUND_LS:-11}" ls -l "$M/d" >/dev/null
+# files written through the mount: their attributes are in the s3
+# backend's attribute cache (core/attrstore.c), the listing gives them
+# complete (main: a HEAD per file, 11)
+op "ls -l d (5 files, 2 dirs)" "${BOUND_LS:-2}" ls -l "$M/d" >/dev/null
 mkdir -p "$T/tsrc/t"
 for i in 1 2 3; do printf 'tar %d\n' "$i" >"$T/tsrc/t/g$i"; done
 tar -C "$T/tsrc" -cf "$T/t.tar" t
@@ -118,7 +93,7 @@ for ((i = 1; i <= N; i++)); do printf 'listed %d\n' "$i" >"$M/l/f$i"; done
 ln -s f1 "$M/l/sym"
 # a listing nobody looks into asks no attributes (names and types only)
 op "ls -1 l (names only)" "${BOUND_LS_NAMES:-1}" ls -1 --color=never "$M/l" >/dev/null
-op "ls -l l ($N files, 1 symlink)" "${BOUND_LS_N:-$((N + 3))}" ls -l "$M/l" >/dev/null
+op "ls -l l ($N files, 1 symlink)" "${BOUND_LS_N:-3}" ls -l "$M/l" >/dev/null
 op "cat l/f* after ls -l ($N files)" "${BOUND_CAT_N:-$((N + 2))}" \
 	sh -c "for i in \$(seq 1 $N); do cat '$M/l/f'\$i; done >/dev/null"
 # the listing's attributes are exact: the symlink is one, modes, sizes

@@ -18,22 +18,9 @@
 # A count above its bound fails the test; the counts are printed.
 . "$(dirname "$0")/lib.sh"
 
-swift_server
-SW=$SWIFT_DIR
-# shellcheck disable=SC1091
-. "$SW/env"
-PLOG=$SW/log/proxy.log
-[ -f "$PLOG" ] || fail "no proxy log at $PLOG"
+. "$(dirname "$0")/req_log.sh"
 CONTAINER=req-$$-$RANDOM
-export SMUX_IT_SWIFT_CRED=test:tester:testing
-
-# a token of our own, for the markers
-HDRS=$(curl -sf -D - -o /dev/null -H "X-Auth-User: test:tester" \
-	-H "X-Auth-Key: testing" "$SWIFT_AUTH_URL") || fail "no token"
-TOKEN=$(printf '%s\n' "$HDRS" | tr -d '\r' | sed -n 's/^[Xx]-[Aa]uth-[Tt]oken: //p')
-SURL=$(printf '%s\n' "$HDRS" | tr -d '\r' | sed -n 's/^[Xx]-[Ss]torage-[Uu]rl: //p')
-[ -n "$TOKEN" ] && [ -n "$SURL" ] || fail "no token in the auth answer"
-ACCT=${SURL##*/}
+start_logged_swift
 
 CONF=$T/swift.conf
 new_config "$CONF" s attr_timeout=3600 entry_timeout=0 negative_timeout=0
@@ -45,30 +32,6 @@ credentials_env = SMUX_IT_SWIFT_CRED
 "
 M=$T/mnt
 mount_smux "$CONF" "$M"
-
-# The client requests on our container: "METHOD STATUS" per line, in
-# log order (fields: client address, method, path, status).
-reqs() {
-	awk -v p="/v1/$ACCT/$CONTAINER" '$1 == "proxy:" && $2 != "-" &&
-		index($6, p) == 1 { print $5, $6, $8 }' "$PLOG"
-}
-
-# mark: a request of its own (a unique object never there), then waits
-# until the proxy logged it; prints the number of request lines before it.
-mark() {
-	local i n m
-	m=smux-marker-$(date +%s%N)
-	curl -s -o /dev/null -I -H "X-Auth-Token: $TOKEN" "$SURL/$CONTAINER/$m" || true
-	for ((i = 0; i < 400; i++)); do
-		n=$(reqs | grep -n "/$m " | head -n 1 | cut -d: -f1 || true)
-		if [ -n "$n" ]; then
-			echo $((n - 1))
-			return 0
-		fi
-		sleep 0.05
-	done
-	fail "marker $m never logged"
-}
 
 FAILS=0
 RESULTS=()

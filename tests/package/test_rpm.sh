@@ -34,6 +34,7 @@ echo "test_rpm: rpm -qlp lists all ${#want[@]} expected files ($(wc -l <"$T/file
 rpm -qp --requires "$RPM" 2>/dev/null >"$T/requires"
 grep -qx 'fuse3' "$T/requires" || fail "does not require fuse3: $(tr '\n' ' ' <"$T/requires")"
 grep -q '^libfuse3\.so\.3' "$T/requires" || fail "does not require libfuse3: $(tr '\n' ' ' <"$T/requires")"
+grep -q '^libsqlite3\.so\.0' "$T/requires" || fail "does not require libsqlite3 (the attribute cache): $(tr '\n' ' ' <"$T/requires")"
 (cd "$T" && rpm2cpio "$RPM" | cpio -idm --quiet) || fail "the payload does not unpack"
 "$T/usr/bin/smuxfs" --version | grep -q "^smuxfs $version" || fail "the packaged smuxfs --version"
 "$T/usr/bin/smuxctl" --help >/dev/null || fail "the packaged smuxctl --help"
