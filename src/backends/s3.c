@@ -668,28 +668,43 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
-		   const char *key, const struct smux_source *src,
-		   const struct smux_put_opts *opts, struct smux_info *info,
-		   struct smux_error *err)
+void smux__s3_put_attrs(const char *key, const struct smux_put_opts *opts,
+			uint64_t size, struct smux_info *info)
 {
-	struct s3b *s = smux__s3_from(b);
-	uint32_t mode = put_mode(key, opts);
-	int64_t mtime = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
 	bool owner = opts && (opts->flags & SMUX_PUT_OWNER) &&
 		     (opts->uid != SMUX_ID_NONE || opts->gid != SMUX_ID_NONE);
+
+	smux_info_clear(info);
+	info->size = size;
+	info->mode = put_mode(key, opts);
+	info->mtime_ns = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
+	if (owner) {
+		info->uid = opts->uid;
+		info->gid = opts->gid;
+		info->has_owner = true;
+	}
+}
+
+int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, const struct smux_source *src,
+		 const struct smux_put_opts *opts, struct smux_info *info,
+		 struct smux_error *err)
+{
+	struct s3b *s = smux__s3_from(b);
 	struct smux_source empty;
 	char meta[4][32], etag[SMUX_ETAG_MAX];
+	struct smux_info a;
 	struct s3b_call c;
 	int rc;
 
+	smux__s3_put_attrs(key, opts, src ? src->length : 0, &a);
 	if (key_is_dir(key) && src && src->length > 0)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      s->base.name,
 				      "put \"%s\": a directory marker holds "
 				      "no bytes",
 				      key);
-	if ((mode & S_IFMT) == S_IFLNK &&
+	if ((a.mode & S_IFMT) == S_IFLNK &&
 	    (!src || src->length == 0 || src->length >= 4096))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      s->base.name,
@@ -703,8 +718,8 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = smux__s3_call_init(&c, s, "PUT", key, err);
 	if (rc < 0)
 		return rc;
-	smux__s3_meta_headers(&c, meta, mode, mtime, owner,
-			      owner ? opts->uid : 0, owner ? opts->gid : 0);
+	smux__s3_meta_headers(&c, meta, a.mode, a.mtime_ns, a.has_owner,
+			      a.has_owner ? a.uid : 0, a.has_owner ? a.gid : 0);
 	if (src->length > s->part_size) {
 		rc = smux__s3_mpu_put(s, ctx, key, src, &c, etag, sizeof(etag),
 				      err);
@@ -716,16 +731,8 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 			smux__s3_etag_copy(etag, sizeof(etag), c.resp.etag);
 	}
 	if (rc == 0 && info) {
-		smux_info_clear(info);
-		info->size = src->length;
-		info->mtime_ns = mtime;
-		info->mode = mode;
+		*info = a;
 		snprintf(info->etag, sizeof(info->etag), "%s", etag);
-		if (owner) {
-			info->uid = opts->uid;
-			info->gid = opts->gid;
-			info->has_owner = true;
-		}
 	}
 	smux__s3_call_release(&c);
 	return rc;
@@ -795,7 +802,7 @@ static void s3b_destroy(struct smux_backend *b)
 static const struct smux_backend_ops s3b_ops = {
 	.kind = "s3",
 	.get = s3b_get,
-	.put = s3b_put,
+	.put = smux__s3_put,
 	.del = s3b_del,
 	.head = smux__s3_head,
 	.list = smux__s3_list,
