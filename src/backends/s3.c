@@ -803,6 +803,7 @@ static const struct smux_backend_ops s3b_ops = {
 	.kind = "s3",
 	.get = s3b_get,
 	.put = smux__s3_put,
+	.writer_open = smux__s3_writer_open,
 	.del = s3b_del,
 	.head = smux__s3_head,
 	.list = smux__s3_list,
