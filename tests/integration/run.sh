@@ -88,7 +88,7 @@ tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swif
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh")
-tests+=("test_s3_stream.sh")
+tests+=("test_s3_stream.sh" "test_s3_stream_swift.sh")
 for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 # slower runs, not in `make check` (SMUX_IT_SLOW=1: make check-s3-faults)
 if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi
