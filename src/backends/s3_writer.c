@@ -94,6 +94,10 @@ struct s3w {
 	int bg_rc; /* the first failed send not reported yet */
 	struct smux_error bg_err;
 	bool quit;
+	/* a commit waits for the parts: the last, short one goes too (else
+	 * only full parts are sent, so an ETag always names a whole part
+	 * and a write past the end cannot leave a short part behind) */
+	bool committing;
 	/* fired to cut the upload's sends short (abort, close); set up
 	 * again by the owner with busy == 0 */
 	struct smux_cancel ustop;
@@ -212,8 +216,11 @@ static void *s3w_worker(void *arg)
 		p->queued = false;
 		w->queued--;
 		off = (uint64_t)i * w->psize;
-		if (off >= w->size)
-			continue; /* cut off by a truncate */
+		/* cut off by a truncate (or short, outside a commit): it is
+		 * queued again once full, or by the commit */
+		if (off >= w->size ||
+		    (!w->committing && w->size - off < w->psize))
+			continue;
 		len = w->size - off < w->psize ? w->size - off : w->psize;
 		p->busy = true;
 		p->dirty = false;
@@ -332,6 +339,7 @@ static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 	struct s3w *w = s3w_from(wr);
 	const unsigned char *p = buf;
 	bool drop = false, start;
+	uint64_t hole;
 	size_t done = 0;
 	int rc;
 
@@ -366,10 +374,12 @@ static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 	/* a write into a part before the last one: not a stream */
 	if (!w->upload_id && off < w->size / w->psize * w->psize)
 		w->seq = false;
+	/* a write past the end changes the hole before it too */
+	hole = off > w->size ? w->size : off;
 	if (off + len > w->size)
 		w->size = off + len;
 	if (s3w_parts_grow(w, s3w_nparts(w, w->size)) == 0) {
-		s3w_mark(w, off, off + len);
+		s3w_mark(w, hole, off + len);
 		s3w_queue_full(w);
 	} else {
 		/* more parts than S3 takes (or no memory): the commit puts
@@ -463,6 +473,7 @@ static int s3w_finish_parts(struct s3w *w, const struct smux_ctx *ctx,
 	/* a failure seen before the commit was the first try */
 	tries = w->bg_rc ? 1 : 2;
 	w->bg_rc = 0;
+	w->committing = true;
 	for (;;) {
 		bool missing = false;
 
@@ -500,6 +511,7 @@ static int s3w_finish_parts(struct s3w *w, const struct smux_ctx *ctx,
 		rc = 0;
 		w->bg_rc = 0;
 	}
+	w->committing = false;
 	pthread_mutex_unlock(&w->lock);
 	if (!rc)
 		rc = smux_ctx_check(ctx, w->s->base.name, err);
