@@ -3,7 +3,7 @@
  * s3.c - the s3 backend (smux/s3.h): the instance, signed requests over
  * the HTTP layer (re-signed per attempt), and head, get, put, del. Listing
  * is s3_list.c, copies and attribute changes s3_copy.c, multipart uploads
- * s3_mpu.c.
+ * s3_mpu.c, the writer s3_writer.c.
  *
  * The instance is immutable after smux_s3_new() but for the signer (its
  * own lock); every operation runs on any thread with no lock here.

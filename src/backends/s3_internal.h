@@ -2,8 +2,9 @@
 /*
  * backends/s3_internal.h - what the s3 backend's modules share: s3.c (the
  * instance, signed requests, head/get/put/del), s3_list.c (ListObjectsV2)
- * and s3_copy.c (CopyObject, UploadPartCopy, setattr, rename) and
- * s3_mpu.c (multipart uploads of large puts). Not a public header.
+ * and s3_copy.c (CopyObject, UploadPartCopy, setattr, rename),
+ * s3_mpu.c (multipart uploads of large puts) and s3_writer.c (the writer,
+ * whose upload starts while the file is written). Not a public header.
  *
  * Every request goes through smux__s3_call(): the request is signed again
  * before every attempt of the HTTP layer (a retry carries a fresh

@@ -9,7 +9,9 @@
  * the put's source at their offsets (a buffer or an fd read with pread, so
  * several threads read it at once; a callback source is read by one
  * thread). One part's failure fires a token every other part's request
- * watches, so the upload stops at once and is aborted.
+ * watches, so the upload stops at once and is aborted. One part's request
+ * (smux__s3_mpu_part) is shared with the writer (s3_writer.c), which
+ * sends parts of its temp file while the file is written.
  */
 #include <errno.h>
 #include <inttypes.h>
