@@ -600,6 +600,20 @@ use_s3rver() {
 	log "s3rver at $S3_EP, bucket $S3_BUCKET"
 }
 
+# s3rver_logged BUCKET: an s3rver of this test's own under $T/s3rver whose
+# log keeps each request's method and URL (FORCE_COLOR=1: s3rver's logger
+# cuts the first 16 bytes of a line, meant for colour codes), with BUCKET
+# on it; sets S3D, EP and SLOG (the log) and defines stop_s3.
+s3rver_logged() {
+	S3D=$T/s3rver
+	FORCE_COLOR=1 "$SMUX_REPO/tests/servers/s3rver.sh" start "$S3D" >/dev/null ||
+		fail "s3rver did not start"
+	stop_s3() { "$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3D" >/dev/null 2>&1 || true; }
+	EP=$(sed -n 's/^S3_ENDPOINT=//p' "$S3D/env")
+	SLOG=$S3D/log/s3rver.log
+	curl -sf -X PUT "$EP/$1" >/dev/null || { stop_s3; fail "cannot create bucket $1"; }
+}
+
 # s3rver_fetch DIR: every object of $S3_BUCKET into DIR (tests/tools/
 # s3_fetch.py), the key as the relative path.
 s3rver_fetch() {

@@ -16,14 +16,8 @@
 #    keeps its old bytes.
 . "$(dirname "$0")/lib.sh"
 
-S3D=$T/s3rver
-FORCE_COLOR=1 "$SMUX_REPO/tests/servers/s3rver.sh" start "$S3D" >/dev/null ||
-	fail "s3rver did not start"
-stop_s3() { "$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3D" >/dev/null 2>&1 || true; }
-EP=$(sed -n 's/^S3_ENDPOINT=//p' "$S3D/env")
-SLOG=$S3D/log/s3rver.log
 B=smux-stream
-curl -sf -X PUT "$EP/$B" >/dev/null || { stop_s3; fail "cannot create bucket"; }
+s3rver_logged "$B"
 
 CONF=$T/s3.conf
 new_config "$CONF" s

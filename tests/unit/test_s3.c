@@ -555,6 +555,20 @@ static void wcommit(struct smux_writer *w, uint32_t mode, int64_t mtime)
 		fail_msg("commit: %s", err.e.message);
 }
 
+/* Closes @w, deletes its committed object and frees @ref and @b. */
+static void wdone(struct smux_backend *b, struct smux_writer *w,
+		  const char *key, unsigned char *ref)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	smux_writer_close(w);
+	assert_int_equal(smux_backend_del(b, &ctx, key, &err), 0);
+	free(ref);
+	smux_backend_unref(b);
+}
+
 /*
  * A writer of 3.5 parts written in order sends its full parts before the
  * commit (the server counts them while the upload is open); the commit
@@ -588,10 +602,7 @@ static void test_writer_streams(void **state)
 	assert_int_equal(smux_backend_head(b, &ctx, "stream", &info, &err), 0);
 	assert_int_equal(info.mode & 07777, 0640);
 	assert_true(info.mtime_ns == mtime);
-	smux_writer_close(w);
-	assert_int_equal(smux_backend_del(b, &ctx, "stream", &err), 0);
-	free(ref);
-	smux_backend_unref(b);
+	wdone(b, w, "stream", ref);
 }
 
 /*
@@ -730,10 +741,7 @@ static void test_writer_retry_at_commit(void **state)
 	wcommit(w, 0644, 1700000000000000000ll);
 	expect_object(b, "flaky", ref, len);
 	assert_int_equal(open_uploads(), 0);
-	smux_writer_close(w);
-	assert_int_equal(smux_backend_del(b, &ctx, "flaky", &err), 0);
-	free(ref);
-	smux_backend_unref(b);
+	wdone(b, w, "flaky", ref);
 }
 
 /* Only truncating opens stream: the others stage, as before. */
