@@ -30,9 +30,10 @@
  * commit's. Until that copy returns, a reader may see the new content with
  * default attributes; commit returns 0 only after it.
  *
- * Failures: a background part's failure is kept; the next pwrite reports
- * it (and the upload is aborted: the commit then puts the whole file), or
- * the commit sends the failed part once more before it fails. Any failure
+ * Failures: a background part's failure is kept for the commit, which
+ * sends the part once more before it fails; the writes go on meanwhile
+ * (their bytes are whole in the temp file: a 503 on the way is no error
+ * of a write(2), as it is none on a staged file). Any failure
  * at commit, a cancelled commit, and close without commit abort the upload
  * (AbortMultipartUpload, which also drops the journal record). Background
  * sends run under their own bounded deadline (the caller's context of one
@@ -314,24 +315,6 @@ static void s3w_start(struct s3w *w, const struct smux_ctx *ctx)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* A failed background send, once: reported, the upload aborted (the
- * commit puts the whole content). Owner. */
-static int s3w_take_failure(struct s3w *w, struct smux_error *err)
-{
-	int rc;
-
-	pthread_mutex_lock(&w->lock);
-	rc = w->bg_rc;
-	if (rc)
-		*err = w->bg_err;
-	pthread_mutex_unlock(&w->lock);
-	if (rc) {
-		s3w_abort(w);
-		w->seq = false;
-	}
-	return rc;
-}
-
 static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 		      const void *buf, size_t len, uint64_t off,
 		      struct smux_error *err)
@@ -351,9 +334,10 @@ static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 			"write to \"%s\": offset out of range", wr->key);
 	if (!len)
 		return 0;
+	/* a background part that failed is not this write's error: the
+	 * content is whole in the staging file, and the commit sends the
+	 * part again (s3w_finish_parts) */
 	rc = smux_ctx_check(ctx, w->s->base.name, err);
-	if (!rc)
-		rc = s3w_take_failure(w, err);
 	if (rc)
 		return rc;
 	while (done < len) {
