@@ -3,7 +3,7 @@
  * s3.c - the s3 backend (smux/s3.h): the instance, signed requests over
  * the HTTP layer (re-signed per attempt), and head, get, put, del. Listing
  * is s3_list.c, copies and attribute changes s3_copy.c, multipart uploads
- * s3_mpu.c.
+ * s3_mpu.c, the writer s3_writer.c.
  *
  * The instance is immutable after smux_s3_new() but for the signer (its
  * own lock); every operation runs on any thread with no lock here.
@@ -678,29 +678,43 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
-		   const char *key, const struct smux_source *src,
-		   const struct smux_put_opts *opts, struct smux_info *info,
-		   struct smux_error *err)
+void smux__s3_put_attrs(const char *key, const struct smux_put_opts *opts,
+			uint64_t size, struct smux_info *info)
 {
-	struct s3b *s = smux__s3_from(b);
-	uint32_t mode = put_mode(key, opts);
-	int64_t mtime = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
 	bool owner = opts && (opts->flags & SMUX_PUT_OWNER) &&
 		     (opts->uid != SMUX_ID_NONE || opts->gid != SMUX_ID_NONE);
+
+	smux_info_clear(info);
+	info->size = size;
+	info->mode = put_mode(key, opts);
+	info->mtime_ns = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
+	if (owner) {
+		info->uid = opts->uid;
+		info->gid = opts->gid;
+		info->has_owner = true;
+	}
+}
+
+int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, const struct smux_source *src,
+		 const struct smux_put_opts *opts, struct smux_info *info,
+		 struct smux_error *err)
+{
+	struct s3b *s = smux__s3_from(b);
 	struct smux_source empty;
-	struct smux_info done;
 	char meta[4][32], etag[SMUX_ETAG_MAX];
+	struct smux_info a;
 	struct s3b_call c;
 	int rc;
 
+	smux__s3_put_attrs(key, opts, src ? src->length : 0, &a);
 	if (key_is_dir(key) && src && src->length > 0)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      s->base.name,
 				      "put \"%s\": a directory marker holds "
 				      "no bytes",
 				      key);
-	if ((mode & S_IFMT) == S_IFLNK &&
+	if ((a.mode & S_IFMT) == S_IFLNK &&
 	    (!src || src->length == 0 || src->length >= 4096))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      s->base.name,
@@ -714,8 +728,8 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = smux__s3_call_init(&c, s, "PUT", key, err);
 	if (rc < 0)
 		return rc;
-	smux__s3_meta_headers(&c, meta, mode, mtime, owner,
-			      owner ? opts->uid : 0, owner ? opts->gid : 0);
+	smux__s3_meta_headers(&c, meta, a.mode, a.mtime_ns, a.has_owner,
+			      a.has_owner ? a.uid : 0, a.has_owner ? a.gid : 0);
 	if (src->length > s->part_size) {
 		rc = smux__s3_mpu_put(s, ctx, key, src, &c, etag, sizeof(etag),
 				      err);
@@ -727,21 +741,12 @@ static int s3b_put(struct smux_backend *b, const struct smux_ctx *ctx,
 			smux__s3_etag_copy(etag, sizeof(etag), c.resp.etag);
 	}
 	if (rc == 0) {
-		smux_info_clear(&done);
-		done.size = src->length;
-		done.mtime_ns = mtime;
-		done.mode = mode;
-		snprintf(done.etag, sizeof(done.etag), "%s", etag);
-		if (owner) {
-			done.uid = opts->uid;
-			done.gid = opts->gid;
-			done.has_owner = true;
-		}
+		snprintf(a.etag, sizeof(a.etag), "%s", etag);
 		/* the metadata sent and the ETag answered; Last-Modified is
 		 * recorded by the first listing that shows this version */
-		smux__attrstore_put(s->attrs, key, &done, 0);
+		smux__attrstore_put(s->attrs, key, &a, 0);
 		if (info)
-			*info = done;
+			*info = a;
 	} else {
 		smux__attrstore_forget(s->attrs, key); /* may have landed */
 	}
@@ -815,7 +820,8 @@ static void s3b_destroy(struct smux_backend *b)
 static const struct smux_backend_ops s3b_ops = {
 	.kind = "s3",
 	.get = s3b_get,
-	.put = s3b_put,
+	.put = smux__s3_put,
+	.writer_open = smux__s3_writer_open,
 	.del = s3b_del,
 	.head = smux__s3_head,
 	.list = smux__s3_list,

@@ -97,7 +97,8 @@ static void meta_of(struct s3b_call *c, char bufs[4][32],
 /* One CopyObject of @src (version @etag) to @dst with metadata @info. */
 static int copy_once(struct s3b *s, const struct smux_ctx *ctx, const char *src,
 		     const char *dst, const char *etag,
-		     const struct smux_info *info, struct smux_error *err)
+		     const struct smux_info *info, char *etag_out,
+		     size_t etag_cap, struct smux_error *err)
 {
 	char meta[4][32], quoted[SMUX_ETAG_MAX + 3];
 	char *source = copy_source(s, src);
@@ -126,6 +127,8 @@ static int copy_once(struct s3b *s, const struct smux_ctx *ctx, const char *src,
 	}
 	meta_of(&c, meta, info);
 	rc = call_copy(&c, ctx, done.etag, sizeof(done.etag), &lastmod, err);
+	if (rc == 0 && etag_out)
+		snprintf(etag_out, etag_cap, "%s", done.etag);
 	smux__s3_call_release(&c);
 	free(source);
 	/* what the copy made: the source's attributes as sent, the ETag and
@@ -140,7 +143,8 @@ static int copy_once(struct s3b *s, const struct smux_ctx *ctx, const char *src,
 /* UploadPartCopy of @src (size in @info) to @dst in parts. */
 static int copy_parts(struct s3b *s, const struct smux_ctx *ctx,
 		      const char *src, const char *dst,
-		      const struct smux_info *info, struct smux_error *err)
+		      const struct smux_info *info, char *etag_out,
+		      size_t etag_cap, struct smux_error *err)
 {
 	uint64_t psize = s->copy_part_size, off;
 	unsigned n = (unsigned)((info->size + psize - 1) / psize), i;
@@ -202,8 +206,8 @@ static int copy_parts(struct s3b *s, const struct smux_ctx *ctx,
 		if (rc < 0)
 			goto out;
 	}
-	rc = smux__s3_mpu_complete(s, ctx, dst, upload_id, etags, n, NULL, 0,
-				   err);
+	rc = smux__s3_mpu_complete(s, ctx, dst, upload_id, etags, n, etag_out,
+				   etag_cap, err);
 out:
 	if (rc < 0)
 		smux__s3_mpu_abort(s, ctx, dst, upload_id);
@@ -234,8 +238,8 @@ int smux__s3_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (strcmp(src, dst) == 0)
 		return 0;
 	if (info.size > s->copy_part_size)
-		return copy_parts(s, ctx, src, dst, &info, err);
-	return copy_once(s, ctx, src, dst, info.etag, &info, err);
+		return copy_parts(s, ctx, src, dst, &info, NULL, 0, err);
+	return copy_once(s, ctx, src, dst, info.etag, &info, NULL, 0, err);
 }
 
 int smux__s3_rename(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -291,6 +295,17 @@ int smux__s3_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_backend_put(b, ctx, key, &src, &po, NULL, err);
 	}
 	if (info.size > s->copy_part_size)
-		return copy_parts(s, ctx, key, key, &info, err);
-	return copy_once(s, ctx, key, key, info.etag, &info, err);
+		return copy_parts(s, ctx, key, key, &info, NULL, 0, err);
+	return copy_once(s, ctx, key, key, info.etag, &info, NULL, 0, err);
+}
+
+int smux__s3_copy_meta(struct s3b *s, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_info *info,
+		       char *etag_out, size_t etag_cap, struct smux_error *err)
+{
+	if (info->size > s->copy_part_size)
+		return copy_parts(s, ctx, key, key, info, etag_out, etag_cap,
+				  err);
+	return copy_once(s, ctx, key, key, info->etag, info, etag_out, etag_cap,
+			 err);
 }

@@ -2,8 +2,9 @@
 /*
  * backends/s3_internal.h - what the s3 backend's modules share: s3.c (the
  * instance, signed requests, head/get/put/del), s3_list.c (ListObjectsV2)
- * and s3_copy.c (CopyObject, UploadPartCopy, setattr, rename) and
- * s3_mpu.c (multipart uploads of large puts). Not a public header.
+ * and s3_copy.c (CopyObject, UploadPartCopy, setattr, rename),
+ * s3_mpu.c (multipart uploads of large puts) and s3_writer.c (the writer,
+ * whose upload starts while the file is written). Not a public header.
  *
  * Every request goes through smux__s3_call(): the request is signed again
  * before every attempt of the HTTP layer (a retry carries a fresh
@@ -131,10 +132,37 @@ int smux__s3_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		     const char *key, const struct smux_setattr *attr,
 		     struct smux_error *err);
 
+/* Rewrites the metadata of the object @key (version @info->etag, of
+ * @info->size bytes) to @info's mode, mtime and owner by a copy onto
+ * itself (s3_copy.c); @etag_out (may be NULL) gets the new version. */
+int smux__s3_copy_meta(struct s3b *s, const struct smux_ctx *ctx,
+		       const char *key, const struct smux_info *info,
+		       char *etag_out, size_t etag_cap, struct smux_error *err);
+/* put as the ops table has it (s3.c), and the attributes it stores for
+ * @opts (mode, mtime: now when 0, owner) in @info (cleared first). */
+int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, const struct smux_source *src,
+		 const struct smux_put_opts *opts, struct smux_info *info,
+		 struct smux_error *err);
+void smux__s3_put_attrs(const char *key, const struct smux_put_opts *opts,
+			uint64_t size, struct smux_info *info);
+/* The writer (s3_writer.c): SMUX_WRITER_TRUNC opens only, else
+ * NOT_SUPPORTED (the caller stages). */
+int smux__s3_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
+			 const char *key, unsigned flags,
+			 struct smux_writer **out, struct smux_error *err);
+
 /* Multipart helpers (s3_mpu.c). Upload ids are heap strings. */
 int smux__s3_mpu_initiate(struct s3b *s, const struct smux_ctx *ctx,
 			  const char *key, struct s3b_call *meta_from,
 			  char **upload_id, struct smux_error *err);
+/* Sends @body as part @number (1-based) of @upload_id; on 0 *@etag is
+ * its ETag (a heap string), else NULL. Thread-safe: the put's workers and
+ * the writer's (s3_writer.c) send parts through it. */
+int smux__s3_mpu_part(struct s3b *s, const struct smux_ctx *ctx,
+		      const char *key, const char *upload_id, unsigned number,
+		      const struct smux_source *body, char **etag,
+		      struct smux_error *err);
 /* Completes @n parts whose ETags are @etags[0..n-1] (numbers 1..n). */
 int smux__s3_mpu_complete(struct s3b *s, const struct smux_ctx *ctx,
 			  const char *key, const char *upload_id,

@@ -9,7 +9,9 @@
  * the put's source at their offsets (a buffer or an fd read with pread, so
  * several threads read it at once; a callback source is read by one
  * thread). One part's failure fires a token every other part's request
- * watches, so the upload stops at once and is aborted.
+ * watches, so the upload stops at once and is aborted. One part's request
+ * (smux__s3_mpu_part) is shared with the writer (s3_writer.c), which
+ * sends parts of its temp file while the file is written.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -254,46 +256,61 @@ static long part_read(void *arg, uint64_t pos, void *dst, size_t len)
 	return smux_source_read(p->src, p->off + pos, dst, len);
 }
 
-static int put_part(struct mpu *m, unsigned i, struct smux_error *err)
+int smux__s3_mpu_part(struct s3b *s, const struct smux_ctx *ctx,
+		      const char *key, const char *upload_id, unsigned number,
+		      const struct smux_source *body, char **etag,
+		      struct smux_error *err)
 {
 	char num[16];
-	struct smux_s3_kv q[2] = {{"partNumber", num},
-				  {"uploadId", m->upload_id}};
+	struct smux_s3_kv q[2] = {{"partNumber", num}, {"uploadId", upload_id}};
+	struct s3b_call c;
+	int rc;
+
+	*etag = NULL;
+	snprintf(num, sizeof(num), "%u", number);
+	rc = smux__s3_call_init(&c, s, "PUT", key, err);
+	if (rc < 0)
+		return rc;
+	snprintf(c.what, sizeof(c.what), "PUT PART %u of \"%.200s\"", number,
+		 key);
+	c.query = q;
+	c.nquery = 2;
+	c.body = body;
+	c.payload_hash = SMUX_S3_UNSIGNED_PAYLOAD;
+	rc = smux__s3_call(&c, ctx, err);
+	if (rc == 0) {
+		char *e = malloc(SMUX_ETAG_MAX);
+
+		if (!e) {
+			rc = smux_error_set(err, SMUX_E_NO_MEMORY, s->base.name,
+					    NULL);
+		} else {
+			smux__s3_etag_copy(e, SMUX_ETAG_MAX, c.resp.etag);
+			if (!e[0]) {
+				free(e);
+				e = NULL;
+				rc = smux_error_set(
+					err, SMUX_E_BAD_RESPONSE, s->base.name,
+					"%s: no ETag in the answer", c.what);
+			}
+		}
+		*etag = e;
+	}
+	smux__s3_call_release(&c);
+	return rc;
+}
+
+static int put_part(struct mpu *m, unsigned i, struct smux_error *err)
+{
 	uint64_t off = (uint64_t)i * m->psize;
 	uint64_t len = off + m->psize < m->src->length ? m->psize
 						       : m->src->length - off;
 	struct part_src ps = {.src = m->src, .off = off};
 	struct smux_source body;
-	struct s3b_call c;
-	int rc;
 
-	snprintf(num, sizeof(num), "%u", i + 1);
-	rc = smux__s3_call_init(&c, m->s, "PUT", m->key, err);
-	if (rc < 0)
-		return rc;
-	snprintf(c.what, sizeof(c.what), "PUT PART %u of \"%.200s\"", i + 1,
-		 m->key);
-	c.query = q;
-	c.nquery = 2;
 	smux_source_cb(&body, part_read, &ps, len);
-	c.body = &body;
-	c.payload_hash = SMUX_S3_UNSIGNED_PAYLOAD;
-	rc = smux__s3_call(&c, m->ctx, err);
-	if (rc == 0) {
-		m->etags[i] = malloc(SMUX_ETAG_MAX);
-		if (!m->etags[i])
-			rc = smux_error_set(err, SMUX_E_NO_MEMORY,
-					    m->s->base.name, NULL);
-		else
-			smux__s3_etag_copy(m->etags[i], SMUX_ETAG_MAX,
-					   c.resp.etag);
-		if (m->etags[i] && !m->etags[i][0])
-			rc = smux_error_set(
-				err, SMUX_E_BAD_RESPONSE, m->s->base.name,
-				"%s: no ETag in the answer", c.what);
-	}
-	smux__s3_call_release(&c);
-	return rc;
+	return smux__s3_mpu_part(m->s, m->ctx, m->key, m->upload_id, i + 1,
+				 &body, &m->etags[i], err);
 }
 
 static void *part_worker(void *arg)

@@ -939,6 +939,15 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	rc = smux_backend_writer_open(fs->root, &ctx, to,
 				      of->inplace ? SMUX_WRITER_INPLACE : 0,
 				      &of->w, &err);
+	if (rc && err.e.code == SMUX_E_NOT_SUPPORTED) {
+		/* a writer that only starts empty (s3's): stage the content
+		 * just committed under the new name, as an open would */
+		of->inplace = false;
+		rc = ofile_stage(fs, of, 0);
+		if (rc)
+			of->open_rc = rc;
+		return;
+	}
 	if (rc) {
 		smux_log(LOG_ERR, "reopening %s after rename: %s", to,
 			 smux_error_format(&err, msg, sizeof(msg)));

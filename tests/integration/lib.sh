@@ -670,11 +670,11 @@ start_bunny_emu() {
 }
 
 # net_config MODE CONF: writes the config of the network MODE (s3: one s3
-# backend, http: one nginx WebDAV backend; s3-mirror, s3-shield, bunny, swift: test_model.sh's header says
-# what each mounts) on loopback servers it starts or shares, and sets
-# COPIES to the directories
-# that hold (after unmount, s3rver_fetch / swift download) what each
-# replica stores. Used by test_model.sh and test_dbench.sh.
+# backend; http: one nginx WebDAV backend; s3-mirror, s3-shield, bunny,
+# swift: test_model.sh's header says what each mounts) on loopback servers
+# it starts or shares, and sets COPIES to the directories that hold (after
+# unmount, s3rver_fetch / swift download) what each replica stores. Used
+# by test_model.sh and test_dbench.sh.
 net_config() {
 	local mode=$1 conf=$2
 	new_config "$conf" m

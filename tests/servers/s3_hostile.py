@@ -20,9 +20,16 @@ Buckets:
   mpu        multipart: initiate works, every part answers 500; the
              number of open uploads is kept in the file PORTFILE.uploads
   okay       objects kept in memory: PUT, GET, HEAD, DELETE
+  parts      objects kept in memory with their x-amz-meta-* headers, and
+             multipart uploads (initiate, parts, complete, abort, a copy
+             onto itself with REPLACE): every part PUT is counted in the
+             file PORTFILE.parts, open uploads join PORTFILE.uploads. The
+             parts of a key starting "fail" answer 500; of a key starting
+             "flaky", the first PUT of part 1 of each upload answers 500.
 Every request's Authorization header must be there and name
 AWS4-HMAC-SHA256, else 400.
 """
+import hashlib
 import http.server
 import os
 import socketserver
@@ -30,6 +37,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import xml.etree.ElementTree as ET
 
 lock = threading.Lock()
 uploads = set()
@@ -43,6 +51,22 @@ def save_count():
     os.rename(tmp, count_file)
 store = {}
 attempts = {}
+# bucket "parts": key -> (data, meta), upload id -> (key, meta, {n: data})
+objects = {}
+mpus = {}
+part_puts = 0
+flaky_seen = set()
+
+
+def save_parts():
+    tmp = count_file[:-len(".uploads")] + ".parts.tmp"
+    with open(tmp, "w") as f:
+        f.write(str(part_puts))
+    os.rename(tmp, tmp[:-4])
+
+
+def etag_of(data):
+    return hashlib.md5(data).hexdigest()
 
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -133,6 +157,8 @@ class H(http.server.BaseHTTPRequestHandler):
             if m == "PUT" and "partNumber" in q:
                 return self.error(500, "InternalError")
             return self.error(404, "NoSuchKey")
+        if bucket == "parts":
+            return self.parts(m, key, q, data)
         if bucket == "okay":
             if m == "PUT":
                 with lock:
@@ -149,6 +175,120 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.reply(200, v, [("ETag", '"v%d"' % len(v))])
         return self.error(404, "NoSuchBucket")
 
+    def meta(self):
+        return {k.lower(): v for k, v in self.headers.items()
+                if k.lower().startswith("x-amz-meta-")}
+
+    def send_object(self, m, data, meta):
+        hdrs = [("ETag", '"%s"' % etag_of(data)),
+                ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")]
+        hdrs += list(meta.items())
+        rng = self.headers.get("Range", "")
+        if rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            a = int(a)
+            b = min(int(b), len(data) - 1) if b else len(data) - 1
+            if a >= len(data):
+                return self.error(416, "InvalidRange")
+            hdrs.append(("Content-Range",
+                         "bytes %d-%d/%d" % (a, b, len(data))))
+            self.send_response(206)
+            body = data[a:b + 1]
+        else:
+            self.send_response(200)
+            body = data
+        for k, v in hdrs:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if m != "HEAD":
+            self.wfile.write(body)
+
+    def parts(self, m, key, q, data):
+        global part_puts
+        if m == "POST" and "uploads" in q:
+            with lock:
+                uid = "p%d" % (len(mpus) + 5000)
+                mpus[uid] = (key, self.meta(), {})
+                uploads.add(uid)
+                save_count()
+            return self.xml(200, "<InitiateMultipartUploadResult>"
+                            "<Bucket>parts</Bucket><Key>%s</Key>"
+                            "<UploadId>%s</UploadId>"
+                            "</InitiateMultipartUploadResult>" % (key, uid))
+        uid = q.get("uploadId", [None])[0]
+        if uid is not None:
+            with lock:
+                up = mpus.get(uid) if uid in uploads else None
+            if up is None:
+                return self.error(404, "NoSuchUpload")
+            if m == "PUT":
+                with lock:
+                    part_puts += 1
+                    save_parts()
+                    first = (uid, q["partNumber"][0]) not in flaky_seen
+                    flaky_seen.add((uid, q["partNumber"][0]))
+                    bad = key.startswith("fail") or (
+                        key.startswith("flaky") and first and
+                        q["partNumber"][0] == "1")
+                if bad:
+                    return self.error(500, "InternalError")
+                with lock:
+                    up[2][int(q["partNumber"][0])] = data
+                return self.reply(200, b"", [("ETag",
+                                              '"%s"' % etag_of(data))])
+            if m == "DELETE":
+                with lock:
+                    uploads.discard(uid)
+                    save_count()
+                return self.reply(204)
+            if m == "POST":
+                doc = ET.fromstring(data)
+                body = b""
+                for p in doc:
+                    n = int(p.findtext("PartNumber"))
+                    tag = p.findtext("ETag").strip('"')
+                    got = up[2].get(n)
+                    if got is None or etag_of(got) != tag:
+                        return self.error(400, "InvalidPart")
+                    body += got
+                with lock:
+                    objects[key] = (body, up[1])
+                    uploads.discard(uid)
+                    save_count()
+                return self.xml(200, "<CompleteMultipartUploadResult>"
+                                "<ETag>\"%s-%d\"</ETag>"
+                                "</CompleteMultipartUploadResult>"
+                                % (etag_of(body), len(doc)))
+            return self.error(400, "InvalidRequest")
+        src = self.headers.get("x-amz-copy-source")
+        if m == "PUT" and src:
+            skey = urllib.parse.unquote(src).split("/", 2)[2]
+            with lock:
+                o = objects.get(skey)
+            if o is None:
+                return self.error(404, "NoSuchKey")
+            pin = self.headers.get("x-amz-copy-source-if-match")
+            if pin and pin.strip('"') != etag_of(o[0]):
+                return self.error(412, "PreconditionFailed")
+            with lock:
+                objects[key] = (o[0], self.meta())
+            return self.xml(200, "<CopyObjectResult><ETag>\"%s\"</ETag>"
+                            "</CopyObjectResult>" % etag_of(o[0]))
+        if m == "PUT":
+            with lock:
+                objects[key] = (data, self.meta())
+            return self.reply(200, b"", [("ETag", '"%s"' % etag_of(data))])
+        if m == "DELETE":
+            with lock:
+                objects.pop(key, None)
+            return self.reply(204)
+        with lock:
+            o = objects.get(key)
+        if o is None:
+            return self.error(404, "NoSuchKey")
+        return self.send_object(m, o[0], o[1])
+
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 
 
@@ -164,6 +304,7 @@ def main():
     global count_file
     count_file = sys.argv[1] + ".uploads"
     save_count()
+    save_parts()
     srv = Server(("127.0.0.1", 0), H)
     tmp = sys.argv[1] + ".tmp"
     with open(tmp, "w") as f:

@@ -6,7 +6,9 @@
  * documents map to the right codes; a failed multipart upload is aborted
  * (the server lists no open upload after it); a server that ignores
  * If-Match cannot hand another version to a pinned get; credentials never
- * appear in an error. Options are checked at smux_s3_new.
+ * appear in an error. Options are checked at smux_s3_new. The writer
+ * (s3_writer.c) streams a multipart upload while the file is written, and
+ * aborts it on close and on failure (bucket "parts").
  *
  * The conformance suite runs the backend against Swift and s3rver
  * (`make check-s3`); this test is the fast, deterministic part that
@@ -73,6 +75,8 @@ static int stop(void **state)
 	snprintf(port, sizeof(port), "%s/port", dir);
 	unlink(port);
 	snprintf(port, sizeof(port), "%s/port.uploads", dir);
+	unlink(port);
+	snprintf(port, sizeof(port), "%s/port.parts", dir);
 	unlink(port);
 	rmdir(dir);
 	return 0;
@@ -215,19 +219,25 @@ static void test_pin_checked(void **state)
 	smux_backend_unref(b);
 }
 
-/* The server's count of open multipart uploads (it keeps it in a file). */
-static long open_uploads(void)
+/* A count the server keeps in the file port.@what. */
+static long server_count(const char *what)
 {
 	char path[PATH_MAX], out[32] = "";
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/port.uploads", dir);
+	snprintf(path, sizeof(path), "%s/port.%s", dir, what);
 	f = fopen(path, "re");
 	assert_non_null(f);
 	if (!fgets(out, sizeof(out), f))
 		out[0] = '\0';
 	fclose(f);
 	return strtol(out, NULL, 10);
+}
+
+/* The server's count of open multipart uploads. */
+static long open_uploads(void)
+{
+	return server_count("uploads");
 }
 
 /* A multipart upload whose parts fail is aborted: no upload is left. */
@@ -432,6 +442,333 @@ static void test_options(void **state)
 	assert_null(b);
 }
 
+/* ---- the writer: a multipart upload started while writing ---- */
+
+#define WPART SMUX_S3_PART_MIN
+
+/* The server's count of part PUTs so far (bucket "parts"). */
+static long parts_sent(void)
+{
+	return server_count("parts");
+}
+
+/* Waits (bounded, not timed) until at least @n parts were sent. */
+static void wait_parts(long n)
+{
+	for (int i = 0; i < 3000 && parts_sent() < n; i++)
+		usleep(10000);
+	if (parts_sent() < n)
+		fail_msg("only %ld of %ld parts sent", parts_sent(), n);
+}
+
+static struct smux_backend *open_parts(unsigned parallel)
+{
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = "parts",
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.part_size = WPART,
+		.part_parallel = parallel,
+	};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	if (smux_s3_new("parts", &o, &b, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	return b;
+}
+
+static struct smux_writer *wopen(struct smux_backend *b, const char *key)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	if (smux_backend_writer_open(b, &ctx, key, SMUX_WRITER_TRUNC, &w, &err))
+		fail_msg("writer_open %s: %s", key, err.e.message);
+	return w;
+}
+
+/* Writes @len bytes of @ref at @off, 1 MiB at a time, and mirrors them
+ * into @ref. */
+static void wwrite(struct smux_writer *w, unsigned char *ref, uint64_t off,
+		   size_t len, unsigned seed)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < len; i++)
+		ref[off + i] =
+			(unsigned char)((uint64_t)seed * 131 + (off + i) * 7 +
+					(off + i) / 4093);
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < (1u << 20) ? len - done : (1u << 20);
+
+		if (smux_writer_pwrite(w, &ctx, ref + off + done, n, off + done,
+				       &err))
+			fail_msg("pwrite: %s", err.e.message);
+		done += n;
+	}
+}
+
+/* The object @key holds exactly @len bytes of @ref. */
+static void expect_object(struct smux_backend *b, const char *key,
+			  const unsigned char *ref, size_t len)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned char *buf;
+	size_t got;
+
+	smux_ctx_init(&ctx);
+	if (smux_backend_get_all(b, &ctx, key, &buf, &got, &err))
+		fail_msg("get %s: %s", key, err.e.message);
+	assert_int_equal(got, len);
+	assert_true(memcmp(buf, ref, len) == 0);
+	free(buf);
+}
+
+static void wcommit_fails(struct smux_writer *w)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	expect_code(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err,
+		    SMUX_E_HTTP);
+}
+
+static void wcommit(struct smux_writer *w, uint32_t mode, int64_t mtime)
+{
+	struct smux_put_opts po = {
+		.mode = mode, .flags = SMUX_PUT_MODE, .mtime_ns = mtime};
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	if (smux_writer_commit(w, &ctx, &po, NULL, &err))
+		fail_msg("commit: %s", err.e.message);
+}
+
+/* Closes @w, deletes its committed object and frees @ref and @b. */
+static void wdone(struct smux_backend *b, struct smux_writer *w,
+		  const char *key, unsigned char *ref)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	smux_writer_close(w);
+	assert_int_equal(smux_backend_del(b, &ctx, key, &err), 0);
+	free(ref);
+	smux_backend_unref(b);
+}
+
+/*
+ * A writer of 3.5 parts written in order sends its full parts before the
+ * commit (the server counts them while the upload is open); the commit
+ * sends the last, completes, and the object is byte-exact with the
+ * commit's mode and mtime. Before the s3 writer, writer_open answered
+ * NOT_SUPPORTED and the daemon uploaded everything at close.
+ */
+static void test_writer_streams(void **state)
+{
+	struct smux_backend *b = open_parts(2);
+	size_t len = WPART * 3 + WPART / 2;
+	unsigned char *ref = malloc(len);
+	const int64_t mtime = 1700000000123456789ll;
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	long before = parts_sent();
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "stream");
+	wwrite(w, ref, 0, len, 1);
+	wait_parts(before + 3);
+	assert_int_equal(open_uploads(), 1);
+	assert_int_equal(smux_writer_size(w), len);
+	wcommit(w, 0640, mtime);
+	assert_int_equal(open_uploads(), 0);
+	expect_object(b, "stream", ref, len);
+	assert_int_equal(smux_backend_head(b, &ctx, "stream", &info, &err), 0);
+	assert_int_equal(info.mode & 07777, 0640);
+	assert_true(info.mtime_ns == mtime);
+	wdone(b, w, "stream", ref);
+}
+
+/*
+ * Rewrites of parts already sent, a truncate into a sent part, a commit
+ * (fsync) and then more writes and a second commit: every commit leaves
+ * exactly the content written, and pread always reads it back.
+ */
+static void test_writer_rewrites(void **state)
+{
+	struct smux_backend *b = open_parts(3);
+	size_t cap = WPART * 5, len = WPART * 3 + WPART / 2;
+	unsigned char *ref = calloc(1, cap), *back = malloc(cap);
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	long before = parts_sent();
+
+	(void)state;
+	assert_non_null(ref);
+	assert_non_null(back);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "rewrite");
+	wwrite(w, ref, 0, len, 2);
+	wait_parts(before + 3);
+	/* into sent parts: the first bytes, across parts 2|3, mid part 2 */
+	wwrite(w, ref, 10, 100, 3);
+	wwrite(w, ref, WPART * 2 - 50, 300, 4);
+	wwrite(w, ref, WPART + 12345, 4096, 5);
+	/* cut inside part 2, then grow again past part 3 */
+	assert_int_equal(smux_writer_truncate(w, &ctx, WPART + WPART / 3, &err),
+			 0);
+	len = WPART + WPART / 3;
+	wwrite(w, ref, len + 1000, WPART * 2, 6);
+	memset(ref + len, 0, 1000); /* the hole reads as zeros */
+	len += 1000 + WPART * 2;
+	assert_int_equal(smux_writer_pread(w, back, cap, 0, &err), (long)len);
+	assert_true(memcmp(back, ref, len) == 0);
+	wcommit(w, 0600, 1700000000000000000ll);
+	expect_object(b, "rewrite", ref, len);
+	assert_int_equal(open_uploads(), 0);
+	/* fsync, then the file grows on: a second commit */
+	wwrite(w, ref, len, WPART + 77, 7);
+	len += WPART + 77;
+	wwrite(w, ref, 5, 5, 8);
+	wcommit(w, 0600, 1700000000000000001ll);
+	expect_object(b, "rewrite", ref, len);
+	assert_int_equal(open_uploads(), 0);
+	smux_writer_close(w);
+	expect_object(b, "rewrite", ref, len); /* close keeps the commit */
+	assert_int_equal(smux_backend_del(b, &ctx, "rewrite", &err), 0);
+	free(back);
+	free(ref);
+	smux_backend_unref(b);
+}
+
+/* Close without commit aborts the upload under way; nothing is stored. */
+static void test_writer_close_aborts(void **state)
+{
+	struct smux_backend *b = open_parts(2);
+	size_t len = WPART * 3 + 10;
+	unsigned char *ref = malloc(len);
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	long before = parts_sent();
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "dropped");
+	wwrite(w, ref, 0, len, 9);
+	wait_parts(before + 1);
+	assert_int_equal(open_uploads(), 1);
+	smux_writer_close(w);
+	assert_int_equal(open_uploads(), 0);
+	expect_code(smux_backend_head(b, &ctx, "dropped", &info, &err), &err,
+		    SMUX_E_KEY_NOT_FOUND);
+	free(ref);
+	smux_backend_unref(b);
+}
+
+/*
+ * A background part that fails does not fail the writes (the content is
+ * whole in the staging file): they go on; the commit tries the part once
+ * more, and when that fails too it fails and leaves no upload.
+ */
+static void test_writer_failure_aborts(void **state)
+{
+	struct smux_backend *b = open_parts(2);
+	size_t len = WPART + WPART / 2;
+	unsigned char *ref = calloc(1, WPART * 3);
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	long sent;
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "fail-bg");
+	wwrite(w, ref, 0, len, 10);
+	wait_parts(1); /* part 1 was sent and refused */
+	sent = parts_sent();
+	/* writes for a while after it: the worker has recorded the
+	 * failure long before the last of them */
+	for (int i = 0; i < 100; i++) {
+		if (smux_writer_pwrite(w, &ctx, "x", 1, len++, &err))
+			fail_msg("a write after a failed background part: %s",
+				 err.e.message);
+		usleep(10000);
+	}
+	assert_int_equal(smux_writer_size(w), len);
+	wcommit_fails(w);
+	assert_true(parts_sent() > sent); /* the commit tried again */
+	assert_int_equal(open_uploads(), 0);
+	smux_writer_close(w);
+	assert_int_equal(open_uploads(), 0);
+	free(ref);
+	smux_backend_unref(b);
+}
+
+/* A part that failed in the background is sent once more at commit. */
+static void test_writer_retry_at_commit(void **state)
+{
+	struct smux_backend *b = open_parts(2);
+	size_t len = WPART * 2 + WPART / 2;
+	unsigned char *ref = malloc(len);
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "flaky");
+	memset(ref, 'f', len);
+	/* one write: no later pwrite sees the failure first */
+	if (smux_writer_pwrite(w, &ctx, ref, len, 0, &err))
+		fail_msg("pwrite: %s", err.e.message);
+	wcommit(w, 0644, 1700000000000000000ll);
+	expect_object(b, "flaky", ref, len);
+	assert_int_equal(open_uploads(), 0);
+	wdone(b, w, "flaky", ref);
+}
+
+/* Only truncating opens stream: the others stage, as before. */
+static void test_writer_only_trunc(void **state)
+{
+	struct smux_backend *b = open_parts(1);
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	expect_code(smux_backend_writer_open(b, &ctx, "k", 0, &w, &err), &err,
+		    SMUX_E_NOT_SUPPORTED);
+	expect_code(smux_backend_writer_open(
+			    b, &ctx, "k",
+			    SMUX_WRITER_TRUNC | SMUX_WRITER_INPLACE, &w, &err),
+		    &err, SMUX_E_NOT_SUPPORTED);
+	assert_null(w);
+	smux_backend_unref(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -444,6 +781,12 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_keeps_owners),
 		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_writer_streams),
+		cmocka_unit_test(test_writer_rewrites),
+		cmocka_unit_test(test_writer_close_aborts),
+		cmocka_unit_test(test_writer_failure_aborts),
+		cmocka_unit_test(test_writer_retry_at_commit),
+		cmocka_unit_test(test_writer_only_trunc),
 	};
 
 	return cmocka_run_group_tests(tests, start, stop);
