@@ -537,6 +537,14 @@ int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
 			  int mode, uint64_t off, uint64_t len,
 			  struct smux_error *err);
+/* True for the modes smux_writer_fallocate takes (above). */
+static inline bool smux_falloc_mode_ok(int mode)
+{
+	return mode == 0 || mode == SMUX_FALLOC_KEEP_SIZE ||
+	       mode == (SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_KEEP_SIZE) ||
+	       mode == SMUX_FALLOC_ZERO_RANGE ||
+	       mode == (SMUX_FALLOC_ZERO_RANGE | SMUX_FALLOC_KEEP_SIZE);
+}
 /* True when a fallocate with @mode may extend the size (mode 0 or
  * ZERO_RANGE without KEEP_SIZE). */
 static inline bool smux_falloc_extends(int mode)

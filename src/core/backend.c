@@ -755,21 +755,6 @@ int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 	return finish(w->backend, rc, err);
 }
 
-/* The modes smux_writer_fallocate takes (backend.h). */
-static bool falloc_mode_ok(int mode)
-{
-	switch (mode) {
-	case 0:
-	case SMUX_FALLOC_KEEP_SIZE:
-	case SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_KEEP_SIZE:
-	case SMUX_FALLOC_ZERO_RANGE:
-	case SMUX_FALLOC_ZERO_RANGE | SMUX_FALLOC_KEEP_SIZE:
-		return true;
-	default:
-		return false;
-	}
-}
-
 int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
 			  int mode, uint64_t off, uint64_t len,
 			  struct smux_error *err)
@@ -779,7 +764,7 @@ int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
 	LOCAL_ERR(err);
 	smux_error_clear(err);
 	/* ENOTSUP is EOPNOTSUPP on Linux: what fallocate(2) answers */
-	if (!w->ops->fallocate || !falloc_mode_ok(mode))
+	if (!w->ops->fallocate || !smux_falloc_mode_ok(mode))
 		return smux_error_set(
 			err, SMUX_E_NOT_SUPPORTED, w->backend->name,
 			"fallocate mode %#x of \"%s\"", (unsigned)mode, w->key);

@@ -641,6 +641,9 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 		rc = smux_writer_fallocate(of->w, &ctx, mode, off, len, &err);
 		if (rc)
 			rc = smuxfs_errno(&err, "fallocate", of->key);
+	} else if (!smux_falloc_mode_ok(mode)) {
+		rc = -EOPNOTSUPP; /* as a writer answers (a collapse would
+				     also leave of->size behind) */
 	} else if (fallocate(of->fd, mode, (off_t)off, (off_t)len) < 0) {
 		/* the staging file is local: its zeros, holes and size are
 		 * what the upload at commit carries */
