@@ -459,6 +459,16 @@ struct smux_writer_ops {
 	/* Sets the pending size (cuts or extends with zeros). */
 	int (*truncate)(struct smux_writer *w, const struct smux_ctx *ctx,
 			uint64_t size, struct smux_error *err);
+	/* Allocates, punches or zeroes [@off, @off + @len) of the pending
+	 * content as fallocate(2) with @mode: 0 (allocate; extends the size
+	 * to @off + @len), SMUX_FALLOC_KEEP_SIZE (allocate, size kept),
+	 * SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_KEEP_SIZE (zeros, space
+	 * freed), SMUX_FALLOC_ZERO_RANGE (zeros; extends unless with
+	 * KEEP_SIZE). The wrapper refuses any other mode. Optional (NULL:
+	 * NOT_SUPPORTED). */
+	int (*fallocate)(struct smux_writer *w, const struct smux_ctx *ctx,
+			 int mode, uint64_t off, uint64_t len,
+			 struct smux_error *err);
 	/* Current pending size. */
 	uint64_t (*size)(struct smux_writer *w);
 	/* Makes the pending content durable and visible under the key,
@@ -513,6 +523,34 @@ long smux_writer_pread(struct smux_writer *w, void *buf, size_t len,
 		       uint64_t off, struct smux_error *err);
 int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 			 uint64_t size, struct smux_error *err);
+/* fallocate(2) modes a writer takes (the values of linux/falloc.h). */
+#define SMUX_FALLOC_KEEP_SIZE  0x01
+#define SMUX_FALLOC_PUNCH_HOLE 0x02
+#define SMUX_FALLOC_ZERO_RANGE 0x10
+/*
+ * fallocate(2) on the pending content (smux_writer_ops.fallocate).
+ * NOT_SUPPORTED (-EOPNOTSUPP) when the kind has none or @mode is not one
+ * of the four it takes; INVALID_ARGUMENT (-EINVAL) when @len is 0, and
+ * (-EFBIG) when @off + @len passes INT64_MAX. A local filesystem's refusal
+ * (a mode it lacks, ENOSPC, EFBIG) is the caller's error with its errno.
+ */
+int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
+			  int mode, uint64_t off, uint64_t len,
+			  struct smux_error *err);
+/* True for the modes smux_writer_fallocate takes (above). */
+static inline bool smux_falloc_mode_ok(int mode)
+{
+	return mode == 0 || mode == SMUX_FALLOC_KEEP_SIZE ||
+	       mode == (SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_KEEP_SIZE) ||
+	       mode == SMUX_FALLOC_ZERO_RANGE ||
+	       mode == (SMUX_FALLOC_ZERO_RANGE | SMUX_FALLOC_KEEP_SIZE);
+}
+/* True when a fallocate with @mode may extend the size (mode 0 or
+ * ZERO_RANGE without KEEP_SIZE). */
+static inline bool smux_falloc_extends(int mode)
+{
+	return !(mode & SMUX_FALLOC_KEEP_SIZE);
+}
 uint64_t smux_writer_size(struct smux_writer *w);
 int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 		       const struct smux_put_opts *opts, struct smux_info *info,

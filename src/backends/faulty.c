@@ -757,6 +757,20 @@ static int faultyb_wtruncate(struct smux_writer *w, const struct smux_ctx *ctx,
 	return smux_writer_truncate(fw->inner, ctx, size, err);
 }
 
+static int faultyb_wfallocate(struct smux_writer *w, const struct smux_ctx *ctx,
+			      int mode, uint64_t off, uint64_t len,
+			      struct smux_error *err)
+{
+	struct faultyb_writer *fw = faultyb_writer_of(w);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(faultyb_of(w->backend),
+				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
+
+	if (rc)
+		return rc;
+	return smux_writer_fallocate(fw->inner, ctx, mode, off, len, err);
+}
+
 /* Cannot fail, so no fault applies. */
 static uint64_t faultyb_wsize(struct smux_writer *w)
 {
@@ -791,6 +805,7 @@ static const struct smux_writer_ops faultyb_writer_ops = {
 	.pwrite = faultyb_wpwrite,
 	.pread = faultyb_wpread,
 	.truncate = faultyb_wtruncate,
+	.fallocate = faultyb_wfallocate,
 	.size = faultyb_wsize,
 	.commit = faultyb_wcommit,
 	.close = faultyb_wclose,

@@ -4,7 +4,7 @@
  * (SMUX_WRITER_INPLACE, DESIGN section 6 "Writes").
  *
  * The writer opens the file under the key itself, as a local program
- * would: every pwrite and truncate lands in the object at once, readers of
+ * would: every pwrite, truncate and fallocate lands in the object at once, readers of
  * the file see it as on any local filesystem, and an append costs the
  * appended bytes. Nothing is staged and nothing is renamed, so there is
  * nothing to roll back: close() keeps what was written. Commit applies the
@@ -167,6 +167,22 @@ static int inplace_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 	return 0;
 }
 
+static int inplace_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
+			     int mode, uint64_t off, uint64_t len,
+			     struct smux_error *err)
+{
+	struct fileb_inplace *iw = inplace_from(w);
+	int rc;
+
+	if (!iw)
+		return inplace_bad(err);
+	rc = smux__file_check_ctx(iw->fb, ctx, err);
+	if (rc)
+		return rc;
+	return smux__file_fallocate(iw->fb, iw->fd, mode, off, len, w->key,
+				    err);
+}
+
 /* The file's size now: it is the object, and others may write it too. */
 static uint64_t inplace_size(struct smux_writer *w)
 {
@@ -244,6 +260,7 @@ static const struct smux_writer_ops inplace_ops = {
 	.pwrite = inplace_pwrite,
 	.pread = inplace_pread,
 	.truncate = inplace_truncate,
+	.fallocate = inplace_fallocate,
 	.size = inplace_size,
 	.commit = inplace_commit,
 	.close = inplace_close,

@@ -217,6 +217,20 @@ int smux__file_set_mtime(int fd, int64_t mtime_ns);
 int smux__file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /*
+ * fallocate(2) of @fd for a writer of @key (smux_writer_fallocate's modes,
+ * already checked). A refusal of the request by the local filesystem - a
+ * mode it lacks (EOPNOTSUPP: NOT_SUPPORTED), no room for the range
+ * (ENOSPC, EDQUOT), a range past its largest file (EFBIG), EINVAL - is the
+ * caller's error with its errno kept (INVALID_ARGUMENT), never a failing
+ * backend: a `fallocate -l 1T` on a small disk must not take a replica out
+ * of service (as setxattr's ENOSPC, file_xattr.c). Other errors as
+ * smux__file_fail.
+ */
+int smux__file_fallocate(const struct smux__file *fb, int fd, int mode,
+			 uint64_t off, uint64_t len, const char *key,
+			 struct smux_error *err);
+
+/*
  * Checks the entry @name of @dirfd before it is replaced: a directory is
  * IS_DIRECTORY, a symlink or other non-regular file PERMISSION_DENIED;
  * absent or regular is 0. Fills *@st (NULL allowed) and *@exists.

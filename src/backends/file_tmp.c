@@ -7,7 +7,7 @@
  * open); creating ".smux-tmp.<random>" files in it, sealing them (mode,
  * mtime, fsync), publishing them with renameat(2) into the target's
  * directory and discarding them; copy_file_range with its read/write
- * fallback. A temp file is always created with O_EXCL in the work folder,
+ * fallback, and fallocate(2) of a writer's file. A temp file is always created with O_EXCL in the work folder,
  * opened with smux__file_open() beneath the root.
  *
  * Crash leftovers: a daemon killed mid-write leaves its temp files in the
@@ -299,6 +299,35 @@ int smux__file_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 		p += n;
 		len -= (size_t)n;
 		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+int smux__file_fallocate(const struct smux__file *fb, int fd, int mode,
+			 uint64_t off, uint64_t len, const char *key,
+			 struct smux_error *err)
+{
+	char why[64];
+	int e;
+
+	while (fallocate(fd, mode, (off_t)off, (off_t)len) < 0) {
+		e = errno;
+		if (e == EINTR)
+			continue;
+		if (e != EOPNOTSUPP && e != ENOSPC && e != EDQUOT &&
+		    e != EFBIG && e != EINVAL)
+			return smux__file_fail(fb, err, e, "fallocate", key);
+		smux_error_set(err,
+			       e == EOPNOTSUPP ? SMUX_E_NOT_SUPPORTED
+					       : SMUX_E_INVALID_ARGUMENT,
+			       fb->base.name,
+			       "fallocate \"%s\" (mode %#x): refused by the "
+			       "local filesystem (%s)",
+			       key, (unsigned)mode,
+			       strerror_r(e, why, sizeof(why)));
+		if (err)
+			err->e.sys_errno = e;
+		return -e;
 	}
 	return 0;
 }

@@ -6,7 +6,7 @@
  * states:
  *
  *  - pending: `fd` is a private temp file ".smux-tmp.*" beside the target
- *    (named `tmp.name`). Writes and truncates go to it.
+ *    (named `tmp.name`). Writes, truncates and fallocates go to it.
  *  - clean: `fd` is an inode that has been visible under the key: the
  *    object as it was at open (opened without SMUX_WRITER_TRUNC), or what
  *    the last commit published. Reads go to it; nothing writes to it.
@@ -179,6 +179,29 @@ static int fileb_writer_truncate(struct smux_writer *w,
 	return 0;
 }
 
+/* Into the private copy (forked first, as for a write); the pending size
+ * follows an allocation that extends the file. */
+static int fileb_writer_fallocate(struct smux_writer *w,
+				  const struct smux_ctx *ctx, int mode,
+				  uint64_t off, uint64_t len,
+				  struct smux_error *err)
+{
+	struct fileb_writer *fw = fileb_writer_from(w);
+	int rc;
+
+	if (!fw)
+		return fileb_writer_bad(err);
+	rc = smux__file_check_ctx(fw->fb, ctx, err);
+	if (!rc && !fileb_writer_pending(fw))
+		rc = fileb_writer_fork(fw, ctx, err);
+	if (!rc)
+		rc = smux__file_fallocate(fw->fb, fw->fd, mode, off, len,
+					  w->key, err);
+	if (!rc && smux_falloc_extends(mode) && off + len > fw->size)
+		fw->size = off + len;
+	return rc;
+}
+
 static uint64_t fileb_writer_size(struct smux_writer *w)
 {
 	struct fileb_writer *fw = fileb_writer_from(w);
@@ -317,6 +340,7 @@ static const struct smux_writer_ops fileb_writer_ops = {
 	.pwrite = fileb_writer_pwrite,
 	.pread = fileb_writer_pread,
 	.truncate = fileb_writer_truncate,
+	.fallocate = fileb_writer_fallocate,
 	.size = fileb_writer_size,
 	.commit = fileb_writer_commit,
 	.close = fileb_writer_close,

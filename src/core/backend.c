@@ -755,6 +755,38 @@ int smux_writer_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 	return finish(w->backend, rc, err);
 }
 
+int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
+			  int mode, uint64_t off, uint64_t len,
+			  struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	/* ENOTSUP is EOPNOTSUPP on Linux: what fallocate(2) answers */
+	if (!w->ops->fallocate || !smux_falloc_mode_ok(mode))
+		return smux_error_set(
+			err, SMUX_E_NOT_SUPPORTED, w->backend->name,
+			"fallocate mode %#x of \"%s\"", (unsigned)mode, w->key);
+	if (len == 0)
+		return smux_error_set(
+			err, SMUX_E_INVALID_ARGUMENT, w->backend->name,
+			"fallocate of \"%s\": empty range", w->key);
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off) {
+		smux_error_set(err, SMUX_E_INVALID_ARGUMENT, w->backend->name,
+			       "fallocate of \"%s\": past the largest file "
+			       "size",
+			       w->key);
+		err->e.sys_errno = EFBIG;
+		return -EFBIG;
+	}
+	rc = smux_ctx_check(ctx, w->backend->name, err);
+	if (rc)
+		return rc;
+	rc = w->ops->fallocate(w, ctx, mode, off, len, err);
+	return finish(w->backend, rc, err);
+}
+
 uint64_t smux_writer_size(struct smux_writer *w)
 {
 	return w->ops->size(w);

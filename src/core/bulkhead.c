@@ -766,6 +766,9 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 		return smux_writer_pread(w, job->buf, job->len, job->off, err);
 	case SMUX__OP_W_TRUNCATE:
 		return smux_writer_truncate(w, ctx, job->off, err);
+	case SMUX__OP_W_FALLOCATE:
+		return smux_writer_fallocate(w, ctx, (int)job->flags, job->off,
+					     job->len, err);
 	case SMUX__OP_W_COMMIT:
 		return smux_writer_commit(
 			w, ctx, job->has_put_opts ? &job->put_opts : NULL,
@@ -1107,6 +1110,7 @@ static bool job_changes(const struct smux__job *job, const char **k1,
 		break;
 	case SMUX__OP_W_PWRITE:
 	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_FALLOCATE:
 	case SMUX__OP_W_COMMIT:
 		/* the caller's writer lives until the job is over */
 		*k1 = job->writer ? job->writer->key : NULL;

@@ -49,6 +49,7 @@ enum smux__op {
 	SMUX__OP_W_PWRITE,
 	SMUX__OP_W_PREAD,
 	SMUX__OP_W_TRUNCATE,
+	SMUX__OP_W_FALLOCATE,
 	SMUX__OP_W_COMMIT,
 	SMUX__OP_W_CLOSE,
 	SMUX__OP_READER_OPEN,
@@ -79,9 +80,9 @@ struct smux__call {
 	const struct smux_source *src;	      /* PUT: reached via proxy */
 	smux_list_fn list_fn;		      /* LIST: called via proxy */
 	void *list_arg;
-	struct smux_info *info;		 /* GET, PUT, HEAD, W_COMMIT: out */
-	struct smux_statfs *statfs;	 /* STATFS: out */
-	unsigned flags;			 /* WRITER_OPEN, SETXATTR */
+	struct smux_info *info;	    /* GET, PUT, HEAD, W_COMMIT: out */
+	struct smux_statfs *statfs; /* STATFS: out */
+	unsigned flags; /* WRITER_OPEN, SETXATTR, W_FALLOCATE (mode) */
 	struct smux_writer **writer_out; /* WRITER_OPEN: out */
 	struct smux_writer *writer;	 /* W_*: the writer */
 	pthread_mutex_t *writer_lock;	 /* W_*: held by the worker around the
@@ -97,8 +98,10 @@ struct smux__call {
 	void *rbuf;	  /* W_PREAD, R_PREAD, GET/LISTXATTR: filled via
 			     the job */
 	size_t len;	  /* W_PWRITE, W_PREAD, R_PREAD, *XATTR (buffer or
-			     value size; 0: GET/LISTXATTR ask the length) */
-	uint64_t off;	  /* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE */
+			     value size; 0: GET/LISTXATTR ask the length),
+			     W_FALLOCATE */
+	uint64_t off;	  /* W_PWRITE, W_PREAD, R_PREAD, W_TRUNCATE,
+			     W_FALLOCATE */
 	long *nread;	  /* W_PREAD, R_PREAD, GET/LISTXATTR: out (the
 			     value's or list's length) */
 	/* READER_OPEN: opens a reader of @key on @backend

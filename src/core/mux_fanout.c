@@ -195,6 +195,7 @@ static bool fan_zombie_now(struct smux__fan *f, unsigned i,
 	switch (c->op) {
 	case SMUX__OP_W_PWRITE:
 	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_FALLOCATE:
 	case SMUX__OP_W_COMMIT:
 		break;
 	default:

@@ -4,9 +4,9 @@
  * writers, fan-out, the operations table, open and close.
  *
  * Fan-out (shield, mirror): a mux writer opens one writer per replica and
- * fans every write and truncate out to them in parallel; commit follows
- * the mode's write policy (smux__fanout_policy) and records hints for the
- * replicas that missed it. A replica whose writer fails (or times out)
+ * fans every write, truncate and fallocate out to them in parallel;
+ * commit follows the mode's write policy (smux__fanout_policy) and records
+ * hints for the replicas that missed it. A replica whose writer fails (or times out)
  * drops out of the writer and gets a hint at commit; reads of the pending
  * content come from the first replica still in, and one that fails there
  * drops out too.
@@ -475,6 +475,34 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 /* ---- operations ---- */
 
+/*
+ * Runs a change (W_PWRITE, W_TRUNCATE, W_FALLOCATE) of the pending
+ * content: its write intent journaled first (in place), then fanned out
+ * to every replica or run on the single target.
+ */
+static long mw_change(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
+		      const struct smux__call *c, struct smux_error *err)
+{
+	long rc = 0;
+
+	if (mw->inplace)
+		rc = smux__intent_begin(mw->mux, mw->base.key, &mw->dirty, err);
+	if (rc)
+		return rc;
+	if (mw->fanout)
+		return fan(mw, ctx, c, err);
+	switch (c->op) {
+	case SMUX__OP_W_PWRITE:
+		return smux__mw_single_pwrite(mw, ctx, c->wbuf, c->len, c->off,
+					      err);
+	case SMUX__OP_W_TRUNCATE:
+		return smux__mw_single_truncate(mw, ctx, c->off, err);
+	default:
+		return smux__mw_single_fallocate(mw, ctx, (int)c->flags, c->off,
+						 c->len, err);
+	}
+}
+
 static int mw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 		     const void *buf, size_t len, uint64_t off,
 		     struct smux_error *err)
@@ -486,16 +514,8 @@ static int mw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 		.len = len,
 		.off = off,
 	};
-	long rc = 0;
+	long rc = mw_change(mw, ctx, &c, err);
 
-	if (mw->inplace)
-		rc = smux__intent_begin(mw->mux, w->key, &mw->dirty, err);
-	if (rc)
-		return (int)rc;
-	if (mw->fanout)
-		rc = fan(mw, ctx, &c, err);
-	else
-		rc = smux__mw_single_pwrite(mw, ctx, buf, len, off, err);
 	if (rc == 0 && off == SMUX_OFF_APPEND)
 		mw->size += len; /* at least: others may append too */
 	else if (rc == 0 && len && off + len > mw->size)
@@ -508,20 +528,31 @@ static int mw_truncate(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct smux__mux_writer *mw = mw_of(w);
 	struct smux__call c = {.op = SMUX__OP_W_TRUNCATE, .off = size};
-	long rc = 0;
+	long rc = mw_change(mw, ctx, &c, err);
 
-	if (mw->inplace)
-		rc = smux__intent_begin(mw->mux, w->key, &mw->dirty, err);
-	if (rc)
-		return (int)rc;
-	if (mw->fanout)
-		rc = fan(mw, ctx, &c, err);
-	else
-		rc = smux__mw_single_truncate(mw, ctx, size, err);
 	if (rc == 0)
 		mw->size = size;
 	if (rc == 0 && size == 0)
 		mw->whole = true; /* what follows is all the writer's */
+	return (int)rc;
+}
+
+/* The size follows an allocation that extends the file. */
+static int mw_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
+			int mode, uint64_t off, uint64_t len,
+			struct smux_error *err)
+{
+	struct smux__mux_writer *mw = mw_of(w);
+	struct smux__call c = {
+		.op = SMUX__OP_W_FALLOCATE,
+		.flags = (unsigned)mode,
+		.off = off,
+		.len = (size_t)len,
+	};
+	long rc = mw_change(mw, ctx, &c, err);
+
+	if (rc == 0 && smux_falloc_extends(mode) && off + len > mw->size)
+		mw->size = off + len;
 	return (int)rc;
 }
 
@@ -590,6 +621,7 @@ static const struct smux_writer_ops mux_writer_ops = {
 	.pwrite = mw_pwrite,
 	.pread = mw_pread,
 	.truncate = mw_truncate,
+	.fallocate = mw_fallocate,
 	.size = mw_size,
 	.commit = mw_commit,
 	.close = mw_close,

@@ -133,6 +133,10 @@ int smux__mw_single_pwrite(struct smux__mux_writer *mw,
 int smux__mw_single_truncate(struct smux__mux_writer *mw,
 			     const struct smux_ctx *ctx, uint64_t size,
 			     struct smux_error *err);
+int smux__mw_single_fallocate(struct smux__mux_writer *mw,
+			      const struct smux_ctx *ctx, int mode,
+			      uint64_t off, uint64_t len,
+			      struct smux_error *err);
 long smux__mw_single_pread(struct smux__mux_writer *mw, void *buf, size_t len,
 			   uint64_t off, struct smux_error *err);
 int smux__mw_single_commit(struct smux__mux_writer *mw,

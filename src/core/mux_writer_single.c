@@ -13,9 +13,10 @@
  *
  * When the mux has another member, the writer keeps the pending content
  * in a spool too: an unlinked temp file (smux_tmpfile: $TMPDIR, which
- * smuxfs points at cache_dir/staging), changed after each pwrite and
- * truncate a member took, so it never holds a change that failed. When a
- * member writer call fails transiently (smux_classify: transient or
+ * smuxfs points at cache_dir/staging), changed after each pwrite,
+ * truncate and fallocate (its zeros and size) a member took, so it never
+ * holds a change that failed. When a member writer call fails
+ * transiently (smux_classify: transient or
  * timeout; a semantic error such as NO_SPACE or a permission is the
  * call's answer), the writer moves: that member's writer is closed
  * without waiting for it (a hung one closes once its stuck call returns),
@@ -40,6 +41,7 @@
  * backend_timeout.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,10 +351,35 @@ out:
 struct spool_change {
 	bool done;
 	bool truncate;
+	bool falloc;
+	int mode;	 /* falloc: its fallocate(2) mode */
 	const void *buf; /* pwrite */
-	size_t len;
-	uint64_t off; /* pwrite: offset; truncate: size */
+	size_t len;	 /* pwrite; falloc: the range's length */
+	uint64_t off;	 /* pwrite, falloc: offset; truncate: size */
 };
+
+/*
+ * A fallocate a member took, as the spool's content: zeros where it
+ * punched or zeroed (a hole: the spool needs no space for them), the size
+ * where it extended. The allocation itself is the member's. 0 or -1.
+ */
+static int spool_falloc(struct smux__mux_writer *mw,
+			const struct spool_change *ch)
+{
+	uint64_t end = ch->off + ch->len;
+
+	if ((ch->mode & (SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_ZERO_RANGE)) &&
+	    ch->off < mw->spool_size &&
+	    fallocate(mw->spool, SMUX_FALLOC_PUNCH_HOLE | SMUX_FALLOC_KEEP_SIZE,
+		      (off_t)ch->off, (off_t)ch->len) < 0)
+		return -1;
+	if (smux_falloc_extends(ch->mode) && end > mw->spool_size) {
+		if (ftruncate(mw->spool, (off_t)end) < 0)
+			return -1;
+		mw->spool_size = end;
+	}
+	return 0;
+}
 
 /* A spool that cannot be written is dropped: the writer goes on without. */
 static void spool_apply(struct smux__mux_writer *mw, struct spool_change *ch)
@@ -362,7 +389,10 @@ static void spool_apply(struct smux__mux_writer *mw, struct spool_change *ch)
 	ch->done = true;
 	if (mw->spool_state == SMUX__SPOOL_NONE)
 		return;
-	if (ch->truncate) {
+	if (ch->falloc) {
+		if (spool_falloc(mw, ch))
+			spool_drop(mw);
+	} else if (ch->truncate) {
 		if (ftruncate(mw->spool, (off_t)ch->off) < 0)
 			spool_drop(mw);
 		else
@@ -537,8 +567,8 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 }
 
 /*
- * Runs @proto (W_PWRITE, W_TRUNCATE or W_COMMIT) on the single target's
- * writer, then applies @ch (may be NULL) to the spool. When it fails
+ * Runs @proto (W_PWRITE, W_TRUNCATE, W_FALLOCATE or W_COMMIT) on the
+ * single target's writer, then applies @ch (may be NULL) to the spool. When it fails
  * transiently and the writer may move (@movable: the spool holds the
  * content the call applies to), moves the writer to the next member and
  * runs it there, until a member takes it or none is left. A writer left
@@ -671,6 +701,24 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 	return 0;
 }
 
+/* A change (pwrite, fallocate) of the whole content: a lazy spool is
+ * filled first, and a full one lets the writer move. */
+static int single_change(struct smux__mux_writer *mw,
+			 const struct smux_ctx *ctx, const struct smux__call *c,
+			 struct spool_change *ch, struct smux_error *err)
+{
+	bool spooled;
+	int rc;
+
+	if (mw->spool_state == SMUX__SPOOL_LAZY) {
+		rc = spool_fill(mw, ctx, UINT64_MAX, err);
+		if (rc)
+			return rc;
+	}
+	spooled = mw->spool_state == SMUX__SPOOL_FULL;
+	return (int)single_op(mw, ctx, c, spooled, spooled ? ch : NULL, err);
+}
+
 int smux__mw_single_pwrite(struct smux__mux_writer *mw,
 			   const struct smux_ctx *ctx, const void *buf,
 			   size_t len, uint64_t off, struct smux_error *err)
@@ -682,20 +730,12 @@ int smux__mw_single_pwrite(struct smux__mux_writer *mw,
 		.off = off,
 	};
 	struct spool_change ch = {.buf = buf, .len = len, .off = off};
-	bool spooled;
-	int rc;
 
 	/* where an O_APPEND write lands is the member's to say (others may
 	 * append behind us): the spool cannot follow, the writer stays */
 	if (off == SMUX_OFF_APPEND)
 		spool_drop(mw);
-	if (mw->spool_state == SMUX__SPOOL_LAZY) {
-		rc = spool_fill(mw, ctx, UINT64_MAX, err);
-		if (rc)
-			return rc;
-	}
-	spooled = mw->spool_state == SMUX__SPOOL_FULL;
-	return (int)single_op(mw, ctx, &c, spooled, spooled ? &ch : NULL, err);
+	return single_change(mw, ctx, &c, &ch, err);
 }
 
 int smux__mw_single_truncate(struct smux__mux_writer *mw,
@@ -722,6 +762,28 @@ int smux__mw_single_truncate(struct smux__mux_writer *mw,
 	else if (rc && ahead && mw->spool_state == SMUX__SPOOL_LAZY)
 		mw->spool_size = 0; /* filled again at the next change */
 	return rc;
+}
+
+int smux__mw_single_fallocate(struct smux__mux_writer *mw,
+			      const struct smux_ctx *ctx, int mode,
+			      uint64_t off, uint64_t len,
+			      struct smux_error *err)
+{
+	struct smux__call c = {
+		.op = SMUX__OP_W_FALLOCATE,
+		.flags = (unsigned)mode,
+		.off = off,
+		.len = (size_t)len,
+	};
+	struct spool_change ch = {
+		.falloc = true,
+		.mode = mode,
+		.len = (size_t)len,
+		.off = off,
+	};
+
+	/* the spool follows the content (zeros, size) */
+	return single_change(mw, ctx, &c, &ch, err);
 }
 
 long smux__mw_single_pread(struct smux__mux_writer *mw, void *buf, size_t len,

@@ -426,6 +426,10 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off);
 int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
 			  uint64_t size);
+/* fallocate(2) of the pending content (smux_writer_fallocate's @mode):
+ * the writer's, or the staging file's own. */
+int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
+			   uint64_t off, uint64_t len);
 /*
  * Makes the content visible under the key when dirty (and durable when
  * @durable). 0 when there was nothing to do or the commit succeeded; a
@@ -787,6 +791,8 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi);
+int smuxfs_fallocate(const char *path, int mode, off_t off, off_t len,
+		     struct fuse_file_info *fi);
 int smuxfs_flush(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi);
 int smuxfs_release(const char *path, struct fuse_file_info *fi);

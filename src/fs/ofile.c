@@ -2,8 +2,8 @@
 /*
  * ofile.c - open files: the table of files open through the mount, their
  * pending content (a backend writer, or a staging file when the root has
- * no writer), its upload at flush/fsync, and the small key -> etag table
- * behind keep_cache (DESIGN section 6).
+ * no writer; fallocate(2) lands in either), its upload at flush/fsync,
+ * and the small key -> etag table behind keep_cache (DESIGN section 6).
  *
  * One struct smuxfs_ofile per key, shared by every handle of that key and
  * refcounted, so all handles see one content and reads always see pending
@@ -421,6 +421,15 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return ofile_stage(fs, of, flags);
 }
 
+/* A change of the content: dirty, its times moved. Caller holds lock. */
+static void ofile_changed_locked(struct smuxfs_ofile *of)
+{
+	of->dirty = true;
+	of->mtime_set = false;
+	of->mtime_ns = realtime_ns();
+	of->ctime_ns = of->mtime_ns;
+}
+
 /* Empties an open ofile (O_TRUNC on an open file). Caller holds lock. */
 static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 {
@@ -438,10 +447,7 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 			return -errno;
 		of->size = size;
 	}
-	of->dirty = true;
-	of->mtime_set = false;
-	of->mtime_ns = realtime_ns();
-	of->ctime_ns = of->mtime_ns;
+	ofile_changed_locked(of);
 	return 0;
 }
 
@@ -600,10 +606,7 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (off + len > of->size)
 			of->size = off + len;
 	}
-	of->dirty = true;
-	of->mtime_set = false;
-	of->mtime_ns = realtime_ns();
-	of->ctime_ns = of->mtime_ns;
+	ofile_changed_locked(of);
 	n = (long)len;
 out:
 	pthread_mutex_unlock(&of->lock);
@@ -618,6 +621,38 @@ int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
 	(void)fs;
 	pthread_mutex_lock(&of->lock);
 	rc = of->open_rc ? of->open_rc : ofile_trunc_locked(of, size);
+	pthread_mutex_unlock(&of->lock);
+	return rc;
+}
+
+int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
+			   uint64_t off, uint64_t len)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc = 0;
+
+	(void)fs;
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc) {
+		rc = of->open_rc;
+	} else if (of->w) {
+		smuxfs_ctx(&ctx);
+		rc = smux_writer_fallocate(of->w, &ctx, mode, off, len, &err);
+		if (rc)
+			rc = smuxfs_errno(&err, "fallocate", of->key);
+	} else if (!smux_falloc_mode_ok(mode)) {
+		rc = -EOPNOTSUPP; /* as a writer answers (a collapse would
+				     also leave of->size behind) */
+	} else if (fallocate(of->fd, mode, (off_t)off, (off_t)len) < 0) {
+		/* the staging file is local: its zeros, holes and size are
+		 * what the upload at commit carries */
+		rc = -errno;
+	} else if (smux_falloc_extends(mode) && off + len > of->size) {
+		of->size = off + len;
+	}
+	if (!rc)
+		ofile_changed_locked(of);
 	pthread_mutex_unlock(&of->lock);
 	return rc;
 }

@@ -555,6 +555,7 @@ const struct fuse_operations smuxfs_ops = {
 	.release = smuxfs_release,
 	.poll = smuxfs_poll,
 	.fsync = smuxfs_fsync,
+	.fallocate = smuxfs_fallocate,
 	.opendir = smuxfs_opendir,
 	.readdir = smuxfs_readdir,
 	.releasedir = smuxfs_releasedir,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ops_io.c - FUSE operations on open files: open, create, read, write,
- * truncate, flush, fsync, release.
+ * truncate, fallocate, flush, fsync, release.
  *
  * A handle (struct smuxfs_fh in fi->fh) of a file opened for writing
  * holds a reference on the file's ofile (ofile.c), whose content every
@@ -423,6 +423,32 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 		rc = smuxfs_ofile_commit(fs, of, false);
 	smuxfs_ofile_release(fs, of);
 	return rc;
+}
+
+/*
+ * fallocate(2) on an open file: its ofile's writer, or its staging file
+ * (ofile.c). The kernel has checked the handle's access (and refuses a
+ * punch on an O_APPEND one); modes other than the four a writer takes
+ * are EOPNOTSUPP (smux_writer_fallocate).
+ */
+int smuxfs_fallocate(const char *path, int mode, off_t off, off_t len,
+		     struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = fh_of(fi);
+
+	(void)path;
+	if (off < 0 || len <= 0)
+		return -EINVAL;
+	if (fs->ro)
+		return -EROFS;
+	if (!fh || fh->kind != SMUXFS_FH_FILE)
+		return -EOPNOTSUPP;
+	if (!fh->of)
+		return -EBADF;
+	atomic_store(&fh->wrote, true);
+	return smuxfs_ofile_fallocate(fs, fh->of, mode, (uint64_t)off,
+				      (uint64_t)len);
 }
 
 int smuxfs_flush(const char *path, struct fuse_file_info *fi)

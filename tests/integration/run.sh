@@ -83,6 +83,7 @@ tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh")
 for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
+for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
 for k in mirror s3 http bunny; do tests+=("test_dbench.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
