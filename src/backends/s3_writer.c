@@ -48,6 +48,7 @@
  * bytes is always thrown away.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -438,6 +439,53 @@ static int s3w_truncate(struct smux_writer *wr, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* fallocate(2) on the temp file (the modes smux_writer_fallocate lets
+ * through): the bytes it changes (zeros, or a size that grows) are a
+ * write's for the parts. */
+static int s3w_fallocate(struct smux_writer *wr, const struct smux_ctx *ctx,
+			 int mode, uint64_t off, uint64_t len,
+			 struct smux_error *err)
+{
+	struct s3w *w = s3w_from(wr);
+	uint64_t end = off + len, from;
+	int rc, e;
+
+	if (!w)
+		return s3w_bad(err);
+	rc = smux_ctx_check(ctx, w->s->base.name, err);
+	if (rc)
+		return rc;
+	while (fallocate(w->fd, mode, (off_t)off, (off_t)len) < 0) {
+		e = errno;
+		if (e == EINTR)
+			continue;
+		rc = smux_error_set(err,
+				    e == EOPNOTSUPP ? SMUX_E_NOT_SUPPORTED
+						    : SMUX_E_LOCAL_IO,
+				    w->s->base.name,
+				    "fallocate of \"%s\": staging file: %s",
+				    wr->key, strerror(e));
+		err->e.sys_errno = e;
+		return rc;
+	}
+	w->clean = false;
+	pthread_mutex_lock(&w->lock);
+	from = off;
+	if (smux_falloc_extends(mode) && end > w->size) {
+		from = off < w->size ? off : w->size;
+		w->size = end;
+	}
+	if (end > w->size)
+		end = w->size;
+	if (from < end)
+		s3w_mark(w, from, end);
+	w->seq = false; /* no stream: the commit sends what is left */
+	if (s3w_parts_grow(w, s3w_nparts(w, w->size)) == 0)
+		s3w_queue_full(w);
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
 static uint64_t s3w_size(struct smux_writer *wr)
 {
 	struct s3w *w = s3w_from(wr);
@@ -652,6 +700,7 @@ static const struct smux_writer_ops s3w_ops = {
 	.pwrite = s3w_pwrite,
 	.pread = s3w_pread,
 	.truncate = s3w_truncate,
+	.fallocate = s3w_fallocate,
 	.size = s3w_size,
 	.commit = s3w_commit,
 	.close = s3w_close,

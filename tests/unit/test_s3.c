@@ -685,6 +685,50 @@ static void test_writer_close_aborts(void **state)
 	smux_backend_unref(b);
 }
 
+/* fallocate(2) on a streaming writer: a punched hole in a sent part and
+ * a zeroed range past the end are in what the commit stores (the parts
+ * they touch go again); a mode the writer lacks is NOT_SUPPORTED. */
+static void test_writer_fallocate(void **state)
+{
+	struct smux_backend *b = open_parts(2);
+	size_t cap = WPART * 4, len = WPART * 2 + WPART / 2;
+	unsigned char *ref = calloc(1, cap);
+	struct smux_writer *w;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	long before = parts_sent();
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	w = wopen(b, "falloc");
+	wwrite(w, ref, 0, len, 9);
+	wait_parts(before + 2);
+	/* a hole in part 1 (sent), size kept */
+	assert_int_equal(smux_writer_fallocate(w, &ctx,
+					       SMUX_FALLOC_PUNCH_HOLE |
+						       SMUX_FALLOC_KEEP_SIZE,
+					       4096, 3 * 4096, &err),
+			 0);
+	memset(ref + 4096, 0, 3 * 4096);
+	/* zeros from inside the last part to past the end: it grows */
+	assert_int_equal(smux_writer_fallocate(w, &ctx, SMUX_FALLOC_ZERO_RANGE,
+					       len - 100, WPART, &err),
+			 0);
+	memset(ref + len - 100, 0, WPART);
+	len += WPART - 100;
+	assert_int_equal(smux_writer_size(w), len);
+	/* allocated past the end, size kept: nothing to read */
+	assert_int_equal(smux_writer_fallocate(w, &ctx, SMUX_FALLOC_KEEP_SIZE,
+					       len, 4096, &err),
+			 0);
+	assert_int_equal(smux_writer_size(w), len);
+	wcommit(w, 0644, 1700000000000000000ll);
+	expect_object(b, "falloc", ref, len);
+	assert_int_equal(open_uploads(), 0);
+	wdone(b, w, "falloc", ref);
+}
+
 /*
  * A background part that fails does not fail the writes (the content is
  * whole in the staging file): they go on; the commit tries the part once
@@ -784,6 +828,7 @@ int main(void)
 		cmocka_unit_test(test_writer_streams),
 		cmocka_unit_test(test_writer_rewrites),
 		cmocka_unit_test(test_writer_close_aborts),
+		cmocka_unit_test(test_writer_fallocate),
 		cmocka_unit_test(test_writer_failure_aborts),
 		cmocka_unit_test(test_writer_retry_at_commit),
 		cmocka_unit_test(test_writer_only_trunc),
