@@ -92,6 +92,7 @@ tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
 for k in s3 bunny; do tests+=("test_dirnames.sh $k"); done
 tests+=("test_dirnames_outage.sh")
+for k in s3 http bunny; do tests+=("test_odd_names.sh $k"); done
 tests+=("test_s3_stream.sh" "test_s3_stream_swift.sh")
 for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 # slower runs, not in `make check` (SMUX_IT_SLOW=1: make check-s3-faults)
