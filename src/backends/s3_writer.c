@@ -316,6 +316,18 @@ static void s3w_start(struct s3w *w, const struct smux_ctx *ctx)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* The staging file refused @what with errno @e: the caller's local
+ * problem (a full cache disk is ENOSPC to the program, as on a local
+ * disk), never the backend's. */
+static int s3w_local(struct s3w *w, struct smux_error *err, int e,
+		     const char *what)
+{
+	smux_error_set(err, SMUX_E_LOCAL_IO, w->s->base.name,
+		       "%s \"%s\": staging file: %s", what, w->base.key,
+		       strerror(e));
+	return smux_error_make_local(err, e);
+}
+
 static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 		      const void *buf, size_t len, uint64_t off,
 		      struct smux_error *err)
@@ -348,10 +360,7 @@ static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return smux_error_set(
-				err, SMUX_E_LOCAL_IO, w->s->base.name,
-				"write to \"%s\": staging file: %s", wr->key,
-				strerror(errno));
+			return s3w_local(w, err, errno, "write to");
 		done += (size_t)n;
 	}
 	w->clean = false;
@@ -399,10 +408,7 @@ static long s3w_pread(struct smux_writer *wr, void *buf, size_t len,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return smux_error_set(
-				err, SMUX_E_LOCAL_IO, w->s->base.name,
-				"read of \"%s\": staging file: %s", wr->key,
-				strerror(errno));
+			return s3w_local(w, err, errno, "read of");
 		if (n == 0)
 			break;
 		done += (size_t)n;
@@ -422,10 +428,10 @@ static int s3w_truncate(struct smux_writer *wr, const struct smux_ctx *ctx,
 	rc = smux_ctx_check(ctx, w->s->base.name, err);
 	if (rc)
 		return rc;
-	if (size > (uint64_t)INT64_MAX || ftruncate(w->fd, (off_t)size) < 0)
-		return smux_error_set(err, SMUX_E_LOCAL_IO, w->s->base.name,
-				      "truncate of \"%s\": staging file: %s",
-				      wr->key, strerror(errno ? errno : EFBIG));
+	if (size > (uint64_t)INT64_MAX)
+		return s3w_local(w, err, EFBIG, "truncate of");
+	if (ftruncate(w->fd, (off_t)size) < 0)
+		return s3w_local(w, err, errno, "truncate of");
 	w->clean = false;
 	pthread_mutex_lock(&w->lock);
 	old = w->size;
@@ -459,12 +465,12 @@ static int s3w_fallocate(struct smux_writer *wr, const struct smux_ctx *ctx,
 		e = errno;
 		if (e == EINTR)
 			continue;
-		rc = smux_error_set(err,
-				    e == EOPNOTSUPP ? SMUX_E_NOT_SUPPORTED
-						    : SMUX_E_LOCAL_IO,
-				    w->s->base.name,
-				    "fallocate of \"%s\": staging file: %s",
-				    wr->key, strerror(e));
+		if (e != EOPNOTSUPP)
+			return s3w_local(w, err, e, "fallocate of");
+		rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED, w->s->base.name,
+				    "fallocate of \"%s\" (mode %#x): not on "
+				    "the staging file",
+				    wr->key, (unsigned)mode);
 		err->e.sys_errno = e;
 		return rc;
 	}
