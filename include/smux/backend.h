@@ -141,6 +141,12 @@ enum smux_caps {
 	 * object need not head it first (a mux has it in failover mode only:
 	 * one target, chosen as a head's would be) */
 	SMUX_CAP_OPEN_EXISTING = 256,
+	/* one copy of every object: an in-place writer's commit only sets
+	 * the attributes the caller chose (mode, owner, mtime) and decides
+	 * nothing about where the content lives (no replica to agree with,
+	 * no hint to record), so it may follow the last close instead of
+	 * each close (a backend has it; a mux only with one member) */
+	SMUX_CAP_ONE_COPY = 512,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */

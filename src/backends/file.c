@@ -969,7 +969,8 @@ static unsigned fileb_caps(struct smux_backend *b)
 {
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
 			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR |
-			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING;
+			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING |
+			SMUX_CAP_ONE_COPY;
 
 	(void)b;
 	return caps;

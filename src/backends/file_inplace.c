@@ -18,8 +18,9 @@
  * as it got; the caller journals a write intent before the first write
  * and reconciles replicas at the next mount (src/core/intents.c).
  *
- * O_APPEND writes (SMUX_OFF_APPEND) go through a second descriptor opened
- * with O_APPEND on the same inode, so each lands at the end of the file
+ * O_APPEND writes (SMUX_OFF_APPEND) are pwritev2 with RWF_APPEND (or,
+ * where the kernel refuses that, writes on a second descriptor opened
+ * with O_APPEND on the same inode), so each lands at the end of the file
  * as it is then, even when another program appends behind our back.
  *
  * Containment: the file is opened with smux__file_open beneath its parent
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "backends/file_internal.h"
@@ -82,15 +84,30 @@ static int inplace_append(struct fileb_inplace *iw, const void *buf, size_t len,
 			  struct smux_error *err)
 {
 	const unsigned char *p = buf;
-	int fd = inplace_append_fd(iw, err);
+	bool flag = true; /* RWF_APPEND until the kernel refuses it */
+	int fd = iw->fd;
 
-	if (fd < 0)
-		return fd;
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+		ssize_t n;
 
+		/* a per-write O_APPEND (Linux 4.16) on the descriptor we
+		 * hold: no second open of the file per appending handle
+		 * (the offset is ignored, and the descriptor's position
+		 * stays: every other write here is a pwrite) */
+		if (flag)
+			n = pwritev2(fd, &iov, 1, 0, RWF_APPEND);
+		else
+			n = write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && flag && (errno == EOPNOTSUPP || errno == EINVAL)) {
+			flag = false;
+			fd = inplace_append_fd(iw, err);
+			if (fd < 0)
+				return fd;
+			continue;
+		}
 		if (n < 0)
 			return smux__file_fail(iw->fb, err, errno, "append to",
 					       iw->base.key);

@@ -1502,6 +1502,10 @@ static unsigned mux_caps(struct smux_backend *b)
 
 	for (size_t i = 0; i < v->n; i++)
 		caps &= smux_backend_caps(v->m[i]->backend);
+	/* two members: a commit records hints and applies the write
+	 * policy, which the caller must hear at close */
+	if (v->n != 1)
+		caps &= ~(unsigned)SMUX_CAP_ONE_COPY;
 	smux__view_put(v);
 	/* two shards: "a" and "a/" may route to different members */
 	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)

@@ -411,6 +411,11 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
  * and returns it. */
 struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
 				       struct smuxfs_ofile *of);
+/* Whether @of writes in place on a tree of one copy (SMUX_CAP_ONE_COPY):
+ * its writes are stored when they return and a commit only sets the
+ * attributes, so a handle may commit at its release instead of at each
+ * close (ops_io.c spares the kernel's FLUSH). */
+bool smuxfs_ofile_late(struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */
 void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of);
@@ -560,6 +565,9 @@ struct smuxfs_fh {
 	/* this handle wrote (or created): only a handle that wrote
 	 * commits at close; set by concurrent writes, read by flush */
 	atomic_bool wrote;
+	/* FILE: opened with fi->noflush (smuxfs_ofile_late): commits at
+	 * release, as flush would have */
+	bool late_commit;
 	uint64_t size;		     /* FILE: size at open */
 	char *data;		     /* VIRTUAL: the snapshot (owned) */
 	struct smuxfs_dirsnap *snap; /* DIR: the listing (ops_dir.c) */

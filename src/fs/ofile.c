@@ -48,7 +48,11 @@ struct smuxfs_ofile {
 	uint64_t size;	       /* staging: content size */
 	uint32_t mode;	       /* permission bits committed */
 	bool mode_set;	       /* mode meant as given (0000 too), else kept */
-	bool own;	       /* a created file: uid/gid given at its commit */
+	/* mode given by a create or a chmod through this ofile, not only
+	 * read at open (late: only a chosen mode is applied at commit, so a
+	 * chmod behind our back stands, as on a local file) */
+	bool mode_chosen;
+	bool own; /* a created file: uid/gid given at its commit */
 	/* created here (staged), never committed: the backend holds no
 	 * version of it, so getattr asks it nothing */
 	bool unstored;
@@ -57,6 +61,10 @@ struct smuxfs_ofile {
 	bool mtime_set;	  /* mtime_ns chosen by utimens */
 	bool dirty;	  /* content or attributes not committed */
 	bool inplace;	  /* w writes the object itself (in place) */
+	/* in place on a tree of one copy (SMUX_CAP_ONE_COPY): a write is
+	 * stored when it returns and the commit only sets attributes, so
+	 * handles commit at their release, not at each close */
+	bool late;
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
@@ -357,6 +365,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	smuxfs_ctx(&ctx);
 	of->durable = true;
 	of->inplace = !fs->force_staging && (caps & SMUX_CAP_INPLACE);
+	of->late = of->inplace && (caps & SMUX_CAP_ONE_COPY);
 	/* an existing file opened in place: the writer's open finds it (or
 	 * ENOENT, EISDIR) and says what it is, no head first (issue 8) */
 	existing = of->inplace && !(flags & SMUXFS_OF_CREATE) &&
@@ -366,6 +375,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * one) and owner (smuxfs_caller_owner), given at commit */
 		of->mode = co->mode & 07777;
 		of->mode_set = true;
+		of->mode_chosen = true;
 		of->own = co->flags & SMUX_PUT_OWNER;
 		of->uid = co->uid;
 		of->gid = co->gid;
@@ -409,6 +419,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (err.e.code != SMUX_E_NOT_SUPPORTED)
 		return smuxfs_errno(&err, "open writer", of->key);
 	of->inplace = false;
+	of->late = false;
 	if (existing) {
 		rc = ofile_head(fs, of, flags);
 		if (rc)
@@ -566,6 +577,8 @@ out:
 	return n;
 }
 
+static void readers_written(struct smuxfs *fs, const char *key);
+
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {
@@ -575,7 +588,6 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 	long n;
 	int rc;
 
-	(void)fs;
 	pthread_mutex_lock(&of->lock);
 	if (of->open_rc) {
 		n = of->open_rc;
@@ -607,6 +619,10 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			of->size = off + len;
 	}
 	ofile_changed_locked(of);
+	/* stored already, and no close commits it soon (late): readers
+	 * see it now, as readers of a local file do */
+	if (of->late)
+		readers_written(fs, of->key);
 	n = (long)len;
 out:
 	pthread_mutex_unlock(&of->lock);
@@ -657,8 +673,6 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 	return rc;
 }
 
-static void readers_written(struct smuxfs *fs, const char *key);
-
 /* Commit with of->lock held. */
 static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 			       bool durable)
@@ -676,9 +690,11 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (!of->dirty && !(durable && !of->durable))
 		return 0;
 	changed = of->dirty;
-	opts.mode = of->mode;
-	if (of->mode_set)
-		opts.flags |= SMUX_PUT_MODE;
+	if (!of->late || of->mode_chosen) {
+		opts.mode = of->mode;
+		if (of->mode_set)
+			opts.flags |= SMUX_PUT_MODE;
+	}
 	if (of->own) {
 		opts.flags |= SMUX_PUT_OWNER;
 		opts.uid = of->uid;
@@ -719,6 +735,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	of->ctime_ns = realtime_ns(); /* the commit set mode and times */
 	of->own = false;	      /* given once: a later chown stays */
+	of->mode_chosen = false;      /* applied: a later chmod stays too */
 	of->durable = of->w ? durable || of->durable : true;
 	if (opts.mtime_ns)
 		of->mtime_ns = opts.mtime_ns;
@@ -738,6 +755,16 @@ int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
 	rc = ofile_commit_locked(fs, of, durable);
 	pthread_mutex_unlock(&of->lock);
 	return rc;
+}
+
+bool smuxfs_ofile_late(struct smuxfs_ofile *of)
+{
+	bool late;
+
+	pthread_mutex_lock(&of->lock);
+	late = of->open_rc == 0 && of->late;
+	pthread_mutex_unlock(&of->lock);
+	return late;
 }
 
 void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of)
@@ -824,6 +851,7 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 	pthread_mutex_lock(&of->lock);
 	of->mode = mode & 07777;
 	of->mode_set = true;
+	of->mode_chosen = true;
 	dirty = of->dirty;
 	if (dirty)
 		of->ctime_ns = realtime_ns();
@@ -978,6 +1006,7 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		/* a writer that only starts empty (s3's): stage the content
 		 * just committed under the new name, as an open would */
 		of->inplace = false;
+		of->late = false;
 		rc = ofile_stage(fs, of, 0);
 		if (rc)
 			of->open_rc = rc;

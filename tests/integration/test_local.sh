@@ -16,7 +16,10 @@
 #     (read, write, fstat with nlink 0; more in test_unlinked.sh);
 #   - a failed unlink (the backing directory is immutable) leaves an open
 #     writer's data and its close() result intact (file);
-#   - a handle that only reads never commits: its close publishes nothing.
+#   - a handle that only reads never commits: its close publishes nothing;
+#   - a chmod of the backing file while the mount holds it open for
+#     appending stands after the close (file: nothing but what the caller
+#     chose is applied over the file).
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -155,6 +158,22 @@ if [ "$KIND" = file ]; then
 	[ "$(cat "$m/imm/f")" = "$(printf 'first\nsecond\nthird')" ] ||
 		fail "$KIND: writer's data after a failed unlink: $(cat "$m/imm/f")"
 	rm -r "$m/imm"
+fi
+
+if [ "$KIND" = file ]; then
+	log "$KIND: a chmod behind the mount while a file is open for append stands"
+	echo one >"$m/perm"
+	exec 8>>"$m/perm"
+	chmod 600 "$A/perm" # another program, straight on the storage
+	echo two >&8
+	exec 8>&-
+	# the handle's commit follows its release, which the kernel sends
+	# after close(2) without waiting: give it a moment
+	sleep 0.5
+	[ "$(stat -c %a "$A/perm")" = 600 ] ||
+		fail "$KIND: the close put mode $(stat -c %a "$A/perm") back over a chmod"
+	[ "$(cat "$A/perm")" = "$(printf 'one\ntwo')" ] || fail "$KIND: perm content"
+	rm "$m/perm"
 fi
 
 log "$KIND: a handle that only reads commits nothing"

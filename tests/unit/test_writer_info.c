@@ -269,10 +269,32 @@ static void test_writer_existing(void **state)
 	wt_release(&t);
 }
 
+/* SMUX_CAP_ONE_COPY: a file backend and a mux of one member have it (an
+ * in-place commit there only sets attributes, so smuxfs commits at the
+ * release and spares the kernel's FLUSH); a mux of two never (its commit
+ * records hints and applies the write policy, which close(2) reports). */
+static void test_one_copy(void **state)
+{
+	enum smux_mode modes[] = {SMUX_MODE_FAILOVER, SMUX_MODE_MIRROR};
+	struct wt t;
+
+	(void)state;
+	for (unsigned m = 0; m < 2; m++) {
+		wt_init(&t, modes[m], 1);
+		assert_true(smux_backend_caps(t.file[0]) & SMUX_CAP_ONE_COPY);
+		assert_true(smux_backend_caps(t.mux) & SMUX_CAP_ONE_COPY);
+		wt_release(&t);
+		wt_init(&t, modes[m], 2);
+		assert_false(smux_backend_caps(t.mux) & SMUX_CAP_ONE_COPY);
+		wt_release(&t);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_inplace_create_has_info),
+		cmocka_unit_test(test_one_copy),
 		cmocka_unit_test(test_inplace_trunc_info_after_cut),
 		cmocka_unit_test(test_single_mux_passes_info),
 		cmocka_unit_test(test_mirror_has_no_info),
