@@ -837,6 +837,12 @@ int smux__zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 /* Test hook (NULL in production): a zombie of (@replica, @key) begins
  * (in the thread that gave the call up). */
 extern void (*smux__zombie_hook_begin)(const char *replica, const char *key);
+/* Test hook (NULL in production): the last zombie of (@replica, @key)
+ * ended and the mux decides whether the pair needs a hint again (in the
+ * worker that ran the call, with the zombies' end lock and a view of the
+ * mux held). */
+extern void (*smux__zombie_hook_rehint)(struct smux_mux *mux,
+					const char *replica, const char *key);
 /* Test hook (NULL in production): smux__zombie_wait starts to wait for a
  * zombie of @key (called once per wait, under the wait's lock). */
 extern void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);

@@ -90,6 +90,8 @@ _Atomic(smux__zombie_fn) smux__zombie_hook_handoff;
 _Atomic(smux__zombie_fn) smux__zombie_hook_end;
 void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);
 void (*smux__zombie_hook_begin)(const char *replica, const char *key);
+void (*smux__zombie_hook_rehint)(struct smux_mux *mux, const char *replica,
+				 const char *key);
 
 static void zombies_put(struct smux__zombies *z)
 {
@@ -468,13 +470,22 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
 	}
 }
 
-/* The last zombie of (@replica, @key) ended (end_lock held, mux alive). */
-static void rehint(struct smux_mux *mux, const char *replica, const char *key)
+/*
+ * The last zombie of (@replica, @key) ended (end_lock held, mux alive).
+ * @v: the caller's view of the mux, put only after end_lock is let go:
+ * it may be the last reference to a member removed meanwhile, whose
+ * bulkhead is then freed, which waits for that bulkhead's other workers
+ * to be over - one of them may be waiting for end_lock to end its own
+ * zombie (the storm's shield run: both stuck, repair never converged).
+ */
+static void rehint(struct smux_mux *mux, struct mux_view *v,
+		   const char *replica, const char *key)
 {
-	struct mux_view *v = smux__view_get(mux);
 	struct mux_member *m = NULL;
 	enum smux__hint_kind kind;
 
+	if (smux__zombie_hook_rehint)
+		smux__zombie_hook_rehint(mux, replica, key);
 	for (unsigned i = 0; i < v->n && !m; i++)
 		if (strcmp(v->m[i]->name, replica) == 0)
 			m = v->m[i];
@@ -491,13 +502,13 @@ static void rehint(struct smux_mux *mux, const char *replica, const char *key)
 		smux_events_emit(mux->events, &ev);
 		smux__mux_kick(mux);
 	}
-	smux__view_put(v);
 }
 
 static void zombie_end(void *token, bool ran)
 {
 	struct zombie_ticket *t = token;
 	struct smux__zombies *z = t->z;
+	struct mux_view *v = NULL; /* put after end_lock: see rehint */
 	smux__zombie_fn hook;
 
 	pthread_mutex_lock(&z->end_lock);
@@ -513,8 +524,11 @@ static void zombie_end(void *token, bool ran)
 		 * shield run). Another zombie of the pair still running
 		 * decides (a new one beginning meanwhile finds the hint).
 		 */
-		if (pair_last(z, t->replica, t->key[k]) && ran && z->mux)
-			rehint(z->mux, t->replica, t->key[k]);
+		if (pair_last(z, t->replica, t->key[k]) && ran && z->mux) {
+			if (!v)
+				v = smux__view_get(z->mux);
+			rehint(z->mux, v, t->replica, t->key[k]);
+		}
 		hook = atomic_load(&smux__zombie_hook_handoff);
 		if (z->mux && hook)
 			hook(z->mux, t->replica, t->key[k]);
@@ -524,6 +538,8 @@ static void zombie_end(void *token, bool ran)
 			hook(z->mux, t->replica, t->key[k]);
 	}
 	pthread_mutex_unlock(&z->end_lock);
+	if (v)
+		smux__view_put(v);
 	/* writers of the keys waiting for this end (smux__zombie_wait) */
 	pthread_mutex_lock(&z->wait_lock);
 	pthread_cond_broadcast(&z->wait_cond);

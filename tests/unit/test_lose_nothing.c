@@ -1035,6 +1035,12 @@ static void ln_dump_pending(struct ln_run *r)
 	for (unsigned i = 0; i < v->n; i++)
 		fprintf(stderr, " %s", v->m[i]->name);
 	fputc('\n', stderr);
+	/* a zombie that never ends: is its call still hanging in the
+	 * faulty backend, or over there and stuck in the mux? */
+	for (int i = 0; i < LN_MEMBERS; i++)
+		fprintf(stderr, "  faulty %s: hanging=%u calls=%lu\n",
+			r->f[i]->name, smux_faulty_hanging(r->f[i]),
+			smux_faulty_calls(r->f[i]));
 	smux__view_put(v);
 }
 

@@ -770,6 +770,85 @@ static void test_sticky_write_skips_zombie_home(void **state)
 	pair_release(&p);
 }
 
+/* ---- a member removed while its zombies end ---- */
+
+static pthread_mutex_t rh_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rh_cond = PTHREAD_COND_INITIALIZER;
+static bool rh_in, rh_go; /* protected by rh_lock */
+
+/* The first rehint waits (end lock and view held) until the test says
+ * go; bounded, so a test that never says it fails rather than hangs. */
+static void on_rehint(struct smux_mux *mux, const char *replica,
+		      const char *key)
+{
+	struct timespec ts;
+
+	(void)mux, (void)replica, (void)key;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&rh_lock);
+	if (!rh_in) {
+		rh_in = true;
+		pthread_cond_broadcast(&rh_cond);
+		while (!rh_go &&
+		       pthread_cond_timedwait(&rh_cond, &rh_lock, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&rh_lock);
+}
+
+/*
+ * Mirror: two puts stuck on z1 (two of its workers), then z1 removed
+ * while the first zombie's end holds the end lock and a view that is the
+ * last one with z1 in it, and the second zombie's end waits for that
+ * lock. Putting that view frees z1's bulkhead, which waits for its other
+ * worker: with the lock still held, neither ever ended (the storm's
+ * shield run: "repair did not converge", zombies pending for good, and
+ * the mux's teardown hung). Both ends must be seen.
+ */
+static void test_mirror_zombies_end_member_removed(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct timespec ts, pause = {.tv_nsec = 20 * 1000000L};
+	unsigned base = ends_now();
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_MIRROR);
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
+	MH_OK(mh_put(p.mux, "k1", "v1", &err), &err); /* z0; z1 a zombie */
+	later(&p); /* z1 up again (only its puts hang) */
+	MH_OK(mh_put(p.mux, "k2", "v2", &err), &err); /* a second one */
+	assert_int_equal(smux_faulty_hanging(p.f[1]), 2);
+	rh_in = rh_go = false;
+	smux__zombie_hook_rehint = on_rehint;
+	smux_faulty_release_hangs(p.f[1]); /* both land */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&rh_lock);
+	while (!rh_in && pthread_cond_timedwait(&rh_cond, &rh_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&rh_lock);
+	assert_true(rh_in);
+	/* the first end is in its rehint: z1 goes from the mux */
+	smux_ctx_init(&ctx);
+	MH_OK(smux_mux_remove(p.mux, "z1", &ctx, &err), &err);
+	/* the other worker is out of its call: its end waits for the lock */
+	while (smux_faulty_hanging(p.f[1]) != 0)
+		nanosleep(&pause, NULL);
+	nanosleep(&pause, NULL);
+	pthread_mutex_lock(&rh_lock);
+	rh_go = true;
+	pthread_cond_broadcast(&rh_cond);
+	pthread_mutex_unlock(&rh_lock);
+	wait_ends(base + 2);
+	smux__zombie_hook_rehint = NULL;
+	MH_HOLDS(p.mux, "k1", "v1");
+	MH_HOLDS(p.mux, "k2", "v2");
+	pair_release(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_round_robin_put_refused_while_zombie),
 		cmocka_unit_test(test_weighted_put_refused_while_zombie),
 		cmocka_unit_test(test_round_robin_put_waits_for_zombie),
+		cmocka_unit_test(test_mirror_zombies_end_member_removed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
