@@ -46,6 +46,9 @@ extern "C" {
 #define SMUX_S3_PARALLEL_MAX 32
 /* Most parts of one multipart upload (S3's limit). */
 #define SMUX_S3_PARTS_MAX 10000u
+/* Default multipart_threshold: objects up to this size go in one PUT
+ * (rclone's --s3-upload-cutoff, 200 MiB). */
+#define SMUX_S3_MULTIPART_DEFAULT (200ull << 20)
 
 struct smux_s3_opts {
 	const char *endpoint; /* http:// or https:// host[:port], no path */
@@ -81,6 +84,16 @@ struct smux_s3_opts {
 	uint64_t part_size;
 	unsigned part_parallel; /* parts in flight per upload, 0: 4; at most
 				   SMUX_S3_PARALLEL_MAX */
+	/* A put up to this size is one PUT; a larger one a multipart upload
+	 * of part_size parts, which a writer (smux_backend_writer_open)
+	 * starts once the file it stages passes this size. Why not always
+	 * parts: one PUT is one request with the metadata in it, where an
+	 * upload is initiate + parts + complete + a copy for the metadata,
+	 * and a server that joins the parts on complete (s3rver copies
+	 * every byte again) pays the object twice. 0:
+	 * SMUX_S3_MULTIPART_DEFAULT; at most SMUX_S3_SINGLE_MAX; a value up
+	 * to part_size means any object above one part goes in parts. */
+	uint64_t multipart_threshold;
 	/* A directory (created 0700) journaling the multipart uploads in
 	 * flight, so the uploads a crash left on the server are aborted
 	 * at the next start (in the background); NULL: none. */

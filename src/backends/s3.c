@@ -730,7 +730,7 @@ int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	smux__s3_meta_headers(&c, meta, a.mode, a.mtime_ns, a.has_owner,
 			      a.has_owner ? a.uid : 0, a.has_owner ? a.gid : 0);
-	if (src->length > s->part_size) {
+	if (src->length > s->mpu_above) {
 		rc = smux__s3_mpu_put(s, ctx, key, src, &c, etag, sizeof(etag),
 				      err);
 	} else {
@@ -977,6 +977,8 @@ int smux_s3_new(const char *name, const struct smux_s3_opts *o,
 	if (o->copy_part_size && (o->copy_part_size < SMUX_S3_PART_MIN ||
 				  o->copy_part_size > SMUX_S3_SINGLE_MAX))
 		return bad_opt(name, err, "copy_part_size: 5 MiB to 5 GiB");
+	if (o->multipart_threshold > SMUX_S3_SINGLE_MAX)
+		return bad_opt(name, err, "multipart_threshold: at most 5 GiB");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
@@ -997,6 +999,10 @@ int smux_s3_new(const char *name, const struct smux_s3_opts *o,
 		o->copy_part_size ? o->copy_part_size : SMUX_S3_SINGLE_MAX;
 	s->part_size = o->part_size ? o->part_size : (8ull << 20);
 	s->part_parallel = o->part_parallel ? o->part_parallel : 4;
+	s->mpu_above = o->multipart_threshold ? o->multipart_threshold
+					      : SMUX_S3_MULTIPART_DEFAULT;
+	if (s->mpu_above < s->part_size)
+		s->mpu_above = s->part_size;
 	if (!s->bucket || !s->prefix || !s->region) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
 		goto fail;

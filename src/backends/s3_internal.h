@@ -47,6 +47,8 @@ struct s3b {
 	uint64_t copy_part_size;
 	uint64_t part_size;
 	unsigned part_parallel;
+	/* larger puts go in parts: multipart_threshold, at least part_size */
+	uint64_t mpu_above;
 	struct s3b_orphans *orphans; /* s3_orphans.c; NULL: no journal */
 	/* what was last known of each object's attributes, so a listing
 	 * needs no HEAD per entry (core/attrstore.c); NULL: off */

@@ -9,15 +9,17 @@
  * its content would mean reading all of it first).
  *
  * The pending content lives in an unnamed temp file (smux_tmpfile); pread
- * reads it back. Once it passes a part boundary (the backend's part_size)
- * and the writes so far looked sequential (none went into a part before
- * the last one), the writer initiates a multipart upload (journaled by
+ * reads it back. Once it passes the backend's multipart_threshold (a
+ * smaller file is one PUT at commit: one request, no parts to join) and
+ * the writes so far looked sequential (none went into a part before the
+ * last one), the writer initiates a multipart upload (journaled by
  * s3_orphans.c, so a crash's leftover is aborted at the next start) and
  * its workers (up to part_parallel threads, started then) send every full
- * part in the background, read from the temp file at its offset: memory
- * stays bounded whatever the size. A write or truncate into a part that
- * was sent, or is being sent, drops that part's ETag (a send under way is
- * marked dirty and its answer thrown away), so the part goes out again.
+ * part (of part_size) in the background, read from the temp file at its
+ * offset: memory stays bounded whatever the size. A write or truncate
+ * into a part that was sent, or is being sent, drops that part's ETag (a
+ * send under way is marked dirty and its answer thrown away), so the part
+ * goes out again.
  *
  * Commit: without an upload, one put of the temp file as today (a single
  * PUT with the metadata, or s3_mpu.c's parallel upload). With one, the
@@ -381,7 +383,8 @@ static int s3w_pwrite(struct smux_writer *wr, const struct smux_ctx *ctx,
 		drop = w->upload_id != NULL;
 		w->seq = false;
 	}
-	start = !w->upload_id && w->seq && w->size > w->psize;
+	/* up to the threshold the commit's single PUT is cheaper (s3.h) */
+	start = !w->upload_id && w->seq && w->size > w->s->mpu_above;
 	pthread_mutex_unlock(&w->lock);
 	if (drop)
 		s3w_abort(w);

@@ -103,6 +103,8 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 	[SMUX__BK_IDLE_TIMEOUT] = {"idle_timeout", SMUX__VT_DURATION, T_CREDS},
 	[SMUX__BK_PART_SIZE] = {"part_size", SMUX__VT_SIZE, T(S3)},
 	[SMUX__BK_PART_PARALLEL] = {"part_parallel", SMUX__VT_COUNT, T(S3)},
+	[SMUX__BK_MULTIPART_THRESHOLD] = {"multipart_threshold", SMUX__VT_SIZE,
+					  T(S3)},
 	[SMUX__BK_SEGMENT_THRESHOLD] = {"segment_threshold", SMUX__VT_SIZE,
 					T(SWIFT)},
 	[SMUX__BK_SEGMENT_SIZE] = {"segment_size", SMUX__VT_SIZE, T(SWIFT)},

@@ -367,6 +367,13 @@ static int build_s3(struct smux__cfg_section *s, const char *state_dir,
 	so.part_parallel = v[SMUX__BK_PART_PARALLEL].line
 				   ? (unsigned)v[SMUX__BK_PART_PARALLEL].u
 				   : 0;
+	/* 0 in the file: parts above one part (0 in the options is the
+	 * library's default) */
+	if (v[SMUX__BK_MULTIPART_THRESHOLD].line)
+		so.multipart_threshold =
+			v[SMUX__BK_MULTIPART_THRESHOLD].u
+				? v[SMUX__BK_MULTIPART_THRESHOLD].u
+				: 1;
 	so.endpoint = v[SMUX__BK_ENDPOINT].s;
 	so.bucket = v[SMUX__BK_BUCKET].s;
 	so.region = v[SMUX__BK_REGION].line ? v[SMUX__BK_REGION].s : NULL;

@@ -160,6 +160,7 @@ enum {
 	/* s3 multipart uploads */
 	SMUX__BK_PART_SIZE,
 	SMUX__BK_PART_PARALLEL,
+	SMUX__BK_MULTIPART_THRESHOLD,
 	/* swift large objects */
 	SMUX__BK_SEGMENT_THRESHOLD,
 	SMUX__BK_SEGMENT_SIZE,

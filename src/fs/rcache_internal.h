@@ -40,6 +40,9 @@
 #define RC_PIECE (8 * RC_CHUNK)
 /* Threads sending read-ahead gets (so at most this many in flight). */
 #define RC_WORKERS 4
+/* The window of a stream once it proved sequential (its first refill):
+ * a get of RC_PIECE for every worker at once. */
+#define RC_STREAM (RC_WORKERS * RC_PIECE)
 
 enum rentry_state {
 	RE_READY,  /* the sparse file exists; chunks say what it holds */

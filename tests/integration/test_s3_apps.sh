@@ -44,7 +44,8 @@ endpoint = $EP
 bucket = $B
 region = us-east-1
 prefix = apps
-credentials_env = SMUX_IT_S3APPS"
+credentials_env = SMUX_IT_S3APPS
+multipart_threshold = 8M"
 case $KIND in
 s3) cfg_raw "[backend root]
 $S3CFG

@@ -130,6 +130,7 @@ endpoint = $EP
 bucket = $B
 credentials_env = S3F
 part_size = 5M
+multipart_threshold = 5M
 
 [backend d]
 type = http

@@ -29,6 +29,7 @@ bucket = $B
 credentials_env = S3T
 part_size = 5M
 part_parallel = 2
+multipart_threshold = 5M
 "
 export S3T_ACCESS_KEY_ID=S3RVER S3T_SECRET_ACCESS_KEY=S3RVER
 M=$T/mnt

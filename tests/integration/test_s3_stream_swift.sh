@@ -30,6 +30,7 @@ endpoint = $S3_ENDPOINT
 bucket = $B
 credentials_env = SW3
 part_size = 5M
+multipart_threshold = 5M
 "
 M=$T/mnt
 mount_smux "$CONF" "$M"

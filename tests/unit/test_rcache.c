@@ -788,6 +788,40 @@ static void test_sequential_readahead(void **state)
 }
 
 /*
+ * A stream from offset 0 starts with a small window (a reader of a file's
+ * head costs little more than its own chunks) and, once its first refill
+ * shows it sequential, queues RC_STREAM bytes: a get for every worker at
+ * once. Before, the window doubled from 1.125 MiB, so after 3 MiB read
+ * in order about 6 MiB were queued and one or two gets were in flight.
+ */
+static void test_stream_window(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 48 * MB;
+	struct smuxfs_rcache_ra ra = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+
+	open_cache(e, 256 * MB);
+	put_obj(e, "win", 1, size, etag);
+	for (uint64_t off = 0; off < 3 * MB; off += 128 * KB)
+		assert_true(read_ra_check(e, &ra, "win", etag, 1, size, off,
+					  128 * KB) > 0);
+	st = stats(e);
+	print_message("  queued %llu bytes in %llu gets after 3 MiB\n",
+		      (unsigned long long)st.ra_bytes,
+		      (unsigned long long)st.ra_gets);
+	assert_true(st.ra_bytes >= 30 * MB);
+	assert_true(st.ra_inflight_max <= st.ra_budget);
+	/* the bytes queued land, right */
+	st = stats_settled(e, 3 * MB + st.ra_bytes);
+	assert_int_equal(st.fill_failures, 0);
+	for (uint64_t off = 3 * MB; off < 34 * MB; off += 1 * MB)
+		assert_true(read_ra_check(e, &ra, "win", etag, 1, size, off,
+					  1 * MB) > 0);
+}
+
+/*
  * An object larger than a quarter of the capacity is cached in segments
  * (each at most that quarter, charged and evicted on its own) instead of
  * read past the cache with a get per read: a sequential stream gets
@@ -984,6 +1018,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_object_segments,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stream_window, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_readahead_within_cache,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pinned_version, setup,

@@ -94,6 +94,7 @@ static struct smux_backend *open_bucket(const char *bucket, uint64_t part)
 		.secret_key = SECRET,
 		.max_attempts = 1,
 		.part_size = part,
+		.multipart_threshold = part, /* parts above one part */
 	};
 	struct smux_backend *b = NULL;
 	struct smux_error err;
@@ -436,6 +437,11 @@ static void test_options(void **state)
 	expect_code(smux_s3_new("o", &o, &b, &err), &err,
 		    SMUX_E_INVALID_OPTIONS);
 	o.part_size = 0;
+	o.multipart_threshold = SMUX_S3_SINGLE_MAX + 1;
+	expect_code(smux_s3_new("o", &o, &b, &err), &err,
+		    SMUX_E_INVALID_OPTIONS);
+	assert_non_null(strstr(err.e.message, "multipart_threshold"));
+	o.multipart_threshold = 0;
 	o.secret_key = NULL;
 	expect_code(smux_s3_new("o", &o, &b, &err), &err,
 		    SMUX_E_INVALID_OPTIONS);
@@ -461,7 +467,9 @@ static void wait_parts(long n)
 		fail_msg("only %ld of %ld parts sent", parts_sent(), n);
 }
 
-static struct smux_backend *open_parts(unsigned parallel)
+/* A backend on bucket "parts": @parallel parts in flight, one PUT up to
+ * @threshold bytes. */
+static struct smux_backend *open_parts_at(unsigned parallel, uint64_t threshold)
 {
 	struct smux_s3_opts o = {
 		.endpoint = endpoint,
@@ -472,6 +480,7 @@ static struct smux_backend *open_parts(unsigned parallel)
 		.max_attempts = 1,
 		.part_size = WPART,
 		.part_parallel = parallel,
+		.multipart_threshold = threshold,
 	};
 	struct smux_backend *b = NULL;
 	struct smux_error err;
@@ -479,6 +488,12 @@ static struct smux_backend *open_parts(unsigned parallel)
 	if (smux_s3_new("parts", &o, &b, &err) != 0)
 		fail_msg("smux_s3_new: %s", err.e.message);
 	return b;
+}
+
+/* The same, streaming above one part. */
+static struct smux_backend *open_parts(unsigned parallel)
+{
+	return open_parts_at(parallel, WPART);
 }
 
 static struct smux_writer *wopen(struct smux_backend *b, const char *key)
@@ -533,6 +548,20 @@ static void expect_object(struct smux_backend *b, const char *key,
 	free(buf);
 }
 
+/* The object @key has @mode and @mtime (the commit's). */
+static void expect_attrs(struct smux_backend *b, const char *key, uint32_t mode,
+			 int64_t mtime)
+{
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_backend_head(b, &ctx, key, &info, &err), 0);
+	assert_int_equal(info.mode & 07777, mode);
+	assert_true(info.mtime_ns == mtime);
+}
+
 static void wcommit_fails(struct smux_writer *w)
 {
 	struct smux_error err;
@@ -582,15 +611,11 @@ static void test_writer_streams(void **state)
 	size_t len = WPART * 3 + WPART / 2;
 	unsigned char *ref = malloc(len);
 	const int64_t mtime = 1700000000123456789ll;
-	struct smux_writer *w;
-	struct smux_error err;
-	struct smux_info info;
-	struct smux_ctx ctx;
 	long before = parts_sent();
+	struct smux_writer *w;
 
 	(void)state;
 	assert_non_null(ref);
-	smux_ctx_init(&ctx);
 	w = wopen(b, "stream");
 	wwrite(w, ref, 0, len, 1);
 	wait_parts(before + 3);
@@ -599,10 +624,46 @@ static void test_writer_streams(void **state)
 	wcommit(w, 0640, mtime);
 	assert_int_equal(open_uploads(), 0);
 	expect_object(b, "stream", ref, len);
-	assert_int_equal(smux_backend_head(b, &ctx, "stream", &info, &err), 0);
-	assert_int_equal(info.mode & 07777, 0640);
-	assert_true(info.mtime_ns == mtime);
+	expect_attrs(b, "stream", 0640, mtime);
 	wdone(b, w, "stream", ref);
+}
+
+/*
+ * Up to multipart_threshold a writer sends nothing while it is written
+ * and its commit is one PUT (no upload, not one part: the server counts
+ * none) carrying the commit's mode and mtime; written on past the
+ * threshold, the same writer streams its parts. Before the threshold, a
+ * writer streamed from its first full part, so this 3.5-part file sent
+ * 3 parts while written and its commit a fourth, completed the upload
+ * and copied the object onto itself for the metadata.
+ */
+static void test_writer_single_put(void **state)
+{
+	struct smux_backend *b = open_parts_at(2, WPART * 4);
+	size_t len = WPART * 3 + WPART / 2, big = WPART * 5 + 3;
+	unsigned char *ref = malloc(big);
+	const int64_t mtime = 1700000000987654321ll;
+	long before = parts_sent();
+	struct smux_writer *w;
+
+	(void)state;
+	assert_non_null(ref);
+	w = wopen(b, "single");
+	wwrite(w, ref, 0, len, 3);
+	assert_int_equal(open_uploads(), 0);
+	wcommit(w, 0604, mtime);
+	assert_int_equal(parts_sent(), before);
+	assert_int_equal(open_uploads(), 0);
+	expect_object(b, "single", ref, len);
+	expect_attrs(b, "single", 0604, mtime);
+	/* past the threshold: the full parts go while the file is open */
+	wwrite(w, ref, len, big - len, 4);
+	wait_parts(before + 5);
+	assert_int_equal(open_uploads(), 1);
+	wcommit(w, 0604, mtime);
+	assert_int_equal(open_uploads(), 0);
+	expect_object(b, "single", ref, big);
+	wdone(b, w, "single", ref);
 }
 
 /*
@@ -826,6 +887,7 @@ int main(void)
 		cmocka_unit_test(test_keeps_owners),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_writer_streams),
+		cmocka_unit_test(test_writer_single_put),
 		cmocka_unit_test(test_writer_rewrites),
 		cmocka_unit_test(test_writer_close_aborts),
 		cmocka_unit_test(test_writer_fallocate),
