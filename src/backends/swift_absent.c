@@ -24,74 +24,38 @@
  * last-writer-wins anyway. Only storage is lost, never data: what the
  * segments held was replaced or deleted through the mount on purpose.
  *
- * A fixed table of SWIFT_ABSENT_SLOTS slots indexed by the key's FNV-1a
- * hash (a colliding key takes the slot: a lost hint), under its own mutex.
+ * The notes are core/keynotes.h's (SWIFT_ABSENT_SLOTS slots by key hash,
+ * a colliding key takes the slot: a lost hint), an enum swift_known each.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "backends/swift_internal.h"
-#include "smux/ctx.h"
-#include "smux/mux.h"
 
 int swift__absent_init(struct swiftb *s)
 {
-	pthread_mutex_init(&s->absent_mu, NULL);
-	s->absent = calloc(SWIFT_ABSENT_SLOTS, sizeof(*s->absent));
-	return s->absent ? 0 : -1;
+	s->known = smux__keynotes_new(
+		SWIFT_ABSENT_SLOTS, sizeof(enum swift_known), SWIFT_ABSENT_NS);
+	return s->known ? 0 : -1;
 }
 
 void swift__absent_free(struct swiftb *s)
 {
-	free(s->absent);
-	s->absent = NULL;
-	pthread_mutex_destroy(&s->absent_mu);
-}
-
-static uint64_t key_hash(const char *key)
-{
-	uint64_t h = smux_fnv1a(key, strlen(key));
-
-	return h ? h : 1; /* 0 marks an empty slot */
+	smux__keynotes_free(s->known);
+	s->known = NULL;
 }
 
 /* Notes @key in @state (@set), or drops its note when it is in @state. */
 static void known_note(struct swiftb *s, const char *key,
 		       enum swift_known state, bool set)
 {
-	uint64_t h = key_hash(key);
-	struct swift_absent *a;
-
-	if (!s->absent)
-		return;
-	a = &s->absent[h % SWIFT_ABSENT_SLOTS];
-	pthread_mutex_lock(&s->absent_mu);
-	if (set) {
-		a->hash = h;
-		a->state = state;
-		a->at_ns = smux_now_ns();
-	} else if (a->hash == h && a->state == state) {
-		a->hash = 0;
-	}
-	pthread_mutex_unlock(&s->absent_mu);
+	smux__keynotes_put(s->known, key, set ? &state : NULL, &state);
 }
 
 /* Whether @key was noted in @state within SWIFT_ABSENT_NS. */
 static bool known_seen(struct swiftb *s, const char *key,
 		       enum swift_known state)
 {
-	uint64_t h = key_hash(key);
-	struct swift_absent *a;
-	bool seen;
+	enum swift_known got;
 
-	if (!s->absent)
-		return false;
-	a = &s->absent[h % SWIFT_ABSENT_SLOTS];
-	pthread_mutex_lock(&s->absent_mu);
-	seen = a->hash == h && a->state == state &&
-	       smux_now_ns() - a->at_ns < SWIFT_ABSENT_NS;
-	pthread_mutex_unlock(&s->absent_mu);
-	return seen;
+	return smux__keynotes_get(s->known, key, &got) && got == state;
 }
 
 void swift__absent_note(struct swiftb *s, const char *key, bool absent)

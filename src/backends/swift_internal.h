@@ -16,6 +16,7 @@
 
 #include "backends/http_client.h"
 #include "core/attrstore.h"
+#include "core/keynotes.h"
 #include "smux/swift.h"
 
 /* Longest token or storage URL accepted from an auth answer (bytes). */
@@ -67,13 +68,6 @@ enum swift_known {
 	SWIFT_KNOWN_PLAIN,  /* an object that is no large-object manifest */
 };
 
-/* One key last seen absent or plain, by hash. */
-struct swift_absent {
-	uint64_t hash; /* 0: empty slot */
-	int64_t at_ns; /* CLOCK_MONOTONIC */
-	enum swift_known state;
-};
-
 /* Slots of the absent memory, and how long a note is a hint. */
 #define SWIFT_ABSENT_SLOTS 1024
 #define SWIFT_ABSENT_NS	   (10LL * 1000000000LL)
@@ -114,9 +108,9 @@ struct swiftb {
 	struct swift_limits limits; /* under limits_mu */
 	atomic_ulong n_bulk;	    /* bulk-delete requests sent */
 	atomic_ulong n_orphans;	    /* segments that could not be deleted */
-	/* keys last seen absent (swift_absent.c): which put to try first */
-	pthread_mutex_t absent_mu;
-	struct swift_absent *absent; /* SWIFT_ABSENT_SLOTS, or NULL */
+	/* keys last seen absent or plain (swift_absent.c, core/keynotes.h:
+	 * an enum swift_known each): which put or delete to send first */
+	struct smux__keynotes *known; /* NULL: no hints */
 	/* what was last known of each object's attributes, so a listing
 	 * needs no HEAD per entry (core/attrstore.c); NULL: off */
 	struct smux__attrstore *attrs;
