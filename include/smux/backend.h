@@ -76,6 +76,13 @@ struct smux_get_opts {
 enum smux_put_flags {
 	SMUX_PUT_MODE = 1,  /* mode is meant as given (0000 stays 0000) */
 	SMUX_PUT_OWNER = 2, /* uid/gid are meant (SMUX_ID_NONE: keep) */
+	/* A hint, never a fact: the caller created the file after seeing
+	 * the key absent (the kernel's LOOKUP, a directory's known names)
+	 * and has stored nothing under it since. A backend may put without
+	 * first looking for an old object (the swift backend sends a
+	 * conditional create, "If-None-Match: *"), and must still be right
+	 * when the key exists after all (another client wrote it). */
+	SMUX_PUT_NEW = 4,
 };
 
 struct smux_put_opts {

@@ -364,6 +364,7 @@ static void bunnyb_destroy(struct smux_backend *b)
 	free(z->host);
 	pthread_mutex_destroy(&z->lock);
 	pthread_cond_destroy(&z->cond);
+	smux__bunny_seen_free(z);
 	smux_backend_release(&z->base);
 	free(z);
 }
@@ -501,6 +502,7 @@ int smux_bunny_new(const char *name, const struct smux_bunny_opts *opts,
 	}
 	pthread_mutex_init(&z->lock, NULL);
 	pthread_cond_init(&z->cond, NULL);
+	smux__bunny_seen_init(z); /* without its table: no hints, no error */
 	z->max_inflight = opts->max_concurrency ? opts->max_concurrency : 4;
 	z->zone = strdup(opts->zone);
 	z->region =

@@ -131,12 +131,40 @@ static int get_whole_end(struct bunnyb *z, const char *key, struct get_state *g,
 	return 0;
 }
 
-/* One DESCRIBE + GET round; -EAGAIN (err untouched) when the object
- * changed between the two and no version was pinned. */
+/*
+ * The end of a whole-object GET sent on a listing's note @seen instead of
+ * a DESCRIBE: the bytes are that version only when their SHA-256 is its
+ * Checksum and their count its Length; anything else (another version, a
+ * directory's answer, an error) is rewound and -EAGAIN (err cleared): the
+ * caller asks again with the DESCRIBE. A full local disk stays an error.
+ */
+static int get_seen_end(struct get_state *g, const struct smux__bunny_obj *seen,
+			int rc, struct smux_error *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char hex[65];
+
+	if (rc < 0 && g->out->error)
+		return smux_error_make_local(err, g->out->error);
+	if (rc == 0 && g->resp->body_bytes == seen->length) {
+		EVP_DigestFinal_ex(g->md, md, &mdlen);
+		smux__bunny_hex(md, mdlen, hex);
+		if (strcmp(hex, seen->checksum) == 0)
+			return 0;
+	}
+	smux_error_clear(err);
+	rc = smux_sink_rewind(g->out);
+	return rc < 0 ? smux_error_make_local(err, -rc) : -EAGAIN;
+}
+
+/* One DESCRIBE + GET round, or a GET alone on a listing's note @seen (may
+ * be NULL); -EAGAIN (err untouched) when the object changed between the
+ * two and no version was pinned, or the note was not the object's. */
 static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 		    const char *key, const struct smux_get_opts *opts,
 		    struct smux_sink *sink, struct smux_info *info,
-		    struct smux_error *err)
+		    const struct smux__bunny_obj *seen, struct smux_error *err)
 {
 	struct smux__http_req req = {.method = "GET"};
 	struct smux__http_resp resp;
@@ -152,9 +180,13 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 	char *url;
 	int rc;
 
-	rc = smux__bunny_describe(z, ctx, key, &o, err);
-	if (rc < 0)
-		return rc;
+	if (seen) {
+		o = *seen;
+	} else {
+		rc = smux__bunny_describe(z, ctx, key, &o, err);
+		if (rc < 0)
+			return rc;
+	}
 	smux__bunny_fill_obj(&oinfo, &o);
 	free(o.name);
 	if (o.is_dir)
@@ -202,7 +234,9 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 	if (hdrs[0] && resp.status == 200)
 		atomic_store(&z->no_range, true);
 	if (g.whole) {
-		rc = get_whole_end(z, key, &g, &oinfo, if_match, rc, info, err);
+		rc = seen ? get_seen_end(&g, seen, rc, err)
+			  : get_whole_end(z, key, &g, &oinfo, if_match, rc,
+					  info, err);
 		EVP_MD_CTX_free(g.md);
 		return rc;
 	}
@@ -243,6 +277,7 @@ int smux__bunny_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		    struct smux_error *err)
 {
 	struct bunnyb *z = smux__bunny_from(b);
+	struct smux__bunny_obj seen;
 	struct smux_info hinfo;
 	int rc = -EAGAIN;
 
@@ -254,10 +289,21 @@ int smux__bunny_get(struct smux_backend *b, const struct smux_ctx *ctx,
 				      smux__bunny_name(z),
 				      "get \"%s\": is a directory", key);
 	}
+	/* a whole file a listing just showed: no DESCRIBE first, when the
+	 * sink can start again should the bytes not be that version */
+	if (smux__bunny_seen_get(z, key, &seen) && seen.length > 0 &&
+	    smux_sink_can_rewind(sink) && (!opts || opts->offset == 0) &&
+	    (!opts || opts->length >= seen.length) &&
+	    (!opts || !opts->if_match || !opts->if_match[0] ||
+	     strcmp(opts->if_match, seen.checksum) == 0)) {
+		rc = get_once(z, ctx, key, opts, sink, info, &seen, err);
+		if (rc == -EAGAIN)
+			smux__bunny_seen_note(z, key, NULL);
+	}
 	/* a put between DESCRIBE and GET: read the new version, a few times
 	 * at most */
 	for (int i = 0; i < 3 && rc == -EAGAIN; i++)
-		rc = get_once(z, ctx, key, opts, sink, info, err);
+		rc = get_once(z, ctx, key, opts, sink, info, NULL, err);
 	if (rc == -EAGAIN)
 		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				      smux__bunny_name(z),

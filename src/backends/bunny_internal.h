@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "backends/http_client.h"
+#include "core/keynotes.h"
 #include "smux/backend.h"
 
 /* Longest ObjectName kept (bytes): one key segment. */
@@ -78,6 +79,10 @@ void smux__bunny_hex(const unsigned char *md, unsigned int mdlen, char *hex);
 /* The key head() never finds: the health probe's DESCRIBE. */
 #define BUNNY_PROBE_KEY ".smuxfs-health-probe"
 
+/* Slots of the listed-files memory, and how long a note is a hint. */
+#define BUNNY_SEEN_SLOTS 2048
+#define BUNNY_SEEN_NS	 (60LL * 1000000000LL)
+
 struct bunnyb {
 	struct smux_backend base; /* first: downcast by smux__bunny_from */
 	struct smux__http *http;
@@ -98,6 +103,9 @@ struct bunnyb {
 	atomic_bool describe_dirs;
 	/* renames that uploaded the caller's local copy (bunny_rename.c) */
 	atomic_ulong n_local_renames;
+	/* files the listings showed (bunny_seen.c, core/keynotes.h): whole
+	 * gets without a DESCRIBE first; NULL: no hints */
+	struct smux__keynotes *seen;
 };
 
 /* The instance behind @b, NULL when @b is not a bunny backend. */
@@ -132,6 +140,18 @@ int smux__bunny_describe(struct bunnyb *z, const struct smux_ctx *ctx,
 int smux__bunny_list_one(struct bunnyb *z, const struct smux_ctx *ctx,
 			 const char *dir, struct smux__bunny_obj **out,
 			 size_t *n, struct smux_error *err);
+
+/* bunny_seen.c: hints for whole-object gets, checked by the SHA-256 of
+ * the bytes read. Notes @o for @key (a file with a Checksum; else, or
+ * @o NULL, drops @key's note). */
+int smux__bunny_seen_init(struct bunnyb *z);
+void smux__bunny_seen_free(struct bunnyb *z);
+void smux__bunny_seen_note(struct bunnyb *z, const char *key,
+			   const struct smux__bunny_obj *o);
+/* Whether @key was listed within BUNNY_SEEN_NS: its Length, LastChanged
+ * and Checksum in *@o (o->name NULL). */
+bool smux__bunny_seen_get(struct bunnyb *z, const char *key,
+			  struct smux__bunny_obj *o);
 
 /* The operations (struct smux_backend_ops of smux/backend.h). */
 int smux__bunny_head(struct smux_backend *b, const struct smux_ctx *ctx,

@@ -181,6 +181,9 @@ static int list_dir(struct bunnyb *z, const struct smux_ctx *ctx,
 				rc = smux__bunny_nomem(z, err);
 			continue;
 		}
+		/* what a whole get of it may take without a DESCRIBE,
+		 * checked by its SHA-256 (bunny_seen.c) */
+		smux__bunny_seen_note(z, key, &v[i]);
 		if (!starts_with(key, prefix))
 			continue;
 		smux__bunny_fill_obj(&info, &v[i]);

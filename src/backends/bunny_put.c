@@ -174,6 +174,7 @@ int smux__bunny_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char *url;
 	int rc;
 
+	smux__bunny_seen_note(z, key, NULL); /* another version from here */
 	if (type && type != S_IFREG && type != S_IFDIR)
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED,
 				      smux__bunny_name(z),
@@ -267,6 +268,7 @@ int smux__bunny_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
 				      smux__bunny_name(z),
 				      "cannot delete the root");
+	smux__bunny_seen_note(z, key, NULL);
 	/* DELETE of a directory is recursive on Bunny, with or without its
 	 * slash: look first, so a file key never takes a tree with it and a
 	 * marker key only an empty directory */

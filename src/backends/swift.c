@@ -204,7 +204,7 @@ static int swiftb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		what[256], md5[33] = "";
 	const char *hdrs[9];
 	bool is_dir = swift__key_is_dir(key), large, old_slo = false;
-	bool if_absent = false;
+	bool if_absent = false, plain = false;
 	char **old_segs = NULL;
 	size_t n_old = 0;
 	uint32_t mode = 0;
@@ -228,11 +228,17 @@ static int swiftb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 					      "source: %s",
 					      key, strerror(-rc));
 	}
-	/* a key seen absent is put with "If-None-Match: *" and without the
-	 * HEAD below: nothing is replaced, so no segments are left behind;
-	 * Swift refuses it (412) when the key exists after all */
-	if_absent = !is_dir && !large && swift__absent_seen(s, key);
-	if (!is_dir && !if_absent) {
+	/* a key seen absent (here, or by the caller's create) is put with
+	 * "If-None-Match: *" and without the HEAD below: nothing is
+	 * replaced, so no segments are left behind; Swift refuses it (412)
+	 * when the key exists after all. A key seen a plain object has no
+	 * segments (the worst case when it became a large object since:
+	 * swift_absent.c). */
+	if_absent = !is_dir && !large &&
+		    ((opts && (opts->flags & SMUX_PUT_NEW)) ||
+		     swift__absent_seen(s, key));
+	plain = !is_dir && !if_absent && swift__plain_seen(s, key);
+	if (!is_dir && !if_absent && !plain) {
 		/* a large object replaced leaves its segments behind unless
 		 * they are deleted after the new one is in place */
 		rc = swift__segments_of(s, ctx, key, true, &old_segs, &n_old,
@@ -347,10 +353,15 @@ stored:
 		}
 		swift__recent_note(s, key, false, &st);
 		swift__absent_note(s, key, false);
+		if (!is_dir) /* ours now: plain, or an SLO */
+			swift__plain_note(s, key, !large);
 		if (info)
 			*info = st;
 	}
 out:
+	/* a large put that failed may have left its manifest in place */
+	if (rc < 0 && large)
+		swift__plain_note(s, key, false);
 	swift__paths_free(old_segs, n_old);
 	return rc;
 }
@@ -371,8 +382,10 @@ static int swiftb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!key[0])
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name_of(s),
 				      "cannot delete the root");
-	if (!swift__key_is_dir(key)) {
-		/* a large object's segments go with it */
+	/* a large object's segments go with it; a key seen a plain object
+	 * has none (the worst case when it became one since: its segments
+	 * stay behind, swift_absent.c) */
+	if (!swift__key_is_dir(key) && !swift__plain_seen(s, key)) {
 		rc = swift__segments_of(s, ctx, key, false, &segs, &n_segs,
 					&is_slo, err);
 		if (rc < 0)
@@ -460,6 +473,9 @@ static int copy_as(struct swiftb *s, const struct smux_ctx *ctx,
 	req.body = &empty;
 	req.what = swift__what(what, sizeof(what), "COPY", src);
 	rc = swift__do(s, ctx, &req, path, &resp, err);
+	/* a copy of a plain object's bytes (@src_info given) is one; of
+	 * anything else, or a manifest, not known to be */
+	swift__plain_note(s, dst, rc == 0 && src_info && !query[0]);
 	if (rc == 0 && src_info && !query[0] &&
 	    copied_info(src_info, &resp, &info)) {
 		swift__recent_note(s, dst, false, &info);

@@ -16,6 +16,7 @@
 
 #include "backends/http_client.h"
 #include "core/attrstore.h"
+#include "core/keynotes.h"
 #include "smux/swift.h"
 
 /* Longest token or storage URL accepted from an auth answer (bytes). */
@@ -60,10 +61,11 @@ struct swift_limits {
 	uint64_t max_deletes;  /* bulk_delete.max_deletes_per_request */
 };
 
-/* One key last seen absent (a HEAD's 404, an own DELETE), by hash. */
-struct swift_absent {
-	uint64_t hash; /* 0: empty slot */
-	int64_t at_ns; /* CLOCK_MONOTONIC */
+/* What a key was last seen as (swift_absent.c). */
+enum swift_known {
+	SWIFT_KNOWN_NONE,
+	SWIFT_KNOWN_ABSENT, /* a HEAD's 404, an own DELETE */
+	SWIFT_KNOWN_PLAIN,  /* an object that is no large-object manifest */
 };
 
 /* Slots of the absent memory, and how long a note is a hint. */
@@ -106,9 +108,9 @@ struct swiftb {
 	struct swift_limits limits; /* under limits_mu */
 	atomic_ulong n_bulk;	    /* bulk-delete requests sent */
 	atomic_ulong n_orphans;	    /* segments that could not be deleted */
-	/* keys last seen absent (swift_absent.c): which put to try first */
-	pthread_mutex_t absent_mu;
-	struct swift_absent *absent; /* SWIFT_ABSENT_SLOTS, or NULL */
+	/* keys last seen absent or plain (swift_absent.c, core/keynotes.h:
+	 * an enum swift_known each): which put or delete to send first */
+	struct smux__keynotes *known; /* NULL: no hints */
 	/* what was last known of each object's attributes, so a listing
 	 * needs no HEAD per entry (core/attrstore.c); NULL: off */
 	struct smux__attrstore *attrs;
@@ -212,14 +214,23 @@ int swift__bulk_answer(const char *body, size_t len, const char *backend,
 /* MD5 of @src's bytes, in hex (swift.c). 0 or a negative errno. */
 int swift__source_md5(const struct smux_source *src, char hex[33]);
 
-/* swift_absent.c: a hint, never a fact. A put of a key seen absent is
- * sent with "If-None-Match: *", which Swift checks: exact either way. */
+/* swift_absent.c: hints. A put of a key seen absent is sent with
+ * "If-None-Match: *", which Swift checks: exact either way. A key seen
+ * as a plain object is put or deleted without the HEAD for a large
+ * object's segments (the worst case when it became one since: the
+ * header of swift_absent.c). */
 int swift__absent_init(struct swiftb *s);
 void swift__absent_free(struct swiftb *s);
-/* Notes @key absent (@absent) or present (drops the note). */
+/* Notes @key absent (@absent) or present (drops an absent note; a plain
+ * note stands). */
 void swift__absent_note(struct swiftb *s, const char *key, bool absent);
 /* Whether @key was seen absent within SWIFT_ABSENT_NS. */
 bool swift__absent_seen(struct swiftb *s, const char *key);
+/* Notes @key a plain object (@plain) or not known to be one (drops a
+ * plain note: a large object put, a change whose result is not known). */
+void swift__plain_note(struct swiftb *s, const char *key, bool plain);
+/* Whether @key was seen a plain object within SWIFT_ABSENT_NS. */
+bool swift__plain_seen(struct swiftb *s, const char *key);
 
 /* swift_obj.c: an object answer's X-Object-Meta-* headers, read by
  * swift__meta_header (an on_header callback, @arg a struct swift_meta)

@@ -259,9 +259,15 @@ static int add_entry(struct swiftb *s, json_t *e, struct acc *a, bool folded,
 	info.mtime_ns = t > 0 ? t : 0;
 	/* ... unless this very version's attributes are known here: its
 	 * etag, size and last_modified match what the backend last saw of
-	 * it (its own put, copy, setattr or HEAD; core/attrstore.c) */
-	if (!info.mode)
-		smux__attrstore_fill(s->attrs, name, &info);
+	 * it (its own put, copy, setattr or HEAD; core/attrstore.c). Such a
+	 * version with bytes and no slo_etag is a plain object, so deleting
+	 * or replacing it needs no HEAD for segments: a listing cannot tell
+	 * a DLO manifest from a plain object (it shows the manifest's own
+	 * body), but a DLO's HEAD (what the store would hold of it) shows
+	 * its segments' size and ETag, never its body's */
+	if (!info.mode && smux__attrstore_fill(s->attrs, name, &info) &&
+	    !json_is_string(slo) && info.size > 0)
+		swift__plain_note(s, name, true);
 	return acc_add(a, name, strlen(name), false, &info);
 }
 

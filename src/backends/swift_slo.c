@@ -625,6 +625,7 @@ int swift__segments_info(struct swiftb *s, const struct smux_ctx *ctx,
 	if (rc < 0)
 		return rc;
 	*found = true;
+	swift__plain_note(s, key, !hp->slo && !hp->dlo[0]);
 	/* without X-Object-Meta-Mtime the mtime is Last-Modified, which a
 	 * copy does not keep: no info then */
 	if (info && lm.meta.mtime[0])

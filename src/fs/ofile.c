@@ -700,6 +700,11 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		opts.uid = of->uid;
 		opts.gid = of->gid;
 	}
+	/* a create (the kernel saw the name absent) not committed yet: no
+	 * old object of ours to replace (tar's files: no HEAD before each
+	 * put on Swift) */
+	if (of->unstored)
+		opts.flags |= SMUX_PUT_NEW;
 	/* a durable-only commit keeps the mtime it committed before; in
 	 * place, the file's own (others may have written it since) */
 	if (of->mtime_set)

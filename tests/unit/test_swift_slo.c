@@ -595,6 +595,114 @@ static void swiftclient_large(bool slo)
 	smux_backend_unref(b);
 }
 
+/* Lists all of @b (its listing notes what it knows, swift_list.c). */
+static void list_all(struct smux_backend *b)
+{
+	struct smux_error err = {0};
+	struct smux_ctx ctx;
+	size_t n = 0;
+
+	smux_ctx_init(&ctx);
+	if (smux_backend_list(b, &ctx, "", NULL, count_entry, &n, &err) != 0)
+		fail_msg("list: %s", err.e.message);
+}
+
+/* Lists @b until it knows @key a plain object (Swift's listing may lag
+ * a write on a loaded machine): up to 20 s, else fails. */
+static void expect_listed_plain(struct smux_backend *b, const char *key)
+{
+	for (int i = 0; i < 200; i++) {
+		list_all(b);
+		if (swift__plain_seen(swift__from(b), key))
+			return;
+		usleep(100 * 1000);
+	}
+	fail_msg("a listing never made \"%s\" known plain", key);
+}
+
+/*
+ * A key the backend knows as a plain object is put or deleted without
+ * the HEAD for a large object's segments (swift_absent.c): after its own
+ * plain put, or a listing entry that is a version it knows (its attribute
+ * cache matches it) with bytes and no slo_etag. Neither ever makes a
+ * large object "plain": an SLO is listed with its slo_etag, and a DLO
+ * whose manifest has a body is listed with that body's size and MD5,
+ * which no HEAD of it shows; so deleting either still takes its segments.
+ * A put that says the caller saw the key absent (SMUX_PUT_NEW) is
+ * conditional: over a large object another client wrote, Swift refuses
+ * it and the old segments go all the same.
+ */
+static void test_plain_notes(void **state)
+{
+	char c[64], tmp[] = "/tmp/smux-swplain-XXXXXX", args[512];
+	struct smux_backend *a = open_on(NULL, c, THRESHOLD, SEGMENT);
+	struct smux_backend *b = open_on(c, NULL, THRESHOLD, SEGMENT);
+	struct swiftb *sa = swift__from(a), *sb = swift__from(b);
+	unsigned char *d1 = pattern(BIG, 5), buf[64];
+	struct smux_put_opts po = {.flags = SMUX_PUT_NEW};
+	struct smux_error err = {0};
+	struct smux_source src;
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	assert_non_null(mkdtemp(tmp));
+	/* own puts: a plain one is noted, a large one is not */
+	assert_int_equal(put_bytes(a, "p", "plain", 5, NULL, &err), 0);
+	assert_true(swift__plain_seen(sa, "p"));
+	assert_int_equal(put_bytes(a, "big", d1, BIG, NULL, &err), 0);
+	assert_false(swift__plain_seen(sa, "big"));
+	EXPECT_SEGMENTS(c, 3);
+	/* "b" learns both versions by a HEAD (which notes nothing): then
+	 * its listing notes the plain one only */
+	assert_int_equal(smux_backend_head(b, &ctx, "p", &info, &err), 0);
+	assert_int_equal(smux_backend_head(b, &ctx, "big", &info, &err), 0);
+	assert_false(swift__plain_seen(sb, "p"));
+	expect_listed_plain(b, "p");
+	assert_false(swift__plain_seen(sb, "big"));
+	/* a DLO manifest with a body ("body", segment "seg/1"), made by
+	 * another client's POST of a plain object, listed after a HEAD */
+	assert_int_equal(put_bytes(a, "seg/1", "segment", 7, NULL, &err), 0);
+	assert_int_equal(put_bytes(a, "dm", "body", 4, NULL, &err), 0);
+	snprintf(args, sizeof(args),
+		 "post -H 'X-Object-Manifest: %s/seg/' %s dm", c, c);
+	assert_int_equal(swift_cli(tmp, args), 0);
+	assert_int_equal(smux_backend_head(b, &ctx, "dm", &info, &err), 0);
+	assert_int_equal(info.size, 7);
+	list_all(b);
+	assert_false(swift__plain_seen(sb, "dm"));
+	/* so deleting the DLO and the SLO takes their segments */
+	assert_int_equal(smux_backend_del(b, &ctx, "dm", &err), 0);
+	assert_int_equal(smux_backend_head(b, &ctx, "seg/1", &info, &err),
+			 -ENOENT);
+	smux_error_clear(&err);
+	assert_int_equal(smux_backend_del(b, &ctx, "big", &err), 0);
+	EXPECT_SEGMENTS(c, 0);
+	/* the plain one goes by a DELETE alone, and is absent after it */
+	assert_int_equal(smux_backend_del(b, &ctx, "p", &err), 0);
+	assert_true(swift__absent_seen(sb, "p"));
+	assert_int_equal(smux_backend_head(a, &ctx, "p", &info, &err), -ENOENT);
+	smux_error_clear(&err);
+	/* "a" puts a name it saw absent, but "b" made it large meanwhile */
+	assert_int_equal(put_bytes(b, "n", d1, BIG, NULL, &err), 0);
+	EXPECT_SEGMENTS(c, 3);
+	smux_source_buf(&src, "new", 3);
+	assert_int_equal(smux_backend_put(a, &ctx, "n", &src, &po, NULL, &err),
+			 0);
+	EXPECT_SEGMENTS(c, 0);
+	assert_int_equal(get_bytes(a, "n", 0, SMUX_LEN_ALL, NULL, buf,
+				   sizeof(buf), &err),
+			 3);
+	assert_memory_equal(buf, "new", 3);
+	assert_int_equal(smux_swift_orphan_count(a), 0);
+	assert_int_equal(smux_swift_orphan_count(b), 0);
+	rmdir(tmp);
+	free(d1);
+	smux_backend_unref(b);
+	smux_backend_unref(a);
+}
+
 /* A DLO manifest whose prefix is empty (the whole container) or covers
  * the manifest itself is hostile input: deleting it deletes it alone. */
 static void test_dlo_hostile_prefix(void **state)
@@ -652,6 +760,7 @@ int main(void)
 		cmocka_unit_test(test_slo_overwrite),
 		cmocka_unit_test(test_slo_rename_copy),
 		cmocka_unit_test(test_put_seen_absent),
+		cmocka_unit_test(test_plain_notes),
 		cmocka_unit_test(test_slo_failed_upload),
 		cmocka_unit_test(test_swiftclient_slo),
 		cmocka_unit_test(test_swiftclient_dlo),
