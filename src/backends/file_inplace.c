@@ -18,10 +18,9 @@
  * as it got; the caller journals a write intent before the first write
  * and reconciles replicas at the next mount (src/core/intents.c).
  *
- * O_APPEND writes (SMUX_OFF_APPEND) are pwritev2 with RWF_APPEND (or,
- * where the kernel refuses that, writes on a second descriptor opened
- * with O_APPEND on the same inode), so each lands at the end of the file
- * as it is then, even when another program appends behind our back.
+ * O_APPEND writes (SMUX_OFF_APPEND) are pwritev2 with RWF_APPEND, so each
+ * lands at the end of the file as it is then, even when another program
+ * appends behind our back.
  *
  * Containment: the file is opened with smux__file_open beneath its parent
  * directory (no symlink is ever followed, file_internal.h). A writer is
@@ -30,7 +29,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,7 +42,6 @@ struct fileb_inplace {
 	struct smux__file *fb;	 /* base.backend holds the reference */
 	int dirfd;		 /* the parent directory */
 	int fd;			 /* the file, O_RDWR */
-	int afd;		 /* O_APPEND descriptor, -1 until needed */
 	bool created;		 /* this writer created the name */
 	bool dir_synced;	 /* the new name is durable */
 };
@@ -64,50 +61,21 @@ static int inplace_bad(struct smux_error *err)
 			      "not a file backend in-place writer");
 }
 
-/* The O_APPEND descriptor: a reopen of our own inode through /proc, so
- * it names the file we hold even if the key was replaced meanwhile. */
-static int inplace_append_fd(struct fileb_inplace *iw, struct smux_error *err)
-{
-	char proc[64];
-
-	if (iw->afd >= 0)
-		return iw->afd;
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", iw->fd);
-	iw->afd = open(proc, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
-	if (iw->afd < 0)
-		return smux__file_fail(iw->fb, err, errno, "open for append",
-				       iw->base.key);
-	return iw->afd;
-}
-
+/* An O_APPEND write: RWF_APPEND (Linux 4.16) on the descriptor we hold,
+ * so each piece lands at the end of the file as it is then (the offset is
+ * ignored and the descriptor's position stays: every other write here is
+ * a pwrite). */
 static int inplace_append(struct fileb_inplace *iw, const void *buf, size_t len,
 			  struct smux_error *err)
 {
 	const unsigned char *p = buf;
-	bool flag = true; /* RWF_APPEND until the kernel refuses it */
-	int fd = iw->fd;
 
 	while (len) {
 		struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
-		ssize_t n;
+		ssize_t n = pwritev2(iw->fd, &iov, 1, 0, RWF_APPEND);
 
-		/* a per-write O_APPEND (Linux 4.16) on the descriptor we
-		 * hold: no second open of the file per appending handle
-		 * (the offset is ignored, and the descriptor's position
-		 * stays: every other write here is a pwrite) */
-		if (flag)
-			n = pwritev2(fd, &iov, 1, 0, RWF_APPEND);
-		else
-			n = write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && flag && (errno == EOPNOTSUPP || errno == EINVAL)) {
-			flag = false;
-			fd = inplace_append_fd(iw, err);
-			if (fd < 0)
-				return fd;
-			continue;
-		}
 		if (n < 0)
 			return smux__file_fail(iw->fb, err, errno, "append to",
 					       iw->base.key);
@@ -263,8 +231,6 @@ static void inplace_close(struct smux_writer *w)
 
 	if (!iw)
 		return;
-	if (iw->afd >= 0)
-		close(iw->afd);
 	if (iw->fd >= 0)
 		close(iw->fd);
 	if (iw->dirfd >= 0)
@@ -369,7 +335,6 @@ int smux__file_inplace_open(struct smux__file *fb, const char *key,
 		return smux__file_fail(fb, err, ENOMEM, "open writer for", key);
 	iw->fb = fb;
 	iw->fd = -1;
-	iw->afd = -1;
 	iw->dirfd = -1;
 	rc = smux_writer_init(&iw->base, &inplace_ops, &fb->base, key);
 	if (rc) {
