@@ -71,6 +71,26 @@ static void late_commit(struct smuxfs_fh *fh, struct fuse_file_info *fi)
 	}
 }
 
+/*
+ * The ofile of @key (a reference) when it holds content a reader must
+ * read from it, else NULL. One written in place on one copy does not:
+ * its content is the object itself, which a clean reader reads as a
+ * reader of a local file does - and holding the ofile would keep the
+ * writer's idea of the size (appends behind the mount not counted) as
+ * the reader's for as long as the reader stays open (tail -f opened
+ * while the release of the last `echo >` was still on its way).
+ */
+static struct smuxfs_ofile *pending_of(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+
+	if (of && smuxfs_ofile_late(of)) {
+		smuxfs_ofile_release(fs, of);
+		return NULL;
+	}
+	return of;
+}
+
 /* A clean read-only open: pin the version. */
 static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 		      struct fuse_file_info *fi)
@@ -161,7 +181,7 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 			late_commit(fh, fi);
 	} else {
 		/* reads see what a writer has pending */
-		fh->of = smuxfs_ofile_find(fs, key);
+		fh->of = pending_of(fs, key);
 		rc = fh->of ? 0 : open_clean(fs, fh, fi);
 	}
 	if (rc) {
@@ -314,7 +334,7 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	if (rc)
 		return rc;
 	/* pending content: this handle's, or another handle's opened since */
-	of = fh->of ? fh->of : smuxfs_ofile_find(fs, key);
+	of = fh->of ? fh->of : pending_of(fs, key);
 	if (!of && atomic_load(&fh->unlinked))
 		of = smuxfs_fnode_ofile(fs, fh); /* no name: by its node */
 	if (of) {

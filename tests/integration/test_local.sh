@@ -19,7 +19,10 @@
 #   - a handle that only reads never commits: its close publishes nothing;
 #   - a chmod of the backing file while the mount holds it open for
 #     appending stands after the close (file: nothing but what the caller
-#     chose is applied over the file).
+#     chose is applied over the file);
+#   - a written file's mode and times reach the storage while the mount
+#     is up and another handle keeps the file open, and an unmount right
+#     after `cp -p` loses neither (file: the commit follows the release).
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -174,6 +177,35 @@ if [ "$KIND" = file ]; then
 		fail "$KIND: the close put mode $(stat -c %a "$A/perm") back over a chmod"
 	[ "$(cat "$A/perm")" = "$(printf 'one\ntwo')" ] || fail "$KIND: perm content"
 	rm "$m/perm"
+
+	# a create's mode, owner and times are the commit's, which follows
+	# the release here: they land on the storage while the mount is up,
+	# and an unmount right after the close does not lose them
+	log "$KIND: a created file's mode and times reach the storage"
+	printf 'x\n' >"$T/src"
+	chmod 640 "$T/src"
+	touch -d 2001-01-01 "$T/src"
+	cp -p "$T/src" "$m/made"
+	sleep 0.5
+	[ "$(stat -c '%a %Y' "$A/made")" = "640 978307200" ] ||
+		fail "$KIND: created file on the storage: $(stat -c '%a %Y' "$A/made")"
+	# a writer's release commits even while another handle stays open:
+	# a chmod after it lands at once, not at that other handle's close
+	exec 9>>"$m/made"
+	echo more >>"$m/made"
+	sleep 0.5
+	chmod 600 "$m/made"
+	[ "$(stat -c %a "$A/made")" = 600 ] ||
+		fail "$KIND: chmod after a writer's close, another handle open: $(stat -c %a "$A/made")"
+	exec 9>&-
+	for i in 1 2 3; do
+		cp -p "$T/src" "$m/quick$i"
+		unmount_smux "$m"
+		[ "$(stat -c '%a %Y' "$A/quick$i")" = "640 978307200" ] ||
+			fail "$KIND: unmounted right after cp -p: $(stat -c '%a %Y' "$A/quick$i")"
+		mount_smux "$T/local.conf" "$m"
+	done
+	rm "$m/made" "$m"/quick*
 fi
 
 log "$KIND: a handle that only reads commits nothing"
