@@ -470,6 +470,11 @@ struct smuxfs_ofile_attr {
 	unsigned seen_gen; /* for smuxfs_ofile_set_seen */
 	struct smux_info seen;
 	int64_t ctime_ns;
+	/* written in place: the stored size is the size (smuxfs_lookup);
+	 * seen_ns when seen was taken, size_unknown after an O_APPEND write */
+	bool inplace;
+	int64_t seen_ns;
+	bool size_unknown;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);

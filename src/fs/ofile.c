@@ -76,7 +76,13 @@ struct smuxfs_ofile {
 	bool seen_ok;
 	unsigned seen_gen; /* moved by every forget: a lookup racing one
 			      does not keep what it saw */
-	int64_t ctime_ns;  /* the last change through this ofile (0 none) */
+	/* in place, the stored file is the content and others may append to
+	 * it behind the mount: its size is the backend's. seen_ns: when seen
+	 * was taken (CLOCK_MONOTONIC); size_unknown: an O_APPEND write since,
+	 * which landed where only the backend knows */
+	int64_t seen_ns;
+	bool size_unknown;
+	int64_t ctime_ns; /* the last change through this ofile (0 none) */
 };
 
 static uint32_t key_hash(const char *key)
@@ -296,6 +302,7 @@ static void ofile_seen_at_create(struct smuxfs_ofile *of)
 	of->seen = of->w->info;
 	of->seen.etag[0] = '\0';
 	of->seen_ok = of->seen.nlink <= 1;
+	of->seen_ns = smux_now_ns();
 	of->file_id = of->seen.file_id;
 }
 
@@ -332,6 +339,7 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->seen = *info;
 	of->seen.etag[0] = '\0';
 	of->seen_ok = info->nlink <= 1;
+	of->seen_ns = smux_now_ns();
 }
 
 /* ofile_existing from a head of the key. Caller holds of->lock. */
@@ -453,6 +461,7 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 		rc = smux_writer_truncate(of->w, &ctx, size, &err);
 		if (rc)
 			return smuxfs_errno(&err, "truncate", of->key);
+		of->seen.size = size; /* in place: the stored size now */
 	} else {
 		if (ftruncate(of->fd, (off_t)size) < 0)
 			return -errno;
@@ -599,6 +608,12 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (rc) {
 			n = smuxfs_errno(&err, "write", of->key);
 			goto out;
+		}
+		/* appended where the file ended then: what a lookup saw
+		 * before is no size to report (and a racing one neither) */
+		if (off == SMUX_OFF_APPEND && of->inplace) {
+			of->size_unknown = true;
+			of->seen_gen++;
 		}
 	} else {
 		if (off == SMUX_OFF_APPEND)
@@ -819,6 +834,9 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->seen_gen = of->seen_gen;
 	if (of->seen_ok)
 		a->seen = of->seen;
+	a->inplace = of->inplace;
+	a->seen_ns = of->seen_ns;
+	a->size_unknown = of->size_unknown;
 	a->ctime_ns = of->ctime_ns;
 	pthread_mutex_unlock(&of->lock);
 	return rc;
@@ -845,6 +863,8 @@ void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
 		of->seen = *info;
 		of->seen.etag[0] = '\0';
 		of->seen_ok = info->nlink <= 1;
+		of->seen_ns = smux_now_ns();
+		of->size_unknown = false;
 	}
 	pthread_mutex_unlock(&of->lock);
 }

@@ -107,6 +107,39 @@ int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
 	return -e;
 }
 
+/*
+ * Written in place, an open file's content is the stored file, which
+ * others may append to behind the mount (a log a daemon keeps open while
+ * another program appends, or where the kernel placed our O_APPEND write
+ * at the size it knew). What was seen of it is asked again after
+ * attr_timeout, and at once after an O_APPEND write through the mount,
+ * whose landing only the backend knows.
+ */
+static bool inplace_size_stale(struct smuxfs *fs,
+			       const struct smuxfs_ofile_attr *a)
+{
+	double ttl = fs->opts->attr_timeout;
+
+	if (!a->inplace)
+		return false;
+	return a->size_unknown ||
+	       (double)(smux_now_ns() - a->seen_ns) >= ttl * 1e9;
+}
+
+/* The size of an open file: its pending content's, or in place what the
+ * storage said just now (@headed), else the larger of what it said within
+ * attr_timeout and what was written through the mount since (a
+ * truncation through the mount sets both). */
+static uint64_t ofile_size(const struct smuxfs_ofile_attr *a,
+			   const struct smux_info *info, bool headed)
+{
+	if (!a->inplace)
+		return a->size;
+	if (headed)
+		return info->size;
+	return a->seen_ok && a->seen.size > a->size ? a->seen.size : a->size;
+}
+
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info)
 {
@@ -152,18 +185,22 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 			 * object: no head (tar's create, futimens, fchown,
 			 * fchmod each ask for attributes before the one put
 			 * at close) */
-			if (a.seen_ok)
+			bool headed = false;
+
+			if (a.seen_ok && !inplace_size_stale(fs, &a))
 				*info = a.seen;
 			else if (a.unstored ||
 				 smux_backend_head(fs->root, &ctx, key, info,
 						   &err) != 0 ||
 				 S_ISDIR(info->mode))
 				smux_info_clear(info);
-			else /* a create: looked up once while open */
+			else { /* a create: looked up once while open */
 				smuxfs_ofile_set_seen(of, a.seen_gen, info);
+				headed = true;
+			}
 			if (a.ctime_ns > info->ctime_ns)
 				info->ctime_ns = a.ctime_ns;
-			info->size = a.size;
+			info->size = ofile_size(&a, info, headed);
 			if (a.mode_set || !info->mode)
 				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;

@@ -69,13 +69,14 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (rc)
 		return rc;
 	if (a.deleted || !key ||
-	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir)
+	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir) {
 		smux_info_clear(&info);
+		info.size = a.size;
+	} /* else the size smuxfs_lookup gives an open file */
 	if (info.file_id)
 		smuxfs_ofile_set_file_id(of, info.file_id);
 	else
 		info.file_id = a.file_id; /* its inode number stays */
-	info.size = a.size;
 	if (a.mode_set || !info.mode)
 		info.mode = S_IFREG | a.mode;
 	info.mtime_ns = a.mtime_ns;

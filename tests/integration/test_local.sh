@@ -9,7 +9,8 @@
 #     through the mount and straight into the backing file (a second
 #     writer on the same storage) all arrive, in order (file, failover);
 #   - `tail -f` follows a growing log, appended through the mount and
-#     behind it, without "Stale file handle";
+#     behind it, without "Stale file handle", also while the mount holds
+#     the log open for appending (stat and cat show what landed behind it);
 #   - O_EXCL and O_CREAT without O_TRUNC are honoured when the file
 #     appeared behind a cached negative lookup;
 #   - a file unlinked while open stays usable through its descriptor
@@ -110,6 +111,50 @@ wait "$tailpid" 2>/dev/null || true
 cmp -s "$T/tail.out" "$T/tail.want" ||
 	fail "$KIND: tail -f saw: $(tr '\n' '|' <"$T/tail.out") err: $(cat "$T/tail.err")"
 [ ! -s "$T/tail.err" ] || fail "$KIND: tail -f said: $(cat "$T/tail.err")"
+
+# The same with the log held open for appending through the mount (a
+# daemon's log): what lands behind the mount shows in stat, cat and
+# tail -f while the mount's writer still holds the file, and the writer's
+# next O_APPEND write (placed by the kernel at the size it knew) does not
+# hide it.
+if [ "$KIND" != mirror ]; then
+	log "$KIND: tail -f, stat and cat follow a log held open for appending"
+	echo "held 0" >"$m/hlog"
+	exec 3>>"$m/hlog"
+	tail -f "$m/hlog" >"$T/htail.out" 2>"$T/htail.err" &
+	tailpid=$!
+	sleep 0.5
+	for i in $(seq 1 6); do
+		if [ $((i % 2)) -eq 1 ]; then
+			echo "held $i" >>"$A/hlog" # behind the mount
+		else
+			echo "held $i" >&3
+		fi
+		sleep 0.3
+	done
+	echo "held 7" >>"$A/hlog"
+	ok=
+	for _ in $(seq 1 40); do
+		if grep -qx "held 7" "$T/htail.out" &&
+			[ "$(stat -c %s "$m/hlog")" = "$(stat -c %s "$A/hlog")" ]; then
+			ok=1
+			break
+		fi
+		sleep 0.25
+	done
+	seq 0 7 | sed 's/^/held /' >"$T/htail.want"
+	[ -n "$ok" ] || fail "$KIND: held log: size $(stat -c %s "$m/hlog") through the mount, $(stat -c %s "$A/hlog") stored; tail -f saw: $(tr '\n' '|' <"$T/htail.out")"
+	cmp -s "$m/hlog" "$T/htail.want" ||
+		fail "$KIND: held log reads back as: $(tr '\n' '|' <"$m/hlog")"
+	exec 3>&-
+	kill "$tailpid"
+	wait "$tailpid" 2>/dev/null || true
+	cmp -s "$T/htail.out" "$T/htail.want" ||
+		fail "$KIND: tail -f of a held log saw: $(tr '\n' '|' <"$T/htail.out") err: $(cat "$T/htail.err")"
+	cmp -s "$A/hlog" "$T/htail.want" ||
+		fail "$KIND: held log stored as: $(tr '\n' '|' <"$A/hlog")"
+	rm "$m/hlog"
+fi
 
 log "$KIND: O_EXCL and O_CREAT honour a file that appeared meanwhile"
 ls "$m/late" 2>/dev/null && fail "late exists already"
