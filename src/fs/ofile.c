@@ -340,6 +340,8 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->seen.etag[0] = '\0';
 	of->seen_ok = info->nlink <= 1;
 	of->seen_ns = smux_now_ns();
+	if (flags & SMUXFS_OF_TRUNC) /* in place: truncated by the open */
+		of->seen.size = 0;
 }
 
 /* ofile_existing from a head of the key. Caller holds of->lock. */

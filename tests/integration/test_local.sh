@@ -11,6 +11,7 @@
 #   - `tail -f` follows a growing log, appended through the mount and
 #     behind it, without "Stale file handle", also while the mount holds
 #     the log open for appending (stat and cat show what landed behind it);
+#   - an open with O_TRUNC shows size 0 at once (fstat and stat);
 #   - O_EXCL and O_CREAT without O_TRUNC are honoured when the file
 #     appeared behind a cached negative lookup;
 #   - a file unlinked while open stays usable through its descriptor
@@ -155,6 +156,22 @@ if [ "$KIND" != mirror ]; then
 		fail "$KIND: held log stored as: $(tr '\n' '|' <"$A/hlog")"
 	rm "$m/hlog"
 fi
+
+log "$KIND: an open with O_TRUNC shows size 0 at once"
+head -c 150000 /dev/urandom >"$m/trunc"
+perl -e '
+	use Fcntl;
+	my $p = $ARGV[0];
+	sysopen(my $f, $p, O_RDWR | O_TRUNC) or die "open: $!";
+	my @st = stat($f) or die "fstat: $!";
+	$st[7] == 0 or die "fstat size $st[7] after O_TRUNC\n";
+	@st = stat($p) or die "stat: $!";
+	$st[7] == 0 or die "stat size $st[7] after O_TRUNC\n";
+	syswrite($f, "abc") == 3 or die "write: $!";
+	@st = stat($p);
+	$st[7] == 3 or die "stat size $st[7] after a write of 3\n";
+' "$m/trunc" || fail "$KIND: O_TRUNC open"
+rm "$m/trunc"
 
 log "$KIND: O_EXCL and O_CREAT honour a file that appeared meanwhile"
 ls "$m/late" 2>/dev/null && fail "late exists already"
