@@ -172,6 +172,11 @@ struct smux_statfs {
 	uint64_t free_bytes;
 	uint64_t total_files;
 	uint64_t free_files;
+	/* the directories right under the backend's root, where it can
+	 * count them at no cost (a local directory's link count, less its
+	 * own work folder): the mount root's link count */
+	bool has_root_dirs;
+	uint64_t root_dirs;
 };
 
 struct smux_backend;

@@ -892,6 +892,7 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct smux__file *fb = smux__file_from(b);
 	struct statvfs sv;
+	struct stat st;
 
 	if (!fb)
 		return fileb_not_file(b, err);
@@ -901,6 +902,15 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	out->free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
 	out->total_files = sv.f_files;
 	out->free_files = sv.f_favail;
+	/* 2 + subdirectories where the filesystem counts them (not btrfs:
+	 * 1), less the work folder (file_tmp.c) */
+	if (fstat(fb->root_fd, &st) == 0 && st.st_nlink >= 2) {
+		uint64_t own = fb->work_fd >= 0 ? 1 : 0;
+		uint64_t dirs = (uint64_t)st.st_nlink - 2;
+
+		out->has_root_dirs = true;
+		out->root_dirs = dirs > own ? dirs - own : 0;
+	}
 	return 0;
 }
 

@@ -1491,6 +1491,9 @@ static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 		      err);
 	if (rc == 0)
 		rc = smux__exec_sequential(mux, &child, &call, true, span, err);
+	/* shards hold different directories: one's count is not the tree's */
+	if (rc == 0 && mux->mode == SMUX_MODE_STICKY)
+		out->has_root_dirs = false;
 	return (int)op_leave(mux, span, rc, err);
 }
 

@@ -118,6 +118,24 @@ static int getattr_orphan(struct smuxfs *fs, struct stat *st)
 	return 0;
 }
 
+/*
+ * The root's link count as a local directory's: 2, its subdirectories and
+ * .smux, where the tree can count them (a local directory: statfs of the
+ * root says, no listing); 2 otherwise, as every directory of an object
+ * store shows.
+ */
+static nlink_t root_nlink(struct smuxfs *fs)
+{
+	struct smux_statfs s;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smuxfs_ctx(&ctx);
+	if (smux_backend_statfs(fs->root, &ctx, &s, &err) || !s.has_root_dirs)
+		return 2;
+	return (nlink_t)(2 + s.root_dirs + 1);
+}
+
 int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -182,6 +200,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		return 0;
 	}
 	smuxfs_fill_stat(fs, st, is_dir, &info);
+	if (is_root)
+		st->st_nlink = root_nlink(fs);
 	return 0;
 }
 

@@ -229,7 +229,7 @@ chmod 644 "$M/f"
 [ "$(cat "$M/f")" = rewritten ] || fail "f: content lost over chmod 000"
 
 # --- link counts -----------------------------------------------------------------------------
-log "$KIND: a directory's link count is 2 + its subdirectories"
+log "$KIND: a directory's link count is 2 + its subdirectories (the root's too)"
 mkdir -p "$M/a/b/c"
 touch "$M/a/file"
 same_everywhere a %h 3
@@ -238,6 +238,15 @@ mkdir "$M/a/b2"
 same_everywhere a %h 4
 [ "$(ls -ld "$M/a" | awk '{print $2}')" = 4 ] || fail "ls -ld a: $(ls -ld "$M/a")"
 same_everywhere a/file %h 1
+# the root too: 2, the directories it lists (.smux among them), as ls -ld
+# and find count them
+n=$(find "$M" -mindepth 1 -maxdepth 1 -type d | wc -l)
+[ "$(stat -c %h "$M")" = $((2 + n)) ] ||
+	fail "the root: link count $(stat -c %h "$M"), it lists $n directories"
+mkdir "$M/rootsub"
+[ "$(stat -c %h "$M")" = $((3 + n)) ] ||
+	fail "the root: link count $(stat -c %h "$M") after a mkdir, want $((3 + n))"
+rmdir "$M/rootsub"
 
 # --- names too long ----------------------------------------------------------------------
 log "$KIND: a name or a path too long is ENAMETOOLONG every time"

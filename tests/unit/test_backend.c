@@ -336,7 +336,10 @@ static int fake_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = fake_enter(fake_of(b), OP_STATFS, err);
 	if (rc)
 		return rc;
-	*out = (struct smux_statfs){1000, 400, 50, 20};
+	*out = (struct smux_statfs){.total_bytes = 1000,
+				    .free_bytes = 400,
+				    .total_files = 50,
+				    .free_files = 20};
 	return 0;
 }
 
