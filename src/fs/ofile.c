@@ -726,6 +726,8 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	 * place, the file's own (others may have written it since) */
 	if (of->mtime_set)
 		opts.mtime_ns = of->mtime_ns;
+	else if (of->late) /* its writes set it as they landed */
+		opts.mtime_ns = 0;
 	else if (of->dirty)
 		opts.mtime_ns = smuxfs_unique_mtime(fs);
 	else
@@ -755,9 +757,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 			of->seen.gid = of->gid;
 		of->seen.has_owner = true;
 	}
-	of->ctime_ns = realtime_ns(); /* the commit set mode and times */
-	of->own = false;	      /* given once: a later chown stays */
-	of->mode_chosen = false;      /* applied: a later chmod stays too */
+	/* the commit set mode and times (in place on one copy: only what
+	 * was chosen, if anything) */
+	if (!of->late || opts.mtime_ns ||
+	    (opts.flags & (SMUX_PUT_MODE | SMUX_PUT_OWNER)))
+		of->ctime_ns = realtime_ns();
+	of->own = false;	 /* given once: a later chown stays */
+	of->mode_chosen = false; /* applied: a later chmod stays too */
 	of->durable = of->w ? durable || of->durable : true;
 	if (opts.mtime_ns)
 		of->mtime_ns = opts.mtime_ns;

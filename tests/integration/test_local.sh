@@ -22,6 +22,7 @@
 #   - a chmod of the backing file while the mount holds it open for
 #     appending stands after the close (file: nothing but what the caller
 #     chose is applied over the file);
+#   - a write leaves the storage's mtime and ctime as it made them (file);
 #   - a written file's mode and times reach the storage while the mount
 #     is up and another handle keeps the file open, and an unmount right
 #     after `cp -p` loses neither (file: the commit follows the release).
@@ -239,6 +240,18 @@ if [ "$KIND" = file ]; then
 		fail "$KIND: the close put mode $(stat -c %a "$A/perm") back over a chmod"
 	[ "$(cat "$A/perm")" = "$(printf 'one\ntwo')" ] || fail "$KIND: perm content"
 	rm "$m/perm"
+
+	# a write changes mtime and ctime together, and nothing after it (no
+	# mtime set again at the release, which would move ctime past it:
+	# git's index, rsync and backup tools compare both)
+	log "$KIND: a write leaves the times it made"
+	echo one >"$m/wt"
+	sleep 0.3
+	echo two >>"$m/wt"
+	sleep 0.5
+	[ "$(stat -c %.9Y "$A/wt")" = "$(stat -c %.9Z "$A/wt")" ] ||
+		fail "$KIND: after an append, mtime $(stat -c %.9Y "$A/wt") ctime $(stat -c %.9Z "$A/wt") on the storage"
+	rm "$m/wt"
 
 	# a create's mode, owner and times are the commit's, which follows
 	# the release here: they land on the storage while the mount is up,
