@@ -119,13 +119,27 @@ void smuxfs_fnode_free_unreleased(struct smuxfs *fs)
 	t->listed = 0;
 }
 
-bool smuxfs_fnode_busy(struct smuxfs *fs)
+bool smuxfs_fnode_busy(struct smuxfs *fs, const char *key)
 {
-	bool busy;
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	char k[SMUX_KEY_MAX + 2];
+	bool busy = false;
 
-	pthread_mutex_lock(&fs->fnodes.lock);
-	busy = fs->fnodes.listed > 0;
-	pthread_mutex_unlock(&fs->fnodes.lock);
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; t->listed && !busy && b < SMUXFS_FNODE_BUCKETS;
+	     b++) {
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !busy;
+		     fh = fh->nnext) {
+			/* as smuxfs_fnode_unlinked uses what the name was */
+			if (fh->gone.init)
+				busy = fh->gone.links > 0;
+			else
+				busy = smuxfs_fh_key(fs, fh, k, sizeof(k)) ==
+					       0 &&
+				       strcmp(k, key) == 0;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
 	return busy;
 }
 

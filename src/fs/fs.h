@@ -636,9 +636,11 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 /* After a link of a file of identity @file_id succeeded: its nameless
  * open handles count one more name. */
 void smuxfs_fnode_linked(struct smuxfs *fs, uint64_t file_id);
-/* True when a FILE handle is open (fnode_unlinked has work to do): an
- * unlink or rename looks the name up first only then. */
-bool smuxfs_fnode_busy(struct smuxfs *fs);
+/* True when smuxfs_fnode_unlinked of @key has work for what the name
+ * was: a FILE handle of that name is open, or a nameless one counts the
+ * names its file has left. An unlink or rename looks the name up first
+ * only then (sqlite deletes its journal while the database is open). */
+bool smuxfs_fnode_busy(struct smuxfs *fs, const char *key);
 /* At teardown, once no FUSE request runs: frees the FILE handles the
  * kernel never released (the mount went while they were open), but not
  * their ofiles (smuxfs_release_tables frees those). */

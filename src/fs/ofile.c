@@ -977,7 +977,7 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	 * tree with hard links has other names (and file ids) to learn; on
 	 * others the head said nothing gone_init uses (unlink is DELETE
 	 * alone, issue 10 item 4) */
-	was_known = smuxfs_fnode_busy(fs) &&
+	was_known = smuxfs_fnode_busy(fs, key) &&
 		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) &&
 		    smux_backend_head(fs->root, &ctx, key, &was, &err) == 0;
 	rc = smux_backend_del(fs->root, &ctx, key, &err);
@@ -1111,7 +1111,7 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 		/* an open descriptor of the file replaced keeps the names
 		 * its file has left */
 		was_known =
-			smuxfs_fnode_busy(fs) &&
+			smuxfs_fnode_busy(fs, to) &&
 			smux_backend_head(fs->root, &ctx, to, &was, &err) == 0;
 		ctx.local = local_copy_of(of, from, cached, csize);
 		cached = -1;

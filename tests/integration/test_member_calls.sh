@@ -9,7 +9,9 @@
 #     waited for). The getattr the kernel sends after the create is
 #     answered from what the writer opened (smux_writer.info), not by a
 #     HEAD: on main it cost 5 each (100 for the 20).
-#   - the files read back whole, with the mode asked for.
+#   - the files read back whole, with the mode asked for;
+#   - an unlink while another file is open is its lookup and the delete
+#     (no head of the name first: 3 calls each on main).
 #
 # Counts the backends' hits + misses of .smux/stats around the creates.
 . "$(dirname "$0")/lib.sh"
@@ -44,5 +46,20 @@ for i in $(seq 0 19); do
 	[ "$(cat "$T/a/f$i")" = "file $i" ] || fail "f$i is not whole on the backend"
 done
 log "the files are whole, mode 640"
+
+# An unlink is two member calls (the kernel's lookup of the name, the
+# delete) while another file is open
+# (a database open while its journal is deleted, sqlite's every
+# transaction): the name's file is asked first only when an open
+# descriptor could need it (that name open, or a name of a file whose
+# other names are counted).
+exec 7<"$M/f0"
+before=$(calls)
+for i in $(seq 1 10); do rm "$M/f$i"; done
+after=$(calls)
+n=$((after - before))
+log "10 unlinks with another file open: $n member calls"
+[ "$n" -le 20 ] || fail "10 unlinks with another file open cost $n member calls (at most 20 wanted)"
+exec 7<&-
 
 unmount_smux "$M"
