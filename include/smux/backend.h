@@ -154,6 +154,12 @@ enum smux_caps {
 	 * no hint to record), so it may follow the last close instead of
 	 * each close (a backend has it; a mux only with one member) */
 	SMUX_CAP_ONE_COPY = 512,
+	/* a delete is a request to a server, and ops->del_many removes many
+	 * keys in one (S3 DeleteObjects, Swift bulk delete): a caller with
+	 * many deletes to make (rm -r) does better to gather them (a mux
+	 * has it when every member has it, and deletes a batch's keys in
+	 * parallel, each in its mode) */
+	SMUX_CAP_DEL_MANY = 1024,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -232,6 +238,15 @@ struct smux_backend_ops {
 	int (*list)(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *prefix, const char *delimiter, smux_list_fn fn,
 		    void *arg, struct smux_error *err);
+
+	/* Optional (SMUX_CAP_DEL_MANY): removes the @n object keys (no
+	 * directory markers), in as few requests as the backend can.
+	 * @rcs[i] is 0 when keys[i] is gone (an absent key is, as for del)
+	 * or its negative errno. Returns 0 when every key is gone, else the
+	 * rc of a failed key, with @err saying why (and naming that key). */
+	int (*del_many)(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *const *keys, size_t n, int *rcs,
+			struct smux_error *err);
 
 	/* Optional: server-side copy of @src to @dst (replacing @dst). */
 	int (*copy)(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -361,6 +376,11 @@ int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		     struct smux_error *err);
 int smux_backend_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		     const char *key, struct smux_error *err);
+/* ops->del_many, or one del per key when the backend has none. Keys that
+ * are not valid object keys fail alone (@rcs). */
+int smux_backend_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *const *keys, size_t n, int *rcs,
+			  struct smux_error *err);
 int smux_backend_head(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *key, struct smux_info *info,
 		      struct smux_error *err);

@@ -164,6 +164,89 @@ int smux_backend_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, rc, err);
 }
 
+/*
+ * Many deletes: the keys that are valid object keys go to ops->del_many in
+ * one call (their order kept), or one del each when the backend has none.
+ * @err tells of the first failure met, a bad key's or the backend's.
+ */
+int smux_backend_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *const *keys, size_t n, int *rcs,
+			  struct smux_error *err)
+{
+	const char **good = NULL;
+	size_t *where = NULL, n_good = 0;
+	int *good_rcs = NULL, first = 0, rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	rc = smux_ctx_check(ctx, b->name, err);
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			rcs[i] = rc;
+		return n ? rc : 0;
+	}
+	if (!b->ops->del_many) {
+		for (size_t i = 0; i < n; i++) {
+			struct smux_error one;
+
+			rcs[i] = smux_backend_del(b, ctx, keys[i], &one);
+			if (rcs[i] && !first) {
+				first = rcs[i];
+				*err = one;
+			}
+		}
+		return first;
+	}
+	good = malloc((n ? n : 1) * sizeof(*good));
+	where = malloc((n ? n : 1) * sizeof(*where));
+	good_rcs = malloc((n ? n : 1) * sizeof(*good_rcs));
+	if (!good || !where || !good_rcs) {
+		free(good);
+		free(where);
+		free(good_rcs);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+				      "no memory for %zu deletes", n);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct smux_error one;
+
+		rcs[i] = smux_key_check(keys[i], 0, b->name, &one);
+		if (rcs[i]) {
+			if (!first) {
+				first = rcs[i];
+				*err = one;
+			}
+			continue;
+		}
+		where[n_good] = i;
+		good[n_good++] = keys[i];
+	}
+	if (n_good) {
+		struct smux_error many;
+
+		smux_error_clear(&many);
+		for (size_t j = 0; j < n_good; j++)
+			good_rcs[j] = 1; /* not said yet */
+		rc = b->ops->del_many(b, ctx, good, n_good, good_rcs, &many);
+		rc = finish(b, rc, &many);
+		for (size_t j = 0; j < n_good; j++) {
+			/* a key the backend said nothing of failed with the
+			 * call (or went with its success) */
+			int one = good_rcs[j] == 1 ? rc : good_rcs[j];
+
+			rcs[where[j]] = one > 0 ? -EIO : one;
+		}
+		if (rc && !first) {
+			first = rc;
+			*err = many;
+		}
+	}
+	free(good);
+	free(where);
+	free(good_rcs);
+	return first;
+}
+
 int smux_backend_head(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *key, struct smux_info *info,
 		      struct smux_error *err)

@@ -172,6 +172,7 @@ void conf_test_head(void **state);
 void conf_test_missing(void **state);
 void conf_test_directories(void **state);
 void conf_test_delete(void **state);
+void conf_test_delete_many(void **state);
 void conf_test_copy(void **state);
 void conf_test_healthcheck(void **state);
 void conf_test_statfs(void **state);

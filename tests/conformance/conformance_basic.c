@@ -450,6 +450,66 @@ void conf_test_delete(void **state)
 	CONF_EXPECT(env, "ne/child", "kid", 3);
 }
 
+/*
+ * Many deletes in one call (rm -r's batch): every key named goes, whatever
+ * its characters (S3's DeleteObjects sends them in XML, Swift's bulk
+ * delete percent-encoded, one per line), absent keys and a key given
+ * twice are no failure, a key that is not one fails alone, and nothing
+ * not named is touched. A backend without del_many gets one del each.
+ */
+void conf_test_delete_many(void **state)
+{
+	static const char *const names[] = {
+		"dm/a",
+		"dm/sp ace",
+		"dm/plus+amp&lt<gt>'\"",
+		"dm/pct%41%2F",
+		"dm/\xc3\xbc\xc3\xb1\xc3\xad",
+		"dm/deep/er/x",
+		"dm/star*?#",
+		"dm/b",
+	};
+	const size_t nn = sizeof(names) / sizeof(names[0]);
+	struct conf_env *env = *state;
+	const char *keys[16];
+	int rcs[16];
+	struct smux_error err;
+	size_t n = 0;
+	int rc;
+
+	for (size_t i = 0; i < nn; i++)
+		CONF_PUT(env, names[i], "x", 1, NULL);
+	for (size_t i = 0; i + 1 < nn; i++) /* all but dm/b */
+		keys[n++] = names[i];
+	keys[n++] = "dm/never/was"; /* absent */
+	keys[n++] = "dm/a";	    /* twice */
+	CONF_OK(smux_backend_del_many(env->b, &env->ctx, keys, n, rcs, &err),
+		&err);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(rcs[i], 0);
+		CONF_ABSENT(env, keys[i]);
+	}
+	CONF_EXPECT(env, "dm/b", "x", 1);
+
+	/* a bad key fails alone; the good ones around it go */
+	CONF_PUT(env, "dm/c", "c", 1, NULL);
+	keys[0] = "dm/b";
+	keys[1] = "dm/../b";
+	keys[2] = "dm/c";
+	rc = smux_backend_del_many(env->b, &env->ctx, keys, 3, rcs, &err);
+	assert_int_equal(rc, rcs[1]);
+	CONF_ERR(rcs[1], &err, SMUX_E_INVALID_KEY,
+		 smux_code_errno(SMUX_E_INVALID_KEY));
+	assert_int_equal(rcs[0], 0);
+	assert_int_equal(rcs[2], 0);
+	CONF_ABSENT(env, "dm/b");
+	CONF_ABSENT(env, "dm/c");
+
+	/* nothing to delete is no call at all */
+	CONF_OK(smux_backend_del_many(env->b, &env->ctx, keys, 0, rcs, &err),
+		&err);
+}
+
 void conf_test_copy(void **state)
 {
 	struct conf_env *env = *state;

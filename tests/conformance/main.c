@@ -30,6 +30,7 @@ static const struct CMUnitTest conf_tests[] = {
 	CONF_TEST(conf_test_missing),
 	CONF_TEST(conf_test_directories),
 	CONF_TEST(conf_test_delete),
+	CONF_TEST(conf_test_delete_many),
 	CONF_TEST(conf_test_copy),
 	CONF_TEST(conf_test_healthcheck),
 	CONF_TEST(conf_test_statfs),
