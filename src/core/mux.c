@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1070,6 +1071,161 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 				"delete", err);
 }
 
+/*
+ * Many deletes (SMUX_CAP_DEL_MANY: every member is a server): each key is
+ * one delete in the mode's write pattern, as mux_del makes it (replicas,
+ * hints for the ones that miss it, a sticky key's home), run
+ * SMUX_DEL_MANY_PARALLEL at a time. Not gathered into the members' own
+ * del_many: what a member missed is recorded key by key.
+ */
+#define SMUX_DEL_MANY_PARALLEL 8
+
+struct del_many_job {
+	struct smux_backend *b;
+	const struct smux_ctx *ctx;
+	const char *const *keys;
+	int *rcs;
+	size_t n;
+	atomic_size_t next;
+	pthread_mutex_t lock; /* first, err */
+	int first;
+	struct smux_error *err;
+};
+
+static void *del_many_worker(void *arg)
+{
+	struct del_many_job *j = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n) {
+		struct smux_error one;
+		int rc = mux_del(j->b, j->ctx, j->keys[i], &one);
+
+		j->rcs[i] = rc;
+		if (!rc)
+			continue;
+		pthread_mutex_lock(&j->lock);
+		if (!j->first) {
+			j->first = rc;
+			*j->err = one;
+		}
+		pthread_mutex_unlock(&j->lock);
+	}
+	return NULL;
+}
+
+/*
+ * A failover mux of one member (what a root that is a single backend is
+ * wrapped in) gives its member the batch in one call: there is no replica
+ * to record hints for and no order to fall through. The call is counted
+ * and judged as any of the member's (stats, health), with the mux's
+ * deadline, and waited for to its end (no abandoned call left to land
+ * later). A key an abandoned call may still change is deleted alone,
+ * after it (mux_del). Returns 1 when the batch does not go this way.
+ */
+static int del_many_one(struct smux_mux *mux, const struct smux_ctx *ctx,
+			const char *const *keys, size_t n, int *rcs,
+			struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *m = v->n == 1 ? smux__member_get(v->m[0]) : NULL;
+	const char **batch = NULL;
+	size_t *where = NULL, nb = 0;
+	struct smux_span *span = NULL;
+	struct smux_ctx child, call;
+	int rc = 1, *brcs = NULL;
+	int64_t t0;
+
+	smux__view_put(v);
+	if (!m || mux->mode != SMUX_MODE_FAILOVER ||
+	    !(smux_backend_caps(m->backend) & SMUX_CAP_DEL_MANY))
+		goto out;
+	batch = malloc(n * sizeof(*batch));
+	where = malloc(n * sizeof(*where));
+	brcs = malloc(n * sizeof(*brcs));
+	if (!batch || !where || !brcs)
+		goto out; /* one by one, then */
+	for (size_t i = 0; i < n; i++) {
+		rcs[i] = 1; /* not done yet */
+		if (smux__member_zombie(mux, m, keys[i]))
+			continue;
+		where[nb] = i;
+		batch[nb++] = keys[i];
+	}
+	if (!nb || !smux__member_enter(m))
+		goto out;
+	rc = op_enter(mux, ctx, &child, "delete_many", batch[0], "selected",
+		      &span, err);
+	if (rc == 0 &&
+	    smux_ctx_derive(&call, &child,
+			    mux->timeout_ms > 0 ? mux->timeout_ms * 1000000 : 0,
+			    NULL) != 0)
+		rc = smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				    mux->base.name, "too many cancel tokens");
+	if (rc == 0) {
+		t0 = smux_now_ns();
+		rc = smux_backend_del_many(m->backend, &call, batch, nb, brcs,
+					   err);
+		smux__attempt_done(mux, &child, m, false, t0, rc ? err : NULL,
+				   NULL);
+		for (size_t j = 0; j < nb; j++)
+			rcs[where[j]] = brcs[j];
+	}
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	rc = (int)op_leave(mux, span, rc, err);
+out:
+	free(batch);
+	free(where);
+	free(brcs);
+	if (m)
+		smux__member_put(m);
+	return rc;
+}
+
+static int mux_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *const *keys, size_t n, int *rcs,
+			struct smux_error *err)
+{
+	struct del_many_job j = {
+		.b = b,
+		.ctx = ctx,
+		.keys = keys,
+		.rcs = rcs,
+		.n = n,
+		.err = err,
+	};
+	pthread_t t[SMUX_DEL_MANY_PARALLEL - 1];
+	size_t started = 0;
+	int rc;
+
+	rc = del_many_one(smux__mux_of(b), ctx, keys, n, rcs, err);
+	if (rc != 1) {
+		/* what the batch left: keys an abandoned call may change */
+		for (size_t i = 0; i < n; i++) {
+			struct smux_error one;
+
+			if (rcs[i] != 1)
+				continue;
+			rcs[i] = mux_del(b, ctx, keys[i], &one);
+			if (rcs[i] && !rc) {
+				rc = rcs[i];
+				*err = one;
+			}
+		}
+		return rc;
+	}
+	atomic_init(&j.next, 0);
+	pthread_mutex_init(&j.lock, NULL);
+	while (started < SMUX_DEL_MANY_PARALLEL - 1 && started + 1 < n &&
+	       pthread_create(&t[started], NULL, del_many_worker, &j) == 0)
+		started++;
+	del_many_worker(&j); /* this thread too: none started is no failure */
+	for (size_t i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	pthread_mutex_destroy(&j.lock);
+	return j.first;
+}
+
 /* Copy through the mux itself (get into a temporary file, then put): for
  * sticky-by-key, where source and destination may live on two shards. */
 static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -1566,6 +1722,7 @@ static const struct smux_backend_ops mux_ops = {
 	.get = mux_get,
 	.put = mux_put,
 	.del = mux_del,
+	.del_many = mux_del_many,
 	.head = mux_head,
 	.list = mux_list,
 	.copy = mux_copy,
