@@ -57,6 +57,11 @@ struct smux_fs_opts {
 	 * ENOSYS once and stops asking), or auto = on when the root can
 	 * keep them (SMUX_CAP_XATTR) */
 	enum smux_fs_auto xattr;
+	/* unlinks on object stores acknowledged once queued and sent in
+	 * batches (delq.c): auto = when every backend deletes in batches
+	 * (SMUX_CAP_DEL_MANY), on = on any tree without a local directory
+	 * (key by key, in parallel, where there is no batch), off */
+	enum smux_fs_auto delete_batch;
 	char *otlp_endpoint; /* spans go to ENDPOINT/v1/traces; NULL: none */
 	char *event_webhook; /* every event POSTed there; NULL: none */
 	/* the deadline of each call to a root that is a single backend

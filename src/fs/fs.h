@@ -112,6 +112,20 @@ struct smuxfs_dircache {
 
 struct smuxfs_dirnames;
 
+/* ---- the delete queue (delq.c) ---- */
+
+struct smuxfs_delq;
+
+/* What .smux and the metrics show of it. */
+struct smuxfs_delq_counts {
+	bool on;
+	size_t queued;	       /* names queued or being deleted now */
+	unsigned long batches; /* batch calls sent */
+	unsigned long deleted; /* names deleted from the store */
+	unsigned long dropped; /* refused by the store: shown again */
+	unsigned long retried; /* failed deletes kept to send again */
+};
+
 /* ---- files' attributes (attrcache.c) ---- */
 
 #define SMUXFS_ATTRCACHE_SLOTS 8192
@@ -214,6 +228,7 @@ struct smuxfs {
 	struct smuxfs_dircache dircache;
 	struct smuxfs_attrcache *attrcache; /* attrcache.c; NULL: off */
 	struct smuxfs_dirnames *dirnames;   /* dirnames.c; NULL: off */
+	struct smuxfs_delq *delq;	    /* delq.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
@@ -785,6 +800,26 @@ void smuxfs_rjournal_end(struct smuxfs *fs, const struct smuxfs_rjournal *rec);
 /* At mount, before serving: finishes every rename a record names, oldest
  * first, and logs each. 0, or -EAGAIN when a record is left (logged). */
 int smuxfs_rjournal_recover(struct smuxfs *fs);
+
+/*
+ * The delete queue (delq.c): unlinks on object stores acknowledged once
+ * journaled and queued, sent in batches. start (before the tree is
+ * served: also deletes what a crashed run's journal names) decides from
+ * delete_batch and the tree whether it runs (fs->delq NULL: off); stop
+ * (after the last request) sends what is queued.
+ *
+ * add: 0 when @key is queued (gone for this mount), 1 when the caller
+ * must delete it itself (off, unmounting, no memory, the journal cannot
+ * be written). has: whether @key is queued. wait: until no delete of
+ * @key (when not NULL) or under @prefix (when not NULL; "" = all) is
+ * queued, or one of them failed since: 0 or that failure's errno.
+ */
+int smuxfs_delq_start(struct smuxfs *fs);
+void smuxfs_delq_stop(struct smuxfs *fs);
+int smuxfs_delq_add(struct smuxfs *fs, const char *key);
+bool smuxfs_delq_has(struct smuxfs *fs, const char *key);
+int smuxfs_delq_wait(struct smuxfs *fs, const char *key, const char *prefix);
+void smuxfs_delq_counts(struct smuxfs *fs, struct smuxfs_delq_counts *c);
 int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi);
 int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 		 struct fuse_file_info *fi);

@@ -465,6 +465,12 @@ static int start(struct daemon *d, struct status_msg *sm)
 			     strerror(-rc));
 	}
 	smuxfs_rjournal_recover(fs);
+	/* unlinks a crash left queued are deleted (or queued again) before
+	 * anyone sees the tree (delq.c) */
+	rc = smuxfs_delq_start(fs);
+	if (rc)
+		FAIL(EXIT_BACKEND, "cannot start the delete queue: %s",
+		     strerror(-rc));
 
 	/* The read cache lives for one run: what an earlier run left in
 	 * cache_dir/read is deleted, whether the cache is on or off. */
@@ -532,6 +538,8 @@ static void teardown(struct daemon *d)
 		fuse_unmount(d->fuse);
 	if (d->fuse)
 		fuse_destroy(d->fuse);
+	/* no request runs any more: what is queued is deleted now */
+	smuxfs_delq_stop(&d->fs);
 	if (d->fs.opts)
 		smuxfs_release_tables(&d->fs);
 	smuxfs_rcache_free(d->fs.rcache);

@@ -968,6 +968,14 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	bool was_known;
 	int rc;
 
+	/* a name nothing has open is queued, deleted in a batch (delq.c);
+	 * an open one keeps what it is through the delete, here */
+	if (!of && !smuxfs_fnode_busy(fs, key) &&
+	    smuxfs_delq_add(fs, key) == 0) {
+		smuxfs_etag_forget(fs, key);
+		return 0;
+	}
+
 	/* held across the delete: no commit of @key can slip in between,
 	 * and the open file is given up only once the delete succeeded */
 	if (of)

@@ -173,6 +173,9 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 			info->gid = (uint32_t)fs->gid;
 		return 0;
 	}
+	/* unlinked, its delete still queued (delq.c): gone for this mount */
+	if (smuxfs_delq_has(fs, key))
+		return -ENOENT;
 	smuxfs_ctx(&ctx);
 	of = smuxfs_ofile_find(fs, key);
 	if (of) {

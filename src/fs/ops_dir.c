@@ -224,6 +224,8 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		return 0;
 	if (l->is_root && strcmp(name, SMUXFS_DIR_NAME) == 0)
 		return 0; /* hidden by the virtual directory */
+	if (!is_dir && smuxfs_delq_has(l->fs, e->key))
+		return 0; /* unlinked, its delete queued (delq.c) */
 	rc = nameset_add(&l->seen, name);
 	if (rc <= 0) {
 		l->rc = rc;
@@ -319,6 +321,9 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 	rc = smuxfs_path_key(fs, path, key, sizeof(key));
 	if (!rc)
 		rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
+	/* an unlink is stored once fsync of its directory returns */
+	if (!rc)
+		rc = smuxfs_delq_wait(fs, NULL, dkey);
 	if (rc)
 		return rc;
 	smuxfs_ctx(&ctx);

@@ -213,6 +213,8 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if (!S_ISREG(mode) && (mode & S_IFMT))
 		return -EPERM;
 	rc = smuxfs_path_key(fs, path, key, sizeof(key));
+	if (!rc) /* an unlink of the name still queued goes first */
+		rc = smuxfs_delq_wait(fs, key, NULL);
 	if (rc)
 		return rc;
 	fh = fh_new(key);

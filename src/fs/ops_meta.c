@@ -227,6 +227,9 @@ int smuxfs_mkdir(const char *path, mode_t mode)
 		return rc;
 	if (is_root)
 		return -EEXIST;
+	rc = smuxfs_delq_wait(fs, key, NULL); /* a queued unlink first */
+	if (rc)
+		return rc;
 	/* the kernel's LOOKUP just found it absent (absent.c) */
 	rc = smuxfs_absent_take(fs, key)
 		     ? -ENOENT
@@ -315,6 +318,10 @@ int smuxfs_rmdir(const char *path)
 	if (is_root)
 		return -EBUSY;
 	rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
+	/* the store is asked whether it is empty: its queued unlinks first
+	 * (rm -r: one batch per directory) */
+	if (!rc)
+		rc = smuxfs_delq_wait(fs, NULL, dkey);
 	if (!rc)
 		rc = dir_empty(fs, dkey);
 	if (rc)
@@ -654,6 +661,11 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		return rc;
 	if (from_root || to_root)
 		return -EBUSY;
+	/* a queued unlink of the destination goes first: sent after, it
+	 * would delete what is renamed there */
+	rc = smuxfs_delq_wait(fs, tkey, NULL);
+	if (rc)
+		return rc;
 	rc = smuxfs_lookup(fs, fkey, false, &from_dir, NULL);
 	if (rc)
 		return rc;
@@ -681,6 +693,12 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		return rc;
 	if (strncmp(tdir, fdir, strlen(fdir)) == 0)
 		return -EINVAL; /* into itself */
+	/* the walk lists what the store holds: queued unlinks first */
+	rc = smuxfs_delq_wait(fs, NULL, fdir);
+	if (!rc)
+		rc = smuxfs_delq_wait(fs, NULL, tdir);
+	if (rc)
+		return rc;
 	if (to_dir) {
 		rc = dir_empty(fs, tdir);
 		if (rc)
@@ -1006,6 +1024,9 @@ static int make_object(const char *path, uint32_t mode, const char *content,
 		return rc;
 	if (is_root)
 		return -EEXIST;
+	rc = smuxfs_delq_wait(fs, key, NULL); /* a queued unlink first */
+	if (rc)
+		return rc;
 	/* the kernel's LOOKUP just found it absent (absent.c) */
 	if (!smuxfs_absent_take(fs, key) &&
 	    smuxfs_lookup(fs, key, false, &is_dir, NULL) == 0)

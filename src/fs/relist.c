@@ -153,6 +153,8 @@ static int relist_entry(void *arg, const struct smux_list_entry *e)
 		return 0;
 	if (!(e->info.mode & S_IFMT))
 		return 0; /* not known here: its lookup heads */
+	if (smuxfs_delq_has(r->fs, e->key))
+		return 0; /* unlinked, its delete queued (delq.c) */
 	if (r->n == SMUXFS_RELIST_MAX) {
 		r->complete = false;
 		return 1; /* too large: the directory loses its note */

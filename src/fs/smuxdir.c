@@ -96,8 +96,21 @@ static json_t *read_cache_json(struct smuxfs *fs)
 		(json_int_t)st.ra_inflight_max);
 }
 
-/* Adds "readCache" to the JSON object text @s (consumed). NULL on
- * ENOMEM. */
+/* The delete queue's counters (delq.c; all 0 when it is off). */
+static json_t *delete_queue_json(struct smuxfs *fs)
+{
+	struct smuxfs_delq_counts c;
+
+	smuxfs_delq_counts(fs, &c);
+	return json_pack("{s:b s:I s:I s:I s:I s:I}", "enabled", c.on, "queued",
+			 (json_int_t)c.queued, "batches", (json_int_t)c.batches,
+			 "deleted", (json_int_t)c.deleted, "dropped",
+			 (json_int_t)c.dropped, "retried",
+			 (json_int_t)c.retried);
+}
+
+/* Adds "readCache" and "deleteQueue" to the JSON object text @s
+ * (consumed). NULL on ENOMEM. */
 static char *with_read_cache(struct smuxfs *fs, char *s)
 {
 	json_t *root, *rc;
@@ -109,8 +122,11 @@ static char *with_read_cache(struct smuxfs *fs, char *s)
 	free(s);
 	if (!root)
 		return NULL;
+	/* set_new takes its value, on failure too; NULL fails */
 	rc = read_cache_json(fs);
-	if (rc && json_object_set_new(root, "readCache", rc) == 0)
+	if (json_object_set_new(root, "readCache", rc) == 0 &&
+	    json_object_set_new(root, "deleteQueue", delete_queue_json(fs)) ==
+		    0)
 		out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(root);
 	return out;

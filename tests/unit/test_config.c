@@ -665,6 +665,34 @@ static void test_xattr_key(void **state)
 	tmp_release(&t);
 }
 
+/* [mount] delete_batch: auto by default, on/off (and booleans) as given,
+ * -o overrides the file, a bad value names the key. */
+static void test_delete_batch_key(void **state)
+{
+	struct tmp t = {0};
+	struct smux_config *c;
+	char err[ERRLEN];
+
+	(void)state;
+	tmp_init(&t);
+	c = must_load(&t, MOUNT_A MEM("a"));
+	assert_int_equal(smux_config_opts(c)->delete_batch, SMUX_FS_AUTO);
+	smux_config_free(c);
+	c = must_load(&t,
+		      "[mount]\nroot = a\ndelete_batch = off\n\n" MEM("a"));
+	assert_int_equal(smux_config_opts(c)->delete_batch, SMUX_FS_OFF);
+	assert_int_equal(
+		smux_config_mount_opt(c, "delete_batch=on", err, sizeof(err)),
+		1);
+	assert_int_equal(smux_config_opts(c)->delete_batch, SMUX_FS_ON);
+	assert_int_equal(smux_config_mount_opt(c, "delete_batch=often", err,
+					       sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "delete_batch"));
+	smux_config_free(c);
+	tmp_release(&t);
+}
+
 /* allow_other turns on default_permissions unless the operator opts out
  * explicitly, in [mount] or with -o no_default_permissions; an explicit
  * -o default_permissions wins over an earlier opt-out. */
@@ -1333,6 +1361,7 @@ int main(void)
 		cmocka_unit_test(test_mount_opt),
 		cmocka_unit_test(test_default_permissions),
 		cmocka_unit_test(test_xattr_key),
+		cmocka_unit_test(test_delete_batch_key),
 		cmocka_unit_test(test_ignored_opt),
 	};
 	const struct CMUnitTest build[] = {
