@@ -256,6 +256,36 @@ static void put_read_cache(FILE *f, struct smuxfs *fs)
 			rows[i].name, (unsigned long long)rows[i].v);
 }
 
+/* The delete queue's series (delq.c; 0 when it is off). */
+static void put_delete_queue(FILE *f, struct smuxfs *fs)
+{
+	struct smuxfs_delq_counts c;
+
+	smuxfs_delq_counts(fs, &c);
+	const struct {
+		const char *name, *type, *help;
+		uint64_t v;
+	} rows[] = {
+		{"smux_delete_queue_names", "gauge",
+		 "Unlinked names whose delete is queued or being sent.",
+		 c.queued},
+		{"smux_delete_queue_batches_total", "counter",
+		 "Batch deletes sent.", c.batches},
+		{"smux_delete_queue_deleted_total", "counter",
+		 "Unlinked names deleted from the store.", c.deleted},
+		{"smux_delete_queue_dropped_total", "counter",
+		 "Deletes the store refused (the name shows again).",
+		 c.dropped},
+		{"smux_delete_queue_retried_total", "counter",
+		 "Deletes that failed and were kept to send again.", c.retried},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
+			rows[i].name, rows[i].help, rows[i].name, rows[i].type,
+			rows[i].name, (unsigned long long)rows[i].v);
+}
+
 int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)
 {
 	struct smux_mux_stats *st = NULL;
@@ -279,6 +309,7 @@ int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)
 		put_series(f, &metrics[i], st, st->name);
 	}
 	put_read_cache(f, fs);
+	put_delete_queue(f, fs);
 	smux_mux_stats_free(st);
 	if (fclose(f) != 0 || !buf) {
 		free(buf);
