@@ -331,8 +331,8 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 		   !strcmp(parent, "Error")) {
 		struct smux_s3_delete_error *e =
 			&r->delete_errors[r->ndelete_errors - 1];
-		if (!strcmp(ln, "Key"))
-			ok = set_str(&e->key, t, n);
+		if (!strcmp(ln, "Key")) /* as sent: blanks are its own */
+			ok = set_str(&e->key, x->text, x->tlen);
 		else if (!strcmp(ln, "Code"))
 			ok = set_str(&e->code, t, n < 64 ? n : 64);
 		else if (!strcmp(ln, "Message"))

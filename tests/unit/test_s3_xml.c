@@ -267,6 +267,106 @@ static void test_multipart_copy_delete(void **state)
 	smux__s3_xml_free(x);
 }
 
+/* A DeleteObjects answer: a Deleted entry of a non-Quiet answer, Errors
+ * whose keys are taken as sent (entities undone, blanks kept). */
+static const char delete_mixed_doc[] =
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	"<DeleteResult " NS "><Deleted><Key>p/a</Key></Deleted>"
+	"<Error><Key>p/gone</Key><Code>NoSuchKey</Code>"
+	"<Message>The specified key does not exist.</Message></Error>"
+	"<Error><Key>p/a&amp;b&lt;c&gt;&quot;d&apos;e&#x20;&#xe9;</Key>"
+	"<Code>AccessDenied</Code><Message>Access&#9;Denied</Message></Error>"
+	"<Deleted><Key>p/b</Key><DeleteMarker>true</DeleteMarker></Deleted>"
+	"<Error><Key> p/sp </Key><Code>Server Error</Code></Error>"
+	"</DeleteResult>";
+
+static void check_delete_mixed(const struct smux_s3_result *r)
+{
+	assert_false(r->is_error);
+	assert_int_equal(r->ndeleted, 2);
+	assert_int_equal(r->ndelete_errors, 3);
+	assert_string_equal(r->delete_errors[0].key, "p/gone");
+	assert_string_equal(r->delete_errors[0].code, "NoSuchKey");
+	assert_string_equal(r->delete_errors[1].key, "p/a&b<c>\"d'e \xc3\xa9");
+	assert_string_equal(r->delete_errors[1].code, "AccessDenied");
+	assert_string_equal(r->delete_errors[1].message, "Access?Denied");
+	assert_string_equal(r->delete_errors[2].key, " p/sp ");
+	assert_string_equal(r->delete_errors[2].code, "Server Error");
+	assert_null(r->delete_errors[2].message);
+}
+
+/*
+ * DeleteObjects answers: entries in any chunking (an entity split between
+ * two feeds); a Quiet answer with nothing to say; an <Error> document in
+ * place of the result; and what is BAD_RESPONSE: an Error entry without
+ * its Key or Code, a body that is not XML, another document.
+ */
+static void test_delete_result(void **state)
+{
+	static const char *const bad[] = {
+		"<DeleteResult><Error><Code>AccessDenied</Code>"
+		"<Message>m</Message></Error></DeleteResult>",
+		"<DeleteResult><Error><Key>a</Key></Error></DeleteResult>",
+		"<DeleteResult><Error><Key>a</Key><Code>AccessDenied</Code>"
+		"</Error><Error><Code>AccessDenied</Code></Error>"
+		"</DeleteResult>",
+		"<<<not xml",
+		"",
+		"<html><body>502 Bad Gateway</body></html>",
+		"<DeleteResult><Deleted><Key>a</Key></Deleted>",
+		"<ListBucketResult/>",
+		"<DeleteResult><Key>a&bogus;</Key></DeleteResult>",
+	};
+	size_t len = strlen(delete_mixed_doc);
+	struct smux_s3_xml *x;
+	const struct smux_s3_result *r;
+
+	(void)state;
+	for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
+		x = smux__s3_xml_new(SMUX_S3_DOC_DELETE);
+		assert_non_null(x);
+		for (size_t off = 0; off < len; off += chunk) {
+			size_t n = len - off < chunk ? len - off : chunk;
+
+			assert_int_equal(
+				smux__s3_xml_feed(x, delete_mixed_doc + off, n,
+						  NULL),
+				0);
+		}
+		assert_int_equal(smux__s3_xml_finish(x, NULL), 0);
+		check_delete_mixed(smux__s3_xml_result(x));
+		smux__s3_xml_free(x);
+	}
+
+	/* Quiet, all deleted: nothing to say */
+	x = parse_ok(SMUX_S3_DOC_DELETE, "<DeleteResult " NS "/>");
+	r = smux__s3_xml_result(x);
+	assert_false(r->is_error);
+	assert_int_equal(r->ndeleted, 0);
+	assert_int_equal(r->ndelete_errors, 0);
+	smux__s3_xml_free(x);
+
+	/* the request failed as a whole */
+	x = parse_ok(SMUX_S3_DOC_DELETE, "<Error><Code>InternalError</Code>"
+					 "<Message>m</Message></Error>");
+	r = smux__s3_xml_result(x);
+	assert_true(r->is_error);
+	assert_string_equal(r->code, "InternalError");
+	assert_int_equal(r->ndelete_errors, 0);
+	smux__s3_xml_free(x);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct smux_error err = {0};
+
+		x = (struct smux_s3_xml *)1;
+		assert_int_equal(smux__s3_xml_parse(SMUX_S3_DOC_DELETE, bad[i],
+						    strlen(bad[i]), &x, &err),
+				 -EIO);
+		assert_null(x);
+		assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+	}
+}
+
 static int parse_rc(enum smux_s3_doc kind, const void *doc, size_t len)
 {
 	struct smux_s3_xml *x;
@@ -420,6 +520,7 @@ static void test_garbage(void **state)
 		{SMUX_S3_DOC_COMPLETE, complete_doc},
 		{SMUX_S3_DOC_COPY, copy_doc},
 		{SMUX_S3_DOC_DELETE, delete_doc},
+		{SMUX_S3_DOC_DELETE, delete_mixed_doc},
 	};
 	size_t docs = 0;
 	for (size_t s = 0; s < sizeof(samples) / sizeof(samples[0]); s++) {
@@ -462,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_error_doc),
 		cmocka_unit_test(test_error_mapping),
 		cmocka_unit_test(test_multipart_copy_delete),
+		cmocka_unit_test(test_delete_result),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_garbage),
