@@ -11,6 +11,8 @@
  * get is a ranged GET pinned with If-Match (and the answer's ETag checked
  * as well: some servers ignore If-Match); head is HEAD; put is one PUT
  * streamed from the source with an UNSIGNED-PAYLOAD hash; del is DELETE;
+ * del_many is DeleteObjects (up to 1000 keys a request; one DELETE a key
+ * for keys XML cannot carry and on servers without it);
  * list is ListObjectsV2 (prefix, delimiter, continuation tokens,
  * encoding-type=url); copy is CopyObject (UploadPartCopy in parts above
  * the copy threshold); rename is copy + DELETE; setattr is a CopyObject of
@@ -115,6 +117,10 @@ struct smux_s3_opts {
  */
 int smux_s3_new(const char *name, const struct smux_s3_opts *opts,
 		struct smux_backend **out, struct smux_error *err);
+
+/* DeleteObjects requests @b sent so far (del_many); 0 when @b is not an s3
+ * backend. */
+unsigned long smux_s3_delete_objects_count(struct smux_backend *b);
 
 #ifdef __cplusplus
 }

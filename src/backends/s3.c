@@ -3,7 +3,7 @@
  * s3.c - the s3 backend (smux/s3.h): the instance, signed requests over
  * the HTTP layer (re-signed per attempt), and head, get, put, del. Listing
  * is s3_list.c, copies and attribute changes s3_copy.c, multipart uploads
- * s3_mpu.c, the writer s3_writer.c.
+ * s3_mpu.c, the writer s3_writer.c, DeleteObjects s3_del.c.
  *
  * The instance is immutable after smux_s3_new() but for the signer (its
  * own lock); every operation runs on any thread with no lock here.
@@ -756,8 +756,8 @@ int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
 
 /* ---- del ---- */
 
-static int s3b_del(struct smux_backend *b, const struct smux_ctx *ctx,
-		   const char *key, struct smux_error *err)
+int smux__s3_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, struct smux_error *err)
 {
 	struct s3b *s = smux__s3_from(b);
 	struct s3b_call c;
@@ -795,8 +795,9 @@ static size_t s3b_key_max(struct smux_backend *b)
 static unsigned s3b_caps(struct smux_backend *b)
 {
 	smux__s3_from(b);
-	/* head("a") asks "a/" itself (smux__s3_head) */
-	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR;
+	/* head("a") asks "a/" itself (smux__s3_head); many deletes are
+	 * one DeleteObjects request (s3_del.c) */
+	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR | SMUX_CAP_DEL_MANY;
 }
 
 static void s3b_destroy(struct smux_backend *b)
@@ -822,7 +823,8 @@ static const struct smux_backend_ops s3b_ops = {
 	.get = s3b_get,
 	.put = smux__s3_put,
 	.writer_open = smux__s3_writer_open,
-	.del = s3b_del,
+	.del = smux__s3_del,
+	.del_many = smux__s3_del_many,
 	.head = smux__s3_head,
 	.list = smux__s3_list,
 	.copy = smux__s3_copy,

@@ -3,8 +3,9 @@
  * backends/s3_internal.h - what the s3 backend's modules share: s3.c (the
  * instance, signed requests, head/get/put/del), s3_list.c (ListObjectsV2)
  * and s3_copy.c (CopyObject, UploadPartCopy, setattr, rename),
- * s3_mpu.c (multipart uploads of large puts) and s3_writer.c (the writer,
- * whose upload starts while the file is written). Not a public header.
+ * s3_mpu.c (multipart uploads of large puts), s3_writer.c (the writer,
+ * whose upload starts while the file is written) and s3_del.c (del_many:
+ * DeleteObjects). Not a public header.
  *
  * Every request goes through smux__s3_call(): the request is signed again
  * before every attempt of the HTTP layer (a retry carries a fresh
@@ -15,6 +16,7 @@
 #ifndef SMUX_BACKENDS_S3_INTERNAL_H
 #define SMUX_BACKENDS_S3_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,6 +55,10 @@ struct s3b {
 	/* what was last known of each object's attributes, so a listing
 	 * needs no HEAD per entry (core/attrstore.c); NULL: off */
 	struct smux__attrstore *attrs;
+	/* DeleteObjects (s3_del.c): requests sent, and whether the server
+	 * turned it down once (every later del_many goes key by key) */
+	atomic_ulong n_delete_objects;
+	atomic_bool no_delete_objects;
 };
 
 struct s3b *smux__s3_from(struct smux_backend *b);
@@ -117,6 +123,15 @@ void smux__s3_info_from(const struct s3b_call *c, const char *key,
 int smux__s3_head(struct smux_backend *b, const struct smux_ctx *ctx,
 		  const char *key, struct smux_info *info,
 		  struct smux_error *err);
+/* del as the ops table has it (s3.c): one DELETE, 404 is success. */
+int smux__s3_del(struct smux_backend *b, const struct smux_ctx *ctx,
+		 const char *key, struct smux_error *err);
+/* del_many as the ops table has it (s3_del.c): DeleteObjects in batches
+ * of up to 1000 keys; smux__s3_del for a key the XML cannot carry and
+ * for every key once the server turned DeleteObjects down. */
+int smux__s3_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *const *keys, size_t n, int *rcs,
+		      struct smux_error *err);
 /* Whether any object starts with @key_prefix (a directory's "a/"): 1, 0,
  * or -errno (s3_list.c). */
 int smux__s3_any_under(struct s3b *s, const struct smux_ctx *ctx,

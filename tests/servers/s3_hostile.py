@@ -26,9 +26,23 @@ Buckets:
              file PORTFILE.parts, open uploads join PORTFILE.uploads. The
              parts of a key starting "fail" answer 500; of a key starting
              "flaky", the first PUT of part 1 of each upload answers 500.
+  delmany    objects kept in memory (PUT, GET, HEAD, DELETE) and
+             DeleteObjects (POST ?delete): a body whose Content-MD5 or
+             x-amz-content-sha256 does not match is 400 BadDigest, a body
+             that is no Delete document or lists more than 1000 keys 400
+             MalformedXML. Each POST and DELETE is a line of PORTFILE.dellog
+             ("POST <query> keys=<n> quiet=<q> md5=<Content-MD5>", "DELETE
+             <key, %-escaped>"), the last POST's body is PORTFILE.delbody.
+             In a Delete list, a key starting "denied" answers an Error
+             AccessDenied, "gone" NoSuchKey, "slow" SlowDown; "garbage"
+             makes the answer "<<<not xml", "stranger" an Error naming a key
+             not asked for, "fail" the answer 500 InternalError.
+  nodel-501  as delmany, but POST ?delete answers 501 NotImplemented
+  nodel-405  as delmany, but POST ?delete answers 405 with an HTML body
 Every request's Authorization header must be there and name
 AWS4-HMAC-SHA256, else 400.
 """
+import base64
 import hashlib
 import http.server
 import os
@@ -38,6 +52,7 @@ import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape
 
 lock = threading.Lock()
 uploads = set()
@@ -50,6 +65,7 @@ def save_count():
         f.write(str(len(uploads)))
     os.rename(tmp, count_file)
 store = {}
+delstore = {}
 attempts = {}
 # bucket "parts": key -> (data, meta), upload id -> (key, meta, {n: data})
 objects = {}
@@ -159,6 +175,8 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.error(404, "NoSuchKey")
         if bucket == "parts":
             return self.parts(m, key, q, data)
+        if bucket in ("delmany", "nodel-501", "nodel-405"):
+            return self.delmany(bucket, m, key, q, data)
         if bucket == "okay":
             if m == "PUT":
                 with lock:
@@ -174,6 +192,86 @@ class H(http.server.BaseHTTPRequestHandler):
                 return self.error(404, "NoSuchKey")
             return self.reply(200, v, [("ETag", '"v%d"' % len(v))])
         return self.error(404, "NoSuchBucket")
+
+    def log_del(self, line):
+        with lock:
+            with open(count_file[:-len(".uploads")] + ".dellog", "a",
+                      encoding="utf-8", errors="surrogateescape") as f:
+                f.write(line + "\n")
+
+    def delmany(self, bucket, m, key, q, data):
+        if m == "POST" and list(q) == ["delete"] and not key:
+            return self.delete_objects(bucket, data)
+        if m == "PUT":
+            with lock:
+                delstore[(bucket, key)] = data
+            return self.reply(200, b"", [("ETag", '"%s"' % etag_of(data))])
+        if m == "DELETE":
+            self.log_del("DELETE " + urllib.parse.quote(key))
+            with lock:
+                delstore.pop((bucket, key), None)
+            return self.reply(204)
+        with lock:
+            v = delstore.get((bucket, key))
+        if v is None:
+            return self.error(404, "NoSuchKey")
+        return self.reply(200, v, [("ETag", '"%s"' % etag_of(v))])
+
+    def delete_objects(self, bucket, data):
+        ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+        md5 = self.headers.get("Content-MD5", "")
+        keys = []
+        quiet = "?"
+        try:
+            doc = ET.fromstring(data)
+            if doc.tag != ns + "Delete":
+                raise ValueError(doc.tag)
+            quiet = doc.findtext(ns + "Quiet")
+            for o in doc.findall(ns + "Object"):
+                keys.append(o.find(ns + "Key").text)
+        except (ET.ParseError, ValueError, AttributeError):
+            keys = None
+        self.log_del("POST %s keys=%s quiet=%s md5=%s" % (
+            self.path.split("?", 1)[1], -1 if keys is None else len(keys),
+            quiet, md5))
+        tmp = count_file[:-len(".uploads")] + ".delbody.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.rename(tmp, tmp[:-4])
+        if bucket == "nodel-501":
+            return self.error(501, "NotImplemented")
+        if bucket == "nodel-405":
+            return self.reply(405, b"<html><body>405 Not Allowed</body>"
+                              b"</html>", [("Content-Type", "text/html")])
+        want = base64.b64encode(hashlib.md5(data).digest()).decode()
+        sha = hashlib.sha256(data).hexdigest()
+        if md5 != want or self.headers.get("x-amz-content-sha256") != sha:
+            return self.error(400, "BadDigest")
+        if keys is None or not keys or len(keys) > 1000:
+            return self.error(400, "MalformedXML")
+        if any(k.startswith("fail") for k in keys):
+            return self.error(500, "InternalError")
+        if any(k.startswith("garbage") for k in keys):
+            return self.reply(200, b"<<<not xml")
+        out = []
+        for k in keys:
+            code = ("AccessDenied" if k.startswith("denied") else
+                    "NoSuchKey" if k.startswith("gone") else
+                    "SlowDown" if k.startswith("slow") else None)
+            if k.startswith("stranger"):
+                k = "someone-else"
+                code = "AccessDenied"
+            if code:
+                out.append("<Error><Key>%s</Key><Code>%s</Code><Message>"
+                           "scripted</Message></Error>" % (escape(k), code))
+                continue
+            with lock:
+                delstore.pop((bucket, k), None)
+            if quiet != "true":
+                out.append("<Deleted><Key>%s</Key></Deleted>" % escape(k))
+        return self.xml(200, '<?xml version="1.0" encoding="UTF-8"?>\n'
+                        '<DeleteResult xmlns="http://s3.amazonaws.com/doc/'
+                        '2006-03-01/">%s</DeleteResult>' % "".join(out))
 
     def meta(self):
         return {k.lower(): v for k, v in self.headers.items()

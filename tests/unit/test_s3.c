@@ -8,7 +8,10 @@
  * If-Match cannot hand another version to a pinned get; credentials never
  * appear in an error. Options are checked at smux_s3_new. The writer
  * (s3_writer.c) streams a multipart upload while the file is written, and
- * aborts it on close and on failure (bucket "parts").
+ * aborts it on close and on failure (bucket "parts"). del_many sends
+ * DeleteObjects requests (checked by the server: Content-MD5, payload
+ * hash, the document), maps each key's Error, and falls back to one DELETE
+ * a key on a server without it (buckets "delmany", "nodel-501/405").
  *
  * The conformance suite runs the backend against Swift and s3rver
  * (`make check-s3`); this test is the fast, deterministic part that
@@ -66,6 +69,8 @@ static int start(void **state)
 	return 0;
 }
 
+static void dellog_reset(void);
+
 static int stop(void **state)
 {
 	char port[80];
@@ -78,6 +83,7 @@ static int stop(void **state)
 	unlink(port);
 	snprintf(port, sizeof(port), "%s/port.parts", dir);
 	unlink(port);
+	dellog_reset();
 	rmdir(dir);
 	return 0;
 }
@@ -405,6 +411,292 @@ static void test_keeps_owners(void **state)
 	(void)state;
 	assert_true(smux_backend_caps(b) & SMUX_CAP_OWNER);
 	smux_backend_unref(b);
+}
+
+/* ---- del_many: DeleteObjects ---- */
+
+/* The server's file port.@what, whole, in a heap string (*@len bytes). */
+static char *server_file(const char *what, size_t *len)
+{
+	char path[PATH_MAX];
+	unsigned char *buf = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/port.%s", dir, what);
+	f = fopen(path, "re");
+	if (!f) {
+		*len = 0;
+		return strdup("");
+	}
+	buf = malloc(4u << 20);
+	assert_non_null(buf);
+	n = fread(buf, 1, (4u << 20) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return (char *)buf;
+}
+
+/* Forgets what the server logged of deletes. */
+static void dellog_reset(void)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/port.dellog", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/port.delbody", dir);
+	unlink(path);
+}
+
+/* Lines of the delete log starting with @start. */
+static int dellog_count(const char *log, const char *start)
+{
+	int n = 0;
+
+	for (const char *l = log; *l; l = strchr(l, '\n') + 1) {
+		if (!strncmp(l, start, strlen(start)))
+			n++;
+		if (!strchr(l, '\n'))
+			break;
+	}
+	return n;
+}
+
+/* The base64 MD5 of @len bytes at @data (Content-MD5). */
+static void md5_b64(const void *data, size_t len, char out[32])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+
+	assert_int_equal(EVP_Digest(data, len, md, &mdlen, EVP_md5(), NULL), 1);
+	EVP_EncodeBlock((unsigned char *)out, md, (int)mdlen);
+}
+
+static void put_small(struct smux_backend *b, const char *key)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	if (smux_backend_put_buf(b, &ctx, key, "x", 1, &err))
+		fail_msg("put %s: %s", key, err.e.message);
+}
+
+static void expect_gone(struct smux_backend *b, const char *key)
+{
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	expect_code(smux_backend_head(b, &ctx, key, &info, &err), &err,
+		    SMUX_E_KEY_NOT_FOUND);
+}
+
+/*
+ * The request: a POST of ?delete to the bucket with a Content-MD5 of its
+ * body (checked here and by the server, as is the payload hash), a Quiet
+ * Delete document of the keys escaped, each key once; more than 1000 keys
+ * in two requests; keys the XML cannot carry as DELETEs of their own.
+ */
+static void test_delete_many_request(void **state)
+{
+	static const char *const awkward[] = {
+		"a&b<c>\"d'e", "sp ace", "\xc3\xa9t\xc3\xa9/x",
+		"ctrl\x01x",   "tab\tx", " lead",
+		"trail ",      "0123",	 "bad\xff",
+		"dup",	       "dup",
+	};
+	const size_t na = sizeof(awkward) / sizeof(awkward[0]);
+	const size_t n = 1500 + na;
+	struct smux_backend *b = open_bucket("delmany", 0);
+	const char **keys = calloc(n, sizeof(*keys));
+	char(*names)[16] = calloc(1500, sizeof(*names));
+	int *rcs = calloc(n, sizeof(*rcs));
+	char md5[32], want_md5[80], *log, *body;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	size_t len;
+
+	(void)state;
+	assert_non_null(keys);
+	assert_non_null(names);
+	assert_non_null(rcs);
+	assert_true(smux_backend_caps(b) & SMUX_CAP_DEL_MANY);
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < 1500; i++) {
+		snprintf(names[i], sizeof(names[i]), "k%04zu", i);
+		keys[i] = names[i];
+	}
+	for (size_t i = 0; i < na; i++)
+		keys[1500 + i] = awkward[i];
+	for (size_t i = 0; i < n; i += 97)
+		put_small(b, keys[i]);
+	put_small(b, "ctrl\x01x");
+	put_small(b, "a&b<c>\"d'e");
+	dellog_reset();
+	assert_int_equal(smux_backend_del_many(b, &ctx, keys, n, rcs, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(rcs[i], 0);
+	for (size_t i = 0; i < n; i += 97)
+		expect_gone(b, keys[i]);
+	expect_gone(b, "ctrl\x01x");
+	expect_gone(b, "a&b<c>\"d'e");
+	log = server_file("dellog", &len);
+	print_message("%s", log);
+	/* 1000 keys, then the other 500 and the 4 awkward ones XML carries
+	 * (the keys sort "a&b.." "dup" "k0000".. "sp ace" "\xc3\xa9t.."),
+	 * "dup" once */
+	assert_int_equal(dellog_count(log, "POST delete"), 2);
+	assert_non_null(strstr(log, "keys=1000 quiet=true"));
+	assert_non_null(strstr(log, "keys=504 quiet=true"));
+	/* one DELETE each for control characters, blanks at an end, a
+	 * number and bytes that are not UTF-8 */
+	assert_int_equal(dellog_count(log, "DELETE "), 6);
+	assert_non_null(strstr(log, "DELETE ctrl%01x\n"));
+	assert_non_null(strstr(log, "DELETE tab%09x\n"));
+	assert_non_null(strstr(log, "DELETE %20lead\n"));
+	assert_non_null(strstr(log, "DELETE trail%20\n"));
+	assert_non_null(strstr(log, "DELETE 0123\n"));
+	assert_non_null(strstr(log, "DELETE bad%EF%BF%BD\n")); /* replaced */
+	free(log);
+	assert_int_equal(smux_s3_delete_objects_count(b), 2);
+
+	/* a small one, byte for byte, and its Content-MD5 */
+	dellog_reset();
+	keys[0] = "plain";
+	keys[1] = "a&b<c>\"d'e";
+	keys[2] = "plain";
+	assert_int_equal(smux_backend_del_many(b, &ctx, keys, 3, rcs, &err), 0);
+	body = server_file("delbody", &len);
+	assert_string_equal(body,
+			    "<Delete xmlns=\"http://s3.amazonaws.com/doc/"
+			    "2006-03-01/\"><Quiet>true</Quiet>"
+			    "<Object><Key>a&amp;b&lt;c&gt;&quot;d&apos;e</Key>"
+			    "</Object><Object><Key>plain</Key></Object>"
+			    "</Delete>");
+	md5_b64(body, len, md5);
+	snprintf(want_md5, sizeof(want_md5), "md5=%s\n", md5);
+	log = server_file("dellog", &len);
+	assert_non_null(strstr(log, "POST delete keys=2 quiet=true "));
+	assert_non_null(strstr(log, want_md5));
+	assert_int_equal(smux_s3_delete_objects_count(b), 3);
+	free(log);
+	free(body);
+	free(names);
+	free(keys);
+	free(rcs);
+	smux_backend_unref(b);
+}
+
+/*
+ * The answer: an Error for one key fails that key only (AccessDenied a
+ * permission error, SlowDown a transient one), NoSuchKey is gone; a
+ * failed request (500) fails every key of it; an answer that is not XML
+ * or names a key not asked for is BAD_RESPONSE.
+ */
+static void test_delete_many_answers(void **state)
+{
+	struct smux_backend *b = open_bucket("delmany", 0);
+	const char *keys[4];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rcs[4], rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	put_small(b, "one");
+	put_small(b, "two");
+	keys[0] = "one";
+	keys[1] = "denied&<x>";
+	keys[2] = "gone";
+	keys[3] = "two";
+	rc = smux_backend_del_many(b, &ctx, keys, 4, rcs, &err);
+	expect_code(rc, &err, SMUX_E_PERMISSION_DENIED);
+	print_message("  denied: %s\n", err.e.message);
+	assert_non_null(strstr(err.e.message, "denied&<x>"));
+	assert_int_equal(rc, rcs[1]);
+	assert_int_equal(rcs[1], -EACCES);
+	assert_int_equal(rcs[0], 0);
+	assert_int_equal(rcs[2], 0);
+	assert_int_equal(rcs[3], 0);
+	expect_gone(b, "one");
+	expect_gone(b, "two");
+
+	keys[0] = "slow";
+	keys[1] = "fine";
+	rc = smux_backend_del_many(b, &ctx, keys, 2, rcs, &err);
+	expect_code(rc, &err, SMUX_E_HTTP);
+	assert_int_equal(smux_error_class(&err.e), SMUX_CLASS_TRANSIENT);
+	assert_non_null(strstr(err.e.message, "\"slow\": SlowDown"));
+	assert_true(rcs[0] < 0);
+	assert_int_equal(rcs[1], 0);
+
+	keys[0] = "fail";
+	keys[1] = "fine";
+	rc = smux_backend_del_many(b, &ctx, keys, 2, rcs, &err);
+	expect_code(rc, &err, SMUX_E_HTTP);
+	assert_int_equal(rcs[0], rc);
+	assert_int_equal(rcs[1], rc);
+
+	keys[0] = "garbage";
+	rc = smux_backend_del_many(b, &ctx, keys, 2, rcs, &err);
+	expect_code(rc, &err, SMUX_E_BAD_RESPONSE);
+	assert_int_equal(rcs[0], rc);
+	assert_int_equal(rcs[1], rc);
+
+	keys[0] = "stranger";
+	rc = smux_backend_del_many(b, &ctx, keys, 2, rcs, &err);
+	expect_code(rc, &err, SMUX_E_BAD_RESPONSE);
+	print_message("  stranger: %s\n", err.e.message);
+	assert_int_equal(rcs[0], rc);
+	assert_int_equal(rcs[1], rc);
+	smux_backend_unref(b);
+}
+
+/* A server without DeleteObjects (501, or 405 with an HTML page): one
+ * DELETE a key, and the next calls do not ask again. */
+static void test_delete_many_fallback(void **state)
+{
+	static const char *const buckets[] = {"nodel-501", "nodel-405"};
+	const char *keys[3] = {"a", "b c", "d&e"};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	size_t len;
+	int rcs[3];
+	char *log;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < 2; i++) {
+		struct smux_backend *b = open_bucket(buckets[i], 0);
+
+		for (size_t k = 0; k < 3; k++)
+			put_small(b, keys[k]);
+		dellog_reset();
+		assert_int_equal(
+			smux_backend_del_many(b, &ctx, keys, 3, rcs, &err), 0);
+		for (size_t k = 0; k < 3; k++) {
+			assert_int_equal(rcs[k], 0);
+			expect_gone(b, keys[k]);
+		}
+		log = server_file("dellog", &len);
+		assert_int_equal(dellog_count(log, "POST delete"), 1);
+		assert_int_equal(dellog_count(log, "DELETE "), 3);
+		free(log);
+		/* remembered: no POST again */
+		put_small(b, "a");
+		assert_int_equal(
+			smux_backend_del_many(b, &ctx, keys, 3, rcs, &err), 0);
+		expect_gone(b, "a");
+		log = server_file("dellog", &len);
+		assert_int_equal(dellog_count(log, "POST delete"), 1);
+		assert_int_equal(dellog_count(log, "DELETE "), 6);
+		free(log);
+		assert_int_equal(smux_s3_delete_objects_count(b), 1);
+		smux_backend_unref(b);
+	}
 }
 
 /* Options are checked; errors name the option, never a credential. */
@@ -885,6 +1177,9 @@ int main(void)
 		cmocka_unit_test(test_orphans_aborted),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_keeps_owners),
+		cmocka_unit_test(test_delete_many_request),
+		cmocka_unit_test(test_delete_many_answers),
+		cmocka_unit_test(test_delete_many_fallback),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_writer_streams),
 		cmocka_unit_test(test_writer_single_put),
