@@ -457,6 +457,16 @@ void swift__auth_invalidate(struct swift_auth *a, uint64_t gen)
 	pthread_mutex_unlock(&a->mu);
 }
 
+uint64_t swift__auth_generation(struct swift_auth *a)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&a->mu);
+	gen = a->generation;
+	pthread_mutex_unlock(&a->mu);
+	return gen;
+}
+
 unsigned long smux_swift_auth_count(struct smux_backend *b)
 {
 	struct swiftb *s = (struct swiftb *)b;

@@ -59,6 +59,12 @@ struct swift_limits {
 	uint64_t min_segment;  /* slo.min_segment_size */
 	uint64_t max_manifest; /* slo.max_manifest_size (bytes) */
 	uint64_t max_deletes;  /* bulk_delete.max_deletes_per_request */
+	/* the longest escaped "/container/object" line a bulk delete takes:
+	 * the longest names (swift.max_object_name_length and
+	 * max_container_name_length) + 2, bulk.py's max_path_length. A
+	 * longer line makes it refuse the whole request (400 "Invalid File
+	 * Name") */
+	uint64_t max_line;
 };
 
 /* What a key was last seen as (swift_absent.c). */
@@ -73,9 +79,11 @@ enum swift_known {
 #define SWIFT_ABSENT_NS	   (10LL * 1000000000LL)
 
 /* Swift's defaults when /info does not say (slo.py, bulk.py). */
-#define SWIFT_SLO_MAX_SEGMENTS 1000
-#define SWIFT_SLO_MAX_MANIFEST (8ULL << 20)
-#define SWIFT_BULK_MAX_DELETES 10000
+#define SWIFT_SLO_MAX_SEGMENTS	 1000
+#define SWIFT_SLO_MAX_MANIFEST	 (8ULL << 20)
+#define SWIFT_BULK_MAX_DELETES	 10000
+#define SWIFT_MAX_OBJECT_NAME	 1024
+#define SWIFT_MAX_CONTAINER_NAME 256
 /* The largest single object Swift stores (constraints.py MAX_FILE_SIZE). */
 #define SWIFT_MAX_OBJECT 5368709122ULL
 /* Defaults of segment_threshold and segment_size. */
@@ -130,6 +138,8 @@ int swift__auth_get(struct swiftb *s, const struct smux_ctx *ctx, char **token,
 /* Drops the token of generation @gen (a 401 answered it): the next
  * swift__auth_get authenticates again. */
 void swift__auth_invalidate(struct swift_auth *a, uint64_t gen);
+/* The generation of the token in use now (swift__auth_invalidate). */
+uint64_t swift__auth_generation(struct swift_auth *a);
 
 /*
  * Performs @req on "<storage_url>/<container><path_q>" with the token: on
@@ -206,11 +216,41 @@ int swift__dlo_segments(struct swiftb *s, const struct smux_ctx *ctx,
  */
 int swift__delete_paths(struct swiftb *s, const struct smux_ctx *ctx,
 			char *const *paths, size_t n, struct smux_error *err);
-/* Checks a bulk-delete answer (JSON: "Response Status", "Errors", ...).
- * 0, or a negative errno with @err naming the first object that failed. */
+/*
+ * Deletes the @n objects @paths ("/container/object", unescaped; no two
+ * the same) with bulk delete, whatever @l says of it, in batches of its
+ * max_deletes; a path whose escaped line is longer than its max_line is
+ * one DELETE instead. @rcs[i] is 0 when paths[i] is gone, else its
+ * negative errno (swift__bulk_answer_paths). Returns 0 when every object
+ * is gone, else the first failure's rc with @err naming its object.
+ */
+int swift__bulk_delete(struct swiftb *s, const struct smux_ctx *ctx,
+		       char *const *paths, size_t n,
+		       const struct swift_limits *l, int *rcs,
+		       struct smux_error *err);
+/* Checks a bulk-delete answer (JSON: "Response Status", "Errors", ...)
+ * whose objects only the answer names (an SLO's segments): 0, or a
+ * negative errno with @err naming the first object that failed. */
 int swift__bulk_answer(const char *body, size_t len, const char *backend,
 		       unsigned long *deleted, unsigned long *not_found,
 		       struct smux_error *err);
+/*
+ * Reads the answer to a bulk delete of the @n objects @paths (unescaped,
+ * as sent) per object: @rcs[i] is 0 when paths[i] is gone, else its
+ * negative errno. A path in "Errors" (quoted as Swift quotes it: decoded
+ * before it is matched) takes its status, 404 being gone; the paths not
+ * named are gone when "Response Status" is 2xx or the counts ("Number
+ * Deleted", "Number Not Found", the errors) cover every path sent, else
+ * they fail with that status (a request refused whole, a run cut short);
+ * an error for a path not sent fails them too. An answer that is not the
+ * JSON object fails every path with BAD_RESPONSE. *@unauthorized: some
+ * object (or the whole) was answered 401, which is the token's doing.
+ * Returns 0 when every path is gone, else the first failure's rc, with
+ * @err saying why and naming its object.
+ */
+int swift__bulk_answer_paths(const char *body, size_t len, const char *backend,
+			     char *const *paths, size_t n, int *rcs,
+			     bool *unauthorized, struct smux_error *err);
 /* MD5 of @src's bytes, in hex (swift.c). 0 or a negative errno. */
 int swift__source_md5(const struct smux_source *src, char hex[33]);
 

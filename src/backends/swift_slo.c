@@ -69,9 +69,18 @@ int swift__limits_parse(const char *body, size_t len, struct swift_limits *out)
 		out->max_manifest = uint_in(slo, "max_manifest_size",
 					    SWIFT_SLO_MAX_MANIFEST, 1ULL << 30);
 	}
-	if (out->bulk)
+	if (out->bulk) {
+		json_t *sw = json_object_get(root, "swift");
+
 		out->max_deletes = uint_in(bulk, "max_deletes_per_request",
 					   SWIFT_BULK_MAX_DELETES, 1000000);
+		/* bulk.py's max_path_length: the longest line it takes */
+		out->max_line = uint_in(sw, "max_object_name_length",
+					SWIFT_MAX_OBJECT_NAME, 1u << 20) +
+				uint_in(sw, "max_container_name_length",
+					SWIFT_MAX_CONTAINER_NAME, 1u << 20) +
+				2;
+	}
 	json_decref(root);
 	return 0;
 }

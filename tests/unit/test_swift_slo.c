@@ -181,6 +181,9 @@ static void test_limits_parse(void **state)
 		"\"max_manifest_segments\":500,\"max_manifest_size\":1048576,"
 		"\"min_segment_size\":4096},\"bulk_delete\":{"
 		"\"max_deletes_per_request\":77,\"max_failed_deletes\":10}}";
+	static const char names[] =
+		"{\"swift\":{\"max_object_name_length\":2000,"
+		"\"max_container_name_length\":100},\"bulk_delete\":{}}";
 	static const char absurd[] =
 		"{\"slo\":{\"max_manifest_segments\":-3},\"bulk_delete\":"
 		"{\"max_deletes_per_request\":\"x\"}}";
@@ -193,12 +196,16 @@ static void test_limits_parse(void **state)
 	assert_int_equal(l.max_manifest, 1048576);
 	assert_int_equal(l.min_segment, 4096);
 	assert_int_equal(l.max_deletes, 77);
+	/* Swift's default name lengths, 1024 + 256, and two slashes */
+	assert_int_equal(l.max_line, 1282);
 	/* neither offered; absurd values fall back to Swift's defaults */
 	assert_int_equal(swift__limits_parse("{}", 2, &l), 0);
 	assert_true(l.known && !l.slo && !l.bulk);
 	assert_int_equal(swift__limits_parse(absurd, strlen(absurd), &l), 0);
 	assert_int_equal(l.max_segments, SWIFT_SLO_MAX_SEGMENTS);
 	assert_int_equal(l.max_deletes, SWIFT_BULK_MAX_DELETES);
+	assert_int_equal(swift__limits_parse(names, strlen(names), &l), 0);
+	assert_int_equal(l.max_line, 2000 + 100 + 2);
 	assert_int_equal(swift__limits_parse("[1,", 3, &l), -EINVAL);
 	assert_int_equal(swift__limits_parse("<html>", 6, &l), -EINVAL);
 }
@@ -280,6 +287,170 @@ static void test_bulk_answer(void **state)
 	assert_true(swift__bulk_answer("{\"Errors\": []}", 14, "sw", &del, &nf,
 				       &err) < 0);
 	assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+}
+
+/* Five objects sent; what the answer says of each (Swift quotes the
+ * paths of "Errors" again, as Python's quote does). */
+static void test_bulk_answer_paths(void **state)
+{
+	static char p0[] = "/c/a", p1[] = "/c/sp ace", p2[] = "/c/\xc3\xbc+&~",
+		    p3[] = "/c/gone", p4[] = "/c/d";
+	static char *const paths[] = {p0, p1, p2, p3, p4};
+	/* as Swift sends it: whitespace first (it keeps the connection
+	 * alive), then two failures and a 404 among the errors; the
+	 * counts cover every object, so the two not named are gone */
+	static const char mixed[] =
+		"  \r\n\r\n{\"Response Status\": \"400 Bad Request\", "
+		"\"Response Body\": \"\", \"Number Deleted\": 2, \"Number "
+		"Not Found\": 0, \"Errors\": [[\"/c/sp%20ace\", \"409 "
+		"Conflict\"], [\"/c/%C3%BC%2B%26~\", \"403 Forbidden\"], "
+		"[\"/c/gone\", \"404 Not Found\"]]}";
+	/* cut short after max_failed_deletes: the rest is not known */
+	static const char cut[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Response Body\": "
+		"\"Max delete failures exceeded\", \"Number Deleted\": 1, "
+		"\"Number Not Found\": 0, \"Errors\": [[\"/c/a\", \"409 "
+		"Conflict\"]]}";
+	static const char whole[] =
+		"{\"Response Status\": \"413 Request Entity Too Large\", "
+		"\"Response Body\": \"Maximum Bulk Deletes: 3 per request\", "
+		"\"Number Deleted\": 0, \"Number Not Found\": 0, \"Errors\": "
+		"[]}";
+	static const char ok[] =
+		"{\"Response Status\": \"200 OK\", \"Response Body\": \"\", "
+		"\"Number Deleted\": 3, \"Number Not Found\": 2, \"Errors\": "
+		"[]}";
+	static const char only404[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Number "
+		"Deleted\": "
+		"4, \"Number Not Found\": 0, \"Errors\": [[\"/c/gone\", \"404 "
+		"Not Found\"]]}";
+	/* a bad token: the POST is 200, each object 401 */
+	static const char denied[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Response Body\": "
+		"\"\", \"Number Deleted\": 0, \"Number Not Found\": 0, "
+		"\"Errors\": [[\"/c/a\", \"401 Unauthorized\"], [\"/c/sp%20ace"
+		"\", \"401 Unauthorized\"], [\"/c/%C3%BC%2B%26~\", \"401 "
+		"Unauthorized\"], [\"/c/gone\", \"401 Unauthorized\"], "
+		"[\"/c/d\", \"401 Unauthorized\"]]}";
+	/* an error for a path not sent (or no path): whose is unknown */
+	static const char stranger[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Number "
+		"Deleted\": "
+		"4, \"Number Not Found\": 0, \"Errors\": [[\"/c/other\", \"409 "
+		"Conflict\"]]}";
+	static const char nameless[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Number "
+		"Deleted\": "
+		"3, \"Number Not Found\": 0, \"Errors\": [[\"/c/d\", \"409 "
+		"Conflict\"], [7, \"409 Conflict\"]]}";
+	static const char nostatus[] =
+		"{\"Response Status\": \"400 Bad Request\", \"Number "
+		"Deleted\": "
+		"4, \"Number Not Found\": 0, \"Errors\": [[\"/c/d\"]]}";
+	static const char *const garbage[] = {
+		"<html>502 Bad Gateway</html>",
+		"",
+		"[]",
+		"{\"Response Status\": \"200 OK\", \"Errors\": \"none\"}",
+		"{\"Response Status\": \"OK\", \"Errors\": []}",
+		"{\"Response Status\": \"200 OK\", \"Errors\": [",
+	};
+	struct smux_error err = {0};
+	bool unauth;
+	int rcs[5], rc;
+
+	(void)state;
+	rc = swift__bulk_answer_paths(mixed, strlen(mixed), "sw", paths, 5, rcs,
+				      &unauth, &err);
+	assert_int_equal(rc, rcs[1]);
+	assert_int_equal(rcs[0], 0);
+	assert_true(rcs[1] < 0);
+	assert_int_equal(rcs[2], -EACCES);
+	assert_int_equal(rcs[3], 0);
+	assert_int_equal(rcs[4], 0);
+	assert_false(unauth);
+	assert_int_equal(err.e.http_status, 409);
+	/* the object as sent, not as quoted back */
+	assert_non_null(strstr(err.e.message, "\"/c/sp ace\""));
+	assert_non_null(strstr(err.e.message, "2 object(s)"));
+
+	smux_error_clear(&err);
+	rc = swift__bulk_answer_paths(cut, strlen(cut), "sw", paths, 5, rcs,
+				      &unauth, &err);
+	assert_int_equal(rc, rcs[0]);
+	assert_int_equal(err.e.http_status, 409);
+	for (int i = 1; i < 5; i++)
+		assert_int_equal(rcs[i], -EINVAL); /* the 400 */
+
+	smux_error_clear(&err);
+	rc = swift__bulk_answer_paths(whole, strlen(whole), "sw", paths, 5, rcs,
+				      &unauth, &err);
+	assert_true(rc < 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], rc);
+	assert_int_equal(err.e.http_status, 413);
+	assert_non_null(strstr(err.e.message, "\"/c/a\""));
+	assert_non_null(strstr(err.e.message, "Maximum Bulk Deletes"));
+
+	memset(rcs, 1, sizeof(rcs));
+	assert_int_equal(swift__bulk_answer_paths(ok, strlen(ok), "sw", paths,
+						  5, rcs, &unauth, &err),
+			 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], 0);
+	memset(rcs, 1, sizeof(rcs));
+	assert_int_equal(swift__bulk_answer_paths(only404, strlen(only404),
+						  "sw", paths, 5, rcs, &unauth,
+						  &err),
+			 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], 0);
+
+	smux_error_clear(&err);
+	rc = swift__bulk_answer_paths(denied, strlen(denied), "sw", paths, 5,
+				      rcs, &unauth, &err);
+	assert_int_equal(rc, -EACCES);
+	assert_true(unauth);
+	assert_int_equal(err.e.code, SMUX_E_CREDENTIAL_EXPIRED);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], -EACCES);
+
+	smux_error_clear(&err);
+	rc = swift__bulk_answer_paths(stranger, strlen(stranger), "sw", paths,
+				      5, rcs, &unauth, &err);
+	assert_true(rc < 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], rc);
+	assert_non_null(strstr(err.e.message, "/c/other"));
+	smux_error_clear(&err);
+	rc = swift__bulk_answer_paths(nameless, strlen(nameless), "sw", paths,
+				      5, rcs, &unauth, &err);
+	assert_true(rc < 0);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(rcs[i], rc);
+	smux_error_clear(&err);
+	/* an error without its status is one all the same */
+	rc = swift__bulk_answer_paths(nostatus, strlen(nostatus), "sw", paths,
+				      5, rcs, &unauth, &err);
+	assert_true(rc < 0);
+	assert_int_equal(rcs[4], rc);
+	assert_int_equal(err.e.http_status, 502);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(rcs[i], 0);
+
+	for (size_t g = 0; g < sizeof(garbage) / sizeof(garbage[0]); g++) {
+		smux_error_clear(&err);
+		memset(rcs, 0, sizeof(rcs));
+		rc = swift__bulk_answer_paths(garbage[g], strlen(garbage[g]),
+					      "sw", paths, 5, rcs, &unauth,
+					      &err);
+		assert_int_equal(rc, -smux_code_errno(SMUX_E_BAD_RESPONSE));
+		assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+		for (int i = 0; i < 5; i++)
+			assert_int_equal(rcs[i], rc);
+		assert_non_null(strstr(err.e.message, "\"/c/a\" and 4 more"));
+	}
 }
 
 /* ---- on Swift ---- */
@@ -756,6 +927,7 @@ int main(void)
 		cmocka_unit_test(test_limits_parse),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_bulk_answer),
+		cmocka_unit_test(test_bulk_answer_paths),
 		cmocka_unit_test(test_slo_put_read),
 		cmocka_unit_test(test_slo_overwrite),
 		cmocka_unit_test(test_slo_rename_copy),
