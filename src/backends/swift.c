@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,6 +425,113 @@ out:
 	return rc;
 }
 
+/* A key of a del_many and where it was given. */
+struct many_key {
+	const char *key;
+	size_t i;
+};
+
+static int many_cmp(const void *a, const void *b)
+{
+	const struct many_key *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/*
+ * Many deletes. The keys seen a plain object (swift_absent.c: no segments
+ * to look for, the worst case as for del) go in bulk-delete requests when
+ * /info offers bulk delete and there are two or more of them, each key
+ * once (one given twice takes its first's result); every other key (maybe
+ * a large object, or no bulk delete) is one swiftb_del, as alone.
+ */
+static int swiftb_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
+			   const char *const *keys, size_t n, int *rcs,
+			   struct smux_error *err)
+{
+	struct swiftb *s = swiftb_from(b);
+	struct swift_limits l = {0};
+	struct many_key *mk = malloc((n ? n : 1) * sizeof(*mk));
+	/* what each key is: its own del (SIZE_MAX), or in the bulk delete
+	 * as the key of that index (itself, or its first when twice) */
+	size_t *bulk = malloc((n ? n : 1) * sizeof(*bulk));
+	char **paths = NULL;
+	size_t nb = 0, np = 0;
+	int *brc = NULL, first = 0, rc;
+
+	if (!mk || !bulk) {
+		rc = nomem(s, err);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bulk[i] = SIZE_MAX;
+		if (!swift__key_is_dir(keys[i]) &&
+		    swift__plain_seen(s, keys[i]))
+			mk[nb++] = (struct many_key){.key = keys[i], .i = i};
+	}
+	if (nb >= 2) {
+		swift__limits(s, ctx, &l);
+		if (!l.bulk)
+			nb = 0;
+	} else {
+		nb = 0; /* one DELETE costs what a bulk delete of one does */
+	}
+	qsort(mk, nb, sizeof(*mk), many_cmp);
+	paths = calloc(nb ? nb : 1, sizeof(*paths));
+	brc = malloc((nb ? nb : 1) * sizeof(*brc));
+	if (!paths || !brc) {
+		rc = nomem(s, err);
+		goto out;
+	}
+	for (size_t j = 0; j < nb; j++) {
+		if (np && strcmp(mk[j].key, mk[np - 1].key) == 0) {
+			bulk[mk[j].i] = mk[np - 1].i; /* sent once */
+			continue;
+		}
+		if (asprintf(&paths[np], "/%s/%s", s->container, mk[j].key) <
+		    0) {
+			paths[np] = NULL;
+			rc = nomem(s, err);
+			goto out;
+		}
+		bulk[mk[j].i] = mk[j].i;
+		mk[np++] = mk[j];
+	}
+	if (np)
+		first = swift__bulk_delete(s, ctx, paths, np, &l, brc, err);
+	for (size_t j = 0; j < np; j++) {
+		rcs[mk[j].i] = brc[j];
+		if (brc[j] == 0) {
+			swift__recent_note(s, mk[j].key, true, NULL);
+			swift__absent_note(s, mk[j].key, true);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct smux_error one;
+
+		if (bulk[i] != SIZE_MAX) {
+			rcs[i] = rcs[bulk[i]];
+			continue;
+		}
+		smux_error_clear(&one);
+		rcs[i] = swiftb_del(b, ctx, keys[i], &one);
+		if (rcs[i] && !first) {
+			first = rcs[i];
+			*err = one;
+		}
+	}
+	rc = first;
+out:
+	for (size_t j = 0; j < np; j++)
+		free(paths[j]);
+	free(paths);
+	free(brc);
+	free(bulk);
+	free(mk);
+	return rc;
+}
+
 /* The info of a copy of the object @src_info from the copy's answer: its
  * ETag (an MD5, unquoted: a plain object's). False when the answer has
  * none that is one. */
@@ -778,11 +886,12 @@ unsigned long smux_swift_orphan_count(struct smux_backend *b)
 	return s ? atomic_load(&s->n_orphans) : 0;
 }
 
-/* head("a") asks the directory "a/" itself (swift__head). */
+/* head("a") asks the directory "a/" itself (swift__head); del_many
+ * sends bulk deletes (swiftb_del_many). */
 static unsigned swiftb_caps(struct smux_backend *b)
 {
 	(void)b;
-	return SMUX_CAP_HEAD_DIR;
+	return SMUX_CAP_HEAD_DIR | SMUX_CAP_DEL_MANY;
 }
 
 static const struct smux_backend_ops swiftb_ops = {
@@ -790,6 +899,7 @@ static const struct smux_backend_ops swiftb_ops = {
 	.get = swift__get,
 	.put = swiftb_put,
 	.del = swiftb_del,
+	.del_many = swiftb_del_many,
 	.head = swift__head,
 	.list = swiftb_list,
 	.copy = swiftb_copy,

@@ -12,17 +12,18 @@
  * the HEAD and the plain PUT. So that hint saves a request when right and
  * costs one when wrong, never correctness.
  *
- * Plain: a put or a DELETE of the key skips that HEAD (a plain object
- * has no segments). Swift has no condition that says "not a manifest",
- * so this hint is trusted: when another client made the key a large
- * object since the note (at most SWIFT_ABSENT_NS ago), the put or DELETE
- * replaces or removes its manifest and leaves its segments behind, in
- * the segments container, unread by anyone. That is the worst case, and
- * it is the one a HEAD then DELETE has too (another client can write
- * between the two); the note only widens that window from a round trip
- * to seconds, for a name two clients change at once, whose outcome is
- * last-writer-wins anyway. Only storage is lost, never data: what the
- * segments held was replaced or deleted through the mount on purpose.
+ * Plain: a put or a DELETE of the key skips that HEAD (a plain object has
+ * no segments), and a del_many sends it in a bulk delete. Swift has no
+ * condition that says "not a manifest", so this hint is trusted: when
+ * another client made the key a large object since the note (at most
+ * SWIFT_ABSENT_NS ago), the put or DELETE replaces or removes its manifest
+ * and leaves its segments behind, in the segments container, unread by
+ * anyone. That is the worst case, and it is the one a HEAD then DELETE has
+ * too (another client can write between the two); the note only widens
+ * that window from a round trip to seconds, for a name two clients change
+ * at once, whose outcome is last-writer-wins anyway. Only storage is lost,
+ * never data: what the segments held was replaced or deleted through the
+ * mount on purpose.
  *
  * The notes are core/keynotes.h's (SWIFT_ABSENT_SLOTS slots by key hash,
  * a colliding key takes the slot: a lost hint), an enum swift_known each.

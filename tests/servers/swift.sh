@@ -16,6 +16,8 @@
 #   addressing; the client resolves it to 127.0.0.1 itself)
 #   SWIFT_RACK_USER=rack:rackuser SWIFT_RACK_KEY=rackkey (a second tempauth
 #   account, MossoCloudFS_rack, named as Rackspace Cloud Files names them)
+#   SWIFT_READER_USER=test:reader SWIFT_READER_KEY=reader (a user of
+#   AUTH_test without .admin: only what a container's ACL grants it)
 # The S3 API checks SigV4 and payload hashes strictly; tempauth's user
 # test:tester (password testing) is the S3 access key and secret.
 # stop: kills what start started (also callable from a trap; idempotent).
@@ -141,6 +143,8 @@ use = egg:swift#tempauth
 reseller_prefix = AUTH, MossoCloudFS
 user_test_tester = testing .admin
 user_rack_rackuser = rackkey .admin http://127.0.0.1:$proxy_port/v1/MossoCloudFS_rack
+# no .admin: only what a container ACL grants (a refused delete)
+user_test_reader = reader
 storage_url_scheme = http
 
 [filter:s3api]
@@ -200,5 +204,7 @@ SWIFT_AUTH_URL=$endpoint/auth/v1.0
 S3_VHOST_DOMAIN=s3.localhost
 SWIFT_RACK_USER=rack:rackuser
 SWIFT_RACK_KEY=rackkey
+SWIFT_READER_USER=test:reader
+SWIFT_READER_KEY=reader
 ENV
 cat "$dir/env"

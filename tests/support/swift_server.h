@@ -14,10 +14,16 @@
 #ifndef SMUX_TESTS_SUPPORT_SWIFT_SERVER_H
 #define SMUX_TESTS_SUPPORT_SWIFT_SERVER_H
 
+#include <stddef.h>
+
 /* Credentials the emulator takes (RAX-KSKEY and password forms). */
 #define TS_SWIFT_V2_USER     "rackuser"
 #define TS_SWIFT_V2_APIKEY   "0123456789abcdef0123456789abcdef"
 #define TS_SWIFT_V2_PASSWORD "rackpass"
+/* A tempauth user of the same account without .admin (swift.sh): it may
+ * do only what a container's ACL grants it. */
+#define TS_SWIFT_READER_USER "test:reader"
+#define TS_SWIFT_READER_KEY  "reader"
 
 struct ts_swift {
 	const char *auth_v1;  /* http://127.0.0.1:P/auth/v1.0 */

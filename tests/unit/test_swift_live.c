@@ -47,23 +47,40 @@ static void reset_knobs(void)
 		0);
 }
 
+/* A v1 (tempauth) backend on @o's container, test:tester's unless @o
+ * names a user. */
+static struct smux_backend *v1_with(struct smux_swift_opts *o)
+{
+	struct smux_error err = {0};
+	struct smux_backend *b = NULL;
+
+	o->auth_url = srv.auth_v1;
+	if (!o->username) {
+		o->username = srv.user_v1;
+		o->key = srv.key_v1;
+	}
+	if (smux_swift_new("sw", o, &b, &err) != 0)
+		fail_msg("swift_new: %s", err.e.message);
+	return b;
+}
+
 /* A v1 (tempauth) backend on a fresh container. */
 static struct smux_backend *v1_new(unsigned list_page)
 {
 	struct smux_swift_opts o = {0};
-	struct smux_error err = {0};
-	struct smux_backend *b = NULL;
 	char container[64];
 
 	snprintf(container, sizeof(container), "t-%d-%u", (int)getpid(), ++seq);
-	o.auth_url = srv.auth_v1;
-	o.username = srv.user_v1;
-	o.key = srv.key_v1;
 	o.container = container;
 	o.list_page = list_page;
-	if (smux_swift_new("sw", &o, &b, &err) != 0)
-		fail_msg("swift_new: %s", err.e.message);
-	return b;
+	return v1_with(&o);
+}
+
+/* The container of the backend v1_new made last. */
+static const char *last_container(char buf[64])
+{
+	snprintf(buf, 64, "t-%d-%u", (int)getpid(), seq);
+	return buf;
 }
 
 /* A v2 backend through the emulator; fills *@err when it cannot open. */
@@ -305,6 +322,248 @@ static void test_setattr_post(void **state)
 	assert_int_equal(after.mode, S_IFDIR | 0700);
 	assert_int_equal(smux_backend_setattr(b, &ctx, "none", &sa, &err),
 			 -ENOENT);
+	smux_backend_unref(b);
+}
+
+/* ---- many deletes ---- */
+
+static const char *const many[] = {"m/a", "m/sp ace", "m/\xc3\xbc+&~'\"",
+				   "m/pct%41%2F", "m/deep/er/x"};
+#define N_MANY (sizeof(many) / sizeof(many[0]))
+
+static void put_many(struct smux_backend *b)
+{
+	struct smux_error err = {0};
+
+	for (size_t i = 0; i < N_MANY; i++)
+		if (put_str(b, many[i], "v", &err) != 0)
+			fail_msg("put %s: %s", many[i], err.e.message);
+}
+
+static void expect_gone(struct smux_backend *b, const char *const *keys,
+			size_t n)
+{
+	struct smux_error err = {0};
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < n; i++)
+		if (smux_backend_head(b, &ctx, keys[i], &info, &err) != -ENOENT)
+			fail_msg("%s is still there", keys[i]);
+}
+
+/*
+ * del_many of keys the backend put itself (seen plain objects) is one
+ * bulk delete for all of them, but for a key whose escaped path is longer
+ * than a bulk-delete line may be (Swift would refuse the whole request):
+ * that one is a DELETE alone. A backend that knows nothing of the keys
+ * deletes each alone (its HEAD looks for a large object's segments), no
+ * bulk delete. Either way every key is gone.
+ */
+static void test_v1_del_many(void **state)
+{
+	struct smux_swift_opts o = {0};
+	struct smux_backend *b = v1_new(0), *other;
+	struct smux_error err = {0};
+	const char *keys[N_MANY + 1];
+	char container[64], longkey[1024];
+	struct smux_ctx ctx;
+	unsigned long bulk0;
+	int rcs[N_MANY + 1];
+	size_t len;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	assert_true(smux_backend_caps(b) & SMUX_CAP_DEL_MANY);
+	/* "m" and 4 segments of 120 u-umlauts: 965 bytes, 2885 escaped */
+	len = 0;
+	longkey[len++] = 'm';
+	for (size_t i = 0; i < 480; i++) {
+		if (i % 120 == 0)
+			longkey[len++] = '/';
+		memcpy(longkey + len, "\xc3\xbc", 2);
+		len += 2;
+	}
+	longkey[len] = '\0';
+	for (size_t i = 0; i < N_MANY; i++)
+		keys[i] = many[i];
+	keys[N_MANY] = longkey;
+	put_many(b);
+	assert_int_equal(put_str(b, longkey, "v", &err), 0);
+	bulk0 = smux_swift_bulk_count(b);
+	if (smux_backend_del_many(b, &ctx, keys, N_MANY + 1, rcs, &err) != 0)
+		fail_msg("del_many: %s", err.e.message);
+	assert_int_equal(smux_swift_bulk_count(b), bulk0 + 1);
+	for (size_t i = 0; i < N_MANY + 1; i++)
+		assert_int_equal(rcs[i], 0);
+	expect_gone(b, keys, N_MANY + 1);
+
+	put_many(b);
+	o.container = last_container(container);
+	other = v1_with(&o);
+	if (smux_backend_del_many(other, &ctx, many, N_MANY, rcs, &err) != 0)
+		fail_msg("del_many: %s", err.e.message);
+	assert_int_equal(smux_swift_bulk_count(other), 0);
+	for (size_t i = 0; i < N_MANY; i++)
+		assert_int_equal(rcs[i], 0);
+	expect_gone(other, many, N_MANY);
+	expect_gone(b, many, N_MANY);
+	smux_backend_unref(other);
+	smux_backend_unref(b);
+}
+
+static int count_entry(void *arg, const struct smux_list_entry *e)
+{
+	(void)e;
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+/* Polls (up to 20 s: Swift updates a container listing after the write)
+ * until "<container>_segments" lists @want objects. */
+static void expect_segments(const char *container, size_t want)
+{
+	struct smux_swift_opts o = {0};
+	struct smux_backend *b;
+	struct smux_error err = {0};
+	struct smux_ctx ctx;
+	char seg[80];
+	size_t n = 0;
+
+	snprintf(seg, sizeof(seg), "%s_segments", container);
+	o.container = seg;
+	o.recent_ms = -1; /* what the server lists */
+	b = v1_with(&o);
+	smux_ctx_init(&ctx);
+	for (int i = 0; i < 200; i++) {
+		int rc;
+
+		n = 0;
+		rc = smux_backend_list(b, &ctx, "", NULL, count_entry, &n,
+				       &err);
+		if (rc != 0 && rc != -ENOENT)
+			fail_msg("list %s: %s", seg, err.e.message);
+		if (n == want)
+			break;
+		usleep(100 * 1000);
+	}
+	smux_backend_unref(b);
+	if (n != want)
+		fail_msg("%zu segments, not %zu", n, want);
+}
+
+/* A large object (SLO) among the keys of a del_many goes alone, with
+ * its segments; the plain ones around it go in one bulk delete. */
+static void test_v1_del_many_slo(void **state)
+{
+	static const char *const keys[] = {"p/1", "big", "p/2", "p/3"};
+	struct smux_swift_opts o = {0};
+	struct smux_error err = {0};
+	struct smux_backend *b;
+	struct smux_source src;
+	struct smux_ctx ctx;
+	unsigned long bulk0;
+	char container[64], *big = malloc(100000);
+	int rcs[4];
+
+	(void)state;
+	assert_non_null(big);
+	smux_ctx_init(&ctx);
+	snprintf(container, sizeof(container), "t-%d-%u", (int)getpid(), ++seq);
+	o.container = container;
+	o.segment_threshold = (uint64_t)40 * 1024;
+	o.segment_size = (uint64_t)24 * 1024;
+	b = v1_with(&o);
+	for (size_t i = 0; i < 100000; i++)
+		big[i] = (char)(i * 7 + i / 1000);
+	smux_source_buf(&src, big, 100000);
+	assert_int_equal(
+		smux_backend_put(b, &ctx, "big", &src, NULL, NULL, &err), 0);
+	expect_segments(container, 5);
+	for (size_t i = 0; i < 4; i++)
+		if (i != 1)
+			assert_int_equal(put_str(b, keys[i], "small", &err), 0);
+	bulk0 = smux_swift_bulk_count(b);
+	if (smux_backend_del_many(b, &ctx, keys, 4, rcs, &err) != 0)
+		fail_msg("del_many: %s", err.e.message);
+	assert_int_equal(smux_swift_bulk_count(b), bulk0 + 1);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(rcs[i], 0);
+	expect_gone(b, keys, 4);
+	expect_segments(container, 0);
+	assert_int_equal(smux_swift_orphan_count(b), 0);
+	free(big);
+	smux_backend_unref(b);
+}
+
+/*
+ * A user who may read the container but not write it (TS_SWIFT_READER_*)
+ * deletes: Swift answers the bulk delete 200 with each object's 403 in
+ * "Errors", its path quoted again; each key fails with EACCES, the error
+ * names the key as it was sent (keys that need quoting: the quoted path
+ * was matched back), and nothing is deleted. A key the reader never saw
+ * (a HEAD, then listed) goes alone, refused all the same.
+ */
+static void test_v1_del_many_refused(void **state)
+{
+	/* all quoted on the wire */
+	const char *keys[] = {many[1], many[2], many[3], "m/unseen"};
+	struct smux_swift_opts o = {0};
+	struct smux_backend *b = v1_new(0), *reader;
+	struct smux_error err = {0};
+	struct smux_info info;
+	struct smux_ctx ctx;
+	char container[64], args[512], want[128];
+	unsigned long bulk0;
+	bool named = false;
+	struct listing l;
+	int rcs[4], rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	put_many(b);
+	assert_int_equal(put_str(b, "m/unseen", "v", &err), 0);
+	last_container(container);
+	snprintf(args, sizeof(args),
+		 "swift -q -A '%s' -U '%s' -K '%s' post -r '%s' '%s'",
+		 srv.auth_v1, srv.user_v1, srv.key_v1, TS_SWIFT_READER_USER,
+		 container);
+	assert_int_equal(system(args), 0);
+	o.container = container;
+	o.username = TS_SWIFT_READER_USER;
+	o.key = TS_SWIFT_READER_KEY;
+	reader = v1_with(&o);
+	for (size_t i = 0; i < 3; i++) {
+		/* versions it knows, then listed: seen plain objects, they
+		 * go in the bulk delete */
+		if (smux_backend_head(reader, &ctx, keys[i], &info, &err) != 0)
+			fail_msg("head %s: %s", keys[i], err.e.message);
+	}
+	list(reader, "m/", NULL, &l);
+	assert_int_equal(l.n, N_MANY + 1);
+	bulk0 = smux_swift_bulk_count(reader);
+	rc = smux_backend_del_many(reader, &ctx, keys, 4, rcs, &err);
+	assert_int_equal(rc, -EACCES);
+	assert_int_equal(smux_swift_bulk_count(reader), bulk0 + 1);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(rcs[i], -EACCES);
+	assert_int_equal(err.e.http_status, 403);
+	for (size_t i = 0; i < 3 && !named; i++) {
+		snprintf(want, sizeof(want), "\"/%s/%s\"", container, keys[i]);
+		named = strstr(err.e.message, want) != NULL;
+	}
+	if (!named)
+		fail_msg("\"%s\" names none of the keys as sent",
+			 err.e.message);
+	print_message("  refused: %s\n", err.e.message);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(
+			smux_backend_head(b, &ctx, keys[i], &info, &err), 0);
+	/* the owner may */
+	assert_int_equal(smux_backend_del_many(b, &ctx, keys, 4, rcs, &err), 0);
+	expect_gone(b, keys, 4);
+	smux_backend_unref(reader);
 	smux_backend_unref(b);
 }
 
@@ -744,6 +1003,9 @@ int main(void)
 		cmocka_unit_test(test_v1_list_pages),
 		cmocka_unit_test(test_v1_wrong_key),
 		cmocka_unit_test(test_setattr_post),
+		cmocka_unit_test(test_v1_del_many),
+		cmocka_unit_test(test_v1_del_many_slo),
+		cmocka_unit_test(test_v1_del_many_refused),
 		cmocka_unit_test(test_v2_default_region),
 		cmocka_unit_test(test_v2_internal_password),
 		cmocka_unit_test(test_v2_no_endpoint),

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -874,6 +875,50 @@ static void test_plain_notes(void **state)
 	smux_backend_unref(a);
 }
 
+/*
+ * Swift answers a bulk delete 200 before it runs the deletes, so a token
+ * that went bad shows as a 401 for each object, not as the POST's status:
+ * the batch is sent once more with a new token, and every key goes.
+ */
+static void test_bulk_token_renewed(void **state)
+{
+	static const char *const keys[] = {"k1", "k 2", "k/3"};
+	char c[64];
+	struct smux_backend *b = open_on(NULL, c, THRESHOLD, SEGMENT);
+	struct swiftb *s = swift__from(b);
+	struct smux_error err = {0};
+	struct smux_info info;
+	struct smux_ctx ctx;
+	unsigned long bulk0, auth0;
+	char *old;
+	int rcs[3];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(put_bytes(b, keys[i], "v", 1, NULL, &err), 0);
+	/* the token goes bad behind the backend's back (revoked) */
+	pthread_mutex_lock(&s->auth.mu);
+	old = s->auth.token;
+	s->auth.token = strdup("AUTH_tk00000000000000000000000000000000");
+	assert_non_null(s->auth.token);
+	pthread_mutex_unlock(&s->auth.mu);
+	free(old);
+	bulk0 = smux_swift_bulk_count(b);
+	auth0 = smux_swift_auth_count(b);
+	if (smux_backend_del_many(b, &ctx, keys, 3, rcs, &err) != 0)
+		fail_msg("del_many: %s", err.e.message);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(rcs[i], 0);
+	assert_int_equal(smux_swift_bulk_count(b), bulk0 + 2);
+	assert_int_equal(smux_swift_auth_count(b), auth0 + 1);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(
+			smux_backend_head(b, &ctx, keys[i], &info, &err),
+			-ENOENT);
+	smux_backend_unref(b);
+}
+
 /* A DLO manifest whose prefix is empty (the whole container) or covers
  * the manifest itself is hostile input: deleting it deletes it alone. */
 static void test_dlo_hostile_prefix(void **state)
@@ -937,6 +982,7 @@ int main(void)
 		cmocka_unit_test(test_swiftclient_slo),
 		cmocka_unit_test(test_swiftclient_dlo),
 		cmocka_unit_test(test_dlo_hostile_prefix),
+		cmocka_unit_test(test_bulk_token_renewed),
 	};
 
 	return cmocka_run_group_tests_name("swift_slo", tests, group_setup,
