@@ -114,6 +114,13 @@ unmount_smux "$M"
 mount_smux "$CONF" "$M"
 op "rm -r u ($NTAR files)" "${BOUND_RMR:-$((NTAR + 25))}" rm -r "$M/u"
 no_file_heads "rm -r"
+# the unlinks go in bulk deletes (delq.c, swift_bulk.c), POSTs to the
+# account (reqs shows the container's requests only): at most the first
+# alone (its batch leaves at once), no DELETE for the rest
+nfdel=$(printf '%s\n' "$OP_REQS" | awk '$1 == "DELETE" && $2 ~ /\/t[0-9]+$/' | wc -l)
+ndel=$(stats "$M" .deleteQueue.deleted)
+[ "$nfdel" -le 1 ] && [ "$ndel" -ge "$NTAR" ] ||
+	fail "rm -r of $NTAR files: $nfdel DELETEs of files, $ndel deleted by the queue"
 
 # what the operations did is what a local filesystem shows
 [ ! -e "$M/d/new" ] || fail "d/new still there after rm"
