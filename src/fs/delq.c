@@ -342,7 +342,7 @@ static bool dq_send(struct smuxfs_delq *q, struct dq_entry **batch,
 static void *dq_thread(void *arg)
 {
 	struct smuxfs_delq *q = arg;
-	struct dq_entry **batch = malloc(DQ_BATCH * sizeof(*batch));
+	struct dq_entry **batch = calloc(DQ_BATCH, sizeof(struct dq_entry *));
 	const char **keys = malloc(DQ_BATCH * sizeof(*keys));
 	int *rcs = malloc(DQ_BATCH * sizeof(*rcs));
 	int64_t next_due = INT64_MAX;
@@ -397,7 +397,7 @@ int smuxfs_delq_add(struct smuxfs *fs, const char *key)
 	struct dq_entry *e;
 	struct smux_info info;
 	char *line;
-	int rc = 0;
+	int rc = 0, wrc;
 
 	if (!q)
 		return 1;
@@ -420,16 +420,19 @@ int smuxfs_delq_add(struct smuxfs *fs, const char *key)
 	/* backpressure: rm -r runs ahead of the server by DQ_MAX names */
 	while (atomic_load(&q->n) >= DQ_MAX && !q->stop)
 		pthread_cond_wait(&q->changed, &q->lock);
-	if (q->stop || dq_find(q, key)) {
-		rc = 1; /* unmounting, or queued already: the caller deletes */
-	} else if (q->fd >= 0 && write_all(q->fd, line, e->line_len) != 0) {
+	/* unmounting, or queued already: the caller deletes */
+	wrc = q->stop || dq_find(q, key) ? -EEXIST
+	      : q->fd >= 0		 ? write_all(q->fd, line, e->line_len)
+					 : 0;
+	if (wrc && wrc != -EEXIST)
 		smux_log(LOG_WARNING,
 			 "%s: cannot journal the unlink of \"%s\" (%s): "
 			 "deleted at once instead",
-			 q->path, key, strerror(errno));
+			 q->path, key, strerror(-wrc));
+	/* no room in the set: the line stays, a replay of an absent key
+	 * is none */
+	if (wrc || !tsearch(e, &q->set, dq_cmp)) {
 		rc = 1;
-	} else if (!tsearch(e, &q->set, dq_cmp)) {
-		rc = 1; /* the line stays: a replay of an absent key is none */
 	} else {
 		if (q->fd >= 0)
 			q->journal_bytes += e->line_len;
@@ -459,8 +462,8 @@ int smuxfs_delq_add(struct smuxfs *fs, const char *key)
 static bool dq_pending(struct smuxfs_delq *q, const char *key,
 		       const char *prefix, uint64_t failures, int *rc)
 {
-	size_t plen = prefix ? strlen(prefix) : 0;
 	bool any = false;
+	size_t plen;
 
 	*rc = 0;
 	if (key) {
@@ -471,6 +474,9 @@ static bool dq_pending(struct smuxfs_delq *q, const char *key,
 			*rc = e->last_rc;
 		return e != NULL;
 	}
+	if (!prefix)
+		prefix = "";
+	plen = strlen(prefix);
 	for (struct dq_entry *e = q->head; e; e = e->next) {
 		if (strncmp(e->key, prefix, plen) != 0)
 			continue;
@@ -609,7 +615,8 @@ static int dq_replay(struct smuxfs *fs, const char *path)
 	return left ? -EAGAIN : 0;
 }
 
-static void dq_recover(struct smuxfs *fs, const char *dir)
+static void dq_recover(struct smuxfs *fs, struct smuxfs_delq *q,
+		       const char *dir)
 {
 	struct dirent **names;
 	char path[PATH_MAX];
@@ -621,8 +628,7 @@ static void dq_recover(struct smuxfs *fs, const char *dir)
 	for (int i = 0; i < n; i++) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir,
 			     names[i]->d_name) < (int)sizeof(path) &&
-		    strcmp(path, fs->delq->path) != 0 &&
-		    dq_replay(fs, path) == 0)
+		    strcmp(path, q->path) != 0 && dq_replay(fs, path) == 0)
 			unlink(path);
 		free(names[i]);
 	}
@@ -674,7 +680,7 @@ int smuxfs_delq_start(struct smuxfs *fs)
 	}
 	q->started = true;
 	if (dir)
-		dq_recover(fs, dir);
+		dq_recover(fs, q, dir);
 	smux_log(LOG_INFO, "unlinks queued and deleted in batches%s",
 		 q->fd >= 0 ? "" : " (no journal)");
 	return 0;

@@ -678,8 +678,7 @@ static void test_delete_batch_key(void **state)
 	c = must_load(&t, MOUNT_A MEM("a"));
 	assert_int_equal(smux_config_opts(c)->delete_batch, SMUX_FS_AUTO);
 	smux_config_free(c);
-	c = must_load(&t,
-		      "[mount]\nroot = a\ndelete_batch = off\n\n" MEM("a"));
+	c = must_load(&t, "[mount]\nroot = a\ndelete_batch = off\n\n" MEM("a"));
 	assert_int_equal(smux_config_opts(c)->delete_batch, SMUX_FS_OFF);
 	assert_int_equal(
 		smux_config_mount_opt(c, "delete_batch=on", err, sizeof(err)),
