@@ -216,6 +216,20 @@ static void put_series(FILE *f, const struct metric *m,
 	}
 }
 
+/* One series of the daemon's own counters. */
+struct own_row {
+	const char *name, *type, *help;
+	uint64_t v;
+};
+
+static void put_rows(FILE *f, const struct own_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
+			rows[i].name, rows[i].help, rows[i].name, rows[i].type,
+			rows[i].name, (unsigned long long)rows[i].v);
+}
+
 /* The read cache's series (0 when it is off). */
 static void put_read_cache(FILE *f, struct smuxfs *fs)
 {
@@ -223,10 +237,7 @@ static void put_read_cache(FILE *f, struct smuxfs *fs)
 
 	if (fs->rcache)
 		smuxfs_rcache_stats(fs->rcache, &st);
-	const struct {
-		const char *name, *type, *help;
-		uint64_t v;
-	} rows[] = {
+	const struct own_row rows[] = {
 		{"smux_read_cache_capacity_bytes", "gauge",
 		 "Bytes the read cache may hold.", st.capacity},
 		{"smux_read_cache_bytes", "gauge",
@@ -250,10 +261,7 @@ static void put_read_cache(FILE *f, struct smuxfs *fs)
 		 "Objects dropped for room.", st.evictions},
 	};
 
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
-			rows[i].name, rows[i].help, rows[i].name, rows[i].type,
-			rows[i].name, (unsigned long long)rows[i].v);
+	put_rows(f, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
 /* The delete queue's series (delq.c; 0 when it is off). */
@@ -262,10 +270,7 @@ static void put_delete_queue(FILE *f, struct smuxfs *fs)
 	struct smuxfs_delq_counts c;
 
 	smuxfs_delq_counts(fs, &c);
-	const struct {
-		const char *name, *type, *help;
-		uint64_t v;
-	} rows[] = {
+	const struct own_row rows[] = {
 		{"smux_delete_queue_names", "gauge",
 		 "Unlinked names whose delete is queued or being sent.",
 		 c.queued},
@@ -280,10 +285,7 @@ static void put_delete_queue(FILE *f, struct smuxfs *fs)
 		 "Deletes that failed and were kept to send again.", c.retried},
 	};
 
-	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
-			rows[i].name, rows[i].help, rows[i].name, rows[i].type,
-			rows[i].name, (unsigned long long)rows[i].v);
+	put_rows(f, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
 int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)

@@ -133,6 +133,9 @@ fi
 	[ "$(stats "$M" .deleteQueue.deleted)" -ge 90 ] &&
 	[ "$(stats "$M" .deleteQueue.queued)" -eq 0 ] ||
 	fail ".smux/stats deleteQueue: $(jq -c .deleteQueue "$M/.smux/stats")"
+grep -Eq '^smux_delete_queue_deleted_total (9[0-9]|[1-9][0-9]{2,})$' "$M/.smux/metrics" &&
+	grep -q '^smux_delete_queue_names 0$' "$M/.smux/metrics" ||
+	fail ".smux/metrics: $(grep smux_delete_queue "$M/.smux/metrics" | tr '\n' ' ')"
 
 log "a name unlinked is gone at once; a new file of that name stays"
 rm "$M/d/f1"
