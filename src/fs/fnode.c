@@ -21,7 +21,10 @@
  * node's handles (struct smuxfs_gone), which fstat shows.
  *
  * The same hook answers every LSEEK ENOSYS itself (answer_lseek): libfuse
- * would fail one on a nameless node with ESTALE before asking us.
+ * would fail one on a nameless node with ESTALE before asking us. It asks
+ * the kernel for FUSE_HANDLE_KILLPRIV_V2 and reads which requests must
+ * clear set-id bits (ask_killpriv_v2, note_kill_suidgid), and counts the
+ * requests by opcode with the time each took to answer (.smux/metrics).
  *
  * The nodeid of a handle comes from the reply to its OPEN (the request's
  * node) or CREATE (the new entry's node), seen by the same hook on its way
@@ -37,6 +40,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,7 +54,14 @@ static __thread struct {
 	uint64_t unique;
 	uint64_t nodeid;
 	bool orphan; /* a GETATTR or SETATTR given handle 0 by hook_read */
+	bool kill_suidgid; /* the kernel asks to clear set-id bits */
+	int64_t read_ns;   /* when it was read (CLOCK_MONOTONIC) */
 } cur;
+
+/* The kernel offered FUSE_HANDLE_KILLPRIV_V2 in its INIT (set by the
+ * thread that read the INIT, read by the one writing its reply: libfuse
+ * answers INIT in the thread that read it). */
+static __thread bool init_offers_killpriv_v2;
 
 /* The mount the hook serves (one per process). */
 static struct smuxfs *hook_fs;
@@ -389,6 +400,184 @@ static void answer_lseek(int fd, const struct fuse_in_header *in)
 		return;
 }
 
+static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
+		   size_t n, bool write);
+
+/* Names of the opcodes counted (linux/fuse.h's numbers), for metrics. */
+static const char *const opcode_names[SMUXFS_FUSE_OPCODES] = {
+	[FUSE_LOOKUP] = "lookup",
+	[FUSE_FORGET] = "forget",
+	[FUSE_GETATTR] = "getattr",
+	[FUSE_SETATTR] = "setattr",
+	[FUSE_READLINK] = "readlink",
+	[FUSE_SYMLINK] = "symlink",
+	[FUSE_MKNOD] = "mknod",
+	[FUSE_MKDIR] = "mkdir",
+	[FUSE_UNLINK] = "unlink",
+	[FUSE_RMDIR] = "rmdir",
+	[FUSE_RENAME] = "rename",
+	[FUSE_LINK] = "link",
+	[FUSE_OPEN] = "open",
+	[FUSE_READ] = "read",
+	[FUSE_WRITE] = "write",
+	[FUSE_STATFS] = "statfs",
+	[FUSE_RELEASE] = "release",
+	[FUSE_FSYNC] = "fsync",
+	[FUSE_SETXATTR] = "setxattr",
+	[FUSE_GETXATTR] = "getxattr",
+	[FUSE_LISTXATTR] = "listxattr",
+	[FUSE_REMOVEXATTR] = "removexattr",
+	[FUSE_FLUSH] = "flush",
+	[FUSE_INIT] = "init",
+	[FUSE_OPENDIR] = "opendir",
+	[FUSE_READDIR] = "readdir",
+	[FUSE_RELEASEDIR] = "releasedir",
+	[FUSE_FSYNCDIR] = "fsyncdir",
+	[FUSE_GETLK] = "getlk",
+	[FUSE_SETLK] = "setlk",
+	[FUSE_SETLKW] = "setlkw",
+	[FUSE_ACCESS] = "access",
+	[FUSE_CREATE] = "create",
+	[FUSE_INTERRUPT] = "interrupt",
+	[FUSE_BMAP] = "bmap",
+	[FUSE_DESTROY] = "destroy",
+	[FUSE_IOCTL] = "ioctl",
+	[FUSE_POLL] = "poll",
+	[FUSE_NOTIFY_REPLY] = "notify_reply",
+	[FUSE_BATCH_FORGET] = "batch_forget",
+	[FUSE_FALLOCATE] = "fallocate",
+	[FUSE_READDIRPLUS] = "readdirplus",
+	[FUSE_RENAME2] = "rename2",
+	[FUSE_LSEEK] = "lseek",
+	[FUSE_COPY_FILE_RANGE] = "copy_file_range",
+};
+
+/* The slot opcode @op is counted in: its own when it has a name. */
+static unsigned request_slot(uint32_t op)
+{
+	return op < SMUXFS_FUSE_OPCODES - 1 && opcode_names[op]
+		       ? op
+		       : SMUXFS_FUSE_OPCODES - 1;
+}
+
+static void count_request(uint32_t opcode)
+{
+	if (hook_fs)
+		atomic_fetch_add_explicit(
+			&hook_fs->fnodes.requests[request_slot(opcode)], 1,
+			memory_order_relaxed);
+}
+
+/* The reply to the current request is being written: its time. */
+static void time_request(const struct iovec *iov, int count)
+{
+	struct fuse_out_header out;
+
+	if (!hook_fs || !cur.read_ns ||
+	    !iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    out.unique != cur.unique)
+		return;
+	atomic_fetch_add_explicit(
+		&hook_fs->fnodes.request_ns[request_slot(cur.opcode)],
+		(uint64_t)(smux_now_ns() - cur.read_ns), memory_order_relaxed);
+	cur.read_ns = 0;
+}
+
+uint64_t smuxfs_fnode_requests(struct smuxfs *fs, unsigned op,
+			       const char **name, uint64_t *ns)
+{
+	unsigned slot = request_slot(op);
+
+	if (name)
+		*name = slot == op ? opcode_names[op] : "";
+	if (ns)
+		*ns = atomic_load_explicit(&fs->fnodes.request_ns[slot],
+					   memory_order_relaxed);
+	return atomic_load_explicit(&fs->fnodes.requests[slot],
+				    memory_order_relaxed);
+}
+
+/*
+ * Set-id bits: with FUSE_HANDLE_KILLPRIV_V2 the kernel marks the requests
+ * of callers without CAP_FSETID that must clear them (a WRITE, an OPEN
+ * with O_TRUNC, a SETATTR of the size); libfuse's high-level API does not
+ * pass these flags on, so they are read here for smuxfs_fnode_killpriv.
+ * An INIT says whether the kernel offers the capability at all.
+ */
+static void note_kill_suidgid(const struct fuse_in_header *in, size_t n)
+{
+	const void *arg = in + 1;
+	size_t have = n - sizeof(*in);
+
+	switch (in->opcode) {
+	case FUSE_INIT:
+		init_offers_killpriv_v2 =
+			have >= offsetof(struct fuse_init_in, flags) +
+					sizeof(uint32_t) &&
+			(((const struct fuse_init_in *)arg)->flags &
+			 FUSE_HANDLE_KILLPRIV_V2);
+		break;
+	case FUSE_WRITE:
+		cur.kill_suidgid =
+			have >= sizeof(struct fuse_write_in) &&
+			(((const struct fuse_write_in *)arg)->write_flags &
+			 FUSE_WRITE_KILL_SUIDGID);
+		break;
+	case FUSE_OPEN:
+		cur.kill_suidgid =
+			have >= sizeof(struct fuse_open_in) &&
+			(((const struct fuse_open_in *)arg)->open_flags &
+			 FUSE_OPEN_KILL_SUIDGID);
+		break;
+	case FUSE_SETATTR:
+		cur.kill_suidgid =
+			have >= sizeof(struct fuse_setattr_in) &&
+			(((const struct fuse_setattr_in *)arg)->valid &
+			 FATTR_KILL_SUIDGID);
+		break;
+	default:
+		break;
+	}
+}
+
+bool smuxfs_fnode_killpriv(struct smuxfs *fs, bool *asked)
+{
+	if (!atomic_load(&fs->fnodes.killpriv_v2))
+		return false;
+	*asked = cur.kill_suidgid;
+	return true;
+}
+
+/*
+ * The reply to INIT: asks for FUSE_HANDLE_KILLPRIV_V2 when the kernel
+ * offers it (libfuse 3.14 knows no such capability). Without it the
+ * kernel asks for security.capability (a GETXATTR round trip) before
+ * every write(2), to see whether it must clear it; with it the kernel
+ * marks the superblock SB_NOSEC and asks once per inode until its
+ * attributes change, and leaves clearing setuid/setgid to the daemon
+ * (ops.c does on write, O_TRUNC, truncate and chown; a file backend's
+ * own kernel drops security.capability when the daemon writes).
+ */
+static void ask_killpriv_v2(const struct iovec *iov, int count)
+{
+	const size_t at = sizeof(struct fuse_out_header) +
+			  offsetof(struct fuse_init_out, flags);
+	struct fuse_out_header out;
+	uint32_t flags;
+
+	if (!init_offers_killpriv_v2 ||
+	    !iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    out.unique != cur.unique || out.error != 0 ||
+	    !iov_at(iov, count, at, &flags, sizeof(flags), false))
+		return;
+	flags |= FUSE_HANDLE_KILLPRIV_V2;
+	if (iov_at(iov, count, at, &flags, sizeof(flags), true) && hook_fs) {
+		atomic_store(&hook_fs->fnodes.killpriv_v2, true);
+		smux_log(LOG_INFO, "the kernel leaves clearing setuid/setgid "
+				   "to the daemon (FUSE_HANDLE_KILLPRIV_V2)");
+	}
+}
+
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct fuse_in_header *in = buf;
@@ -399,17 +588,22 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	for (;;) {
 		n = read(fd, buf, len);
+		if (n >= (ssize_t)sizeof(*in))
+			count_request(in->opcode);
 		if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_LSEEK)
 			break;
 		answer_lseek(fd, in);
 	}
 	cur.opcode = 0;
 	cur.orphan = false;
+	cur.kill_suidgid = false;
 	if (n < (ssize_t)sizeof(*in))
 		return n; /* errno as read(2) left it */
 	cur.opcode = in->opcode;
 	cur.unique = in->unique;
 	cur.nodeid = in->nodeid;
+	cur.read_ns = smux_now_ns();
+	note_kill_suidgid(in, (size_t)n);
 	if (in->opcode == FUSE_GETATTR &&
 	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
 		ga = (struct fuse_getattr_in *)(in + 1);
@@ -641,7 +835,10 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
 		note_open(iov, count);
+	else if (cur.opcode == FUSE_INIT)
+		ask_killpriv_v2(iov, count);
 	patch_inos(iov, count);
+	time_request(iov, count);
 	return writev(fd, iov, count);
 }
 

@@ -142,6 +142,8 @@ struct smuxfs_rjournal {
 
 /* Open FILE handles by the kernel's node (fnode.c). */
 #define SMUXFS_FNODE_BUCKETS 256
+/* FUSE opcodes counted one by one (fnode.c); the last slot takes the rest */
+#define SMUXFS_FUSE_OPCODES 64
 
 struct smuxfs_fh;
 
@@ -150,6 +152,14 @@ struct smuxfs_fnodes {
 				 nodeid, nnext, nlisted and gone */
 	struct smuxfs_fh *buckets[SMUXFS_FNODE_BUCKETS];
 	unsigned listed; /* handles in buckets[] (under lock) */
+	/* the kernel leaves clearing set-id bits to the daemon
+	 * (FUSE_HANDLE_KILLPRIV_V2, set by the hook at INIT) */
+	atomic_bool killpriv_v2;
+	/* requests read from the channel, by opcode (the last counts
+	 * every opcode past the others) */
+	atomic_uint_least64_t requests[SMUXFS_FUSE_OPCODES];
+	/* nanoseconds from reading a request to writing its reply */
+	atomic_uint_least64_t request_ns[SMUXFS_FUSE_OPCODES];
 };
 
 /*
@@ -637,6 +647,21 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
  * reaches smuxfs_getattr without a path and with handle 0. 0 or a
  * negative errno. */
 int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se);
+/*
+ * Whether the kernel leaves clearing setuid/setgid on a write, truncation
+ * or chown to the daemon (FUSE_HANDLE_KILLPRIV_V2, which the hook asks
+ * for: the kernel then stops asking for security.capability on every
+ * write). When true, *@asked says whether the current request asks for
+ * it (a WRITE, an OPEN with O_TRUNC or a SETATTR of the size by a caller
+ * without CAP_FSETID).
+ */
+bool smuxfs_fnode_killpriv(struct smuxfs *fs, bool *asked);
+/* Requests the channel carried with opcode @op (the kernel's numbers) so
+ * far, the nanoseconds the daemon took to answer them (into @ns) and that
+ * opcode's name; for an opcode the hook has no name for, "" and the
+ * count of all such opcodes together. */
+uint64_t smuxfs_fnode_requests(struct smuxfs *fs, unsigned op,
+			       const char **name, uint64_t *ns);
 /* Lists @fh under the kernel node @nodeid (once; the hook calls it). */
 void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid);
 /* Takes @fh off the list (smuxfs_fh_free calls it). */

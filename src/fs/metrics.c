@@ -288,6 +288,39 @@ static void put_delete_queue(FILE *f, struct smuxfs *fs)
 	put_rows(f, rows, sizeof(rows) / sizeof(rows[0]));
 }
 
+/* The kernel's requests by opcode (fnode.c), those it sent at least once,
+ * and the time the daemon took to answer them; op="other" counts the
+ * opcodes without a name. */
+static void put_fuse_requests(FILE *f, struct smuxfs *fs)
+{
+	uint64_t n[SMUXFS_FUSE_OPCODES], ns[SMUXFS_FUSE_OPCODES];
+	const char *name[SMUXFS_FUSE_OPCODES];
+
+	for (unsigned op = 0; op < SMUXFS_FUSE_OPCODES; op++) {
+		n[op] = smuxfs_fnode_requests(fs, op, &name[op], &ns[op]);
+		if (op == SMUXFS_FUSE_OPCODES - 1)
+			name[op] = "other";
+	}
+	fputs("# HELP smux_fuse_requests_total Requests the kernel sent to the "
+	      "mount, by operation.\n"
+	      "# TYPE smux_fuse_requests_total counter\n",
+	      f);
+	for (unsigned op = 0; op < SMUXFS_FUSE_OPCODES; op++)
+		if (name[op][0] && n[op])
+			fprintf(f, "smux_fuse_requests_total{op=\"%s\"} %llu\n",
+				name[op], (unsigned long long)n[op]);
+	fputs("# HELP smux_fuse_request_seconds_total Time the daemon took to "
+	      "answer them, from reading a request to writing its reply.\n"
+	      "# TYPE smux_fuse_request_seconds_total counter\n",
+	      f);
+	for (unsigned op = 0; op < SMUXFS_FUSE_OPCODES; op++)
+		if (name[op][0] && n[op]) {
+			fprintf(f, "smux_fuse_request_seconds_total{op=\"%s\"}",
+				name[op]);
+			put_value(f, (double)ns[op] / 1e9);
+		}
+}
+
 int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)
 {
 	struct smux_mux_stats *st = NULL;
@@ -312,6 +345,7 @@ int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)
 	}
 	put_read_cache(f, fs);
 	put_delete_queue(f, fs);
+	put_fuse_requests(f, fs);
 	smux_mux_stats_free(st);
 	if (fclose(f) != 0 || !buf) {
 		free(buf);

@@ -499,25 +499,58 @@ void smuxfs_raise_readahead(struct smuxfs *fs)
 }
 
 /*
- * A write or a truncation by an unprivileged process clears setuid (and
- * setgid on a group executable file), as a local filesystem does. The
- * kernel does it with a SETATTR for cached writes; for direct writes it
- * sets FUSE_WRITE_KILL_SUIDGID, and for an open with O_TRUNC
- * FUSE_OPEN_KILL_SUIDGID, which the high-level API does not pass on.
+ * Set-id bits. A write or a truncation by a process without CAP_FSETID
+ * clears setuid (and setgid on a group-executable file), and so does any
+ * chown, as a local filesystem does. Since fnode.c asks for
+ * FUSE_HANDLE_KILLPRIV_V2 at INIT, the protocol leaves the clearing to
+ * us and marks the requests of callers without CAP_FSETID (a WRITE, an
+ * OPEN with O_TRUNC, a SETATTR of the size). Linux 6.x still sends the
+ * mode change itself for cached writes, truncations and chowns (its
+ * notify_change turns the kill flags into a chmod), so what follows only
+ * makes sure: it finds the bits already gone. Without the capability (an
+ * older kernel), direct writes and an open with O_TRUNC carry flags the
+ * high-level API does not pass on, so a caller other than root counts as
+ * asking.
  */
+static bool kill_asked(struct smuxfs *fs)
+{
+	bool asked;
+
+	if (smuxfs_fnode_killpriv(fs, &asked))
+		return asked;
+	return fuse_get_context()->uid != 0;
+}
+
+/* The set-id bits of @mode a write, truncation or chown clears. */
+static mode_t kill_bits(mode_t mode)
+{
+	return S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0);
+}
+
+/* Clears them on the open file of @fi (its pending attributes). */
 static int kill_priv(const char *path, struct fuse_file_info *fi)
 {
+	struct smuxfs *fs = smuxfs_get();
 	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
 	struct smuxfs_ofile_attr a = {0};
-	mode_t kill;
 
-	if (!fh || fh->kind != SMUXFS_FH_FILE || !fh->of ||
-	    fuse_get_context()->uid == 0 || smuxfs_ofile_attr(fh->of, &a) != 0)
+	if (!fh || fh->kind != SMUXFS_FH_FILE || !fh->of || !kill_asked(fs) ||
+	    smuxfs_ofile_attr(fh->of, &a) != 0 || !(a.mode & kill_bits(a.mode)))
 		return 0;
-	kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
-	if (!(a.mode & kill))
-		return 0;
-	return smuxfs_chmod(path, a.mode & ~kill, fi);
+	return smuxfs_chmod(path, a.mode & 07777 & ~kill_bits(a.mode), fi);
+}
+
+/* Clears them on what @path (or the open file of @fi) is, when it is a
+ * regular file. */
+static int kill_priv_stat(const char *path, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = smuxfs_getattr(path, &st, fi);
+
+	if (rc || !S_ISREG(st.st_mode) || !(st.st_mode & kill_bits(st.st_mode)))
+		return rc;
+	return smuxfs_chmod(path, st.st_mode & 07777 & ~kill_bits(st.st_mode),
+			    fi);
 }
 
 static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
@@ -541,6 +574,35 @@ static int smuxfs_open_killpriv(const char *path, struct fuse_file_info *fi)
 	return rc;
 }
 
+/* truncate(2), ftruncate(2): the kernel clears the bits itself unless it
+ * left that to us */
+static int smuxfs_truncate_killpriv(const char *path, off_t size,
+				    struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	int rc = smuxfs_truncate(path, size, fi);
+	bool asked;
+
+	if (rc || !smuxfs_fnode_killpriv(fs, &asked) || !asked)
+		return rc;
+	return kill_priv_stat(path, fi);
+}
+
+/* chown(2) of a regular file clears them whoever asks (a file backend's
+ * own chown does too; an object store keeps the owner as metadata) */
+static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
+				 struct fuse_file_info *fi)
+{
+	struct smuxfs *fs = smuxfs_get();
+	int rc = smuxfs_chown(path, uid, gid, fi);
+	bool asked;
+
+	if (rc || (uid == (uid_t)-1 && gid == (gid_t)-1) ||
+	    !smuxfs_fnode_killpriv(fs, &asked))
+		return rc;
+	return kill_priv_stat(path, fi);
+}
+
 static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	struct smuxfs *fs = fuse_get_context()->private_data;
@@ -558,9 +620,11 @@ static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * raises the mount's bdi read-ahead instead). Async reads stay on. */
 	conn->max_write = MIB;
 	conn->max_readahead = MIB;
-	/* The kernel clears setuid/setgid on a write, truncate or chown by
-	 * sending a SETATTR (chmod) itself, as it knows the writer's
-	 * privileges; with this capability it would leave that to us. */
+	/* Set-id bits: the kernel marks what must clear them
+	 * (FUSE_HANDLE_KILLPRIV_V2, asked for by the channel hook, fnode.c:
+	 * libfuse 3.14 has no name for it) or clears them itself; the first
+	 * version of the capability would leave it to us without saying
+	 * which callers are privileged. */
 	conn->want &= ~(unsigned)FUSE_CAP_HANDLE_KILLPRIV;
 	smux_log(LOG_INFO, "mounted (max_write %u, kernel protocol %u.%u)",
 		 conn->max_write, conn->proto_major, conn->proto_minor);
@@ -585,8 +649,8 @@ const struct fuse_operations smuxfs_ops = {
 	.rename = smuxfs_rename,
 	.link = smuxfs_link,
 	.chmod = smuxfs_chmod,
-	.chown = smuxfs_chown,
-	.truncate = smuxfs_truncate,
+	.chown = smuxfs_chown_killpriv,
+	.truncate = smuxfs_truncate_killpriv,
 	.open = smuxfs_open_killpriv,
 	.read = smuxfs_read,
 	.write = smuxfs_write_killpriv,

@@ -15,7 +15,10 @@
 # truncated, given times, renamed out of a sticky directory, given an
 # extended attribute, and a 0600 one not hard-linked); root's 4777 file
 # written by the user loses setuid; directories it makes are its own;
-# setuid set by the owner is cleared when it writes; chown and chgrp as
+# setuid set by the owner is cleared when it writes, truncates (open
+# O_TRUNC, truncate(2)) and by any chown, root's too (a truncate by root
+# keeps it); writes do not ask for security.capability each (the kernel
+# leaves set-id bits to the daemon); chown and chgrp as
 # root show on the mount and on each replica; atime set by touch -a reads
 # back; ctime moves on chmod and chown; chmod 000 reads back as 0 on a file,
 # a directory and the mount root; a directory's link count is 2 plus its
@@ -167,6 +170,48 @@ for r in "${REPLICAS[@]}"; do
 		fail "setuid survived an O_TRUNC open by the user in $r: $(stat -c %a "$r/tmp/own")"
 done
 [ ! -s "$M/tmp/own" ] || fail "tmp/own was not truncated"
+echo again >"$M/tmp/own"
+chmod 4755 "$M/tmp/own"
+chmod o+w "$M/tmp/own"
+as_user truncate -s 2 "$M/tmp/own" # truncate(2) by the user, by path
+for r in "${REPLICAS[@]}"; do
+	[ "$(stat -c %a:%s "$r/tmp/own")" = 757:2 ] ||
+		fail "setuid survived a truncate(2) by the user in $r: $(stat -c %a:%s "$r/tmp/own")"
+done
+chmod 4755 "$M/tmp/own"
+truncate -s 1 "$M/tmp/own" # by root (CAP_FSETID): kept, as on ext4
+same_everywhere tmp/own %a:%s 4755:1
+chown 0 "$M/tmp/own" # any chown clears setuid, root's too (as on ext4)
+same_everywhere tmp/own %a 755
+chmod 2775 "$M/tmp/own"
+chgrp 0 "$M/tmp/own"
+same_everywhere tmp/own %a 775
+
+# The kernel leaves clearing set-id bits to the daemon (FUSE_HANDLE_KILLPRIV_V2,
+# kernels from 5.11): a write then asks for no security.capability, which
+# without it costs a round trip to the daemon before every write(2).
+if [ "$KIND" = file ] && grep -q 'FUSE_HANDLE_KILLPRIV_V2' "$T"/smuxfs.*.log; then
+	:
+elif [ "$KIND" = file ]; then
+	kv=$(uname -r)
+	[ "$(printf '%s\n5.11\n' "${kv%%-*}" | sort -V | head -1)" != 5.11 ] ||
+		fail "kernel $kv offers FUSE_HANDLE_KILLPRIV_V2 but the daemon did not take it"
+fi
+if [ "$KIND" = file ]; then
+	x0=$(sed -n 's/^smux_fuse_requests_total{op="getxattr"} //p' "$M/.smux/metrics")
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+for i in range(300):
+    os.pwrite(fd, b"x" * 100, i * 100)
+os.close(fd)' "$M/tmp/many-writes"
+	x1=$(sed -n 's/^smux_fuse_requests_total{op="getxattr"} //p' "$M/.smux/metrics")
+	w=$(sed -n 's/^smux_fuse_requests_total{op="write"} //p' "$M/.smux/metrics")
+	[ -n "$w" ] && [ "$w" -ge 300 ] || fail "smux_fuse_requests_total counts $w writes"
+	[ $((${x1:-0} - ${x0:-0})) -lt 30 ] ||
+		fail "300 writes asked for extended attributes $((${x1:-0} - ${x0:-0})) times"
+	log "$KIND: 300 writes: $((${x1:-0} - ${x0:-0})) getxattr requests"
+fi
 
 # --- chown as root ----------------------------------------------------------------------
 log "$KIND: chown and chgrp as root"
