@@ -469,9 +469,12 @@ static int fileb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!is_dir && !S_ISREG(st.st_mode) &&
 	    !smux__file_is_special(st.st_mode))
 		goto refuse;
-	if (unlinkat(dirfd, name, is_dir ? AT_REMOVEDIR : 0) < 0) {
+	rc = unlinkat(dirfd, name, is_dir ? AT_REMOVEDIR : 0);
+	smux__file_ns_changed(fb);
+	if (rc < 0) {
 		int e = errno;
 
+		rc = 0;
 		if (e == ENOENT)
 			goto out_close;
 		if (e == EEXIST)
@@ -661,6 +664,7 @@ static int fileb_rename_dir(const struct smux__file *fb, const char *src,
 		rc = smux__file_fail(fb, err,
 				     errno == EEXIST ? ENOTEMPTY : errno,
 				     "rename", src);
+	smux__file_ns_changed(fb);
 	/* as an object rename: durable when a program asks (sync) */
 	if (dfd >= 0)
 		close(dfd);
@@ -724,6 +728,7 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	 * key or of the directories), as rename(2) is. */
 	if (!rc && renameat(src_dir, src_name, dst_dir, dst_name) < 0)
 		rc = smux__file_fail(fb, err, errno, "rename", src);
+	smux__file_ns_changed(fb);
 	if (dst_dir >= 0)
 		close(dst_dir);
 	close(src_dir);
@@ -860,7 +865,9 @@ static int fileb_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	rc = 0;
 	if (!fb->no_fsync &&
-	    (fsync(fd) < 0 || (dirfd >= 0 && fsync(dirfd) < 0)))
+	    (is_dir ? smux__file_sync_dir(fb, fd) < 0
+		    : fsync(fd) < 0 || (dirfd >= 0 &&
+					smux__file_sync_dir(fb, dirfd) < 0)))
 		rc = smux__file_fail(fb, err, errno, "sync", key);
 	close(fd);
 	if (dirfd >= 0)
@@ -965,7 +972,8 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 					    err);
 	if (!rc && linkat(src_dir, src_name, dst_dir, dst_name, 0) < 0)
 		rc = smux__file_fail(fb, err, errno, "link to", dst);
-	if (!rc && !fb->no_fsync && fsync(dst_dir) < 0)
+	smux__file_ns_changed(fb);
+	if (!rc && !fb->no_fsync && smux__file_sync_dir(fb, dst_dir) < 0)
 		rc = smux__file_fail(fb, err, errno, "fsync directory of", dst);
 	if (dst_dir >= 0)
 		close(dst_dir);
@@ -995,8 +1003,60 @@ static void fileb_destroy(struct smux_backend *b)
 	if (fb->work_fd >= 0)
 		close(fb->work_fd); /* drops its flock */
 	close(fb->root_fd);
+	pthread_mutex_destroy(&fb->dsync_lock);
 	smux_backend_release(&fb->base);
 	free(fb);
+}
+
+/* ---- directory fsyncs ---- */
+
+/* The bookkeeping of @cfb (file_internal.h), writable. */
+static struct smux__file *dsync_of(const struct smux__file *cfb)
+{
+	return (struct smux__file *)cfb;
+}
+
+void smux__file_ns_changed(const struct smux__file *cfb)
+{
+	atomic_fetch_add_explicit(&dsync_of(cfb)->ns_gen, 1,
+				  memory_order_release);
+}
+
+int smux__file_sync_dir(const struct smux__file *cfb, int dirfd)
+{
+	struct smux__file *fb = dsync_of(cfb);
+	uint64_t gen;
+	struct stat st;
+	bool skip;
+
+	if (fstat(dirfd, &st) < 0)
+		return -1;
+	/* read before the fsync: a change that lands during it bumps the
+	 * generation after this value, so it is never taken as synced */
+	gen = atomic_load_explicit(&fb->ns_gen, memory_order_acquire);
+	pthread_mutex_lock(&fb->dsync_lock);
+	skip = fb->dsync_valid && fb->dsync_gen == gen &&
+	       fb->dsync_dev == st.st_dev && fb->dsync_ino == st.st_ino;
+	pthread_mutex_unlock(&fb->dsync_lock);
+	if (skip)
+		return 0;
+	if (fsync(dirfd) < 0)
+		return -1;
+	atomic_fetch_add_explicit(&fb->dir_fsyncs, 1, memory_order_relaxed);
+	pthread_mutex_lock(&fb->dsync_lock);
+	fb->dsync_valid = true;
+	fb->dsync_gen = gen;
+	fb->dsync_dev = st.st_dev;
+	fb->dsync_ino = st.st_ino;
+	pthread_mutex_unlock(&fb->dsync_lock);
+	return 0;
+}
+
+uint64_t smux__file_dir_fsyncs(struct smux_backend *b)
+{
+	struct smux__file *fb = smux__file_from(b);
+
+	return fb ? atomic_load(&fb->dir_fsyncs) : 0;
 }
 
 static const struct smux_backend_ops fileb_ops = {
@@ -1066,6 +1126,7 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 		close(fd);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, name, NULL);
 	}
+	pthread_mutex_init(&fb->dsync_lock, NULL);
 	fb->root_fd = fd;
 	fb->no_fsync = opts->no_fsync;
 	fb->read_only = opts->read_only;

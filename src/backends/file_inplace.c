@@ -211,7 +211,7 @@ static int inplace_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	if (sync && fdatasync(iw->fd) < 0)
 		return smux__file_fail(iw->fb, err, errno, "fsync", w->key);
 	if (sync && iw->created && !iw->dir_synced) {
-		if (fsync(iw->dirfd) < 0)
+		if (smux__file_sync_dir(iw->fb, iw->dirfd) < 0)
 			return smux__file_fail(iw->fb, err, errno,
 					       "fsync directory of", w->key);
 		iw->dir_synced = true;
@@ -263,6 +263,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 	if (flags & SMUX_WRITER_EXCL) {
 		fd = smux__file_open(iw->dirfd, name, oflags | O_CREAT | O_EXCL,
 				     0600);
+		smux__file_ns_changed(iw->fb);
 		if (fd >= 0)
 			iw->created = true;
 	} else {
@@ -272,6 +273,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		if (fd == -ENOENT && !(flags & SMUX_WRITER_EXISTING)) {
 			fd = smux__file_open(iw->dirfd, name,
 					     oflags | O_CREAT | O_EXCL, 0600);
+			smux__file_ns_changed(iw->fb);
 			if (fd >= 0)
 				iw->created = true;
 			else if (fd == -EEXIST) /* appeared meanwhile */

@@ -15,6 +15,8 @@
 #ifndef SMUX_BACKENDS_FILE_INTERNAL_H
 #define SMUX_BACKENDS_FILE_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -52,7 +54,38 @@ struct smux__file {
 	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
 	bool read_only; /* smux_file_opts.read_only */
+	/*
+	 * Directory fsyncs (smux__file_sync_dir). Every call that may add,
+	 * remove or rename an entry of any directory bumps ns_gen once it
+	 * is done (smux__file_ns_changed). The last directory fsynced and
+	 * ns_gen as it was before that fsync began (under dsync_lock) let
+	 * another fsync of the same directory with no change since be
+	 * skipped: sqlite fsyncs the directory right after the first fsync
+	 * of its new journal did (a cache flush each, 0.1 ms here). These
+	 * are bookkeeping, changed through the const pointers that the
+	 * path helpers take.
+	 */
+	atomic_uint_least64_t ns_gen;
+	pthread_mutex_t dsync_lock;
+	bool dsync_valid;		  /* protected by dsync_lock */
+	dev_t dsync_dev;		  /* protected by dsync_lock */
+	ino_t dsync_ino;		  /* protected by dsync_lock */
+	uint64_t dsync_gen;		  /* protected by dsync_lock */
+	atomic_uint_least64_t dir_fsyncs; /* done (tests read it) */
 };
+
+/* After a call that may have changed the entries of a directory (create,
+ * unlink, rename, link, mkdir, rmdir, symlink, mknod), failed or not. */
+void smux__file_ns_changed(const struct smux__file *fb);
+
+/* fsync(2) of the directory @dirfd, skipped when it is the directory this
+ * backend fsynced last and nothing changed any directory since that fsync
+ * began. 0, or -1 with errno set. */
+int smux__file_sync_dir(const struct smux__file *fb, int dirfd);
+
+/* Directory fsyncs this backend did (smux__file_sync_dir), for tests;
+ * 0 for a backend of another kind. */
+uint64_t smux__file_dir_fsyncs(struct smux_backend *b);
 
 /* A temp file being filled in the work folder, to be published into
  * @dirfd. Both fds are borrowed. */

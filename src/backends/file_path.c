@@ -198,8 +198,12 @@ int smux__file_mkdirs(const struct smux__file *fb, const char *dir, bool sync,
 		seg[n] = '\0';
 		fd = smux__file_open(cur, seg, O_RDONLY | O_DIRECTORY, 0);
 		if (fd == -ENOENT) {
-			if (mkdirat(cur, seg, SMUX__FILE_DIR_MODE) == 0) {
-				if (sync && !fb->no_fsync && fsync(cur) < 0)
+			int made = mkdirat(cur, seg, SMUX__FILE_DIR_MODE);
+
+			smux__file_ns_changed(fb);
+			if (made == 0) {
+				if (sync && !fb->no_fsync &&
+				    smux__file_sync_dir(fb, cur) < 0)
 					fd = -errno;
 				else
 					fd = smux__file_open(

@@ -165,9 +165,10 @@ int smux__file_put_special(const struct smux__file *fb, int dirfd,
 	rc = fileb_apply(fb, fb->work_fd, t.name, S_ISLNK(mode), key, &a, err);
 	if (!rc && renameat(fb->work_fd, t.name, dirfd, name) < 0)
 		rc = smux__file_fail(fb, err, errno, "rename into", key);
+	smux__file_ns_changed(fb);
 	if (!rc)
 		t.name[0] = '\0';
-	if (!rc && !fb->no_fsync && fsync(dirfd) < 0)
+	if (!rc && !fb->no_fsync && smux__file_sync_dir(fb, dirfd) < 0)
 		rc = smux__file_fail(fb, err, errno, "fsync directory of", key);
 	if (!rc && info) {
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)

@@ -163,10 +163,13 @@ int smux__file_tmp_publish(const struct smux__file *fb,
 {
 	struct stat st;
 
-	if (renameat(t->workfd, t->name, t->dirfd, name) < 0)
+	int r = renameat(t->workfd, t->name, t->dirfd, name);
+
+	smux__file_ns_changed(fb);
+	if (r < 0)
 		return smux__file_fail(fb, err, errno, "rename into", key);
 	t->name[0] = '\0';
-	if (sync && fsync(t->dirfd) < 0)
+	if (sync && smux__file_sync_dir(fb, t->dirfd) < 0)
 		return smux__file_fail(fb, err, errno, "fsync directory of",
 				       key);
 	if (info) {

@@ -261,7 +261,7 @@ static int fileb_writer_touch(struct fileb_writer *fw,
 	}
 	if (sync && fsync(fw->fd) < 0)
 		return smux__file_fail(fw->fb, err, errno, "fsync", key);
-	if (sync && fsync(fw->dirfd) < 0)
+	if (sync && smux__file_sync_dir(fw->fb, fw->dirfd) < 0)
 		return smux__file_fail(fw->fb, err, errno, "fsync directory of",
 				       key);
 	if (info) {

@@ -913,6 +913,64 @@ static void test_writer_inplace(void **state)
 	expect_code(rc, &env->err, SMUX_E_IS_DIRECTORY);
 }
 
+/*
+ * A directory already fsynced with no entry of any directory changed
+ * since is not fsynced again: sqlite's commit fsyncs its new journal
+ * (which syncs the journal's directory) and then the directory itself.
+ * Any create, unlink, rename or link in between makes the next one real.
+ */
+static void test_dir_fsync_once(void **state)
+{
+	struct env *env = *state;
+	struct smux_put_opts durable = {.durable = true};
+	struct smux_writer *w;
+	uint64_t n0;
+
+	assert_int_equal(smux_backend_writer_open(env->b, &env->ctx, "j/a",
+						  SMUX_WRITER_INPLACE, &w,
+						  &env->err),
+			 0);
+	assert_int_equal(smux_writer_pwrite(w, &env->ctx, "x", 1, 0, &env->err),
+			 0);
+	n0 = smux__file_dir_fsyncs(env->b);
+	writer_commit(env, w, &durable); /* the new name: its directory */
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 1);
+	/* fsync of the directory (fsyncdir): nothing changed, skipped */
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "j/", &env->err),
+			 0);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 1);
+	/* fsync of the file again: no new name, no directory fsync */
+	writer_commit(env, w, &durable);
+	smux_writer_close(w);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 1);
+	/* an unlink changes the directory: the next fsync is real */
+	assert_int_equal(put_str(env, "j/b", "b"), 0); /* durable: syncs j */
+	n0 = smux__file_dir_fsyncs(env->b);
+	assert_int_equal(smux_backend_del(env->b, &env->ctx, "j/b", &env->err),
+			 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "j/", &env->err),
+			 0);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 1);
+	/* a rename in another directory counts too (any directory) */
+	assert_int_equal(put_str(env, "k/c", "c"), 0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "j/", &env->err),
+			 0);
+	n0 = smux__file_dir_fsyncs(env->b);
+	assert_int_equal(
+		smux_backend_rename(env->b, &env->ctx, "k/c", "k/d", &env->err),
+		0);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "j/", &env->err),
+			 0);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 1);
+	/* another directory is not the one synced last */
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "k/", &env->err),
+			 0);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 2);
+	assert_int_equal(smux_backend_sync(env->b, &env->ctx, "k/", &env->err),
+			 0);
+	assert_int_equal(smux__file_dir_fsyncs(env->b), n0 + 2);
+}
+
 static void test_writer_concurrent_readers(void **state)
 {
 	struct env *env = *state;
@@ -2408,6 +2466,8 @@ int main(void)
 	const struct CMUnitTest writer[] = {
 		cmocka_unit_test_setup_teardown(test_writer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writer_inplace, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dir_fsync_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_concurrent_readers,
 						setup, teardown),
