@@ -12,8 +12,8 @@
  * ranged get (If-Match that etag); an object up to RC_SMALL bytes is
  * fetched whole by its first read. A stream of sequential reads (struct
  * smuxfs_rcache_ra, one per open handle) also queues read-ahead: ranged
- * gets of up to 8 MiB ahead of the reader, in a window that starts at
- * 1 MiB + 128 KiB, is 32 MiB (a get for each worker) once the stream
+ * gets of up to RC_PIECE (16 MiB) ahead of the reader, in a window that
+ * starts at 1 MiB + 128 KiB, is a get for each worker once the stream
  * proved sequential and doubles as the reader consumes it, sent by a few
  * worker threads; a read that is not sequential resets the window (a
  * random reader fetches only its own chunks). The bytes of read-ahead

@@ -42,6 +42,9 @@
 # Environment:
 #   BENCH_REPS=3, BENCH_SIZE_MB=512, BENCH_FILES=2000
 #   BENCH_SYSTEMS="smuxfs s3fs s3fs-tuned rclone rclone-tuned"
+#   BENCH_WORKLOADS="write cold-read untar ls-lR cat rm-r" (a subset in
+#                      this order; cold-read reads what write wrote, ls-lR,
+#                      cat and rm-r the tree untar made)
 #   BENCH_SMUXFS=build/smuxfs, BENCH_DIR=/var/tmp, BENCH_KEEP=1
 #   BENCH_RAW=FILE         every sample as TSV (also the requests by method)
 #   BENCH_PROBE_TIMEOUT=300  bound of every durability probe, seconds
@@ -74,7 +77,13 @@ NFILES=${BENCH_FILES:-2000}
 PROBE_TMO=${BENCH_PROBE_TIMEOUT:-300}
 read -r -a SYSTEMS <<<"${BENCH_SYSTEMS:-smuxfs s3fs s3fs-tuned rclone rclone-tuned}"
 SMUXFS=${BENCH_SMUXFS:-$REPO/build/smuxfs}
-WORKLOADS=(write cold-read untar ls-lR cat rm-r)
+read -r -a WORKLOADS <<<"${BENCH_WORKLOADS:-write cold-read untar ls-lR cat rm-r}"
+for w in "${WORKLOADS[@]}"; do
+	case $w in
+	write | cold-read | untar | ls-lR | cat | rm-r) ;;
+	*) echo "s3_bench: unknown workload '$w' in BENCH_WORKLOADS" >&2 && exit 2 ;;
+	esac
+done
 MOUNT_TIMEOUT=30
 
 die() {

@@ -867,6 +867,49 @@ static void test_large_object_segments(void **state)
 
 /* Several readers at once stream one object under a small budget: every
  * byte right, each fetched once, the budget never exceeded. */
+/*
+ * A stream that outruns its read-ahead (the store is slower than the
+ * reader) waits for the next piece, which starts at the chunk it needs,
+ * instead of fetching that chunk with a get of its own and the rest of
+ * the piece with another: a cold 512 MiB read from s3rver sent 8 such
+ * 1 MiB gets among 41; their requests cost the server more than their
+ * bytes. The budget still bounds what is ahead of the reader.
+ */
+static void test_stream_outruns_readahead(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 40 * MB;
+	struct smux_faulty_opts slow = {
+		.latency_ms = 20,
+		.ops = 1u << SMUX_FAULTY_GET,
+	};
+	struct smuxfs_rcache_ra ra = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+	unsigned long c0;
+
+	open_cache(e, 128 * MB);
+	smuxfs_rcache_set_readahead(e->rc, 4 * MB);
+	put_obj(e, "fast", 1, size, etag);
+	smux_faulty_set(e->fb, &slow);
+	c0 = calls(e);
+	for (uint64_t off = 0; off < size; off += 1 * MB)
+		assert_int_equal(read_ra_check(e, &ra, "fast", etag, 1, size,
+					       off, 1 * MB),
+				 (long)(1 * MB));
+	st = stats_settled(e, size);
+	print_message("  %lu gets, %llu read-ahead gets\n", calls(e) - c0,
+		      (unsigned long long)st.ra_gets);
+	assert_int_equal(st.fill_bytes, size); /* every byte once */
+	assert_true(st.ra_inflight_max <= 4 * MB);
+	/* the first read fetches its own chunk (the stream is not proven
+	 * yet), none after (before: 8 of 18 gets); 40 MiB in pieces of up
+	 * to 4 MiB (the budget) and the reader's chunk */
+	assert_true(calls(e) - c0 - st.ra_gets <= 2);
+	assert_true(calls(e) - c0 <= 20);
+	assert_int_equal(st.fill_failures, 0);
+}
+
 struct streamer {
 	struct env *e;
 	const char *etag;
@@ -1013,6 +1056,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_random_read_fetches_its_chunk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sequential_readahead,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stream_outruns_readahead,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_streams_budget,
 						setup, teardown),
