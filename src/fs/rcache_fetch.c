@@ -412,21 +412,20 @@ void smux__rc_readahead(struct smuxfs_rcache *rc, struct rentry *e,
 	from = ra->ahead > ra->pos ? ra->ahead : ra->pos;
 	/*
 	 * The chunks of this read are the reader's own to fetch, unless a
-	 * proven stream caught up with its read-ahead (the server is the
-	 * slower side): then the next piece starts at the read's first
-	 * missing chunk and is queued even over the budget, and the read
-	 * waits for that chunk as it lands, rather than sending one get
-	 * of its own for 1 MiB and the piece after it (a request more per
-	 * refill: 8 of 41 for a cold 512 MiB read from s3rver).
+	 * proven stream (its window full) caught up with its read-ahead
+	 * (the store is the slower side): then the next get starts at the
+	 * read's first chunk, missing, which the budget does not count
+	 * (queue_range), and the read waits for it as it lands, rather
+	 * than sending a get of its own for that 1 MiB and another for the
+	 * piece after it (8 of 41 requests of a cold 512 MiB read from
+	 * s3rver).
 	 */
 	mine = ((end - 1) / RC_CHUNK + 1) * RC_CHUNK;
 	force = false;
 	if (ra->window >= (RC_STREAM < max ? RC_STREAM : max) &&
 	    off >= e->base &&
 	    e->chunk[(off - e->base) / RC_CHUNK] == RC_MISSING) {
-		mine = (off / RC_CHUNK) * RC_CHUNK;
-		if (mine < e->base)
-			mine = e->base;
+		mine = e->base + (off - e->base) / RC_CHUNK * RC_CHUNK;
 		force = true;
 		from = mine;
 	}
