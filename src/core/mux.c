@@ -1403,9 +1403,8 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
  * Hard link: routed like rename (every replica in shield and mirror, each
  * linking in its own tree, with a hint to put the destination for a
  * replica that misses it - the replay then makes a copy, not a link; the
- * selected member in failover, round-robin and weighted). Sticky-by-key
- * cannot: the two names may live on two shards (mux_caps drops
- * SMUX_CAP_HARDLINK there).
+ * selected member in failover, round-robin and weighted). Sticky-by-key:
+ * on the shard both names hash to, else EXDEV (smux__sticky_link).
  */
 static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *src, const char *dst, struct smux_error *err)
@@ -1416,13 +1415,17 @@ static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		.key = src,
 		.key2 = dst,
 	};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
 
-	if (mux->mode == SMUX_MODE_STICKY)
-		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
-				      "link \"%s\": sticky-by-key keeps the "
-				      "two names on two shards",
-				      dst);
-	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "link", err);
+	if (mux->mode != SMUX_MODE_STICKY)
+		return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "link",
+					err);
+	rc = op_enter(mux, ctx, &child, "link", dst, "selected", &span, err);
+	if (rc == 0)
+		rc = smux__sticky_link(mux, &child, &call, span, err);
+	return (int)op_leave(mux, span, rc, err);
 }
 
 /* Attributes change where the object is: every replica in shield and
@@ -1666,10 +1669,10 @@ static unsigned mux_caps(struct smux_backend *b)
 	if (v->n != 1)
 		caps &= ~(unsigned)SMUX_CAP_ONE_COPY;
 	smux__view_put(v);
-	/* two shards: "a" and "a/" may route to different members */
+	/* two shards: "a" and "a/" may route to different members (hard
+	 * links stay: on the shard both names hash to, mux_link) */
 	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
-		caps &= ~(unsigned)(SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME |
-				    SMUX_CAP_HEAD_DIR);
+		caps &= ~(unsigned)(SMUX_CAP_DIR_RENAME | SMUX_CAP_HEAD_DIR);
 	/* a writer of several targets, or of one a head would not ask
 	 * (round-robin, weighted, a sticky handoff), cannot stand for the
 	 * head of an open */

@@ -760,6 +760,17 @@ long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, struct smux_span *span,
 			struct smux_error *err);
 /*
+ * A hard link (@call: SMUX__OP_LINK, key -> key2) in sticky-by-key: on the
+ * shard both names hash to, when that shard holds the source's latest
+ * write (not a handoff copy a replay will move). Otherwise the two names
+ * would be two files on two shards: NOT_SUPPORTED with errno EXDEV, as a
+ * link across two filesystems (mergerfs answers the same across
+ * branches).
+ */
+long smux__sticky_link(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, struct smux_span *span,
+		       struct smux_error *err);
+/*
  * The slot a shard removed from a sticky-by-key mux leaves in the view
  * (mux_sticky_slot.c): a backend of the removed one's name (capabilities
  * and key_max kept) that answers every call "out of service"; NULL when

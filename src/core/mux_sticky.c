@@ -351,6 +351,71 @@ long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* NOT_SUPPORTED with errno EXDEV for a link across two shards. */
+static long cross_shard(struct smux_mux *mux, const struct smux__call *call,
+			const char *why, struct smux_error *err)
+{
+	smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+		       "link \"%s\" to \"%s\": %s (sticky-by-key)", call->key,
+		       call->key2, why);
+	err->e.sys_errno = EXDEV;
+	return -EXDEV;
+}
+
+long smux__sticky_link(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux__call *call, struct smux_span *span,
+		       struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	enum smux_outcome o;
+	struct mux_sticky_gate g;
+	struct smux_error e;
+	unsigned home;
+	long rc;
+	int h;
+
+	if (v->n == 0) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "no backend is available");
+	}
+	home = smux__sticky_home(v, call->key);
+	if (smux__sticky_home(v, call->key2) != home) {
+		rc = cross_shard(mux, call, "the two names live on two shards",
+				 err);
+		goto out;
+	}
+	/* a write of the new name: not while a replay copies it */
+	smux__sticky_gate_enter(mux, &g, call->key2);
+	h = holder_from(mux, v, home, 0, call->key);
+	if (h < 0 || (unsigned)h != home) {
+		rc = h < 0 ? smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					    mux->base.name,
+					    "no shard with the latest write "
+					    "of %s is available",
+					    call->key)
+			   : cross_shard(mux, call,
+					 "the source is held away from its "
+					 "shard until a replay moves it",
+					 err);
+	} else if (!smux__health_is_up(&v->m[h]->health)) {
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    v->m[h]->name,
+				    "%s, the shard holding %s, is down",
+				    v->m[h]->name, call->key);
+	} else {
+		rc = smux__attempt(mux, ctx, call, v->m[h], false, 0, span, &o,
+				   &e);
+		if (rc < 0)
+			*err = e;
+	}
+	smux__sticky_gate_leave(mux, &g);
+out:
+	smux__view_put(v);
+	return rc;
+}
+
 /* ---- writes ---- */
 
 /* Journals that @m missed @kind of @key (event hint.recorded). */

@@ -1103,8 +1103,10 @@ int smuxfs_readlink(const char *path, char *buf, size_t size)
 
 /*
  * Hard links where every member of the tree is a file backend
- * (SMUX_CAP_HARDLINK): each replica links in its own tree. Elsewhere EPERM,
- * as a filesystem without hard links answers, with the reason logged once.
+ * (SMUX_CAP_HARDLINK): each replica links in its own tree; in
+ * sticky-by-key on the shard both names hash to, else EXDEV (as across
+ * two filesystems). Elsewhere EPERM, as a filesystem without hard links
+ * answers, with the reason logged once.
  */
 int smuxfs_link(const char *from, const char *to)
 {
@@ -1130,8 +1132,8 @@ int smuxfs_link(const char *from, const char *to)
 		if (!atomic_exchange(&told, true))
 			smux_log(LOG_INFO,
 				 "link %s: hard links need every backend of "
-				 "the tree to be a file backend (and no "
-				 "sticky-by-key mux); answering EPERM",
+				 "the tree to be a file backend; answering "
+				 "EPERM",
 				 tkey);
 		return -EPERM;
 	}

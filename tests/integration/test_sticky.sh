@@ -12,6 +12,9 @@
 #     g exists with the renamed content (a delete queued during the outage
 #     must not remove it), also after a remount; each file is on exactly
 #     one shard.
+#   - hard links after the remount: a link lands on the shard both names
+#     hash to (one inode there), any other is EXDEV; the names left keep
+#     the content after an rm of the first.
 . "$(dirname "$0")/lib.sh"
 
 N=${SMUX_IT_STICKY_FILES:-90}
@@ -111,5 +114,40 @@ for ((i = 0; i < N; i++)); do
 done
 mount_smux "$T/st.conf" "$T/m2" attr_timeout=0,entry_timeout=0,negative_timeout=0
 check_files "$T/m2" "after a remount"
+
+# Hard links: on the shard both names hash to (one inode there, nlink
+# through the mount), else EXDEV, as across two filesystems. 40 names:
+# about a third land with the source.
+printf 'linked\n' >"$T/m2/in/src" || fail "write of in/src failed"
+linked=0 cross=0
+for ((i = 0; i < 40; i++)); do
+	if err=$(ln "$T/m2/in/src" "$T/m2/in/ln$i" 2>&1); then
+		linked=$((linked + 1))
+		n=0
+		for s in s0 s1 s2; do
+			if [ -e "$T/$s/in/ln$i" ]; then
+				n=$((n + 1))
+				[ "$(stat -c %i "$T/$s/in/ln$i")" = "$(stat -c %i "$T/$s/in/src")" ] ||
+					fail "ln$i on $s is not a link of src"
+			fi
+		done
+		[ "$n" -eq 1 ] || fail "ln$i is on $n shards"
+	else
+		case $err in
+		*"Invalid cross-device link"*) cross=$((cross + 1)) ;;
+		*) fail "ln src ln$i: $err" ;;
+		esac
+		[ ! -e "$T/m2/in/ln$i" ] || fail "a refused ln left ln$i"
+	fi
+done
+[ "$linked" -gt 0 ] && [ "$cross" -gt 0 ] ||
+	fail "40 links: $linked made, $cross refused EXDEV (want some of each)"
+[ "$(stat -c %h "$T/m2/in/src")" -eq $((linked + 1)) ] ||
+	fail "src has $(stat -c %h "$T/m2/in/src") names through the mount, want $((linked + 1))"
+rm "$T/m2/in/src"
+for f in "$T"/m2/in/ln*; do
+	[ "$(cat "$f")" = linked ] || fail "$f reads $(cat "$f") after rm of src"
+done
+log "hard links: $linked made on src's shard, $cross refused with EXDEV"
 unmount_smux "$T/m2"
 log "ok: $ok overwrites during the outage acknowledged and kept, $eio refused with an error"

@@ -493,6 +493,54 @@ static void test_edit_while_home_down(void **state)
 	shards_release(&s);
 }
 
+/*
+ * Hard links: only on the shard both names hash to, and only while that
+ * shard holds the source's latest write; otherwise EXDEV (two names on
+ * two shards would be two files). A source written while its home was
+ * down lives on a handoff shard until the replay moves it: a link then
+ * is EXDEV too (the replay would copy the source and leave the link
+ * behind). Memory shards keep no hard links: once home holds the source,
+ * the link reaches it and is refused there (NOT_SUPPORTED, not EXDEV).
+ */
+static void test_link_shards(void **state)
+{
+	static struct shards s; /* outlives a failed test */
+	struct smux_error err;
+	unsigned pending = 1;
+	struct smux_ctx ctx;
+	char src[32], same[32], other[32];
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	shards_init(&s);
+	key_on(src, sizeof(src), "ln", 2, 0);
+	key_on(same, sizeof(same), "ln", 2, 1);
+	key_on(other, sizeof(other), "ln", 1, 0);
+	mh_fail(s.f[2], true);
+	MH_OK(mh_put(s.mux, src, "v1", &err), &err);
+	mh_fail(s.f[2], false);
+	MH_HOLDS(s.mem[0], src, "v1"); /* the handoff shard */
+	assert_int_equal(smux_backend_link(s.mux, &ctx, src, other, &err),
+			 -EXDEV);
+	assert_int_equal(err.e.sys_errno, EXDEV);
+	assert_int_equal(smux_backend_link(s.mux, &ctx, src, same, &err),
+			 -EXDEV);
+	for (int i = 0; i < N; i++) {
+		MH_LACKS(s.mem[i], same);
+		MH_LACKS(s.mem[i], other);
+	}
+	shards_later(&s);
+	shards_repair(&s, &pending);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(s.mem[2], src, "v1");
+	assert_true(smux_backend_link(s.mux, &ctx, src, same, &err) < 0);
+	assert_int_equal(err.e.code, SMUX_E_NOT_SUPPORTED);
+	assert_int_not_equal(err.e.sys_errno, EXDEV);
+	assert_int_equal(smux_backend_link(s.mux, &ctx, src, other, &err),
+			 -EXDEV);
+	shards_release(&s);
+}
+
 /* ---- supersede ---- */
 
 /*
@@ -1426,6 +1474,7 @@ int main(void)
 		cmocka_unit_test(test_list_before_replay),
 		cmocka_unit_test(test_home_down_unavailable),
 		cmocka_unit_test(test_edit_while_home_down),
+		cmocka_unit_test(test_link_shards),
 		cmocka_unit_test(test_home_write_supersedes_handoff),
 		cmocka_unit_test(test_two_shards_out),
 		cmocka_unit_test(test_put_during_replay),
