@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1041,7 +1043,7 @@ static void test_symlink_replayed(void **state)
 
 /* Hard links fan out like a rename over file replicas: each links in its
  * own tree; a replica that missed it gets the destination at the replay
- * (a copy, not a link). Muxes that cannot link say so. */
+ * (a copy, not a link). Links that cannot be made say so. */
 static void test_link_fanout(void **state)
 {
 	struct smux_backend *fb[3], *ff[3], *mux, *sticky, *mem;
@@ -1093,12 +1095,17 @@ static void test_link_fanout(void **state)
 	assert_int_equal(pending, 0);
 	MH_HOLDS(fb[2], "sub/b", "shared");
 
-	/* sticky-by-key: the two names may live on two shards */
+	/* sticky-by-key: links on the shard both names hash to; two names
+	 * on two shards are EXDEV (test_mux_sticky test_link_shards) */
 	o.mode = SMUX_MODE_STICKY;
 	sticky = mh_mux("sticky", &o, ff, NULL, 3);
-	assert_false(smux_backend_caps(sticky) & SMUX_CAP_HARDLINK);
-	MH_ERR(smux_backend_link(sticky, &ctx, "a", "c", &err), &err,
+	assert_true(smux_backend_caps(sticky) & SMUX_CAP_HARDLINK);
+	snprintf(path, sizeof(path), "c");
+	while (smux_fnv1a(path, strlen(path)) % 3 == smux_fnv1a("a", 1) % 3)
+		strcat(path, "c");
+	MH_ERR(smux_backend_link(sticky, &ctx, "a", path, &err), &err,
 	       SMUX_E_NOT_SUPPORTED);
+	assert_int_equal(err.e.sys_errno, EXDEV);
 	/* a member without links: the mux has no links */
 	mem = mh_memory("mem");
 	assert_false(smux_backend_caps(mem) & SMUX_CAP_HARDLINK);
