@@ -504,10 +504,11 @@ struct smuxfs_ofile_attr {
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
 
-/* chmod / utimens on an open file. Stored in the ofile (applied at the
- * next commit). Returns true when the ofile is dirty (the caller then
- * must not touch the backend), false when it is clean (the caller applies
- * the change to the backend too). */
+/* chmod / utimens on an open file. Stored in the ofile (what it reports,
+ * and the next commit's). Returns true when the change waits for that
+ * commit (a dirty staged file, or one its creator is still writing in
+ * place): the caller must not touch the backend; false: the caller
+ * applies it to the backend now. */
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
@@ -517,11 +518,10 @@ void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
  * mount since smuxfs_ofile_attr gave @gen. */
 void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
 			   const struct smux_info *info);
-/* chown on an open file written in place, or created here and not
- * committed yet: true when it is dirty and
- * keeps the owner for its commit (SMUX_ID_NONE: that half unchanged), so
- * the caller must not touch the backend; false otherwise (commit first,
- * then change the object). */
+/* chown on an open file created here and not committed yet (staged, or
+ * in place by its creator): true when it keeps the owner for its commit
+ * (SMUX_ID_NONE: that half unchanged), so the caller must not touch the
+ * backend; false otherwise (commit first, then change the object). */
 bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid,
 			    uint32_t gid);
 /* Remembers the stored file's identity seen by a lookup (0: ignored). */

@@ -56,6 +56,12 @@ struct smuxfs_ofile {
 	/* created here (staged), never committed: the backend holds no
 	 * version of it, so getattr asks it nothing */
 	bool unstored;
+	/* created in place by this ofile, never committed: its first
+	 * version is still being written, and what its creator sets on it
+	 * (tar: create, write, futimens, fchown, fchmod, close) goes with
+	 * that commit. Any other open file written in place gets a chmod,
+	 * chown or utimens at once (fold_meta) */
+	bool fresh;
 	uint32_t uid, gid;
 	int64_t mtime_ns; /* reported mtime; committed when mtime_set */
 	bool mtime_set;	  /* mtime_ns chosen by utimens */
@@ -392,6 +398,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->mtime_ns = realtime_ns();
 		of->dirty = true;
 		of->unstored = !of->inplace;
+		of->fresh = of->inplace;
 		/* in place, a create opens what is there (O_CREAT without
 		 * O_TRUNC keeps a file that appeared meanwhile) */
 		if (!of->inplace)
@@ -750,6 +757,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	of->dirty = false;
 	of->unstored = false;
+	of->fresh = false;
 	if (of->own && of->seen_ok) { /* the owner it has now */
 		if (of->uid != SMUX_ID_NONE)
 			of->seen.uid = of->uid;
@@ -877,19 +885,36 @@ void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
 	pthread_mutex_unlock(&of->lock);
 }
 
+/*
+ * Whether a chmod, chown or utimens of a dirty open file waits for its
+ * commit (true) or goes to the storage now (false). A staged file's
+ * commit replaces the object, so it carries them; a file written in place
+ * IS the object, which others (the backend's other clients, a remount
+ * after a crash) see as it is: a change there is stored when it returns,
+ * as on a local disk (an operator's chmod of a log a service holds open),
+ * except on the first version its creator is still writing. Caller holds
+ * of->lock.
+ */
+static bool fold_meta(const struct smuxfs_ofile *of)
+{
+	return of->dirty && (!of->inplace || of->fresh);
+}
+
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode)
 {
-	bool dirty;
+	bool fold;
 
 	pthread_mutex_lock(&of->lock);
+	fold = fold_meta(of);
 	of->mode = mode & 07777;
 	of->mode_set = true;
-	of->mode_chosen = true;
-	dirty = of->dirty;
-	if (dirty)
+	/* else applied now: a later chmod behind the mount stands */
+	if (fold)
+		of->mode_chosen = true;
+	if (of->dirty)
 		of->ctime_ns = realtime_ns();
 	pthread_mutex_unlock(&of->lock);
-	return dirty;
+	return fold;
 }
 
 bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid, uint32_t gid)
@@ -897,13 +922,15 @@ bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid, uint32_t gid)
 	bool kept;
 
 	pthread_mutex_lock(&of->lock);
-	/* in place, or a file created here and never committed (no object
-	 * yet: its whole owner is what its commit gives, tar's fchown
-	 * before close folds into the one put); not a staged rewrite of a
-	 * stored object: its commit replaces the object, and an owner half
-	 * given (chgrp) must keep the object's other half */
-	kept = of->dirty && (of->inplace || of->unstored) && !of->deleted &&
-	       !of->open_rc;
+	/* a file created here and never committed (staged: no object yet,
+	 * its whole owner is what its commit gives; in place: its creator
+	 * still writing it), so tar's fchown before close folds into the
+	 * one commit; not a staged rewrite of a stored object (its commit
+	 * replaces the object, and an owner half given (chgrp) must keep
+	 * the object's other half), nor an older file written in place
+	 * (changed at once, fold_meta) */
+	kept = of->dirty && (of->inplace ? of->fresh : of->unstored) &&
+	       !of->deleted && !of->open_rc;
 	if (kept) {
 		if (uid != SMUX_ID_NONE || !of->own)
 			of->uid = uid;
@@ -928,17 +955,19 @@ void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id)
 
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
 {
-	bool dirty;
+	bool fold;
 
 	pthread_mutex_lock(&of->lock);
+	fold = fold_meta(of);
 	of->mtime_ns = mtime_ns;
-	dirty = of->dirty;
-	if (dirty) {
+	if (of->dirty) {
+		/* the commit's mtime (in place: the same again, so replicas
+		 * agree on it) until a write moves it */
 		of->mtime_set = true;
 		of->ctime_ns = realtime_ns();
 	}
 	pthread_mutex_unlock(&of->lock);
-	return dirty;
+	return fold;
 }
 
 /* ---- namespace changes ---- */

@@ -836,7 +836,7 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	struct smux_setattr attr = {.flags = SMUX_SET_MODE};
 	char key[SMUX_KEY_MAX + 2];
 	struct smuxfs_ofile *of;
-	bool is_root, dirty = false;
+	bool is_root, fold = false;
 	int rc;
 
 	if (!path && fi && !fi->fh) {
@@ -850,10 +850,10 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	attr.mode = chmod_bits(fs, key, is_root, mode);
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
-		dirty = smuxfs_ofile_set_mode(of, attr.mode);
+		fold = smuxfs_ofile_set_mode(of, attr.mode);
 		smuxfs_ofile_release(fs, of);
 	}
-	return dirty ? 0 : set_attr(fs, key, is_root, of != NULL, &attr);
+	return fold ? 0 : set_attr(fs, key, is_root, of != NULL, &attr);
 }
 
 /* One time of utimensat: UTIME_NOW, UTIME_OMIT (false) or as given. */
@@ -879,7 +879,7 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	struct smux_setattr attr = {0};
 	char key[SMUX_KEY_MAX + 2];
 	struct smuxfs_ofile *of;
-	bool is_root, dirty = false;
+	bool is_root, fold = false;
 	int rc;
 
 	if (!path && fi && !fi->fh) {
@@ -902,10 +902,10 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 		     ? NULL
 		     : smuxfs_ofile_find(fs, key);
 	if (of) {
-		dirty = smuxfs_ofile_set_mtime(of, attr.mtime_ns);
+		fold = smuxfs_ofile_set_mtime(of, attr.mtime_ns);
 		smuxfs_ofile_release(fs, of);
 	}
-	if (dirty) {
+	if (fold) {
 		/* the mtime goes with the next commit; the atime now, to
 		 * the object when it is already there */
 		attr.flags &= ~(unsigned)SMUX_SET_MTIME;
@@ -951,11 +951,11 @@ int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 		return 0;
 	if (nameless)
 		return setattr_orphan(fs, &attr);
-	/* An open file written in place and not committed yet, or created
-	 * here and never committed (tar: create, write, fchown, fchmod,
-	 * futimens, close) keeps the owner for its commit, as it keeps a
-	 * chmod: one put at close; a staged rewrite of a stored object:
-	 * commit what is pending first, then change the object. */
+	/* An open file created here and never committed (tar: create,
+	 * write, fchown, fchmod, futimens, close) keeps the owner for its
+	 * commit, as it keeps a chmod: one put at close; any other dirty
+	 * one commits what is pending first, then the object changes (in
+	 * place: at once, as on a local disk; fold_meta in ofile.c). */
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
 		rc = smuxfs_ofile_set_owner(of, attr.uid, attr.gid)

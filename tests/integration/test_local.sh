@@ -283,6 +283,51 @@ if [ "$KIND" = file ]; then
 	rm "$m/made" "$m"/quick*
 fi
 
+# An operator's chmod/chown/touch of a file a service holds open for
+# writing (a log) is stored when it returns, as on a local disk: other
+# clients of the storage see it, and a crash of the daemon before the
+# service closes the file does not undo it.
+log "$KIND: chmod, chown and touch of a file open for writing reach the storage at once"
+# The holder is one process with one descriptor (no dup, no close: a
+# shell's `echo >&8` closes a duplicate, a FLUSH that may commit), which
+# has written before the changes and writes once more after them.
+for how in append rdwr; do
+	echo one >"$m/held"
+	python3 - "$m/held" "$how" "${replicas[0]}/held" <<'PY' ||
+import os, sys
+path, how, stored = sys.argv[1:]
+flags = os.O_WRONLY | os.O_APPEND if how == "append" else os.O_RDWR
+fd = os.open(path, flags)
+os.write(fd, b"two\n")
+os.chmod(path, 0o600)
+os.chown(path, 1234, 2345)
+os.utime(path, (978307200, 978307200))
+st = os.stat(stored)
+got = "%o %d %d %d" % (st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_mtime)
+if got != "600 1234 2345 978307200":
+    sys.exit("while open, the storage has " + got)
+os.write(fd, b"six\n") # moves the mtime again; mode and owner stay
+os.close(fd)
+PY
+		fail "$KIND ($how): the changes did not reach the storage at once"
+	if [ $how = append ]; then
+		want=$(printf 'one\ntwo\nsix')
+	else
+		want=$(printf 'two\nsix')
+	fi
+	sleep 0.5
+	for r in "${replicas[@]}"; do
+		[ "$KIND" = failover ] && [ "$r" = "$B" ] && continue
+		[ "$(stat -c '%a %u %g' "$r/held")" = "600 1234 2345" ] ||
+			fail "$KIND ($how): $r/held after close: $(stat -c '%a %u %g' "$r/held")"
+		[ "$(stat -c %Y "$r/held")" -gt 978307200 ] ||
+			fail "$KIND ($how): $r/held: a write after touch kept mtime $(stat -c %Y "$r/held")"
+		[ "$(cat "$r/held")" = "$want" ] ||
+			fail "$KIND ($how): $r/held content: $(cat "$r/held")"
+	done
+	rm "$m/held"
+done
+
 log "$KIND: a handle that only reads commits nothing"
 echo v1 >"$m/ro"
 exec 8<>"$m/ro"        # opened for writing, never writes
