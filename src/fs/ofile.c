@@ -65,8 +65,12 @@ struct smuxfs_ofile {
 	uint32_t uid, gid;
 	int64_t mtime_ns; /* reported mtime; committed when mtime_set */
 	bool mtime_set;	  /* mtime_ns chosen by utimens */
-	bool dirty;	  /* content or attributes not committed */
-	bool inplace;	  /* w writes the object itself (in place) */
+	/* mtime_ns is the time of the last change of the content through
+	 * this ofile: in place, the commit gives it to every replica (a
+	 * local file's mtime is its last write's, not its close's) */
+	bool mtime_written;
+	bool dirty;   /* content or attributes not committed */
+	bool inplace; /* w writes the object itself (in place) */
 	/* in place on a tree of one copy (SMUX_CAP_ONE_COPY): a write is
 	 * stored when it returns and the commit only sets attributes, so
 	 * handles commit at their release, not at each close */
@@ -454,6 +458,7 @@ static void ofile_changed_locked(struct smuxfs_ofile *of)
 {
 	of->dirty = true;
 	of->mtime_set = false;
+	of->mtime_written = true;
 	of->mtime_ns = realtime_ns();
 	of->ctime_ns = of->mtime_ns;
 }
@@ -736,7 +741,9 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	else if (of->late) /* its writes set it as they landed */
 		opts.mtime_ns = 0;
 	else if (of->dirty)
-		opts.mtime_ns = smuxfs_unique_mtime(fs);
+		opts.mtime_ns = of->inplace && of->mtime_written
+					? of->mtime_ns
+					: smuxfs_unique_mtime(fs);
 	else
 		opts.mtime_ns = of->inplace ? 0 : of->mtime_ns;
 	opts.durable = durable;
@@ -758,6 +765,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->dirty = false;
 	of->unstored = false;
 	of->fresh = false;
+	of->mtime_written = false;
 	if (of->own && of->seen_ok) { /* the owner it has now */
 		if (of->uid != SMUX_ID_NONE)
 			of->seen.uid = of->uid;

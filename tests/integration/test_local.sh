@@ -226,21 +226,25 @@ if [ "$KIND" = file ]; then
 	rm -r "$m/imm"
 fi
 
-if [ "$KIND" = file ]; then
-	log "$KIND: a chmod behind the mount while a file is open for append stands"
-	echo one >"$m/perm"
-	exec 8>>"$m/perm"
-	chmod 600 "$A/perm" # another program, straight on the storage
-	echo two >&8
-	exec 8>&-
-	# the handle's commit follows its release, which the kernel sends
-	# after close(2) without waiting: give it a moment
-	sleep 0.5
-	[ "$(stat -c %a "$A/perm")" = 600 ] ||
-		fail "$KIND: the close put mode $(stat -c %a "$A/perm") back over a chmod"
-	[ "$(cat "$A/perm")" = "$(printf 'one\ntwo')" ] || fail "$KIND: perm content"
-	rm "$m/perm"
+log "$KIND: a chmod behind the mount while a file is open for append stands"
+echo one >"$m/perm"
+exec 8>>"$m/perm"
+for r in "${replicas[@]}"; do
+	chmod 600 "$r/perm" # another program, straight on the storage
+done
+echo two >&8
+exec 8>&-
+# the handle's commit follows its release, which the kernel sends
+# after close(2) without waiting: give it a moment
+sleep 0.5
+for r in "${replicas[@]}"; do
+	[ "$(stat -c %a "$r/perm")" = 600 ] ||
+		fail "$KIND: the close put mode $(stat -c %a "$r/perm") back over a chmod on $r"
+done
+[ "$(cat "$A/perm")" = "$(printf 'one\ntwo')" ] || fail "$KIND: perm content"
+rm "$m/perm"
 
+if [ "$KIND" = file ]; then
 	# a write changes mtime and ctime together, and nothing after it (no
 	# mtime set again at the release, which would move ctime past it:
 	# git's index, rsync and backup tools compare both)
@@ -327,6 +331,34 @@ PY
 	done
 	rm "$m/held"
 done
+
+# mtime is the time of the last write, as on a local disk, not of the
+# close that followed it (make, rsync and backups compare it): on a mirror
+# the commit gives every replica the same one.
+log "$KIND: a write's mtime is the write's, not the close's"
+written=("$A")
+[ "$KIND" = mirror ] && written+=("$B")
+python3 - "$m/mt" "${written[@]/%//mt}" <<'PY' ||
+import os, sys, time
+path, stored = sys.argv[1], sys.argv[2:]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"x" * 100)
+os.close(fd)
+time.sleep(0.3)
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+t0 = time.time()
+os.write(fd, b"more\n")
+t1 = time.time()
+time.sleep(1.5)
+os.close(fd)
+time.sleep(0.5)
+for p in [path] + stored:
+    m = os.stat(p).st_mtime
+    if not (t0 - 0.05 <= m <= t1 + 0.3):
+        sys.exit("%s: mtime %.3f, the write was at %.3f-%.3f" % (p, m, t0, t1))
+PY
+	fail "$KIND: the mtime after a write and a late close"
+rm "$m/mt"
 
 log "$KIND: a handle that only reads commits nothing"
 echo v1 >"$m/ro"
