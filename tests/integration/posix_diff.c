@@ -878,7 +878,14 @@ static void run(int s, struct op *o)
 	case OP_PREAD:
 		v = o->kind == OP_READ ? read(fd, rbuf, o->len)
 				       : pread(fd, rbuf, o->len, o->off);
-		rread(s, v, errno);
+		e = errno;
+		/* read(2) of a directory is EISDIR, unless its position (a
+		 * cookie: ext4's end is LLONG_MAX) plus the count overflows,
+		 * which is EINVAL first: the same answer here */
+		if (v < 0 && e == EINVAL && fstat(fd, &st) == 0 &&
+		    S_ISDIR(st.st_mode))
+			e = EISDIR;
+		rread(s, v, e);
 		break;
 	case OP_LSEEK:
 		/* a directory's offsets are the filesystem's own cookies
