@@ -845,6 +845,17 @@ static void run(int s, struct op *o)
 
 	path(s, o->p, p, sizeof(p));
 	path(s, o->q, q, sizeof(q));
+	/*
+	 * An unprivileged caller's new file, directory or FIFO never gets
+	 * setuid or setgid on the mount, whatever the mode asked for
+	 * (docs/configuration.md, "setuid and setgid are never granted by
+	 * the daemon"), where ext4 keeps setgid for a member of the group:
+	 * the user phase does not ask for them. (A set-id bit inherited
+	 * from a setgid directory is still compared.)
+	 */
+	if (geteuid() != 0 &&
+	    (o->kind == OP_OPEN || o->kind == OP_MKDIR || o->kind == OP_MKFIFO))
+		o->mode &= ~(mode_t)(S_ISUID | S_ISGID);
 	errno = 0;
 	switch (o->kind) {
 	case OP_OPEN:
