@@ -50,10 +50,17 @@ if [ ! -x "$SMUXFS" ]; then
 	finish
 fi
 
-# The model checker is compiled once for every test_model run.
+# The model checker is compiled once for every test_model run, and the
+# differential exerciser for every test_posix_diff run.
 export SMUX_IT_MODEL=$run_tmp/model
 if ! cc -std=c11 -O2 -Wall -Wextra -Werror -o "$SMUX_IT_MODEL" "$here/model.c"; then
 	echo "run.sh: cannot compile model.c" >&2
+	failed=1
+	finish
+fi
+export SMUX_IT_POSIX_DIFF=$run_tmp/posix_diff
+if ! cc -std=c11 -O2 -Wall -Wextra -Werror -o "$SMUX_IT_POSIX_DIFF" "$here/posix_diff.c"; then
+	echo "run.sh: cannot compile posix_diff.c" >&2
 	failed=1
 	finish
 fi
@@ -73,6 +80,7 @@ tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_otlp.sh" "test_ro
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done
+for k in file mirror failover; do tests+=("test_posix_diff.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh" "test_staging_full.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
