@@ -335,10 +335,15 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	rc = smuxfs_fh_key(fs, fh, key, sizeof(key)); /* follows renames */
 	if (rc)
 		return rc;
-	/* pending content: this handle's, or another handle's opened since */
-	of = fh->of ? fh->of : pending_of(fs, key);
-	if (!of && atomic_load(&fh->unlinked))
-		of = smuxfs_fnode_ofile(fs, fh); /* no name: by its node */
+	/* pending content: this handle's, or another handle's opened since
+	 * on its name; a handle whose name was replaced (a writer's file
+	 * renamed over it) reads its own file, by its node */
+	if (fh->of)
+		of = fh->of;
+	else if (atomic_load(&fh->unlinked))
+		of = smuxfs_fnode_ofile(fs, fh);
+	else
+		of = pending_of(fs, key);
 	if (of) {
 		n = smuxfs_ofile_read(fs, of, buf, size, (uint64_t)off);
 		if (of != fh->of)
