@@ -119,13 +119,14 @@ static int fileb_apply(const struct smux__file *fb, int dirfd, const char *name,
 	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
 				 {.tv_nsec = UTIME_OMIT}};
 
+	/* the owner first: a chown clears set-id bits the mode then gives */
+	if ((a->flags & SMUX_SET_OWNER) &&
+	    fchownat(dirfd, name, a->uid, a->gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return smux__file_fail(fb, err, errno, "chown", key);
 	if ((a->flags & SMUX_SET_MODE) && !is_link &&
 	    fchmodat(dirfd, name, (mode_t)(a->mode & 07777),
 		     AT_SYMLINK_NOFOLLOW) < 0)
 		return smux__file_fail(fb, err, errno, "chmod", key);
-	if ((a->flags & SMUX_SET_OWNER) &&
-	    fchownat(dirfd, name, a->uid, a->gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return smux__file_fail(fb, err, errno, "chown", key);
 	if (a->flags & SMUX_SET_ATIME)
 		fileb_ts(&ts[0], a->atime_ns);
 	if (a->flags & SMUX_SET_MTIME)

@@ -85,6 +85,7 @@ tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh" "test_staging_full.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
+for k in file mirror failover; do tests+=("test_posix_details.sh $k"); done
 for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_notes_restart.sh")

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""posix_details.py DIR - POSIX details the differential exerciser
+(posix_diff.c) found smuxfs answering differently from ext4, each as a
+small scenario run in DIR. Prints one line per scenario: its name and
+what the calls returned (modes, sizes, errno names, booleans). The test
+(test_posix_details.sh) runs it on a plain directory and on a mount and
+compares the lines, so what is expected is what the local filesystem
+does, not what this file says."""
+import errno
+import os
+import stat
+import sys
+
+D = sys.argv[1]
+os.umask(0)
+out = []
+
+
+def p(name):
+    return os.path.join(D, name)
+
+
+def res(fn):
+    """The result of fn(), or the errno name it raised."""
+    try:
+        r = fn()
+        return "ok" if r is None else str(r)
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def mode(path):
+    return "%o" % stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def scenario(name, fn):
+    try:
+        out.append("%s %s" % (name, fn()))
+    except OSError as e:
+        out.append("%s raised %s" % (name, errno.errorcode.get(e.errno)))
+
+
+def fifo_setid():
+    os.mkfifo(p("f1"), 0o7000)
+    os.mkfifo(p("f2"), 0o2775)
+    return "%s %s" % (mode(p("f1")), mode(p("f2")))
+
+
+def chown_unchanged():
+    r = []
+    for name, m in (("c1", 0o7000), ("c2", 0o6755)):
+        open(p(name), "w").close()
+        os.chmod(p(name), m)
+        os.chown(p(name), -1, -1)
+        r.append(mode(p(name)))
+    os.mkdir(p("cd"))
+    os.chmod(p("cd"), 0o2755)
+    os.chown(p("cd"), -1, -1)
+    r.append(mode(p("cd")))
+    return " ".join(r)
+
+
+def fsync_unlinked():
+    with open(p("u1"), "w") as f:
+        f.write("x")
+    fd = os.open(p("u1"), os.O_RDONLY)
+    os.unlink(p("u1"))
+    r = "%s %s" % (res(lambda: os.fsync(fd)), res(lambda: os.fdatasync(fd)))
+    os.close(fd)
+    return r
+
+
+def unlinked_owner():
+    with open(p("o1"), "w") as f:
+        f.write("x")
+    os.chown(p("o1"), 65534, 65534)
+    fd = os.open(p("o1"), os.O_RDWR)
+    os.unlink(p("o1"))
+    st = os.fstat(fd)
+    os.close(fd)
+    return "%d:%d nlink %d" % (st.st_uid, st.st_gid, st.st_nlink)
+
+
+def unlinked_size_after_writer():
+    with open(p("s1"), "w") as f:
+        f.write("y" * 100)
+    r = os.open(p("s1"), os.O_RDONLY)
+    w = os.open(p("s1"), os.O_WRONLY)
+    os.unlink(p("s1"))
+    os.ftruncate(w, 10)
+    os.close(w)
+    os.utime(r, (1000000000, 1000000000))
+    size = os.fstat(r).st_size
+    os.close(r)
+    return "size %d" % size
+
+
+def dir_nlink():
+    os.mkdir(p("n"))
+    os.mkdir(p("n/s"))
+    a = os.stat(p("n")).st_nlink
+    os.rmdir(p("n/s"))
+    b = os.stat(p("n")).st_nlink
+    return "%d %d" % (a, b)
+
+
+for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
+           unlinked_size_after_writer, dir_nlink):
+    only = os.environ.get("SMUX_DETAILS_ONLY")
+    if only and fn.__name__ not in only.split(","):
+        continue
+    scenario(fn.__name__, fn)
+print("\n".join(out))

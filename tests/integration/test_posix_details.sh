@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_posix_details.sh KIND - the POSIX details posix_diff.c found the
+# mount answering differently from the local disk, each a small scenario
+# of posix_details.py run on a directory beside the backing directories
+# and on the mount; the two outputs must be equal line for line (what is
+# expected is what the local filesystem does):
+#   fifo_setid                 mkfifo by root keeps set-id and sticky bits
+#   chown_unchanged            chown(f, -1, -1) clears setuid (and setgid
+#                              with group execute) of a file, not a dir's
+#   fsync_unlinked             fsync/fdatasync of a reader of an unlinked
+#                              file succeed
+#   unlinked_owner             fstat of an unlinked open file shows its owner
+#   unlinked_size_after_writer a reader of an unlinked file shows the size
+#                              its last writer left
+#   dir_nlink                  a directory's link count follows mkdir and
+#                              rmdir inside it at once
+# KIND: file (one file backend), mirror or failover of two.
+. "$(dirname "$0")/lib.sh"
+
+KIND=${1:?usage: test_posix_details.sh file|mirror|failover}
+M=$T/mnt
+P=$T/plain
+
+new_config "$T/det.conf" root
+case $KIND in
+file) cfg_file root "$T/a" ;;
+mirror | failover)
+	cfg_mux root "$KIND" "a b"
+	cfg_file a "$T/a"
+	cfg_file b "$T/b"
+	;;
+*) fail "unknown kind $KIND" ;;
+esac
+mkdir -p "$P"
+mount_smux "$T/det.conf" "$M"
+
+python3 "$SMUX_REPO/tests/integration/posix_details.py" "$P" >"$T/want"
+python3 "$SMUX_REPO/tests/integration/posix_details.py" "$M" >"$T/got"
+if ! diff -u "$T/want" "$T/got" >&2; then
+	fail "$KIND: the mount answers differently from the local disk (- local, + mount)"
+fi
+unmount_smux "$M"
+log "$KIND: ok"
