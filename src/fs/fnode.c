@@ -90,9 +90,26 @@ void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
 void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smuxfs_ofile_attr a = {0};
 	struct smuxfs_fh **p;
+	bool left_size;
 
+	/* a writer of a nameless file going: the readers left on its node
+	 * show the size it left, as on a local file (a writer left shows
+	 * its own ofile's) */
+	left_size = fh->nlisted && fh->of && atomic_load(&fh->unlinked) &&
+		    smuxfs_ofile_attr(fh->of, &a) == 0;
 	pthread_mutex_lock(&t->lock);
+	if (left_size) {
+		for (struct smuxfs_fh *o = t->buckets[fnode_bucket(fh->nodeid)];
+		     o; o = o->nnext) {
+			if (o != fh && o->nodeid == fh->nodeid &&
+			    o->gone.init && !o->of) {
+				o->gone.has_size = true;
+				o->gone.size = a.size;
+			}
+		}
+	}
 	if (fh->nlisted) {
 		for (p = &t->buckets[fnode_bucket(fh->nodeid)]; *p;
 		     p = &(*p)->nnext) {
@@ -168,6 +185,10 @@ static void gone_init(struct smuxfs_fh *fh, const struct smux_info *was)
 		g->file_id = was->file_id;
 		/* a file of several names keeps the others */
 		g->links = was->nlink > 1 ? was->nlink - 1 : 0;
+		/* and its owner (fstat of an unlinked file shows it) */
+		g->was_owned = was->has_owner;
+		g->was_uid = was->uid;
+		g->was_gid = was->gid;
 	}
 	atomic_store(&fh->unlinked, true);
 }
@@ -245,6 +266,13 @@ uint32_t smuxfs_fnode_gone_info(struct smuxfs *fs, struct smuxfs_fh *fh,
 		info->mode =
 			(info->mode & S_IFMT ? info->mode & S_IFMT : S_IFREG) |
 			(g.mode & 07777);
+	/* the owner it had when its name went, unless the caller knows a
+	 * newer one (an open file's pending chown) */
+	if (g.was_owned && !info->has_owner) {
+		info->uid = g.was_uid;
+		info->gid = g.was_gid;
+		info->has_owner = true;
+	}
 	if (g.uid != SMUX_ID_NONE) {
 		info->uid = g.uid;
 		info->has_owner = true;
@@ -259,6 +287,8 @@ uint32_t smuxfs_fnode_gone_info(struct smuxfs *fs, struct smuxfs_fh *fh,
 		info->atime_ns = g.atime_ns;
 	if (g.ctime_ns)
 		info->ctime_ns = g.ctime_ns;
+	if (g.has_size)
+		info->size = g.size;
 	return g.links;
 }
 
@@ -498,6 +528,26 @@ uint64_t smuxfs_fnode_requests(struct smuxfs *fs, unsigned op,
 }
 
 /*
+ * chown(f, -1, -1) reaches us as a SETATTR that changes nothing (valid 0
+ * on Linux 6.18; with FUSE_HANDLE_KILLPRIV_V2 the kernel leaves clearing
+ * set-id bits to us), which libfuse's high-level API drops: made a chown
+ * to -1, -1, so ops.c clears them as Linux does for any chown of a
+ * regular file.
+ */
+static void chown_unchanged(struct fuse_setattr_in *sa)
+{
+	const uint32_t changes = FATTR_MODE | FATTR_UID | FATTR_GID |
+				 FATTR_SIZE | FATTR_ATIME | FATTR_MTIME |
+				 FATTR_ATIME_NOW | FATTR_MTIME_NOW;
+
+	if (!(sa->valid & changes)) {
+		sa->valid |= FATTR_UID | FATTR_GID;
+		sa->uid = (uint32_t)-1;
+		sa->gid = (uint32_t)-1;
+	}
+}
+
+/*
  * Set-id bits: with FUSE_HANDLE_KILLPRIV_V2 the kernel marks the requests
  * of callers without CAP_FSETID that must clear them (a WRITE, an OPEN
  * with O_TRUNC, a SETATTR of the size); libfuse's high-level API does not
@@ -617,6 +667,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 		   (size_t)n >= sizeof(*in) + sizeof(*sa)) {
 		/* fchmod, fchown, futimens: sent without the handle too */
 		sa = (struct fuse_setattr_in *)(in + 1);
+		chown_unchanged(sa);
 		if (!(sa->valid & FATTR_FH) &&
 		    fnode_orphaned(hook_fs, in->nodeid)) {
 			sa->valid |= FATTR_FH;

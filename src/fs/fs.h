@@ -176,6 +176,13 @@ struct smuxfs_gone {
 	unsigned set;	  /* enum smux_setattr_flags set since */
 	uint32_t mode, uid, gid;
 	int64_t mtime_ns, atime_ns, ctime_ns;
+	/* the owner its name had when it went (was_owned: known) */
+	bool was_owned;
+	uint32_t was_uid, was_gid;
+	/* the size the file's last writer left (its descriptors closed
+	 * while readers stay): a reader's own idea is the size it opened */
+	bool has_size;
+	uint64_t size;
 };
 
 /* ---- mount-wide state ---- */
@@ -202,9 +209,10 @@ struct smuxfs {
 	 * no attribute cache (attrcache.c), no directories' names kept
 	 * (dirnames.c) */
 	bool has_file;
-	/* a WebDAV backend in the tree (smux_config_has_http): directories'
-	 * mtimes move with their entries, so a change drops its directory's
-	 * entry from the daemon's directory cache (dircache.c) */
+	/* a WebDAV or file backend in the tree (smux_config_has_http,
+	 * _has_file): directories' mtimes move with their entries, so a
+	 * change drops its directory's entry from the daemon's directory
+	 * cache (dircache.c) */
 	bool dir_mtimes;
 	/* open readers (each may hold a file descriptor) and their limit,
 	 * half of RLIMIT_NOFILE: past it opens read with ranged gets */
@@ -297,9 +305,10 @@ unsigned long smuxfs_dircache_gen(struct smuxfs *fs);
 int64_t smuxfs_dircache_now(void);
 void smuxfs_dircache_changed(struct smuxfs *fs, const char *key, bool up);
 /* @key was created, written, removed or renamed: on a mount with a
- * WebDAV backend (fs->dir_mtimes) its directory's entry goes (the server
- * moved the directory's mtime; tar compares a directory's stat before and
- * after reading it). */
+ * WebDAV or file backend (fs->dir_mtimes) its directory's entry goes (the
+ * server or the disk moved the directory's mtime and, for a directory,
+ * its link count; tar compares a directory's stat before and after
+ * reading it). */
 void smuxfs_dircache_parent_changed(struct smuxfs *fs, const char *key);
 bool smuxfs_dircache_get(struct smuxfs *fs, const char *key,
 			 struct smux_info *info);
@@ -441,6 +450,11 @@ struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
  * attributes, so a handle may commit at its release instead of at each
  * close (ops_io.c spares the kernel's FLUSH). */
 bool smuxfs_ofile_late(struct smuxfs_ofile *of);
+/* Late, and not a file its creator is still writing: its handles may
+ * commit at release instead of at each close (fi->noflush). A create
+ * commits its mode and owner at close, so that what stat shows once
+ * close(2) returned stays (git's index keeps ctime; make, rsync) */
+bool smuxfs_ofile_noflush(struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */
 void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of);

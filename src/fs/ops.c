@@ -588,8 +588,9 @@ static int smuxfs_truncate_killpriv(const char *path, off_t size,
 	return kill_priv_stat(path, fi);
 }
 
-/* chown(2) of a regular file clears them whoever asks (a file backend's
- * own chown does too; an object store keeps the owner as metadata) */
+/* chown(2) of a regular file clears them whoever asks, also one to -1, -1
+ * (a file backend's own chown does too; an object store keeps the owner
+ * as metadata) */
 static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 				 struct fuse_file_info *fi)
 {
@@ -597,8 +598,7 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 	int rc = smuxfs_chown(path, uid, gid, fi);
 	bool asked;
 
-	if (rc || (uid == (uid_t)-1 && gid == (gid_t)-1) ||
-	    !smuxfs_fnode_killpriv(fs, &asked))
+	if (rc || !smuxfs_fnode_killpriv(fs, &asked))
 		return rc;
 	return kill_priv_stat(path, fi);
 }

@@ -65,7 +65,7 @@ static void write_only_direct(struct fuse_file_info *fi)
  */
 static void late_commit(struct smuxfs_fh *fh, struct fuse_file_info *fi)
 {
-	if (smuxfs_ofile_late(fh->of)) {
+	if (smuxfs_ofile_noflush(fh->of)) {
 		fi->noflush = 1;
 		fh->late_commit = true;
 	}
@@ -525,13 +525,16 @@ int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 		return smuxfs_ofile_commit(fs, fh->of, true);
 	/* A read-only handle (sync FILE): what an earlier close committed
 	 * may not be durable yet; an ofile's durable commit of the unchanged
-	 * content makes sure. */
+	 * content makes sure. A file whose name is gone (unlinked through
+	 * the mount or behind it) has nothing left to store: 0, as a local
+	 * filesystem answers for an unlinked file. */
+	if (atomic_load(&fh->unlinked))
+		return 0;
 	rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+	if (!rc)
+		rc = smuxfs_ofile_open(fs, key, 0, 0, &of);
 	if (rc)
-		return rc;
-	rc = smuxfs_ofile_open(fs, key, 0, 0, &of);
-	if (rc)
-		return rc;
+		return rc == -ENOENT ? 0 : rc;
 	rc = smuxfs_ofile_commit(fs, of, true);
 	smuxfs_ofile_release(fs, of);
 	return rc;
