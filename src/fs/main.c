@@ -403,7 +403,10 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->force_staging = staging_env && strcmp(staging_env, "1") == 0;
 	fs->real_dirs = smux_config_real_dirs(d->cfg);
 	fs->has_file = smux_config_has_file(d->cfg);
-	fs->dir_mtimes = smux_config_has_http(d->cfg);
+	/* a local directory moves its mtime and link count with its entries
+	 * too (failover and shield keep a directory cache: real_dirs) */
+	fs->dir_mtimes =
+		smux_config_has_http(d->cfg) || smux_config_has_file(d->cfg);
 	fs->max_readers = raise_nofile();
 	fs->uid = o->has_uid ? o->uid : getuid();
 	fs->gid = o->has_gid ? o->gid : getgid();
