@@ -804,6 +804,16 @@ int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return rc;
 }
 
+bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)
+{
+	bool noflush;
+
+	pthread_mutex_lock(&of->lock);
+	noflush = of->open_rc == 0 && of->late && !of->fresh;
+	pthread_mutex_unlock(&of->lock);
+	return noflush;
+}
+
 bool smuxfs_ofile_late(struct smuxfs_ofile *of)
 {
 	bool late;
