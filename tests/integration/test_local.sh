@@ -334,6 +334,26 @@ PY
 	rm "$m/held"
 done
 
+# What a create's close(2) returned with stays: its mode, owner and times
+# are stored by then (no commit after it moves ctime: git's index, make).
+log "$KIND: a created file's attributes are final when close returns"
+python3 - "$m/fin" "$A/fin" <<'PY' ||
+import os, sys, time
+path, stored = sys.argv[1:]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+os.write(fd, b"x\n")
+os.close(fd)
+st = os.stat(stored)
+a = (st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+time.sleep(0.5)
+st = os.stat(stored)
+b = (st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+if a != b:
+    sys.exit("after close %r, 0.5 s later %r" % (a, b))
+PY
+	fail "$KIND: a created file's attributes changed after close returned"
+rm "$m/fin"
+
 # mtime is the time of the last write, as on a local disk, not of the
 # close that followed it (make, rsync and backups compare it): on a mirror
 # the commit gives every replica the same one.
