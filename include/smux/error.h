@@ -168,6 +168,17 @@ int smux_error_from_http(struct smux_error *err, int status,
 			 const char *backend, const char *what);
 
 /*
+ * The configuration key an error tells its reader to fix. A backend that
+ * learns from a server that its configuration is wrong (401 for a zone at
+ * another region, a region the identity catalog lacks) reports
+ * SMUX_E_INVALID_OPTIONS with "(check KEY =)" in the message; this copies
+ * KEY (letters, digits and '_') into @out (@cap bytes, cut to fit) and
+ * returns true. False, @out "", when the message names no key.
+ */
+bool smux_error_option(const struct smux_error_info *e, char *out,
+		       unsigned cap);
+
+/*
  * Replaces @err by a new error @code whose cause is the old error (its
  * own cause is dropped). Returns -errno of the new code.
  */

@@ -21,18 +21,19 @@ extern "C" {
 #endif
 
 enum smux_topic {
-	SMUX_EV_BACKEND_DOWN,	   /* storage-mux.backend.down */
-	SMUX_EV_BACKEND_RECOVERED, /* storage-mux.backend.recovered */
-	SMUX_EV_FAILOVER,	   /* storage-mux.failover */
-	SMUX_EV_FANOUT_PARTIAL,	   /* storage-mux.fanout-partial */
-	SMUX_EV_DRAIN_STARTED,	   /* storage-mux.drain.started */
-	SMUX_EV_DRAIN_COMPLETED,   /* storage-mux.drain.completed */
-	SMUX_EV_BACKEND_ADDED,	   /* storage-mux.backend.added */
-	SMUX_EV_BACKEND_REMOVED,   /* storage-mux.backend.removed */
-	SMUX_EV_WEIGHT_CHANGED,	   /* storage-mux.weight.changed */
-	SMUX_EV_HINT_RECORDED,	   /* storage-mux.hint.recorded */
-	SMUX_EV_HINT_REPLAYED,	   /* storage-mux.hint.replayed */
-	SMUX_EV_RECONCILED,	   /* storage-mux.reconciled */
+	SMUX_EV_BACKEND_DOWN,	       /* storage-mux.backend.down */
+	SMUX_EV_BACKEND_RECOVERED,     /* storage-mux.backend.recovered */
+	SMUX_EV_FAILOVER,	       /* storage-mux.failover */
+	SMUX_EV_FANOUT_PARTIAL,	       /* storage-mux.fanout-partial */
+	SMUX_EV_DRAIN_STARTED,	       /* storage-mux.drain.started */
+	SMUX_EV_DRAIN_COMPLETED,       /* storage-mux.drain.completed */
+	SMUX_EV_BACKEND_ADDED,	       /* storage-mux.backend.added */
+	SMUX_EV_BACKEND_REMOVED,       /* storage-mux.backend.removed */
+	SMUX_EV_WEIGHT_CHANGED,	       /* storage-mux.weight.changed */
+	SMUX_EV_HINT_RECORDED,	       /* storage-mux.hint.recorded */
+	SMUX_EV_HINT_REPLAYED,	       /* storage-mux.hint.replayed */
+	SMUX_EV_RECONCILED,	       /* storage-mux.reconciled */
+	SMUX_EV_BACKEND_MISCONFIGURED, /* storage-mux.backend.misconfigured */
 	SMUX_TOPIC_COUNT
 };
 
@@ -56,6 +57,14 @@ enum smux_topic {
  *                     agreed; JSON "updated"), cause (when it failed):
  *                     the replicas of a key whose in-place write was
  *                     interrupted compared and made identical
+ *  backend.misconfigured  name, option (the configuration key to fix,
+ *                     "" when the error names none), cause, code: a
+ *                     server refused the member's configuration
+ *                     (STORAGE_MUX.INVALID_OPTIONS from a call: a 401
+ *                     that names the region, a region the identity
+ *                     catalog lacks); once, then again only when the
+ *                     key changes or every 10 minutes while it lasts,
+ *                     not once per failing call
  * `mux` names the mux that emitted it; `at_ms` is wall-clock time.
  */
 struct smux_event {
@@ -66,6 +75,7 @@ struct smux_event {
 	char from[SMUX_ERROR_NAME_MAX];
 	char to[SMUX_ERROR_NAME_MAX];
 	char mode[16];
+	char option[32]; /* backend.misconfigured: the key to fix */
 	char key[256];
 	unsigned attempt_index;
 	int64_t down_for_ms;

@@ -101,7 +101,9 @@ static void slot_give(struct bunnyb *z)
  * Performs @req (its AccessKey added) in a request slot. A 401 becomes a
  * configuration error that names the zone and region: Bunny answers 401
  * to a wrong password and to a zone asked at another region's host alike,
- * and neither goes away by retrying.
+ * and neither goes away by retrying. Its parts are cut so that the
+ * message ends with "(check region =)" within SMUX_ERROR_MSG_MAX: the
+ * mux reads the key to fix from it (smux_error_option).
  */
 int smux__bunny_do(struct bunnyb *z, const struct smux_ctx *ctx,
 		   const struct smux__http_req *in,
@@ -135,9 +137,10 @@ int smux__bunny_do(struct bunnyb *z, const struct smux_ctx *ctx,
 	if (rc < 0 && resp->status == 401)
 		return smux_error_set(
 			err, SMUX_E_INVALID_OPTIONS, smux__bunny_name(z),
-			"%s: 401 Unauthorized from %s: the access key is not "
-			"the password of storage zone \"%s\", or the zone's "
-			"primary region is not \"%s\" (check region =)",
+			"%.40s: 401 Unauthorized from %.40s: the access key "
+			"is not the password of storage zone \"%.24s\", or "
+			"the zone's primary region is not \"%.8s\" (check "
+			"region =)",
 			req->what, z->host, z->zone, z->region);
 	return rc;
 }

@@ -313,7 +313,8 @@ static int v2_parse(struct swiftb *s, json_t *root, struct smux_error *err)
 		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->base.name,
 				      "identity v2.0: no region set and the "
 				      "user has no default region; set region "
-				      "(object-store regions: %s)",
+				      "(check region =; object-store "
+				      "regions: %.100s)",
 				      regions);
 	}
 	json_array_foreach(endpoints, i, ep)
@@ -331,8 +332,11 @@ static int v2_parse(struct swiftb *s, json_t *root, struct smux_error *err)
 		v2_regions(endpoints, regions, sizeof(regions));
 		return smux_error_set(err, SMUX_E_INVALID_OPTIONS, s->base.name,
 				      "identity v2.0: region \"%.64s\" has no "
-				      "object-store %s (regions: %s)",
-				      region, which, regions);
+				      "object-store %s (check region =%s; "
+				      "regions: %.100s)",
+				      region, which,
+				      a->internal ? ", internal =" : "",
+				      regions);
 	}
 	wipe_free(a->token);
 	free(a->storage_url);

@@ -288,6 +288,28 @@ int smux_error_from_errno(struct smux_error *err, int sys_errno,
 	return code == SMUX_E_INVALID_KEY ? -smux_code_errno(code) : -sys_errno;
 }
 
+bool smux_error_option(const struct smux_error_info *e, char *out, unsigned cap)
+{
+	const char *p = e ? strstr(e->message, "(check ") : NULL;
+	unsigned n = 0;
+
+	if (cap)
+		out[0] = '\0';
+	if (!p || !cap)
+		return false;
+	p += strlen("(check ");
+	while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') ||
+	       (p[n] >= '0' && p[n] <= '9') || p[n] == '_')
+		n++;
+	if (!n || strncmp(p + n, " =", 2) != 0)
+		return false;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return true;
+}
+
 int smux_error_from_http(struct smux_error *err, int status,
 			 const char *backend, const char *what)
 {

@@ -89,6 +89,7 @@ static const char *const topic_names[SMUX_TOPIC_COUNT] = {
 	[SMUX_EV_HINT_RECORDED] = "storage-mux.hint.recorded",
 	[SMUX_EV_HINT_REPLAYED] = "storage-mux.hint.replayed",
 	[SMUX_EV_RECONCILED] = "storage-mux.reconciled",
+	[SMUX_EV_BACKEND_MISCONFIGURED] = "storage-mux.backend.misconfigured",
 };
 
 const char *smux_topic_name(enum smux_topic t)
@@ -631,6 +632,10 @@ static bool put_payload(json_t *o, const struct smux_event *ev)
 		       put(o, "source", JSTR(ev->name)) &&
 		       put(o, "updated", names_array(ev)) &&
 		       (!ev->has_cause || put_cause(o, ev, false));
+	case SMUX_EV_BACKEND_MISCONFIGURED:
+		return put(o, "name", JSTR(ev->name)) &&
+		       (!ev->option[0] || put(o, "option", JSTR(ev->option))) &&
+		       put_cause(o, ev, true);
 	case SMUX_TOPIC_COUNT:
 		break;
 	}

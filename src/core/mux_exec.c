@@ -41,6 +41,43 @@ struct smux_span *smux__attempt_span(struct smux_mux *mux,
 	return s;
 }
 
+/* A configuration error a server keeps reporting is logged again this
+ * often while it lasts (a reminder, not a flood). */
+#define MISCONF_REPEAT_MS (10 * 60 * 1000)
+
+/*
+ * A server refused the configuration of @m (INVALID_OPTIONS from one of
+ * its calls: Bunny's 401 naming the region, a region the identity catalog
+ * lacks): every call of @m fails the same way until someone edits the
+ * file, so an operator must see it without -d. backend.misconfigured
+ * (logged at error level) says so once, then again only when the key to
+ * fix changes or MISCONF_REPEAT_MS later: not once per failing call.
+ * Reported where the error starts, not again by each mux above it.
+ */
+static void misconfigured(struct smux_mux *mux, struct mux_member *m,
+			  const struct smux_error_info *e, int64_t now)
+{
+	struct smux_event ev = {.topic = SMUX_EV_BACKEND_MISCONFIGURED};
+	int64_t last;
+	unsigned h;
+
+	if (smux_is_mux(m->backend))
+		return;
+	smux_error_option(e, ev.option, sizeof(ev.option));
+	h = smux_fnv1a(ev.option, strlen(ev.option)) | 1; /* never 0 */
+	last = atomic_load(&m->misconf_ms);
+	if (atomic_exchange(&m->misconf, h) == h &&
+	    now - last < MISCONF_REPEAT_MS)
+		return;
+	/* of several calls failing at once, one reports */
+	if (!atomic_compare_exchange_strong(&m->misconf_ms, &last, now))
+		return;
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	ev.has_cause = true;
+	ev.cause = *e;
+	emit(mux, &ev);
+}
+
 enum smux_outcome
 smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct mux_member *m, bool probe, int64_t started_ns,
@@ -61,6 +98,8 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (o == SMUX_OUTCOME_TIMEOUT && smux__bulkhead_unstarted(err))
 		counted = SMUX_OUTCOME_ABORT;
 	smux__stats_record(&m->stats, counted, err ? err->e.code : SMUX_OK, ms);
+	if (err && err->e.code == SMUX_E_INVALID_OPTIONS)
+		misconfigured(mux, m, &err->e, now);
 	switch (counted) {
 	case SMUX_OUTCOME_OK:
 	case SMUX_OUTCOME_SEMANTIC:

@@ -54,6 +54,11 @@ struct mux_member {
 	struct smux__health health;
 	struct smux__stats stats;
 	struct smux__bulkhead *bh;
+	/* the configuration error of this member last reported
+	 * (backend.misconfigured, mux_exec.c): a hash of the key to fix
+	 * (0: none yet) and when (the mux's clock, ms) */
+	atomic_uint misconf;
+	_Atomic int64_t misconf_ms;
 };
 
 struct mux_view {

@@ -101,6 +101,41 @@ static int check_mux(const struct smux_config *cfg,
 	return 0;
 }
 
+/*
+ * region, internal, tenant and password_credentials mean something to
+ * identity v2.0 only: tempauth (auth_version 1, the default) has no
+ * catalog, regions or tenants and takes a key, so with it they would be
+ * ignored without a word. The earliest one set is refused, whatever its
+ * value: a file that names it was written for identity v2.0.
+ */
+static int check_swift_v2_keys(const struct smux_config *cfg,
+			       const struct smux__cfg_section *s,
+			       const char *label, char *errbuf, size_t errlen)
+{
+	static const int v2_only[] = {SMUX__BK_REGION, SMUX__BK_INTERNAL,
+				      SMUX__BK_TENANT,
+				      SMUX__BK_PASSWORD_CREDENTIALS};
+	const struct smux__cfg_value *v = s->v;
+	const struct smux__cfg_keydef *keys;
+	int bad = -1;
+	unsigned nk;
+
+	if (v[SMUX__BK_AUTH_VERSION].line && v[SMUX__BK_AUTH_VERSION].u == 2)
+		return 0;
+	for (size_t i = 0; i < sizeof(v2_only) / sizeof(v2_only[0]); i++)
+		if (v[v2_only[i]].line &&
+		    (bad < 0 || v[v2_only[i]].line < v[bad].line))
+			bad = v2_only[i];
+	if (bad < 0)
+		return 0;
+	keys = smux__cfg_keys(SMUX__CFG_BACKEND, &nk);
+	return E(v[bad].line,
+		 "%s %s: needs auth_version = 2 (identity v2.0); "
+		 "auth_version is %s (tempauth), which would ignore it",
+		 label, keys[bad].name,
+		 v[SMUX__BK_AUTH_VERSION].line ? "1" : "1, the default");
+}
+
 static int check_backend(const struct smux_config *cfg,
 			 const struct smux__cfg_section *s, const char *label,
 			 char *errbuf, size_t errlen)
@@ -171,7 +206,7 @@ static int check_backend(const struct smux_config *cfg,
 				 "%s credentials_file or credentials_env: "
 				 "missing (user:key)",
 				 label);
-		return 0;
+		return check_swift_v2_keys(cfg, s, label, errbuf, errlen);
 	}
 	if (type != SMUX__CFG_T_FAULTY)
 		return 0;

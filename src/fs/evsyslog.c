@@ -14,11 +14,15 @@
 #include "fs/fs.h"
 #include "smux/ctx.h"
 
-/* The log level of an event: what an operator must see (a backend down,
- * replicas reconciled after a crash) above the routine (hints, fan-outs). */
+/* The log level of an event: what an operator must fix (a configuration
+ * a server refused) above what they must see (a backend down, replicas
+ * reconciled after a crash) above the routine (hints, fan-outs). */
 int smuxfs_event_level(enum smux_topic t)
 {
 	switch (t) {
+	case SMUX_EV_BACKEND_MISCONFIGURED:
+		/* every call of the member fails until the file is fixed */
+		return LOG_ERR;
 	case SMUX_EV_BACKEND_DOWN:
 	case SMUX_EV_RECONCILED:
 		return LOG_WARNING;
@@ -37,7 +41,7 @@ int smuxfs_event_level(enum smux_topic t)
 #define EVENT_LOG_PER_S 50
 
 /* Every event of the mux tree goes to the log (one JSON line each), at
- * most EVENT_LOG_PER_S routine ones a second (warnings always): an outage
+ * most EVENT_LOG_PER_S routine ones a second (warnings and errors always): an outage
  * hinting thousands of writes must not flood syslog; the lines left out
  * are counted in the next one logged. Runs on the bus's dispatcher thread
  * only, so the counters need no lock. */

@@ -669,9 +669,48 @@ start_bunny_emu() {
 	log "bunny emulator on $BUNNY_URL (pid $BUNNY_PID)"
 }
 
+# start_swift_identity DIR [-]: the identity v2.0 emulator (tests/servers/
+# swift_identity.py, regions DFW and ORD) in front of the Swift of
+# use_swift, forwarding to its tempauth account $SWIFT_RACK_USER
+# (MossoCloudFS_rack, as Rackspace names accounts; read it with
+# SWIFT_RACK, the swift CLI as that user), or with "-" in front of no
+# Swift (it answers storage requests itself: authentication and the
+# catalog alone, no Swift to start); user rackuser, API key
+# $IDN_APIKEY written to DIR/cred (mode 600) as credentials_file wants
+# it. Sets IDN_URL (the emulator, no slash: auth_url is $IDN_URL/v2.0)
+# and IDN_PID once it listens (its command line names $T: the cleanup
+# stops it even when the test fails).
+start_swift_identity() {
+	local dir=$1 i up=(- - -)
+	IDN_APIKEY=0123456789abcdef0123456789abcdef
+	mkdir -p "$dir"
+	[ "${2:-}" = - ] || up=("$SWIFT_AUTH_URL" "$SWIFT_RACK_USER" "$SWIFT_RACK_KEY")
+	python3 "$SMUX_REPO/tests/servers/swift_identity.py" "$dir/port" \
+		"${up[@]}" rackuser "$IDN_APIKEY" rackpass \
+		>"$dir/server.log" 2>&1 </dev/null &
+	IDN_PID=$!
+	for ((i = 0; i < 300; i++)); do
+		[ -s "$dir/port" ] && break
+		kill -0 "$IDN_PID" 2>/dev/null ||
+			{ cat "$dir/server.log" >&2; fail "identity emulator exited"; }
+		sleep 0.1
+	done
+	[ -s "$dir/port" ] || fail "identity emulator did not start"
+	IDN_URL=http://127.0.0.1:$(cat "$dir/port")
+	printf 'rackuser:%s\n' "$IDN_APIKEY" >"$dir/cred"
+	chmod 600 "$dir/cred"
+	# shellcheck disable=SC2034 # the caller's
+	[ "${2:-}" = - ] ||
+		SWIFT_RACK=(swift -q -A "$SWIFT_AUTH_URL" -U "$SWIFT_RACK_USER" -K "$SWIFT_RACK_KEY")
+	log "identity v2.0 emulator on $IDN_URL (pid $IDN_PID)"
+}
+
 # net_config MODE CONF: writes the config of the network MODE (s3: one s3
 # backend; http: one nginx WebDAV backend; s3-mirror, s3-shield, bunny,
-# swift: test_model.sh's header says what each mounts) on loopback servers
+# swift: test_model.sh's header says what each mounts; cdn-shield: a
+# shield of a file origin and two mirrors, swift through the identity
+# v2.0 emulator (region DFW, large objects above 32M) and bunny on its
+# emulator, test_programs.sh cdn-shield) on loopback servers
 # it starts or shares, and sets COPIES to the directories that hold (after
 # unmount, s3rver_fetch / swift download) what each replica stores. Used
 # by test_model.sh and test_dbench.sh.
@@ -722,6 +761,32 @@ credentials_file = $T/bn/key
 "
 		COPIES="$T/bn/store/edge"
 		;;
+	cdn-shield)
+		use_swift
+		start_swift_identity "$T/idn"
+		start_bunny_emu "$T/bn" edge emu-secret
+		cfg_mux m shield "origin sw bn" backend_timeout=30s
+		cfg_file origin "$T/origin"
+		cfg_raw "[backend sw]
+type = swift
+auth_url = $IDN_URL/v2.0
+auth_version = 2
+region = DFW
+container = $SWIFT_CONTAINER
+credentials_file = $T/idn/cred
+segment_threshold = 32M
+segment_size = 16M
+
+[backend bn]
+type = bunny
+zone = edge
+region = uk
+endpoint = $BUNNY_URL
+credentials_file = $T/bn/key
+"
+		# the container is in the rack account: fetched with SWIFT_RACK
+		COPIES="$T/origin $T/swcopy $T/bn/store/edge"
+		;;
 	swift)
 		use_swift
 		cfg_raw "[backend m]
@@ -750,12 +815,12 @@ url = $DAV_URL/
 	fi
 }
 
-# stop_net_servers: stops the nginx, the emulator and the s3rver or Swift
+# stop_net_servers: stops the nginx, the emulators and the s3rver or Swift
 # of its own that the helpers above started (the cleanup would kill them
 # anyway, noisily; Swift's watcher stops it when the test's shell ends).
 stop_net_servers() {
 	local pid
-	for pid in ${NGINX_PID:-} ${BUNNY_PID:-}; do
+	for pid in ${NGINX_PID:-} ${BUNNY_PID:-} ${IDN_PID:-}; do
 		kill -TERM "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
@@ -765,5 +830,5 @@ stop_net_servers() {
 	if [ -n "${SWIFT_OWN:-}" ]; then
 		"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_OWN" >/dev/null 2>&1 || true
 	fi
-	NGINX_PID='' BUNNY_PID='' S3_OWN='' SWIFT_OWN=''
+	NGINX_PID='' BUNNY_PID='' IDN_PID='' S3_OWN='' SWIFT_OWN=''
 }

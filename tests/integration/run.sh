@@ -109,6 +109,11 @@ for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi
 tests+=("test_reload.sh" "test_ctl_users.sh")
 tests+=("test_bunny.sh" "test_bunny_rename.sh" "test_cdn_faults.sh")
+# the integration programs on a shield of file + swift (identity v2.0) +
+# bunny
+tests+=("test_programs.sh cdn-shield")
+# configuration errors only a server sees (bunny 401, swift region)
+tests+=("test_cdn_misconfig.sh")
 
 selected() {
 	local name=$1 f

@@ -10,17 +10,96 @@
 #                  picks; `ls` through the mount shows the union
 #   shield         origin and every mirror hold the whole tree
 #   mirror         every replica holds the whole tree
+#   cdn-shield     shield of a file origin and two CDN storage mirrors on
+#                  loopback servers (lib.sh net_config): swift through the
+#                  identity v2.0 emulator in front of OpenStack Swift, and
+#                  bunny on the Bunny Storage emulator; once the hints
+#                  have drained, the origin, the Swift container (read
+#                  with swift download) and the Bunny zone (read with
+#                  curl from the emulator) hold the whole tree byte for
+#                  byte (a smaller tree and a 64 MiB dd: Swift's Python
+#                  servers take ~30 ms a request here)
 # Finally a fresh daemon mounts the same backends and shows the same tree.
 . "$(dirname "$0")/lib.sh"
 
 MODE=${1:?usage: test_programs.sh MODE}
-BIG_MB=${SMUX_IT_BIG_MB:-256}
 M=$T/mnt
 S=$T/src
 CONF=$T/$MODE.conf
 
-mode_config "$MODE" "$CONF"
+NET=0
+case $MODE in cdn-shield) NET=1 ;; esac
+if [ "$NET" = 1 ]; then
+	net_config "$MODE" "$CONF"
+	BIG_MB=${SMUX_IT_BIG_MB:-64}
+	NDIRS=10 NFILES=8
+else
+	mode_config "$MODE" "$CONF"
+	BIG_MB=${SMUX_IT_BIG_MB:-256}
+	NDIRS=20 NFILES=10
+fi
 BACKING=$(mode_backing_dirs "$CONF")
+
+# check_file REL LOCALFILE: where the mode puts REL, equal to LOCALFILE
+# (a network shield: on the origin; its mirrors are checked at the end,
+# once their copies, sent in parallel, have all landed)
+check_file() {
+	if [ "$NET" = 1 ]; then
+		cmp "$2" "$T/origin/$1" || fail "$1 missing or different on the origin"
+	else
+		mode_check_file "$MODE" "$1" "$2"
+	fi
+}
+
+# bunny_fetch DIR [REL]: every file of the Bunny zone (under REL) into
+# DIR, read over HTTP from the emulator with curl as any client would
+# (GET dir/ lists a directory as JSON, GET key reads a file), not from its
+# store directory
+bunny_fetch() {
+	local out=$1 rel=${2:-} key name isdir list
+	key=$(cat "$T/bn/key")
+	mkdir -p "$out/$rel"
+	list=$(curl -sf -H "AccessKey: $key" "$BUNNY_URL/edge/${rel:+$rel/}") ||
+		fail "bunny: cannot list /${rel}"
+	while IFS=$'\t' read -r isdir name; do
+		if [ "$isdir" = true ]; then
+			bunny_fetch "$out" "${rel:+$rel/}$name"
+		else
+			curl -sf -H "AccessKey: $key" -o "$out/${rel:+$rel/}$name" \
+				"$BUNNY_URL/edge/${rel:+$rel/}$name" ||
+				fail "bunny: cannot read ${rel:+$rel/}$name"
+		fi
+	done < <(jq -r '.[] | "\(.IsDirectory)\t\(.ObjectName)"' <<<"$list")
+}
+
+# net_check_copies SNAP: the origin holds SNAP's tree; the Swift container
+# and the Bunny zone, fetched by their own clients, hold its files byte
+# for byte and no other file
+net_check_copies() {
+	local snap=$1 d rel
+	diff -r -x .smuxfs-tmp "$snap" "$T/origin" ||
+		fail "the origin differs from the mount's tree"
+	[ -z "$(ls -A "$T/origin/.smuxfs-tmp")" ] ||
+		fail "temp files left in the origin's .smuxfs-tmp"
+	mkdir -p "$T/swcopy" "$T/bncopy"
+	(cd "$T/swcopy" && "${SWIFT_RACK[@]}" download "$SWIFT_CONTAINER")
+	bunny_fetch "$T/bncopy"
+	(cd "$snap" && find . -type f | sort) >"$T/files.want"
+	for d in "$T/swcopy" "$T/bncopy"; do
+		(cd "$d" && find . -type f | sort) >"$T/files.got"
+		diff "$T/files.want" "$T/files.got" ||
+			fail "$d holds another set of files than the mount"
+		while IFS= read -r rel; do
+			cmp "$snap/$rel" "$d/$rel" || fail "$d holds another $rel"
+		done <"$T/files.want"
+	done
+	# the Bunny zone has real directories: the same ones
+	(cd "$snap" && find . -mindepth 1 -type d | sort) >"$T/dirs.want"
+	(cd "$T/bncopy" && find . -mindepth 1 -type d | sort) >"$T/dirs.got"
+	diff "$T/dirs.want" "$T/dirs.got" ||
+		fail "the Bunny zone holds other directories than the mount"
+	log "origin, Swift and Bunny hold the mount's $(wc -l <"$T/files.want") files byte for byte"
+}
 
 # check_backing SNAP: the backing directories against a snapshot of the tree.
 check_backing() {
@@ -75,7 +154,7 @@ mkdir -p "$S"
 printf 'hello smuxfs\nsecond line\n' >"$S/small.txt"
 head -c $((3 * 1024 * 1024)) /dev/urandom >"$S/mid1.bin"
 head -c $((5 * 1024 * 1024 + 123)) /dev/urandom >"$S/mid2.bin"
-make_tree "$S/tree" 20 10 # 200 files + extras
+make_tree "$S/tree" "$NDIRS" "$NFILES" # 200 files + extras (local)
 tar -C "$S" -cf "$T/tree.tar" tree
 
 mount_smux "$CONF" "$M"
@@ -89,7 +168,7 @@ done
 [ "$(cat "$M/small.txt")" = "$(cat "$S/small.txt")" ]
 cat "$S/small.txt" >>"$M/small.txt" # append through the shell
 cat "$S/small.txt" "$S/small.txt" | cmp - "$M/small.txt"
-mode_check_file "$MODE" mid2.bin "$S/mid2.bin"
+check_file mid2.bin "$S/mid2.bin"
 
 # --- mkdir -p, ls -lR ---------------------------------------------------------
 log "mkdir -p, ls -lR"
@@ -161,7 +240,7 @@ head -c $((BIG_MB * 1024 * 1024)) /dev/urandom >"$T/big"
 dd if="$T/big" of="$M/big.bin" bs=1M conv=fsync status=none
 [ "$(stat -c %s "$M/big.bin")" -eq $((BIG_MB * 1024 * 1024)) ]
 cmp "$T/big" "$M/big.bin"
-mode_check_file "$MODE" big.bin "$T/big"
+check_file big.bin "$T/big"
 rm "$M/big.bin" "$T/big"
 [ ! -e "$M/big.bin" ]
 
@@ -206,9 +285,9 @@ sqlite3 "$M/db.sqlite" "UPDATE t SET v = v || '!' WHERE id % 7 = 0;
 
 # --- stats --------------------------------------------------------------------
 log "stats"
-[ "$(stats "$M" .mode)" = "$MODE" ] || fail "stats mode $(stats "$M" .mode)"
+[ "$(stats "$M" .mode)" = "${MODE#cdn-}" ] || fail "stats mode $(stats "$M" .mode)"
 down=$(stats "$M" '[.backends[] | select(.status != "up") | .name] | join(" ")')
-[ -z "$down" ] || fail "healthy local backends reported not up: $down"
+[ -z "$down" ] || fail "healthy backends reported not up: $down"
 case $MODE in
 round-robin | weighted)
 	h1=$(stats "$M" '.backends[0].hits')
@@ -228,8 +307,24 @@ esac
 log "backing directories"
 snapshot "$M" "$T/snap"
 [ -f "$T/snap/tree/d7/f7.dat" ] && [ -f "$T/snap/db.sqlite" ]
+if [ "$NET" = 1 ]; then
+	# the mirrors' copies land in parallel with the origin's; a copy
+	# that missed a write is hinted: the hints drain (repair forces the
+	# replay) before the mirrors are read
+	end=$((SECONDS + 120))
+	while h=$(stats "$M" .pendingHints) && [ "$h" -ne 0 ]; do
+		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $h after 120 s"
+		echo repair >"$M/.smux/ctl" 2>/dev/null || true
+		sleep 0.5
+	done
+fi
 unmount_smux "$M"
-check_backing "$T/snap"
+if [ "$NET" = 1 ]; then
+	net_check_copies "$T/snap"
+	BACKING="$BACKING $T/swcopy $T/bncopy"
+else
+	check_backing "$T/snap"
+fi
 for d in $BACKING; do
 	[ -z "$(find "$d" -name .smux)" ] || fail ".smux appeared in $d"
 done
@@ -239,3 +334,4 @@ mount_smux "$CONF" "$M"
 diff -r -x .smux "$T/snap" "$M"
 [ "$(sqlite3 "$M/db.sqlite" 'SELECT count(*) FROM t;')" = 900 ]
 unmount_smux "$M"
+stop_net_servers

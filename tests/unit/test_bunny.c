@@ -28,6 +28,7 @@
 
 #include "backends/bunny_internal.h"
 #include "fs/config.h"
+#include "mux_helpers.h"
 #include "smux/bunny.h"
 #include "smux/memory.h"
 #include "smux/mux.h"
@@ -493,6 +494,69 @@ static void test_wrong_key(void **state)
 	smux_backend_unref(b);
 }
 
+/*
+ * Through a mux, the wrong password's configuration error is the event
+ * backend.misconfigured naming the member and the key to fix (region),
+ * once for many failing calls, again only 10 minutes later while it
+ * lasts; a message about a long key still names the key to fix.
+ */
+static void test_wrong_key_event(void **state)
+{
+	struct smux_bunny_opts o = {.zone = TS_BUNNY_ZONE,
+				    .access_key = "not-the-password",
+				    .region = "ny",
+				    .endpoint = srv_url};
+	struct mh_events *rec = mh_events_new();
+	struct smux_mux_opts mo = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *b, *mux;
+	struct smux_event ev;
+	struct smux_error err;
+	struct mh_clock clk;
+	struct smux_ctx ctx;
+	char key[220];
+
+	(void)state;
+	mh_clock_init(&clk, 1000000);
+	mo.clock = &clk.clock;
+	mo.events = rec->bus;
+	smux_ctx_init(&ctx);
+	assert_int_equal(smux_bunny_new("edge", &o, &b, &err), 0);
+	mux = mh_mux("front", &mo, &b, NULL, 1);
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	for (int i = 0; i < 5; i++) {
+		assert_true(smux_backend_head(mux, &ctx, i ? "k" : key, NULL,
+					      &err) < 0);
+		assert_int_equal(err.e.code, SMUX_E_INVALID_OPTIONS);
+	}
+	assert_int_equal(mh_events_count(rec, SMUX_EV_BACKEND_MISCONFIGURED),
+			 1);
+	assert_true(mh_events_last(rec, SMUX_EV_BACKEND_MISCONFIGURED, &ev));
+	assert_string_equal(ev.mux, "front");
+	assert_string_equal(ev.name, "edge");
+	assert_string_equal(ev.option, "region");
+	assert_true(ev.has_cause);
+	assert_int_equal(ev.cause.code, SMUX_E_INVALID_OPTIONS);
+	/* the first call's key was 219 bytes: the message still ends with
+	 * the key to fix */
+	assert_non_null(strstr(ev.cause.message, "(check region =)"));
+	assert_non_null(strstr(ev.cause.message, "\"ny\""));
+	assert_null(strstr(ev.cause.message, "not-the-password"));
+	/* 9 minutes on: still once; 10 minutes: a reminder */
+	mh_clock_set(&clk, 1000000 + 9 * 60 * 1000);
+	assert_true(smux_backend_head(mux, &ctx, "k", NULL, &err) < 0);
+	assert_int_equal(mh_events_count(rec, SMUX_EV_BACKEND_MISCONFIGURED),
+			 1);
+	mh_clock_set(&clk, 1000000 + 10 * 60 * 1000);
+	assert_true(smux_backend_head(mux, &ctx, "k", NULL, &err) < 0);
+	assert_true(smux_backend_head(mux, &ctx, "k", NULL, &err) < 0);
+	assert_int_equal(mh_events_count(rec, SMUX_EV_BACKEND_MISCONFIGURED),
+			 2);
+	smux_backend_unref(mux);
+	smux_backend_unref(b);
+	mh_events_free(rec);
+}
+
 /* A file key never deletes a directory (DELETE recurses on Bunny). */
 static void test_delete_no_recursion(void **state)
 {
@@ -830,6 +894,7 @@ int main(void)
 		cmocka_unit_test(test_describe_no_dirs),
 		cmocka_unit_test(test_no_checksums),
 		cmocka_unit_test(test_request_slots),
+		cmocka_unit_test(test_wrong_key_event),
 		cmocka_unit_test(test_config),
 	};
 	int rc = cmocka_run_group_tests_name("bunny (no server)", pure, NULL,

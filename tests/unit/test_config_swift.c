@@ -200,12 +200,67 @@ static void test_segment_keys(void **state)
 	assert_non_null(strstr(err, "segment_size: unknown key for type file"));
 }
 
+/* region, internal, tenant and password_credentials are identity v2.0's:
+ * with auth_version 1 (the default: tempauth) they were silently
+ * ignored; now the load fails naming the file, the line and the key and
+ * saying auth_version = 2 is needed (whatever the value: a file that
+ * names them was written for identity v2.0) */
+static void test_v2_keys_need_v2(void **state)
+{
+	static const char *const keys[][2] = {
+		{"region = DFW\n", "region"},
+		{"internal = true\n", "internal"},
+		{"tenant = t1\n", "tenant"},
+		{"password_credentials = true\n", "password_credentials"},
+	};
+	struct smux_config *c;
+	char err[ERRLEN], text[512], want[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		/* the default auth_version, then an explicit 1 */
+		for (int ver = 0; ver < 2; ver++) {
+			snprintf(text, sizeof(text),
+				 HEAD
+				 "auth_url = http://127.0.0.1:1/auth/v1.0\n"
+				 "container = c\n"
+				 "credentials_env = SW_CRED\n%s%s",
+				 ver ? "auth_version = 1\n" : "", keys[i][0]);
+			assert_int_equal(load(text, &c, err), -EINVAL);
+			/* line 9 or 10 of the file: the key's own line */
+			snprintf(want, sizeof(want),
+				 "%s:%d: [backend sw] %s: ", path, 9 + ver,
+				 keys[i][1]);
+			assert_non_null(strstr(err, want));
+			assert_non_null(strstr(err, "auth_version = 2"));
+		}
+	}
+	/* the earliest of several is named */
+	assert_int_equal(load(HEAD "auth_url = http://127.0.0.1:1/auth/v1.0\n"
+				   "container = c\ntenant = t\nregion = DFW\n"
+				   "credentials_env = SW_CRED\n",
+			      &c, err),
+			 -EINVAL);
+	assert_non_null(strstr(err, "[backend sw] tenant: "));
+	/* with auth_version = 2 they load */
+	assert_int_equal(load(HEAD "auth_url = http://127.0.0.1:1/v2.0\n"
+				   "container = c\nregion = DFW\n"
+				   "internal = true\ntenant = t\n"
+				   "password_credentials = true\n"
+				   "auth_version = 2\n"
+				   "credentials_env = SW_CRED\n",
+			      &c, err),
+			 0);
+	smux_config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_required_keys),
 		cmocka_unit_test(test_build_no_request),
 		cmocka_unit_test(test_segment_keys),
+		cmocka_unit_test(test_v2_keys_need_v2),
 	};
 
 	return cmocka_run_group_tests_name("config_swift", tests, setup,

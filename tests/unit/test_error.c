@@ -606,6 +606,34 @@ static void test_format_null_arguments(void **state)
 	assert_int_equal(buf[0], 'x');
 }
 
+/* smux_error_option: the key a configuration error says to fix */
+static void test_option_named(void **state)
+{
+	struct smux_error err;
+	char k[8];
+
+	(void)state;
+	smux_error_set(&err, SMUX_E_INVALID_OPTIONS, "b",
+		       "401 from h: ... not \"ny\" (check region =)");
+	assert_true(smux_error_option(&err.e, k, sizeof(k)));
+	assert_string_equal(k, "region");
+	/* the first key named, cut to fit */
+	smux_error_set(&err, SMUX_E_INVALID_OPTIONS, "b",
+		       "x (check max_concurrency =, region =)");
+	assert_true(smux_error_option(&err.e, k, sizeof(k)));
+	assert_string_equal(k, "max_con");
+	/* none named, or not in the convention's shape */
+	smux_error_set(&err, SMUX_E_INVALID_OPTIONS, "b", "set region");
+	assert_false(smux_error_option(&err.e, k, sizeof(k)));
+	assert_string_equal(k, "");
+	smux_error_set(&err, SMUX_E_INVALID_OPTIONS, "b", "(check region)");
+	assert_false(smux_error_option(&err.e, k, sizeof(k)));
+	smux_error_set(&err, SMUX_E_INVALID_OPTIONS, "b", "(check  =)");
+	assert_false(smux_error_option(&err.e, k, sizeof(k)));
+	assert_false(smux_error_option(NULL, k, sizeof(k)));
+	assert_false(smux_error_option(&err.e, k, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest codes[] = {
@@ -638,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_format_truncates_safely),
 		cmocka_unit_test(test_format_long_fields),
 		cmocka_unit_test(test_format_null_arguments),
+		cmocka_unit_test(test_option_named),
 	};
 	int failed = 0;
 

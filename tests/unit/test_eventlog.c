@@ -134,9 +134,12 @@ static void test_event_levels(void **state)
 	for (int t = 0; t < SMUX_TOPIC_COUNT; t++) {
 		int l = smuxfs_event_level((enum smux_topic)t);
 
-		assert_true(l == LOG_WARNING || l == LOG_NOTICE ||
-			    l == LOG_INFO);
+		assert_true(l == LOG_ERR || l == LOG_WARNING ||
+			    l == LOG_NOTICE || l == LOG_INFO);
 	}
+	/* a configuration a server refused: every call fails until fixed */
+	assert_int_equal(smuxfs_event_level(SMUX_EV_BACKEND_MISCONFIGURED),
+			 LOG_ERR);
 	assert_int_equal(smuxfs_event_level(SMUX_EV_BACKEND_DOWN), LOG_WARNING);
 	assert_int_equal(smuxfs_event_level(SMUX_EV_RECONCILED), LOG_WARNING);
 	assert_int_equal(smuxfs_event_level(SMUX_EV_BACKEND_RECOVERED),

@@ -122,12 +122,19 @@ static int64_t wall_ms(void)
 static void test_topic_names(void **state)
 {
 	static const char *const want[SMUX_TOPIC_COUNT] = {
-		"storage-mux.backend.down",   "storage-mux.backend.recovered",
-		"storage-mux.failover",	      "storage-mux.fanout-partial",
-		"storage-mux.drain.started",  "storage-mux.drain.completed",
-		"storage-mux.backend.added",  "storage-mux.backend.removed",
-		"storage-mux.weight.changed", "storage-mux.hint.recorded",
-		"storage-mux.hint.replayed",  "storage-mux.reconciled",
+		"storage-mux.backend.down",
+		"storage-mux.backend.recovered",
+		"storage-mux.failover",
+		"storage-mux.fanout-partial",
+		"storage-mux.drain.started",
+		"storage-mux.drain.completed",
+		"storage-mux.backend.added",
+		"storage-mux.backend.removed",
+		"storage-mux.weight.changed",
+		"storage-mux.hint.recorded",
+		"storage-mux.hint.replayed",
+		"storage-mux.reconciled",
+		"storage-mux.backend.misconfigured",
 	};
 
 	(void)state;
@@ -752,6 +759,26 @@ static void test_json_hints(void **state)
 	assert_string_equal(json_string_value(json_array_get(
 				    json_object_get(j, "updated"), 1)),
 			    "c");
+	json_decref(j);
+
+	/* backend.misconfigured: the member, the key to fix, the cause */
+	base_event(&ev, SMUX_EV_BACKEND_MISCONFIGURED);
+	snprintf(ev.option, sizeof(ev.option), "region");
+	ev.has_cause = true;
+	set_cause(&ev.cause, SMUX_E_INVALID_OPTIONS, "edge-a",
+		  "401 ... (check region =)");
+	j = parse(&ev);
+	check_common(j, SMUX_EV_BACKEND_MISCONFIGURED, 4);
+	assert_string_equal(jget_str(j, "name"), "edge-a");
+	assert_string_equal(jget_str(j, "option"), "region");
+	assert_string_equal(jget_str(j, "code"), "STORAGE_MUX.INVALID_OPTIONS");
+	assert_non_null(strstr(jget_str(j, "cause"), "(check region =)"));
+	json_decref(j);
+	/* no key named: no "option" */
+	ev.option[0] = '\0';
+	j = parse(&ev);
+	check_common(j, SMUX_EV_BACKEND_MISCONFIGURED, 3);
+	assert_null(json_object_get(j, "option"));
 	json_decref(j);
 }
 
