@@ -608,6 +608,10 @@ struct smux_reader_ops {
 		      struct smux_error *err);
 	/* Frees the reader. */
 	void (*close)(struct smux_reader *r);
+	/* Optional, for a live reader: what the object opened is now (its
+	 * size and attributes after changes in place, also once its name
+	 * is gone). NULL: info as of the open. */
+	int (*stat)(struct smux_reader *r, struct smux_info *info);
 };
 
 /* One version of one object, open for reading. pread may run on several
@@ -642,6 +646,9 @@ long smux_reader_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 		       struct smux_error *err);
 /* Frees @r; NULL is a no-op. */
 void smux_reader_close(struct smux_reader *r);
+/* What the object @r opened is now (ops->stat), else its info as of the
+ * open. 0, or a negative errno with *info as of the open. */
+int smux_reader_stat(struct smux_reader *r, struct smux_info *info);
 
 #ifdef __cplusplus
 }

@@ -65,9 +65,23 @@ static void file_reader_close(struct smux_reader *r)
 	free(fr);
 }
 
+/* The file opened as it is now: an open descriptor follows its inode
+ * through writes, truncation, chmod and the loss of its name. */
+static int file_reader_stat(struct smux_reader *r, struct smux_info *info)
+{
+	struct file_reader *fr = (struct file_reader *)r;
+	struct stat st;
+
+	if (fstat(fr->fd, &st) < 0)
+		return -errno;
+	smux__file_fill_info(&st, info);
+	return 0;
+}
+
 static const struct smux_reader_ops file_reader_ops = {
 	.pread = file_reader_pread,
 	.close = file_reader_close,
+	.stat = file_reader_stat,
 };
 
 int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,

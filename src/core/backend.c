@@ -907,6 +907,15 @@ void smux_reader_init(struct smux_reader *r, const struct smux_reader_ops *ops,
 	r->backend = smux_backend_ref(b);
 }
 
+int smux_reader_stat(struct smux_reader *r, struct smux_info *info)
+{
+	int rc = r->ops->stat ? r->ops->stat(r, info) : 0;
+
+	if (!r->ops->stat || rc)
+		*info = r->info;
+	return rc;
+}
+
 void smux_reader_release(struct smux_reader *r)
 {
 	smux_backend_unref(r->backend);

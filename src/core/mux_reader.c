@@ -536,9 +536,21 @@ static void mr_close(struct smux_reader *r)
 	free(mr);
 }
 
+/* The member reader serving now says (a live one: the object as it is). */
+static int mr_stat(struct smux_reader *r, struct smux_info *info)
+{
+	struct mux_reader *mr = mr_of(r);
+	struct pin *p = mr_current(mr);
+	int rc = smux_reader_stat(p->r, info);
+
+	pin_put(p);
+	return rc;
+}
+
 static const struct smux_reader_ops mux_reader_ops = {
 	.pread = mr_pread,
 	.close = mr_close,
+	.stat = mr_stat,
 };
 
 int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,

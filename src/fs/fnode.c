@@ -377,7 +377,8 @@ int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 		/* a clean reader: the version it opened */
 		smux_info_clear(info);
 		if (fh->reader) {
-			*info = fh->reader->info;
+			/* its file as it is now (a local reader: fstat) */
+			(void)smux_reader_stat(fh->reader, info);
 		} else {
 			pthread_mutex_lock(&fh->pin_lock); /* a leaf lock */
 			info->size = fh->size;

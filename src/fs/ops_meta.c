@@ -171,7 +171,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 			return rc;
 		}
 		is_dir = false;
-		info = fh->reader->info;
+		/* its file as it is now (a local reader: fstat) */
+		(void)smux_reader_stat(fh->reader, &info);
 		gone = true;
 		rc = 0;
 	} else if (fh && fh->kind == SMUXFS_FH_FILE) {

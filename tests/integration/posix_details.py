@@ -96,6 +96,25 @@ def unlinked_size_after_writer():
     return "size %d" % size
 
 
+def replaced_reader():
+    with open(p("r1"), "w") as f:
+        f.write("z" * 100)
+    os.chmod(p("r1"), 0o644)
+    with open(p("r2"), "w") as f:
+        f.write("new")
+    r = os.open(p("r1"), os.O_RDONLY)
+    w = os.open(p("r1"), os.O_WRONLY)
+    os.ftruncate(w, 10)
+    os.fchmod(w, 0o600)
+    os.close(w)
+    os.rename(p("r2"), p("r1"))
+    st = os.fstat(r)
+    got = os.pread(r, 100, 0)
+    os.close(r)
+    return "size %d mode %o nlink %d read %d" % (
+        st.st_size, stat.S_IMODE(st.st_mode), st.st_nlink, len(got))
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -106,7 +125,7 @@ def dir_nlink():
 
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
-           unlinked_size_after_writer, dir_nlink):
+           unlinked_size_after_writer, replaced_reader, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -12,6 +12,10 @@
 #   unlinked_owner             fstat of an unlinked open file shows its owner
 #   unlinked_size_after_writer a reader of an unlinked file shows the size
 #                              its last writer left
+#   replaced_reader            a reader of a file changed through another
+#                              descriptor, then replaced by a rename:
+#                              fstat shows its file as it is (size, mode,
+#                              nlink 0)
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
