@@ -101,6 +101,11 @@ struct smux_put_opts {
 	/* Writer commit only: make the content durable (fsync) before
 	 * returning, not just visible. A put is always durable. */
 	bool durable;
+	/* Put only: the SHA-256 (32 bytes) of the whole source when the
+	 * caller has it (smuxfs keeps it while a staging file is written
+	 * from its start), NULL otherwise. A backend that needs the hash
+	 * before sending (bunny's Checksum) then reads the source once. */
+	const unsigned char *sha256;
 };
 
 /* What smux_backend_setattr changes. */

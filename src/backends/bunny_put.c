@@ -190,11 +190,17 @@ int smux__bunny_put(struct smux_backend *b, const struct smux_ctx *ctx,
 					      key);
 		return put_dir(z, ctx, key, info, err);
 	}
-	/* the Checksum is of the whole body, so the source is read once
-	 * before it is sent (a source can always be read again) */
-	rc = hash_source(z, ctx, src, hex, err);
-	if (rc < 0)
-		return rc;
+	/* the Checksum is of the whole body: the caller's when it kept it
+	 * while staging (smuxfs: the source is then read once, to send
+	 * it), else the source is read once before it is sent (a source
+	 * can always be read again) */
+	if (opts && opts->sha256) {
+		smux__bunny_hex(opts->sha256, 32, hex);
+	} else {
+		rc = hash_source(z, ctx, src, hex, err);
+		if (rc < 0)
+			return rc;
+	}
 	snprintf(cks, sizeof(cks), "Checksum: %s", hex);
 	url = smux__bunny_url(z, key, false);
 	if (!url)
@@ -214,6 +220,16 @@ int smux__bunny_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (r2 < 0) {
 			free(url);
 			return r2;
+		}
+		/* the caller's hash is checked against the bytes too: the
+		 * second try sends the source's own */
+		if (opts && opts->sha256) {
+			r2 = hash_source(z, ctx, src, hex, err);
+			if (r2 < 0) {
+				free(url);
+				return r2;
+			}
+			snprintf(cks, sizeof(cks), "Checksum: %s", hex);
 		}
 		*err = e1;
 		rc = smux__bunny_do(z, ctx, &req, &resp, err);

@@ -116,6 +116,7 @@ struct smux__job {
 	char *if_match;
 	struct smux_get_opts get_opts;
 	struct smux_put_opts put_opts;
+	unsigned char sha256[32]; /* put_opts.sha256 points here */
 	struct smux_setattr setattr;
 	bool has_get_opts, has_put_opts, want_info;
 	bool streaming; /* GET to a sink, PUT from a source */
@@ -580,6 +581,11 @@ static int job_fill(struct smux__job *job, const struct smux_ctx *ctx,
 	if (po) {
 		job->put_opts = *po;
 		job->has_put_opts = true;
+		/* the job may outlive its caller (abandoned at the deadline) */
+		if (po->sha256) {
+			memcpy(job->sha256, po->sha256, sizeof(job->sha256));
+			job->put_opts.sha256 = job->sha256;
+		}
 	}
 	if (call->setattr)
 		job->setattr = *call->setattr;

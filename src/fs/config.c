@@ -582,6 +582,11 @@ bool smux_config_has_file(const struct smux_config *cfg)
 	return cfg && has_type(cfg->root, SMUX__CFG_T_FILE);
 }
 
+bool smux_config_has_bunny(const struct smux_config *cfg)
+{
+	return cfg && has_type(cfg->root, SMUX__CFG_T_BUNNY);
+}
+
 bool smux_config_has_http(const struct smux_config *cfg)
 {
 	return cfg && has_type(cfg->root, SMUX__CFG_T_HTTP);

@@ -202,6 +202,8 @@ bool smux_config_has_file(const struct smux_config *cfg);
 /* True when the mounted tree contains an http (WebDAV) backend: a server
  * with real directories, whose mtimes move with their entries. */
 bool smux_config_has_http(const struct smux_config *cfg);
+/* True when a bunny backend is in the tree. */
+bool smux_config_has_bunny(const struct smux_config *cfg);
 
 /* The effective configuration as pretty JSON, secrets redacted ("***"),
  * for .smux/config. Caller frees. NULL on ENOMEM. */

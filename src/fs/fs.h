@@ -185,6 +185,23 @@ struct smuxfs_gone {
 	uint64_t size;
 };
 
+/* The SHA-256 of a staging file kept while it is written from its start
+ * (stagehash.c). Zeroed: none. */
+struct smuxfs_stagehash {
+	void *mc; /* EVP_MD_CTX */
+	uint64_t len;
+	bool ok;
+};
+void smuxfs_stagehash_start(struct smuxfs_stagehash *h);
+void smuxfs_stagehash_write(struct smuxfs_stagehash *h, uint64_t off,
+			    const void *buf, size_t len);
+void smuxfs_stagehash_truncate(struct smuxfs_stagehash *h, uint64_t size);
+void smuxfs_stagehash_lost(struct smuxfs_stagehash *h);
+/* The hash of @size bytes into @out, if that is what is hashed. */
+bool smuxfs_stagehash_get(const struct smuxfs_stagehash *h, uint64_t size,
+			  unsigned char out[32]);
+void smuxfs_stagehash_free(struct smuxfs_stagehash *h);
+
 /* ---- mount-wide state ---- */
 
 struct smuxfs {
@@ -214,6 +231,9 @@ struct smuxfs {
 	 * change drops its directory's entry from the daemon's directory
 	 * cache (dircache.c) */
 	bool dir_mtimes;
+	/* a Bunny backend in the tree (smux_config_has_bunny): staging
+	 * files keep their SHA-256 as they are written (stagehash.c) */
+	bool stage_sha256;
 	/* open readers (each may hold a file descriptor) and their limit,
 	 * half of RLIMIT_NOFILE: past it opens read with ranged gets */
 	atomic_long readers;

@@ -407,6 +407,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 	 * too (failover and shield keep a directory cache: real_dirs) */
 	fs->dir_mtimes =
 		smux_config_has_http(d->cfg) || smux_config_has_file(d->cfg);
+	fs->stage_sha256 = smux_config_has_bunny(d->cfg);
 	fs->max_readers = raise_nofile();
 	fs->uid = o->has_uid ? o->uid : getuid();
 	fs->gid = o->has_gid ? o->gid : getgid();

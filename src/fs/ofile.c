@@ -45,9 +45,11 @@ struct smuxfs_ofile {
 	int open_rc;	       /* result of opening: 0 ready, < 0 failed */
 	struct smux_writer *w; /* the pending content, or NULL: */
 	int fd;		       /* staging file (O_TMPFILE), -1 with a writer */
-	uint64_t size;	       /* staging: content size */
-	uint32_t mode;	       /* permission bits committed */
-	bool mode_set;	       /* mode meant as given (0000 too), else kept */
+	struct smuxfs_stagehash
+		sha;   /* of the staging file (fs->stage_sha256) */
+	uint64_t size; /* staging: content size */
+	uint32_t mode; /* permission bits committed */
+	bool mode_set; /* mode meant as given (0000 too), else kept */
 	/* mode given by a create or a chmod through this ofile, not only
 	 * read at open (late: only a chosen mode is applied at commit, so a
 	 * chmod behind our back stands, as on a local file) */
@@ -228,6 +230,7 @@ static void ofile_free(struct smuxfs_ofile *of)
 	smux_writer_close(of->w);
 	if (of->fd >= 0)
 		close(of->fd);
+	smuxfs_stagehash_free(&of->sha);
 	pthread_mutex_destroy(&of->lock);
 	free(of->key);
 	free(of);
@@ -288,8 +291,11 @@ static int ofile_stage(struct smuxfs *fs, struct smuxfs_ofile *of,
 			 strerror(-rc));
 		return rc;
 	}
-	if (flags & SMUXFS_OF_TRUNC)
+	if (flags & SMUXFS_OF_TRUNC) {
+		if (fs->stage_sha256) /* written from its start */
+			smuxfs_stagehash_start(&of->sha);
 		return 0;
+	}
 	smuxfs_ctx(&ctx);
 	smux_sink_fd(&sink, of->fd, 0);
 	rc = smux_backend_get(fs->root, &ctx, of->key, NULL, &sink, NULL, &err);
@@ -480,6 +486,7 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 		if (ftruncate(of->fd, (off_t)size) < 0)
 			return -errno;
 		of->size = size;
+		smuxfs_stagehash_truncate(&of->sha, size);
 	}
 	ofile_changed_locked(of);
 	return 0;
@@ -632,6 +639,8 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 	} else {
 		if (off == SMUX_OFF_APPEND)
 			off = of->size;
+		/* before it lands: a failed write loses the hash */
+		smuxfs_stagehash_write(&of->sha, off, buf, len);
 		while (done < len) {
 			ssize_t r = pwrite(of->fd, buf + done, len - done,
 					   (off_t)(off + done));
@@ -640,6 +649,7 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 				continue;
 			if (r < 0) {
 				n = -errno;
+				smuxfs_stagehash_lost(&of->sha);
 				goto out;
 			}
 			done += (size_t)r;
@@ -689,7 +699,8 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 	} else if (!smux_falloc_mode_ok(mode)) {
 		rc = -EOPNOTSUPP; /* as a writer answers (a collapse would
 				     also leave of->size behind) */
-	} else if (fallocate(of->fd, mode, (off_t)off, (off_t)len) < 0) {
+	} else if (smuxfs_stagehash_lost(&of->sha),
+		   fallocate(of->fd, mode, (off_t)off, (off_t)len) < 0) {
 		/* the staging file is local: its zeros, holes and size are
 		 * what the upload at commit carries */
 		rc = -errno;
@@ -754,9 +765,14 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (of->w) {
 		rc = smux_writer_commit(of->w, &ctx, &opts, NULL, &err);
 	} else {
+		unsigned char sha[32];
+
+		if (smuxfs_stagehash_get(&of->sha, of->size, sha))
+			opts.sha256 = sha;
 		smux_source_fd(&src, of->fd, 0, of->size);
 		rc = smux_backend_put(fs->root, &ctx, of->key, &src, &opts,
 				      NULL, &err);
+		opts.sha256 = NULL;
 	}
 	if (rc) {
 		/* some member may have it: attributes are asked again */

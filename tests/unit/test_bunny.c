@@ -334,6 +334,63 @@ static void test_checksum_retry(void **state)
 	env_free(e);
 }
 
+/* A source that counts the bytes read from it. */
+struct counted {
+	const char *data;
+	size_t len;
+	size_t read;
+};
+
+static long counted_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	struct counted *c = arg;
+
+	if (off >= c->len)
+		return 0;
+	if (len > c->len - off)
+		len = c->len - (size_t)off;
+	memcpy(buf, c->data + off, len);
+	c->read += len;
+	return (long)len;
+}
+
+/* A put given the content's SHA-256 (smuxfs keeps it while staging)
+ * reads its source once, to send it; a wrong one given is answered 400
+ * by the server and the second try sends the source's own. */
+static void test_given_checksum(void **state)
+{
+	static const unsigned char sha_payload[32] = {
+		0x23, 0x9f, 0x59, 0xed, 0x55, 0xe7, 0x37, 0xc7, 0x71, 0x47, 0xcf,
+		0x55, 0xad, 0x0c, 0x1b, 0x03, 0x0b, 0x6d, 0x7e, 0xe7, 0x48, 0xa7,
+		0x42, 0x69, 0x52, 0xf9, 0xb8, 0x52, 0xd5, 0xa9, 0x35, 0xe5};
+	unsigned char wrong[32] = {0};
+	struct env *e = env_new(0);
+	struct counted c = {.data = "payload", .len = 7};
+	struct smux_put_opts po = {.sha256 = sha_payload};
+	struct smux_source src;
+	struct smux_error err;
+	long bad0 = stat_of("checksum400");
+
+	(void)state;
+	smux_source_cb(&src, counted_read, &c, c.len);
+	assert_int_equal(smux_backend_put(e->b, &e->ctx, "g/one", &src, &po,
+					  NULL, &err),
+			 0);
+	expect_stored(e, "g/one", "payload", 7);
+	assert_int_equal(c.read, 7); /* sent, not hashed first */
+	assert_int_equal(stat_of("checksum400") - bad0, 0);
+
+	c.read = 0;
+	po.sha256 = wrong;
+	smux_source_cb(&src, counted_read, &c, c.len);
+	assert_int_equal(smux_backend_put(e->b, &e->ctx, "g/two", &src, &po,
+					  NULL, &err),
+			 0);
+	expect_stored(e, "g/two", "payload", 7);
+	assert_int_equal(stat_of("checksum400") - bad0, 1);
+	env_free(e);
+}
+
 /* A server that ignores Range: ranged gets still get their bytes. */
 static void test_no_range(void **state)
 {
@@ -886,6 +943,7 @@ int main(void)
 		cmocka_unit_test(test_429_burst),
 		cmocka_unit_test(test_5xx_burst),
 		cmocka_unit_test(test_checksum_retry),
+		cmocka_unit_test(test_given_checksum),
 		cmocka_unit_test(test_no_range),
 		cmocka_unit_test(test_get_listed),
 		cmocka_unit_test(test_wrong_key),
