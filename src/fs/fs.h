@@ -642,6 +642,8 @@ struct smuxfs_fh {
 	 * otable.lock once tracked */
 	bool tracked;
 	struct smuxfs_fh *rprev, *rnext;
+	/* DIR: in ops_dir.c's table of open directory handles */
+	struct smuxfs_fh *dprev, *dnext;
 	/* VIRTUAL, .smux/events (eventlog.c; under its lock): where this
 	 * reader is in the stream, and its poll handle while it waits */
 	bool ev_stream;
@@ -890,6 +892,10 @@ int smuxfs_symlink(const char *target, const char *path);
 int smuxfs_readlink(const char *path, char *buf, size_t size);
 int smuxfs_link(const char *from, const char *to);
 int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
+/* A directory (or file) @from was renamed to @to / the directory @path was
+ * removed: open directory handles follow (FUSE paths; ops_dir.c). */
+void smuxfs_dirfh_renamed(const char *from, const char *to);
+void smuxfs_dirfh_removed(const char *path);
 int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi);
 

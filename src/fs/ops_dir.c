@@ -13,6 +13,12 @@
  * pending attributes (ofile.c); the root shows the virtual .smux/. On
  * object stores a whole listing's names become the directory's known
  * names (dirnames.c): a lookup of any other name costs no request.
+ *
+ * An open directory handle follows its directory: a rename of it (or of
+ * a directory above it) moves the handle's path, and a removal (rmdir, a
+ * rename over it) leaves a handle that lists nothing, as a descriptor of
+ * a local directory does (libfuse gives these calls no path: fh->path is
+ * the handle's own, kept in the table below).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +37,65 @@ struct smuxfs_dirent {
 	 * attributes are asked for (listattr.c); is_dir: a directory */
 	bool ask, is_dir;
 };
+
+/* The open directory handles: their paths change under this lock. */
+static pthread_mutex_t dirfh_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct smuxfs_fh *dirfh_head;
+
+/* A copy of the path of directory handle @fh (NULL: its directory is
+ * gone, or no memory: *gone says which). */
+static char *dirfh_path(struct smuxfs_fh *fh, bool *gone)
+{
+	char *p;
+
+	pthread_mutex_lock(&dirfh_lock);
+	*gone = !fh->path;
+	p = fh->path ? strdup(fh->path) : NULL;
+	pthread_mutex_unlock(&dirfh_lock);
+	return p;
+}
+
+/* @path names @dir or a path below it: the length of @dir, else 0. */
+static size_t under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strncmp(path, dir, n) != 0 || (path[n] && path[n] != '/'))
+		return 0;
+	return n;
+}
+
+void smuxfs_dirfh_renamed(const char *from, const char *to)
+{
+	pthread_mutex_lock(&dirfh_lock);
+	for (struct smuxfs_fh *fh = dirfh_head; fh; fh = fh->dnext) {
+		size_t n = fh->path ? under(fh->path, from) : 0;
+		char *moved;
+
+		if (!n)
+			continue;
+		moved = malloc(strlen(to) + strlen(fh->path + n) + 1);
+		if (!moved)
+			continue; /* keeps the old path: lists what is there */
+		strcpy(moved, to);
+		strcat(moved, fh->path + n);
+		free(fh->path);
+		fh->path = moved;
+	}
+	pthread_mutex_unlock(&dirfh_lock);
+}
+
+void smuxfs_dirfh_removed(const char *path)
+{
+	pthread_mutex_lock(&dirfh_lock);
+	for (struct smuxfs_fh *fh = dirfh_head; fh; fh = fh->dnext) {
+		if (fh->path && strcmp(fh->path, path) == 0) {
+			free(fh->path);
+			fh->path = NULL;
+		}
+	}
+	pthread_mutex_unlock(&dirfh_lock);
+}
 
 /* A directory handle's listing, taken at offset 0. */
 struct smuxfs_dirsnap {
@@ -278,6 +343,12 @@ int smuxfs_opendir(const char *path, struct fuse_file_info *fi)
 		free(fh);
 		return -ENOMEM;
 	}
+	pthread_mutex_lock(&dirfh_lock);
+	fh->dnext = dirfh_head;
+	if (dirfh_head)
+		dirfh_head->dprev = fh;
+	dirfh_head = fh;
+	pthread_mutex_unlock(&dirfh_lock);
 	fi->fh = (uintptr_t)fh;
 	return 0;
 }
@@ -290,6 +361,14 @@ int smuxfs_releasedir(const char *path, struct fuse_file_info *fi)
 	if (fh) {
 		snap_free(fh->snap);
 		fh->snap = NULL;
+		pthread_mutex_lock(&dirfh_lock);
+		if (fh->dprev)
+			fh->dprev->dnext = fh->dnext;
+		else
+			dirfh_head = fh->dnext;
+		if (fh->dnext)
+			fh->dnext->dprev = fh->dprev;
+		pthread_mutex_unlock(&dirfh_lock);
 	}
 	smuxfs_fh_free(smuxfs_get(), (struct smuxfs_fh *)fi->fh);
 	fi->fh = 0;
@@ -309,16 +388,28 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
 	struct smux_error err;
 	struct smux_ctx ctx;
+	char *own = NULL;
 	int rc;
 
 	(void)datasync;
-	if (fh && fh->path)
-		path = fh->path;
+	if (fh) {
+		bool gone;
+
+		own = dirfh_path(fh, &gone);
+		if (gone) /* its directory was removed: nothing to store */
+			return 0;
+		if (!own)
+			return -ENOMEM;
+		path = own;
+	}
 	if (!path)
 		return -ESTALE;
-	if (fs->ro || smuxdir_owns(path))
+	rc = fs->ro || smuxdir_owns(path)
+		     ? 1
+		     : smuxfs_path_key(fs, path, key, sizeof(key));
+	free(own);
+	if (rc > 0)
 		return 0;
-	rc = smuxfs_path_key(fs, path, key, sizeof(key));
 	if (!rc)
 		rc = smuxfs_dir_prefix(key, dkey, sizeof(dkey));
 	/* an unlink is stored once fsync of its directory returns */
@@ -483,21 +574,15 @@ out:
 	return rc;
 }
 
-int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
-		   off_t off, struct fuse_file_info *fi,
-		   enum fuse_readdir_flags rflags)
+/* readdir of @path (the handle's own). */
+static int readdir_path(struct smuxfs *fs, struct smuxfs_fh *fh,
+			const char *path, void *buf, fuse_fill_dir_t filler,
+			off_t off)
 {
-	struct smuxfs *fs = smuxfs_get();
-	struct smuxfs_fh *fh = dir_fh(fi);
 	struct smuxfs_dirsnap *snap;
 	bool plus_ok;
 	int rc;
 
-	(void)rflags;
-	if (fh)
-		path = fh->path;
-	if (!path)
-		return -ESTALE;
 	if (smuxdir_owns(path))
 		return smuxdir_readdir(fs, path, buf, filler);
 	if (off < 0)
@@ -538,4 +623,31 @@ int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	if (!fh)
 		snap_free(snap);
 	return 0;
+}
+
+int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		   off_t off, struct fuse_file_info *fi,
+		   enum fuse_readdir_flags rflags)
+{
+	struct smuxfs *fs = smuxfs_get();
+	struct smuxfs_fh *fh = dir_fh(fi);
+	char *own = NULL;
+	int rc;
+
+	(void)rflags;
+	if (fh) {
+		bool gone;
+
+		own = dirfh_path(fh, &gone);
+		if (gone) /* its directory was removed: it lists nothing */
+			return 0;
+		if (!own)
+			return -ENOMEM;
+		path = own;
+	}
+	if (!path)
+		return -ESTALE;
+	rc = readdir_path(fs, fh, path, buf, filler, off);
+	free(own);
+	return rc;
 }

@@ -334,6 +334,7 @@ int smuxfs_rmdir(const char *path)
 	if (rc)
 		return smuxfs_errno(&err, "rmdir", dkey);
 	smuxfs_dirnames_del(fs, key);
+	smuxfs_dirfh_removed(path); /* its open handles list nothing */
 	return 0;
 }
 
@@ -635,6 +636,10 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 	else
 		smuxfs_dircache_changed(fs, NULL, true);
 	rename_dirnames(fs, from, to, rc == 0);
+	if (rc == 0) { /* open directory handles follow (ops_dir.c) */
+		smuxfs_dirfh_removed(to); /* an empty directory replaced */
+		smuxfs_dirfh_renamed(from, to);
+	}
 	return rc;
 }
 

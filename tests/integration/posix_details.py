@@ -115,6 +115,16 @@ def replaced_reader():
         st.st_size, stat.S_IMODE(st.st_mode), st.st_nlink, len(got))
 
 
+def open_dir_renamed():
+    os.makedirs(p("m1/m2/x"))
+    fd = os.open(p("m1/m2"), os.O_RDONLY | os.O_DIRECTORY)
+    os.rename(p("m1"), p("m9"))
+    os.mkdir(p("m9/m2/y"))
+    names = sorted(os.listdir(fd))
+    os.close(fd)
+    return " ".join(names)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -125,7 +135,8 @@ def dir_nlink():
 
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
-           unlinked_size_after_writer, replaced_reader, dir_nlink):
+           unlinked_size_after_writer, replaced_reader, open_dir_renamed,
+           dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -16,6 +16,8 @@
 #                              descriptor, then replaced by a rename:
 #                              fstat shows its file as it is (size, mode,
 #                              nlink 0)
+#   open_dir_renamed           a directory descriptor lists its directory
+#                              after a rename of its parent
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
