@@ -71,6 +71,12 @@ static unsigned fnode_bucket(uint64_t nodeid)
 	return (unsigned)(nodeid % SMUXFS_FNODE_BUCKETS);
 }
 
+uint64_t smuxfs_fnode_cur_nodeid(void)
+{
+	return cur.nodeid;
+}
+
+
 void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
@@ -159,6 +165,8 @@ bool smuxfs_fnode_busy(struct smuxfs *fs, const char *key)
 		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !busy;
 		     fh = fh->nnext) {
 			/* as smuxfs_fnode_unlinked uses what the name was */
+			if (fh->kind != SMUXFS_FH_FILE)
+				continue; /* a directory's (ops_dir.c) */
 			if (fh->gone.init)
 				busy = fh->gone.links > 0;
 			else
@@ -193,6 +201,25 @@ static void gone_init(struct smuxfs_fh *fh, const struct smux_info *was)
 	atomic_store(&fh->unlinked, true);
 }
 
+void smuxfs_fnode_dir_gone(struct smuxfs *fs, struct smuxfs_fh *fh,
+			   const struct smux_info *was)
+{
+	pthread_mutex_lock(&fs->fnodes.lock);
+	if (fh->nlisted && !fh->gone.init) {
+		gone_init(fh, NULL);
+		if (was) {
+			fh->gone.set |= SMUX_SET_MODE | SMUX_SET_MTIME;
+			fh->gone.mode = was->mode & 07777;
+			fh->gone.mtime_ns = was->mtime_ns;
+			fh->gone.ctime_ns = was->ctime_ns;
+			fh->gone.was_owned = was->has_owner;
+			fh->gone.was_uid = was->uid;
+			fh->gone.was_gid = was->gid;
+		}
+	}
+	pthread_mutex_unlock(&fs->fnodes.lock);
+}
+
 void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 			   const struct smux_info *was)
 {
@@ -203,6 +230,8 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 	pthread_mutex_lock(&t->lock);
 	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
 		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext) {
+			if (fh->kind != SMUXFS_FH_FILE)
+				continue; /* a directory's (ops_dir.c) */
 			if (fh->gone.init) {
 				/* already nameless: another name of its file
 				 * went (hard links) */
@@ -376,7 +405,9 @@ int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 			continue;
 		/* a clean reader: the version it opened */
 		smux_info_clear(info);
-		if (fh->reader) {
+		if (fh->kind == SMUXFS_FH_DIR) {
+			info->mode = S_IFDIR; /* removed while open: gone */
+		} else if (fh->reader) {
 			/* its file as it is now (a local reader: fstat) */
 			(void)smux_reader_stat(fh->reader, info);
 		} else {

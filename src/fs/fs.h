@@ -700,6 +700,13 @@ uint64_t smuxfs_fnode_requests(struct smuxfs *fs, unsigned op,
 			       const char **name, uint64_t *ns);
 /* Lists @fh under the kernel node @nodeid (once; the hook calls it). */
 void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid);
+/* The node of the current request (the channel hook's; 0 outside one). */
+uint64_t smuxfs_fnode_cur_nodeid(void);
+/* Directory handle @fh (listed by its opendir) lost its directory, which
+ * was @was (NULL unknown): fstat and fchmod/fchown/futimens of it answer
+ * from what it was, as the nameless files' handles do. */
+void smuxfs_fnode_dir_gone(struct smuxfs *fs, struct smuxfs_fh *fh,
+			   const struct smux_info *was);
 /* Takes @fh off the list (smuxfs_fh_free calls it). */
 void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* After an unlink of @key or a rename over it succeeded: every listed
@@ -895,7 +902,10 @@ int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
 /* A directory (or file) @from was renamed to @to / the directory @path was
  * removed: open directory handles follow (FUSE paths; ops_dir.c). */
 void smuxfs_dirfh_renamed(const char *from, const char *to);
-void smuxfs_dirfh_removed(const char *path);
+void smuxfs_dirfh_removed(struct smuxfs *fs, const char *path,
+			  const struct smux_info *was);
+/* True when a directory handle is open on @path. */
+bool smuxfs_dirfh_open(const char *path);
 int smuxfs_releasedir(const char *path, struct fuse_file_info *fi);
 int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi);
 

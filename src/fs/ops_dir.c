@@ -85,16 +85,29 @@ void smuxfs_dirfh_renamed(const char *from, const char *to)
 	pthread_mutex_unlock(&dirfh_lock);
 }
 
-void smuxfs_dirfh_removed(const char *path)
+void smuxfs_dirfh_removed(struct smuxfs *fs, const char *path,
+			  const struct smux_info *was)
 {
 	pthread_mutex_lock(&dirfh_lock);
 	for (struct smuxfs_fh *fh = dirfh_head; fh; fh = fh->dnext) {
 		if (fh->path && strcmp(fh->path, path) == 0) {
 			free(fh->path);
 			fh->path = NULL;
+			smuxfs_fnode_dir_gone(fs, fh, was);
 		}
 	}
 	pthread_mutex_unlock(&dirfh_lock);
+}
+
+bool smuxfs_dirfh_open(const char *path)
+{
+	bool open = false;
+
+	pthread_mutex_lock(&dirfh_lock);
+	for (struct smuxfs_fh *fh = dirfh_head; fh && !open; fh = fh->dnext)
+		open = fh->path && strcmp(fh->path, path) == 0;
+	pthread_mutex_unlock(&dirfh_lock);
+	return open;
 }
 
 /* A directory handle's listing, taken at offset 0. */
@@ -343,6 +356,8 @@ int smuxfs_opendir(const char *path, struct fuse_file_info *fi)
 		free(fh);
 		return -ENOMEM;
 	}
+	/* by its node too (fnode.c): fstat of it once it is removed */
+	smuxfs_fnode_add(smuxfs_get(), fh, smuxfs_fnode_cur_nodeid());
 	pthread_mutex_lock(&dirfh_lock);
 	fh->dnext = dirfh_head;
 	if (dirfh_head)

@@ -113,7 +113,7 @@ static int getattr_orphan(struct smuxfs *fs, struct stat *st)
 		return rc;
 	}
 	links = smuxfs_fnode_gone_info(fs, NULL, &info);
-	smuxfs_fill_stat(fs, st, false, &info);
+	smuxfs_fill_stat(fs, st, S_ISDIR(info.mode), &info);
 	st->st_nlink = links;
 	return 0;
 }
@@ -307,8 +307,9 @@ int smuxfs_rmdir(const char *path)
 	struct smuxfs *fs = smuxfs_get();
 	char key[SMUX_KEY_MAX + 2], dkey[SMUX_KEY_MAX + 2];
 	struct smux_error err;
+	struct smux_info was;
 	struct smux_ctx ctx;
-	bool is_root;
+	bool is_root, is_dir, had = false;
 	int rc;
 
 	rc = may_modify(fs, path);
@@ -327,6 +328,9 @@ int smuxfs_rmdir(const char *path)
 		rc = dir_empty(fs, dkey);
 	if (rc)
 		return rc;
+	/* a handle open on it: what it was, for its fstat (ops_dir.c) */
+	if (smuxfs_dirfh_open(path))
+		had = smuxfs_lookup(fs, key, false, &is_dir, &was) == 0;
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_del(fs->root, &ctx, dkey, &err);
 	smuxfs_dircache_changed(fs, key, true);
@@ -334,7 +338,7 @@ int smuxfs_rmdir(const char *path)
 	if (rc)
 		return smuxfs_errno(&err, "rmdir", dkey);
 	smuxfs_dirnames_del(fs, key);
-	smuxfs_dirfh_removed(path); /* its open handles list nothing */
+	smuxfs_dirfh_removed(fs, path, had ? &was : NULL);
 	return 0;
 }
 
@@ -620,8 +624,17 @@ static void rename_dirnames(struct smuxfs *fs, const char *from, const char *to,
 int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct smuxfs *fs = smuxfs_get();
-	int rc = rename_names(fs, from, to, flags);
 	char key[SMUX_KEY_MAX + 2];
+	struct smux_info was_to;
+	bool had_to = false, is_dir;
+	int rc;
+
+	/* a directory handle open on the target: what it was, for its
+	 * fstat once replaced (rare: no lookup otherwise) */
+	if (smuxfs_dirfh_open(to) &&
+	    key_of(fs, to, key, sizeof(key), NULL) == 0)
+		had_to = smuxfs_lookup(fs, key, false, &is_dir, &was_to) == 0;
+	rc = rename_names(fs, from, to, flags);
 
 	/* a directory's files moved with it: all files' attributes are
 	 * asked again (attrcache.c) */
@@ -637,7 +650,8 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 		smuxfs_dircache_changed(fs, NULL, true);
 	rename_dirnames(fs, from, to, rc == 0);
 	if (rc == 0) { /* open directory handles follow (ops_dir.c) */
-		smuxfs_dirfh_removed(to); /* an empty directory replaced */
+		/* an empty directory replaced */
+		smuxfs_dirfh_removed(fs, to, had_to ? &was_to : NULL);
 		smuxfs_dirfh_renamed(from, to);
 	}
 	return rc;

@@ -125,6 +125,28 @@ def open_dir_renamed():
     return " ".join(names)
 
 
+def removed_dir():
+    os.mkdir(p("rd"))
+    os.chmod(p("rd"), 0o750)
+    os.mkdir(p("rd2"))
+    os.mkdir(p("rd3"))
+    fd = os.open(p("rd"), os.O_RDONLY | os.O_DIRECTORY)
+    fd2 = os.open(p("rd2"), os.O_RDONLY | os.O_DIRECTORY)
+    os.rmdir(p("rd"))
+    os.rename(p("rd3"), p("rd2"))  # an empty directory replaced
+    st = os.fstat(fd)
+    r = ["%o nlink %d" % (st.st_mode, st.st_nlink),
+         res(lambda: os.fchmod(fd, 0o700)),
+         "%o" % os.fstat(fd).st_mode,
+         res(lambda: os.utime(fd, (1000000000, 1000000000))),
+         "%d" % os.fstat(fd).st_mtime,
+         " ".join(os.listdir(fd)) or "-", res(lambda: os.fsync(fd)),
+         "%o nlink %d" % (os.fstat(fd2).st_mode, os.fstat(fd2).st_nlink)]
+    os.close(fd)
+    os.close(fd2)
+    return " ".join(r)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -136,7 +158,7 @@ def dir_nlink():
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
-           dir_nlink):
+           removed_dir, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

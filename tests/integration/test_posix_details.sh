@@ -18,6 +18,10 @@
 #                              nlink 0)
 #   open_dir_renamed           a directory descriptor lists its directory
 #                              after a rename of its parent
+#   removed_dir                a directory descriptor whose directory was
+#                              removed (rmdir, or a rename over it): fstat
+#                              (nlink 0), fchmod, futimens, an empty
+#                              listing, fsync
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
