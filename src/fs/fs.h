@@ -547,6 +547,10 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* @a was applied to the file @key names, of identity @file_id: its other
+ * open names (hard links) show it too. */
+void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
+				uint64_t file_id, const struct smux_setattr *a);
 /* What a lookup of an open file without seen_ok found the object to be
  * (its owner, times, links), kept unless something changed it through the
  * mount since smuxfs_ofile_attr gave @gen. */

@@ -895,6 +895,49 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	return rc;
 }
 
+/* at most this many other open names of one file are told of a change
+ * at once (hard links: a few) */
+#define LINKS_MAX 16
+
+void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
+				uint64_t file_id, const struct smux_setattr *a)
+{
+	struct smuxfs_ofile *held[LINKS_MAX];
+	unsigned n = 0;
+
+	if (!file_id)
+		return;
+	/* the other open names (references), looked at outside the table
+	 * lock: an ofile's lock comes before it */
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS && n < LINKS_MAX; b++)
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b];
+		     of && n < LINKS_MAX; of = of->next)
+			if (strcmp(of->key, key) != 0) {
+				of->refs++;
+				held[n++] = of;
+			}
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct smuxfs_ofile *of = held[i];
+
+		pthread_mutex_lock(&of->lock);
+		if (of->file_id == file_id && !of->deleted) {
+			if (a->flags & SMUX_SET_MODE) {
+				of->mode = a->mode & 07777;
+				of->mode_set = true;
+			}
+			if (a->flags & SMUX_SET_MTIME)
+				of->mtime_ns = a->mtime_ns;
+			of->ctime_ns = realtime_ns();
+			of->seen_ok = false; /* the owner: looked up again */
+			of->seen_gen++;
+		}
+		pthread_mutex_unlock(&of->lock);
+		ofile_unref(fs, of);
+	}
+}
+
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key)
 {
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);

@@ -776,6 +776,21 @@ static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 	return smuxfs_fnode_setattr(fs, attr);
 }
 
+/* A file of several names changed: its other open names show it (their
+ * open files report from what they hold). Trees with hard links only. */
+static void links_changed(struct smuxfs *fs, const char *key,
+			  const struct smux_setattr *attr)
+{
+	struct smux_info info;
+	bool is_dir;
+
+	if (!(smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) ||
+	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir ||
+	    info.nlink <= 1)
+		return;
+	smuxfs_ofile_links_changed(fs, key, info.file_id, attr);
+}
+
 /* Applies @attr to what @key is (object or directory marker). @is_file:
  * known to be a file (it is open: no lookup needed). */
 static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
@@ -823,8 +838,10 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 		return smuxfs_errno(&err, "setattr", target);
 	}
 	smuxfs_etag_forget(fs, key);
-	if (!is_dir)
+	if (!is_dir) {
 		smuxfs_ofile_forget_seen(fs, key);
+		links_changed(fs, key, attr);
+	}
 	return 0;
 }
 

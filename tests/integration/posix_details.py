@@ -147,6 +147,18 @@ def removed_dir():
     return " ".join(r)
 
 
+def link_chmod_open():
+    open(p("l1"), "w").close()
+    os.chmod(p("l1"), 0o755)
+    os.link(p("l1"), p("l2"))
+    fd = os.open(p("l2"), os.O_WRONLY)
+    os.write(fd, b"d\n")
+    os.chmod(p("l1"), 0o1777)
+    r = "%s %o" % (mode(p("l2")), stat.S_IMODE(os.fstat(fd).st_mode))
+    os.close(fd)
+    return r + " after close " + mode(p("l2"))
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -158,7 +170,7 @@ def dir_nlink():
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
-           removed_dir, dir_nlink):
+           removed_dir, link_chmod_open, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -22,6 +22,9 @@
 #                              removed (rmdir, or a rename over it): fstat
 #                              (nlink 0), fchmod, futimens, an empty
 #                              listing, fsync
+#   link_chmod_open            a chmod through one name of a file of two
+#                              shows through the other while that one is
+#                              open for writing
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
