@@ -760,15 +760,23 @@ static int key_for(struct smuxfs *fs, const char *path,
  * channel hook gave the request handle 0): kept for its descriptors,
  * which fstat shows (a local filesystem keeps them in the inode, which
  * goes away at the last close); nothing is stored any more. Set-id bits
- * only for root; an owner only root changes (the kernel's own check,
+ * for root, and for the file's owner (set-group-ID: of its group), as
+ * chmod(2) allows; an owner only root changes (the kernel's own check,
  * default_permissions, ran before for a mount that has it).
  */
 static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 {
 	const struct fuse_context *c = fuse_get_context();
+	struct stat st;
 
 	if (c->uid != 0) {
-		attr->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+		bool owner =
+			getattr_orphan(fs, &st) == 0 && st.st_uid == c->uid;
+
+		if (!owner)
+			attr->mode &= ~(uint32_t)(S_ISUID | S_ISGID);
+		else if (st.st_gid != c->gid)
+			attr->mode &= ~(uint32_t)S_ISGID;
 		if ((attr->flags & SMUX_SET_OWNER) &&
 		    attr->uid != SMUX_ID_NONE && attr->uid != (uint32_t)c->uid)
 			return -EPERM;
