@@ -76,7 +76,6 @@ uint64_t smuxfs_fnode_cur_nodeid(void)
 	return cur.nodeid;
 }
 
-
 void smuxfs_fnode_add(struct smuxfs *fs, struct smuxfs_fh *fh, uint64_t nodeid)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;

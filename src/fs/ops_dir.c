@@ -74,11 +74,8 @@ void smuxfs_dirfh_renamed(const char *from, const char *to)
 
 		if (!n)
 			continue;
-		moved = malloc(strlen(to) + strlen(fh->path + n) + 1);
-		if (!moved)
+		if (asprintf(&moved, "%s%s", to, fh->path + n) < 0)
 			continue; /* keeps the old path: lists what is there */
-		strcpy(moved, to);
-		strcat(moved, fh->path + n);
 		free(fh->path);
 		fh->path = moved;
 	}
