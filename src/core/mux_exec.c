@@ -43,7 +43,7 @@ struct smux_span *smux__attempt_span(struct smux_mux *mux,
 
 /* A configuration error a server keeps reporting is logged again this
  * often while it lasts (a reminder, not a flood). */
-#define MISCONF_REPEAT_MS (10 * 60 * 1000)
+#define MISCONF_REPEAT_MS (10LL * 60 * 1000)
 
 /*
  * A server refused the configuration of @m (INVALID_OPTIONS from one of

@@ -358,8 +358,11 @@ static void inv_add(bool fd, int idx)
 
 static int parent_of(int idx)
 {
-	const char *sl = strrchr(names[idx], '/');
+	const char *sl;
 
+	if (idx < 0 || (size_t)idx >= NNAMES)
+		return -1;
+	sl = strrchr(names[idx], '/');
 	if (!sl)
 		return -1;
 	for (size_t i = 0; i < NNAMES; i++)
@@ -679,7 +682,7 @@ static bool draw(struct op *o)
 		break;
 	case OP_READ:
 	case OP_PREAD:
-		o->len = 1 + below(MAX_IO * 2);
+		o->len = 1 + below((size_t)MAX_IO * 2);
 		o->off = (off_t)below(MAX_OFF + MAX_IO);
 		if (o->kind == OP_READ)
 			snprintf(o->desc, sizeof(o->desc), "read(slot %d, %zu)",
@@ -745,7 +748,7 @@ static bool draw(struct op *o)
 
 		o->flags = fm[k];
 		o->off = (off_t)below(MAX_OFF);
-		o->len = 1 + below(MAX_IO * 2);
+		o->len = 1 + below((size_t)MAX_IO * 2);
 		snprintf(o->desc, sizeof(o->desc),
 			 "fallocate(slot %d, %s, %lld, %zu)", o->slot, fmn[k],
 			 (long long)o->off, o->len);

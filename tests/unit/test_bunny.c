@@ -360,9 +360,10 @@ static long counted_read(void *arg, uint64_t off, void *buf, size_t len)
 static void test_given_checksum(void **state)
 {
 	static const unsigned char sha_payload[32] = {
-		0x23, 0x9f, 0x59, 0xed, 0x55, 0xe7, 0x37, 0xc7, 0x71, 0x47, 0xcf,
-		0x55, 0xad, 0x0c, 0x1b, 0x03, 0x0b, 0x6d, 0x7e, 0xe7, 0x48, 0xa7,
-		0x42, 0x69, 0x52, 0xf9, 0xb8, 0x52, 0xd5, 0xa9, 0x35, 0xe5};
+		0x23, 0x9f, 0x59, 0xed, 0x55, 0xe7, 0x37, 0xc7,
+		0x71, 0x47, 0xcf, 0x55, 0xad, 0x0c, 0x1b, 0x03,
+		0x0b, 0x6d, 0x7e, 0xe7, 0x48, 0xa7, 0x42, 0x69,
+		0x52, 0xf9, 0xb8, 0x52, 0xd5, 0xa9, 0x35, 0xe5};
 	unsigned char wrong[32] = {0};
 	struct env *e = env_new(0);
 	struct counted c = {.data = "payload", .len = 7};
@@ -373,9 +374,9 @@ static void test_given_checksum(void **state)
 
 	(void)state;
 	smux_source_cb(&src, counted_read, &c, c.len);
-	assert_int_equal(smux_backend_put(e->b, &e->ctx, "g/one", &src, &po,
-					  NULL, &err),
-			 0);
+	assert_int_equal(
+		smux_backend_put(e->b, &e->ctx, "g/one", &src, &po, NULL, &err),
+		0);
 	expect_stored(e, "g/one", "payload", 7);
 	assert_int_equal(c.read, 7); /* sent, not hashed first */
 	assert_int_equal(stat_of("checksum400") - bad0, 0);
@@ -383,9 +384,9 @@ static void test_given_checksum(void **state)
 	c.read = 0;
 	po.sha256 = wrong;
 	smux_source_cb(&src, counted_read, &c, c.len);
-	assert_int_equal(smux_backend_put(e->b, &e->ctx, "g/two", &src, &po,
-					  NULL, &err),
-			 0);
+	assert_int_equal(
+		smux_backend_put(e->b, &e->ctx, "g/two", &src, &po, NULL, &err),
+		0);
 	expect_stored(e, "g/two", "payload", 7);
 	assert_int_equal(stat_of("checksum400") - bad0, 1);
 	env_free(e);

@@ -1101,8 +1101,9 @@ static void test_link_fanout(void **state)
 	sticky = mh_mux("sticky", &o, ff, NULL, 3);
 	assert_true(smux_backend_caps(sticky) & SMUX_CAP_HARDLINK);
 	snprintf(path, sizeof(path), "c");
-	while (smux_fnv1a(path, strlen(path)) % 3 == smux_fnv1a("a", 1) % 3)
-		strcat(path, "c");
+	while (smux_fnv1a(path, strlen(path)) % 3 == smux_fnv1a("a", 1) % 3 &&
+	       strlen(path) + 1 < sizeof(path))
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "c");
 	MH_ERR(smux_backend_link(sticky, &ctx, "a", path, &err), &err,
 	       SMUX_E_NOT_SUPPORTED);
 	assert_int_equal(err.e.sys_errno, EXDEV);

@@ -1061,9 +1061,9 @@ static void test_writer_fallocate(void **state)
 	assert_int_equal(smux_writer_fallocate(w, &ctx,
 					       SMUX_FALLOC_PUNCH_HOLE |
 						       SMUX_FALLOC_KEEP_SIZE,
-					       4096, 3 * 4096, &err),
+					       4096, 3 * 4096ULL, &err),
 			 0);
-	memset(ref + 4096, 0, 3 * 4096);
+	memset(ref + 4096, 0, (size_t)3 * 4096);
 	/* zeros from inside the last part to past the end: it grows */
 	assert_int_equal(smux_writer_fallocate(w, &ctx, SMUX_FALLOC_ZERO_RANGE,
 					       len - 100, WPART, &err),
