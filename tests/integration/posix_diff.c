@@ -467,7 +467,7 @@ static mode_t draw_mode(void)
 
 static int open_slot(void)
 {
-	int open[NSLOT], n = 0;
+	int open[NSLOT] = {0}, n = 0;
 
 	for (int i = 0; i < NSLOT; i++)
 		if (slots[i].fd[0] >= 0 || slots[i].fd[1] >= 0)
@@ -795,7 +795,7 @@ static int cmpstr(const void *a, const void *b)
 
 static void rlist(int s, DIR *d)
 {
-	char *v[256];
+	char *v[256] = {0};
 	size_t n = 0;
 	struct dirent *e;
 
