@@ -267,7 +267,7 @@ soak: $(OUT)/tests/test_lose_nothing
 
 # The differential POSIX exerciser (tests/integration/posix_diff.c) on a
 # file, mirror and failover mount against the local disk, with more seeds
-# than `make check` (1-4): POSIX_SEEDS (default 1-20), SMUX_IT_STEPS. Some
+# than `make check` (1-2): POSIX_SEEDS (default 1-20), SMUX_IT_STEPS. Some
 # still find divergences test_posix_diff.sh lists as open.
 POSIX_SEEDS ?= $(shell seq 1 20)
 check-posix: build/smuxfs

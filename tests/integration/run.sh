@@ -80,7 +80,7 @@ tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_otlp.sh" "test_ro
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done
-# The differential exerciser, seeds 1-4 (`make check-posix` runs more:
+# The differential exerciser, seeds 1-2 (`make check-posix` runs 1-20:
 # some still find the divergences test_posix_diff.sh's header lists).
 for k in file mirror failover; do tests+=("test_posix_diff.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
