@@ -730,10 +730,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (!of->dirty && !(durable && !of->durable))
 		return 0;
 	changed = of->dirty;
-	/* in place, the object has its mode: only a chosen one is given
-	 * (a chmod behind the mount while the file is open stands, as on
-	 * a local disk); a staged commit replaces the object */
-	if (!of->inplace || of->mode_chosen) {
+	/* in place on one copy, the object has its mode: only a chosen one
+	 * is given (a chmod behind the mount while the file is open stands,
+	 * as on a local disk); on several copies every replica gets it (a
+	 * failover writer that moved made its file on the next member, a
+	 * fan-out writer one on a replica that lacked it); a staged commit
+	 * replaces the object */
+	if (!of->late || of->mode_chosen) {
 		opts.mode = of->mode;
 		if (of->mode_set)
 			opts.flags |= SMUX_PUT_MODE;
