@@ -898,30 +898,31 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	return rc;
 }
 
-/* at most this many other open names of one file are told of a change
- * at once (hard links: a few) */
-#define LINKS_MAX 16
-
 void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
 				uint64_t file_id, const struct smux_setattr *a)
 {
-	struct smuxfs_ofile *held[LINKS_MAX];
-	unsigned n = 0;
+	struct smuxfs_ofile **held = NULL;
+	size_t n = 0, cap = 0;
 
 	if (!file_id)
 		return;
 	/* the other open names (references), looked at outside the table
-	 * lock: an ofile's lock comes before it */
+	 * lock: an ofile's lock comes before it (its file id is under it) */
 	pthread_mutex_lock(&fs->otable.lock);
-	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS && n < LINKS_MAX; b++)
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++)
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
+		     of = of->next)
+			cap += strcmp(of->key, key) != 0;
+	held = cap ? calloc(cap, sizeof(*held)) : NULL;
+	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
 		for (struct smuxfs_ofile *of = fs->otable.buckets[b];
-		     of && n < LINKS_MAX; of = of->next)
+		     of && n < cap; of = of->next)
 			if (strcmp(of->key, key) != 0) {
 				of->refs++;
 				held[n++] = of;
 			}
 	pthread_mutex_unlock(&fs->otable.lock);
-	for (unsigned i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct smuxfs_ofile *of = held[i];
 
 		pthread_mutex_lock(&of->lock);
@@ -937,8 +938,11 @@ void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
 			of->seen_gen++;
 		}
 		pthread_mutex_unlock(&of->lock);
-		ofile_unref(fs, of);
+		/* its handles may have gone meanwhile: the last reference
+		 * commits what is pending, as a release does */
+		smuxfs_ofile_release(fs, of);
 	}
+	free(held);
 }
 
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key)
