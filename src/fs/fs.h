@@ -547,6 +547,8 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* True when a file other than @key is open (cheap: the table only). */
+bool smuxfs_ofile_open_besides(struct smuxfs *fs, const char *key);
 /* @a was applied to the file @key names, of identity @file_id: its other
  * open names (hard links) show it too. */
 void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,

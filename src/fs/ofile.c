@@ -898,6 +898,19 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	return rc;
 }
 
+bool smuxfs_ofile_open_besides(struct smuxfs *fs, const char *key)
+{
+	bool other = false;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS && !other; b++)
+		for (struct smuxfs_ofile *of = fs->otable.buckets[b];
+		     of && !other; of = of->next)
+			other = strcmp(of->key, key) != 0;
+	pthread_mutex_unlock(&fs->otable.lock);
+	return other;
+}
+
 void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
 				uint64_t file_id, const struct smux_setattr *a)
 {

@@ -55,6 +55,28 @@ static char *dirfh_path(struct smuxfs_fh *fh, bool *gone)
 	return p;
 }
 
+/*
+ * The path a call on directory handle @fh works on: its own (a copy in
+ * *@own, freed by the caller) or, without a handle, @path. 1 when the
+ * handle's directory was removed (the call has nothing to do), 0, or a
+ * negative errno.
+ */
+static int dirfh_use(struct smuxfs_fh *fh, const char **path, char **own)
+{
+	bool gone;
+
+	*own = NULL;
+	if (fh) {
+		*own = dirfh_path(fh, &gone);
+		if (gone)
+			return 1;
+		if (!*own)
+			return -ENOMEM;
+		*path = *own;
+	}
+	return *path ? 0 : -ESTALE;
+}
+
 /* @path names @dir or a path below it: the length of @dir, else 0. */
 static size_t under(const char *path, const char *dir)
 {
@@ -404,18 +426,9 @@ int smuxfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 	int rc;
 
 	(void)datasync;
-	if (fh) {
-		bool gone;
-
-		own = dirfh_path(fh, &gone);
-		if (gone) /* its directory was removed: nothing to store */
-			return 0;
-		if (!own)
-			return -ENOMEM;
-		path = own;
-	}
-	if (!path)
-		return -ESTALE;
+	rc = dirfh_use(fh, &path, &own);
+	if (rc) /* 1: its directory was removed, nothing to store */
+		return rc > 0 ? 0 : rc;
 	rc = fs->ro || smuxdir_owns(path)
 		     ? 1
 		     : smuxfs_path_key(fs, path, key, sizeof(key));
@@ -647,18 +660,9 @@ int smuxfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	int rc;
 
 	(void)rflags;
-	if (fh) {
-		bool gone;
-
-		own = dirfh_path(fh, &gone);
-		if (gone) /* its directory was removed: it lists nothing */
-			return 0;
-		if (!own)
-			return -ENOMEM;
-		path = own;
-	}
-	if (!path)
-		return -ESTALE;
+	rc = dirfh_use(fh, &path, &own);
+	if (rc) /* 1: its directory was removed, it lists nothing */
+		return rc > 0 ? 0 : rc;
 	rc = readdir_path(fs, fh, path, buf, filler, off);
 	free(own);
 	return rc;

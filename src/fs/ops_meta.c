@@ -792,7 +792,9 @@ static void links_changed(struct smuxfs *fs, const char *key,
 	struct smux_info info;
 	bool is_dir;
 
+	/* no other open file: nothing to tell, no lookup (chmod -R) */
 	if (!(smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) ||
+	    !smuxfs_ofile_open_besides(fs, key) ||
 	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir ||
 	    info.nlink <= 1)
 		return;

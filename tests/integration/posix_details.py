@@ -148,6 +148,9 @@ def removed_dir():
 
 
 def link_chmod_open():
+    # two hundred other files open beside (every other name is looked at)
+    others = [os.open(p("lo%d" % i), os.O_WRONLY | os.O_CREAT, 0o644)
+              for i in range(200)]
     open(p("l1"), "w").close()
     os.chmod(p("l1"), 0o755)
     os.link(p("l1"), p("l2"))
@@ -156,6 +159,8 @@ def link_chmod_open():
     os.chmod(p("l1"), 0o1777)
     r = "%s %o" % (mode(p("l2")), stat.S_IMODE(os.fstat(fd).st_mode))
     os.close(fd)
+    for o in others:
+        os.close(o)
     return r + " after close " + mode(p("l2"))
 
 

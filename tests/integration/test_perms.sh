@@ -84,6 +84,17 @@ if [ "$KIND" = create ]; then
 os.mknod(sys.argv[1], stat.S_IFREG | 0o4755)' "$M/tmp/knod" ||
 		fail "the user cannot mknod a regular file"
 	same_everywhere tmp/knod %u:%g:%a "$U:$U:755"
+	log "create: the user's fchmod of its open file whose name is gone keeps set-id bits"
+	as_user /usr/bin/python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.unlink(sys.argv[1])
+got = []
+for m in (0o2755, 0o4755):
+    os.fchmod(fd, m)  # its owner, of its group: chmod(2) keeps them
+    got.append(os.fstat(fd).st_mode & 0o7777)
+if got != [0o2755, 0o4755]:
+    sys.exit("fstat after fchmod: %s" % [oct(g) for g in got])' "$M/tmp/orph" ||
+		fail "the user's fchmod of its nameless file"
 	log "create: open(O_CREAT, 0000) gives 0000"
 	perl -e 'sysopen(my $f, $ARGV[0], 0101, 0) or die "$!"' "$M/zero" ||
 		fail "open(O_CREAT, 0000) failed"
