@@ -793,11 +793,34 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 #define ATTR_OUT_INO \
 	(offsetof(struct fuse_attr_out, attr) + offsetof(struct fuse_attr, ino))
 
+/* A handle of the file whose st_ino is @ino is open under a name that is
+ * gone while the file keeps another name: what it writes changes the file
+ * that name shows. (st_ino is the file id with its top bit set, which an
+ * id may have already: compared as st_ino.) */
+static bool open_nameless(uint64_t ino)
+{
+	struct smuxfs_fnodes *t = &hook_fs->fnodes;
+	bool found = false;
+
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; t->listed && !found && b < SMUXFS_FNODE_BUCKETS;
+	     b++)
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !found;
+		     fh = fh->nnext)
+			found = fh->gone.init && fh->gone.file_id &&
+				(fh->gone.file_id | SMUXFS_INO_FILE_ID) ==
+					ino &&
+				fh->gone.links > 0;
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
 /*
  * A file with more than one name is another kernel inode under each name:
  * its attributes are not cached (valid for 0 s), so the link count after
  * an rm of another name, and the size and mtime after a write through
- * another name, show at once. @attr: the byte offset of the reply's
+ * another name, show at once; so are those of a file's last name while a
+ * handle of a name it lost is open (it writes to the same file). @attr: the byte offset of the reply's
  * struct fuse_attr, @valid and @nsec of its validity.
  */
 static void linked_uncached(const struct iovec *iov, int count, size_t attr,
@@ -814,7 +837,7 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 		    sizeof(ino), false) ||
 	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
 		    &nlink, sizeof(nlink), false) ||
-	    !(ino & SMUXFS_INO_FILE_ID) || nlink < 2)
+	    !(ino & SMUXFS_INO_FILE_ID) || (nlink < 2 && !open_nameless(ino)))
 		return;
 uncached:
 	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);

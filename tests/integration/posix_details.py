@@ -164,6 +164,28 @@ def link_chmod_open():
     return r + " after close " + mode(p("l2"))
 
 
+def link_writer_nameless():
+    # a file of two names, open through one that is then unlinked: what
+    # is written through the descriptor shows through the other name
+    # (posix_diff seed 16)
+    with open(p("w1"), "w") as f:
+        f.write("a" * 1000)
+    os.link(p("w1"), p("w2"))
+    fd = os.open(p("w2"), os.O_RDWR)
+    os.pwrite(fd, b"b" * 100, 2000)
+    os.unlink(p("w2"))
+    os.pwrite(fd, b"c" * 100, 3000)
+    first = os.stat(p("w1")).st_size
+    os.pwrite(fd, b"d" * 100, 500)
+    os.pwrite(fd, b"e" * 100, 5000)
+    second = os.stat(p("w1")).st_size
+    with open(p("w1"), "rb") as f:
+        data = f.read()
+    os.close(fd)
+    return "%d %d %d %d %d" % (first, second, len(data), data.count(b"d"),
+                               data.count(b"e"))
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -175,7 +197,7 @@ def dir_nlink():
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
-           removed_dir, link_chmod_open, dir_nlink):
+           removed_dir, link_chmod_open, link_writer_nameless, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
