@@ -1088,6 +1088,21 @@ static void ofile_orphan_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
 	of->dirty = false;
 }
 
+/*
+ * Before @of's name goes (unlink, a rename over it): the mode and owner
+ * its creator gave it while writing it in place, folded into its commit
+ * (fold_meta), are stored on the file now. The file outlives the name
+ * while open, and its other descriptors (a reader's own descriptor on a
+ * file backend) show what its storage holds; a deleted ofile commits
+ * nothing later. Caller holds of->lock.
+ */
+static void commit_folded(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	if (of->inplace && of->fresh && of->dirty && !of->deleted &&
+	    !of->open_rc && (of->own || of->mode_set))
+		(void)ofile_commit_locked(fs, of, false); /* logs a failure */
+}
+
 int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 {
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
@@ -1107,8 +1122,10 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 
 	/* held across the delete: no commit of @key can slip in between,
 	 * and the open file is given up only once the delete succeeded */
-	if (of)
+	if (of) {
 		pthread_mutex_lock(&of->lock);
+		commit_folded(fs, of);
+	}
 	smuxfs_ctx(&ctx);
 	/* an open descriptor keeps the names its file has left: only a
 	 * tree with hard links has other names (and file ids) to learn; on
@@ -1117,6 +1134,8 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	was_known = smuxfs_fnode_busy(fs, key) &&
 		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) &&
 		    smux_backend_head(fs->root, &ctx, key, &was, &err) == 0;
+	/* and the owner its creator gave it and has not committed yet (tar's
+	 * fchown before close): what its other descriptors show */
 	rc = smux_backend_del(fs->root, &ctx, key, &err);
 	if (rc)
 		rc = smuxfs_errno(&err, "unlink", key);
@@ -1230,6 +1249,11 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 	/* whatever is open under the target name is replaced, but only
 	 * once the rename succeeded: a failed one leaves its writer whole */
 	target = smuxfs_ofile_find(fs, to);
+	if (target) { /* before @of's lock is taken */
+		pthread_mutex_lock(&target->lock);
+		commit_folded(fs, target);
+		pthread_mutex_unlock(&target->lock);
+	}
 	/* before the forget below drops it from the read cache */
 	cached = smuxfs_rcache_open_copy(fs->rcache, from, &csize);
 	smuxfs_etag_forget(fs, from);

@@ -186,6 +186,31 @@ def link_writer_nameless():
                                data.count(b"e"))
 
 
+def gone_creator_owner():
+    # the owner a creator gave its file and had not committed yet, shown
+    # by another descriptor once the name went (unlink, rename over it;
+    # posix_diff seed 16)
+    r = []
+    for how in ("unlink", "rename"):
+        w = os.open(p("co"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o775)
+        os.write(w, b"x" * 100)
+        rd = os.open(p("co"), os.O_RDONLY)
+        os.fchown(w, 1000, 65534)
+        if how == "unlink":
+            os.unlink(p("co"))
+        else:
+            open(p("co2"), "w").close()
+            os.rename(p("co2"), p("co"))
+        os.fchmod(rd, 0o644)
+        st = os.fstat(rd)
+        r.append("%s %d:%d" % (how, st.st_uid, st.st_gid))
+        os.close(w)
+        st = os.fstat(rd)
+        r.append("%d:%d" % (st.st_uid, st.st_gid))
+        os.close(rd)
+    return " ".join(r)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -197,7 +222,8 @@ def dir_nlink():
 
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
-           removed_dir, link_chmod_open, link_writer_nameless, dir_nlink):
+           removed_dir, link_chmod_open, link_writer_nameless,
+           gone_creator_owner, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
