@@ -522,6 +522,10 @@ struct smux_writer_ops {
 		      struct smux_error *err);
 	/* Drops everything not committed and frees the writer. */
 	void (*close)(struct smux_writer *w);
+	/* Optional, for a writer in place: what the file it writes is now
+	 * (its size after other writers' changes, also once its name is
+	 * gone; a local writer: fstat of its descriptor). NULL: unknown. */
+	int (*stat)(struct smux_writer *w, struct smux_info *info);
 };
 
 /* A pending object. Kinds embed this first. `key` is owned by the writer. */
@@ -595,6 +599,9 @@ static inline bool smux_falloc_extends(int mode)
 	return !(mode & SMUX_FALLOC_KEEP_SIZE);
 }
 uint64_t smux_writer_size(struct smux_writer *w);
+/* What the file @w writes in place is now (ops->stat): 0, or -ENOTSUP when
+ * the kind cannot say, or another negative errno. */
+int smux_writer_stat(struct smux_writer *w, struct smux_info *info);
 int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 		       const struct smux_put_opts *opts, struct smux_info *info,
 		       struct smux_error *err);

@@ -225,6 +225,19 @@ static int inplace_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	return 0;
 }
 
+static int inplace_stat(struct smux_writer *w, struct smux_info *info)
+{
+	struct fileb_inplace *iw = inplace_from(w);
+	struct stat st;
+
+	if (!iw)
+		return -EBADF;
+	if (fstat(iw->fd, &st) < 0)
+		return -errno;
+	smux__file_fill_info(&st, info);
+	return 0;
+}
+
 static void inplace_close(struct smux_writer *w)
 {
 	struct fileb_inplace *iw = inplace_from(w);
@@ -247,6 +260,7 @@ static const struct smux_writer_ops inplace_ops = {
 	.size = inplace_size,
 	.commit = inplace_commit,
 	.close = inplace_close,
+	.stat = inplace_stat,
 };
 
 /* Opens the file @name of @iw->dirfd: created when absent (0600 until

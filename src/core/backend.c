@@ -870,6 +870,11 @@ int smux_writer_fallocate(struct smux_writer *w, const struct smux_ctx *ctx,
 	return finish(w->backend, rc, err);
 }
 
+int smux_writer_stat(struct smux_writer *w, struct smux_info *info)
+{
+	return w && w->ops->stat ? w->ops->stat(w, info) : -ENOTSUP;
+}
+
 uint64_t smux_writer_size(struct smux_writer *w)
 {
 	return w->ops->size(w);

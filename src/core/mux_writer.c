@@ -617,6 +617,28 @@ static void mw_close(struct smux_writer *w)
 	free(mw);
 }
 
+/* The file as it is now on the first live replica (its writer's stat;
+ * writes in place land on every replica before they return), when no
+ * call holds that writer: a stuck member must not stall an fstat. */
+static int mw_stat(struct smux_writer *w, struct smux_info *info)
+{
+	struct smux__mux_writer *mw = mw_of(w);
+
+	for (unsigned i = 0; i < mw->n; i++) {
+		struct smux__mw_sub *s = mw->s[i];
+		int rc;
+
+		if (!smux__mw_live(mw, i))
+			continue;
+		if (pthread_mutex_trylock(&s->lock) != 0)
+			return -EBUSY;
+		rc = smux_writer_stat(s->w, info);
+		pthread_mutex_unlock(&s->lock);
+		return rc;
+	}
+	return -ENOTSUP;
+}
+
 static const struct smux_writer_ops mux_writer_ops = {
 	.pwrite = mw_pwrite,
 	.pread = mw_pread,
@@ -625,6 +647,7 @@ static const struct smux_writer_ops mux_writer_ops = {
 	.size = mw_size,
 	.commit = mw_commit,
 	.close = mw_close,
+	.stat = mw_stat,
 };
 
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,

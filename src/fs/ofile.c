@@ -876,6 +876,14 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	pthread_mutex_lock(&of->lock);
 	rc = of->open_rc;
 	a->size = of->w ? smux_writer_size(of->w) : of->size;
+	/* a file written in place whose name is gone: its size as stored,
+	 * which other descriptors of it (its other names') change too */
+	if (of->w && of->inplace && of->deleted) {
+		struct smux_info now;
+
+		if (smux_writer_stat(of->w, &now) == 0)
+			a->size = now.size;
+	}
 	a->mode = of->mode;
 	a->mtime_ns = of->mtime_ns;
 	a->dirty = of->dirty;

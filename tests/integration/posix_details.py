@@ -211,6 +211,25 @@ def gone_creator_owner():
     return " ".join(r)
 
 
+def nameless_links_size():
+    # a file of two names, each open for writing, both names removed:
+    # what one descriptor writes past the end shows in the other's fstat
+    # (posix_diff seed 37)
+    with open(p("z1"), "w") as f:
+        f.write("a" * 1000)
+    os.link(p("z1"), p("z2"))
+    w1 = os.open(p("z1"), os.O_RDWR)
+    w2 = os.open(p("z2"), os.O_RDWR)
+    os.unlink(p("z2"))
+    os.unlink(p("z1"))
+    os.pwrite(w1, b"b" * 100, 5000)
+    os.pwrite(w2, b"c" * 10, 10)
+    r = "%d %d" % (os.fstat(w2).st_size, os.fstat(w1).st_size)
+    os.close(w1)
+    os.close(w2)
+    return r
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -223,7 +242,7 @@ def dir_nlink():
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
-           gone_creator_owner, dir_nlink):
+           gone_creator_owner, nameless_links_size, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

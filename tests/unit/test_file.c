@@ -853,6 +853,14 @@ static void test_writer_inplace(void **state)
 			 0);
 	expect_content(env, "d/log", "abcXd");
 	assert_int_equal(smux_writer_size(w), 5);
+	/* stat: the file as stored now, also what others wrote */
+	fd = open(at(env, "root/d/log"), O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "YY", 2), 2);
+	assert_int_equal(smux_writer_stat(w, &info), 0);
+	assert_int_equal(info.size, 7);
+	assert_int_equal(ftruncate(fd, 5), 0);
+	close(fd);
 	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 1, &env->err),
 			 4);
 	assert_memory_equal(buf, "bcXd", 4);
