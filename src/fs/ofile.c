@@ -765,7 +765,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		opts.mtime_ns = of->inplace ? 0 : of->mtime_ns;
 	opts.durable = durable;
 	smuxfs_ctx(&ctx);
-	if (of->w) {
+	if (of->w && of->late && !durable && !opts.mtime_ns &&
+	    !(opts.flags & (SMUX_PUT_MODE | SMUX_PUT_OWNER))) {
+		/* in place on one copy, its writes stored as they returned
+		 * and nothing chosen to set: nothing to ask the member
+		 * (`echo >> log`: no member call at its release) */
+		rc = 0;
+	} else if (of->w) {
 		rc = smux_writer_commit(of->w, &ctx, &opts, NULL, &err);
 	} else {
 		unsigned char sha[32];
