@@ -798,6 +798,15 @@ static void links_changed(struct smuxfs *fs, const char *key,
 	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir ||
 	    info.nlink <= 1)
 		return;
+	if ((attr->flags & SMUX_SET_OWNER) && !(attr->flags & SMUX_SET_MODE)) {
+		/* a chown clears set-id bits: the mode the file has now */
+		struct smux_setattr a = *attr;
+
+		a.flags |= SMUX_SET_MODE;
+		a.mode = info.mode & 07777;
+		smuxfs_ofile_links_changed(fs, key, info.file_id, &a);
+		return;
+	}
 	smuxfs_ofile_links_changed(fs, key, info.file_id, attr);
 }
 

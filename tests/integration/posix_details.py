@@ -230,6 +230,20 @@ def nameless_links_size():
     return r
 
 
+def link_chown_open():
+    # chown through one name clears the set-id bits another open name of
+    # the file shows (posix_diff seed 29)
+    open(p("k1"), "w").close()
+    os.chmod(p("k1"), 0o6750)
+    os.link(p("k1"), p("k2"))
+    fd = os.open(p("k2"), os.O_WRONLY)
+    os.write(fd, b"d\n")
+    os.chown(p("k1"), 65534, 1000)
+    r = "%s %o" % (mode(p("k2")), stat.S_IMODE(os.fstat(fd).st_mode))
+    os.close(fd)
+    return r + " after close " + mode(p("k2"))
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -242,7 +256,8 @@ def dir_nlink():
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
-           gone_creator_owner, nameless_links_size, dir_nlink):
+           gone_creator_owner, nameless_links_size, link_chown_open,
+           dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
