@@ -882,14 +882,6 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	pthread_mutex_lock(&of->lock);
 	rc = of->open_rc;
 	a->size = of->w ? smux_writer_size(of->w) : of->size;
-	/* a file written in place whose name is gone: its size as stored,
-	 * which other descriptors of it (its other names') change too */
-	if (of->w && of->inplace && of->deleted) {
-		struct smux_info now;
-
-		if (smux_writer_stat(of->w, &now) == 0)
-			a->size = now.size;
-	}
 	a->mode = of->mode;
 	a->mtime_ns = of->mtime_ns;
 	a->dirty = of->dirty;
@@ -908,6 +900,23 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->seen_ns = of->seen_ns;
 	a->size_unknown = of->size_unknown;
 	a->ctime_ns = of->ctime_ns;
+	/* a file written in place whose name is gone: its size, mode and
+	 * owner as stored, which other descriptors of it (its other names')
+	 * change too */
+	if (of->w && of->inplace && of->deleted) {
+		struct smux_info now;
+
+		if (smux_writer_stat(of->w, &now) == 0) {
+			a->size = now.size;
+			a->mode = now.mode & 07777;
+			a->mode_set = true;
+			if (now.has_owner) {
+				a->uid = now.uid;
+				a->gid = now.gid;
+				a->has_owner = true;
+			}
+		}
+	}
 	pthread_mutex_unlock(&of->lock);
 	return rc;
 }

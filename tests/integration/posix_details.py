@@ -244,6 +244,25 @@ def link_chown_open():
     return r + " after close " + mode(p("k2"))
 
 
+def nameless_link_chmod():
+    # a file open through a name a rename replaced, changed through its
+    # other name: fstat of the descriptor shows the change (posix_diff
+    # seed 22)
+    open(p("q1"), "w").close()
+    os.chmod(p("q1"), 0o1777)
+    os.link(p("q1"), p("q2"))
+    fd = os.open(p("q2"), os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"x")
+    open(p("q3"), "w").close()
+    os.rename(p("q3"), p("q2"))
+    os.chmod(p("q1"), 0o755)
+    os.chown(p("q1"), 1000, 1000)
+    st = os.fstat(fd)
+    os.close(fd)
+    return "%o %d:%d %d" % (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+                            st.st_size)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -257,7 +276,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,
-           dir_nlink):
+           nameless_link_chmod, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
