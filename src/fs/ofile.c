@@ -77,6 +77,10 @@ struct smuxfs_ofile {
 	 * stored when it returns and the commit only sets attributes, so
 	 * handles commit at their release, not at each close */
 	bool late;
+	/* deleted (its name unlinked or replaced) while its file kept other
+	 * names (hard links): the open files of those look the file up
+	 * again after each change through this one (ofile_shared_changed) */
+	bool shared;
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
@@ -609,6 +613,55 @@ out:
 
 static void readers_written(struct smuxfs *fs, const char *key);
 
+/*
+ * @of (deleted, shared: its file keeps other names) changed the file in
+ * place: the open files of those names drop what they saw of it (its
+ * size), as a change through one of them makes the others look it up.
+ * Not in the table itself; called without any ofile lock held.
+ */
+static void ofile_shared_changed(struct smuxfs *fs, uint64_t file_id)
+{
+	struct smuxfs_ofile **held = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++)
+		for (struct smuxfs_ofile *o = fs->otable.buckets[b]; o;
+		     o = o->next)
+			cap++;
+	held = cap ? calloc(cap, sizeof(*held)) : NULL;
+	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
+		for (struct smuxfs_ofile *o = fs->otable.buckets[b];
+		     o && n < cap; o = o->next) {
+			o->refs++;
+			held[n++] = o;
+		}
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (size_t i = 0; i < n; i++) {
+		pthread_mutex_lock(&held[i]->lock);
+		if (held[i]->file_id == file_id) {
+			held[i]->seen_ok = false;
+			held[i]->seen_gen++;
+		}
+		pthread_mutex_unlock(&held[i]->lock);
+		smuxfs_ofile_release(fs, held[i]);
+	}
+	free(held);
+}
+
+/* After a change through @of (its lock released): see above. */
+static void ofile_changed_shared(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&of->lock);
+	if (of->shared)
+		id = of->file_id;
+	pthread_mutex_unlock(&of->lock);
+	if (id)
+		ofile_shared_changed(fs, id);
+}
+
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {
@@ -665,6 +718,8 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 	n = (long)len;
 out:
 	pthread_mutex_unlock(&of->lock);
+	if (n > 0)
+		ofile_changed_shared(fs, of);
 	return n;
 }
 
@@ -673,10 +728,11 @@ int smuxfs_ofile_truncate(struct smuxfs *fs, struct smuxfs_ofile *of,
 {
 	int rc;
 
-	(void)fs;
 	pthread_mutex_lock(&of->lock);
 	rc = of->open_rc ? of->open_rc : ofile_trunc_locked(of, size);
 	pthread_mutex_unlock(&of->lock);
+	if (!rc)
+		ofile_changed_shared(fs, of);
 	return rc;
 }
 
@@ -687,7 +743,6 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 	struct smux_ctx ctx;
 	int rc = 0;
 
-	(void)fs;
 	pthread_mutex_lock(&of->lock);
 	if (of->open_rc) {
 		rc = of->open_rc;
@@ -710,6 +765,8 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 	if (!rc)
 		ofile_changed_locked(of);
 	pthread_mutex_unlock(&of->lock);
+	if (!rc)
+		ofile_changed_shared(fs, of);
 	return rc;
 }
 
@@ -1162,8 +1219,10 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	rc = smux_backend_del(fs->root, &ctx, key, &err);
 	if (rc)
 		rc = smuxfs_errno(&err, "unlink", key);
-	else if (of)
+	else if (of) {
 		ofile_orphan_locked(fs, of);
+		of->shared = of->inplace && was_known && was.nlink > 1;
+	}
 	if (of) {
 		pthread_mutex_unlock(&of->lock);
 		ofile_unref(fs, of);
@@ -1322,6 +1381,8 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 		if (rc == 0) {
 			pthread_mutex_lock(&target->lock);
 			ofile_orphan_locked(fs, target);
+			target->shared =
+				target->inplace && was_known && was.nlink > 1;
 			pthread_mutex_unlock(&target->lock);
 		}
 		ofile_unref(fs, target);

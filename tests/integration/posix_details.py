@@ -263,6 +263,28 @@ def nameless_link_chmod():
                             st.st_size)
 
 
+def nameless_link_truncate():
+    # a file open under two names, one replaced by a rename: what the
+    # nameless descriptor truncates shows through the other name's open
+    # file at once (posix_diff seed 22)
+    with open(p("t1"), "w") as f:
+        f.write("a" * 1000)
+    os.link(p("t1"), p("t2"))
+    w2 = os.open(p("t2"), os.O_WRONLY)
+    open(p("t3"), "w").close()
+    os.rename(p("t3"), p("t2"))
+    w1 = os.open(p("t1"), os.O_WRONLY)
+    os.ftruncate(w1, 500)
+    first = os.stat(p("t1")).st_size
+    os.ftruncate(w2, 3000)
+    second = os.stat(p("t1")).st_size
+    os.pwrite(w2, b"x", 4000)
+    third = os.fstat(w1).st_size
+    os.close(w1)
+    os.close(w2)
+    return "%d %d %d" % (first, second, third)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -276,7 +298,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,
-           nameless_link_chmod, dir_nlink):
+           nameless_link_chmod, nameless_link_truncate, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
