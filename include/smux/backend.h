@@ -526,6 +526,11 @@ struct smux_writer_ops {
 	 * (its size after other writers' changes, also once its name is
 	 * gone; a local writer: fstat of its descriptor). NULL: unknown. */
 	int (*stat)(struct smux_writer *w, struct smux_info *info);
+	/* Optional, for a writer in place: applies @a to the file it writes
+	 * (a local writer: fchown, fchmod, futimens of its descriptor), also
+	 * once its name is gone (fchmod of an unlinked file that keeps
+	 * other names). NULL: -ENOTSUP. */
+	int (*setattr)(struct smux_writer *w, const struct smux_setattr *a);
 };
 
 /* A pending object. Kinds embed this first. `key` is owned by the writer. */
@@ -602,6 +607,9 @@ uint64_t smux_writer_size(struct smux_writer *w);
 /* What the file @w writes in place is now (ops->stat): 0, or -ENOTSUP when
  * the kind cannot say, or another negative errno. */
 int smux_writer_stat(struct smux_writer *w, struct smux_info *info);
+/* Applies @a to the file @w writes in place (ops->setattr): 0, -ENOTSUP
+ * when the kind cannot, or another negative errno. */
+int smux_writer_setattr(struct smux_writer *w, const struct smux_setattr *a);
 int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 		       const struct smux_put_opts *opts, struct smux_info *info,
 		       struct smux_error *err);

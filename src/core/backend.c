@@ -875,6 +875,11 @@ int smux_writer_stat(struct smux_writer *w, struct smux_info *info)
 	return w && w->ops->stat ? w->ops->stat(w, info) : -ENOTSUP;
 }
 
+int smux_writer_setattr(struct smux_writer *w, const struct smux_setattr *a)
+{
+	return w && w->ops->setattr ? w->ops->setattr(w, a) : -ENOTSUP;
+}
+
 uint64_t smux_writer_size(struct smux_writer *w)
 {
 	return w->ops->size(w);

@@ -639,6 +639,32 @@ static int mw_stat(struct smux_writer *w, struct smux_info *info)
 	return -ENOTSUP;
 }
 
+/* Applies @a on every live replica, when no call holds its writer (a
+ * stuck member must not stall the caller): -EBUSY when one does, the
+ * first error otherwise. */
+static int mw_setattr(struct smux_writer *w, const struct smux_setattr *a)
+{
+	struct smux__mux_writer *mw = mw_of(w);
+	int rc = -ENOTSUP;
+
+	for (unsigned i = 0; i < mw->n; i++) {
+		struct smux__mw_sub *s = mw->s[i];
+		int r;
+
+		if (!smux__mw_live(mw, i))
+			continue;
+		if (pthread_mutex_trylock(&s->lock) != 0) {
+			rc = -EBUSY;
+			continue;
+		}
+		r = smux_writer_setattr(s->w, a);
+		pthread_mutex_unlock(&s->lock);
+		if (rc == -ENOTSUP || (rc == 0 && r))
+			rc = r;
+	}
+	return rc;
+}
+
 static const struct smux_writer_ops mux_writer_ops = {
 	.pwrite = mw_pwrite,
 	.pread = mw_pread,
@@ -648,6 +674,7 @@ static const struct smux_writer_ops mux_writer_ops = {
 	.commit = mw_commit,
 	.close = mw_close,
 	.stat = mw_stat,
+	.setattr = mw_setattr,
 };
 
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,

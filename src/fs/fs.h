@@ -544,6 +544,11 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
  * place): the caller must not touch the backend; false: the caller
  * applies it to the backend now. */
 bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
+/* fchmod, fchown or futimens of @of's handle after its name went: applied
+ * to the file it writes in place (its other names show it), if it does;
+ * a failure is logged (what fstat shows is kept with the handle). */
+void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
+				   const struct smux_setattr *a);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);

@@ -662,6 +662,27 @@ static void ofile_changed_shared(struct smuxfs *fs, struct smuxfs_ofile *of)
 		ofile_shared_changed(fs, id);
 }
 
+void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
+				   const struct smux_setattr *a)
+{
+	bool shared = false;
+	uint64_t id = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&of->lock);
+	if (of->deleted && of->inplace && of->w) {
+		rc = smux_writer_setattr(of->w, a);
+		shared = of->shared;
+		id = of->file_id;
+	}
+	pthread_mutex_unlock(&of->lock);
+	if (rc && rc != -ENOTSUP)
+		smux_log(LOG_WARNING, "setattr of %s (its name gone): %s",
+			 of->key, strerror(-rc));
+	if (rc == 0 && shared && id)
+		ofile_shared_changed(fs, id);
+}
+
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {

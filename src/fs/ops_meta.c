@@ -767,7 +767,10 @@ static int key_for(struct smuxfs *fs, const char *path,
 static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 {
 	const struct fuse_context *c = fuse_get_context();
+	struct smuxfs_ofile *of = NULL;
+	struct smux_info info;
 	struct stat st;
+	int rc;
 
 	if (c->uid != 0) {
 		bool owner =
@@ -781,7 +784,14 @@ static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 		    attr->uid != SMUX_ID_NONE && attr->uid != (uint32_t)c->uid)
 			return -EPERM;
 	}
-	return smuxfs_fnode_setattr(fs, attr);
+	rc = smuxfs_fnode_setattr(fs, attr);
+	/* the file itself too, where a writer holds it in place: the
+	 * names it has left show the change, as on a local disk */
+	if (rc == 0 && smuxfs_fnode_orphan(fs, &of, &info) == 0 && of) {
+		smuxfs_ofile_setattr_nameless(fs, of, attr);
+		smuxfs_ofile_release(fs, of);
+	}
+	return rc;
 }
 
 /* A file of several names changed: its other open names show it (their

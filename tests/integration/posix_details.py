@@ -285,6 +285,27 @@ def nameless_link_truncate():
     return "%d %d %d" % (first, second, third)
 
 
+def nameless_setattr_link():
+    # fchmod, fchown and futimens through a descriptor whose name was
+    # unlinked show through the file's other name (posix_diff seed 16)
+    with open(p("s1"), "w") as f:
+        f.write("a" * 100)
+    os.chmod(p("s1"), 0o4755)
+    os.link(p("s1"), p("s2"))
+    fd = os.open(p("s2"), os.O_RDWR)
+    os.unlink(p("s2"))
+    os.fchmod(fd, 0o640)
+    os.fchown(fd, 1000, 1000)
+    os.utime(fd, ns=(1000000000000000000, 1100000000000000000))
+    st = os.stat(p("s1"))
+    os.close(fd)
+    st2 = os.stat(p("s1"))
+    return "%o %d:%d %d %d after close %o %d:%d %d" % (
+        stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_atime_ns,
+        st.st_mtime_ns, stat.S_IMODE(st2.st_mode), st2.st_uid, st2.st_gid,
+        st2.st_mtime_ns)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -298,7 +319,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,
-           nameless_link_chmod, nameless_link_truncate, dir_nlink):
+           nameless_link_chmod, nameless_link_truncate,
+           nameless_setattr_link, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -861,6 +861,28 @@ static void test_writer_inplace(void **state)
 	assert_int_equal(info.size, 7);
 	assert_int_equal(ftruncate(fd, 5), 0);
 	close(fd);
+	/* setattr: through the descriptor, owner before mode (chown needs
+	 * root) */
+	if (geteuid() == 0) {
+		struct smux_setattr sa = {
+			.flags =
+				SMUX_SET_MODE | SMUX_SET_OWNER | SMUX_SET_MTIME,
+			.mode = 04750,
+			.uid = 1000,
+			.gid = SMUX_ID_NONE,
+			.mtime_ns = 1400000000000000000LL,
+		};
+
+		assert_int_equal(smux_writer_setattr(w, &sa), 0);
+		assert_int_equal(stat(at(env, "root/d/log"), &st), 0);
+		assert_int_equal(st.st_mode & 07777, 04750);
+		assert_int_equal(st.st_uid, 1000);
+		assert_int_equal(st.st_mtim.tv_sec, 1400000000);
+		sa.flags = SMUX_SET_OWNER | SMUX_SET_MODE;
+		sa.uid = 0;
+		sa.mode = 0600;
+		assert_int_equal(smux_writer_setattr(w, &sa), 0);
+	}
 	assert_int_equal(smux_writer_pread(w, buf, sizeof(buf), 1, &env->err),
 			 4);
 	assert_memory_equal(buf, "bcXd", 4);
