@@ -614,6 +614,37 @@ out:
 static void readers_written(struct smuxfs *fs, const char *key);
 
 /*
+ * A reference on every ofile in the table but @skip's (NULL: none), taken
+ * under the table lock and looked at outside it: an ofile's lock comes
+ * before the table's. The caller releases each (smuxfs_ofile_release: the
+ * last reference commits what is pending, as a release does) and frees
+ * the array; NULL with *@n 0 when there is none (or no memory).
+ */
+static struct smuxfs_ofile **table_hold(struct smuxfs *fs, const char *skip,
+					size_t *n)
+{
+	struct smuxfs_ofile **held = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	pthread_mutex_lock(&fs->otable.lock);
+	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++)
+		for (struct smuxfs_ofile *o = fs->otable.buckets[b]; o;
+		     o = o->next)
+			cap += !skip || strcmp(o->key, skip) != 0;
+	held = cap ? calloc(cap, sizeof(*held)) : NULL;
+	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
+		for (struct smuxfs_ofile *o = fs->otable.buckets[b];
+		     o && *n < cap; o = o->next)
+			if (!skip || strcmp(o->key, skip) != 0) {
+				o->refs++;
+				held[(*n)++] = o;
+			}
+	pthread_mutex_unlock(&fs->otable.lock);
+	return held;
+}
+
+/*
  * @of (deleted, shared: its file keeps other names) changed the file in
  * place: the open files of those names drop what they saw of it (its
  * size), as a change through one of them makes the others look it up.
@@ -621,22 +652,9 @@ static void readers_written(struct smuxfs *fs, const char *key);
  */
 static void ofile_shared_changed(struct smuxfs *fs, uint64_t file_id)
 {
-	struct smuxfs_ofile **held = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0;
+	struct smuxfs_ofile **held = table_hold(fs, NULL, &n);
 
-	pthread_mutex_lock(&fs->otable.lock);
-	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++)
-		for (struct smuxfs_ofile *o = fs->otable.buckets[b]; o;
-		     o = o->next)
-			cap++;
-	held = cap ? calloc(cap, sizeof(*held)) : NULL;
-	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
-		for (struct smuxfs_ofile *o = fs->otable.buckets[b];
-		     o && n < cap; o = o->next) {
-			o->refs++;
-			held[n++] = o;
-		}
-	pthread_mutex_unlock(&fs->otable.lock);
 	for (size_t i = 0; i < n; i++) {
 		pthread_mutex_lock(&held[i]->lock);
 		if (held[i]->file_id == file_id) {
@@ -1015,27 +1033,13 @@ bool smuxfs_ofile_open_besides(struct smuxfs *fs, const char *key)
 void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
 				uint64_t file_id, const struct smux_setattr *a)
 {
-	struct smuxfs_ofile **held = NULL;
-	size_t n = 0, cap = 0;
+	struct smuxfs_ofile **held;
+	size_t n = 0;
 
 	if (!file_id)
 		return;
-	/* the other open names (references), looked at outside the table
-	 * lock: an ofile's lock comes before it (its file id is under it) */
-	pthread_mutex_lock(&fs->otable.lock);
-	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++)
-		for (struct smuxfs_ofile *of = fs->otable.buckets[b]; of;
-		     of = of->next)
-			cap += strcmp(of->key, key) != 0;
-	held = cap ? calloc(cap, sizeof(*held)) : NULL;
-	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
-		for (struct smuxfs_ofile *of = fs->otable.buckets[b];
-		     of && n < cap; of = of->next)
-			if (strcmp(of->key, key) != 0) {
-				of->refs++;
-				held[n++] = of;
-			}
-	pthread_mutex_unlock(&fs->otable.lock);
+	/* the other open names */
+	held = table_hold(fs, key, &n);
 	for (size_t i = 0; i < n; i++) {
 		struct smuxfs_ofile *of = held[i];
 
@@ -1052,8 +1056,6 @@ void smuxfs_ofile_links_changed(struct smuxfs *fs, const char *key,
 			of->seen_gen++;
 		}
 		pthread_mutex_unlock(&of->lock);
-		/* its handles may have gone meanwhile: the last reference
-		 * commits what is pending, as a release does */
 		smuxfs_ofile_release(fs, of);
 	}
 	free(held);
@@ -1235,8 +1237,6 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key)
 	was_known = smuxfs_fnode_busy(fs, key) &&
 		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) &&
 		    smux_backend_head(fs->root, &ctx, key, &was, &err) == 0;
-	/* and the owner its creator gave it and has not committed yet (tar's
-	 * fchown before close): what its other descriptors show */
 	rc = smux_backend_del(fs->root, &ctx, key, &err);
 	if (rc)
 		rc = smuxfs_errno(&err, "unlink", key);
