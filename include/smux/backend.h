@@ -632,6 +632,10 @@ struct smux_reader_ops {
 	 * size and attributes after changes in place, also once its name
 	 * is gone). NULL: info as of the open. */
 	int (*stat)(struct smux_reader *r, struct smux_info *info);
+	/* Optional: applies @a to the object opened (a local reader: its
+	 * descriptor's file, also once its name is gone), on every copy the
+	 * tree keeps of it. NULL: -ENOTSUP. */
+	int (*setattr)(struct smux_reader *r, const struct smux_setattr *a);
 };
 
 /* One version of one object, open for reading. pread may run on several
@@ -669,6 +673,9 @@ void smux_reader_close(struct smux_reader *r);
 /* What the object @r opened is now (ops->stat), else its info as of the
  * open. 0, or a negative errno with *info as of the open. */
 int smux_reader_stat(struct smux_reader *r, struct smux_info *info);
+/* Applies @a to the object @r opened (ops->setattr): 0, -ENOTSUP when the
+ * kind cannot, or another negative errno. */
+int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a);
 
 #ifdef __cplusplus
 }

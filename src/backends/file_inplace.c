@@ -241,29 +241,8 @@ static int inplace_stat(struct smux_writer *w, struct smux_info *info)
 static int inplace_setattr(struct smux_writer *w, const struct smux_setattr *a)
 {
 	struct fileb_inplace *iw = inplace_from(w);
-	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-				 {.tv_nsec = UTIME_OMIT}};
-	int rc;
 
-	if (!iw)
-		return -EBADF;
-	/* the owner first: a chown clears set-id bits the mode then gives */
-	if (a->flags & SMUX_SET_OWNER) {
-		rc = smux__file_set_owner(iw->fd, a->uid, a->gid);
-		if (rc)
-			return rc;
-	}
-	if ((a->flags & SMUX_SET_MODE) &&
-	    fchmod(iw->fd, (mode_t)(a->mode & 07777)) < 0)
-		return -errno;
-	if (a->flags & SMUX_SET_ATIME)
-		smux__file_timespec(a->atime_ns, &ts[0]);
-	if (a->flags & SMUX_SET_MTIME)
-		smux__file_timespec(a->mtime_ns, &ts[1]);
-	if ((a->flags & (SMUX_SET_ATIME | SMUX_SET_MTIME)) &&
-	    futimens(iw->fd, ts) < 0)
-		return -errno;
-	return 0;
+	return iw ? smux__file_fsetattr(iw->fd, a) : -EBADF;
 }
 
 static void inplace_close(struct smux_writer *w)

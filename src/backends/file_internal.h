@@ -181,6 +181,8 @@ static inline bool smux__file_put_has_mode(const struct smux_put_opts *opts)
  * the mode. 0 or -errno.
  */
 int smux__file_set_owner(int fd, uint32_t uid, uint32_t gid);
+/* Owner, mode and times (@a) of the open file @fd: 0 or a negative errno. */
+int smux__file_fsetattr(int fd, const struct smux_setattr *a);
 /*
  * The owner of a new inode @fd replacing an object: @opts's with
  * SMUX_PUT_OWNER (a failure is returned), else the replaced object's

@@ -78,10 +78,17 @@ static int file_reader_stat(struct smux_reader *r, struct smux_info *info)
 	return 0;
 }
 
+static int file_reader_setattr(struct smux_reader *r,
+			       const struct smux_setattr *a)
+{
+	return smux__file_fsetattr(((struct file_reader *)r)->fd, a);
+}
+
 static const struct smux_reader_ops file_reader_ops = {
 	.pread = file_reader_pread,
 	.close = file_reader_close,
 	.stat = file_reader_stat,
+	.setattr = file_reader_setattr,
 };
 
 int smux__file_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,

@@ -120,6 +120,31 @@ int smux__file_set_owner(int fd, uint32_t uid, uint32_t gid)
 	return fchownat(fd, "", u, g, AT_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
+int smux__file_fsetattr(int fd, const struct smux_setattr *a)
+{
+	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
+				 {.tv_nsec = UTIME_OMIT}};
+	int rc;
+
+	/* the owner first: a chown clears set-id bits the mode then gives */
+	if (a->flags & SMUX_SET_OWNER) {
+		rc = smux__file_set_owner(fd, a->uid, a->gid);
+		if (rc)
+			return rc;
+	}
+	if ((a->flags & SMUX_SET_MODE) &&
+	    fchmod(fd, (mode_t)(a->mode & 07777)) < 0)
+		return -errno;
+	if (a->flags & SMUX_SET_ATIME)
+		smux__file_timespec(a->atime_ns, &ts[0]);
+	if (a->flags & SMUX_SET_MTIME)
+		smux__file_timespec(a->mtime_ns, &ts[1]);
+	if ((a->flags & (SMUX_SET_ATIME | SMUX_SET_MTIME)) &&
+	    futimens(fd, ts) < 0)
+		return -errno;
+	return 0;
+}
+
 int smux__file_put_owner(int fd, const struct smux_put_opts *opts,
 			 const struct stat *keep)
 {

@@ -926,6 +926,11 @@ int smux_reader_stat(struct smux_reader *r, struct smux_info *info)
 	return rc;
 }
 
+int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a)
+{
+	return r && r->ops->setattr ? r->ops->setattr(r, a) : -ENOTSUP;
+}
+
 void smux_reader_release(struct smux_reader *r)
 {
 	smux_backend_unref(r->backend);

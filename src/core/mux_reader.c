@@ -547,10 +547,27 @@ static int mr_stat(struct smux_reader *r, struct smux_info *info)
 	return rc;
 }
 
+/* A reader reads one replica: only a tree of one copy has no other to
+ * keep alike (mirror, failover: -ENOTSUP). */
+static int mr_setattr(struct smux_reader *r, const struct smux_setattr *a)
+{
+	struct mux_reader *mr = mr_of(r);
+	struct pin *p;
+	int rc;
+
+	if (!(smux_backend_caps(r->backend) & SMUX_CAP_ONE_COPY))
+		return -ENOTSUP;
+	p = mr_current(mr);
+	rc = smux_reader_setattr(p->r, a);
+	pin_put(p);
+	return rc;
+}
+
 static const struct smux_reader_ops mux_reader_ops = {
 	.pread = mr_pread,
 	.close = mr_close,
 	.stat = mr_stat,
+	.setattr = mr_setattr,
 };
 
 int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,

@@ -356,6 +356,12 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
 			gone_init(fh, NULL);
 		gone_set(&fh->gone, attr,
 			 (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+		/* a reader of a file that keeps other names: the file
+		 * itself too, which they show (a local descriptor's
+		 * fchmod; the reader says whether it can: one copy only).
+		 * A writer's ofile does it (smuxfs_ofile_setattr_nameless). */
+		if (rc != 0 && fh->reader && !fh->of && fh->gone.links > 0)
+			(void)smux_reader_setattr(fh->reader, attr);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
