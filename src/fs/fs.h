@@ -534,6 +534,9 @@ struct smuxfs_ofile_attr {
 	bool inplace;
 	int64_t seen_ns;
 	bool size_unknown;
+	/* in place, and size is what the storage holds now (the writer's
+	 * stat: also what others wrote or truncated since) */
+	bool size_stored;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);

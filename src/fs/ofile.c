@@ -973,6 +973,7 @@ void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of)
 
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 {
+	struct smux_info now;
 	int rc;
 
 	pthread_mutex_lock(&of->lock);
@@ -996,14 +997,13 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->seen_ns = of->seen_ns;
 	a->size_unknown = of->size_unknown;
 	a->ctime_ns = of->ctime_ns;
-	/* a file written in place whose name is gone: its size, mode and
-	 * owner as stored, which other descriptors of it (its other names')
-	 * change too */
-	if (of->w && of->inplace && of->deleted) {
-		struct smux_info now;
-
-		if (smux_writer_stat(of->w, &now) == 0) {
-			a->size = now.size;
+	/* a file written in place: its size as stored now, which other
+	 * descriptors of it (its other names', a writer behind the mount)
+	 * change too; once its name is gone, its mode and owner too */
+	if (of->w && of->inplace && smux_writer_stat(of->w, &now) == 0) {
+		a->size = now.size;
+		a->size_stored = true;
+		if (of->deleted) {
 			a->mode = now.mode & 07777;
 			a->mode_set = true;
 			if (now.has_owner) {

@@ -126,14 +126,15 @@ static bool inplace_size_stale(struct smuxfs *fs,
 	       (double)(smux_now_ns() - a->seen_ns) >= ttl * 1e9;
 }
 
-/* The size of an open file: its pending content's, or in place what the
- * storage said just now (@headed), else the larger of what it said within
- * attr_timeout and what was written through the mount since (a
- * truncation through the mount sets both). */
+/* The size of an open file: its pending content's, or in place what its
+ * writer finds stored now (size_stored), or what the storage said just
+ * now (@headed), else the larger of what it said within attr_timeout and
+ * what was written through the mount since (a truncation through the
+ * mount sets both). */
 static uint64_t ofile_size(const struct smuxfs_ofile_attr *a,
 			   const struct smux_info *info, bool headed)
 {
-	if (!a->inplace)
+	if (!a->inplace || a->size_stored)
 		return a->size;
 	if (headed)
 		return info->size;

@@ -322,6 +322,29 @@ def nameless_reader_chmod():
     return "%o %d:%d" % (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
 
 
+def link_truncate_other():
+    # a file of two names open for writing under each, truncated through
+    # one, the other name then replaced by a rename: stat of the first
+    # shows the file's size (posix_diff seed 47)
+    w1 = os.open(p("u1"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.link(p("u1"), p("u2"))
+    w2 = os.open(p("u2"), os.O_WRONLY | os.O_APPEND)
+    os.truncate(p("u1"), 27513)
+    os.pwrite(w1, b"b" * 7011, 36852)
+    os.read(w1, 14164)
+    first = os.fstat(w1).st_size
+    os.ftruncate(w2, 1403)
+    w3 = os.open(p("u2"), os.O_RDWR | os.O_APPEND)
+    open(p("u3"), "w").close()
+    os.rename(p("u3"), p("u2"))
+    os.write(w1, b"d" * 2548)
+    os.close(w3)
+    r = "%d %d %d" % (first, os.stat(p("u1")).st_size, os.fstat(w1).st_size)
+    os.close(w1)
+    os.close(w2)
+    return r
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -336,7 +359,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,
            nameless_link_chmod, nameless_link_truncate,
-           nameless_setattr_link, nameless_reader_chmod, dir_nlink):
+           nameless_setattr_link, nameless_reader_chmod,
+           link_truncate_other, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -46,6 +46,8 @@
 #   nameless_reader_chmod      the same through a reader (file only: a
 #                              reader holds one replica of a mirror or
 #                              failover, which leave it to the handle)
+#   link_truncate_other        truncated and written through another
+#                              name: an open name's stat shows the size
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
