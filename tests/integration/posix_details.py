@@ -30,6 +30,13 @@ def res(fn):
         return errno.errorcode.get(e.errno, str(e.errno))
 
 
+def two_names(a, b, size):
+    """A file of @size bytes with the names @a and @b (hard links)."""
+    with open(p(a), "w") as f:
+        f.write("a" * size)
+    os.link(p(a), p(b))
+
+
 def mode(path):
     return "%o" % stat.S_IMODE(os.lstat(path).st_mode)
 
@@ -168,9 +175,7 @@ def link_writer_nameless():
     # a file of two names, open through one that is then unlinked: what
     # is written through the descriptor shows through the other name
     # (posix_diff seed 16)
-    with open(p("w1"), "w") as f:
-        f.write("a" * 1000)
-    os.link(p("w1"), p("w2"))
+    two_names("w1", "w2", 1000)
     fd = os.open(p("w2"), os.O_RDWR)
     os.pwrite(fd, b"b" * 100, 2000)
     os.unlink(p("w2"))
@@ -215,9 +220,7 @@ def nameless_links_size():
     # a file of two names, each open for writing, both names removed:
     # what one descriptor writes past the end shows in the other's fstat
     # (posix_diff seed 37)
-    with open(p("z1"), "w") as f:
-        f.write("a" * 1000)
-    os.link(p("z1"), p("z2"))
+    two_names("z1", "z2", 1000)
     w1 = os.open(p("z1"), os.O_RDWR)
     w2 = os.open(p("z2"), os.O_RDWR)
     os.unlink(p("z2"))
@@ -267,9 +270,7 @@ def nameless_link_truncate():
     # a file open under two names, one replaced by a rename: what the
     # nameless descriptor truncates shows through the other name's open
     # file at once (posix_diff seed 22)
-    with open(p("t1"), "w") as f:
-        f.write("a" * 1000)
-    os.link(p("t1"), p("t2"))
+    two_names("t1", "t2", 1000)
     w2 = os.open(p("t2"), os.O_WRONLY)
     open(p("t3"), "w").close()
     os.rename(p("t3"), p("t2"))
@@ -288,10 +289,8 @@ def nameless_link_truncate():
 def nameless_setattr_link():
     # fchmod, fchown and futimens through a descriptor whose name was
     # unlinked show through the file's other name (posix_diff seed 16)
-    with open(p("s1"), "w") as f:
-        f.write("a" * 100)
+    two_names("s1", "s2", 100)
     os.chmod(p("s1"), 0o4755)
-    os.link(p("s1"), p("s2"))
     fd = os.open(p("s2"), os.O_RDWR)
     os.unlink(p("s2"))
     os.fchmod(fd, 0o640)
@@ -310,9 +309,7 @@ def nameless_reader_chmod():
     # fchmod and fchown through a reader whose name was unlinked show
     # through the file's other name (posix_diff seed 45; one copy only:
     # a reader holds one replica of a mirror)
-    with open(p("r1"), "w") as f:
-        f.write("a" * 100)
-    os.link(p("r1"), p("r2"))
+    two_names("r1", "r2", 100)
     fd = os.open(p("r2"), os.O_RDONLY)
     os.unlink(p("r2"))
     os.fchmod(fd, 0o2750)
