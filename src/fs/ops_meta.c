@@ -663,6 +663,7 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
 	char fdir[SMUX_KEY_MAX + 2], tdir[SMUX_KEY_MAX + 2];
 	bool from_dir, to_dir, from_root, to_root;
+	struct smux_info finfo, tinfo;
 	int rc;
 
 	rc = may_modify(fs, from);
@@ -686,14 +687,14 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 	rc = smuxfs_delq_wait(fs, tkey, NULL);
 	if (rc)
 		return rc;
-	rc = smuxfs_lookup(fs, fkey, false, &from_dir, NULL);
+	rc = smuxfs_lookup(fs, fkey, false, &from_dir, &finfo);
 	if (rc)
 		return rc;
 	/* the kernel's LOOKUP of @to just found it absent (absent.c) */
 	to_dir = false;
 	rc = smuxfs_absent_take(fs, tkey)
 		     ? -ENOENT
-		     : smuxfs_lookup(fs, tkey, false, &to_dir, NULL);
+		     : smuxfs_lookup(fs, tkey, false, &to_dir, &tinfo);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (rc == 0) {
@@ -703,6 +704,12 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 			return -ENOTDIR;
 		if (!from_dir && to_dir)
 			return -EISDIR;
+		/* two names of one file: rename(2) does nothing and
+		 * succeeds; both names stay */
+		if (!from_dir && finfo.file_id &&
+		    finfo.file_id == tinfo.file_id && tinfo.nlink > 1 &&
+		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
+			return 0;
 	}
 	if (!from_dir)
 		return smuxfs_ofile_rename(fs, fkey, tkey);

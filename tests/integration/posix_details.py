@@ -342,6 +342,21 @@ def link_truncate_other():
     return r
 
 
+def rename_same_file():
+    # rename of one name of a file over another name of it does nothing:
+    # both names stay, and a descriptor whose name went keeps its link
+    # count (posix_diff seed 56)
+    two_names("v1", "v2", 10)
+    os.link(p("v1"), p("v3"))
+    fd = os.open(p("v3"), os.O_RDWR)
+    os.unlink(p("v3"))
+    os.rename(p("v1"), p("v2"))
+    r = "%s %s %d %d" % (os.path.exists(p("v1")), os.path.exists(p("v2")),
+                         os.stat(p("v2")).st_nlink, os.fstat(fd).st_nlink)
+    os.close(fd)
+    return r
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -357,7 +372,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            gone_creator_owner, nameless_links_size, link_chown_open,
            nameless_link_chmod, nameless_link_truncate,
            nameless_setattr_link, nameless_reader_chmod,
-           link_truncate_other, dir_nlink):
+           link_truncate_other, rename_same_file, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -48,6 +48,8 @@
 #                              failover, which leave it to the handle)
 #   link_truncate_other        truncated and written through another
 #                              name: an open name's stat shows the size
+#   rename_same_file           rename of a name over another name of the
+#                              same file does nothing (both stay)
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
