@@ -470,6 +470,157 @@ static void answer_lseek(int fd, const struct fuse_in_header *in)
 static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
 		   size_t n, bool write);
 
+/*
+ * A directory removed while it is some process's working directory (or
+ * otherwise still known to the kernel) has no path, and libfuse answers
+ * its OPENDIR ESTALE before any operation of ours runs: `ls` in a removed
+ * working directory failed. On a local filesystem the open succeeds and
+ * the directory lists nothing. The hook turns that answer into an open
+ * with this handle, which it serves itself (libfuse's directory handles
+ * are its own pointers: this one never reaches it): READDIR and
+ * READDIRPLUS an empty listing, FSYNCDIR and RELEASEDIR success.
+ */
+#define GHOST_DIR_FH UINT64_C(0xfffffffffffffff1)
+
+/* The nodes open through the ghost handle, with how many times (a few:
+ * a working directory removed under a shell). */
+#define GHOST_NODES 32
+static struct {
+	pthread_mutex_t lock;
+	uint64_t node[GHOST_NODES];
+	unsigned opens[GHOST_NODES];
+} ghosts = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Counts an open (@d 1) or a release (-1) of @nodeid; false when an open
+ * finds no room (its OPENDIR stays ESTALE). */
+static bool ghost_count(uint64_t nodeid, int d)
+{
+	int free_slot = -1;
+	bool ok = false;
+
+	pthread_mutex_lock(&ghosts.lock);
+	for (int i = 0; i < GHOST_NODES && !ok; i++) {
+		if (ghosts.opens[i] && ghosts.node[i] == nodeid) {
+			ghosts.opens[i] = (unsigned)((int)ghosts.opens[i] + d);
+			ok = true;
+		} else if (!ghosts.opens[i] && free_slot < 0) {
+			free_slot = i;
+		}
+	}
+	if (!ok && d > 0 && free_slot >= 0) {
+		ghosts.node[free_slot] = nodeid;
+		ghosts.opens[free_slot] = 1;
+		ok = true;
+	}
+	pthread_mutex_unlock(&ghosts.lock);
+	return ok;
+}
+
+static bool ghost_node(uint64_t nodeid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&ghosts.lock);
+	for (int i = 0; i < GHOST_NODES && !found; i++)
+		found = ghosts.opens[i] && ghosts.node[i] == nodeid;
+	pthread_mutex_unlock(&ghosts.lock);
+	return found;
+}
+
+/* GETATTR of a ghost node (fstat of the open directory, which `ls` and
+ * fdopendir ask for): a directory with no links left. Its mode and owner
+ * went with it (no path to ask): the mount's defaults, 0755. */
+static void answer_ghost_getattr(int fd, const struct fuse_in_header *in)
+{
+	struct {
+		struct fuse_out_header out;
+		struct fuse_attr_out attr;
+	} r;
+
+	memset(&r, 0, sizeof(r));
+	r.out.len = sizeof(r);
+	r.out.unique = in->unique;
+	r.attr.attr.ino = in->nodeid;
+	r.attr.attr.mode = S_IFDIR | 0755;
+	r.attr.attr.nlink = 0;
+	r.attr.attr.uid = (uint32_t)hook_fs->uid;
+	r.attr.attr.gid = (uint32_t)hook_fs->gid;
+	r.attr.attr.blksize = 4096;
+	/* a failed write means the request is gone (interrupted) */
+	if (write(fd, &r, sizeof(r)) < 0)
+		return;
+}
+
+/* Answers a request on the ghost directory handle (or its node's
+ * GETATTR); true when @in was one (then answered, and not passed on). */
+static bool answer_ghost_dir(int fd, const struct fuse_in_header *in, size_t n)
+{
+	struct fuse_out_header out = {.len = sizeof(out), .unique = in->unique};
+	uint64_t fh;
+
+	if (in->opcode == FUSE_GETATTR) {
+		if (!ghost_node(in->nodeid))
+			return false;
+		answer_ghost_getattr(fd, in);
+		return true;
+	}
+	switch (in->opcode) {
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+	case FUSE_RELEASEDIR:
+	case FUSE_FSYNCDIR:
+		/* fh is the first field of fuse_read_in, fuse_release_in
+		 * and fuse_fsync_in */
+		if (n < sizeof(*in) + sizeof(fh))
+			return false;
+		memcpy(&fh, in + 1, sizeof(fh));
+		if (fh != GHOST_DIR_FH)
+			return false;
+		if (in->opcode == FUSE_RELEASEDIR)
+			(void)ghost_count(in->nodeid, -1);
+		break;
+	default:
+		return false;
+	}
+	/* a failed write means the request is gone (interrupted) */
+	if (write(fd, &out, sizeof(out)) < 0)
+		return true;
+	return true;
+}
+
+static ssize_t iov_len_total(const struct iovec *iov, int count)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < count; i++)
+		n += iov[i].iov_len;
+	return (ssize_t)n;
+}
+
+/* The reply to the current OPENDIR: ESTALE (a removed directory, libfuse
+ * found no path for it) becomes an open of the ghost handle. True when it
+ * was written here. */
+static bool ghost_opendir(int fd, const struct iovec *iov, int count)
+{
+	struct {
+		struct fuse_out_header out;
+		struct fuse_open_out open;
+	} r;
+
+	if (!iov_at(iov, count, 0, &r.out, sizeof(r.out), false) ||
+	    r.out.unique != cur.unique || r.out.error != -ESTALE ||
+	    !ghost_count(cur.nodeid, 1))
+		return false;
+	memset(&r.open, 0, sizeof(r.open));
+	r.open.fh = GHOST_DIR_FH;
+	r.out.len = sizeof(r);
+	r.out.error = 0;
+	if (write(fd, &r, sizeof(r)) < 0) {
+		/* interrupted: nothing holds the handle */
+	}
+	return true;
+}
+
 /* Names of the opcodes counted (linux/fuse.h's numbers), for metrics. */
 static const char *const opcode_names[SMUXFS_FUSE_OPCODES] = {
 	[FUSE_LOOKUP] = "lookup",
@@ -677,9 +828,12 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 		n = read(fd, buf, len);
 		if (n >= (ssize_t)sizeof(*in))
 			count_request(in->opcode);
-		if (n < (ssize_t)sizeof(*in) || in->opcode != FUSE_LSEEK)
+		if (n < (ssize_t)sizeof(*in))
 			break;
-		answer_lseek(fd, in);
+		if (in->opcode == FUSE_LSEEK)
+			answer_lseek(fd, in);
+		else if (!answer_ghost_dir(fd, in, (size_t)n))
+			break;
 	}
 	cur.opcode = 0;
 	cur.orphan = false;
@@ -948,6 +1102,10 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		note_open(iov, count);
 	else if (cur.opcode == FUSE_INIT)
 		ask_killpriv_v2(iov, count);
+	else if (cur.opcode == FUSE_OPENDIR && ghost_opendir(fd, iov, count)) {
+		time_request(iov, count);
+		return iov_len_total(iov, count);
+	}
 	patch_inos(iov, count);
 	time_request(iov, count);
 	return writev(fd, iov, count);

@@ -10,6 +10,7 @@ does, not what this file says."""
 import errno
 import os
 import stat
+import subprocess
 import sys
 
 D = sys.argv[1]
@@ -357,6 +358,27 @@ def rename_same_file():
     return r
 
 
+def removed_cwd():
+    # `ls` in a working directory that was removed: the open succeeds and
+    # lists nothing, fstat shows no links (libfuse answered ESTALE)
+    os.mkdir(p("cw"))
+    old = os.getcwd()
+    os.chdir(p("cw"))
+    try:
+        os.rmdir(p("cw"))
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        r = "%s %d %s" % (os.listdir(fd), os.fstat(fd).st_nlink,
+                          stat.S_ISDIR(os.fstat(fd).st_mode))
+        os.fsync(fd)
+        os.close(fd)
+        ls = subprocess.run(["ls", "-a"], capture_output=True, text=True)
+        r += " ls %d %r" % (ls.returncode, ls.stdout)
+        r += " " + res(lambda: open("f", "w"))
+    finally:
+        os.chdir(old)
+    return r
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -372,7 +394,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            gone_creator_owner, nameless_links_size, link_chown_open,
            nameless_link_chmod, nameless_link_truncate,
            nameless_setattr_link, nameless_reader_chmod,
-           link_truncate_other, rename_same_file, dir_nlink):
+           link_truncate_other, rename_same_file, removed_cwd, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

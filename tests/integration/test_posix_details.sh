@@ -50,6 +50,9 @@
 #                              name: an open name's stat shows the size
 #   rename_same_file           rename of a name over another name of the
 #                              same file does nothing (both stay)
+#   removed_cwd                a working directory removed: opening it
+#                              succeeds, it lists nothing (ls too), fstat
+#                              shows nlink 0
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.
