@@ -555,6 +555,10 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* @key was given another name (link): the writers of both change one
+ * stored file, so an open file of @key reads back that file, never a
+ * copy of its own writes (smux_writer_shared). No-op when not open. */
+void smuxfs_ofile_shared(struct smuxfs *fs, const char *key);
 /* True when a file other than @key is open (cheap: the table only). */
 bool smuxfs_ofile_open_besides(struct smuxfs *fs, const char *key);
 /* @a was applied to the file @key names, of identity @file_id: its other

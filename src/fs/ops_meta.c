@@ -1231,6 +1231,8 @@ int smuxfs_link(const char *from, const char *to)
 		return smuxfs_errno(&err, "link", tkey);
 	smuxfs_etag_forget(fs, fkey);
 	smuxfs_ofile_forget_seen(fs, fkey); /* its link count */
+	/* the new name's writers change what the open one writes */
+	smuxfs_ofile_shared(fs, fkey);
 	/* an open descriptor of the file whose name is gone counts it */
 	smuxfs_fnode_linked(fs, info.file_id);
 	/* the kernel knows the old name as its own inode (use_ino = 0): its
