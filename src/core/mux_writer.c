@@ -667,11 +667,15 @@ static int mw_setattr(struct smux_writer *w, const struct smux_setattr *a)
 
 /* The single target's spool is a copy another name's writer would not
  * change; each live member writer is told too (a nested mux keeps its
- * own). A failed one's stuck call may hold its lock: it is passed by. */
+ * own). A failed one's stuck call may hold its lock: it is passed by. A
+ * writer not in place changes a copy of its own, which no other name's
+ * writer touches: nothing changes. */
 static void mw_shared(struct smux_writer *w)
 {
 	struct smux__mux_writer *mw = mw_of(w);
 
+	if (!mw->object)
+		return;
 	if (!mw->fanout)
 		smux__mw_single_shared(mw);
 	for (unsigned i = 0; i < mw->n; i++) {
@@ -716,6 +720,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	child.depth = ctx->depth + 1;
 	mw->mux = mux;
+	mw->object = flags & SMUX_WRITER_INPLACE;
 	mw->fanout =
 		mux->mode == SMUX_MODE_SHIELD || mux->mode == SMUX_MODE_MIRROR;
 	rc = smux_writer_init(&mw->base, &mux_writer_ops, b, key);

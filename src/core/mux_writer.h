@@ -51,6 +51,9 @@ struct smux__mux_writer {
 	/* fan-out: the writer makes the whole content (opened truncating or
 	 * truncated to 0), not an edit of each replica's old copy */
 	bool whole;
+	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
+	 * change the object itself */
+	bool object;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */
