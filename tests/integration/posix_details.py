@@ -404,6 +404,29 @@ def link_other_writer():
     return " ".join(r + [cat("ow1")])
 
 
+def nameless_other_chown():
+    # a file of two names open through one, which is then unlinked, its
+    # descriptor's fchown kept: a chown and chmod through the other name
+    # show in fstat of the descriptor (posix_diff seed 12, step 440); a
+    # reader beside a writer, and alone
+    r = []
+    for writer in (True, False):
+        two_names("oc1", "oc2", 100)
+        w = os.open(p("oc1"), os.O_WRONLY) if writer else None
+        rd = os.open(p("oc1"), os.O_RDONLY)
+        os.unlink(p("oc1"))
+        os.fchown(rd, 65534, 65534)
+        os.chown(p("oc2"), 0, -1)
+        os.chmod(p("oc2"), 0o604)
+        st = os.fstat(rd)
+        r.append("%d:%d %o" % (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)))
+        if w is not None:
+            os.close(w)
+        os.close(rd)
+        os.unlink(p("oc2"))
+    return " ".join(r)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -420,7 +443,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            nameless_link_chmod, nameless_link_truncate,
            nameless_setattr_link, nameless_reader_chmod,
            link_truncate_other, rename_same_file, removed_cwd, link_other_writer,
-           dir_nlink):
+           nameless_other_chown, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue
