@@ -531,6 +531,13 @@ struct smux_writer_ops {
 	 * once its name is gone (fchmod of an unlinked file that keeps
 	 * other names). NULL: -ENOTSUP. */
 	int (*setattr)(struct smux_writer *w, const struct smux_setattr *a);
+	/* The object has another name now (a hard link), through which
+	 * another writer may change it: from here on what this one reads
+	 * back is the object as it is, never a copy of its own changes (a
+	 * mux writer of one target drops its spool: it reads its member
+	 * and can no longer move). Optional (NULL: the kind keeps no copy
+	 * of its own). */
+	void (*shared)(struct smux_writer *w);
 };
 
 /* A pending object. Kinds embed this first. `key` is owned by the writer. */
@@ -615,6 +622,9 @@ int smux_writer_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 		       struct smux_error *err);
 /* Aborts what is not committed and frees @w; NULL is a no-op. */
 void smux_writer_close(struct smux_writer *w);
+/* smux_writer_ops.shared: @w's object has several names. NULL is a
+ * no-op, as is a kind without the method. Cannot fail. */
+void smux_writer_shared(struct smux_writer *w);
 
 /* ---- readers ---- */
 

@@ -801,6 +801,12 @@ static void faultyb_wclose(struct smux_writer *w)
 	free(fw);
 }
 
+/* Cannot fail, so no fault applies. */
+static void faultyb_wshared(struct smux_writer *w)
+{
+	smux_writer_shared(faultyb_writer_of(w)->inner);
+}
+
 static const struct smux_writer_ops faultyb_writer_ops = {
 	.pwrite = faultyb_wpwrite,
 	.pread = faultyb_wpread,
@@ -809,6 +815,7 @@ static const struct smux_writer_ops faultyb_writer_ops = {
 	.size = faultyb_wsize,
 	.commit = faultyb_wcommit,
 	.close = faultyb_wclose,
+	.shared = faultyb_wshared,
 };
 
 static int faultyb_writer_open(struct smux_backend *b,

@@ -907,6 +907,12 @@ void smux_writer_close(struct smux_writer *w)
 		w->ops->close(w);
 }
 
+void smux_writer_shared(struct smux_writer *w)
+{
+	if (w && w->ops->shared)
+		w->ops->shared(w);
+}
+
 /* ---- readers ---- */
 
 void smux_reader_init(struct smux_reader *r, const struct smux_reader_ops *ops,

@@ -665,6 +665,28 @@ static int mw_setattr(struct smux_writer *w, const struct smux_setattr *a)
 	return rc;
 }
 
+/* The single target's spool is a copy another name's writer would not
+ * change; each live member writer is told too (a nested mux keeps its
+ * own). A failed one's stuck call may hold its lock: it is passed by. A
+ * writer not in place changes a copy of its own, which no other name's
+ * writer touches: nothing changes. */
+static void mw_shared(struct smux_writer *w)
+{
+	struct smux__mux_writer *mw = mw_of(w);
+
+	if (!mw->object)
+		return;
+	if (!mw->fanout)
+		smux__mw_single_shared(mw);
+	for (unsigned i = 0; i < mw->n; i++) {
+		if (!smux__mw_live(mw, i))
+			continue;
+		pthread_mutex_lock(&mw->s[i]->lock);
+		smux_writer_shared(mw->s[i]->w);
+		pthread_mutex_unlock(&mw->s[i]->lock);
+	}
+}
+
 static const struct smux_writer_ops mux_writer_ops = {
 	.pwrite = mw_pwrite,
 	.pread = mw_pread,
@@ -675,6 +697,7 @@ static const struct smux_writer_ops mux_writer_ops = {
 	.close = mw_close,
 	.stat = mw_stat,
 	.setattr = mw_setattr,
+	.shared = mw_shared,
 };
 
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -697,6 +720,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	child.depth = ctx->depth + 1;
 	mw->mux = mux;
+	mw->object = flags & SMUX_WRITER_INPLACE;
 	mw->fanout =
 		mux->mode == SMUX_MODE_SHIELD || mux->mode == SMUX_MODE_MIRROR;
 	rc = smux_writer_init(&mw->base, &mux_writer_ops, b, key);

@@ -51,6 +51,9 @@ struct smux__mux_writer {
 	/* fan-out: the writer makes the whole content (opened truncating or
 	 * truncated to 0), not an edit of each replica's old copy */
 	bool whole;
+	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
+	 * change the object itself */
+	bool object;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */
@@ -145,6 +148,9 @@ int smux__mw_single_commit(struct smux__mux_writer *mw,
 			   struct smux_info *info, struct smux_error *err);
 /* Closes the spool (the writers are mux_writer.c's). */
 void smux__mw_single_release(struct smux__mux_writer *mw);
+/* The object has several names (smux_writer_ops.shared): the spool is
+ * dropped, reads and a move no longer rely on it. */
+void smux__mw_single_shared(struct smux__mux_writer *mw);
 /* Test hook (caller-local errors): when set, the spool's copy into a new
  * member writer reads the spool through it (bytes or -errno), so a test
  * can fail that local read. NULL in production. */

@@ -150,6 +150,12 @@ static void spool_start(struct smux__mux_writer *mw, unsigned flags)
 	    (mw->size > SPOOL_BASE_MAX ||
 	     ((flags & SMUX_WRITER_INPLACE) && mw->size > 0)))
 		return;
+	/* a file of several names in place: the writers of its other
+	 * names change it too, which a copy would not see (as after
+	 * smux__mw_single_shared) */
+	if ((flags & SMUX_WRITER_INPLACE) && mw->base.has_info &&
+	    mw->base.info.nlink > 1)
+		return;
 	mw->spool = smux_tmpfile(mw->mux->base.name, "writer spool", &e);
 	if (mw->spool < 0) {
 		mw->spool = -1;
@@ -847,6 +853,11 @@ out:
 	if (sticky)
 		smux__sticky_gate_leave(mux, &g);
 	return (int)rc;
+}
+
+void smux__mw_single_shared(struct smux__mux_writer *mw)
+{
+	spool_drop(mw);
 }
 
 void smux__mw_single_release(struct smux__mux_writer *mw)

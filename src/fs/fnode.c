@@ -368,6 +368,41 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
 	return rc;
 }
 
+bool smuxfs_fnode_nameless(struct smuxfs *fs)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	bool found = false;
+
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; t->listed && !found && b < SMUXFS_FNODE_BUCKETS;
+	     b++)
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !found;
+		     fh = fh->nnext)
+			found = fh->gone.init && fh->gone.file_id &&
+				fh->gone.links > 0;
+	pthread_mutex_unlock(&t->lock);
+	return found;
+}
+
+void smuxfs_fnode_links_changed(struct smuxfs *fs, uint64_t file_id,
+				const struct smux_setattr *attr)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct timespec now;
+
+	if (!file_id)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; t->listed && b < SMUXFS_FNODE_BUCKETS; b++)
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext)
+			if (fh->gone.init && fh->gone.file_id == file_id)
+				gone_set(&fh->gone, attr,
+					 (int64_t)now.tv_sec * 1000000000 +
+						 now.tv_nsec);
+	pthread_mutex_unlock(&t->lock);
+}
+
 /* True when an open handle of @nodeid lost its name. */
 static bool fnode_orphaned(struct smuxfs *fs, uint64_t nodeid)
 {

@@ -555,6 +555,10 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* @key was given another name (link): the writers of both change one
+ * stored file, so an open file of @key reads back that file, never a
+ * copy of its own writes (smux_writer_shared). No-op when not open. */
+void smuxfs_ofile_shared(struct smuxfs *fs, const char *key);
 /* True when a file other than @key is open (cheap: the table only). */
 bool smuxfs_ofile_open_besides(struct smuxfs *fs, const char *key);
 /* @a was applied to the file @key names, of identity @file_id: its other
@@ -733,6 +737,14 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 /* After a link of a file of identity @file_id succeeded: its nameless
  * open handles count one more name. */
 void smuxfs_fnode_linked(struct smuxfs *fs, uint64_t file_id);
+/* Whether an open handle lost its name while its file kept others (hard
+ * links): a change through those names concerns it. */
+bool smuxfs_fnode_nameless(struct smuxfs *fs);
+/* After a chmod, chown or utimens @attr of the file of identity @file_id
+ * through a name: its nameless open handles show it (what they set
+ * themselves before is no longer what the file has). */
+void smuxfs_fnode_links_changed(struct smuxfs *fs, uint64_t file_id,
+				const struct smux_setattr *attr);
 /* True when smuxfs_fnode_unlinked of @key has work for what the name
  * was: a FILE handle of that name is open, or a nameless one counts the
  * names its file has left. An unlink or rename looks the name up first

@@ -1074,6 +1074,19 @@ void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key)
 	ofile_unref(fs, of);
 }
 
+void smuxfs_ofile_shared(struct smuxfs *fs, const char *key)
+{
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+
+	if (!of)
+		return;
+	pthread_mutex_lock(&of->lock);
+	if (!of->open_rc)
+		smux_writer_shared(of->w); /* NULL (staged): no-op */
+	pthread_mutex_unlock(&of->lock);
+	ofile_unref(fs, of);
+}
+
 void smuxfs_ofile_set_seen(struct smuxfs_ofile *of, unsigned gen,
 			   const struct smux_info *info)
 {

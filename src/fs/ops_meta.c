@@ -802,29 +802,34 @@ static int setattr_orphan(struct smuxfs *fs, struct smux_setattr *attr)
 }
 
 /* A file of several names changed: its other open names show it (their
- * open files report from what they hold). Trees with hard links only. */
+ * open files report from what they hold), and so do its descriptors whose
+ * name is gone (what they keep of their own). Trees with hard links
+ * only. */
 static void links_changed(struct smuxfs *fs, const char *key,
 			  const struct smux_setattr *attr)
 {
+	struct smux_setattr a = *attr;
 	struct smux_info info;
-	bool is_dir;
+	bool open, nameless, is_dir;
 
+	if (!(smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
+		return;
 	/* no other open file: nothing to tell, no lookup (chmod -R) */
-	if (!(smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK) ||
-	    !smuxfs_ofile_open_besides(fs, key) ||
-	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir ||
-	    info.nlink <= 1)
+	open = smuxfs_ofile_open_besides(fs, key);
+	nameless = smuxfs_fnode_nameless(fs);
+	if ((!open && !nameless) ||
+	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir)
 		return;
 	if ((attr->flags & SMUX_SET_OWNER) && !(attr->flags & SMUX_SET_MODE)) {
 		/* a chown clears set-id bits: the mode the file has now */
-		struct smux_setattr a = *attr;
-
 		a.flags |= SMUX_SET_MODE;
 		a.mode = info.mode & 07777;
-		smuxfs_ofile_links_changed(fs, key, info.file_id, &a);
-		return;
 	}
-	smuxfs_ofile_links_changed(fs, key, info.file_id, attr);
+	/* descriptors whose name went (this name may be the file's last) */
+	if (nameless)
+		smuxfs_fnode_links_changed(fs, info.file_id, &a);
+	if (open && info.nlink > 1)
+		smuxfs_ofile_links_changed(fs, key, info.file_id, &a);
 }
 
 /* Applies @attr to what @key is (object or directory marker). @is_file:
@@ -1231,6 +1236,8 @@ int smuxfs_link(const char *from, const char *to)
 		return smuxfs_errno(&err, "link", tkey);
 	smuxfs_etag_forget(fs, fkey);
 	smuxfs_ofile_forget_seen(fs, fkey); /* its link count */
+	/* the new name's writers change what the open one writes */
+	smuxfs_ofile_shared(fs, fkey);
 	/* an open descriptor of the file whose name is gone counts it */
 	smuxfs_fnode_linked(fs, info.file_id);
 	/* the kernel knows the old name as its own inode (use_ino = 0): its

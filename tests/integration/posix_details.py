@@ -379,6 +379,54 @@ def removed_cwd():
     return r
 
 
+def link_other_writer():
+    # a file of two names, open for writing through each: what one
+    # descriptor changes (O_TRUNC, a write) shows through the other name
+    # and its descriptor (posix_diff seed 12, failover)
+    def cat(name):
+        with open(p(name), "rb") as f:
+            return counts(f.read())
+
+    def counts(b):
+        return "%d:%d/%d/%d" % (len(b), b.count(b"a"), b.count(b"b"),
+                                b.count(b"c"))
+
+    fa = os.open(p("ow1"), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fa, b"a" * 3000)
+    os.link(p("ow1"), p("ow2"))
+    fb = os.open(p("ow2"), os.O_RDWR | os.O_TRUNC)
+    os.pwrite(fb, b"b" * 100, 1000)
+    r = [cat("ow1"), counts(os.pread(fa, 10000, 0))]
+    os.pwrite(fa, b"c" * 100, 2000)
+    r += [cat("ow2"), counts(os.pread(fb, 10000, 0))]
+    os.close(fa)
+    os.close(fb)
+    return " ".join(r + [cat("ow1")])
+
+
+def nameless_other_chown():
+    # a file of two names open through one, which is then unlinked, its
+    # descriptor's fchown kept: a chown and chmod through the other name
+    # show in fstat of the descriptor (posix_diff seed 12, step 440); a
+    # reader beside a writer, and alone
+    r = []
+    for writer in (True, False):
+        two_names("oc1", "oc2", 100)
+        w = os.open(p("oc1"), os.O_WRONLY) if writer else None
+        rd = os.open(p("oc1"), os.O_RDONLY)
+        os.unlink(p("oc1"))
+        os.fchown(rd, 65534, 65534)
+        os.chown(p("oc2"), 0, -1)
+        os.chmod(p("oc2"), 0o604)
+        st = os.fstat(rd)
+        r.append("%d:%d %o" % (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)))
+        if w is not None:
+            os.close(w)
+        os.close(rd)
+        os.unlink(p("oc2"))
+    return " ".join(r)
+
+
 def dir_nlink():
     os.mkdir(p("n"))
     os.mkdir(p("n/s"))
@@ -394,7 +442,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            gone_creator_owner, nameless_links_size, link_chown_open,
            nameless_link_chmod, nameless_link_truncate,
            nameless_setattr_link, nameless_reader_chmod,
-           link_truncate_other, rename_same_file, removed_cwd, dir_nlink):
+           link_truncate_other, rename_same_file, removed_cwd, link_other_writer,
+           nameless_other_chown, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -53,6 +53,13 @@
 #   removed_cwd                a working directory removed: opening it
 #                              succeeds, it lists nothing (ls too), fstat
 #                              shows nlink 0
+#   link_other_writer          a file of two names open for writing
+#                              through each: an O_TRUNC and a write
+#                              through one show through the other
+#   nameless_other_chown       chown and chmod through a file's name show
+#                              in fstat of a descriptor whose name (a
+#                              hard link) was unlinked, also after its own
+#                              fchown
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
 # KIND: file (one file backend), mirror or failover of two.

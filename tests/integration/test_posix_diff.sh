@@ -79,10 +79,13 @@ listing() {
 # Not left out, and still found by some seeds of `make check-posix`: the
 # position after an O_APPEND write is the kernel's idea of the size, which
 # can be stale after a truncation through another descriptor (the data
-# lands at the real end; seed 8); a file of two names, one unlinked while
-# open for writing: the other name stops showing later writes (seed 16,
-# every kind; not reduced yet); seed 12 and failover's seed 14 (not
-# analysed yet). And `ls` in a working directory that was removed is
+# lands at the real end; seed 8); rename(2) between two names of one file
+# (hard links) by a user who may not write the source's directory: ext4
+# answers 0 before any permission check (the same inode), the mount
+# EACCES, as each name is its own kernel inode and default_permissions
+# checks the directories first (seed 16, every kind, the unprivileged
+# phase; the kernel's answer, no request reaches the daemon). And `ls` in
+# a working directory that was removed is
 # ESTALE (libfuse fails the OPENDIR before the daemon sees it).
 export SMUX_DIFF_SKIP=${SMUX_DIFF_SKIP-exchange,mkfifo}
 export SMUX_DIFF_TIMES=${SMUX_DIFF_TIMES-0}
