@@ -632,7 +632,7 @@ static struct smuxfs_ofile **table_hold(struct smuxfs *fs, const char *skip,
 		for (struct smuxfs_ofile *o = fs->otable.buckets[b]; o;
 		     o = o->next)
 			cap += !skip || strcmp(o->key, skip) != 0;
-	held = cap ? calloc(cap, sizeof(*held)) : NULL;
+	held = cap ? calloc(cap, sizeof(struct smuxfs_ofile *)) : NULL;
 	for (unsigned b = 0; held && b < SMUXFS_OFILE_BUCKETS; b++)
 		for (struct smuxfs_ofile *o = fs->otable.buckets[b];
 		     o && *n < cap; o = o->next)
