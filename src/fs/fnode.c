@@ -368,7 +368,11 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
 	return rc;
 }
 
-bool smuxfs_fnode_nameless(struct smuxfs *fs)
+/* A handle open under a name that is gone while its file keeps another
+ * name: of the file whose st_ino is @ino (the file id with its top bit
+ * set, which an id may have already: compared as st_ino), or of any file
+ * (@ino 0). */
+static bool nameless_open(struct smuxfs *fs, uint64_t ino)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
 	bool found = false;
@@ -379,9 +383,16 @@ bool smuxfs_fnode_nameless(struct smuxfs *fs)
 		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !found;
 		     fh = fh->nnext)
 			found = fh->gone.init && fh->gone.file_id &&
-				fh->gone.links > 0;
+				fh->gone.links > 0 &&
+				(!ino || (fh->gone.file_id |
+					  SMUXFS_INO_FILE_ID) == ino);
 	pthread_mutex_unlock(&t->lock);
 	return found;
+}
+
+bool smuxfs_fnode_nameless(struct smuxfs *fs)
+{
+	return nameless_open(fs, 0);
 }
 
 void smuxfs_fnode_links_changed(struct smuxfs *fs, uint64_t file_id,
@@ -990,24 +1001,10 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 
 /* A handle of the file whose st_ino is @ino is open under a name that is
  * gone while the file keeps another name: what it writes changes the file
- * that name shows. (st_ino is the file id with its top bit set, which an
- * id may have already: compared as st_ino.) */
+ * that name shows. */
 static bool open_nameless(uint64_t ino)
 {
-	struct smuxfs_fnodes *t = &hook_fs->fnodes;
-	bool found = false;
-
-	pthread_mutex_lock(&t->lock);
-	for (unsigned b = 0; t->listed && !found && b < SMUXFS_FNODE_BUCKETS;
-	     b++)
-		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !found;
-		     fh = fh->nnext)
-			found = fh->gone.init && fh->gone.file_id &&
-				(fh->gone.file_id | SMUXFS_INO_FILE_ID) ==
-					ino &&
-				fh->gone.links > 0;
-	pthread_mutex_unlock(&t->lock);
-	return found;
+	return nameless_open(hook_fs, ino);
 }
 
 /*
