@@ -126,6 +126,8 @@ void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh)
 		fh->nnext = NULL;
 		fh->nlisted = false;
 		t->listed--;
+		if (fh->gone.init)
+			t->gone--;
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -150,6 +152,7 @@ void smuxfs_fnode_free_unreleased(struct smuxfs *fs)
 		t->buckets[b] = NULL;
 	}
 	t->listed = 0;
+	t->gone = 0;
 }
 
 bool smuxfs_fnode_busy(struct smuxfs *fs, const char *key)
@@ -178,12 +181,15 @@ bool smuxfs_fnode_busy(struct smuxfs *fs, const char *key)
 	return busy;
 }
 
-/* The file of @fh lost the name it was opened by; @was: what that name
- * was (NULL unknown). Caller holds fs->fnodes.lock. */
-static void gone_init(struct smuxfs_fh *fh, const struct smux_info *was)
+/* The file of @fh (listed in @t, not gone yet) lost the name it was
+ * opened by; @was: what that name was (NULL unknown). Caller holds
+ * t->lock. */
+static void gone_init(struct smuxfs_fnodes *t, struct smuxfs_fh *fh,
+		      const struct smux_info *was)
 {
 	struct smuxfs_gone *g = &fh->gone;
 
+	t->gone++;
 	memset(g, 0, sizeof(*g));
 	g->init = true;
 	g->uid = SMUX_ID_NONE;
@@ -205,7 +211,7 @@ void smuxfs_fnode_dir_gone(struct smuxfs *fs, struct smuxfs_fh *fh,
 {
 	pthread_mutex_lock(&fs->fnodes.lock);
 	if (fh->nlisted && !fh->gone.init) {
-		gone_init(fh, NULL);
+		gone_init(&fs->fnodes, fh, NULL);
 		if (was) {
 			fh->gone.set |= SMUX_SET_MODE | SMUX_SET_MTIME;
 			fh->gone.mode = was->mode & 07777;
@@ -242,7 +248,7 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 			if (smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
 			    strcmp(k, key) != 0)
 				continue;
-			gone_init(fh, was);
+			gone_init(t, fh, was);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -353,7 +359,7 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
 		if (fh->nodeid != cur.nodeid || !atomic_load(&fh->unlinked))
 			continue;
 		if (!fh->gone.init)
-			gone_init(fh, NULL);
+			gone_init(t, fh, NULL);
 		gone_set(&fh->gone, attr,
 			 (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
 		/* a reader of a file that keeps other names: the file
@@ -371,15 +377,15 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr)
 /* A handle open under a name that is gone while its file keeps another
  * name: of the file whose st_ino is @ino (the file id with its top bit
  * set, which an id may have already: compared as st_ino), or of any file
- * (@ino 0). */
+ * (@ino 0). Asked for every attribute reply of a file: no walk while no
+ * handle's name is gone (t->gone). */
 static bool nameless_open(struct smuxfs *fs, uint64_t ino)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
 	bool found = false;
 
 	pthread_mutex_lock(&t->lock);
-	for (unsigned b = 0; t->listed && !found && b < SMUXFS_FNODE_BUCKETS;
-	     b++)
+	for (unsigned b = 0; t->gone && !found && b < SMUXFS_FNODE_BUCKETS; b++)
 		for (struct smuxfs_fh *fh = t->buckets[b]; fh && !found;
 		     fh = fh->nnext)
 			found = fh->gone.init && fh->gone.file_id &&
@@ -629,8 +635,9 @@ static bool answer_ghost_dir(int fd, const struct fuse_in_header *in, size_t n)
 		return false;
 	}
 	/* a failed write means the request is gone (interrupted) */
-	if (write(fd, &out, sizeof(out)) < 0)
-		return true;
+	if (write(fd, &out, sizeof(out)) < 0) {
+		/* nothing waits for the answer */
+	}
 	return true;
 }
 
@@ -999,21 +1006,14 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 #define ATTR_OUT_INO \
 	(offsetof(struct fuse_attr_out, attr) + offsetof(struct fuse_attr, ino))
 
-/* A handle of the file whose st_ino is @ino is open under a name that is
- * gone while the file keeps another name: what it writes changes the file
- * that name shows. */
-static bool open_nameless(uint64_t ino)
-{
-	return nameless_open(hook_fs, ino);
-}
-
 /*
  * A file with more than one name is another kernel inode under each name:
  * its attributes are not cached (valid for 0 s), so the link count after
  * an rm of another name, and the size and mtime after a write through
  * another name, show at once; so are those of a file's last name while a
- * handle of a name it lost is open (it writes to the same file). @attr: the byte offset of the reply's
- * struct fuse_attr, @valid and @nsec of its validity.
+ * handle of a name it lost is open (it writes to the same file). @attr:
+ * the byte offset of the reply's struct fuse_attr, @valid and @nsec of
+ * its validity.
  */
 static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 			    size_t valid, size_t nsec)
@@ -1029,7 +1029,8 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 		    sizeof(ino), false) ||
 	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
 		    &nlink, sizeof(nlink), false) ||
-	    !(ino & SMUXFS_INO_FILE_ID) || (nlink < 2 && !open_nameless(ino)))
+	    !(ino & SMUXFS_INO_FILE_ID) ||
+	    (nlink < 2 && !nameless_open(hook_fs, ino)))
 		return;
 uncached:
 	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);

@@ -152,6 +152,7 @@ struct smuxfs_fnodes {
 				 nodeid, nnext, nlisted and gone */
 	struct smuxfs_fh *buckets[SMUXFS_FNODE_BUCKETS];
 	unsigned listed; /* handles in buckets[] (under lock) */
+	unsigned gone;	 /* of those, whose name went (gone.init) */
 	/* the kernel leaves clearing set-id bits to the daemon
 	 * (FUSE_HANDLE_KILLPRIV_V2, set by the hook at INIT) */
 	atomic_bool killpriv_v2;
