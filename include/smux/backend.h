@@ -538,6 +538,14 @@ struct smux_writer_ops {
 	 * and can no longer move). Optional (NULL: the kind keeps no copy
 	 * of its own). */
 	void (*shared)(struct smux_writer *w);
+	/* Optional, for a writer in place on one copy that cannot move: a
+	 * descriptor (O_RDWR, owned by the writer, valid while it is open)
+	 * of the file it writes, through which the kernel may read and
+	 * write the file directly (FUSE passthrough, src/fs/passthrough.c)
+	 * exactly as this writer's pwrite would. The writer then counts its
+	 * file as changed behind its back (its size is the file's). NULL,
+	 * or -1: no such descriptor. */
+	int (*passthrough_fd)(struct smux_writer *w);
 };
 
 /* A pending object. Kinds embed this first. `key` is owned by the writer. */
@@ -625,6 +633,9 @@ void smux_writer_close(struct smux_writer *w);
 /* smux_writer_ops.shared: @w's object has several names. NULL is a
  * no-op, as is a kind without the method. Cannot fail. */
 void smux_writer_shared(struct smux_writer *w);
+/* smux_writer_ops.passthrough_fd: the descriptor, or -1 (also for a kind
+ * without the method). */
+int smux_writer_passthrough_fd(struct smux_writer *w);
 
 /* ---- readers ---- */
 

@@ -245,6 +245,15 @@ static int inplace_setattr(struct smux_writer *w, const struct smux_setattr *a)
 	return iw ? smux__file_fsetattr(iw->fd, a) : -EBADF;
 }
 
+/* Its descriptor: the file itself, which the kernel may write directly
+ * as pwrite would (sizes and times are always the file's, fstat). */
+static int inplace_passthrough_fd(struct smux_writer *w)
+{
+	struct fileb_inplace *iw = inplace_from(w);
+
+	return iw ? iw->fd : -1;
+}
+
 static void inplace_close(struct smux_writer *w)
 {
 	struct fileb_inplace *iw = inplace_from(w);
@@ -269,6 +278,7 @@ static const struct smux_writer_ops inplace_ops = {
 	.close = inplace_close,
 	.stat = inplace_stat,
 	.setattr = inplace_setattr,
+	.passthrough_fd = inplace_passthrough_fd,
 };
 
 /* Opens the file @name of @iw->dirfd: created when absent (0600 until

@@ -880,6 +880,11 @@ int smux_writer_setattr(struct smux_writer *w, const struct smux_setattr *a)
 	return w && w->ops->setattr ? w->ops->setattr(w, a) : -ENOTSUP;
 }
 
+int smux_writer_passthrough_fd(struct smux_writer *w)
+{
+	return w && w->ops->passthrough_fd ? w->ops->passthrough_fd(w) : -1;
+}
+
 uint64_t smux_writer_size(struct smux_writer *w)
 {
 	return w->ops->size(w);

@@ -568,8 +568,20 @@ static long mw_pread(struct smux_writer *w, void *buf, size_t len, uint64_t off,
 
 static uint64_t mw_size(struct smux_writer *w)
 {
-	/* never asks a member: one may be stuck holding its writer */
-	return mw_of(w)->size;
+	struct smux__mux_writer *mw = mw_of(w);
+	struct smux__mw_sub *s;
+
+	/* never waits on a member: one may be stuck holding its writer.
+	 * Written behind our back (passthrough): the member's size, when
+	 * no call holds its writer. */
+	if (mw->behind && smux__mw_live(mw, 0)) {
+		s = mw->s[0];
+		if (pthread_mutex_trylock(&s->lock) == 0) {
+			mw->size = smux_writer_size(s->w);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	return mw->size;
 }
 
 static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
@@ -687,6 +699,31 @@ static void mw_shared(struct smux_writer *w)
 	}
 }
 
+/*
+ * The single target's descriptor for kernel passthrough, when its writer
+ * can never move (no spool: nothing to copy to another member, so every
+ * write would go to this member's file as it is anyway) and no call holds
+ * it. From then on the pending size is the member's (mw_size asks it).
+ */
+static int mw_passthrough_fd(struct smux_writer *w)
+{
+	struct smux__mux_writer *mw = mw_of(w);
+	struct smux__mw_sub *s;
+	int fd;
+
+	if (mw->fanout || mw->n != 1 || mw->spool >= 0 || !mw->object ||
+	    !smux__mw_live(mw, 0))
+		return -1;
+	s = mw->s[0];
+	if (pthread_mutex_trylock(&s->lock) != 0)
+		return -1;
+	fd = smux_writer_passthrough_fd(s->w);
+	pthread_mutex_unlock(&s->lock);
+	if (fd >= 0)
+		mw->behind = true;
+	return fd;
+}
+
 static const struct smux_writer_ops mux_writer_ops = {
 	.pwrite = mw_pwrite,
 	.pread = mw_pread,
@@ -698,6 +735,7 @@ static const struct smux_writer_ops mux_writer_ops = {
 	.stat = mw_stat,
 	.setattr = mw_setattr,
 	.shared = mw_shared,
+	.passthrough_fd = mw_passthrough_fd,
 };
 
 int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,

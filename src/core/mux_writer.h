@@ -54,6 +54,9 @@ struct smux__mux_writer {
 	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
 	 * change the object itself */
 	bool object;
+	/* the single target's file is written behind the writer (its
+	 * descriptor given for kernel passthrough, mw_passthrough_fd) */
+	bool behind;
 	/* the single target only: */
 	struct smux_error lost; /* why n == 0 */
 	int spool;		/* -1 when none */

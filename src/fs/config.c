@@ -40,6 +40,7 @@ static const struct smux__cfg_keydef mount_keys[SMUX__MK_COUNT] = {
 	[SMUX__MK_READ_AHEAD] = {"read_ahead", SMUX__VT_SIZE},
 	[SMUX__MK_BACKEND_TIMEOUT] = {"backend_timeout", SMUX__VT_DURATION},
 	[SMUX__MK_XATTR] = {"xattr", SMUX__VT_AUTO},
+	[SMUX__MK_PASSTHROUGH] = {"passthrough", SMUX__VT_AUTO},
 	[SMUX__MK_DELETE_BATCH] = {"delete_batch", SMUX__VT_AUTO},
 	[SMUX__MK_OTLP_ENDPOINT] = {"otlp_endpoint", SMUX__VT_STRING},
 	[SMUX__MK_EVENT_WEBHOOK] = {"event_webhook", SMUX__VT_STRING},
@@ -249,6 +250,9 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->xattr = v[SMUX__MK_XATTR].line
 			   ? (enum smux_fs_auto)v[SMUX__MK_XATTR].i
 			   : SMUX_FS_AUTO;
+	o->passthrough = v[SMUX__MK_PASSTHROUGH].line
+				 ? (enum smux_fs_auto)v[SMUX__MK_PASSTHROUGH].i
+				 : SMUX_FS_AUTO;
 	o->delete_batch =
 		v[SMUX__MK_DELETE_BATCH].line
 			? (enum smux_fs_auto)v[SMUX__MK_DELETE_BATCH].i
@@ -340,6 +344,7 @@ static const struct {
 	{"read_ahead", SMUX__MK_READ_AHEAD, false},
 	{"backend_timeout", SMUX__MK_BACKEND_TIMEOUT, false},
 	{"xattr", SMUX__MK_XATTR, false},
+	{"passthrough", SMUX__MK_PASSTHROUGH, false},
 	{"delete_batch", SMUX__MK_DELETE_BATCH, false},
 	{"uid", SMUX__MK_UID, false},
 	{"gid", SMUX__MK_GID, false},
@@ -421,6 +426,11 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 		rc = smux__cfg_parse_auto(val, &ms, why, len);
 		if (rc == 0)
 			o->xattr = (enum smux_fs_auto)ms;
+		return rc;
+	case SMUX__MK_PASSTHROUGH:
+		rc = smux__cfg_parse_auto(val, &ms, why, len);
+		if (rc == 0)
+			o->passthrough = (enum smux_fs_auto)ms;
 		return rc;
 	case SMUX__MK_DELETE_BATCH:
 		rc = smux__cfg_parse_auto(val, &ms, why, len);

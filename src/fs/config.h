@@ -57,6 +57,11 @@ struct smux_fs_opts {
 	 * ENOSYS once and stops asking), or auto = on when the root can
 	 * keep them (SMUX_CAP_XATTR) */
 	enum smux_fs_auto xattr;
+	/* FUSE passthrough (passthrough.c): the kernel reads and writes a
+	 * file written in place on one copy directly. auto and on: where
+	 * the kernel and the daemon's privileges allow; off: every read and
+	 * write through the daemon (each bounded by backend_timeout) */
+	enum smux_fs_auto passthrough;
 	/* unlinks on object stores acknowledged once queued and sent in
 	 * batches (delq.c): auto = when every backend deletes in batches
 	 * (SMUX_CAP_DEL_MANY), on = on any tree without a local directory

@@ -204,6 +204,8 @@ static void describe_mount(FILE *f, const struct smux_fs_opts *o)
 					       sizeof(a)));
 	if (o->xattr != SMUX_FS_AUTO)
 		fprintf(f, ", xattr %s", auto_name(o->xattr));
+	if (o->passthrough != SMUX_FS_AUTO)
+		fprintf(f, ", passthrough %s", auto_name(o->passthrough));
 	if (o->delete_batch != SMUX_FS_AUTO)
 		fprintf(f, ", delete_batch %s", auto_name(o->delete_batch));
 	if (o->backend_timeout_ms != SMUX_DEFAULT_BACKEND_TIMEOUT_MS)
@@ -296,6 +298,7 @@ static json_t *mount_json(const struct smux_fs_opts *o)
 	     put(j, "read_ahead", size(o->read_ahead)) &&
 	     put(j, "read_cache", json_string(auto_name(o->read_cache))) &&
 	     put(j, "xattr", json_string(auto_name(o->xattr))) &&
+	     put(j, "passthrough", json_string(auto_name(o->passthrough))) &&
 	     put(j, "delete_batch", json_string(auto_name(o->delete_batch))) &&
 	     put(j, "event_webhook",
 		 o->event_webhook ? json_string(o->event_webhook)

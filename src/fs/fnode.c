@@ -519,9 +519,6 @@ static void answer_lseek(int fd, const struct fuse_in_header *in)
 		return;
 }
 
-static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
-		   size_t n, bool write);
-
 /*
  * A directory removed while it is some process's working directory (or
  * otherwise still known to the kernel) has no path, and libfuse answers
@@ -660,7 +657,7 @@ static bool ghost_opendir(int fd, const struct iovec *iov, int count)
 		struct fuse_open_out open;
 	} r;
 
-	if (!iov_at(iov, count, 0, &r.out, sizeof(r.out), false) ||
+	if (!smuxfs_iov_at(iov, count, 0, &r.out, sizeof(r.out), false) ||
 	    r.out.unique != cur.unique || r.out.error != -ESTALE ||
 	    !ghost_count(cur.nodeid, 1))
 		return false;
@@ -745,7 +742,7 @@ static void time_request(const struct iovec *iov, int count)
 	struct fuse_out_header out;
 
 	if (!hook_fs || !cur.read_ns ||
-	    !iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    !smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) ||
 	    out.unique != cur.unique)
 		return;
 	atomic_fetch_add_explicit(
@@ -802,6 +799,7 @@ static void note_kill_suidgid(const struct fuse_in_header *in, size_t n)
 
 	switch (in->opcode) {
 	case FUSE_INIT:
+		smuxfs_pt_init_request(arg, have);
 		init_offers_killpriv_v2 =
 			have >= offsetof(struct fuse_init_in, flags) +
 					sizeof(uint32_t) &&
@@ -857,12 +855,13 @@ static void ask_killpriv_v2(const struct iovec *iov, int count)
 	uint32_t flags;
 
 	if (!init_offers_killpriv_v2 ||
-	    !iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	    !smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) ||
 	    out.unique != cur.unique || out.error != 0 ||
-	    !iov_at(iov, count, at, &flags, sizeof(flags), false))
+	    !smuxfs_iov_at(iov, count, at, &flags, sizeof(flags), false))
 		return;
 	flags |= FUSE_HANDLE_KILLPRIV_V2;
-	if (iov_at(iov, count, at, &flags, sizeof(flags), true) && hook_fs) {
+	if (smuxfs_iov_at(iov, count, at, &flags, sizeof(flags), true) &&
+	    hook_fs) {
 		atomic_store(&hook_fs->fnodes.killpriv_v2, true);
 		smux_log(LOG_INFO, "the kernel leaves clearing setuid/setgid "
 				   "to the daemon (FUSE_HANDLE_KILLPRIV_V2)");
@@ -954,8 +953,11 @@ static void note_open(const struct iovec *iov, int count)
 		oo = &r.open;
 	}
 	fh = (struct smuxfs_fh *)(uintptr_t)oo->fh;
-	if (fh && fh->kind == SMUXFS_FH_FILE)
-		smuxfs_fnode_add(hook_fs, fh, nodeid);
+	if (!fh || fh->kind != SMUXFS_FH_FILE)
+		return;
+	smuxfs_fnode_add(hook_fs, fh, nodeid);
+	smuxfs_pt_open_reply(hook_fs, fh, nodeid, iov, count,
+			     (size_t)((const char *)oo - p));
 }
 
 /* ---- inode numbers in replies ---- */
@@ -963,9 +965,7 @@ static void note_open(const struct iovec *iov, int count)
 /* what libfuse reports as a directory entry's unknown inode number */
 #define FNODE_UNKNOWN_INO 0xffffffffu
 
-/* Copies @n bytes at byte @off of the reply in @iov into @p, or (@write)
- * from @p into the reply. False when the reply is shorter. */
-static bool iov_at(const struct iovec *iov, int count, size_t off, void *p,
+bool smuxfs_iov_at(const struct iovec *iov, int count, size_t off, void *p,
 		   size_t n, bool write)
 {
 	char *b = p;
@@ -995,8 +995,8 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 {
 	uint64_t v;
 
-	if (iov_at(iov, count, off, &v, sizeof(v), false) && v == 0)
-		iov_at(iov, count, off, &to, sizeof(to), true);
+	if (smuxfs_iov_at(iov, count, off, &v, sizeof(v), false) && v == 0)
+		smuxfs_iov_at(iov, count, off, &to, sizeof(to), true);
 }
 
 /* offsets of st_ino in an entry and in GETATTR's attributes */
@@ -1025,16 +1025,16 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 	 * names left (ln, rm of another name), which reach other nodes */
 	if (cur.orphan)
 		goto uncached;
-	if (!iov_at(iov, count, attr + offsetof(struct fuse_attr, ino), &ino,
-		    sizeof(ino), false) ||
-	    !iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
-		    &nlink, sizeof(nlink), false) ||
+	if (!smuxfs_iov_at(iov, count, attr + offsetof(struct fuse_attr, ino),
+			   &ino, sizeof(ino), false) ||
+	    !smuxfs_iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
+			   &nlink, sizeof(nlink), false) ||
 	    !(ino & SMUXFS_INO_FILE_ID) ||
 	    (nlink < 2 && !nameless_open(hook_fs, ino)))
 		return;
 uncached:
-	iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
-	iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
+	smuxfs_iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
+	smuxfs_iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
 }
 
 /* linked_uncached for the entry at byte @off */
@@ -1059,13 +1059,14 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
 		struct fuse_dirent d;
 		uint64_t nodeid = 0;
 
-		if (!iov_at(iov, count, off + dirent, &d, FUSE_NAME_OFFSET,
-			    false))
+		if (!smuxfs_iov_at(iov, count, off + dirent, &d,
+				   FUSE_NAME_OFFSET, false))
 			return;
 		if (plus) {
-			iov_at(iov, count,
-			       off + offsetof(struct fuse_entry_out, nodeid),
-			       &nodeid, sizeof(nodeid), false);
+			smuxfs_iov_at(
+				iov, count,
+				off + offsetof(struct fuse_entry_out, nodeid),
+				&nodeid, sizeof(nodeid), false);
 			if (nodeid) {
 				fill_zero(iov, count, off + ENTRY_INO, nodeid);
 				entry_linked_uncached(iov, count, off);
@@ -1091,7 +1092,7 @@ static void patch_inos(const struct iovec *iov, int count)
 	struct fuse_out_header out;
 	uint64_t nodeid;
 
-	if (!iov_at(iov, count, 0, &out, sizeof(out), false) ||
+	if (!smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) ||
 	    out.unique != cur.unique || out.error != 0)
 		return;
 	switch (cur.opcode) {
@@ -1101,9 +1102,9 @@ static void patch_inos(const struct iovec *iov, int count)
 	case FUSE_MKDIR:
 	case FUSE_SYMLINK:
 	case FUSE_LINK:
-		if (iov_at(iov, count,
-			   h + offsetof(struct fuse_entry_out, nodeid), &nodeid,
-			   sizeof(nodeid), false) &&
+		if (smuxfs_iov_at(iov, count,
+				  h + offsetof(struct fuse_entry_out, nodeid),
+				  &nodeid, sizeof(nodeid), false) &&
 		    nodeid) {
 			fill_zero(iov, count, h + ENTRY_INO, nodeid);
 			entry_linked_uncached(iov, count, h);
@@ -1133,9 +1134,11 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
 		note_open(iov, count);
-	else if (cur.opcode == FUSE_INIT)
+	else if (cur.opcode == FUSE_INIT) {
 		ask_killpriv_v2(iov, count);
-	else if (cur.opcode == FUSE_OPENDIR && ghost_opendir(fd, iov, count)) {
+		smuxfs_pt_init_reply(hook_fs, iov, count);
+	} else if (cur.opcode == FUSE_OPENDIR &&
+		   ghost_opendir(fd, iov, count)) {
 		time_request(iov, count);
 		return iov_len_total(iov, count);
 	}
@@ -1152,5 +1155,6 @@ int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se)
 	};
 
 	hook_fs = fs;
+	fs->pt.devfd = fuse_session_fd(se); /* passthrough.c's ioctls */
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }

@@ -147,6 +147,19 @@ struct smuxfs_rjournal {
 
 struct smuxfs_fh;
 
+/* FUSE passthrough (passthrough.c) */
+#define SMUXFS_PT_BUCKETS 64
+struct smuxfs_pt_node;
+struct smuxfs_passthrough {
+	pthread_mutex_t lock; /* protects bucket[] */
+	bool want;	      /* [mount] passthrough is not off (main.c) */
+	int devfd;	      /* the FUSE device (set with the hook) */
+	atomic_bool on;	      /* the kernel agreed at INIT */
+	atomic_bool warned;   /* a refused backing file was logged */
+	atomic_uint_least64_t opens; /* handles opened in passthrough */
+	struct smuxfs_pt_node *bucket[SMUXFS_PT_BUCKETS];
+};
+
 struct smuxfs_fnodes {
 	pthread_mutex_t lock; /* protects buckets[] and every handle's
 				 nodeid, nnext, nlisted and gone */
@@ -269,6 +282,7 @@ struct smuxfs {
 	struct smuxfs_dirnames *dirnames;   /* dirnames.c; NULL: off */
 	struct smuxfs_delq *delq;	    /* delq.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
+	struct smuxfs_passthrough pt;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
 	/* the config file, absolute (ctl.c's add and reload.c read it
@@ -471,6 +485,16 @@ struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
  * attributes, so a handle may commit at its release instead of at each
  * close (ops_io.c spares the kernel's FLUSH). */
 bool smuxfs_ofile_late(struct smuxfs_ofile *of);
+/* A descriptor of the file @of writes in place on one copy that the
+ * kernel may read and write directly (passthrough.c; a dup the caller
+ * closes), or -1. */
+int smuxfs_ofile_passthrough_fd(struct smuxfs_ofile *of);
+/* The file of @of may have been written behind its writer (through a
+ * passthrough handle): its size as the file has it, its readers told,
+ * and (@dirty: a commit follows) dirty with its times moved, as after a
+ * write through the mount. */
+void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
+				 bool dirty);
 /* Late, and not a file its creator is still writing: its handles may
  * commit at release instead of at each close (fi->noflush). A create
  * commits its mode and owner at close, so that what stat shows once
@@ -677,6 +701,14 @@ struct smuxfs_fh {
 	bool nlisted;
 	struct smuxfs_fh *nnext;
 	struct smuxfs_gone gone; /* FILE: once nameless (fnode.c) */
+	/* FILE (passthrough.c): a descriptor of its file offered for
+	 * passthrough until the reply to its open (pt_has_fd: owned);
+	 * counted under node pt_node once the reply went, in passthrough
+	 * (the kernel reads and writes it without us) when pt_on */
+	int pt_fd;
+	bool pt_has_fd, pt_counted; /* under fs->pt.lock once replied */
+	atomic_bool pt_on;
+	uint64_t pt_node;
 };
 
 /* Puts a clean read-only FILE handle on the readers list (so renames
@@ -728,6 +760,30 @@ void smuxfs_fnode_dir_gone(struct smuxfs *fs, struct smuxfs_fh *fh,
 			   const struct smux_info *was);
 /* Takes @fh off the list (smuxfs_fh_free calls it). */
 void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* Copies @n bytes at byte @off of the reply in @iov into @p, or (@write)
+ * from @p into the reply. False when the reply is shorter. */
+bool smuxfs_iov_at(const struct iovec *iov, int count, size_t off, void *p,
+		   size_t n, bool write);
+
+/* ---- FUSE passthrough (passthrough.c) ---- */
+
+/* The kernel's INIT request (its argument, @have bytes), then libfuse's
+ * reply to it in @iov: asks for passthrough when the kernel offers it. */
+void smuxfs_pt_init_request(const void *arg, size_t have);
+void smuxfs_pt_init_reply(struct smuxfs *fs, const struct iovec *iov,
+			  int count);
+/* The reply to the OPEN or CREATE of FILE handle @fh of node @nodeid,
+ * its struct fuse_open_out at byte @off of @iov: made a passthrough one
+ * when @fh offers a descriptor (fh->pt_fd) or its node is in passthrough,
+ * and the handle counted under its node. Before the kernel has it. */
+void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
+			  uint64_t nodeid, const struct iovec *iov, int count,
+			  size_t off);
+/* @fh is released (smuxfs_fh_free): uncounted, the node's backing file
+ * closed with its last passthrough handle. */
+void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* At unmount. */
+void smuxfs_pt_free(struct smuxfs *fs);
 /* After an unlink of @key or a rename over it succeeded: every listed
  * handle of @key has no name any more. @was: what the name was (its
  * nlink and file_id: the names its file has left, and a nameless file of

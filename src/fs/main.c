@@ -82,6 +82,7 @@ static void usage(FILE *out)
 		"dir_cache_timeout=,\n"
 		"                   cache_size=, read_ahead=,\n"
 		"                   read_cache=auto|on|off, xattr=auto|on|off, "
+		"passthrough=auto|on|off, "
 		"uid=, gid=, umask=,\n"
 		"                   allow_other (turns on "
 		"default_permissions),\n"
@@ -397,6 +398,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->opts = o;
 	pthread_mutex_init(&fs->reload_lock, NULL);
 	pthread_mutex_init(&fs->cfg_lock, NULL);
+	pthread_mutex_init(&fs->pt.lock, NULL);
 	fs->staging_fd = -1;
 	fs->ro = o->ro;
 	staging_env = getenv("SMUXFS_FORCE_STAGING");
@@ -518,6 +520,9 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (fuse_mount(d->fuse, d->mnt))
 		FAIL(EXIT_MOUNT, "cannot mount on %s", d->mnt);
 	d->mounted = true;
+	/* the kernel reads and writes files in place itself (passthrough.c;
+	 * asked for in the INIT reply, which the hook sees) */
+	fs->pt.want = o->passthrough != SMUX_FS_OFF;
 	/* fstat of open files whose name is gone (fnode.c) */
 	if (smuxfs_fnode_hook(fs, fuse_get_session(d->fuse)))
 		FAIL(EXIT_MOUNT, "cannot hook the FUSE channel");
@@ -546,6 +551,7 @@ static void teardown(struct daemon *d)
 	smuxfs_delq_stop(&d->fs);
 	if (d->fs.opts)
 		smuxfs_release_tables(&d->fs);
+	smuxfs_pt_free(&d->fs);
 	smuxfs_rcache_free(d->fs.rcache);
 	smux_backend_unref(d->fs.root);
 	smuxfs_otlp_stop(&d->fs); /* after the last mux: spans end there */

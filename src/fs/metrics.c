@@ -319,6 +319,13 @@ static void put_fuse_requests(FILE *f, struct smuxfs *fs)
 				name[op]);
 			put_value(f, (double)ns[op] / 1e9);
 		}
+	fprintf(f,
+		"# HELP smux_fuse_passthrough_opens_total Opens the kernel "
+		"serves itself, reading and writing the backend file "
+		"(passthrough.c).\n"
+		"# TYPE smux_fuse_passthrough_opens_total counter\n"
+		"smux_fuse_passthrough_opens_total %llu\n",
+		(unsigned long long)atomic_load(&fs->pt.opens));
 }
 
 int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)

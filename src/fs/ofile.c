@@ -701,6 +701,24 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 		ofile_shared_changed(fs, id);
 }
 
+/* The size a lookup saw is no size to report any more (the file was
+ * written where it ended then, or behind us). Caller holds lock. */
+static void ofile_size_unknown_locked(struct smuxfs_ofile *of)
+{
+	of->size_unknown = true;
+	of->seen_gen++;
+}
+
+/* After a write landed: dirty, times moved, and readers of a file stored
+ * as it is written (late: no close commits it soon) see it now, as
+ * readers of a local file do. Caller holds lock. */
+static void ofile_written_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	ofile_changed_locked(of);
+	if (of->late)
+		readers_written(fs, of->key);
+}
+
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {
@@ -724,10 +742,8 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		}
 		/* appended where the file ended then: what a lookup saw
 		 * before is no size to report (and a racing one neither) */
-		if (off == SMUX_OFF_APPEND && of->inplace) {
-			of->size_unknown = true;
-			of->seen_gen++;
-		}
+		if (off == SMUX_OFF_APPEND && of->inplace)
+			ofile_size_unknown_locked(of);
 	} else {
 		if (off == SMUX_OFF_APPEND)
 			off = of->size;
@@ -749,11 +765,7 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (off + len > of->size)
 			of->size = off + len;
 	}
-	ofile_changed_locked(of);
-	/* stored already, and no close commits it soon (late): readers
-	 * see it now, as readers of a local file do */
-	if (of->late)
-		readers_written(fs, of->key);
+	ofile_written_locked(fs, of);
 	n = (long)len;
 out:
 	pthread_mutex_unlock(&of->lock);
@@ -933,6 +945,34 @@ bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)
 	noflush = of->open_rc == 0 && of->late && !of->fresh;
 	pthread_mutex_unlock(&of->lock);
 	return noflush;
+}
+
+int smuxfs_ofile_passthrough_fd(struct smuxfs_ofile *of)
+{
+	int fd = -1;
+
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc == 0 && of->late && of->w && !of->deleted)
+		fd = smux_writer_passthrough_fd(of->w);
+	if (fd >= 0)
+		fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_unlock(&of->lock);
+	return fd < 0 ? -1 : fd;
+}
+
+void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
+				 bool dirty)
+{
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc == 0 && of->w) {
+		ofile_size_unknown_locked(of);
+		if (dirty)
+			ofile_written_locked(fs, of);
+		else if (of->late)
+			readers_written(fs, of->key);
+	}
+	pthread_mutex_unlock(&of->lock);
+	ofile_changed_shared(fs, of);
 }
 
 bool smuxfs_ofile_late(struct smuxfs_ofile *of)
@@ -1693,6 +1733,7 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 		return;
 	smuxfs_eventlog_close(fs, fh);
 	smuxfs_fnode_del(fs, fh);
+	smuxfs_pt_release(fs, fh);
 	if (fh->tracked) {
 		pthread_mutex_lock(&fs->otable.lock);
 		if (fh->rprev)

@@ -71,6 +71,29 @@ static void late_commit(struct smuxfs_fh *fh, struct fuse_file_info *fi)
 	}
 }
 
+/* A writer's handle offers its file to the kernel (passthrough.c decides
+ * at the reply, by the other handles of its node). */
+static void offer_passthrough(struct smuxfs *fs, struct smuxfs_fh *fh)
+{
+	if (!atomic_load(&fs->pt.on))
+		return;
+	fh->pt_fd = smuxfs_ofile_passthrough_fd(fh->of);
+	fh->pt_has_fd = fh->pt_fd >= 0;
+}
+
+/* A handle the kernel wrote through directly (passthrough) may have
+ * changed its file: what a write through the daemon would have noted;
+ * @commits: the caller commits next (flush, fsync, a late release). */
+static void passthrough_wrote(struct smuxfs *fs, struct smuxfs_fh *fh,
+			      bool commits)
+{
+	if (atomic_load(&fh->pt_on) && fh->writable && fh->of) {
+		smuxfs_ofile_written_behind(fs, fh->of, commits);
+		if (commits)
+			atomic_store(&fh->wrote, true);
+	}
+}
+
 /*
  * The ofile of @key (a reference) when it holds content a reader must
  * read from it, else NULL. One written in place on one copy does not:
@@ -177,8 +200,10 @@ int smuxfs_open(const char *path, struct fuse_file_info *fi)
 				       &fh->of);
 		fi->keep_cache = 0;
 		write_only_direct(fi);
-		if (rc == 0)
+		if (rc == 0) {
 			late_commit(fh, fi);
+			offer_passthrough(fs, fh);
+		}
 	} else {
 		/* reads see what a writer has pending */
 		fh->of = pending_of(fs, key);
@@ -239,6 +264,7 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	}
 	write_only_direct(fi);
 	late_commit(fh, fi);
+	offer_passthrough(fs, fh);
 	fi->fh = (uintptr_t)fh;
 	return 0;
 }
@@ -504,6 +530,8 @@ int smuxfs_flush(const char *path, struct fuse_file_info *fi)
 	(void)path;
 	/* only a handle that wrote commits: a reader's close publishes
 	 * nothing and gets no other handle's error */
+	if (fh)
+		passthrough_wrote(smuxfs_get(), fh, true);
 	if (!fh || !fh->of || !atomic_load(&fh->wrote))
 		return 0;
 	return smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
@@ -521,6 +549,7 @@ int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 	(void)datasync;
 	if (!fh || fh->kind != SMUXFS_FH_FILE || fs->ro)
 		return 0;
+	passthrough_wrote(fs, fh, true);
 	if (fh->of)
 		return smuxfs_ofile_commit(fs, fh->of, true);
 	/* A read-only handle (sync FILE): what an earlier close committed
@@ -546,6 +575,10 @@ int smuxfs_release(const char *path, struct fuse_file_info *fi)
 	struct smuxfs *fs = smuxfs_get();
 
 	(void)path;
+	/* a handle that commits at flush did (mmap'ed pages written since
+	 * are the file's already: only the sizes others saw are dropped) */
+	if (fh)
+		passthrough_wrote(fs, fh, fh->late_commit);
 	/* what flush does for the others; a failure is logged there (the
 	 * writes it follows were stored and acknowledged already) */
 	if (fh && fh->late_commit && fh->of && atomic_load(&fh->wrote))

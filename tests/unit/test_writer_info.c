@@ -290,6 +290,70 @@ static void test_one_copy(void **state)
 	}
 }
 
+/* The descriptor a writer hands the kernel for FUSE passthrough: the
+ * file under the key itself, from the in-place file writer and from a
+ * one-member mux's writer (which then takes the file's size as what was
+ * written behind it); none from a staged writer or a mirror's, nor from
+ * a single-target writer that keeps a spool to move with. */
+static void test_passthrough_fd(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct stat a, b;
+	char path[160];
+	struct wt t;
+	int fd;
+
+	(void)state;
+	wt_init(&t, SMUX_MODE_FAILOVER, 1);
+	MH_OK(smux_backend_writer_open(t.file[0], &t.ctx, "f",
+				       SMUX_WRITER_INPLACE, &w, &err),
+	      &err);
+	fd = smux_writer_passthrough_fd(w);
+	assert_true(fd >= 0);
+	snprintf(path, sizeof(path), "%s/m0/f", t.dir);
+	assert_int_equal(fstat(fd, &a), 0);
+	assert_int_equal(stat(path, &b), 0);
+	assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+	smux_writer_close(w);
+
+	/* staged (no SMUX_WRITER_INPLACE): a temp file, never passed */
+	MH_OK(smux_backend_writer_open(t.file[0], &t.ctx, "g", 0, &w, &err),
+	      &err);
+	assert_int_equal(smux_writer_passthrough_fd(w), -1);
+	smux_writer_close(w);
+
+	/* smuxfs's root over one backend */
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f", SMUX_WRITER_INPLACE,
+				       &w, &err),
+	      &err);
+	fd = smux_writer_passthrough_fd(w);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &a), 0);
+	assert_true(a.st_ino == b.st_ino);
+	assert_int_equal(pwrite(fd, "behind", 6, 0), 6);
+	assert_int_equal(smux_writer_size(w), 6);
+	smux_writer_close(w);
+	wt_release(&t);
+
+	/* a mirror: two files; a failover of two creating: a spool */
+	wt_init(&t, SMUX_MODE_MIRROR, 2);
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f", SMUX_WRITER_INPLACE,
+				       &w, &err),
+	      &err);
+	assert_int_equal(smux_writer_passthrough_fd(w), -1);
+	smux_writer_close(w);
+	wt_release(&t);
+	wt_init(&t, SMUX_MODE_FAILOVER, 2);
+	MH_OK(smux_backend_writer_open(t.mux, &t.ctx, "f",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_TRUNC,
+				       &w, &err),
+	      &err);
+	assert_int_equal(smux_writer_passthrough_fd(w), -1);
+	smux_writer_close(w);
+	wt_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -300,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_mirror_has_no_info),
 		cmocka_unit_test(test_writer_dir_group),
 		cmocka_unit_test(test_writer_existing),
+		cmocka_unit_test(test_passthrough_fd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
