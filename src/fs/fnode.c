@@ -479,6 +479,31 @@ int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 	return rc;
 }
 
+int smuxfs_fnode_behind(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	int rc = -ENOENT;
+
+	*of = NULL;
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(cur.nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid != cur.nodeid || fh->kind != SMUXFS_FH_FILE)
+			continue;
+		if (fh->of) {
+			*of = smuxfs_ofile_hold(fs, fh->of);
+			rc = 0;
+			break;
+		}
+		if (rc != 0 && fh->reader && fh->reader->live &&
+		    smux_reader_stat(fh->reader, info) == 0)
+			rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
 struct smuxfs_ofile *smuxfs_fnode_ofile(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;

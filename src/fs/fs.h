@@ -833,6 +833,14 @@ int smuxfs_fnode_setattr(struct smuxfs *fs, const struct smux_setattr *attr);
  */
 int smuxfs_fnode_orphan(struct smuxfs *fs, struct smuxfs_ofile **of,
 			struct smux_info *info);
+/* In a getattr whose name was not found: the file of the current
+ * request's node is open all the same (moved or removed behind the mount,
+ * or a rename through it not yet seen by the handle). 0 with *@of set (a
+ * reference) when a handle has pending content, else 0 with @info from a
+ * live reader (a local file: fstat of its descriptor); -ENOENT when no
+ * handle of the node can say. */
+int smuxfs_fnode_behind(struct smuxfs *fs, struct smuxfs_ofile **of,
+			struct smux_info *info);
 /* The pending content (an ofile, with a reference) of another handle of
  * @fh's kernel node, or NULL: a reader whose file lost its name reads
  * what a writer of that file wrote, as descriptors of one inode do. */

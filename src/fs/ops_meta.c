@@ -118,6 +118,34 @@ static int getattr_orphan(struct smuxfs *fs, struct stat *st)
 	return 0;
 }
 
+/* The attributes of an open file whose name went (@info: fstat of its
+ * descriptor, the names it has left included). */
+static int fill_behind(struct smuxfs *fs, const struct smux_info *info,
+		       struct stat *st)
+{
+	smuxfs_fill_stat(fs, st, false, info);
+	st->st_nlink = info->nlink;
+	return 0;
+}
+
+/* fstat (GETATTR by path) of an open file whose name is not found: what
+ * its open handles know (smuxfs_fnode_behind), else ENOENT. */
+static int getattr_behind(struct smuxfs *fs, struct stat *st)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	if (smuxfs_fnode_behind(fs, &of, &info) != 0)
+		return -ENOENT;
+	if (of) {
+		rc = getattr_ofile(fs, of, NULL, NULL, st);
+		smuxfs_ofile_release(fs, of);
+		return rc;
+	}
+	return fill_behind(fs, &info, st);
+}
+
 /*
  * The root's link count as a local directory's: 2, its subdirectories and
  * .smux, where the tree can count them (a local directory: statfs of the
@@ -179,6 +207,11 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
+		/* its name went behind the mount (or in a rename racing
+		 * this handle's open): a local reader still has its file */
+		if (rc == -ENOENT && fh->reader && fh->reader->live &&
+		    smux_reader_stat(fh->reader, &info) == 0)
+			return fill_behind(fs, &info, st);
 	} else {
 		if (!path && fi && !fh)
 			return getattr_orphan(fs, st);
@@ -190,6 +223,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		if (rc)
 			return rc;
 		rc = smuxfs_lookup(fs, key, is_root, &is_dir, &info);
+		if (rc == -ENOENT && !is_root)
+			return getattr_behind(fs, st);
 	}
 	if (rc)
 		return rc;

@@ -214,6 +214,31 @@ wait "$tailpid" 2>/dev/null || true
 expect "tail -f saw" "$(tr '\n' ' ' <"$T/tail.out")" "line 1 line 2 line 3 line 4 "
 expect "tail -f said" "$(cat "$T/tail.err")" ""
 
+if [ "$KIND" = file ]; then
+	# another program renames the file in the backend directory and
+	# removes it: the name the daemon knows is gone, the file is not
+	log "file: a reader whose file is moved and removed behind the mount"
+	echo start >"$m/moved"
+	python3 -c '
+import os, sys
+m, a = sys.argv[1], sys.argv[2]
+fd = os.open(m + "/moved", os.O_RDONLY)
+assert os.read(fd, 100) == b"start\n"
+os.rename(a + "/moved", a + "/moved2")
+with open(a + "/moved2", "a") as f:
+    f.write("more\n")
+st = os.fstat(fd)
+assert st.st_size == 11, "fstat after the move: %r" % (st,)
+os.unlink(a + "/moved2")
+# past the size the kernel knew: it asks the size (GETATTR, the handle)
+got = os.pread(fd, 100, 0)
+assert got == b"start\nmore\n", got
+st = os.fstat(fd)
+assert st.st_size == 11 and st.st_nlink == 0, "fstat after rm: %r" % (st,)
+os.close(fd)
+' "$m" "$A" || fail "file: a reader lost its file moved behind the mount"
+fi
+
 log "$KIND: two names of one file have one inode number"
 echo linked >"$m/h1"
 mkdir "$m/d"
