@@ -1621,9 +1621,10 @@ out_unlock:
 
 void smuxfs_release_tables(struct smuxfs *fs)
 {
-	/* handles the kernel never released (unmounted under an open
-	 * file: a signal, umount -l); no FUSE request runs any more */
-	smuxfs_fnode_free_unreleased(fs);
+	/* No FUSE request runs any more. Handles the kernel never released
+	 * (stopped under an open file: a signal, umount -l) are freed after
+	 * the last commits, which tell the clean readers among them
+	 * (readers_written walks otable.readers) */
 	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
 		struct smuxfs_ofile *of;
 
@@ -1643,6 +1644,8 @@ void smuxfs_release_tables(struct smuxfs *fs)
 			ofile_free(of);
 		}
 	}
+	smuxfs_fnode_free_unreleased(fs);
+	fs->otable.readers = NULL; /* they were among those handles */
 	for (unsigned i = 0; i < SMUXFS_ETAG_SLOTS; i++)
 		free(fs->etags.slots[i].key);
 	pthread_mutex_destroy(&fs->otable.lock);
