@@ -707,6 +707,7 @@ struct smuxfs_fh {
 	 * (the kernel reads and writes it without us) when pt_on */
 	int pt_fd;
 	bool pt_has_fd, pt_counted; /* under fs->pt.lock once replied */
+	bool pt_late; /* a writer whose writes may land in its file as is */
 	atomic_bool pt_on;
 	uint64_t pt_node;
 };

@@ -521,8 +521,11 @@ static int start(struct daemon *d, struct status_msg *sm)
 		FAIL(EXIT_MOUNT, "cannot mount on %s", d->mnt);
 	d->mounted = true;
 	/* the kernel reads and writes files in place itself (passthrough.c;
-	 * asked for in the INIT reply, which the hook sees) */
-	fs->pt.want = o->passthrough != SMUX_FS_OFF;
+	 * asked for in the INIT reply, which the hook sees): on a tree of
+	 * one copy written in place, the only one whose writers offer it */
+	fs->pt.want = o->passthrough != SMUX_FS_OFF && !fs->force_staging &&
+		      (smux_backend_caps(fs->root) & SMUX_CAP_INPLACE) &&
+		      (smux_backend_caps(fs->root) & SMUX_CAP_ONE_COPY);
 	/* fstat of open files whose name is gone (fnode.c) */
 	if (smuxfs_fnode_hook(fs, fuse_get_session(d->fuse)))
 		FAIL(EXIT_MOUNT, "cannot hook the FUSE channel");

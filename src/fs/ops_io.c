@@ -79,6 +79,7 @@ static void offer_passthrough(struct smuxfs *fs, struct smuxfs_fh *fh)
 		return;
 	fh->pt_fd = smuxfs_ofile_passthrough_fd(fh->of);
 	fh->pt_has_fd = fh->pt_fd >= 0;
+	fh->pt_late = smuxfs_ofile_late(fh->of);
 }
 
 /* A handle the kernel wrote through directly (passthrough) may have

@@ -241,10 +241,16 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 	if (n->pt) {
 		/* every open of the node must be passthrough, on its backing;
 		 * a writer of another file under the node (replaced behind
-		 * the mount meanwhile) would write where it must not: the
-		 * kernel fails that open (EIO) rather */
-		use = fd < 0 || (fstat(fd, &st) == 0 && st.st_dev == n->dev &&
-				 st.st_ino == n->ino);
+		 * the mount meanwhile), or one whose writes must go through
+		 * the daemon (staged), would write where it must not: the
+		 * kernel fails that open (EIO) rather. A writer in place
+		 * that could not hand over its descriptor just now (a call
+		 * held it) writes the node's file anyway. */
+		if (fd >= 0)
+			use = fstat(fd, &st) == 0 && st.st_dev == n->dev &&
+			      st.st_ino == n->ino;
+		else
+			use = !fh->writable || fh->pt_late;
 	} else if (!n->cached && fd >= 0 && pt_fd_ok(fd, &st)) {
 		n->backing_id = pt_backing_open(fs, fd);
 		if (n->backing_id >= 0) {
