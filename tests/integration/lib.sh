@@ -263,26 +263,34 @@ unmount_smux() {
 # (fusermount3 -u, umount -l as the last resort). The daemon is forgotten:
 # its exit status is the kill's.
 crash_smux() {
-	local mnt=$1 e pid m logf keep=() found=0
-	for e in "${_SMUX_FG_PIDS[@]}"; do
-		IFS=: read -r pid m logf <<<"$e"
-		if [ "$m" != "$mnt" ]; then
-			keep+=("$e")
-			continue
-		fi
-		found=1
-		kill -KILL "$pid"
-		wait "$pid" 2>/dev/null || true
-		log "killed daemon $pid of $mnt with SIGKILL"
-	done
-	[ "$found" -eq 1 ] || fail "crash_smux: no foreground daemon for $mnt"
-	_SMUX_FG_PIDS=("${keep[@]}")
+	local mnt=$1
+	take_fg_daemon "$mnt"
+	kill -KILL "$FG_PID"
+	wait "$FG_PID" 2>/dev/null || true
+	log "killed daemon $FG_PID of $mnt with SIGKILL"
 	_smux_umount "$mnt" || true
 	_smux_forget_mount "$mnt"
 	if grep -qs " $mnt " /proc/mounts; then
 		fail "$mnt still mounted after the crash"
 	fi
 	return 0
+}
+
+# take_fg_daemon MNT: sets FG_PID to the foreground daemon serving MNT and
+# forgets it (the caller stops it and reaps its exit status itself).
+take_fg_daemon() {
+	local mnt=$1 e pid m logf keep=()
+	FG_PID=
+	for e in "${_SMUX_FG_PIDS[@]}"; do
+		IFS=: read -r pid m logf <<<"$e"
+		if [ "$m" = "$mnt" ] && [ -z "$FG_PID" ]; then
+			FG_PID=$pid
+		else
+			keep+=("$e")
+		fi
+	done
+	[ -n "$FG_PID" ] || fail "no foreground daemon for $mnt"
+	_SMUX_FG_PIDS=("${keep[@]}")
 }
 
 # check_sanitizers: fails if any daemon log or sanitizer file has a report.

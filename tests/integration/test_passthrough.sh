@@ -21,7 +21,10 @@
 #   - a file unlinked while open keeps taking writes through its
 #     descriptor; a set-uid file is not passed through (its writes reach
 #     the daemon, which clears set-id bits as the kernel would);
-#   - `passthrough = off`: every write reaches the daemon again.
+#   - `passthrough = off`: every write reaches the daemon again;
+#   - a mirror of two file backends (no writer of it can hand over one
+#     file): passthrough is not asked for, and every write reaches the
+#     daemon.
 . "$(dirname "$0")/lib.sh"
 
 M=$T/mnt
@@ -143,5 +146,22 @@ for i in $(seq 1 20); do echo "off $i" >>"$M/log"; done
 [ "$(($(writes) - w0))" -ge 20 ] ||
 	fail "passthrough = off: $(($(writes) - w0)) WRITE requests for 20 appends"
 expect "lines after both mounts" "$(wc -l <"$A/log")" 320
+unmount_smux "$M"
+
+log "a mirror"
+new_config "$CONF" root
+cfg_mux root mirror "a b"
+cfg_file a "$A"
+cfg_file b "$T/b"
+mount_smux "$CONF" "$M"
+grep -q "FUSE passthrough" "$T/smuxfs.$_SMUX_NLOG.log" &&
+	fail "a mirror's daemon says it passes files through"
+w0=$(writes)
+for i in $(seq 1 20); do echo "mirror $i" >>"$M/mlog"; done
+[ "$(($(writes) - w0))" -ge 20 ] ||
+	fail "mirror: $(($(writes) - w0)) WRITE requests for 20 appends"
+expect "passthrough opens on a mirror" \
+	"$(sed -n 's/^smux_fuse_passthrough_opens_total //p' "$M/.smux/metrics")" 0
+cmp "$A/mlog" "$T/b/mlog" || fail "mirror: the replicas differ"
 unmount_smux "$M"
 log "ok"

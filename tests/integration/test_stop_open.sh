@@ -41,13 +41,8 @@ for ((i = 0; i < 100; i++)); do
 done
 [ -e "$T/holding" ] || fail "the holder did not open its files"
 
-pid= keep=()
-for e in "${_SMUX_FG_PIDS[@]}"; do
-	IFS=: read -r p m logf <<<"$e"
-	if [ "$m" = "$M" ]; then pid=$p; else keep+=("$e"); fi
-done
-[ -n "$pid" ] || fail "no foreground daemon for $M"
-_SMUX_FG_PIDS=("${keep[@]}")
+take_fg_daemon "$M"
+pid=$FG_PID
 kill -TERM "$pid"
 _smux_wait_pid "$pid" 60 || fail "the daemon did not exit within 60 s of SIGTERM"
 rc=0
