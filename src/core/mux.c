@@ -717,11 +717,14 @@ int smux_mux_undrain(struct smux_backend *b, const char *name,
 	return 0;
 }
 
+_Atomic(smux__fanout_hook_fn) smux__remove_hook_out;
+
 int smux_mux_remove(struct smux_backend *b, const char *name,
 		    const struct smux_ctx *ctx, struct smux_error *err)
 {
 	struct smux_mux *mux = smux__mux_of(b);
 	struct smux_event ev = {.topic = SMUX_EV_BACKEND_REMOVED};
+	smux__fanout_hook_fn hook;
 	struct mux_view *old, *v;
 	bool left;
 	int rc;
@@ -756,6 +759,9 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 		return smux_error_set(err, SMUX_E_NO_MEMORY, b->name, NULL);
 	}
 	rc = view_install(mux, v);
+	hook = atomic_load(&smux__remove_hook_out);
+	if (rc == 0 && hook)
+		hook(mux, name);
 	/* failover: never take away the only copy of an acknowledged write
 	 * (checked once the member is out of the view, so that a write it
 	 * took either shows its hints here or is refused: mux_failover.c) */

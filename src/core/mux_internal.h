@@ -612,6 +612,17 @@ bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
  * each member hinted, once its hint is recorded. */
 extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
 					  const char *replica, const char *key);
+/* Test hook (NULL in production): smux_mux_remove took member @name out
+ * of the view and is about to check that it holds no write's only copy
+ * (mutate_lock held; the view may yet be put back). */
+extern _Atomic(smux__fanout_hook_fn) smux__remove_hook_out;
+/* Test hook (NULL in production): a failover replay of @key is about to
+ * look for the member holding its latest version (under mutate_lock). */
+extern _Atomic(smux__fanout_hook_fn) smux__failover_hook_source;
+/* True when @m is the first member in the view without a pending hint
+ * for @key: the one with its newest version (failover's holder). */
+bool smux__failover_holds(struct smux_mux *mux, struct mux_member *m,
+			  const char *key);
 /*
  * Where failover replays a missed put of @key to @dst from: the first
  * member of @v, other than @dst, without a pending hint for @key (the one
@@ -619,10 +630,6 @@ extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
  * (the version left with a removed member; there is nothing to copy). Not
  * a reference: @v holds one.
  */
-/* True when @m is the first member in the view without a pending hint
- * for @key: the one with its newest version (failover's holder). */
-bool smux__failover_holds(struct smux_mux *mux, struct mux_member *m,
-			  const char *key);
 struct mux_member *smux__failover_source(struct smux_mux *mux,
 					 struct mux_view *v,
 					 struct mux_member *dst,

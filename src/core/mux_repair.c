@@ -325,29 +325,74 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+_Atomic(smux__fanout_hook_fn) smux__failover_hook_source;
+
+/*
+ * The member holding the latest version of @key for a replay to @dst (a
+ * reference), NULL when none does. Looked for in the mux's current view,
+ * under mutate_lock: smux_mux_remove installs a view without its member
+ * before it checks that the member holds no write's only copy, and puts
+ * it back when it does - in that view no member holds the write, and a
+ * replay that took its hint for moot let the remove through with the
+ * only copy. @dst no longer a member (the pass is older than a remove or
+ * an add): -EAGAIN, the hint waits for the next pass.
+ */
+static int failover_holder(struct smux_mux *mux, struct mux_member *dst,
+			   const char *key, struct mux_member **src)
+{
+	smux__fanout_hook_fn hook = atomic_load(&smux__failover_hook_source);
+	struct mux_view *v;
+	bool member = false;
+
+	if (hook)
+		hook(mux, key);
+	pthread_mutex_lock(&mux->mutate_lock);
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !member; i++)
+		member = v->m[i] == dst;
+	*src = member ? smux__failover_source(mux, v, dst, key) : NULL;
+	if (*src)
+		smux__member_get(*src);
+	smux__view_put(v);
+	pthread_mutex_unlock(&mux->mutate_lock);
+	return member ? 0 : -EAGAIN;
+}
+
 /*
  * Failover: copies @key to @dst from the member with its latest version
- * (smux__failover_source; a down one whose cooldown is over is probed by
- * the copy). Returns as copy_one(); 0 when every other member missed the
- * write too (the version left with a removed member: nothing newer than
- * what @dst has is left, and its hint is moot).
+ * (failover_holder; a down one whose cooldown is over is probed by the
+ * copy). Returns as copy_one(); 0 when every other member missed the
+ * write too (the version left with a removed member - a remove is
+ * refused while the member holds a write's only copy, so that write was
+ * never acknowledged: nothing newer than what @dst has is left, and its
+ * hint is moot).
  */
 static long copy_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
-			  struct mux_view *v, struct mux_member *dst,
-			  const char *key, bool *probe, struct smux_error *err)
+			  struct mux_member *dst, const char *key, bool *probe,
+			  struct smux_error *err)
 {
-	struct mux_member *src = smux__failover_source(mux, v, dst, key);
+	struct mux_member *src;
 	bool src_probe = false, got;
+	long rc;
 
+	if (failover_holder(mux, dst, key, &src))
+		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				      mux->base.name,
+				      "replay of %s to %s: no longer a member",
+				      key, dst->name);
 	if (!src)
 		return 0;
 	if (!smux__health_acquire(&src->health, smux__mux_now(mux), &src_probe))
-		return smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-				      mux->base.name,
-				      "%s, which has the latest %s, is not "
-				      "available",
-				      src->name, key);
-	return copy_one(mux, ctx, src, src_probe, dst, key, probe, &got, err);
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "%s, which has the latest %s, is not "
+				    "available",
+				    src->name, key);
+	else
+		rc = copy_one(mux, ctx, src, src_probe, dst, key, probe, &got,
+			      err);
+	smux__member_put(src);
+	return rc;
 }
 
 /*
@@ -383,7 +428,7 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return smux__rejoin_replay(mux, ctx, v, m, err);
 	}
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
-		rc = copy_failover(mux, ctx, v, m, h->key, &left, err);
+		rc = copy_failover(mux, ctx, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT || replicas_converge(mux))
 		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
 	/* a missed delete, or a key deleted everywhere since (converge on
