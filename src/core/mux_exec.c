@@ -303,6 +303,8 @@ static long zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 }
 
+_Atomic(smux__fanout_hook_fn) smux__walk_hook_next;
+
 /*
  * The sequential walk: the members in the mode's (or member) order,
  * falling through on transient errors; with w->skip_stale, passing over
@@ -319,7 +321,7 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_error last = {0}, e;
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
-	bool all_timeouts = true, probe;
+	bool all_timeouts = true, gave_up = false, probe;
 	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
@@ -340,8 +342,11 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* once no member is left, one being probed is waited for */
 	while ((m = smux__cursor_next(&c, &probe)) ||
 	       (m = smux__cursor_probed(&c, ctx, &probe))) {
+		smux__fanout_hook_fn hook = atomic_load(&smux__walk_hook_next);
 		enum smux_outcome o;
 
+		if (prev && hook)
+			hook(mux, call->key);
 		if ((w->skip_stale && call_stale(mux, m, call)) ||
 		    (w->holder && !smux__failover_holds(mux, m, call->key)) ||
 		    zombie_blocks(mux, m, call)) {
@@ -373,6 +378,17 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			continue;
 		}
 		attempts++;
+		/* a rename given up on at its deadline may have landed since
+		 * (on the store a later member shares, round-robin and
+		 * weighted): the source gone is no answer about this call,
+		 * whose outcome is unknown - not "no such key" */
+		if (rc < 0 && e.e.code == SMUX_E_KEY_NOT_FOUND &&
+		    call->op == SMUX__OP_RENAME && gave_up) {
+			smux__member_put(m);
+			rc = smux__exhausted(mux, attempts, all_timeouts, &last,
+					     err);
+			goto out;
+		}
 		/* a semantic answer is final; a failure on the caller's side
 		 * (LOCAL) would fail the same way on the next member */
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
@@ -410,6 +426,8 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		if (o != SMUX_OUTCOME_TIMEOUT)
 			all_timeouts = false;
+		else
+			gave_up = true;
 		last = e;
 		prev = m;
 		/* a get or list that already delivered data can be retried

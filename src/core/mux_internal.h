@@ -612,6 +612,9 @@ bool smux__failover_sole_holder(struct smux_mux *mux, struct mux_view *old,
  * each member hinted, once its hint is recorded. */
 extern void (*smux__failover_hinted_hook)(struct smux_mux *mux,
 					  const char *replica, const char *key);
+/* Test hook (NULL in production): a sequential walk is about to ask the
+ * next member after one failed (the call's first key). */
+extern _Atomic(smux__fanout_hook_fn) smux__walk_hook_next;
 /* Test hook (NULL in production): smux_mux_remove took member @name out
  * of the view and is about to check that it holds no write's only copy
  * (mutate_lock held; the view may yet be put back). */

@@ -727,6 +727,59 @@ static void test_round_robin_put_waits_for_zombie(void **state)
 	pair_release(&p);
 }
 
+/* smux__walk_hook_next: the stuck call on z0 lands (and its zombie ends)
+ * before the walk asks z1. */
+static struct pair *landing_pair;
+static unsigned landing_ends, landing_calls;
+
+static void land_before_next(struct smux_mux *mux, const char *key)
+{
+	(void)mux;
+	(void)key;
+	landing_calls++;
+	smux_faulty_release_hangs(landing_pair->f[0]);
+	wait_ends(landing_ends);
+}
+
+/*
+ * Round-robin over one store: a rename given up on at its deadline on z0
+ * lands there before the walk asks z1 - which then finds no source key.
+ * That answer says nothing about the call: it did happen. It used to be
+ * returned as "no such key" (the lose-nothing soak, seed 1796310496343:
+ * k1 renamed onto k0 and reported absent); the outcome is unknown, and
+ * the rename fails as the timeout it was. (A delete needs no such care:
+ * every backend's delete of an absent key succeeds.)
+ */
+static void test_round_robin_rename_lands_before_retry(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	(void)state;
+	shared_init(&p, SMUX_MODE_ROUND_ROBIN);
+	MH_OK(mh_put(p.mem[0], "k0", "v0", &err), &err);
+	stuck(&p, 0, 1u << SMUX_FAULTY_COPY);
+	landing_pair = &p;
+	landing_ends = ends_now() + 2; /* one per key */
+	landing_calls = 0;
+	atomic_store(&smux__walk_hook_next, land_before_next);
+	smux_ctx_init(&ctx);
+	/* round-robin's first call goes to z0 */
+	rc = smux_backend_rename(p.mux, &ctx, "k0", "k1", &err);
+	atomic_store(&smux__walk_hook_next, NULL);
+	assert_int_equal(landing_calls, 1);
+	/* the rename happened on the store */
+	MH_LACKS(p.mux, "k0");
+	MH_HOLDS(p.mux, "k1", "v0");
+	/* ... so "no such key" would be a false answer */
+	assert_true(rc < 0);
+	assert_int_not_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	MH_ERR(rc, &err, SMUX_E_BACKEND_TIMEOUT);
+	pair_release(&p);
+}
+
 /* A key whose sticky home is member @home of @mux's view. */
 static void key_homed(struct smux_backend *mux, unsigned home, char *key,
 		      size_t len)
@@ -868,6 +921,7 @@ int main(void)
 		cmocka_unit_test(test_round_robin_put_refused_while_zombie),
 		cmocka_unit_test(test_weighted_put_refused_while_zombie),
 		cmocka_unit_test(test_round_robin_put_waits_for_zombie),
+		cmocka_unit_test(test_round_robin_rename_lands_before_retry),
 		cmocka_unit_test(test_mirror_zombies_end_member_removed),
 	};
 
