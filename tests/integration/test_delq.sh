@@ -199,11 +199,11 @@ curl -sf -X PUT --data-binary 'other client' "$EP/$B/c/k20" >/dev/null
 [ "$KIND" = mirror ] &&
 	curl -sf -X PUT --data-binary 'other client' "$EP/$B2/c/k20" >/dev/null
 mount_smux "$CONF" "$M"
-# the replay deletes through the mux: on a mirror, a replica that missed
-# one of those deletes (the server had just resumed) is hinted and gets
-# it from the hint replay a moment later - the buckets agree within a
-# few seconds, or the check below fails (CI saw them differ right after
-# the mount once, 1 and 2 objects)
+# on a mirror the buckets may differ for a moment right after the mount
+# (CI saw 1 and 2 objects once; the logs were gone, the likely cause a
+# replayed delete one bucket missed while the server worked off its
+# backlog, acknowledged with a hint and replayed a moment later - not
+# verified): they must agree within 10 s, or the check below fails
 if [ "$KIND" = mirror ]; then
 	for _ in $(seq 100); do
 		[ "$(srv_count1 "$B" c/k)" = "$(srv_count1 "$B2" c/k)" ] && break
