@@ -544,12 +544,16 @@ static int dq_replay_one(struct smuxfs *fs, const char *path, int line,
 
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_head(fs->root, &ctx, key, &info, &err);
+	/* Absent where the head looked is not absent everywhere: on a mirror
+	 * the crash may have fallen between the deletes of the key on its
+	 * replicas, and the head reads one. The delete goes out anyway (a
+	 * delete of an absent key succeeds) and reaches every replica. */
 	if (rc == -ENOENT)
-		return 0;
-	if (rc == 0 && S_ISDIR(info.mode))
+		rc = 0;
+	else if (rc == 0 && S_ISDIR(info.mode))
 		return 0; /* a directory now: not what was unlinked */
-	if (rc == 0 &&
-	    (etag[0] ? strcmp(etag, info.etag) != 0 : info.mtime_ns > t_ns)) {
+	else if (rc == 0 && (etag[0] ? strcmp(etag, info.etag) != 0
+				     : info.mtime_ns > t_ns)) {
 		smux_log(LOG_NOTICE,
 			 "%s:%d: \"%s\" was unlinked before a crash but "
 			 "has changed since (another client wrote it): "
