@@ -386,6 +386,15 @@ out_close:
 	return rc;
 }
 
+void smux__hints_on_pending(struct smux__hints *h, void (*fn)(void *arg),
+			    void *arg)
+{
+	if (!h)
+		return;
+	h->wake = fn;
+	h->wake_arg = arg;
+}
+
 void smux__hints_close(struct smux__hints *h)
 {
 	struct hint_entry *e, *enext;
@@ -444,6 +453,7 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 	struct hint_entry *e, *old;
 	struct hint_replica *rep;
 	struct jbuf b = {0};
+	bool wake = false;
 	int rc;
 
 	rc = check_args(h, replica, key, err);
@@ -496,11 +506,14 @@ int smux__hints_add(struct smux__hints *h, const char *replica, const char *key,
 		} else {
 			if (old)
 				hx_entry_unlink(h, old);
+			wake = h->npending == 0;
 			hx_entry_link(h, e);
 		}
 	}
 	pthread_rwlock_unlock(&h->lock);
 	free(b.p);
+	if (wake && h->wake)
+		h->wake(h->wake_arg);
 	if (rc == 0)
 		hj_maybe_compact(h, false);
 	return rc;

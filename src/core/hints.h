@@ -75,6 +75,19 @@ int smux__hints_open(const char *state_dir, const char *mux_name,
 void smux__hints_close(struct smux__hints *h);
 
 /*
+ * Calls @fn(@arg) whenever a hint enters an empty pending set (after the
+ * add, outside the hints' locks): the mux's background repair sleeps long
+ * while nothing is pending and must wake for the first hint. Decided
+ * under the index lock, so of a replay emptying the set and a write
+ * adding to it at the same moment the add always sees which came first
+ * (a check of "nothing pending" made before the add could not: the
+ * repair emptied the set and slept, the add woke no one). Set before the
+ * mux's threads start.
+ */
+void smux__hints_on_pending(struct smux__hints *h, void (*fn)(void *arg),
+			    void *arg);
+
+/*
  * Records that @replica missed @kind of @key, durably (fdatasync) before
  * returning 0. A pending hint for the same replica and key is replaced
  * (its done record is written in the same append). Returns the new id in

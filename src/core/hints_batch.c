@@ -37,6 +37,7 @@ int smux__hints_add_batch(struct smux__hints *h, const char *const *replicas,
 	struct jbuf b = {0};
 	int64_t now = batch_now_ms();
 	unsigned made = 0;
+	bool wake = false;
 	int rc = 0;
 
 	if (n == 0)
@@ -111,11 +112,14 @@ int smux__hints_add_batch(struct smux__hints *h, const char *const *replicas,
 		}
 		if (old)
 			hx_entry_unlink(h, old);
+		wake |= h->npending == 0; /* see smux__hints_on_pending */
 		hx_entry_link(h, e[i]);
 	}
 	pthread_rwlock_unlock(&h->lock);
 	free(e);
 	free(b.p);
+	if (wake && h->wake)
+		h->wake(h->wake_arg);
 	if (rc == 0)
 		hj_maybe_compact(h, false);
 	return rc;

@@ -109,6 +109,9 @@ struct smux__hints {
 	struct hints_op *inflight; /* queued, not yet applied or failed */
 	struct note_entry *notes, *notes_tail; /* standing notes, id order */
 	unsigned nnotes;
+	/* smux__hints_on_pending: set once before use, then read-only */
+	void (*wake)(void *arg);
+	void *wake_arg;
 
 	/* The journal: protected by jlock. The fd, size, trunc_pending and
 	 * dir_dirty belong to the leader while `syncing`. */

@@ -321,6 +321,12 @@ static int64_t or_default(int64_t v, int64_t def)
 	return v == 0 ? def : v;
 }
 
+/* smux__hints_on_pending: the first hint wakes the background repair */
+static void kick_cb(void *arg)
+{
+	smux__mux_kick(arg);
+}
+
 int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 		 const struct smux_mux_member *members, unsigned n,
 		 struct smux_backend **out, struct smux_error *err)
@@ -442,6 +448,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	rc = smux__hints_open(opts->state_dir, name, &mux->hints, err);
 	if (rc)
 		goto out_free;
+	/* the background repair sleeps long while nothing is pending */
+	smux__hints_on_pending(mux->hints, kick_cb, mux);
 	/* what the resyncs must know beside the hints (mux_notes.c) */
 	if (smux__fresh_load(mux) != 0 || smux__departed_load(mux) != 0) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,

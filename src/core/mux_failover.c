@@ -72,9 +72,6 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			  const char *key, enum smux__hint_kind kind,
 			  struct smux_error *err)
 {
-	/* the background thread sleeps long while nothing is pending: wake
-	 * it for the first hint, so it retries the replay every second */
-	bool first = smux__hints_pending_replicas(mux->hints) == 0;
 	struct mux_view *v;
 	unsigned pos = 0, added = 0;
 	int rc = 0;
@@ -125,8 +122,6 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 			smux__failover_hinted_hook(mux, v->m[i]->name, key);
 	}
 	smux__view_put(v);
-	if (first && added)
-		smux__mux_kick(mux);
 	return rc;
 }
 

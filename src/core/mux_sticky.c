@@ -437,10 +437,7 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 			const char *key, enum smux__hint_kind kind,
 			struct smux_error *err)
 {
-	/* the background thread sleeps long while nothing is pending: wake
-	 * it for the first hint */
-	bool first = smux__hints_pending_replicas(mux->hints) == 0;
-	bool was_stale, added = false;
+	bool was_stale;
 	struct mux_view *v;
 	unsigned home;
 	int rc = 0;
@@ -460,10 +457,8 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 		int h = holder_from(mux, v, home, 1, key);
 
 		smux__hints_supersede(mux->hints, acked->name, key, NULL);
-		if (h >= 0) {
+		if (h >= 0)
 			rc = hint(mux, v->m[h], key, SMUX__HINT_DEL, err);
-			added = rc == 0;
-		}
 		goto out;
 	}
 	if (was_stale)
@@ -480,7 +475,6 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 		rc = hint(mux, m, key, k == 0 ? kind : SMUX__HINT_DEL, err);
 		if (rc)
 			break;
-		added = true;
 		/* removed while it took the write: only home is known to
 		 * have missed it */
 		if (k == 0 && !view_has(v, acked))
@@ -488,8 +482,6 @@ int smux__sticky_missed(struct smux_mux *mux, struct mux_member *acked,
 	}
 out:
 	smux__view_put(v);
-	if (first && added)
-		smux__mux_kick(mux);
 	return rc;
 }
 
@@ -504,16 +496,10 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	smux__sticky_gate_enter(mux, &g, call->key);
 	if (kind == SMUX__HINT_DEL) {
-		/* the background thread sleeps long while nothing is
-		 * pending: wake it for the first hint */
-		bool first = smux__hints_pending_replicas(mux->hints) == 0;
-
 		/* every shard (a handoff copy goes too); one that misses it
 		 * gets a delete hint, and one that takes it is no longer
 		 * behind (smux__exec_fanout) */
 		rc = smux__exec_fanout(mux, ctx, call, kind, span, err);
-		if (first && smux__hints_pending_replicas(mux->hints) > 0)
-			smux__mux_kick(mux);
 	} else {
 		/* home, else the next shard that takes it (a hint for home
 		 * first): the cursor walks from home in order */

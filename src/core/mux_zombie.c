@@ -500,7 +500,6 @@ static void rehint(struct smux_mux *mux, struct mux_view *v,
 		snprintf(ev.name, sizeof(ev.name), "%s", replica);
 		snprintf(ev.key, sizeof(ev.key), "%s", key);
 		smux_events_emit(mux->events, &ev);
-		smux__mux_kick(mux);
 	}
 }
 

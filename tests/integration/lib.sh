@@ -352,8 +352,8 @@ _smux_cleanup() {
 		(check_sanitizers) 2>&1 | grep -v FAIL >&2
 		for f in "$T"/smuxfs.*.log; do
 			[ -s "$f" ] || continue
-			printf '[%s] daemon log %s (last 30 lines):\n' "$SMUX_TEST" "$f" >&2
-			tail -n 30 "$f" | sed 's/^/  | /' >&2
+			printf '[%s] daemon log %s (last %s lines):\n' "$SMUX_TEST" "$f" "${SMUX_IT_LOG_LINES:-30}" >&2
+			tail -n "${SMUX_IT_LOG_LINES:-30}" "$f" | sed 's/^/  | /' >&2
 		done
 	fi
 	# 5. the temp root

@@ -154,7 +154,8 @@ midrun_copy() {
 wait_hints() {
 	local m=$1 end=$((SECONDS + $2)) h
 	while h=$(stats "$m" .pendingHints) && [ "$h" -ne 0 ]; do
-		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $h ${2}s after the recovery"
+		[ "$SECONDS" -lt "$end" ] ||
+			fail "pendingHints still $h ${2}s after the recovery: $(jq -c . "$m/.smux/stats")"
 		sleep 0.2
 	done
 }

@@ -1066,6 +1066,61 @@ static void test_repair_during_remove(void **state)
 	fo_release(&t);
 }
 
+/*
+ * A hint recorded just after the background repair replayed the last
+ * one wakes the repair (the integration test midrun-open, under load: a
+ * writer moved to the standby committed again right after the primary's
+ * replay, and its hint waited a whole idle period, 60 s). The writer
+ * looked at "nothing pending?" before its hint went in, the repair
+ * emptied the set in between and went to sleep: no one woke it.
+ */
+static struct fo *rewake_t;
+static atomic_bool rewake_armed;
+
+static void rewake_acked(struct smux_mux *mux, const char *key)
+{
+	(void)key;
+	if (!atomic_exchange(&rewake_armed, false))
+		return;
+	/* the primary's cooldown is over: the repair replays its hint */
+	fo_later(rewake_t);
+	smux__mux_kick(mux);
+	for (int i = 0; i < 5000 && smux_mux_pending_hints(rewake_t->mux); i++)
+		usleep(1000);
+	assert_int_equal(smux_mux_pending_hints(rewake_t->mux), 0);
+	/* and has gone back to sleep with nothing pending */
+	usleep(300 * 1000);
+}
+
+static void test_hint_after_replay_wakes_repair(void **state)
+{
+	struct smux_error err;
+	struct fo t;
+
+	(void)state;
+	fo_init(&t, 2, false);
+	fo_seed(&t, "k", "v0");
+	mh_fail(t.f[0], true);
+	MH_OK(mh_put(t.mux, "k", "v1", &err), &err);
+	assert_int_equal(smux_mux_pending_hints(t.mux), 1);
+	/* the primary answers again, still down until its cooldown ends
+	 * (the injected clock stands still) */
+	mh_fail(t.f[0], false);
+
+	rewake_t = &t;
+	atomic_store(&rewake_armed, true);
+	smux__fanout_hook_acked = rewake_acked;
+	/* the primary is down: the standby takes v2, and the primary's
+	 * hint goes in after the repair replayed v1's */
+	MH_OK(mh_put(t.mux, "k", "v2", &err), &err);
+	smux__fanout_hook_acked = NULL;
+	assert_false(atomic_load(&rewake_armed));
+	/* replayed at once, not after the idle period */
+	wait_no_hints(t.mux);
+	MH_HOLDS(t.mem[0], "k", "v2");
+	fo_release(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1084,6 +1139,7 @@ int main(void)
 		cmocka_unit_test(test_hints_of_one_write_together),
 		cmocka_unit_test(test_remove_during_write),
 		cmocka_unit_test(test_repair_during_remove),
+		cmocka_unit_test(test_hint_after_replay_wakes_repair),
 	};
 
 	return cmocka_run_group_tests_name("mux failover", tests, NULL, NULL);
