@@ -1109,7 +1109,9 @@ long smux__exec_fanout(struct smux_mux *mux, const struct smux_ctx *ctx,
 		f->call[i].put_opts = uo;
 		f->call[i].info = &infos[i];
 	}
-	smux__fan_run(f, ctx, span);
+	/* no replica took it: one coming back (under the background
+	 * thread's probe) is waited for */
+	smux__fan_run_probed(f, ctx, span);
 	for (unsigned i = 0; i < n && info_from < 0; i++)
 		if (f->ok[i])
 			info_from = (int)i;

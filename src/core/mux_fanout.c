@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/mux_internal.h"
+#include "core/mux_probe_wait.h"
 
 /* The key @call reads its new content from, when it is not the key it
  * writes (or edits) in place; NULL for a call that brings the whole new
@@ -162,6 +163,7 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 		f->ok[k] = false;
 		f->probe[k] = false;
 		f->go[k] = false;
+		f->cooled[k] = false;
 		f->n++;
 		if (smux__fan_stale(mux, m, call, whole, &f->err[k]) ||
 		    fan_zombie(mux, m, call, &f->err[k]))
@@ -170,9 +172,11 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
 		/* the shield origin takes every write, down or not */
 		if (!f->go[k] && mux->mode == SMUX_MODE_SHIELD && i == 0)
 			f->go[k] = true;
-		if (!f->go[k])
+		if (!f->go[k]) {
+			f->cooled[k] = true;
 			smux_error_set(&f->err[k], SMUX_E_ALL_BACKENDS_DOWN,
 				       m->name, "backend is down (cooldown)");
+		}
 	}
 	shield_origin_or_none(f, v);
 	return f->n;
@@ -265,6 +269,59 @@ void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 				   r < 0 ? &f->err[i] : NULL, f->span[i]);
 		f->rc[i] = r;
 		f->ok[i] = r >= 0;
+	}
+}
+
+bool smux__fan_probed(struct smux__fan *f, const struct smux_ctx *ctx,
+		      unsigned *which)
+{
+	if (f->mux->mode == SMUX_MODE_SHIELD)
+		return false;
+	for (unsigned i = 0; i < f->n; i++) {
+		if (f->ok[i])
+			return false;
+		/* the caller's own failure is no replica's: it stops */
+		if (f->go[i] && smux__caller_failed(ctx, &f->err[i]))
+			return false;
+	}
+	for (unsigned i = 0; i < f->n; i++) {
+		bool probe = false;
+
+		if (!f->cooled[i])
+			continue;
+		f->cooled[i] = false; /* waited for once */
+		if (!smux__probe_wait(f->mux, ctx, f->m[i], &probe))
+			continue;
+		f->go[i] = true;
+		f->probe[i] = probe;
+		*which = i;
+		return true;
+	}
+	return false;
+}
+
+void smux__fan_run_probed(struct smux__fan *f, const struct smux_ctx *ctx,
+			  struct smux_span *span)
+{
+	bool ran[SMUX__FAN_MAX];
+	long rc[SMUX__FAN_MAX];
+	unsigned k;
+
+	smux__fan_run(f, ctx, span);
+	if (!smux__fan_probed(f, ctx, &k))
+		return;
+	/* k alone: the calls made keep their results (ok[] all false) */
+	for (unsigned i = 0; i < f->n; i++) {
+		ran[i] = f->go[i] && i != k;
+		rc[i] = f->rc[i];
+		f->go[i] = i == k;
+	}
+	smux__fan_run(f, ctx, span);
+	for (unsigned i = 0; i < f->n; i++) {
+		if (i == k)
+			continue;
+		f->go[i] = ran[i];
+		f->rc[i] = rc[i];
 	}
 }
 

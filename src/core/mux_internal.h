@@ -388,6 +388,9 @@ struct smux__fan {
 	struct smux__call call[SMUX__FAN_MAX];
 	bool go[SMUX__FAN_MAX];	   /* in: call it (else err[] says why) */
 	bool probe[SMUX__FAN_MAX]; /* in: the call is its health probe */
+	/* smux__fan_eligible: passed over by its health (down), for
+	 * smux__fan_probed */
+	bool cooled[SMUX__FAN_MAX];
 	bool spans;		   /* one attempt span per call */
 	bool ok[SMUX__FAN_MAX];	   /* out */
 	long rc[SMUX__FAN_MAX];	   /* out: the call's result */
@@ -436,6 +439,22 @@ unsigned smux__fan_eligible(struct smux__fan *f, struct mux_view *v,
  * BACKEND_DRAINING and no call), started, finished, bookkept. */
 void smux__fan_run(struct smux__fan *f, const struct smux_ctx *ctx,
 		   struct smux_span *span);
+/*
+ * A fan-out (of smux__fan_eligible) with no member left to call, or
+ * whose calls all failed, none by its caller (smux__fan_run ran): a
+ * member passed over because another caller (the background thread) was
+ * probing it is waited for until that probe ends (smux__probe_wait), as
+ * a failover walk does - a write failing with ALL_BACKENDS_DOWN just as
+ * a replica came back is an EIO a program did not need. True with that
+ * one member's go[] (and probe[]) set; the others' go[] are left as they
+ * were. Not in shield mode (the origin is always called, and decides).
+ */
+bool smux__fan_probed(struct smux__fan *f, const struct smux_ctx *ctx,
+		      unsigned *which);
+/* smux__fan_run, then, when no call succeeded, smux__fan_probed's
+ * member alone (the others' results kept). */
+void smux__fan_run_probed(struct smux__fan *f, const struct smux_ctx *ctx,
+			  struct smux_span *span);
 /* True when some @m[i] with ok[i] is in the current view (a write that
  * reached only members removed since lives on no member). */
 bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,

@@ -15,7 +15,9 @@
  * the probe's own deadline (backend_timeout: the probe is a member call
  * through the bulkhead) and by the request's context; it polls the health
  * state every 2 ms, as the repair does for a replica being probed
- * (mux_repair.c, replica_acquire), so health.c keeps no waiters.
+ * (mux_repair.c, replica_acquire), so health.c keeps no waiters. A
+ * fan-out that called no member successfully waits the same way
+ * (mux_fanout.c, smux__fan_probed).
  */
 #include "core/mux_probe_wait.h"
 
@@ -44,8 +46,8 @@ static bool being_probed(struct mux_member *m)
  * ALL_BACKENDS_DOWN: test_mux_failover's test_no_stale_read, 1 run in a
  * few thousand under load).
  */
-static bool wait_probe(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct mux_member *m, bool *probe)
+bool smux__probe_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, bool *probe)
 {
 	int64_t until = mux->timeout_ms > 0
 				? smux_now_ns() + mux->timeout_ms * 1000000LL
@@ -57,7 +59,7 @@ static bool wait_probe(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		if (smux__health_acquire(&m->health, smux__mux_now(mux), probe))
 			return true;
-		if (!hooked && smux__probe_window_hook) {
+		if (!hooked && probing && smux__probe_window_hook) {
 			smux__probe_window_hook(mux, m);
 			hooked = true;
 		}
@@ -93,7 +95,7 @@ struct mux_member *smux__cursor_probed(struct mux_cursor *c,
 		 * (by another caller, the member back up): tried now - no
 		 * probe left to wait for would otherwise pass it over */
 		if (being_probed(m)
-			    ? !wait_probe(c->mux, ctx, m, probe)
+			    ? !smux__probe_wait(c->mux, ctx, m, probe)
 			    : !refused || !smux__health_acquire(
 						  &m->health,
 						  smux__mux_now(c->mux), probe))

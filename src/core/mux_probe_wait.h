@@ -21,8 +21,17 @@
 struct mux_member *smux__cursor_probed(struct mux_cursor *c,
 				       const struct smux_ctx *ctx, bool *probe);
 
+/*
+ * Waits for the probe of @m another caller runs to end, at most the
+ * member's deadline (the mux's backend_timeout) and @ctx's: true when @m
+ * may be called now (back up, or its cooldown over and this caller's own
+ * probe: *@probe set). A member no probe runs on is acquired once.
+ */
+bool smux__probe_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, bool *probe);
+
 /* Test hook (NULL in production): called when a request starts waiting
- * for the probe of @m (after its first acquire failed). */
+ * for the probe of @m (its first acquire failed while @m was probed). */
 extern void (*smux__probe_window_hook)(struct smux_mux *mux,
 				       struct mux_member *m);
 

@@ -435,6 +435,17 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	mw->whole = (flags & SMUX_WRITER_TRUNC) != 0;
 	f->mux = mux;
 	smux__fan_eligible(f, v, &open, mw->whole, SMUX__WRITER_MAX);
+	{
+		/* no replica to open on: one coming back (under the
+		 * background thread's probe) is waited for */
+		bool none = true;
+		unsigned k;
+
+		for (unsigned i = 0; i < f->n && none; i++)
+			none = !f->go[i];
+		if (none)
+			(void)smux__fan_probed(f, ctx, &k);
+	}
 	for (unsigned i = 0; i < f->n; i++) {
 		acquired[i] = f->go[i];
 		probes[i] = f->probe[i];

@@ -704,6 +704,136 @@ static void test_probe_window_ends_between_looks(void **state)
 	smux_backend_unref(mem);
 }
 
+/*
+ * A mirror of two: "other" (first) and "back" (second), both down since
+ * clock 1000 (cooldown 100). At 1100 the background thread probes them
+ * in order: other's health check fails (@other_up false: every call of
+ * other fails, its cooldown grows) or passes (@other_up true: only its
+ * puts and writers fail), then back's hangs. Returns once the background
+ * thread is inside back's probe.
+ */
+static struct smux_backend *window_mirror(struct smux_backend *other,
+					  struct smux_backend *back,
+					  struct mh_clock *clk, bool other_up)
+{
+	struct smux_faulty_opts hc_hangs = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_HEALTHCHECK,
+	};
+	struct smux_faulty_opts writes_fail = {
+		.error_rate = 1.0,
+		.ops = (1u << SMUX_FAULTY_PUT) | (1u << SMUX_FAULTY_WRITER),
+	};
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_MIRROR,
+		.cooldown_ms = 100,
+	};
+	struct smux_backend *bs[2] = {other, back}, *mux;
+	struct mux_view *v;
+	struct smux_error err;
+
+	mh_clock_init(clk, 1000);
+	o.clock = &clk->clock;
+	mux = mh_mux("mirror", &o, bs, NULL, 2);
+	mh_fail(other, true);
+	mh_fail(back, true);
+	MH_ERR(mh_put(mux, "k", "old", &err), &err, SMUX_E_ALL_BACKENDS_DOWN);
+	if (other_up)
+		smux_faulty_set(other, &writes_fail);
+	smux_faulty_set(back, &hc_hangs);
+	mh_clock_set(clk, 1100);
+	for (int64_t until = smux_now_ns() + 10000 * MS_NS;
+	     !smux_faulty_hanging(back) && smux_now_ns() < until;)
+		usleep(1000);
+	assert_int_equal(smux_faulty_hanging(back), 1);
+	v = smux__view_get(smux__mux_of(mux));
+	assert_int_equal(smux__health_status(&v->m[0]->health),
+			 other_up ? SMUX_STATUS_UP : SMUX_STATUS_DOWN);
+	smux__view_put(v);
+	return mux;
+}
+
+/*
+ * A mirror write whose other replicas are down (or fail it) while the
+ * background thread probes a replica that is coming back waits for that
+ * probe, as a failover request does, and lands there: not
+ * ALL_BACKENDS_DOWN (EIO for the program) right as the replica is back.
+ * The replica that missed it gets a hint.
+ */
+static void test_probe_window_mirror(void **state)
+{
+	struct smux_backend *mem1 = mh_memory("mem1"), *mem2 = mh_memory("mem2");
+	struct smux_backend *other, *back, *mux;
+	struct smux_error err;
+	struct mh_clock clk;
+	char *got;
+	int rc;
+
+	(void)state;
+	other = mh_faulty("other", mem1, NULL);
+	back = mh_faulty("back", mem2, NULL);
+	smux__probe_window_hook = window_release;
+	window_member = back;
+
+	/* other down, not due: the put waits for back's probe */
+	mux = window_mirror(other, back, &clk, false);
+	window_waits = 0;
+	MH_OK(mh_put(mux, "k", "v1", &err), &err);
+	assert_int_equal(window_waits, 1);
+	got = mh_get(mem2, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v1");
+	free(got);
+	{
+		struct mux_view *v = smux__view_get(smux__mux_of(mux));
+
+		assert_true(smux__member_stale(smux__mux_of(mux), v->m[0],
+					       "k"));
+		smux__view_put(v);
+	}
+	smux_backend_unref(mux);
+
+	/* a writer (a file opened for writing) the same */
+	mux = window_mirror(other, back, &clk, false);
+	window_waits = 0;
+	{
+		struct smux_writer *w = NULL;
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		MH_OK(smux_backend_writer_open(mux, &ctx, "w",
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, "w1", 2, 0, &err), &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+	}
+	assert_int_equal(window_waits, 1);
+	got = mh_get(mem2, "w", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "w1");
+	free(got);
+	smux_backend_unref(mux);
+
+	/* other up, but its put fails: the put then waits for back */
+	mux = window_mirror(other, back, &clk, true);
+	window_waits = 0;
+	MH_OK(mh_put(mux, "k", "v2", &err), &err);
+	assert_int_equal(window_waits, 1);
+	got = mh_get(mem2, "k", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "v2");
+	free(got);
+	smux_backend_unref(mux);
+
+	smux__probe_window_hook = NULL;
+	window_member = NULL;
+	smux_backend_unref(back);
+	smux_backend_unref(other);
+	smux_backend_unref(mem2);
+	smux_backend_unref(mem1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -718,6 +848,7 @@ int main(void)
 		cmocka_unit_test(test_probe_window_one_member),
 		cmocka_unit_test(test_probe_window_ends_between_looks),
 		cmocka_unit_test(test_probe_ends_before_walk_looks),
+		cmocka_unit_test(test_probe_window_mirror),
 	};
 
 	return cmocka_run_group_tests_name("mux health", tests, NULL, NULL);
