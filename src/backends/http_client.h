@@ -3,7 +3,8 @@
  * backends/http_client.h - the one HTTP layer every network backend (http,
  * s3, swift, bunny) goes through. Not a public header.
  *
- * Owns: libcurl (curl_global_init once), a small pool of easy handles kept
+ * Owns: libcurl (curl_global_init once, after OpenSSL's init without its
+ * exit handler: workers may still be in a call at exit), a small pool of easy handles kept
  * alive between calls (each handle keeps its connections, so a run of
  * requests from one thread reuses one TCP connection), the timeouts derived
  * from a call's struct smux_ctx, retries with full-jitter backoff, and THE
