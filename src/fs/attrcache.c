@@ -245,3 +245,8 @@ bool smuxfs_attrcache_pin(struct smuxfs *fs, const char *key,
 		return false;
 	return gets_stay(fs);
 }
+
+bool smuxfs_attrcache_pins(struct smuxfs *fs)
+{
+	return smuxfs_attrcache_on(fs) && gets_stay(fs);
+}

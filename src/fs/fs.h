@@ -415,6 +415,9 @@ void smuxfs_attrcache_put_listed(struct smuxfs *fs, const char *key,
  * key go to one member. */
 bool smuxfs_attrcache_pin(struct smuxfs *fs, const char *key,
 			  struct smux_info *info);
+/* Whether smuxfs_attrcache_pin can pin on this root at all (its gets of
+ * one key go to one member). */
+bool smuxfs_attrcache_pins(struct smuxfs *fs);
 /* A listing's entries looked up in parallel (listattr.c): @key is the
  * entry's key, @is_dir on input says the listing showed a directory
  * (a common prefix: its "key/" is asked at once); on output @ok says

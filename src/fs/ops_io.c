@@ -139,8 +139,16 @@ static int open_clean(struct smuxfs *fs, struct smuxfs_fh *fh,
 	 * asks which one is current (a cache hit then costs that one
 	 * request); a version not cached is fetched if_match it, through
 	 * the read cache, and a replaced one re-pins */
+	/* The kernel counts attr_timeout from its reply, attrcache.c from
+	 * before the request that found the entry (never longer than it
+	 * knows): a cat just inside the kernel's time sends no LOOKUP and
+	 * its open is the first to miss here. It lists the directory again
+	 * as that lookup would have (relist.c: one request for the opens of
+	 * all its files), not a HEAD per file. */
 	if (!smuxfs_rcache_has(fs->rcache, fh->key) &&
-	    smuxfs_attrcache_pin(fs, fh->key, &info)) {
+	    (smuxfs_attrcache_pin(fs, fh->key, &info) ||
+	     (smuxfs_attrcache_pins(fs) && smuxfs_relist(fs, fh->key) &&
+	      smuxfs_attrcache_pin(fs, fh->key, &info)))) {
 		atomic_store(&fh->pin_cached, true);
 		goto pinned;
 	}
