@@ -10,9 +10,10 @@
  * open's lookup was a HEAD, 2000 of them for 2000 files. Here a
  * directory whose last listing had files complete (at most
  * SMUXFS_RELIST_MAX: one page) is noted with their names; the first
- * lookup of one of them that misses attrcache.c lists it again - one request, as fresh
- * as a HEAD - and every file of it goes to attrcache.c, so the lookups of
- * its neighbours that follow within attr_timeout cost nothing. A name the
+ * lookup (or clean open: ops_io.c) of one of them that misses attrcache.c
+ * lists it again - one request, as fresh as a HEAD - and every file of it
+ * goes to attrcache.c, so the lookups of its neighbours that follow within
+ * attr_timeout cost nothing. A name the
  * new listing does not give complete (changed by another client, gone,
  * new) is then asked with a HEAD as before (which refreshes the
  * backend's cache); a directory whose listing has no complete file, or
