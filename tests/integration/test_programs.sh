@@ -51,25 +51,39 @@ check_file() {
 	fi
 }
 
-# bunny_fetch DIR [REL]: every file of the Bunny zone (under REL) into
-# DIR, read over HTTP from the emulator with curl as any client would
-# (GET dir/ lists a directory as JSON, GET key reads a file), not from its
-# store directory
-bunny_fetch() {
-	local out=$1 rel=${2:-} key name isdir list
+# bunny_list DIR REL CFG: the Bunny zone's files under REL, read over HTTP
+# from the emulator as any client would (GET dir/ lists a directory as
+# JSON), as curl config entries (url, output under DIR) appended to CFG;
+# DIR gets the zone's directories
+bunny_list() {
+	local out=$1 rel=$2 cfg=$3 key name isdir list path
 	key=$(cat "$T/bn/key")
 	mkdir -p "$out/$rel"
 	list=$(curl -sf -H "AccessKey: $key" "$BUNNY_URL/edge/${rel:+$rel/}") ||
 		fail "bunny: cannot list /${rel}"
 	while IFS=$'\t' read -r isdir name; do
+		path=${rel:+$rel/}$name
 		if [ "$isdir" = true ]; then
-			bunny_fetch "$out" "${rel:+$rel/}$name"
+			bunny_list "$out" "$path" "$cfg"
 		else
-			curl -sf -H "AccessKey: $key" -o "$out/${rel:+$rel/}$name" \
-				"$BUNNY_URL/edge/${rel:+$rel/}$name" ||
-				fail "bunny: cannot read ${rel:+$rel/}$name"
+			path=${path//\\/\\\\}
+			path=${path//\"/\\\"}
+			printf 'url = "%s/edge/%s"\noutput = "%s/%s"\n' \
+				"$BUNNY_URL" "$path" "$out" "$path" >>"$cfg"
 		fi
 	done < <(jq -r '.[] | "\(.IsDirectory)\t\(.ObjectName)"' <<<"$list")
+}
+
+# bunny_fetch DIR: every file of the Bunny zone into DIR, by one curl
+# (parallel transfers; a file it could not read is missing or short, which
+# net_check_copies sees)
+bunny_fetch() {
+	local out=$1 cfg=$T/bunny-fetch.cfg
+	: >"$cfg"
+	bunny_list "$out" "" "$cfg"
+	[ -s "$cfg" ] || return 0
+	curl -sf --no-progress-meter --parallel --parallel-max 8 -H "AccessKey: $(cat "$T/bn/key")" \
+		-K "$cfg" || fail "bunny: cannot read every file (curl exit $?)"
 }
 
 # net_check_copies SNAP: the origin holds SNAP's tree; the Swift container
@@ -89,9 +103,10 @@ net_check_copies() {
 		(cd "$d" && find . -type f | sort) >"$T/files.got"
 		diff "$T/files.want" "$T/files.got" ||
 			fail "$d holds another set of files than the mount"
-		while IFS= read -r rel; do
-			cmp "$snap/$rel" "$d/$rel" || fail "$d holds another $rel"
-		done <"$T/files.want"
+		(cd "$snap" && xargs -d '\n' sha256sum -- <"$T/files.want") \
+			>"$T/files.sum" || fail "cannot hash the mount's snapshot"
+		(cd "$d" && sha256sum --quiet -c "$T/files.sum") ||
+			fail "$d holds other content than the mount (above)"
 	done
 	# the Bunny zone has real directories: the same ones
 	(cd "$snap" && find . -mindepth 1 -type d | sort) >"$T/dirs.want"
