@@ -23,7 +23,10 @@ MAKE=${MAKE:-make}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/smux-check-lanes.XXXXXX")
 pids=()
 for v in normal asan; do
-	$MAKE --no-print-directory VARIANT=$v test-integration-run >"$dir/it-$v.log" 2>&1 &
+	# the ASan lane leaves a few variants to the normal lane (run.sh:
+	# asan_lane_leaves)
+	SMUX_IT_LANE=$v $MAKE --no-print-directory VARIANT=$v test-integration-run \
+		>"$dir/it-$v.log" 2>&1 &
 	pids+=($!)
 done
 # shellcheck disable=SC2317 # called by the trap
