@@ -23,8 +23,8 @@ MAKE=${MAKE:-make}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/smux-check-lanes.XXXXXX")
 pids=()
 for v in normal asan; do
-	# the ASan lane leaves a few variants to the normal lane (run.sh:
-	# asan_lane_leaves)
+	# each lane leaves some tests to the other (run.sh:
+	# asan_lane_leaves, normal_lane_leaves)
 	SMUX_IT_LANE=$v $MAKE --no-print-directory VARIANT=$v test-integration-run \
 		>"$dir/it-$v.log" 2>&1 &
 	pids+=($!)

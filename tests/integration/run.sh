@@ -13,8 +13,9 @@
 #   SMUX_IT_LOGDIR    where the per-test logs go (default: a new temp dir)
 #   SMUX_IT_BIG_MB    size of the dd file in test_programs (default 256)
 #   SMUX_IT_SLOW=1    also the slower runs (test_s3_faults freeze)
-#   SMUX_IT_LANE=asan the ASan lane of make check: leaves the variants
-#                     listed at asan_lane_leaves to the normal lane
+#   SMUX_IT_LANE=asan|normal  a lane of make check: leaves the tests
+#                     listed at asan_lane_leaves / normal_lane_leaves to
+#                     the other lane
 set -uo pipefail
 export LC_ALL=C
 
@@ -82,8 +83,9 @@ tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_otlp.sh" "test_ro
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done
 for k in file mirror failover; do tests+=("test_apps.sh $k"); done
-# The differential exerciser, seeds 1-2 (`make check-posix` runs 1-20:
-# some still find the divergences test_posix_diff.sh's header lists).
+# The differential exerciser, seed 1 on file and failover, 2 on mirror
+# (`make check-posix` runs 1-20: some still find the divergences
+# test_posix_diff.sh's header lists).
 for k in file mirror failover; do tests+=("test_posix_diff.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh" "test_staging_full.sh")
@@ -122,22 +124,47 @@ tests+=("test_cdn_misconfig.sh")
 # The ASan lane of `make check` (SMUX_IT_LANE=asan, scripts/check-lanes.sh)
 # leaves these variants to the normal lane of the same run: each differs
 # from a variant the ASan lane does run only in its mux mode or backend
-# (programs on mirror, shield, sticky-by-key and cdn-shield; dbench on
-# mirror and s3; the network model on s3-mirror, bunny and swift; the
-# differential exerciser on file and mirror; stress-ng on mirror), and the
-# two lanes side by side must end within CI's 30 minutes (they reached
-# 33). `make test-integration VARIANT=asan` runs them all under ASan.
+# (programs on mirror and cdn-shield; dbench on mirror; the model on
+# mirror, failover, s3-mirror, bunny and swift; the differential exerciser
+# on file and mirror; stress-ng on mirror; the failover variants of the
+# local, apps, fallocate, unlinked, links and posix_details tests on file
+# and mirror; xattr and member_calls_tree on mirror; sticky-by-key in
+# test_sticky), and the two lanes side by side must end within CI's 30
+# minutes (they reached 33). The unit lane runs every mode's core under
+# ASan. `make test-integration VARIANT=asan` runs them all under ASan.
 asan_lane_leaves="test_programs-round-robin test_programs-weighted
-test_programs-failover test_dbench-http test_dbench-bunny
-test_model-s3-shield test_posix_diff-failover test_stress-file"
+test_programs-failover test_programs-sticky-by-key test_programs-shield
+test_dbench-http test_dbench-bunny test_dbench-s3
+test_model-s3-shield test_model-sticky-by-key test_model-shield
+test_posix_diff-failover test_stress-file test_local-failover
+test_apps-failover test_fallocate-failover test_unlinked-failover
+test_links-failover test_posix_details-failover test_xattr-file
+test_member_calls_tree-file"
+
+# The normal lane (SMUX_IT_LANE=normal) leaves these network tests to the
+# ASan lane: request counts, names, the attribute store, streams, queued
+# deletes, TLS and configuration errors, whose answers do not depend on the
+# build's speed, and where a server's odd or hostile reply matters most
+# under ASan. The network tests of whole programs, models, loads and
+# faults (programs cdn-shield, model s3-mirror and s3-shield, dbench,
+# test_s3_faults, test_cdn_faults) and the basic ones of each backend run
+# in both lanes. Every test runs in at least one lane of a make check.
+normal_lane_leaves="test_s3_attrstore test_swift_attrstore test_model-swift
+test_model-bunny test_s3_apps-s3 test_delq-single test_delq-mirror
+test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
+test_s3_stream_swift test_s3_requests test_swift_requests test_bunny_rename
+test_http_read test_fallocate-s3 test_tls test_odd_names-s3
+test_odd_names-http test_odd_names-bunny test_cdn_misconfig"
 
 selected() {
-	local name=$1 f
-	if [ "${SMUX_IT_LANE:-}" = asan ]; then
-		for f in $asan_lane_leaves; do
-			[ "$name" = "$f" ] && return 1
-		done
-	fi
+	local name=$1 f leaves=
+	case ${SMUX_IT_LANE:-} in
+	asan) leaves=$asan_lane_leaves ;;
+	normal) leaves=$normal_lane_leaves ;;
+	esac
+	for f in $leaves; do
+		[ "$name" = "$f" ] && return 1
+	done
 	[ ${#filters[@]} -eq 0 ] && return 0
 	for f in "${filters[@]}"; do
 		case $name in *"$f"*) return 0 ;; esac
