@@ -121,17 +121,24 @@ tests+=("test_programs.sh cdn-shield")
 # configuration errors only a server sees (bunny 401, swift region)
 tests+=("test_cdn_misconfig.sh")
 
-# The ASan lane of `make check` (SMUX_IT_LANE=asan, scripts/check-lanes.sh)
-# leaves these variants to the normal lane of the same run: each differs
-# from a variant the ASan lane does run only in its mux mode or backend
-# (programs on mirror and cdn-shield; dbench on mirror; the model on
-# mirror, failover, s3-mirror, bunny and swift; the differential exerciser
-# on file and mirror; stress-ng on mirror; the failover variants of the
-# local, apps, fallocate, unlinked, links and posix_details tests on file
-# and mirror; xattr and member_calls_tree on mirror; sticky-by-key in
-# test_sticky), and the two lanes side by side must end within CI's 30
-# minutes (they reached 33). The unit lane runs every mode's core under
-# ASan. `make test-integration VARIANT=asan` runs them all under ASan.
+# make check runs two integration lanes side by side (scripts/
+# check-lanes.sh), normal and ASan+UBSan, and they must end within CI's 30
+# minutes on 2 cores, where they are CPU-bound together with the unit lane
+# (both lanes running every test reached 34). So each lane leaves some
+# tests to the other, and every test runs in one lane at least; `make
+# test-integration [VARIANT=asan]` runs all of them on one build.
+#
+# Both lanes run, among others: programs on mirror; the model on mirror,
+# failover and s3-mirror; the differential exerciser on file and mirror;
+# dbench on mirror; test_crash, test_rename_crash, test_sticky, test_ctl,
+# test_rcache, test_s3_faults, test_failover errors and hung; and the
+# basic test of each backend (test_s3, test_swift, test_http, test_bunny).
+#
+# The ASan lane (SMUX_IT_LANE=asan) leaves to the normal lane the mode
+# variants that differ from one it runs only in mux mode or backend
+# (programs, dbench, model, posix_diff and stress variants), and the file
+# and failover variants of the local-semantics tests, whose mirror
+# variants (the same daemon code and more) it runs.
 asan_lane_leaves="test_programs-round-robin test_programs-weighted
 test_programs-failover test_programs-sticky-by-key test_programs-shield
 test_dbench-http test_dbench-bunny test_dbench-s3
@@ -139,22 +146,32 @@ test_model-s3-shield test_model-sticky-by-key test_model-shield
 test_posix_diff-failover test_stress-file test_local-failover
 test_apps-failover test_fallocate-failover test_unlinked-failover
 test_links-failover test_posix_details-failover test_xattr-file
-test_member_calls_tree-file"
+test_member_calls_tree-file test_local-file test_apps-file test_perms-file
+test_ro_perms test_unlinked-file test_links-file test_posix_details-file
+test_fallocate-file test_failover-recovery test_failover-midrun-failover
+test_failover-single-hung test_failover-hung-probe
+test_failover-midrun-open"
 
-# The normal lane (SMUX_IT_LANE=normal) leaves these network tests to the
-# ASan lane: request counts, names, the attribute store, streams, queued
-# deletes, TLS and configuration errors, whose answers do not depend on the
-# build's speed, and where a server's odd or hostile reply matters most
-# under ASan. The network tests of whole programs, models, loads and
-# faults (programs cdn-shield, model s3-mirror and s3-shield, dbench,
-# test_s3_faults, test_cdn_faults) and the basic ones of each backend run
-# in both lanes. Every test runs in at least one lane of a make check.
+# The normal lane (SMUX_IT_LANE=normal) leaves to the ASan lane the
+# network tests whose answers do not depend on the build's speed (request
+# counts, names, the attribute store, streams, queued deletes, TLS and
+# configuration errors: a server's odd or hostile reply matters most under
+# ASan), the longest ones on Swift and Bunny (programs cdn-shield,
+# test_cdn_faults), stress-ng on mirror, and the mirror variants of the
+# local-semantics tests.
 normal_lane_leaves="test_s3_attrstore test_swift_attrstore test_model-swift
 test_model-bunny test_s3_apps-s3 test_delq-single test_delq-mirror
 test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
 test_s3_stream_swift test_s3_requests test_swift_requests test_bunny_rename
 test_http_read test_fallocate-s3 test_tls test_odd_names-s3
-test_odd_names-http test_odd_names-bunny test_cdn_misconfig"
+test_odd_names-http test_odd_names-bunny test_cdn_misconfig
+test_programs-cdn-shield test_cdn_faults test_stress-mirror
+test_local-mirror test_apps-mirror test_dirs test_events test_fstab
+test_fanout test_perms-mirror test_xattr-mirror test_otlp test_reload
+test_member_calls_tree-mirror test_fallocate-mirror test_unlinked-mirror
+test_links-mirror test_posix_details-mirror test_smuxdir
+test_failover-midrun-mirror test_failover-mirror-err
+test_failover-mirror-hung"
 
 selected() {
 	local name=$1 f leaves=
