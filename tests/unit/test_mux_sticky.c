@@ -595,6 +595,11 @@ static void test_two_shards_out(void **state)
 
 	(void)state;
 	shards_init(&s);
+	/* The repair is the test's own. One pass leaves a hint for the next
+	 * here (checked: pending 1, then 0); the background thread, woken by
+	 * the first hint, usually made that pass before the assert, and once
+	 * under TSan in make check did not (pending 1). */
+	smux__mux_bg_stop(smux__mux_of(s.mux));
 	key_on(key, sizeof(key), "two", 0, 0);
 	mh_fail(s.f[0], true);
 	MH_OK(mh_put(s.mux, key, "v1", &err), &err);
@@ -608,7 +613,8 @@ static void test_two_shards_out(void **state)
 	mh_fail(s.f[0], false);
 	shards_later(&s);
 	MH_HOLDS(s.mux, key, "v2");
-	shards_repair(&s, &pending);
+	for (int pass = 0; pass < 3 && pending; pass++)
+		shards_repair(&s, &pending);
 	assert_int_equal(pending, 0);
 	MH_HOLDS(s.mux, key, "v2");
 	MH_HOLDS(s.mem[0], key, "v2");
