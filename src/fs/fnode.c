@@ -243,6 +243,11 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 				if (id && fh->gone.file_id == id &&
 				    fh->gone.links > 0)
 					fh->gone.links--;
+				/* the name it still went by */
+				if (fh->gone.named &&
+				    smuxfs_fh_key(fs, fh, k, sizeof(k)) == 0 &&
+				    strcmp(k, key) == 0)
+					fh->gone.named = false;
 				continue;
 			}
 			if (smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
@@ -252,6 +257,50 @@ void smuxfs_fnode_unlinked(struct smuxfs *fs, const char *key,
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_fnode_unnamed(struct smuxfs *fs, const char *key,
+			  const struct smux_info *info)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	struct smux_info all = *info;
+	char k[SMUX_KEY_MAX + 2];
+
+	/* gone_init counts the names left besides the one that went; here
+	 * none went */
+	all.nlink = info->nlink + 1;
+	pthread_mutex_lock(&t->lock);
+	for (unsigned b = 0; b < SMUXFS_FNODE_BUCKETS; b++) {
+		for (struct smuxfs_fh *fh = t->buckets[b]; fh; fh = fh->nnext) {
+			if (fh->kind != SMUXFS_FH_FILE || fh->gone.init ||
+			    smuxfs_fh_key(fs, fh, k, sizeof(k)) != 0 ||
+			    strcmp(k, key) != 0)
+				continue;
+			gone_init(t, fh, &all);
+			fh->gone.named = true;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int smuxfs_fnode_named_key(struct smuxfs *fs, char *key, size_t cap)
+{
+	struct smuxfs_fnodes *t = &fs->fnodes;
+	int rc = -ESTALE;
+
+	if (!cur.orphan)
+		return -ESTALE;
+	pthread_mutex_lock(&t->lock);
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(cur.nodeid)]; fh;
+	     fh = fh->nnext) {
+		if (fh->nodeid != cur.nodeid || fh->kind != SMUXFS_FH_FILE ||
+		    !fh->gone.init || !fh->gone.named)
+			continue;
+		rc = smuxfs_fh_key(fs, fh, key, cap) == 0 ? 0 : -ESTALE;
+		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }
 
 void smuxfs_fnode_linked(struct smuxfs *fs, uint64_t file_id)

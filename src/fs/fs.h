@@ -197,6 +197,10 @@ struct smuxfs_gone {
 	 * while readers stay): a reader's own idea is the size it opened */
 	bool has_size;
 	uint64_t size;
+	/* the kernel's node lost the name, the file did not: a rename of
+	 * another name of it over that name (smuxfs_fnode_unnamed), until
+	 * the name goes; requests without a name go to the file by it */
+	bool named;
 };
 
 /* The SHA-256 of a staging file kept while it is written from its start
@@ -788,6 +792,19 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh);
 /* At unmount. */
 void smuxfs_pt_free(struct smuxfs *fs);
+/*
+ * A rename of another name of the same file over @key (@info: what @key
+ * is, hard links counted) changed nothing, but libfuse gave the kernel's
+ * node of @key no name (the source's node took it): the handles opened
+ * by @key go on as nameless ones do (fstat, fchmod, futimens come without
+ * a name), their file keeping every name it has.
+ */
+void smuxfs_fnode_unnamed(struct smuxfs *fs, const char *key,
+			  const struct smux_info *info);
+/* In a request the hook gave handle 0: the name the file of the current
+ * request's node still has (smuxfs_fnode_unnamed), in @key; -ESTALE when
+ * it has none, and the request is one of a nameless file. */
+int smuxfs_fnode_named_key(struct smuxfs *fs, char *key, size_t cap);
 /* After an unlink of @key or a rename over it succeeded: every listed
  * handle of @key has no name any more. @was: what the name was (its
  * nlink and file_id: the names its file has left, and a nameless file of

@@ -697,8 +697,10 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (rc && rc != -ENOTSUP)
 		smux_log(LOG_WARNING, "setattr of %s (its name gone): %s",
 			 of->key, strerror(-rc));
+	/* its other open names: what they fold into their commits (a
+	 * chmod through one of them earlier) must not undo this one */
 	if (rc == 0 && shared && id)
-		ofile_shared_changed(fs, id);
+		smuxfs_ofile_links_changed(fs, NULL, id, a);
 }
 
 /* The size a lookup saw is no size to report any more (the file was

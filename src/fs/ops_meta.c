@@ -213,15 +213,19 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		    smux_reader_stat(fh->reader, &info) == 0)
 			return fill_behind(fs, &info, st);
 	} else {
-		if (!path && fi && !fh)
-			return getattr_orphan(fs, st);
-		if (!path)
-			return -ESTALE;
-		if (smuxdir_owns(path))
-			return smuxdir_getattr(fs, path, st);
-		rc = key_of(fs, path, key, sizeof(key), &is_root);
-		if (rc)
-			return rc;
+		if (!path && fi && !fh) {
+			/* nameless, unless its file kept the name */
+			if (smuxfs_fnode_named_key(fs, key, sizeof(key)))
+				return getattr_orphan(fs, st);
+		} else {
+			if (!path)
+				return -ESTALE;
+			if (smuxdir_owns(path))
+				return smuxdir_getattr(fs, path, st);
+			rc = key_of(fs, path, key, sizeof(key), &is_root);
+			if (rc)
+				return rc;
+		}
 		rc = smuxfs_lookup(fs, key, is_root, &is_dir, &info);
 		if (rc == -ENOENT && !is_root)
 			return getattr_behind(fs, st);
@@ -740,11 +744,14 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		if (!from_dir && to_dir)
 			return -EISDIR;
 		/* two names of one file: rename(2) does nothing and
-		 * succeeds; both names stay */
+		 * succeeds; both names stay (the handles of @to's kernel
+		 * node go on without a name: fnode.c) */
 		if (!from_dir && finfo.file_id &&
 		    finfo.file_id == tinfo.file_id && tinfo.nlink > 1 &&
-		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
+		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK)) {
+			smuxfs_fnode_unnamed(fs, tkey, &tinfo);
 			return 0;
+		}
 	}
 	if (!from_dir)
 		return smuxfs_ofile_rename(fs, fkey, tkey);
@@ -953,12 +960,17 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int rc;
 
 	if (!path && fi && !fi->fh) {
-		attr.mode = mode & 07777;
-		return setattr_orphan(fs, &attr);
+		/* nameless, unless its file kept the name (fnode.c) */
+		is_root = false;
+		if (smuxfs_fnode_named_key(fs, key, sizeof(key))) {
+			attr.mode = mode & 07777;
+			return setattr_orphan(fs, &attr);
+		}
+	} else {
+		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+		if (rc)
+			return rc;
 	}
-	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-	if (rc)
-		return rc;
 	/* 0000 is a mode like any other */
 	attr.mode = chmod_bits(fs, key, is_root, mode);
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
@@ -996,15 +1008,20 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	int rc;
 
 	if (!path && fi && !fi->fh) {
-		if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
-			attr.flags |= SMUX_SET_ATIME;
-		if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
-			attr.flags |= SMUX_SET_MTIME;
-		return setattr_orphan(fs, &attr);
+		/* nameless, unless its file kept the name (fnode.c) */
+		is_root = false;
+		if (smuxfs_fnode_named_key(fs, key, sizeof(key))) {
+			if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
+				attr.flags |= SMUX_SET_ATIME;
+			if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
+				attr.flags |= SMUX_SET_MTIME;
+			return setattr_orphan(fs, &attr);
+		}
+	} else {
+		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
+		if (rc)
+			return rc;
 	}
-	rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-	if (rc)
-		return rc;
 	if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
 		attr.flags |= SMUX_SET_ATIME;
 	if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
@@ -1041,11 +1058,14 @@ int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 	};
 	char key[SMUX_KEY_MAX + 2] = "";
 	struct smuxfs_ofile *of;
-	/* fchown of an open file whose name is gone (handle 0, fnode.c) */
-	bool nameless = !path && fi && !fi->fh, is_root = false;
+	/* fchown of an open file whose name is gone (handle 0, fnode.c),
+	 * unless its file kept the name */
+	bool nameless = !path && fi && !fi->fh &&
+			smuxfs_fnode_named_key(fs, key, sizeof(key)) != 0;
+	bool is_root = false;
 	int rc;
 
-	if (!nameless) {
+	if (!nameless && !key[0]) {
 		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
 		if (rc)
 			return rc;

@@ -358,6 +358,50 @@ def rename_same_file():
     return r
 
 
+def rename_onto_open_link():
+    # rename of one name of a file over another name of it that is open
+    # for writing: nothing changes, and the open descriptor goes on -
+    # fstat, a write, fchmod and futimens through it (posix_diff seed 4
+    # with exchange in the mix; the mount answered fstat ESTALE)
+    two_names("o1", "o2", 10)
+    fd = os.open(p("o2"), os.O_WRONLY | os.O_APPEND)
+    os.rename(p("o1"), p("o2"))
+    os.write(fd, b"more")
+    st = os.fstat(fd)
+    r = ["%d %d" % (st.st_size, st.st_nlink)]
+    r.append(res(lambda: os.fchmod(fd, 0o600)))
+    r.append(res(lambda: os.utime(fd, (1000000000, 1000000000))))
+    st = os.fstat(fd)
+    r.append("%o %d" % (stat.S_IMODE(st.st_mode), st.st_mtime))
+    os.close(fd)
+    for n in ("o1", "o2"):
+        st = os.stat(p(n))
+        r.append("%s %d %d %o %d" % (n, st.st_size, st.st_nlink,
+                                     stat.S_IMODE(st.st_mode), st.st_mtime))
+    return " ".join(r)
+
+
+def nameless_chmod_last():
+    # a file of two names with a writer open by each; one name goes;
+    # fchmod through the named writer, then through the nameless one:
+    # the last one stays when both close (posix_diff seed 5)
+    two_names("m1", "m2", 10)
+    fa = os.open(p("m1"), os.O_WRONLY | os.O_APPEND)
+    fb = os.open(p("m2"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o777)
+    os.write(fa, b"x")
+    os.write(fb, b"y")
+    os.unlink(p("m1"))
+    os.fchmod(fb, 0o200)
+    os.write(fb, b"y")
+    os.fchmod(fa, 0o444)
+    r = [mode(p("m2"))]
+    os.close(fa)
+    r.append(mode(p("m2")))
+    os.close(fb)
+    r.append(mode(p("m2")))
+    return " ".join(r)
+
+
 def removed_cwd():
     # `ls` in a working directory that was removed: the open succeeds and
     # lists nothing, fstat shows no links (libfuse answered ESTALE)
@@ -442,7 +486,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            gone_creator_owner, nameless_links_size, link_chown_open,
            nameless_link_chmod, nameless_link_truncate,
            nameless_setattr_link, nameless_reader_chmod,
-           link_truncate_other, rename_same_file, removed_cwd, link_other_writer,
+           link_truncate_other, rename_same_file, rename_onto_open_link,
+           nameless_chmod_last, removed_cwd, link_other_writer,
            nameless_other_chown, dir_nlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
