@@ -47,6 +47,8 @@
 #                      cat and rm-r the tree untar made)
 #   BENCH_SMUXFS=build/smuxfs, BENCH_DIR=/var/tmp, BENCH_KEEP=1
 #   BENCH_RAW=FILE         every sample as TSV (also the requests by method)
+#   BENCH_SMUX_BACKEND="part_parallel = 8"  lines added to smuxfs's
+#                          [backend s] (to try an option against the peers)
 #   BENCH_PROBE_TIMEOUT=300  bound of every durability probe, seconds
 #
 # s3fs comes from scripts/install-deps.sh (the interop test needs it);
@@ -168,6 +170,7 @@ type = s3
 endpoint = $EP
 bucket = $(bucket_of smuxfs)
 credentials_env = S3B
+${BENCH_SMUX_BACKEND:-}
 EOF
 printf 'S3RVER:S3RVER\n' >"$BASE/passwd-s3fs"
 chmod 600 "$BASE/passwd-s3fs"
