@@ -165,6 +165,10 @@ enum smux_caps {
 	 * has it when every member has it, and deletes a batch's keys in
 	 * parallel, each in its mode) */
 	SMUX_CAP_DEL_MANY = 1024,
+	/* ops->exchange: two names swap what they hold in one atomic call
+	 * (renameat2 RENAME_EXCHANGE); a mux has it where every member has
+	 * it, outside sticky-by-key */
+	SMUX_CAP_EXCHANGE = 2048,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */
@@ -342,6 +346,16 @@ struct smux_backend_ops {
 			   const char *key, const char *name,
 			   struct smux_error *err);
 
+	/* Optional (SMUX_CAP_EXCHANGE): the names @a and @b (object keys,
+	 * no trailing '/') swap what they hold - a file, special object or
+	 * directory with its tree - atomically (renameat2 RENAME_EXCHANGE).
+	 * A name that holds nothing swaps as such: the other's object moves
+	 * there alone (one member of a mux may hold one of the two).
+	 * KEY_NOT_FOUND when neither holds anything. Its own inverse. */
+	int (*exchange)(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *a, const char *bname,
+			struct smux_error *err);
+
 	/* Frees the instance; no operation is running or will run. */
 	void (*destroy)(struct smux_backend *b);
 };
@@ -411,6 +425,11 @@ unsigned smux_backend_caps(struct smux_backend *b);
 /* The longest key @b takes: ops->key_max, SMUX_KEY_MAX when NULL (never
  * more). A mux takes what its most limited member takes. */
 size_t smux_backend_key_max(struct smux_backend *b);
+/* NOT_SUPPORTED (-ENOTSUP) when ops->exchange is NULL or the backend
+ * lacks SMUX_CAP_EXCHANGE (a mux with a member that cannot). */
+int smux_backend_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *a, const char *bname,
+			  struct smux_error *err);
 /* NOT_SUPPORTED (-ENOTSUP) when ops->link is NULL. */
 int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err);

@@ -578,6 +578,19 @@ static int faultyb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_rename(fb->inner, ctx, src, dst, err);
 }
 
+static int faultyb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
+			    const char *a, const char *bname,
+			    struct smux_error *err)
+{
+	struct faultyb *fb = faultyb_of(b);
+	struct smux_ctx fresh;
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
+
+	if (rc)
+		return rc;
+	return smux_backend_exchange(fb->inner, ctx, a, bname, err);
+}
+
 static int faultyb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, const struct smux_setattr *attr,
 			   struct smux_error *err)
@@ -872,6 +885,7 @@ static const struct smux_backend_ops faultyb_ops = {
 	.list = faultyb_list,
 	.copy = faultyb_copy,
 	.rename = faultyb_rename,
+	.exchange = faultyb_exchange,
 	.setattr = faultyb_setattr,
 	.sync = faultyb_sync,
 	.healthcheck = faultyb_healthcheck,

@@ -736,6 +736,77 @@ static int fileb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 }
 
 /*
+ * renameat2(RENAME_EXCHANGE) of two names beneath the root
+ * (SMUX_CAP_EXCHANGE): atomic, each side keeps its inode (a directory its
+ * tree). When only one name holds something, it moves to the other alone
+ * (RENAME_NOREPLACE, the other's parents created): what the other name
+ * held lives on another member of a mux. Not durable until a program
+ * asks (ops->sync), as rename(2).
+ */
+static int fileb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *a, const char *bname,
+			  struct smux_error *err)
+{
+	struct smux__file *fb = smux__file_from(b);
+	char apath[SMUX_KEY_MAX + 1], bpath[SMUX_KEY_MAX + 1];
+	const char *aname, *bn;
+	int adir = -1, bdir = -1, rc;
+	bool is_dir, ahas, bhas;
+	struct stat st;
+
+	(void)ctx;
+	if (!fb)
+		return fileb_not_file(b, err);
+	rc = smux__file_key_path(fb, a, SMUX_KEY_OBJECT, apath, &is_dir, err);
+	if (!rc)
+		rc = smux__file_key_path(fb, bname, SMUX_KEY_OBJECT, bpath,
+					 &is_dir, err);
+	if (rc)
+		return rc;
+	rc = smux__file_open_parent(fb, apath, O_RDONLY, false, &adir, &aname,
+				    "exchange", a, err);
+	ahas = rc == 0 && fstatat(adir, aname, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (rc && rc != -ENOENT && rc != -ENOTDIR)
+		return rc;
+	rc = smux__file_open_parent(fb, bpath, O_RDONLY,
+				    ahas ? SMUX__FILE_CREATE : false,
+				    &bdir, &bn, "exchange", bname, err);
+	bhas = rc == 0 && fstatat(bdir, bn, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (rc && rc != -ENOENT && rc != -ENOTDIR)
+		goto out;
+	rc = 0;
+	if (!ahas && !bhas)
+		rc = smux__file_fail(fb, err, ENOENT, "exchange", a);
+	else if (ahas && bhas)
+		rc = renameat2(adir, aname, bdir, bn, RENAME_EXCHANGE) < 0
+			     ? smux__file_fail(fb, err, errno, "exchange", a)
+			     : 0;
+	else if (ahas)
+		rc = renameat2(adir, aname, bdir, bn, RENAME_NOREPLACE) < 0
+			     ? smux__file_fail(fb, err, errno, "exchange", a)
+			     : 0;
+	else {
+		/* only @bname holds something: @a's parents made now */
+		if (adir >= 0)
+			close(adir);
+		adir = -1;
+		rc = smux__file_open_parent(fb, apath, O_RDONLY, true, &adir,
+					    &aname, "exchange", a, err);
+		if (!rc && renameat2(bdir, bn, adir, aname, RENAME_NOREPLACE) <
+				   0)
+			rc = smux__file_fail(fb, err, errno, "exchange",
+					     bname);
+	}
+	smux__file_ns_changed(fb);
+out:
+	if (bdir >= 0)
+		close(bdir);
+	if (adir >= 0)
+		close(adir);
+	return rc;
+}
+
+/*
  * chmod/chown/utimens in place: no content is rewritten. A marker key or a
  * plain key naming a directory changes the directory. The object is opened
  * O_PATH (never followed), so a file the daemon may not read (mode 0000)
@@ -988,7 +1059,7 @@ static unsigned fileb_caps(struct smux_backend *b)
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
 			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR |
 			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING |
-			SMUX_CAP_ONE_COPY;
+			SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE;
 
 	(void)b;
 	return caps;
@@ -1068,6 +1139,7 @@ static const struct smux_backend_ops fileb_ops = {
 	.list = smux__file_list,
 	.copy = fileb_copy,
 	.rename = fileb_rename,
+	.exchange = fileb_exchange,
 	.setattr = fileb_setattr,
 	.sync = fileb_sync,
 	.healthcheck = fileb_healthcheck,

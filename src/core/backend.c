@@ -550,6 +550,24 @@ int smux_backend_link(struct smux_backend *b, const struct smux_ctx *ctx,
 	return finish(b, rc, err);
 }
 
+int smux_backend_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
+			  const char *a, const char *bname,
+			  struct smux_error *err)
+{
+	int rc;
+
+	LOCAL_ERR(err);
+	rc = enter2(b, ctx, a, bname, err);
+	if (rc)
+		return rc;
+	if (!b->ops->exchange || !(smux_backend_caps(b) & SMUX_CAP_EXCHANGE))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "exchange of \"%s\" and \"%s\"", a,
+				      bname);
+	rc = b->ops->exchange(b, ctx, a, bname, err);
+	return finish(b, rc, err);
+}
+
 /* ---- extended attributes ---- */
 
 /* Entry checks of the xattr wrappers: the key, and for @name (NULL for

@@ -751,6 +751,8 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 		return smux_backend_copy(b, ctx, job->key, job->key2, err);
 	case SMUX__OP_RENAME:
 		return smux_backend_rename(b, ctx, job->key, job->key2, err);
+	case SMUX__OP_EXCHANGE:
+		return smux_backend_exchange(b, ctx, job->key, job->key2, err);
 	case SMUX__OP_LINK:
 		return smux_backend_link(b, ctx, job->key, job->key2, err);
 	case SMUX__OP_SETATTR:
@@ -1095,7 +1097,7 @@ static bool job_dequeue(struct smux__job *job)
 
 /*
  * The keys a mutating @job changes on its member (zombie tracking): *@k2
- * only for a rename (its destination). False for a call that changes
+ * only for a rename (its destination) or an exchange (the other name). False for a call that changes
  * nothing.
  */
 static bool job_changes(const struct smux__job *job, const char **k1,
@@ -1116,6 +1118,7 @@ static bool job_changes(const struct smux__job *job, const char **k1,
 		*k1 = job->key2;
 		break;
 	case SMUX__OP_RENAME:
+	case SMUX__OP_EXCHANGE:
 		*k1 = job->key;
 		*k2 = job->key2;
 		break;

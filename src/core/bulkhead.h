@@ -59,6 +59,7 @@ enum smux__op {
 	SMUX__OP_SETXATTR,
 	SMUX__OP_LISTXATTR,
 	SMUX__OP_REMOVEXATTR,
+	SMUX__OP_EXCHANGE,
 };
 
 /*
@@ -71,8 +72,8 @@ struct smux__call {
 	struct smux_backend *backend; /* the job holds a reference */
 	const char *key;  /* GET..COPY, SETATTR, SYNC, WRITER_OPEN, LIST
 			    prefix */
-	const char *key2; /* COPY/RENAME/LINK destination, LIST delimiter,
-			     *XATTR name */
+	const char *key2; /* COPY/RENAME/LINK destination, EXCHANGE's other
+			     name, LIST delimiter, *XATTR name */
 	const struct smux_setattr *setattr;   /* SETATTR (copied) */
 	const struct smux_get_opts *get_opts; /* GET (copied) */
 	const struct smux_put_opts *put_opts; /* PUT, W_COMMIT (copied) */

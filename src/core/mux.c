@@ -1291,60 +1291,52 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned mux_caps(struct smux_backend *b);
 
 /*
- * A directory "a/" renamed to "b/" in one call per member
- * (SMUX_CAP_DIR_RENAME): every member holding the directory renames it in
- * its own tree, atomically there. All or nothing: with a member down or
- * draining, or a hint pending (a replica that missed a key under the
- * directory would get it back under the old name), it is NOT_SUPPORTED
- * and the caller moves key by key, with hints; a member failing after
- * others renamed is undone on those. A member without the directory has
- * nothing to rename.
+ * @call on every member at once, all or nothing (a directory rename in
+ * one call per member, an exchange): with a member down or draining, or
+ * a hint pending (a replica that missed a key would get it back under
+ * the old name), it is NOT_SUPPORTED and the caller does without; a
+ * member failing after others succeeded is undone on those (@undo, the
+ * same call with its keys the other way). A member without either key
+ * has nothing to do. @cap: what every member must be able to do; @what
+ * names the call in errors ("rename of directory", "exchange").
  */
-static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
-			   const char *src, const char *dst,
-			   struct smux_error *err)
+static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     const struct smux__call *call,
+			     const struct smux__call *undo, unsigned cap,
+			     const char *what, struct smux_error *err)
 {
-	struct smux__call call = {
-		.op = SMUX__OP_RENAME,
-		.key = src,
-		.key2 = dst,
-	};
 	struct smux__fan *f;
 	struct mux_view *v;
 	bool found = false;
 	long rc = 0;
 
-	if (mux->mode == SMUX_MODE_STICKY ||
-	    !(mux_caps(&mux->base) & SMUX_CAP_DIR_RENAME))
+	if (mux->mode == SMUX_MODE_STICKY || !(mux_caps(&mux->base) & cap))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
-				      "rename of directory \"%s\" in one call",
-				      src);
+				      "%s \"%s\" in one call", what,
+				      call->key);
 	if (smux_mux_pending_hints(&mux->base))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
-				      "rename of directory \"%s\": hints "
-				      "pending, moved key by key",
-				      src);
+				      "%s \"%s\": hints pending", what,
+				      call->key);
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n; i++)
 		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP)
-			rc = smux_error_set(
-				err, SMUX_E_NOT_SUPPORTED, v->m[i]->name,
-				"rename of directory \"%s\": a "
-				"member is not up, moved key by key",
-				src);
+			rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED,
+					    v->m[i]->name,
+					    "%s \"%s\": a member is not up",
+					    what, call->key);
 	f = (rc || v->n > SMUX__FAN_MAX) ? NULL : malloc(sizeof(*f));
 	if (!f) {
 		if (!rc)
 			rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED,
 					    mux->base.name,
-					    "rename of directory \"%s\": moved "
-					    "key by key",
-					    src);
+					    "%s \"%s\": not in one call", what,
+					    call->key);
 		smux__view_put(v);
 		return rc;
 	}
 	/* every member at once (the fan-out primitive: a member draining
-	 * since is not called, and that fails the rename) */
+	 * since is not called, and that fails the call) */
 	f->mux = mux;
 	f->n = v->n;
 	f->spans = false;
@@ -1355,7 +1347,7 @@ static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 		f->m[i] = v->m[i];
 		f->go[i] = true;
 		f->probe[i] = false;
-		f->call[i] = call;
+		f->call[i] = *call;
 	}
 	smux__fan_run(f, ctx, NULL);
 	for (unsigned i = 0; i < f->n; i++) {
@@ -1371,17 +1363,68 @@ static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 		/* all or nothing: undo where it was done */
 		for (unsigned i = 0; i < f->n; i++) {
 			f->go[i] = f->ok[i];
-			f->call[i].key = dst;
-			f->call[i].key2 = src;
+			f->call[i] = *undo;
 		}
 		smux__fan_run(f, ctx, NULL);
 	} else if (!found) {
 		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
-				    "rename: no directory \"%s\"", src);
+				    "%s: no \"%s\"", what, call->key);
 	}
 	free(f);
 	smux__view_put(v);
 	return rc;
+}
+
+/*
+ * A directory "a/" renamed to "b/" in one call per member
+ * (SMUX_CAP_DIR_RENAME): every member holding the directory renames it in
+ * its own tree, atomically there; all or nothing (mux_every_member). Where
+ * it cannot, NOT_SUPPORTED, and the caller moves key by key, with hints.
+ */
+static long mux_rename_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   const char *src, const char *dst,
+			   struct smux_error *err)
+{
+	struct smux__call call = {
+		.op = SMUX__OP_RENAME,
+		.key = src,
+		.key2 = dst,
+	};
+	struct smux__call undo = {
+		.op = SMUX__OP_RENAME,
+		.key = dst,
+		.key2 = src,
+	};
+
+	return mux_every_member(mux, ctx, &call, &undo, SMUX_CAP_DIR_RENAME,
+				"rename of directory", err);
+}
+
+/*
+ * Exchange (SMUX_CAP_EXCHANGE): every member swaps the two names in its
+ * own tree, atomically there; all or nothing (mux_every_member). Not
+ * where a member is not up or a hint is pending: the program is told
+ * EINVAL (no exchange), as by a filesystem without it, and nothing moved.
+ */
+static int mux_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
+			const char *a, const char *bname,
+			struct smux_error *err)
+{
+	struct smux_mux *mux = smux__mux_of(b);
+	struct smux__call call = {
+		.op = SMUX__OP_EXCHANGE,
+		.key = a,
+		.key2 = bname,
+	};
+	struct smux_span *span;
+	struct smux_ctx child;
+	long rc;
+
+	rc = op_enter(mux, ctx, &child, "exchange", a, "all", &span, err);
+	if (rc == 0)
+		rc = mux_every_member(mux, &child, &call, &call,
+				      SMUX_CAP_EXCHANGE, "exchange", err);
+	return (int)op_leave(mux, span, rc, err);
 }
 
 static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -1686,7 +1729,8 @@ static unsigned mux_caps(struct smux_backend *b)
 	/* two shards: "a" and "a/" may route to different members (hard
 	 * links stay: on the shard both names hash to, mux_link) */
 	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)
-		caps &= ~(unsigned)(SMUX_CAP_DIR_RENAME | SMUX_CAP_HEAD_DIR);
+		caps &= ~(unsigned)(SMUX_CAP_DIR_RENAME | SMUX_CAP_HEAD_DIR |
+				    SMUX_CAP_EXCHANGE);
 	/* a writer of several targets, or of one a head would not ask
 	 * (round-robin, weighted, a sticky handoff), cannot stand for the
 	 * head of an open */
@@ -1744,6 +1788,7 @@ static const struct smux_backend_ops mux_ops = {
 	.list = mux_list,
 	.copy = mux_copy,
 	.rename = mux_rename,
+	.exchange = mux_exchange,
 	.setattr = mux_setattr,
 	.sync = mux_sync,
 	.healthcheck = mux_healthcheck,

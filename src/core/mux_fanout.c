@@ -100,6 +100,7 @@ static bool fan_zombie(struct smux_mux *mux, struct mux_member *m,
 		k1 = call->key2;
 		break;
 	case SMUX__OP_RENAME:
+	case SMUX__OP_EXCHANGE:
 		k2 = call->key2;
 		break;
 	case SMUX__OP_PUT:

@@ -635,6 +635,14 @@ int smuxfs_ofile_commit_under(struct smuxfs *fs, const char *prefix);
 void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
 			      const char *to);
 
+/* After the names @a and @b (object keys; @a_dir, @b_dir: each held a
+ * directory) swapped what they hold in one backend call (rename(2) with
+ * RENAME_EXCHANGE): every open file and reader of one (under it, for a
+ * directory) names the other from now on (open writers were committed
+ * before the exchange). */
+void smuxfs_ofile_exchanged(struct smuxfs *fs, const char *a, bool a_dir,
+			    const char *b, bool b_dir);
+
 /* Calls @fn for every ofile (not deleted) whose key is directly inside
  * the directory key @dir ("" or "a/b/"), with its name and attributes.
  * Holds the table lock: @fn must not call back into the table. */
@@ -1014,6 +1022,9 @@ int smuxfs_opendir(const char *path, struct fuse_file_info *fi);
 /* A directory (or file) @from was renamed to @to / the directory @path was
  * removed: open directory handles follow (FUSE paths; ops_dir.c). */
 void smuxfs_dirfh_renamed(const char *from, const char *to);
+/* After an exchange of the paths @a and @b: open directory handles of
+ * each (and below it) name the other. */
+void smuxfs_dirfh_exchanged(const char *a, const char *b);
 void smuxfs_dirfh_removed(struct smuxfs *fs, const char *path,
 			  const struct smux_info *was);
 /* True when a directory handle is open on @path. */

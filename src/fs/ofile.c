@@ -1566,6 +1566,84 @@ void smuxfs_ofile_rekey_under(struct smuxfs *fs, const char *from,
 	smuxfs_etag_forget(fs, from);
 }
 
+/* One name of an exchange: what is open under it, and its new name. */
+struct xside {
+	char from[SMUX_KEY_MAX + 2]; /* "a", or "a/" for a directory */
+	const char *to;		     /* the other name ("b") */
+	size_t flen;
+	bool dir;
+	struct smuxfs_ofile **found; /* with a reference each */
+	size_t n;
+};
+
+/* @key (an ofile's or reader's) is on side @x: its key there, else
+ * false. */
+static bool xside_key(const struct xside *x, const char *key, char *out,
+		      size_t cap)
+{
+	if (x->dir ? strncmp(key, x->from, x->flen) != 0
+		   : strcmp(key, x->from) != 0)
+		return false;
+	if (!x->dir)
+		return snprintf(out, cap, "%s", x->to) < (int)cap;
+	return snprintf(out, cap, "%s/%s", x->to, key + x->flen) < (int)cap;
+}
+
+void smuxfs_ofile_exchanged(struct smuxfs *fs, const char *a, bool a_dir,
+			    const char *b, bool b_dir)
+{
+	struct xside x[2] = {{.to = b, .dir = a_dir}, {.to = a, .dir = b_dir}};
+	char key[SMUX_KEY_MAX + 2];
+
+	snprintf(x[0].from, sizeof(x[0].from), a_dir ? "%s/" : "%s", a);
+	snprintf(x[1].from, sizeof(x[1].from), b_dir ? "%s/" : "%s", b);
+	pthread_mutex_lock(&fs->otable.lock);
+	/* both sides found before either moves: nothing moves twice */
+	for (int i = 0; i < 2; i++) {
+		x[i].flen = strlen(x[i].from);
+		if (x[i].dir) {
+			/* out of memory: those not found keep their name */
+			(void)collect_under(fs, x[i].from, &x[i].found,
+					    &x[i].n);
+			continue;
+		}
+		x[i].found = malloc(sizeof(*x[i].found));
+		if (x[i].found &&
+		    (x[i].found[0] = table_lookup(fs, x[i].from)) != NULL) {
+			x[i].found[0]->refs++;
+			x[i].n = 1;
+		}
+	}
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext) {
+		char *k;
+
+		if (!xside_key(&x[0], fh->key, key, sizeof(key)) &&
+		    !xside_key(&x[1], fh->key, key, sizeof(key)))
+			continue;
+		k = strdup(key);
+		if (!k)
+			continue; /* keeps the old name: reads get ENOENT */
+		free(fh->key);
+		fh->key = k;
+		atomic_store(&fh->reader_off, true);
+	}
+	pthread_mutex_unlock(&fs->otable.lock);
+	for (int i = 0; i < 2; i++) {
+		for (size_t j = 0; j < x[i].n; j++) {
+			struct smuxfs_ofile *of = x[i].found[j];
+
+			pthread_mutex_lock(&of->lock);
+			if (xside_key(&x[i], of->key, key, sizeof(key)))
+				ofile_rekey_locked(fs, of, key);
+			pthread_mutex_unlock(&of->lock);
+			ofile_unref(fs, of);
+		}
+		free(x[i].found);
+	}
+	smuxfs_etag_forget(fs, a);
+	smuxfs_etag_forget(fs, b);
+}
+
 void smuxfs_ofile_each_in(struct smuxfs *fs, const char *dir,
 			  void (*fn)(void *arg, const char *name,
 				     const struct smuxfs_ofile_attr *a),

@@ -104,6 +104,25 @@ void smuxfs_dirfh_renamed(const char *from, const char *to)
 	pthread_mutex_unlock(&dirfh_lock);
 }
 
+void smuxfs_dirfh_exchanged(const char *a, const char *b)
+{
+	pthread_mutex_lock(&dirfh_lock);
+	for (struct smuxfs_fh *fh = dirfh_head; fh; fh = fh->dnext) {
+		size_t na = fh->path ? under(fh->path, a) : 0;
+		size_t nb = (fh->path && !na) ? under(fh->path, b) : 0;
+		char *moved;
+
+		if (!na && !nb)
+			continue;
+		if (asprintf(&moved, "%s%s", na ? b : a,
+			     fh->path + (na ? na : nb)) < 0)
+			continue; /* keeps the old path: lists what is there */
+		free(fh->path);
+		fh->path = moved;
+	}
+	pthread_mutex_unlock(&dirfh_lock);
+}
+
 void smuxfs_dirfh_removed(struct smuxfs *fs, const char *path,
 			  const struct smux_info *was)
 {

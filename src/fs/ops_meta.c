@@ -670,7 +670,7 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 
 	/* a directory handle open on the target: what it was, for its
 	 * fstat once replaced (rare: no lookup otherwise) */
-	if (smuxfs_dirfh_open(to) &&
+	if (!(flags & RENAME_EXCHANGE) && smuxfs_dirfh_open(to) &&
 	    key_of(fs, to, key, sizeof(key), NULL) == 0)
 		had_to = smuxfs_lookup(fs, key, false, &is_dir, &was_to) == 0;
 	rc = rename_names(fs, from, to, flags);
@@ -687,6 +687,14 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 		smuxfs_dircache_changed(fs, key, true);
 	else
 		smuxfs_dircache_changed(fs, NULL, true);
+	if (flags & RENAME_EXCHANGE) {
+		/* both names stay, each now the other's directory or not */
+		rename_dirnames(fs, from, to, false);
+		rename_dirnames(fs, to, from, false);
+		if (rc == 0)
+			smuxfs_dirfh_exchanged(from, to);
+		return rc;
+	}
 	rename_dirnames(fs, from, to, rc == 0);
 	if (rc == 0) { /* open directory handles follow (ops_dir.c) */
 		/* an empty directory replaced */
@@ -694,6 +702,67 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 		smuxfs_dirfh_renamed(from, to);
 	}
 	return rc;
+}
+
+/* Commits what is open under @key before it moves: the file's ofile, or
+ * every one under the directory. */
+static int commit_side(struct smuxfs *fs, const char *key, bool is_dir)
+{
+	char prefix[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+	int rc;
+
+	if (is_dir) {
+		rc = smuxfs_dir_prefix(key, prefix, sizeof(prefix));
+		return rc ? rc : smuxfs_ofile_commit_under(fs, prefix);
+	}
+	of = smuxfs_ofile_find(fs, key);
+	if (!of)
+		return 0;
+	rc = smuxfs_ofile_commit(fs, of, false);
+	smuxfs_ofile_release(fs, of);
+	return rc;
+}
+
+/*
+ * rename(2) with RENAME_EXCHANGE of the keys @a and @b (files, special
+ * objects or directories, in any pairing): one backend call where every
+ * member of the tree can swap two names atomically (SMUX_CAP_EXCHANGE:
+ * file backends, every member up, no hint pending); else EINVAL, as from
+ * a filesystem without exchange, and nothing moved. Open files and
+ * directory handles of each name follow its content to the other.
+ */
+static int exchange_names(struct smuxfs *fs, const char *a, const char *b)
+{
+	struct smux_info ainfo, binfo;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	bool a_dir, b_dir;
+	int rc;
+
+	if (!(smux_backend_caps(fs->root) & SMUX_CAP_EXCHANGE))
+		return -EINVAL;
+	/* queued unlinks of either name go first */
+	rc = smuxfs_delq_wait(fs, a, NULL);
+	if (!rc)
+		rc = smuxfs_delq_wait(fs, b, NULL);
+	if (!rc)
+		rc = smuxfs_lookup(fs, a, false, &a_dir, &ainfo);
+	if (!rc)
+		rc = smuxfs_lookup(fs, b, false, &b_dir, &binfo);
+	if (!rc)
+		rc = commit_side(fs, a, a_dir);
+	if (!rc)
+		rc = commit_side(fs, b, b_dir);
+	if (rc)
+		return rc;
+	smuxfs_ctx(&ctx);
+	if (smux_backend_exchange(fs->root, &ctx, a, b, &err))
+		return err.e.code == SMUX_E_NOT_SUPPORTED
+			       ? -EINVAL
+			       : smuxfs_errno(&err, "exchange", a);
+	smuxfs_ofile_exchanged(fs, a, a_dir, b, b_dir);
+	return 0;
 }
 
 static int rename_names(struct smuxfs *fs, const char *from, const char *to,
@@ -710,9 +779,8 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		rc = may_modify(fs, to);
 	if (rc)
 		return rc;
-	if (flags & RENAME_EXCHANGE)
-		return -EINVAL;
-	if (flags & ~(unsigned)RENAME_NOREPLACE)
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    flags == (RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
 	rc = key_of(fs, from, fkey, sizeof(fkey), &from_root);
 	if (!rc)
@@ -721,6 +789,8 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		return rc;
 	if (from_root || to_root)
 		return -EBUSY;
+	if (flags & RENAME_EXCHANGE)
+		return exchange_names(fs, fkey, tkey);
 	/* a queued unlink of the destination goes first: sent after, it
 	 * would delete what is renamed there */
 	rc = smuxfs_delq_wait(fs, tkey, NULL);

@@ -90,6 +90,7 @@ for k in file mirror failover; do tests+=("test_posix_diff.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh" "test_staging_full.sh")
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
+for s in file mirror failover memory; do tests+=("test_exchange.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 for k in file mirror failover; do tests+=("test_posix_details.sh $k"); done
 for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
@@ -148,7 +149,8 @@ test_apps-failover test_fallocate-failover test_unlinked-failover
 test_links-failover test_posix_details-failover test_xattr-file
 test_member_calls_tree-file test_local-file test_apps-file test_perms-file
 test_ro_perms test_unlinked-file test_links-file test_posix_details-file
-test_fallocate-file test_failover-recovery test_failover-midrun-failover
+test_fallocate-file test_exchange-file test_exchange-failover
+test_exchange-memory test_failover-recovery test_failover-midrun-failover
 test_failover-single-hung test_failover-hung-probe
 test_failover-midrun-open"
 
@@ -170,7 +172,7 @@ test_local-mirror test_apps-mirror test_dirs test_events test_fstab
 test_fanout test_perms-mirror test_xattr-mirror test_otlp test_reload
 test_member_calls_tree-mirror test_fallocate-mirror test_unlinked-mirror
 test_links-mirror test_posix_details-mirror test_smuxdir
-test_failover-midrun-mirror test_failover-mirror-err
+test_exchange-mirror test_failover-midrun-mirror test_failover-mirror-err
 test_failover-mirror-hung"
 
 selected() {

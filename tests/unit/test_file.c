@@ -2425,6 +2425,60 @@ static void test_rename_dir(void **state)
 	expect_content(env, "f/z", "3");
 }
 
+/* exchange (renameat2 RENAME_EXCHANGE): two names swap what they hold,
+ * each keeping its inode, in any pairing of files and directories; one
+ * name holding nothing takes the other's object alone (its parents
+ * made); neither is not found. */
+static void test_exchange(void **state)
+{
+	struct env *env = *state;
+	struct stat a0, b0, st;
+
+	assert_true(smux_backend_caps(env->b) & SMUX_CAP_EXCHANGE);
+	assert_int_equal(put_str(env, "a", "A"), 0);
+	assert_int_equal(put_str(env, "d/b", "B"), 0);
+	assert_int_equal(stat(at(env, "root/a"), &a0), 0);
+	assert_int_equal(stat(at(env, "root/d/b"), &b0), 0);
+	assert_int_equal(
+		smux_backend_exchange(env->b, &env->ctx, "a", "d/b", &env->err),
+		0);
+	expect_content(env, "a", "B");
+	expect_content(env, "d/b", "A");
+	assert_int_equal(stat(at(env, "root/a"), &st), 0);
+	assert_int_equal(st.st_ino, b0.st_ino);
+	assert_int_equal(stat(at(env, "root/d/b"), &st), 0);
+	assert_int_equal(st.st_ino, a0.st_ino);
+	/* a file and a directory with its tree */
+	assert_int_equal(put_str(env, "t/x", "X"), 0);
+	assert_int_equal(put_special(env, "t/ln", S_IFLNK | 0777, "x", 0), 0);
+	assert_int_equal(
+		smux_backend_exchange(env->b, &env->ctx, "t", "a", &env->err),
+		0);
+	expect_content(env, "a/x", "X");
+	expect_link(env, "root/a/ln", "x");
+	expect_content(env, "t", "B");
+	/* only one name holds something: it moves, parents made */
+	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t",
+					       "n/e/w", &env->err),
+			 0);
+	expect_content(env, "n/e/w", "B");
+	assert_int_equal(lstat(at(env, "root/t"), &st), -1);
+	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t",
+					       "n/e/w", &env->err),
+			 0);
+	expect_content(env, "t", "B");
+	expect_code(smux_backend_exchange(env->b, &env->ctx, "no", "pe",
+					  &env->err),
+		    &env->err, SMUX_E_KEY_NOT_FOUND);
+	/* never a directory into its own tree */
+	assert_true(smux_backend_exchange(env->b, &env->ctx, "a", "a/x",
+					  &env->err) < 0);
+	expect_content(env, "a/x", "X");
+	expect_code(smux_backend_exchange(env->b, &env->ctx, "a/", "t",
+					  &env->err),
+		    &env->err, SMUX_E_INVALID_KEY);
+}
+
 /* info.file_id: one for every name of a file (a hard link), another for
  * another file, the same through a reader, and kept across a rename. */
 static void test_file_id(void **state)
@@ -2512,6 +2566,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fifo_objects, setup_fast,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_file_id, setup_fast,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_exchange, setup_fast,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rename_dir, setup_fast,
 						teardown),

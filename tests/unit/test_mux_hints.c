@@ -1363,6 +1363,97 @@ static void test_rename_dir_fanout(void **state)
 	mh_rm_rf(base);
 }
 
+/* An exchange is one renameat2 per file replica, all or nothing: a
+ * replica that refuses it has it undone on the others; with a member
+ * down or a hint pending, or on members that cannot, NOT_SUPPORTED and
+ * nothing moved. */
+static void test_exchange_fanout(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux, *mem[2], *mmux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	struct smux_faulty_opts refuse = {
+		.semantic_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_COPY,
+	};
+	char base[] = "/tmp/smux-xchg-XXXXXX", dir[3][64];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+	mux = mh_mux("xchg", &o, ff, NULL, 3);
+	assert_true(smux_backend_caps(mux) & SMUX_CAP_EXCHANGE);
+	MH_OK(mh_put(mux, "a", "1", &err), &err);
+	MH_OK(mh_put(mux, "d/x", "2", &err), &err);
+	MH_OK(smux_backend_exchange(mux, &ctx, "a", "d", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		MH_HOLDS(fb[i], "d", "1");
+		MH_HOLDS(fb[i], "a/x", "2");
+	}
+	MH_ERR(smux_backend_exchange(mux, &ctx, "no", "pe", &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	/* r2 refuses: undone on r0 and r1 */
+	smux_faulty_set(ff[2], &refuse);
+	assert_true(smux_backend_exchange(mux, &ctx, "a", "d", &err) < 0);
+	smux_faulty_set(ff[2], &(struct smux_faulty_opts){0});
+	for (int i = 0; i < 3; i++) {
+		MH_HOLDS(fb[i], "d", "1");
+		MH_HOLDS(fb[i], "a/x", "2");
+	}
+	/* a member down: not at all */
+	mh_fail(ff[1], true);
+	MH_OK(mh_put(mux, "z", "3", &err), &err); /* r1 missed it: a hint */
+	MH_ERR(smux_backend_exchange(mux, &ctx, "a", "d", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	mh_fail(ff[1], false);
+	/* up again but the hint is pending: still not */
+	MH_ERR(smux_backend_exchange(mux, &ctx, "a", "d", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	for (int i = 0; i < 3; i++)
+		MH_HOLDS(fb[i], "d", "1");
+	mh_clock_set(&clk, 100000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, NULL, &err), &err);
+	MH_OK(smux_backend_exchange(mux, &ctx, "z", "d", &err), &err);
+	for (int i = 0; i < 3; i++) {
+		MH_HOLDS(fb[i], "d", "3");
+		MH_HOLDS(fb[i], "z", "1");
+	}
+	/* memory members cannot */
+	mem[0] = mh_memory("m0");
+	mem[1] = mh_memory("m1");
+	mmux = mh_mux("mxchg", &o, mem, NULL, 2);
+	assert_false(smux_backend_caps(mmux) & SMUX_CAP_EXCHANGE);
+	MH_OK(mh_put(mmux, "a", "1", &err), &err);
+	MH_OK(mh_put(mmux, "b", "2", &err), &err);
+	MH_ERR(smux_backend_exchange(mmux, &ctx, "a", "b", &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	MH_HOLDS(mem[0], "a", "1");
+	smux_backend_unref(mmux);
+	smux_backend_unref(mem[0]);
+	smux_backend_unref(mem[1]);
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1390,6 +1481,7 @@ int main(void)
 		cmocka_unit_test(test_link_fanout),
 		cmocka_unit_test(test_xattr_fanout),
 		cmocka_unit_test(test_rename_dir_fanout),
+		cmocka_unit_test(test_exchange_fanout),
 	};
 
 	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);
