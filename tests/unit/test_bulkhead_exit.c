@@ -26,12 +26,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "core/bulkhead.h"
+#include "support/fork_child.h"
 
 /* What the child reports on this pipe, one byte each. */
 #define SAW_DTOR_DONE 'D' /* a destructor completed */
@@ -110,39 +110,22 @@ static void open_gate(void)
 		_exit(93);
 }
 
-/* Runs @child in a forked child and returns what it reported. */
+/* Runs @child in a forked child (its report pipe, the gate and the
+ * thread-local key made first) and returns what it reported. */
+static void (*case_child)(void);
+
+static void child_main(int fd)
+{
+	report_fd = fd;
+	if (pipe(gate) || pthread_key_create(&tls_key, tls_destructor))
+		_exit(94);
+	case_child(); /* returns from main through exit() */
+}
+
 static void run_child(void (*child)(void), char *got, size_t cap)
 {
-	int rep[2];
-	pid_t pid;
-	int status;
-	ssize_t n;
-	size_t len = 0;
-
-	assert_int_equal(pipe(rep), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(rep[0]);
-		report_fd = rep[1];
-		if (pipe(gate) || pthread_key_create(&tls_key, tls_destructor))
-			_exit(94);
-		child();
-		_exit(95); /* child() returns from main through exit() */
-	}
-	close(rep[1]);
-	while (len + 1 < cap &&
-	       (n = read(rep[0], got + len, cap - 1 - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		assert_true(n > 0);
-		len += (size_t)n;
-	}
-	got[len] = '\0';
-	close(rep[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	case_child = child;
+	fc_run_child(child_main, got, cap);
 }
 
 /* The orphan comes back and is in its destructor when the process exits:

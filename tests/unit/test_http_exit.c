@@ -32,13 +32,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include "backends/http_client.h"
+#include "support/fork_child.h"
 
 static int report_fd = -1;
 static EVP_MD_CTX *in_flight; /* begun before the exit */
@@ -65,12 +65,13 @@ static void worker_after_exit(void)
 	report(ok ? 'K' : 'F');
 }
 
-static void child_exits_with_a_worker_in_openssl(void)
+static void child_exits_with_a_worker_in_openssl(int fd)
 {
 	struct smux__http_opts o = {.backend = "exit"};
 	struct smux__http *h = NULL;
 	struct smux_error err;
 
+	report_fd = fd;
 	/* before any use of OpenSSL: runs after its exit handler */
 	if (atexit(worker_after_exit))
 		_exit(91);
@@ -86,36 +87,10 @@ static void child_exits_with_a_worker_in_openssl(void)
 
 static void test_openssl_outlives_exit(void **state)
 {
-	int rep[2];
 	char got[8];
-	size_t len = 0;
-	ssize_t n;
-	pid_t pid;
-	int status;
 
 	(void)state;
-	assert_int_equal(pipe(rep), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(rep[0]);
-		report_fd = rep[1];
-		child_exits_with_a_worker_in_openssl();
-		_exit(94);
-	}
-	close(rep[1]);
-	while (len + 1 < sizeof(got) &&
-	       (n = read(rep[0], got + len, sizeof(got) - 1 - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		assert_true(n > 0);
-		len += (size_t)n;
-	}
-	got[len] = '\0';
-	close(rep[0]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	fc_run_child(child_exits_with_a_worker_in_openssl, got, sizeof(got));
 	assert_string_equal(got, "K");
 }
 
