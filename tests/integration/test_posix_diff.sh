@@ -80,7 +80,8 @@ listing() {
 # Not left out, and still found by some seeds of `make check-posix` (and
 # of seeds 21-60, run by hand): the position after an O_APPEND write is
 # the kernel's idea of the size, which can be stale after a truncation
-# through another descriptor (the data lands at the real end; seed 8);
+# through another descriptor (the data lands at the real end; seed 8, and
+# seed 5 on mirror);
 # rename(2) between two names of one file (hard links) by a user who may
 # not write the source's directory: ext4 answers 0 before any permission
 # check (the same inode), the mount EACCES, as each name is its own
