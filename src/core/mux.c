@@ -1291,6 +1291,26 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned mux_caps(struct smux_backend *b);
 
 /*
+ * A replica that made a call of mux_every_member and could not undo it
+ * holds another tree than the others: stale for every key until a full
+ * resync from another member (a rejoin hint, mux_rejoin.c), which puts
+ * both names, and everything under them, back as the others hold them.
+ * Members that hold different keys (round-robin, weighted) have no copy
+ * to resync from: theirs stays as the undo left it.
+ */
+static void undo_failed(struct smux_mux *mux, struct mux_member *m)
+{
+	struct smux_error err;
+
+	if (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD &&
+	    mux->mode != SMUX_MODE_FAILOVER)
+		return;
+	/* a journal that fails too leaves nothing more to do here */
+	(void)smux__hints_add(mux->hints, m->name, SMUX__REJOIN_KEY,
+			      SMUX__HINT_PUT, NULL, &err);
+}
+
+/*
  * @call on every member at once, all or nothing (a directory rename in
  * one call per member, an exchange): with a member down or draining, or
  * a hint pending (a replica that missed a key would get it back under
@@ -1366,6 +1386,9 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 			f->call[i] = *undo;
 		}
 		smux__fan_run(f, ctx, NULL);
+		for (unsigned i = 0; i < f->n; i++)
+			if (f->go[i] && !f->ok[i])
+				undo_failed(mux, f->m[i]);
 	} else if (!found) {
 		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
 				    "%s: no \"%s\"", what, call->key);

@@ -1415,6 +1415,54 @@ static void test_exchange_fanout(void **state)
 		MH_HOLDS(fb[i], "d", "1");
 		MH_HOLDS(fb[i], "a/x", "2");
 	}
+	/* r2 refuses and r0 cannot undo: r0 is resynced in full (a rejoin
+	 * hint), never left swapped. The seed is one whose first draw lets
+	 * a call through and whose second fails it (found on r0 itself). */
+	{
+		struct smux_faulty_opts flaky = {
+			.error_rate = 0.5,
+			.ops = 1u << SMUX_FAULTY_COPY,
+		};
+		bool found_seed = false;
+
+		MH_OK(mh_put(fb[0], "p", "p", &err), &err);
+		for (flaky.seed = 1; flaky.seed < 200 && !found_seed;
+		     flaky.seed++) {
+			int r1, r2;
+
+			smux_faulty_set(ff[0], &flaky);
+			r1 = smux_backend_exchange(ff[0], &ctx, "p", "q", &err);
+			r2 = smux_backend_exchange(ff[0], &ctx, "p", "q", &err);
+			if ((r1 == 0) != (r2 == 0)) /* "p" back in place */
+				MH_OK(smux_backend_exchange(fb[0], &ctx, "p",
+							    "q", &err),
+				      &err);
+			found_seed = r1 == 0 && r2 != 0;
+		}
+		assert_true(found_seed);
+		flaky.seed--;
+		MH_HOLDS(fb[0], "p", "p");
+		MH_OK(smux_backend_del(fb[0], &ctx, "p", &err), &err);
+		MH_OK(mh_put(mux, "f1", "F1", &err), &err);
+		MH_OK(mh_put(mux, "f2", "F2-longer", &err), &err);
+		smux_faulty_set(ff[0], &flaky);
+		smux_faulty_set(ff[2], &refuse);
+		assert_true(smux_backend_exchange(mux, &ctx, "f1", "f2", &err) <
+			    0);
+		smux_faulty_set(ff[0], &(struct smux_faulty_opts){0});
+		smux_faulty_set(ff[2], &(struct smux_faulty_opts){0});
+		MH_HOLDS(fb[0], "f1", "F2-longer"); /* the undo failed */
+		assert_true(smux_mux_pending_hints(mux) > 0);
+		MH_HOLDS(mux, "f1", "F1"); /* read from a replica in step */
+		mh_clock_set(&clk, 50000);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, NULL, &err), &err);
+		assert_int_equal(smux_mux_pending_hints(mux), 0);
+		for (int i = 0; i < 3; i++) {
+			MH_HOLDS(fb[i], "f1", "F1");
+			MH_HOLDS(fb[i], "f2", "F2-longer");
+			MH_HOLDS(fb[i], "d", "1");
+		}
+	}
 	/* a member down: not at all */
 	mh_fail(ff[1], true);
 	MH_OK(mh_put(mux, "z", "3", &err), &err); /* r1 missed it: a hint */
