@@ -498,6 +498,35 @@ mode_config() {
 	esac
 }
 
+# tree_config SETUP CONF: a config of a local-semantics test on SETUP:
+# "file" (the file backend b0), "mirror" or "failover" (a mux "top" of the
+# file backends b0 and b1) or "memory" (an object store). Sets REPLICAS to
+# the directories that hold every file (none on memory).
+tree_config() {
+	local setup=$1 conf=$2
+	case $setup in
+	file)
+		new_config "$conf" b0
+		cfg_file b0 "$T/b0"
+		REPLICAS="$T/b0"
+		;;
+	mirror | failover)
+		new_config "$conf" top
+		cfg_file b0 "$T/b0"
+		cfg_file b1 "$T/b1"
+		cfg_mux top "$setup" "b0 b1"
+		REPLICAS="$T/b0"
+		if [ "$setup" = mirror ]; then REPLICAS="$T/b0 $T/b1"; fi
+		;;
+	memory)
+		new_config "$conf" root
+		_cfg_section "backend root" "type=memory"
+		REPLICAS=""
+		;;
+	*) fail "unknown setup $setup" ;;
+	esac
+}
+
 # mode_backing_dirs CONF: every file backend directory of a config.
 mode_backing_dirs() { sed -n 's/^path = //p' "$1" | sort -u; }
 

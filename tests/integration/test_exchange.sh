@@ -18,27 +18,7 @@ SETUP=${1:?usage: test_exchange.sh file|mirror|failover|memory}
 M=$T/mnt
 CONF=$T/xchg.conf
 
-case $SETUP in
-file)
-	new_config "$CONF" b0
-	cfg_file b0 "$T/b0"
-	REPLICAS="$T/b0"
-	;;
-mirror | failover)
-	new_config "$CONF" top
-	cfg_file b0 "$T/b0"
-	cfg_file b1 "$T/b1"
-	cfg_mux top "$SETUP" "b0 b1"
-	REPLICAS="$T/b0"
-	[ "$SETUP" = mirror ] && REPLICAS="$T/b0 $T/b1"
-	;;
-memory)
-	new_config "$CONF" root
-	_cfg_section "backend root" "type=memory"
-	REPLICAS=""
-	;;
-*) fail "unknown setup $SETUP" ;;
-esac
+tree_config "$SETUP" "$CONF"
 mount_smux "$CONF" "$M"
 
 # xchg A B [FLAGS]: renameat2(A, B, FLAGS, default RENAME_EXCHANGE);

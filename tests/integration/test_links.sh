@@ -30,29 +30,7 @@ M=$T/mnt
 S=$T/src
 CONF=$T/links.conf
 
-case $SETUP in
-file)
-	new_config "$CONF" b0
-	cfg_file b0 "$T/b0"
-	REPLICAS="$T/b0"
-	;;
-mirror | failover)
-	new_config "$CONF" top
-	cfg_file b0 "$T/b0"
-	cfg_file b1 "$T/b1"
-	cfg_mux top "$SETUP" "b0 b1"
-	REPLICAS="$T/b0"
-	[ "$SETUP" = mirror ] && REPLICAS="$T/b0 $T/b1"
-	;;
-memory)
-	# an object store: symlinks and FIFOs are objects with a type marker,
-	# hard links are refused (EPERM) with the reason in the log
-	new_config "$CONF" root
-	_cfg_section "backend root" "type=memory"
-	REPLICAS=""
-	;;
-*) fail "unknown setup $SETUP" ;;
-esac
+tree_config "$SETUP" "$CONF"
 mount_smux "$CONF" "$M"
 
 # expect WHAT GOT WANT

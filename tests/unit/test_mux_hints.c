@@ -1054,6 +1054,27 @@ static void test_symlink_replayed(void **state)
 	rep_release(&r);
 }
 
+/* Three file backends in directories r0..r2 of a new @base (a mkdtemp
+ * template), fb[i], each wrapped in a faulty backend "r<i>", ff[i]. */
+static void file_replicas(char *base, char dir[3][64],
+			  struct smux_backend *fb[3], struct smux_backend *ff[3])
+{
+	struct smux_error err;
+
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 3; i++) {
+		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
+		char name[16];
+
+		snprintf(dir[i], 64, "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir[i], 0755), 0);
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		ff[i] = mh_faulty(name, fb[i], NULL);
+	}
+}
+
 /* Hard links fan out like a rename over file replicas: each links in its
  * own tree; a replica that missed it gets the destination at the replay
  * (a copy, not a link). Links that cannot be made say so. */
@@ -1072,18 +1093,7 @@ static void test_link_fanout(void **state)
 	smux_ctx_init(&ctx);
 	mh_clock_init(&clk, 10000);
 	o.clock = &clk.clock;
-	assert_non_null(mkdtemp(base));
-	for (int i = 0; i < 3; i++) {
-		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
-		char name[16];
-
-		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
-		assert_int_equal(mkdir(dir[i], 0755), 0);
-		snprintf(name, sizeof(name), "file%d", i);
-		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
-		snprintf(name, sizeof(name), "r%d", i);
-		ff[i] = mh_faulty(name, fb[i], NULL);
-	}
+	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("links", &o, ff, NULL, 3);
 	assert_true(smux_backend_caps(mux) & SMUX_CAP_HARDLINK);
 	MH_OK(mh_put(mux, "a", "shared", &err), &err);
@@ -1300,18 +1310,7 @@ static void test_rename_dir_fanout(void **state)
 	smux_ctx_init(&ctx);
 	mh_clock_init(&clk, 10000);
 	o.clock = &clk.clock;
-	assert_non_null(mkdtemp(base));
-	for (int i = 0; i < 3; i++) {
-		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
-		char name[16];
-
-		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
-		assert_int_equal(mkdir(dir[i], 0755), 0);
-		snprintf(name, sizeof(name), "file%d", i);
-		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
-		snprintf(name, sizeof(name), "r%d", i);
-		ff[i] = mh_faulty(name, fb[i], NULL);
-	}
+	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("rdir", &o, ff, NULL, 3);
 	assert_true(smux_backend_caps(mux) & SMUX_CAP_DIR_RENAME);
 	MH_OK(mh_put(mux, "a/x", "1", &err), &err);
@@ -1384,18 +1383,7 @@ static void test_exchange_fanout(void **state)
 	smux_ctx_init(&ctx);
 	mh_clock_init(&clk, 10000);
 	o.clock = &clk.clock;
-	assert_non_null(mkdtemp(base));
-	for (int i = 0; i < 3; i++) {
-		struct smux_file_opts fo = {.path = dir[i], .no_fsync = true};
-		char name[16];
-
-		snprintf(dir[i], sizeof(dir[i]), "%s/r%d", base, i);
-		assert_int_equal(mkdir(dir[i], 0755), 0);
-		snprintf(name, sizeof(name), "file%d", i);
-		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
-		snprintf(name, sizeof(name), "r%d", i);
-		ff[i] = mh_faulty(name, fb[i], NULL);
-	}
+	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("xchg", &o, ff, NULL, 3);
 	assert_true(smux_backend_caps(mux) & SMUX_CAP_EXCHANGE);
 	MH_OK(mh_put(mux, "a", "1", &err), &err);
