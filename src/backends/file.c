@@ -769,12 +769,11 @@ static int fileb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc && rc != -ENOENT && rc != -ENOTDIR)
 		return rc;
 	rc = smux__file_open_parent(fb, bpath, O_RDONLY,
-				    ahas ? SMUX__FILE_CREATE : false,
-				    &bdir, &bn, "exchange", bname, err);
+				    ahas ? SMUX__FILE_CREATE : false, &bdir,
+				    &bn, "exchange", bname, err);
 	bhas = rc == 0 && fstatat(bdir, bn, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (rc && rc != -ENOENT && rc != -ENOTDIR)
 		goto out;
-	rc = 0;
 	if (!ahas && !bhas)
 		rc = smux__file_fail(fb, err, ENOENT, "exchange", a);
 	else if (ahas && bhas)
@@ -790,12 +789,12 @@ static int fileb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (adir >= 0)
 			close(adir);
 		adir = -1;
-		rc = smux__file_open_parent(fb, apath, O_RDONLY, true, &adir,
-					    &aname, "exchange", a, err);
-		if (!rc && renameat2(bdir, bn, adir, aname, RENAME_NOREPLACE) <
-				   0)
-			rc = smux__file_fail(fb, err, errno, "exchange",
-					     bname);
+		rc = smux__file_open_parent(fb, apath, O_RDONLY,
+					    SMUX__FILE_CREATE, &adir, &aname,
+					    "exchange", a, err);
+		if (!rc &&
+		    renameat2(bdir, bn, adir, aname, RENAME_NOREPLACE) < 0)
+			rc = smux__file_fail(fb, err, errno, "exchange", bname);
 	}
 	smux__file_ns_changed(fb);
 out:

@@ -5,8 +5,9 @@
  *
  * Owns: libcurl (curl_global_init once, after OpenSSL's init without its
  * exit handler: workers may still be in a call at exit), a small pool of
- * easy handles kept alive between calls (each handle keeps its connections, so a run of
- * requests from one thread reuses one TCP connection), the timeouts derived
+ * easy handles kept alive between calls (each handle keeps its
+ * connections, so a run of requests from one thread reuses one TCP
+ * connection), the timeouts derived
  * from a call's struct smux_ctx, retries with full-jitter backoff, and THE
  * mapping of curl errors and HTTP statuses to smux error codes. It never
  * interprets a response body: a backend parses what it asked for.

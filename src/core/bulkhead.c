@@ -1097,8 +1097,8 @@ static bool job_dequeue(struct smux__job *job)
 
 /*
  * The keys a mutating @job changes on its member (zombie tracking): *@k2
- * only for a rename (its destination) or an exchange (the other name). False for a call that changes
- * nothing.
+ * only for a rename (its destination) or an exchange (the other name).
+ * False for a call that changes nothing.
  */
 static bool job_changes(const struct smux__job *job, const char **k1,
 			const char **k2)

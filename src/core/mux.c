@@ -1332,8 +1332,7 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (mux->mode == SMUX_MODE_STICKY || !(mux_caps(&mux->base) & cap))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
-				      "%s \"%s\" in one call", what,
-				      call->key);
+				      "%s \"%s\" in one call", what, call->key);
 	if (smux_mux_pending_hints(&mux->base))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
 				      "%s \"%s\": hints pending", what,
@@ -1348,10 +1347,9 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 	f = (rc || v->n > SMUX__FAN_MAX) ? NULL : malloc(sizeof(*f));
 	if (!f) {
 		if (!rc)
-			rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED,
-					    mux->base.name,
-					    "%s \"%s\": not in one call", what,
-					    call->key);
+			rc = smux_error_set(
+				err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				"%s \"%s\": not in one call", what, call->key);
 		smux__view_put(v);
 		return rc;
 	}

@@ -304,8 +304,8 @@ bool smux__fan_probed(struct smux__fan *f, const struct smux_ctx *ctx,
 void smux__fan_run_probed(struct smux__fan *f, const struct smux_ctx *ctx,
 			  struct smux_span *span)
 {
-	bool ran[SMUX__FAN_MAX];
-	long rc[SMUX__FAN_MAX];
+	bool ran[SMUX__FAN_MAX] = {false};
+	long rc[SMUX__FAN_MAX] = {0};
 	unsigned k;
 
 	smux__fan_run(f, ctx, span);

@@ -391,9 +391,9 @@ struct smux__fan {
 	/* smux__fan_eligible: passed over by its health (down), for
 	 * smux__fan_probed */
 	bool cooled[SMUX__FAN_MAX];
-	bool spans;		   /* one attempt span per call */
-	bool ok[SMUX__FAN_MAX];	   /* out */
-	long rc[SMUX__FAN_MAX];	   /* out: the call's result */
+	bool spans;			      /* one attempt span per call */
+	bool ok[SMUX__FAN_MAX];		      /* out */
+	long rc[SMUX__FAN_MAX];		      /* out: the call's result */
 	struct smux_error err[SMUX__FAN_MAX]; /* out: why not ok */
 	/* starts the job of member @i (NULL: on its bulkhead; the writers:
 	 * on the replica writer's lock) */

@@ -1607,7 +1607,8 @@ void smuxfs_ofile_exchanged(struct smuxfs *fs, const char *a, bool a_dir,
 					    &x[i].n);
 			continue;
 		}
-		x[i].found = malloc(sizeof(*x[i].found));
+		x[i].n = 0;
+		x[i].found = malloc(sizeof(struct smuxfs_ofile *));
 		if (x[i].found &&
 		    (x[i].found[0] = table_lookup(fs, x[i].from)) != NULL) {
 			x[i].found[0]->refs++;

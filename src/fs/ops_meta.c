@@ -875,6 +875,24 @@ static int key_for(struct smuxfs *fs, const char *path,
 }
 
 /*
+ * The key of a chmod, chown or utimens (key_for), or 1 for one of an open
+ * file whose name is gone (the channel hook gave it handle 0, fnode.c) -
+ * unless its file kept the name (a rename of another name of it over
+ * that one, smuxfs_fnode_unnamed): then that name is the key.
+ */
+static int setattr_key(struct smuxfs *fs, const char *path,
+		       struct fuse_file_info *fi, char *key, size_t cap,
+		       bool *is_root)
+{
+	if (path || !fi || fi->fh)
+		return key_for(fs, path, fi, key, cap, is_root);
+	*is_root = false;
+	if (smuxfs_fnode_named_key(fs, key, cap))
+		return 1;
+	return fs->ro ? -EROFS : 0;
+}
+
+/*
  * fchmod, fchown or futimens of an open file whose name is gone (the
  * channel hook gave the request handle 0): kept for its descriptors,
  * which fstat shows (a local filesystem keeps them in the inode, which
@@ -1029,17 +1047,12 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	bool is_root, fold = false;
 	int rc;
 
-	if (!path && fi && !fi->fh) {
-		/* nameless, unless its file kept the name (fnode.c) */
-		is_root = false;
-		if (smuxfs_fnode_named_key(fs, key, sizeof(key))) {
-			attr.mode = mode & 07777;
-			return setattr_orphan(fs, &attr);
-		}
-	} else {
-		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-		if (rc)
-			return rc;
+	rc = setattr_key(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc < 0)
+		return rc;
+	if (rc > 0) {
+		attr.mode = mode & 07777;
+		return setattr_orphan(fs, &attr);
 	}
 	/* 0000 is a mode like any other */
 	attr.mode = chmod_bits(fs, key, is_root, mode);
@@ -1077,25 +1090,15 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	bool is_root, fold = false;
 	int rc;
 
-	if (!path && fi && !fi->fh) {
-		/* nameless, unless its file kept the name (fnode.c) */
-		is_root = false;
-		if (smuxfs_fnode_named_key(fs, key, sizeof(key))) {
-			if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
-				attr.flags |= SMUX_SET_ATIME;
-			if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
-				attr.flags |= SMUX_SET_MTIME;
-			return setattr_orphan(fs, &attr);
-		}
-	} else {
-		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-		if (rc)
-			return rc;
-	}
+	rc = setattr_key(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc < 0)
+		return rc;
 	if (utime_ns(tv ? &tv[0] : NULL, &attr.atime_ns))
 		attr.flags |= SMUX_SET_ATIME;
 	if (utime_ns(tv ? &tv[1] : NULL, &attr.mtime_ns))
 		attr.flags |= SMUX_SET_MTIME;
+	if (rc > 0)
+		return setattr_orphan(fs, &attr);
 	if (!attr.flags)
 		return 0;
 	of = is_root || !(attr.flags & SMUX_SET_MTIME)
@@ -1128,18 +1131,14 @@ int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 	};
 	char key[SMUX_KEY_MAX + 2] = "";
 	struct smuxfs_ofile *of;
-	/* fchown of an open file whose name is gone (handle 0, fnode.c),
-	 * unless its file kept the name */
-	bool nameless = !path && fi && !fi->fh &&
-			smuxfs_fnode_named_key(fs, key, sizeof(key)) != 0;
-	bool is_root = false;
+	bool nameless, is_root = false;
 	int rc;
 
-	if (!nameless && !key[0]) {
-		rc = key_for(fs, path, fi, key, sizeof(key), &is_root);
-		if (rc)
-			return rc;
-	}
+	/* fchown of an open file whose name is gone (handle 0, fnode.c) */
+	rc = setattr_key(fs, path, fi, key, sizeof(key), &is_root);
+	if (rc < 0)
+		return rc;
+	nameless = rc > 0;
 	if (!(smux_backend_caps(fs->root) & SMUX_CAP_OWNER)) {
 		/* nothing keeps owners: the mount's (uid=, gid=) only */
 		if ((uid == (uid_t)-1 || uid == fs->uid) &&

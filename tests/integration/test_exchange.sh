@@ -121,6 +121,8 @@ if [ "$SETUP" = mirror ]; then
 		[ "$(stats "$M" .pendingHints)" = 0 ] && break
 		sleep 0.1
 	done
+	expect "pending hints 10 s after undrain" \
+		"$(stats "$M" .pendingHints)" 0
 	xchg "$M/d" "$M/f" || fail "exchange after undrain failed"
 	for r in $REPLICAS; do
 		expect "$r/d after undrain" "$(cat "$r/d")" "$(printf 'A\nA2')"

@@ -2458,25 +2458,25 @@ static void test_exchange(void **state)
 	expect_link(env, "root/a/ln", "x");
 	expect_content(env, "t", "B");
 	/* only one name holds something: it moves, parents made */
-	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t",
-					       "n/e/w", &env->err),
+	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t", "n/e/w",
+					       &env->err),
 			 0);
 	expect_content(env, "n/e/w", "B");
 	assert_int_equal(lstat(at(env, "root/t"), &st), -1);
-	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t",
-					       "n/e/w", &env->err),
+	assert_int_equal(smux_backend_exchange(env->b, &env->ctx, "t", "n/e/w",
+					       &env->err),
 			 0);
 	expect_content(env, "t", "B");
-	expect_code(smux_backend_exchange(env->b, &env->ctx, "no", "pe",
-					  &env->err),
-		    &env->err, SMUX_E_KEY_NOT_FOUND);
+	expect_code(
+		smux_backend_exchange(env->b, &env->ctx, "no", "pe", &env->err),
+		&env->err, SMUX_E_KEY_NOT_FOUND);
 	/* never a directory into its own tree */
 	assert_true(smux_backend_exchange(env->b, &env->ctx, "a", "a/x",
 					  &env->err) < 0);
 	expect_content(env, "a/x", "X");
-	expect_code(smux_backend_exchange(env->b, &env->ctx, "a/", "t",
-					  &env->err),
-		    &env->err, SMUX_E_INVALID_KEY);
+	expect_code(
+		smux_backend_exchange(env->b, &env->ctx, "a/", "t", &env->err),
+		&env->err, SMUX_E_INVALID_KEY);
 }
 
 /* info.file_id: one for every name of a file (a hard link), another for

@@ -60,8 +60,10 @@ static void worker_after_exit(void)
 	     EVP_DigestFinal_ex(in_flight, md, &len) == 1 && len == 32;
 	EVP_MD_CTX_free(in_flight);
 	in_flight = NULL;
-	ok = ok && HMAC(EVP_sha256(), "key", 3, (const unsigned char *)"msg",
-			3, md, &len) && len == 32;
+	ok = ok &&
+	     HMAC(EVP_sha256(), "key", 3, (const unsigned char *)"msg", 3, md,
+		  &len) &&
+	     len == 32;
 	report(ok ? 'K' : 'F');
 }
 
@@ -78,7 +80,8 @@ static void child_exits_with_a_worker_in_openssl(int fd)
 	if (smux__http_new(&o, &h, &err))
 		_exit(92);
 	in_flight = EVP_MD_CTX_new();
-	if (!in_flight || EVP_DigestInit_ex(in_flight, EVP_sha256(), NULL) != 1 ||
+	if (!in_flight ||
+	    EVP_DigestInit_ex(in_flight, EVP_sha256(), NULL) != 1 ||
 	    EVP_DigestUpdate(in_flight, "head", 4) != 1)
 		_exit(93);
 	smux__http_free(h);

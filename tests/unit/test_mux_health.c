@@ -762,7 +762,8 @@ static struct smux_backend *window_mirror(struct smux_backend *other,
  */
 static void test_probe_window_mirror(void **state)
 {
-	struct smux_backend *mem1 = mh_memory("mem1"), *mem2 = mh_memory("mem2");
+	struct smux_backend *mem1 = mh_memory("mem1"),
+			    *mem2 = mh_memory("mem2");
 	struct smux_backend *other, *back, *mux;
 	struct smux_error err;
 	struct mh_clock clk;
@@ -787,8 +788,8 @@ static void test_probe_window_mirror(void **state)
 	{
 		struct mux_view *v = smux__view_get(smux__mux_of(mux));
 
-		assert_true(smux__member_stale(smux__mux_of(mux), v->m[0],
-					       "k"));
+		assert_true(
+			smux__member_stale(smux__mux_of(mux), v->m[0], "k"));
 		smux__view_put(v);
 	}
 	smux_backend_unref(mux);

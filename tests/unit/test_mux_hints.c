@@ -1057,7 +1057,8 @@ static void test_symlink_replayed(void **state)
 /* Three file backends in directories r0..r2 of a new @base (a mkdtemp
  * template), fb[i], each wrapped in a faulty backend "r<i>", ff[i]. */
 static void file_replicas(char *base, char dir[3][64],
-			  struct smux_backend *fb[3], struct smux_backend *ff[3])
+			  struct smux_backend *fb[3],
+			  struct smux_backend *ff[3])
 {
 	struct smux_error err;
 
