@@ -35,7 +35,10 @@
  * Failures: a background part's failure is kept for the commit, which
  * sends the part once more before it fails; the writes go on meanwhile
  * (their bytes are whole in the temp file: a 503 on the way is no error
- * of a write(2), as it is none on a staged file). Any failure
+ * of a write(2), as it is none on a staged file). When the server lost
+ * what the upload sent (InvalidPart or NoSuchUpload at the commit: a late
+ * send, an upload aborted by a lifecycle rule), the commit puts the
+ * staging file whole instead. Any other failure
  * at commit, a cancelled commit, and close without commit abort the upload
  * (AbortMultipartUpload, which also drops the journal record). Background
  * sends run under their own bounded deadline (the caller's context of one
@@ -559,7 +562,21 @@ static int s3w_finish_parts(struct s3w *w, const struct smux_ctx *ctx,
 	return rc;
 }
 
-/* Commit through the running upload. Owner. */
+/* The server no longer holds what the upload sent (@err from a part or
+ * the complete): InvalidPart (a late send of a part replaced the one
+ * listed), NoSuchUpload (a lifecycle rule or another mount's orphan sweep
+ * aborted it). The content is whole in the staging file: a put of it
+ * stores it. Not after a cancelled commit. */
+static bool s3w_upload_lost(const struct smux_ctx *ctx,
+			    const struct smux_error *err)
+{
+	return smux_ctx_state(ctx) == SMUX_CANCEL_NONE &&
+	       (err->e.code == SMUX_E_INVALID_ARGUMENT ||
+		err->e.code == SMUX_E_KEY_NOT_FOUND);
+}
+
+/* Commit through the running upload. Owner. Returns 1 when the upload was
+ * lost (s3w_upload_lost): the caller puts the content whole. */
 static int s3w_commit_upload(struct s3w *w, const struct smux_ctx *ctx,
 			     const struct smux_put_opts *opts,
 			     struct smux_info *a, struct smux_error *err)
@@ -572,7 +589,7 @@ static int s3w_commit_upload(struct s3w *w, const struct smux_ctx *ctx,
 
 	rc = s3w_finish_parts(w, ctx, n, err);
 	if (rc)
-		return rc;
+		return s3w_upload_lost(ctx, err) ? 1 : rc;
 	etags = calloc(n, sizeof(*etags));
 	if (!etags)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, w->s->base.name,
@@ -588,7 +605,7 @@ static int s3w_commit_upload(struct s3w *w, const struct smux_ctx *ctx,
 				   (unsigned)n, etag, sizeof(etag), err);
 	free(etags);
 	if (rc)
-		return rc;
+		return s3w_upload_lost(ctx, err) ? 1 : rc;
 	pthread_mutex_lock(&w->lock);
 	w->upload_id = NULL; /* completed: nothing to abort */
 	for (unsigned i = 0; i < w->nparts; i++) {
@@ -658,11 +675,15 @@ static int s3w_commit(struct smux_writer *wr, const struct smux_ctx *ctx,
 	pthread_mutex_lock(&w->lock);
 	upload = w->upload_id != NULL;
 	pthread_mutex_unlock(&w->lock);
-	if (upload && (n == 0 || n > w->nparts))
-		s3w_abort(w); /* nothing, or too many parts: a put */
-	else if (upload)
+	if (upload && n > 0 && n <= w->nparts)
 		rc = s3w_commit_upload(w, ctx, opts, &a, err);
-	if (!upload || n == 0 || n > w->nparts) {
+	if (upload && (n == 0 || n > w->nparts || rc > 0)) {
+		/* nothing, too many parts, or the upload lost: a put */
+		s3w_abort(w);
+		upload = false;
+		rc = 0;
+	}
+	if (!upload) {
 		smux_source_fd(&src, w->fd, 0, w->size);
 		rc = smux__s3_put(&w->s->base, ctx, wr->key, &src, opts, &a,
 				  err);

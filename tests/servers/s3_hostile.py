@@ -26,6 +26,11 @@ Buckets:
              file PORTFILE.parts, open uploads join PORTFILE.uploads. The
              parts of a key starting "fail" answer 500; of a key starting
              "flaky", the first PUT of part 1 of each upload answers 500.
+             The first complete of a key starting "lost" (per server)
+             answers 400 InvalidPart (as S3 does when a late send of a
+             part replaced the one listed); the first of a key starting
+             "expired" answers 404 NoSuchUpload and drops the upload (a
+             lifecycle rule aborted it).
   delmany    objects kept in memory (PUT, GET, HEAD, DELETE) and
              DeleteObjects (POST ?delete): a body whose Content-MD5 or
              x-amz-content-sha256 does not match is 400 BadDigest, a body
@@ -40,7 +45,8 @@ Buckets:
   nodel-501  as delmany, but POST ?delete answers 501 NotImplemented
   nodel-405  as delmany, but POST ?delete answers 405 with an HTML body
 Every request's Authorization header must be there and name
-AWS4-HMAC-SHA256, else 400.
+AWS4-HMAC-SHA256, else 400. A body shorter than its Content-Length (the
+client gave up inside it) answers 400 IncompleteBody and stores nothing.
 """
 import base64
 import hashlib
@@ -72,6 +78,7 @@ objects = {}
 mpus = {}
 part_puts = 0
 flaky_seen = set()
+lost_seen = set()
 
 
 def save_parts():
@@ -118,6 +125,10 @@ class H(http.server.BaseHTTPRequestHandler):
         bucket = parts[1] if len(parts) > 1 else ""
         key = urllib.parse.unquote(parts[2]) if len(parts) > 2 else ""
         data = self.body()
+        if len(data) != int(self.headers.get("Content-Length") or 0):
+            # the client gave up inside the body: S3 stores nothing (a
+            # torn part stored late would replace a newer send of it)
+            return self.error(400, "IncompleteBody")
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("AWS4-HMAC-SHA256 Credential="):
             return self.error(400, "MissingSecurityHeader")
@@ -343,6 +354,16 @@ class H(http.server.BaseHTTPRequestHandler):
             if m == "POST":
                 doc = ET.fromstring(data)
                 body = b""
+                with lock:
+                    first = key not in lost_seen
+                    lost_seen.add(key)
+                if first and key.startswith("lost"):
+                    return self.error(400, "InvalidPart")
+                if first and key.startswith("expired"):
+                    with lock:
+                        uploads.discard(uid)
+                        save_count()
+                    return self.error(404, "NoSuchUpload")
                 for p in doc:
                     n = int(p.findtext("PartNumber"))
                     tag = p.findtext("ETag").strip('"')

@@ -1146,6 +1146,39 @@ static void test_writer_retry_at_commit(void **state)
 	wdone(b, w, "flaky", ref);
 }
 
+/* The server lost the upload's parts at the complete (InvalidPart: a late
+ * send of a part replaced the one listed; NoSuchUpload: a lifecycle rule
+ * aborted it): the content is whole in the staging file, so the commit
+ * puts it whole instead of failing the close. */
+static void test_writer_upload_lost(void **state)
+{
+	static const char *const keys[] = {"lost", "expired"};
+	struct smux_backend *b = open_parts(2);
+	size_t len = WPART * 2 + WPART / 2;
+	unsigned char *ref = malloc(len);
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	assert_non_null(ref);
+	smux_ctx_init(&ctx);
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		long before = parts_sent();
+		struct smux_writer *w = wopen(b, keys[k]);
+
+		wwrite(w, ref, 0, len, 20 + (unsigned)k);
+		wait_parts(before + 2); /* it streams: an upload runs */
+		wcommit(w, 0640, 1700000000000000000ll);
+		expect_object(b, keys[k], ref, len);
+		expect_attrs(b, keys[k], 0640, 1700000000000000000ll);
+		assert_int_equal(open_uploads(), 0);
+		smux_writer_close(w);
+		assert_int_equal(smux_backend_del(b, &ctx, keys[k], &err), 0);
+	}
+	free(ref);
+	smux_backend_unref(b);
+}
+
 /* Only truncating opens stream: the others stage, as before. */
 static void test_writer_only_trunc(void **state)
 {
@@ -1188,6 +1221,7 @@ int main(void)
 		cmocka_unit_test(test_writer_fallocate),
 		cmocka_unit_test(test_writer_failure_aborts),
 		cmocka_unit_test(test_writer_retry_at_commit),
+		cmocka_unit_test(test_writer_upload_lost),
 		cmocka_unit_test(test_writer_only_trunc),
 	};
 
