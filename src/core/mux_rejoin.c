@@ -18,7 +18,9 @@
  * source itself missed the latest write of gets such a hint first, so
  * the source's old version is never copied); every key
  * the member holds that the source does not hold (asked again, right
- * before the delete) is deleted. A write that reaches the member meanwhile
+ * before the delete) is deleted, with the directories above it that this
+ * leaves empty and the source lacks. The deletes go first, deepest
+ * first: a name may be a directory on one side and a file on the other. A write that reaches the member meanwhile
  * wins over the copy (the copy first checks that the member's version is
  * still the one its listing gave); the last window between that check and
  * the copy's put is the one every replay has (issue 9 item 3).
@@ -26,6 +28,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/mux_internal.h"
@@ -327,6 +330,53 @@ static long copy_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc > 0 ? 0 : rc;
 }
 
+/*
+ * The directories above @key on @dst that a drop left empty and @src does
+ * not hold go too, deepest first, up to the first that holds something
+ * (NOT_EMPTY) or that @src holds (its other keys' copies fill it): else a
+ * directory deleted while @dst was out came back, empty, on @dst, and a
+ * file of @src whose name @dst held as a directory (an exchange whose
+ * undo failed) could not be copied. Each is a fence section of (@dst,
+ * "dir/"), as a user's rmdir. Best effort: what stays is only an empty
+ * directory.
+ */
+static void prune_parents(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_member *src, struct mux_member *dst,
+			  const char *key)
+{
+	char dir[SMUX_KEY_MAX + 2];
+	struct smux_error e;
+	struct smux_info info;
+	size_t n = strlen(key);
+	char *slash;
+
+	if (n >= sizeof(dir))
+		return;
+	memcpy(dir, key, n + 1);
+	if (n && dir[n - 1] == '/')
+		dir[n - 1] = '\0';
+	while ((slash = strrchr(dir, '/')) != NULL) {
+		struct smux__call head = {
+			.op = SMUX__OP_HEAD, .key = dir, .info = &info};
+		struct smux__call del = {.op = SMUX__OP_DEL, .key = dir};
+		long rc;
+
+		slash[1] = '\0'; /* "a/b/" */
+		smux__replay_fence_enter(mux, dst, dir);
+		smux__replay_fence_enter(mux, src, dir);
+		rc = smux__member_call(mux, ctx, src, &head, false, &e);
+		smux__replay_fence_exit(mux, src, dir);
+		if (rc < 0 && e.e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = smux__member_call(mux, ctx, dst, &del, false, &e);
+		else
+			rc = 1; /* @src holds it, or no answer */
+		smux__replay_fence_exit(mux, dst, dir);
+		if (rc)
+			return;
+		*slash = '\0';
+	}
+}
+
 /* Deletes @key from @dst unless @src holds it now (created meanwhile);
  * one fence section of (@dst, @key), as copy_key. */
 static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -338,6 +388,7 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
+	bool dropped = false;
 	long rc;
 
 	smux__replay_fence_enter(mux, dst, key);
@@ -348,6 +399,13 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0)
 		rc = smux__member_call(mux, ctx, src, &head, false, err);
 	smux__replay_fence_exit(mux, src, key);
+	/* @src holds a directory of that name, or a file where the key's
+	 * directory would be: it does not hold the key */
+	if ((rc == 0 && !smux_key_is_dir(key) && S_ISDIR(info.mode)) ||
+	    (rc < 0 && err->e.code == SMUX_E_NOT_DIRECTORY)) {
+		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, src->name,
+				    "\"%s\": another type", key);
+	}
 	if (rc <= 0) {
 		if (rc == 0)
 			rc = 1; /* @src holds it */
@@ -357,8 +415,12 @@ static long drop_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			       err->e.code == SMUX_E_NOT_EMPTY))
 			rc = 0; /* gone already; a directory with children
 				 * stays */
+		else if (rc == 0)
+			dropped = true;
 	}
 	smux__replay_fence_exit(mux, dst, key);
+	if (dropped)
+		prune_parents(mux, ctx, src, dst, key);
 	return rc > 0 ? 0 : rc;
 }
 
@@ -409,6 +471,78 @@ static long hint_source_stale(struct smux_mux *mux, struct mux_view *v,
 	return rc;
 }
 
+/* A key of the resync's merge walk: its place in the source's listing
+ * and in the member's (-1: not there). */
+struct step {
+	long want, have;
+};
+
+struct plan {
+	struct step *step;
+	size_t n;
+};
+
+/* The keys the resync changes on the member, in key order: those only the
+ * source holds (copied), only the member holds (dropped), or both in
+ * other versions (size and mtime; copied). */
+static long plan_walk(struct smux_mux *mux, const struct keyset *want,
+		      const struct keyset *have, struct plan *p,
+		      struct smux_error *err)
+{
+	size_t i = 0, j = 0;
+
+	p->step = calloc(want->n + have->n + 1, sizeof(*p->step));
+	if (!p->step)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	while (i < want->n || j < have->n) {
+		int c = i == want->n   ? 1
+			: j == have->n ? -1
+				       : strcmp(want->key[i], have->key[j]);
+
+		if (c != 0 || want->info[i].size != have->info[j].size ||
+		    want->info[i].mtime_ns != have->info[j].mtime_ns)
+			p->step[p->n++] = (struct step){
+				.want = c <= 0 ? (long)i : -1,
+				.have = c >= 0 ? (long)j : -1,
+			};
+		if (c <= 0)
+			i++;
+		if (c >= 0)
+			j++;
+	}
+	return 0;
+}
+
+/* Carries out one step of the plan on @dst. Returns 1 when the resync is
+ * over (@dst no longer rejoining). */
+static long resync_step(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_view *v, struct mux_member *src,
+			struct mux_member *dst, const struct keyset *want,
+			const struct keyset *have, const struct step *st,
+			struct smux_error *err)
+{
+	const char *key =
+		st->want >= 0 ? want->key[st->want] : have->key[st->have];
+	long rc = smux_ctx_check(ctx, mux->base.name, err);
+
+	if (rc)
+		return rc;
+	if (!smux__rejoining(mux, dst))
+		return 1;
+	/* a key with a hint of its own is its own replay's; one a call
+	 * given up on may still change is hinted when that call ends
+	 * (mux_zombie.c) */
+	if (smux__hints_has(mux->hints, dst->name, key) ||
+	    smux__member_zombie(mux, dst, key) ||
+	    smux__fresh_has(mux, dst->name, key))
+		return 0;
+	if (st->want < 0)
+		return drop_key(mux, ctx, v, src, dst, key, err);
+	return copy_key(mux, ctx, v, src, dst, key,
+			st->have < 0 ? NULL : &have->info[st->have], err);
+}
+
 bool smux__rejoining(struct smux_mux *mux, struct mux_member *m)
 {
 	return smux__hints_pending(mux->hints, m->name) > 0 &&
@@ -421,7 +555,7 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	struct keyset have = {0}, want = {0};
 	struct mux_member *src = NULL;
-	size_t i = 0, j = 0;
+	struct plan plan = {0};
 	long rc;
 
 	for (unsigned k = 0; k < v->n && !src; k++)
@@ -438,39 +572,24 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = list_all(mux, ctx, src, &want, err);
 	if (rc == 0)
 		rc = list_all(mux, ctx, dst, &have, err);
-	/* both listings are in byte-wise key order: one merge walk */
-	while (rc == 0 && (i < want.n || j < have.n)) {
-		int c = i == want.n   ? 1
-			: j == have.n ? -1
-				      : strcmp(want.key[i], have.key[j]);
-		const char *key = c <= 0 ? want.key[i] : have.key[j];
-
-		rc = smux_ctx_check(ctx, mux->base.name, err);
-		if (rc)
-			break;
-		if (!smux__rejoining(mux, dst))
-			break; /* removed, or resynced by another repair */
-		/* a key with a hint of its own is its own replay's; one a
-		 * call given up on may still change is hinted when that
-		 * call ends (mux_zombie.c) */
-		if (!smux__hints_has(mux->hints, dst->name, key) &&
-		    !smux__member_zombie(mux, dst, key) &&
-		    !smux__fresh_has(mux, dst->name, key)) {
-			if (c > 0)
-				rc = drop_key(mux, ctx, v, src, dst, key, err);
-			else if (c < 0)
-				rc = copy_key(mux, ctx, v, src, dst, key, NULL,
-					      err);
-			else if (want.info[i].size != have.info[j].size ||
-				 want.info[i].mtime_ns != have.info[j].mtime_ns)
-				rc = copy_key(mux, ctx, v, src, dst, key,
-					      &have.info[j], err);
-		}
-		if (c <= 0)
-			i++;
-		if (c >= 0)
-			j++;
-	}
+	/* both listings are in byte-wise key order: one merge walk plans,
+	 * then the drops go (deepest first) before the copies: @dst may
+	 * hold a directory where @src holds a file of that name (its
+	 * entries go, then its marker) or a file where @src's keys need a
+	 * directory (an exchange whose undo failed on @dst) */
+	if (rc == 0)
+		rc = plan_walk(mux, &want, &have, &plan, err);
+	for (size_t k = plan.n; rc == 0 && k-- > 0;)
+		if (plan.step[k].want < 0)
+			rc = resync_step(mux, ctx, v, src, dst, &want, &have,
+					 &plan.step[k], err);
+	for (size_t k = 0; rc == 0 && k < plan.n; k++)
+		if (plan.step[k].want >= 0)
+			rc = resync_step(mux, ctx, v, src, dst, &want, &have,
+					 &plan.step[k], err);
+	if (rc > 0)
+		rc = 0; /* @dst removed, or resynced by another repair */
+	free(plan.step);
 	keyset_free(&want);
 	keyset_free(&have);
 	if (rc == 0) {

@@ -1363,6 +1363,56 @@ static void test_rename_dir_fanout(void **state)
 	mh_rm_rf(base);
 }
 
+/* A directory deleted while a file replica was out does not come back on
+ * it, empty, after its resync (the drops of its keys leave no directory
+ * the source lacks); one the source holds stays. */
+static void test_rejoin_prunes_dirs(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	static const char *const gone[] = {"d/s/y", "d/x", "d/s/", "d/"};
+	char base[] = "/tmp/smux-prune-XXXXXX", dir[3][64], path[256];
+	struct smux_mux_member back = {0};
+	unsigned pending = 9;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	struct stat st;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	file_replicas(base, dir, fb, ff);
+	mux = mh_mux("prune", &o, ff, NULL, 3);
+	MH_OK(mh_put(mux, "d/x", "1", &err), &err);
+	MH_OK(mh_put(mux, "d/s/y", "2", &err), &err);
+	MH_OK(mh_put(mux, "k/s/z", "3", &err), &err);
+	MH_OK(mh_put(mux, "k/w", "4", &err), &err);
+	MH_OK(smux_mux_remove(mux, "r2", &ctx, &err), &err);
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++)
+		MH_OK(smux_backend_del(mux, &ctx, gone[i], &err), &err);
+	MH_OK(smux_backend_del(mux, &ctx, "k/s/z", &err), &err);
+	back.backend = ff[2];
+	MH_OK(smux_mux_add(mux, &back, &err), &err);
+	mh_clock_set(&clk, 50000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	snprintf(path, sizeof(path), "%s/d", dir[2]);
+	assert_int_equal(stat(path, &st), -1);
+	snprintf(path, sizeof(path), "%s/k/s", dir[0]);
+	assert_int_equal(stat(path, &st), 0); /* rmdir never asked */
+	snprintf(path, sizeof(path), "%s/k/s", dir[2]);
+	assert_int_equal(stat(path, &st), 0);
+	MH_HOLDS(fb[2], "k/w", "4");
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 /* An exchange is one renameat2 per file replica, all or nothing: a
  * replica that refuses it has it undone on the others; with a member
  * down or a hint pending, or on members that cannot, NOT_SUPPORTED and
@@ -1451,6 +1501,29 @@ static void test_exchange_fanout(void **state)
 			MH_HOLDS(fb[i], "f2", "F2-longer");
 			MH_HOLDS(fb[i], "d", "1");
 		}
+		/* the same between a file and a directory: r0's resync
+		 * finds a directory where the file goes and a file where the
+		 * directory's keys go */
+		MH_OK(mh_put(mux, "g/x", "GX", &err), &err);
+		MH_OK(mh_put(mux, "g/s/y", "GY", &err), &err);
+		smux_faulty_set(ff[0], &flaky);
+		smux_faulty_set(ff[2], &refuse);
+		assert_true(smux_backend_exchange(mux, &ctx, "f1", "g", &err) <
+			    0);
+		smux_faulty_set(ff[0], &(struct smux_faulty_opts){0});
+		smux_faulty_set(ff[2], &(struct smux_faulty_opts){0});
+		MH_HOLDS(fb[0], "g", "F1"); /* the undo failed */
+		MH_HOLDS(fb[0], "f1/s/y", "GY");
+		MH_HOLDS(mux, "g/s/y", "GY");
+		mh_clock_set(&clk, 60000);
+		MH_OK(smux_mux_repair(mux, &ctx, NULL, NULL, &err), &err);
+		assert_int_equal(smux_mux_pending_hints(mux), 0);
+		for (int i = 0; i < 3; i++) {
+			MH_HOLDS(fb[i], "f1", "F1");
+			MH_HOLDS(fb[i], "g/x", "GX");
+			MH_HOLDS(fb[i], "g/s/y", "GY");
+			MH_LACKS(fb[i], "f1/s/y");
+		}
 	}
 	/* a member down: not at all */
 	mh_fail(ff[1], true);
@@ -1519,6 +1592,7 @@ int main(void)
 		cmocka_unit_test(test_xattr_fanout),
 		cmocka_unit_test(test_rename_dir_fanout),
 		cmocka_unit_test(test_exchange_fanout),
+		cmocka_unit_test(test_rejoin_prunes_dirs),
 	};
 
 	return cmocka_run_group_tests_name("mux hints", tests, NULL, NULL);
