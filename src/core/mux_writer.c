@@ -159,7 +159,8 @@ static struct smux__fan *fan_new(struct smux__mux_writer *mw)
 
 int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, const bool *acquired,
-		       const bool *probes, struct smux_error *err)
+		       const bool *probes, const bool *cooled,
+		       struct smux_error *err)
 {
 	struct smux__fan *f = fan_new(mw);
 	int rc = 0;
@@ -168,6 +169,13 @@ int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mw->mux->base.name,
 				      NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
+		f->cooled[i] = cooled && cooled[i];
+		f->call[i] = (struct smux__call){
+			.op = SMUX__OP_WRITER_OPEN,
+			.key = key,
+			.flags = flags,
+			.writer_out = &mw->s[i]->w,
+		};
 		if (!acquired[i]) {
 			/* left out: down, or (fanout_open) stale */
 			if (!mw->s[i]->failed)
@@ -180,16 +188,16 @@ int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		}
 		f->go[i] = true;
 		f->probe[i] = probes[i];
-		f->call[i] = (struct smux__call){
-			.op = SMUX__OP_WRITER_OPEN,
-			.key = key,
-			.flags = flags,
-			.writer_out = &mw->s[i]->w,
-		};
 	}
-	smux__fan_run(f, ctx, NULL);
+	/* none opened: a replica coming back (@cooled: under the background
+	 * thread's probe) is waited for and opened alone */
+	smux__fan_run_probed(f, ctx, NULL);
 	for (unsigned i = 0; i < mw->n; i++) {
-		if (!acquired[i] || f->ok[i])
+		if (f->ok[i] && !acquired[i]) { /* back from its probe */
+			mw->s[i]->failed = false;
+			memset(&mw->s[i]->err, 0, sizeof(mw->s[i]->err));
+		}
+		if (!f->go[i] || f->ok[i])
 			continue;
 		mw->s[i]->failed = true;
 		mw->s[i]->err = f->err[i];
@@ -422,7 +430,8 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 {
 	struct smux_mux *mux = mw->mux;
 	struct smux__call open = {.op = SMUX__OP_WRITER_OPEN, .key = key};
-	bool acquired[SMUX__WRITER_MAX] = {0}, probes[SMUX__WRITER_MAX] = {0};
+	bool acquired[SMUX__WRITER_MAX] = {0}, probes[SMUX__WRITER_MAX] = {0},
+	     cooled[SMUX__WRITER_MAX] = {0};
 	struct mux_view *v = smux__view_get(mux);
 	struct smux__fan *f = malloc(sizeof(*f));
 	int rc;
@@ -449,6 +458,7 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < f->n; i++) {
 		acquired[i] = f->go[i];
 		probes[i] = f->probe[i];
+		cooled[i] = f->cooled[i];
 		if (smux__mw_add_sub(mw, f->m[i])) {
 			for (unsigned j = i; j < f->n; j++)
 				if (f->probe[j])
@@ -466,7 +476,8 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	}
 	free(f);
 	smux__view_put(v);
-	rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes, err);
+	rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes, cooled,
+				err);
 	if (rc)
 		return rc;
 	if (smux__shield_origin(mux, mw->m, mw->n) && !smux__mw_live(mw, 0)) {

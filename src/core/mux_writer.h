@@ -117,11 +117,13 @@ int smux__mw_add_sub(struct smux__mux_writer *mw, struct mux_member *m);
  * caller compacts mw->m/s. */
 void smux__mw_sub_retire(struct smux__mux_writer *mw, unsigned i);
 /* Opens the replica writers of @mw in parallel (those with acquired[i]);
- * NOT_SUPPORTED from any is returned as is, other failures mark the sub
- * failed. */
+ * when none opens, one whose probe the background thread runs (cooled[i];
+ * @cooled may be NULL) is waited for and opened. NOT_SUPPORTED from any
+ * is returned as is, other failures mark the sub failed. */
 int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, const bool *acquired,
-		       const bool *probes, struct smux_error *err);
+		       const bool *probes, const bool *cooled,
+		       struct smux_error *err);
 /* Reads the pending content back from the first live replica writer. */
 long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
 			   uint64_t off, struct smux_error *err);

@@ -542,7 +542,7 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		}
 		smux__member_put(m);
 		rc = smux__mw_open_subs(mw, ctx, mw->base.key, flags, &yes,
-					&probe, err);
+					&probe, NULL, err);
 		if (rc == 0 && smux__mw_live(mw, 0) && from_spool)
 			spool_copy(mw, ctx, err);
 		if (rc == 0 && smux__mw_live(mw, 0))

@@ -827,6 +827,29 @@ static void test_probe_window_mirror(void **state)
 	free(got);
 	smux_backend_unref(mux);
 
+	/* other up, but its writer fails to open: the open then waits for
+	 * back (before, only a writer with no replica to open on did) */
+	mux = window_mirror(other, back, &clk, true);
+	window_waits = 0;
+	{
+		struct smux_writer *w = NULL;
+		struct smux_ctx ctx;
+
+		smux_ctx_init(&ctx);
+		MH_OK(smux_backend_writer_open(mux, &ctx, "w2",
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, "w2", 2, 0, &err), &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+	}
+	assert_int_equal(window_waits, 1);
+	got = mh_get(mem2, "w2", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "w2");
+	free(got);
+	smux_backend_unref(mux);
+
 	smux__probe_window_hook = NULL;
 	window_member = NULL;
 	smux_backend_unref(back);
