@@ -20,10 +20,11 @@
  * the member holds that the source does not hold (asked again, right
  * before the delete) is deleted, with the directories above it that this
  * leaves empty and the source lacks. The deletes go first, deepest
- * first: a name may be a directory on one side and a file on the other. A write that reaches the member meanwhile
- * wins over the copy (the copy first checks that the member's version is
- * still the one its listing gave); the last window between that check and
- * the copy's put is the one every replay has (issue 9 item 3).
+ * first: a name may be a directory on one side and a file on the other.
+ * A write that reaches the member meanwhile wins over the copy (the copy
+ * first checks that the member's version is still the one its listing
+ * gave); the last window between that check and the copy's put is the one
+ * every replay has (issue 9 item 3).
  */
 #include <errno.h>
 #include <stdlib.h>

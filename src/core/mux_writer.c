@@ -6,10 +6,11 @@
  * Fan-out (shield, mirror): a mux writer opens one writer per replica and
  * fans every write, truncate and fallocate out to them in parallel;
  * commit follows the mode's write policy (smux__fanout_policy) and records
- * hints for the replicas that missed it. A replica whose writer fails (or times out)
- * drops out of the writer and gets a hint at commit; reads of the pending
- * content come from the first replica still in, and one that fails there
- * drops out too.
+ * hints for the replicas that missed it. A replica whose writer fails (or
+ * times out) drops out of the writer and gets a hint at commit; reads of
+ * the pending content come from the first replica still in, and one that
+ * fails there drops out too. When no replica's writer opens, one that is
+ * coming back (under the background thread's probe) is waited for.
  *
  * Single target (failover, round-robin, weighted, sticky-by-key): one
  * member's writer, moved to another member when that one fails
