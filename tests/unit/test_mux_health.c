@@ -753,6 +753,37 @@ static struct smux_backend *window_mirror(struct smux_backend *other,
 	return mux;
 }
 
+/* On window_mirror's mux: a put (or a writer's open, write and commit)
+ * of @data to @key waits once for back's probe and lands on @landed
+ * (back's store). Returns the mux. */
+static struct smux_backend *
+window_write(struct smux_backend *other, struct smux_backend *back,
+	     struct smux_backend *landed, struct mh_clock *clk, bool other_up,
+	     bool writer, const char *key, const char *data)
+{
+	struct smux_backend *mux = window_mirror(other, back, clk, other_up);
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	window_waits = 0;
+	if (!writer) {
+		MH_OK(mh_put(mux, key, data, &err), &err);
+	} else {
+		MH_OK(smux_backend_writer_open(mux, &ctx, key,
+					       SMUX_WRITER_TRUNC, &w, &err),
+		      &err);
+		MH_OK(smux_writer_pwrite(w, &ctx, data, strlen(data), 0, &err),
+		      &err);
+		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+		smux_writer_close(w);
+	}
+	assert_int_equal(window_waits, 1);
+	MH_HOLDS(landed, key, data);
+	return mux;
+}
+
 /*
  * A mirror write whose other replicas are down (or fail it) while the
  * background thread probes a replica that is coming back waits for that
@@ -765,10 +796,7 @@ static void test_probe_window_mirror(void **state)
 	struct smux_backend *mem1 = mh_memory("mem1"),
 			    *mem2 = mh_memory("mem2");
 	struct smux_backend *other, *back, *mux;
-	struct smux_error err;
 	struct mh_clock clk;
-	char *got;
-	int rc;
 
 	(void)state;
 	other = mh_faulty("other", mem1, NULL);
@@ -777,14 +805,7 @@ static void test_probe_window_mirror(void **state)
 	window_member = back;
 
 	/* other down, not due: the put waits for back's probe */
-	mux = window_mirror(other, back, &clk, false);
-	window_waits = 0;
-	MH_OK(mh_put(mux, "k", "v1", &err), &err);
-	assert_int_equal(window_waits, 1);
-	got = mh_get(mem2, "k", &rc, &err);
-	MH_OK(rc, &err);
-	assert_string_equal(got, "v1");
-	free(got);
+	mux = window_write(other, back, mem2, &clk, false, false, "k", "v1");
 	{
 		struct mux_view *v = smux__view_get(smux__mux_of(mux));
 
@@ -793,62 +814,16 @@ static void test_probe_window_mirror(void **state)
 		smux__view_put(v);
 	}
 	smux_backend_unref(mux);
-
 	/* a writer (a file opened for writing) the same */
-	mux = window_mirror(other, back, &clk, false);
-	window_waits = 0;
-	{
-		struct smux_writer *w = NULL;
-		struct smux_ctx ctx;
-
-		smux_ctx_init(&ctx);
-		MH_OK(smux_backend_writer_open(mux, &ctx, "w",
-					       SMUX_WRITER_TRUNC, &w, &err),
-		      &err);
-		MH_OK(smux_writer_pwrite(w, &ctx, "w1", 2, 0, &err), &err);
-		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
-		smux_writer_close(w);
-	}
-	assert_int_equal(window_waits, 1);
-	got = mh_get(mem2, "w", &rc, &err);
-	MH_OK(rc, &err);
-	assert_string_equal(got, "w1");
-	free(got);
-	smux_backend_unref(mux);
-
+	smux_backend_unref(
+		window_write(other, back, mem2, &clk, false, true, "w", "w1"));
 	/* other up, but its put fails: the put then waits for back */
-	mux = window_mirror(other, back, &clk, true);
-	window_waits = 0;
-	MH_OK(mh_put(mux, "k", "v2", &err), &err);
-	assert_int_equal(window_waits, 1);
-	got = mh_get(mem2, "k", &rc, &err);
-	MH_OK(rc, &err);
-	assert_string_equal(got, "v2");
-	free(got);
-	smux_backend_unref(mux);
-
+	smux_backend_unref(
+		window_write(other, back, mem2, &clk, true, false, "k", "v2"));
 	/* other up, but its writer fails to open: the open then waits for
 	 * back (before, only a writer with no replica to open on did) */
-	mux = window_mirror(other, back, &clk, true);
-	window_waits = 0;
-	{
-		struct smux_writer *w = NULL;
-		struct smux_ctx ctx;
-
-		smux_ctx_init(&ctx);
-		MH_OK(smux_backend_writer_open(mux, &ctx, "w2",
-					       SMUX_WRITER_TRUNC, &w, &err),
-		      &err);
-		MH_OK(smux_writer_pwrite(w, &ctx, "w2", 2, 0, &err), &err);
-		MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
-		smux_writer_close(w);
-	}
-	assert_int_equal(window_waits, 1);
-	got = mh_get(mem2, "w2", &rc, &err);
-	MH_OK(rc, &err);
-	assert_string_equal(got, "w2");
-	free(got);
-	smux_backend_unref(mux);
+	smux_backend_unref(
+		window_write(other, back, mem2, &clk, true, true, "w2", "w2"));
 
 	smux__probe_window_hook = NULL;
 	window_member = NULL;
