@@ -905,5 +905,13 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
+/*
+ * Test hook (false in production): a mux opened while it is set starts
+ * without its background thread. For tests that run every repair
+ * themselves on a mux reopened with hints pending: a thread started and
+ * then stopped may already have replayed them (and ended notes) between
+ * the open and the stop.
+ */
+extern atomic_bool smux__mux_bg_held;
 
 #endif /* SMUX_CORE_MUX_INTERNAL_H */

@@ -1021,8 +1021,12 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+atomic_bool smux__mux_bg_held;
+
 int smux__mux_bg_start(struct smux_mux *mux)
 {
+	if (atomic_load(&smux__mux_bg_held))
+		return 0; /* bg_running stays false: a stop is a no-op */
 	smux_cancel_init(&mux->bg_cancel);
 	if (pthread_create(&mux->bg_thread, NULL, bg_main, mux) != 0) {
 		smux_cancel_release(&mux->bg_cancel);
