@@ -971,6 +971,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	cur.nodeid = in->nodeid;
 	cur.read_ns = smux_now_ns();
 	note_kill_suidgid(in, (size_t)n);
+	smuxfs_special_request(in, (size_t)n);
 	if (in->opcode == FUSE_GETATTR &&
 	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
 		ga = (struct fuse_getattr_in *)(in + 1);
@@ -1144,6 +1145,7 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
 			if (nodeid) {
 				fill_zero(iov, count, off + ENTRY_INO, nodeid);
 				entry_linked_uncached(iov, count, off);
+				smuxfs_special_entry(iov, count, off);
 			}
 		}
 		fill_zero(iov, count, off + dirent,
@@ -1204,6 +1206,8 @@ static void patch_inos(const struct iovec *iov, int count)
 
 static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
+	struct fuse_out_header out;
+
 	(void)userdata;
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
@@ -1211,12 +1215,18 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	else if (cur.opcode == FUSE_INIT) {
 		ask_killpriv_v2(iov, count);
 		smuxfs_pt_init_reply(hook_fs, iov, count);
-	} else if (cur.opcode == FUSE_OPENDIR &&
-		   ghost_opendir(fd, iov, count)) {
+	} else if ((cur.opcode == FUSE_OPENDIR &&
+		    ghost_opendir(fd, iov, count)) ||
+		   smuxfs_special_answer(fd, iov, count, cur.opcode,
+					 cur.unique, cur.nodeid)) {
 		time_request(iov, count);
 		return iov_len_total(iov, count);
 	}
 	patch_inos(iov, count);
+	if (cur.unique && smuxfs_iov_at(iov, count, 0, &out, sizeof(out),
+					false) &&
+	    out.unique == cur.unique && out.error == 0)
+		smuxfs_special_reply(iov, count, cur.opcode, cur.nodeid);
 	time_request(iov, count);
 	return writev(fd, iov, count);
 }

@@ -781,6 +781,26 @@ void smuxfs_fnode_del(struct smuxfs *fs, struct smuxfs_fh *fh);
 bool smuxfs_iov_at(const struct iovec *iov, int count, size_t off, void *p,
 		   size_t n, bool write);
 
+/* ---- FIFOs, sockets, devices whose name is gone (fnode_special.c) ---- */
+
+struct fuse_in_header;
+/* The channel hook read request @in (@n bytes): a SETATTR's argument and
+ * the caller are kept for the reply; a FORGET drops what is kept. */
+void smuxfs_special_request(const struct fuse_in_header *in, size_t n);
+/* The reply to @opcode of node @nodeid in @iov (after the hook's patches)
+ * is on its way: keeps or refreshes the attributes of a special node. */
+void smuxfs_special_reply(const struct iovec *iov, int count, uint32_t opcode,
+			  uint64_t nodeid);
+/* The same for the struct fuse_entry_out at byte @off (READDIRPLUS). */
+void smuxfs_special_entry(const struct iovec *iov, int count, size_t off);
+/* A reply of ESTALE to GETATTR or SETATTR of a kept node: answers it on
+ * @fd from what is kept instead; true when it did (the reply in @iov is
+ * then dropped). */
+bool smuxfs_special_answer(int fd, const struct iovec *iov, int count,
+			   uint32_t opcode, uint64_t unique, uint64_t nodeid);
+/* Drops everything kept (at the unmount). */
+void smuxfs_special_free(void);
+
 /* ---- FUSE passthrough (passthrough.c) ---- */
 
 /* The kernel's INIT request (its argument, @have bytes), then libfuse's

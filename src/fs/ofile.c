@@ -1726,6 +1726,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 		}
 	}
 	smuxfs_fnode_free_unreleased(fs);
+	smuxfs_special_free();
 	fs->otable.readers = NULL; /* they were among those handles */
 	for (unsigned i = 0; i < SMUXFS_ETAG_SLOTS; i++)
 		free(fs->etags.slots[i].key);

@@ -480,6 +480,32 @@ def dir_nlink():
     return "%d %d" % (a, b)
 
 
+def special_unlinked():
+    """A FIFO and a socket open (O_PATH for the socket) when their names
+    go: fstat shows them (type, mode, owner, nlink 0), fchmod of the
+    FIFO's descriptor works and shows, and the FIFO still carries data."""
+    import socket
+    os.mkfifo(p("sf"), 0o640)
+    fd = os.open(p("sf"), os.O_RDWR)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(p("ss"))
+    fds = os.open(p("ss"), os.O_PATH)
+    os.unlink(p("sf"))
+    os.unlink(p("ss"))
+
+    def show(f):
+        st = os.fstat(f)
+        return "%o nlink %d uid %d" % (st.st_mode, st.st_nlink, st.st_uid)
+    r = [res(lambda: show(fd)), res(lambda: show(fds)),
+         res(lambda: os.fchmod(fd, 0o600)), res(lambda: show(fd))]
+    os.write(fd, b"x")
+    r.append(os.read(fd, 1).decode())
+    os.close(fd)
+    os.close(fds)
+    s.close()
+    return " ".join(r)
+
+
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
@@ -488,7 +514,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            nameless_setattr_link, nameless_reader_chmod,
            link_truncate_other, rename_same_file, rename_onto_open_link,
            nameless_chmod_last, removed_cwd, link_other_writer,
-           nameless_other_chown, dir_nlink):
+           nameless_other_chown, dir_nlink, special_unlinked):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -62,6 +62,9 @@
 #                              fchown
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
+#   special_unlinked           a FIFO and a socket whose names went while
+#                              open: fstat (type, mode, owner, nlink 0),
+#                              fchmod of the FIFO, its data still flows
 # KIND: file (one file backend), mirror or failover of two.
 . "$(dirname "$0")/lib.sh"
 
