@@ -1217,14 +1217,14 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		smuxfs_pt_init_reply(hook_fs, iov, count);
 	} else if ((cur.opcode == FUSE_OPENDIR &&
 		    ghost_opendir(fd, iov, count)) ||
-		   smuxfs_special_answer(fd, iov, count, cur.opcode,
-					 cur.unique, cur.nodeid)) {
+		   smuxfs_special_answer(fd, iov, count, cur.opcode, cur.unique,
+					 cur.nodeid)) {
 		time_request(iov, count);
 		return iov_len_total(iov, count);
 	}
 	patch_inos(iov, count);
-	if (cur.unique && smuxfs_iov_at(iov, count, 0, &out, sizeof(out),
-					false) &&
+	if (cur.unique &&
+	    smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) &&
 	    out.unique == cur.unique && out.error == 0)
 		smuxfs_special_reply(iov, count, cur.opcode, cur.nodeid);
 	time_request(iov, count);

@@ -31,8 +31,8 @@
  *
  * Locks: special.lock protects the table; nothing else is taken under it.
  */
-#include <linux/fuse.h>
 #include <errno.h>
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -132,16 +132,15 @@ static void forget(uint64_t nodeid)
 void smuxfs_special_request(const struct fuse_in_header *in, size_t n)
 {
 	req.uid = in->uid;
-	req.setattr_valid = in->opcode == FUSE_SETATTR &&
-			    n >= sizeof(*in) + sizeof(req.sa);
+	req.setattr_valid =
+		in->opcode == FUSE_SETATTR && n >= sizeof(*in) + sizeof(req.sa);
 	if (req.setattr_valid)
 		memcpy(&req.sa, in + 1, sizeof(req.sa));
 	else if (in->opcode == FUSE_FORGET)
 		forget(in->nodeid);
 	else if (in->opcode == FUSE_BATCH_FORGET &&
 		 n >= sizeof(*in) + sizeof(struct fuse_batch_forget_in)) {
-		const struct fuse_batch_forget_in *b =
-			(const void *)(in + 1);
+		const struct fuse_batch_forget_in *b = (const void *)(in + 1);
 		const struct fuse_forget_one *one = (const void *)(b + 1);
 		size_t room = (n - sizeof(*in) - sizeof(*b)) / sizeof(*one);
 
