@@ -596,9 +596,21 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 				 struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
-	int rc = smuxfs_chown(path, uid, gid, fi);
+	uid_t caller = fuse_get_context()->uid;
+	struct stat st;
 	bool asked;
+	int rc;
 
+	/* chown(f, -1, -1) clears set-id bits, which only the file's owner
+	 * (or root) may change: the kernel dropped the mode change before
+	 * its own check (FUSE_HANDLE_KILLPRIV_V2), so it is made here. ext4
+	 * answers EPERM and keeps the bits. */
+	if (uid == (uid_t)-1 && gid == (gid_t)-1 && caller != 0 &&
+	    smuxfs_fnode_killpriv(fs, &asked) &&
+	    smuxfs_getattr(path, &st, fi) == 0 && S_ISREG(st.st_mode) &&
+	    (st.st_mode & kill_bits(st.st_mode)) && st.st_uid != caller)
+		return -EPERM;
+	rc = smuxfs_chown(path, uid, gid, fi);
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked))
 		return rc;
 	return kill_priv_stat(path, fi);

@@ -13,7 +13,8 @@
 # cannot be read, chmodded or deleted by the other user, in a sticky
 # directory nor in one it cannot write; a 0644 one cannot be emptied,
 # truncated, given times, renamed out of a sticky directory, given an
-# extended attribute, and a 0600 one not hard-linked); root's 4777 file
+# extended attribute, and a 0600 one not hard-linked; chown -1 -1 of its
+# setuid or setgid file is EPERM and keeps the bits); root's 4777 file
 # written by the user loses setuid; directories it makes are its own;
 # setuid set by the owner is cleared when it writes, truncates (open
 # O_TRUNC, truncate(2)) and by any chown, root's too (a truncate by root
@@ -114,6 +115,18 @@ for d in tmp root; do
 	expect_fail "" as_user rm -f "$M/$d/s"
 	expect_fail "Permission denied" as_user sh -c "echo x >> '$M/$d/s'"
 	same_everywhere "$d/s" %a:%s:%u 600:7:0
+done
+# chown(f, -1, -1) of another user's setuid (or setgid, group-executable)
+# file: EPERM, its bits kept, as on ext4 (the kernel leaves clearing them
+# to the daemon, and with it the owner check: posix_diff seeds 26, 38)
+log "$KIND: chown -1 -1 of another user's set-id file"
+for m in 4755 2775; do
+	echo x >"$M/tmp/sid"
+	chmod $m "$M/tmp/sid"
+	expect_fail "Operation not permitted" as_user /usr/bin/python3 -c \
+		'import os, sys; os.chown(sys.argv[1], -1, -1)' "$M/tmp/sid"
+	same_everywhere tmp/sid %a $m
+	rm -f "$M/tmp/sid"
 done
 expect_fail "Permission denied" as_user touch "$M/root/new"
 expect_fail "Permission denied" as_user mkdir "$M/root/new"
