@@ -87,8 +87,13 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 			info.gid = a.gid;
 		info.has_owner = true;
 	}
-	if (a.deleted || !key)
+	if (a.deleted || !key) {
 		links = smuxfs_fnode_gone_info(fs, fh, &info);
+		/* the open file's size is the file's now: not the size a
+		 * writer that closed left to the node's readers, which
+		 * gone_info may have found first (posix_diff seed 32) */
+		info.size = a.size;
+	}
 	smuxfs_fill_stat(fs, st, false, &info);
 	if (a.deleted || !key)
 		st->st_nlink = links;

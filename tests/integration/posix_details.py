@@ -506,6 +506,27 @@ def special_unlinked():
     return " ".join(r)
 
 
+def nameless_writer_after_writer():
+    """Two writers and a reader (opened last) of a file whose name went;
+    one writer grows the file and closes, the other writes on: fstat of
+    the writer and of the reader show the size now (posix_diff seed 32:
+    they showed the size the closed writer left)."""
+    with open(p("nw"), "w") as f:
+        f.write("a" * 5000)
+    w0 = os.open(p("nw"), os.O_RDWR)
+    w2 = os.open(p("nw"), os.O_RDWR)
+    rd = os.open(p("nw"), os.O_RDONLY)
+    os.unlink(p("nw"))
+    os.ftruncate(w0, 8000)
+    os.close(w0)
+    os.pwrite(w2, b"b" * 1000, 8000)
+    r = ["%d %d" % (os.fstat(w2).st_size, os.fstat(rd).st_size)]
+    os.close(w2)
+    r.append("%d" % os.fstat(rd).st_size)
+    os.close(rd)
+    return " ".join(r)
+
+
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
@@ -514,7 +535,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            nameless_setattr_link, nameless_reader_chmod,
            link_truncate_other, rename_same_file, rename_onto_open_link,
            nameless_chmod_last, removed_cwd, link_other_writer,
-           nameless_other_chown, dir_nlink, special_unlinked):
+           nameless_other_chown, dir_nlink, special_unlinked,
+           nameless_writer_after_writer):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

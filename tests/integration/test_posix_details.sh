@@ -62,6 +62,10 @@
 #                              fchown
 #   dir_nlink                  a directory's link count follows mkdir and
 #                              rmdir inside it at once
+#   nameless_writer_after_writer  two writers and a reader of a file
+#                              whose name went: one grows it and closes,
+#                              the other writes on; fstat of the writer
+#                              and the reader show the size now
 #   special_unlinked           a FIFO and a socket whose names went while
 #                              open: fstat (type, mode, owner, nlink 0),
 #                              fchmod of the FIFO, its data still flows
