@@ -72,8 +72,12 @@ listing() {
 # Known divergences left out, compared again when these are set empty
 # (each is still open; `make check` runs seed 1 or 2, `make check-posix`
 # more):
-# - fstat of a FIFO whose name is gone is ESTALE: FIFO opens never reach
-#   the daemon, which tracks open files (mkfifo);
+# - FIFOs (mkfifo): their opens never reach the daemon. fstat of one
+#   whose name went through the mount is answered now (fnode_special.c;
+#   it was ESTALE), but with FIFOs in, seeds 1 and 3 still diverge on
+#   every kind (seed 1: fstat after an ftruncate EINVAL shows mode 0777
+#   where ext4 shows 0644; seed 3: a read gets 0 bytes where ext4 reads
+#   5672), not analysed yet;
 # - the times of a file open for writing are the daemon's clock while it
 #   is open and the storage's once it is closed, so "did mtime/ctime move
 #   in this step" differs right after a handle closes (SMUX_DIFF_TIMES=0).
