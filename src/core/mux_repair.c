@@ -696,10 +696,14 @@ static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 		ev.has_cause = true;
 		ev.cause = e.e;
 	}
-	replay_release(mux, &claim);
 	/* always: the key was being written when its writer died, and
-	 * operators want to know which it was */
+	 * operators want to know which it was. Before the claim goes: a
+	 * repair that waited for it (claim_or_wait) finds the event emitted
+	 * when it returns (test_uncommitted_reconciled under ASan in CI: the
+	 * background thread reconciled, the test's repair returned, and the
+	 * event was not there yet) */
 	emit(mux, &ev);
+	replay_release(mux, &claim);
 	return 0;
 }
 
@@ -761,8 +765,8 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		ev.has_cause = true;
 		ev.cause = e.e;
 	}
+	emit(mux, &ev); /* before the claim goes, as repair_intent */
 	replay_release(mux, &claim); /* once the hint is done */
-	emit(mux, &ev);
 	return 0;
 }
 
