@@ -112,6 +112,9 @@ struct smuxfs_dircache {
 
 struct smuxfs_dirnames;
 
+/* writers kept between opens (linger.c) */
+struct smuxfs_linger;
+
 /* ---- the delete queue (delq.c) ---- */
 
 struct smuxfs_delq;
@@ -285,6 +288,7 @@ struct smuxfs {
 	struct smuxfs_attrcache *attrcache; /* attrcache.c; NULL: off */
 	struct smuxfs_dirnames *dirnames;   /* dirnames.c; NULL: off */
 	struct smuxfs_delq *delq;	    /* delq.c; NULL: off */
+	struct smuxfs_linger *linger;	    /* linger.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
 	struct smuxfs_passthrough pt;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
@@ -1008,6 +1012,31 @@ void smuxfs_rjournal_end(struct smuxfs *fs, const struct smuxfs_rjournal *rec);
 /* At mount, before serving: finishes every rename a record names, oldest
  * first, and logs each. 0, or -EAGAIN when a record is left (logged). */
 int smuxfs_rjournal_recover(struct smuxfs *fs);
+
+/*
+ * Writers kept between opens (linger.c). An in-place writer of one copy,
+ * its last handle closed clean, kept open a moment for the next open of
+ * its key (`echo >> log` in a loop) while inotify says its name still
+ * holds its file. start: before serving (fs->linger NULL when it cannot:
+ * off). offer: true when @w (of @key, with a passthrough descriptor) is
+ * kept, false leaves it to the caller; @wd is the watch take gave with it
+ * (-1: none), ended by the offer either way. take: the writer kept for
+ * @key and its watch in *@wd (-1: none), NULL when none was kept (or it
+ * expired, or its file was unlinked, replaced, moved or its attributes
+ * changed since). unwatch: ends the watch of a taken writer closed
+ * without an offer. drop_all: closes every kept writer, and no open one
+ * is kept again (a rename through the mount). count: how many are kept.
+ * stop: after the last request.
+ */
+int smuxfs_linger_start(struct smuxfs *fs);
+bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
+			 struct smux_writer *w, int wd);
+struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
+				       int *wd);
+void smuxfs_linger_unwatch(struct smuxfs *fs, int wd);
+void smuxfs_linger_drop_all(struct smuxfs *fs);
+unsigned smuxfs_linger_count(struct smuxfs *fs);
+void smuxfs_linger_stop(struct smuxfs *fs);
 
 /*
  * The delete queue (delq.c): unlinks on object stores acknowledged once

@@ -477,6 +477,9 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (rc)
 		FAIL(EXIT_BACKEND, "cannot start the delete queue: %s",
 		     strerror(-rc));
+	/* off (logged) without inotify: every open opens its file */
+	if (!fs->force_staging)
+		(void)smuxfs_linger_start(fs);
 
 	/* The read cache lives for one run: what an earlier run left in
 	 * cache_dir/read is deleted, whether the cache is on or off. */
@@ -552,6 +555,7 @@ static void teardown(struct daemon *d)
 		fuse_destroy(d->fuse);
 	/* no request runs any more: what is queued is deleted now */
 	smuxfs_delq_stop(&d->fs);
+	smuxfs_linger_stop(&d->fs); /* before the root goes */
 	if (d->fs.opts)
 		smuxfs_release_tables(&d->fs);
 	smuxfs_pt_free(&d->fs);

@@ -45,6 +45,9 @@ struct smuxfs_ofile {
 	int open_rc;	       /* result of opening: 0 ready, < 0 failed */
 	struct smux_writer *w; /* the pending content, or NULL: */
 	int fd;		       /* staging file (O_TMPFILE), -1 with a writer */
+	/* w came back from linger.c and its watch goes on: ended with it
+	 * (smuxfs_linger_unwatch, or handed back by the offer); -1 none */
+	int linger_wd;
 	struct smuxfs_stagehash
 		sha;   /* of the staging file (fs->stage_sha256) */
 	uint64_t size; /* staging: content size */
@@ -229,9 +232,18 @@ static void table_remove(struct smuxfs *fs, struct smuxfs_ofile *of)
 	of->in_table = false;
 }
 
-static void ofile_free(struct smuxfs_ofile *of)
+/* Closes the writer of @of, if any (the watch linger.c kept on it too). */
+static void ofile_writer_close(struct smuxfs *fs, struct smuxfs_ofile *of)
 {
+	smuxfs_linger_unwatch(fs, of->linger_wd);
+	of->linger_wd = -1;
 	smux_writer_close(of->w);
+	of->w = NULL;
+}
+
+static void ofile_free(struct smuxfs *fs, struct smuxfs_ofile *of)
+{
+	ofile_writer_close(fs, of);
 	if (of->fd >= 0)
 		close(of->fd);
 	smuxfs_stagehash_free(&of->sha);
@@ -261,6 +273,24 @@ struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
 	return of;
 }
 
+/*
+ * Whether the writer of @of, its last handle closed, may be kept for the
+ * next open of its key (linger.c): in place on one copy, open, named, of
+ * one name, committed, nothing chosen left to give it. Nobody else holds
+ * @of any more.
+ */
+static bool ofile_may_linger(struct smuxfs_ofile *of)
+{
+	bool ok;
+
+	pthread_mutex_lock(&of->lock);
+	ok = of->w && of->open_rc == 0 && !of->deleted && of->inplace &&
+	     of->late && !of->dirty && !of->fresh && !of->unstored &&
+	     of->seen_ok && !of->own && !of->mode_chosen && !of->mtime_set;
+	pthread_mutex_unlock(&of->lock);
+	return ok;
+}
+
 /* Drops a reference without the last-chance commit. */
 static void ofile_unref(struct smuxfs *fs, struct smuxfs_ofile *of)
 {
@@ -271,8 +301,15 @@ static void ofile_unref(struct smuxfs *fs, struct smuxfs_ofile *of)
 	if (last)
 		table_remove(fs, of);
 	pthread_mutex_unlock(&fs->otable.lock);
-	if (last)
-		ofile_free(of);
+	if (!last)
+		return;
+	if (ofile_may_linger(of)) {
+		/* the offer takes the watch either way */
+		if (smuxfs_linger_offer(fs, of->key, of->w, of->linger_wd))
+			of->w = NULL; /* kept: the next open takes it */
+		of->linger_wd = -1;
+	}
+	ofile_free(fs, of);
 }
 
 /* ---- opening ---- */
@@ -381,6 +418,36 @@ static int ofile_head(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return 0;
 }
 
+/*
+ * An existing file opened without O_TRUNC: the writer its last close left
+ * (linger.c), when there is one and it still writes the file in place
+ * with a passthrough descriptor; the file as it is now from that
+ * descriptor (what other writers changed since). No member call: `echo
+ * >> log` in a loop opens its file once. Caller holds of->lock.
+ */
+static bool ofile_kept(struct smuxfs *fs, struct smuxfs_ofile *of,
+		       unsigned flags)
+{
+	struct smux_writer *w;
+	struct smux_info info;
+	int wd;
+
+	w = smuxfs_linger_take(fs, of->key, &wd);
+	if (!w)
+		return false;
+	if (smux_writer_passthrough_fd(w) < 0 ||
+	    smux_writer_stat(w, &info) != 0 || !S_ISREG(info.mode)) {
+		smuxfs_linger_unwatch(fs, wd);
+		smux_writer_close(w);
+		return false;
+	}
+	of->w = w;
+	of->linger_wd = wd;
+	of->durable = false; /* its earlier closes did not fsync */
+	ofile_existing(of, flags, &info);
+	return true;
+}
+
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags, const struct smux_put_opts *co)
 {
@@ -424,6 +491,8 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	if (fs->force_staging)
 		return ofile_stage(fs, of, flags);
+	if (existing && !(flags & SMUXFS_OF_TRUNC) && ofile_kept(fs, of, flags))
+		return 0;
 	wflags = (flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0;
 	if (of->inplace)
 		wflags |= SMUX_WRITER_INPLACE |
@@ -546,6 +615,7 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 		return -ENOMEM;
 	}
 	of->fd = -1;
+	of->linger_wd = -1;
 	of->refs = 1;
 	pthread_mutex_init(&of->lock, NULL);
 	/* Locked before anyone can find it, so a concurrent open of the key
@@ -1343,8 +1413,7 @@ static void ofile_rekey_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (!of->w || of->deleted)
 		return;
 	/* A writer belongs to its key: reopen it (lazily, no copy yet). */
-	smux_writer_close(of->w);
-	of->w = NULL;
+	ofile_writer_close(fs, of);
 	smuxfs_ctx(&ctx);
 	rc = smux_backend_writer_open(fs->root, &ctx, to,
 				      of->inplace ? SMUX_WRITER_INPLACE : 0,
@@ -1722,7 +1791,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 			}
 			/* handles may still point at it if the kernel never
 			 * released them; they can no longer run */
-			ofile_free(of);
+			ofile_free(fs, of);
 		}
 	}
 	smuxfs_fnode_free_unreleased(fs);

@@ -679,6 +679,9 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 	    key_of(fs, to, key, sizeof(key), NULL) == 0)
 		had_to = smuxfs_lookup(fs, key, false, &is_dir, &was_to) == 0;
 	rc = rename_names(fs, from, to, flags);
+	/* writers kept between opens (linger.c) are of the names before:
+	 * a directory above them may have moved */
+	smuxfs_linger_drop_all(fs);
 
 	/* a directory's files moved with it: all files' attributes are
 	 * asked again (attrcache.c) */

@@ -490,6 +490,9 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 		/* members came or went (what applied stays on a failure):
 		 * directories' names are listed again (dirnames.c) */
 		smuxfs_dirnames_forget(fs, NULL);
+		/* and writers kept between opens are of the members before
+		 * (linger.c): the next open opens its file again */
+		smuxfs_linger_drop_all(fs);
 	}
 	plan_free(p);
 	free(p);

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# test_linger.sh - writers kept between opens (src/fs/linger.c): on a tree
+# of one file backend, the writer of `echo >> log` stays open a moment
+# after its close and the next open of the name takes it back, but only
+# while the name still holds that file. What a program sees must be what a
+# local disk shows:
+#   - the daemon holds the file open right after an append (the writer is
+#     kept), and lets it go by itself shortly after (it expires);
+#   - behind the mount, the log moved away and a new one made (logrotate's
+#     way) between two appends: the second append lands in the new file,
+#     never in the moved one (20 rounds);
+#   - behind the mount, the log renamed over (10 rounds) or removed
+#     between two appends: the append is not written into the file that
+#     went;
+#   - through the mount: unlink, rename over, rename of the directory, a
+#     hard link, between two appends: each append lands where ext4 puts it;
+#   - fsync(2) through a writer taken back still syncs (the daemon's
+#     fdatasync, seen by strace);
+#   - unmount right after an append (a writer kept): clean.
+. "$(dirname "$0")/lib.sh"
+
+M=$T/mnt
+A=$T/a
+CONF=$T/linger.conf
+
+new_config "$CONF" root
+cfg_file root "$A"
+mount_smux "$CONF" "$M"
+pid=$(daemon_pids_for "$M" | head -1)
+[ -n "$pid" ] || fail "no daemon pid"
+
+expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
+# the daemon has a descriptor of the backend file $1
+holds() { find "/proc/$pid/fd" -lname "$1" 2>/dev/null | grep -q .; }
+
+log "kept after an append, let go after"
+seen=0
+for i in $(seq 1 20); do
+	echo "line $i" >>"$M/log"
+	for _ in 1 2 3 4 5; do
+		if holds "$A/log"; then
+			seen=1
+			break
+		fi
+		sleep 0.01
+	done
+	[ "$seen" = 1 ] && break
+done
+[ "$seen" = 1 ] || fail "the daemon never held the log open after an append"
+gone=0
+for _ in $(seq 1 50); do
+	if ! holds "$A/log"; then
+		gone=1
+		break
+	fi
+	sleep 0.1
+done
+[ "$gone" = 1 ] || fail "the daemon still holds the log 5 s after the last append"
+rm -f "$M/log"
+
+# (a name per round: one removed behind the mount stays in the kernel's
+# cache of names for entry_timeout, and an open of it then fails ENOENT)
+log "behind the mount: moved away and made anew between two appends"
+for r in $(seq 1 20); do
+	echo "old $r" >>"$M/log$r"
+	echo "old $r again" >>"$M/log$r"
+	mv "$A/log$r" "$A/log$r.1"
+	echo "new $r" >"$A/log$r"
+	echo "appended $r" >>"$M/log$r"
+	expect "round $r: the moved log" "$(cat "$A/log$r.1")" "$(printf 'old %s\nold %s again' "$r" "$r")"
+	expect "round $r: the new log" "$(cat "$A/log$r")" "$(printf 'new %s\nappended %s' "$r" "$r")"
+	rm -f "$A/log$r" "$A/log$r.1"
+done
+
+log "behind the mount: renamed over between two appends"
+for r in $(seq 1 10); do
+	echo "old $r" >>"$M/over$r"
+	echo "old $r again" >>"$M/over$r"
+	exec 7<"$A/over$r"
+	echo "new $r" >"$A/tmp"
+	mv "$A/tmp" "$A/over$r"
+	echo "appended $r" >>"$M/over$r"
+	expect "round $r: the replaced file" "$(cat <&7)" "$(printf 'old %s\nold %s again' "$r" "$r")"
+	expect "round $r: the new file" "$(cat "$A/over$r")" "$(printf 'new %s\nappended %s' "$r" "$r")"
+	exec 7<&-
+	rm -f "$A/over$r"
+done
+
+log "behind the mount: removed between two appends"
+for r in $(seq 1 10); do
+	echo "old $r" >>"$M/rm$r"
+	echo "old $r again" >>"$M/rm$r"
+	exec 7<"$A/rm$r" # what a writer kept would still write into
+	rm -f "$A/rm$r"
+	if echo "appended $r" >>"$M/rm$r" 2>/dev/null; then
+		expect "round $r: the log made again" "$(cat "$A/rm$r")" "appended $r"
+	fi
+	expect "round $r: the removed file" "$(cat <&7)" "$(printf 'old %s\nold %s again' "$r" "$r")"
+	exec 7<&-
+	rm -f "$A/rm$r"
+done
+
+log "through the mount: unlink, rename over, hard link"
+echo a >>"$M/log"
+echo a2 >>"$M/log"
+rm "$M/log"
+echo b >>"$M/log"
+expect "an append after rm" "$(cat "$M/log")" "b"
+expect "an append after rm (backend)" "$(cat "$A/log")" "b"
+echo c >>"$M/log"
+echo x >"$M/new"
+mv "$M/new" "$M/log"
+echo d >>"$M/log"
+expect "an append after mv over" "$(cat "$M/log")" "$(printf 'x\nd')"
+expect "an append after mv over (backend)" "$(cat "$A/log")" "$(printf 'x\nd')"
+echo e >>"$M/log"
+ln "$M/log" "$M/log2"
+echo f >>"$M/log"
+expect "the other name of the log" "$(cat "$M/log2")" "$(printf 'x\nd\ne\nf')"
+rm -f "$M/log" "$M/log2"
+
+log "through the mount: the directory renamed between two appends"
+mkdir "$M/d"
+echo a >>"$M/d/log"
+echo a2 >>"$M/d/log"
+mv "$M/d" "$M/e"
+if echo b >>"$M/d/log" 2>/dev/null; then
+	fail "an append to d/log after mv d e succeeded"
+fi
+echo c >>"$M/e/log"
+expect "the moved log" "$(cat "$M/e/log")" "$(printf 'a\na2\nc')"
+mkdir "$M/d"
+echo z >>"$M/d/log"
+expect "a new d/log" "$(cat "$A/d/log")" "z"
+expect "the moved log (backend)" "$(cat "$A/e/log")" "$(printf 'a\na2\nc')"
+
+log "fsync through a writer taken back"
+for i in 1 2 3; do echo "pre $i" >>"$M/synced"; done
+strace -f -qq -e trace=fdatasync,fsync -p "$pid" -o "$T/strace" &
+spid=$!
+sleep 1
+echo "pre 4" >>"$M/synced"
+python3 - "$M/synced" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"synced\n")
+os.fsync(fd)
+os.close(fd)
+EOF
+sleep 0.5
+kill "$spid"
+wait "$spid" 2>/dev/null || true
+n=$(grep -c 'sync(' "$T/strace" || true)
+[ "$n" -ge 1 ] || fail "fsync of a file appended to just before: no fdatasync in the daemon"
+expect "the synced file" "$(tail -n 1 "$A/synced")" "synced"
+
+log "unmount right after an append"
+echo last >>"$M/synced"
+unmount_smux "$M"
+expect "the last append" "$(tail -n 1 "$A/synced")" "last"
+log "ok"

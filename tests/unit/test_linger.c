@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_linger.c - writers kept between opens (src/fs/linger.c), with a
+ * writer kind of this test whose passthrough descriptor is a real file in
+ * a temp directory:
+ *   - an offered writer is taken back by its key (once), with its watch,
+ *     and can be offered again with that watch;
+ *   - a kept writer whose file is renamed away, renamed over, unlinked or
+ *     chmod'ed is never taken back, and is closed;
+ *   - a writer taken back whose file is unlinked while it is open is not
+ *     kept again; one of another key than its own is not kept;
+ *   - expiry closes a writer nobody takes, without any call; drop_all
+ *     closes them all and keeps no open one again; at most 32 are kept
+ *     (the oldest closed); stop closes what is kept;
+ *   - threads offering and taking their own keys while another drops all
+ *     (run under TSan too): every writer is closed exactly once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+static atomic_int opened, closed;
+
+struct fake_writer {
+	struct smux_writer base;
+	int fd;
+};
+
+static void fake_close(struct smux_writer *w)
+{
+	struct fake_writer *f = (struct fake_writer *)w;
+
+	close(f->fd);
+	free(w->key);
+	free(f);
+	atomic_fetch_add(&closed, 1);
+}
+
+static int fake_fd(struct smux_writer *w)
+{
+	return ((struct fake_writer *)w)->fd;
+}
+
+static const struct smux_writer_ops fake_ops = {
+	.close = fake_close,
+	.passthrough_fd = fake_fd,
+};
+
+struct fixture {
+	struct smuxfs fs;
+	char dir[64];
+};
+
+/* A writer of @key over the file @name of the fixture's directory
+ * (created). */
+static struct smux_writer *fake_open(struct fixture *f, const char *key,
+				     const char *name)
+{
+	struct fake_writer *w = calloc(1, sizeof(*w));
+	char path[160];
+
+	assert_non_null(w);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+	w->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(w->fd >= 0);
+	w->base.ops = &fake_ops;
+	w->base.key = strdup(key);
+	assert_non_null(w->base.key);
+	atomic_fetch_add(&opened, 1);
+	return &w->base;
+}
+
+static void path_of(struct fixture *f, const char *name, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/%s", f->dir, name);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_linger.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(smuxfs_linger_start(&f->fs), 0);
+	assert_non_null(f->fs.linger);
+	atomic_store(&opened, 0);
+	atomic_store(&closed, 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	smuxfs_linger_stop(&f->fs);
+	assert_null(f->fs.linger);
+	/* whatever was kept is closed by stop: nothing leaks */
+	assert_int_equal(atomic_load(&opened), atomic_load(&closed));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static void test_offer_take(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w = fake_open(f, "log", "log"), *t;
+	int wd, wd2;
+
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	assert_int_equal(smuxfs_linger_count(&f->fs), 1);
+	assert_null(smuxfs_linger_take(&f->fs, "other", &wd));
+	assert_int_equal(wd, -1);
+	t = smuxfs_linger_take(&f->fs, "log", &wd);
+	assert_ptr_equal(t, w);
+	assert_true(wd >= 0);
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd2));
+	assert_int_equal(wd2, -1);
+	/* closed again: kept again on the watch it came back with; stop
+	 * closes it (teardown) */
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd));
+	assert_int_equal(smuxfs_linger_count(&f->fs), 1);
+	assert_int_equal(atomic_load(&closed), 0);
+}
+
+/* offer -> take -> offer with the take's watch -> take: one writer all
+ * along, no close */
+static void test_round_trips(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w = fake_open(f, "log", "log"), *t;
+	int wd = -1;
+
+	for (int i = 0; i < 100; i++) {
+		assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd));
+		t = smuxfs_linger_take(&f->fs, "log", &wd);
+		assert_ptr_equal(t, w);
+		assert_true(wd >= 0);
+	}
+	assert_int_equal(atomic_load(&closed), 0);
+	smuxfs_linger_unwatch(&f->fs, wd);
+	smux_writer_close(w);
+}
+
+/* What happens to the kept file: never taken back, closed. */
+static void check_spoiled(struct fixture *f, void (*spoil)(struct fixture *))
+{
+	struct smux_writer *w = fake_open(f, "log", "log");
+	int wd, before = atomic_load(&closed);
+
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	spoil(f);
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	assert_int_equal(atomic_load(&closed), before + 1);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+}
+
+static void moved_away(struct fixture *f)
+{
+	char a[160], b[160];
+
+	path_of(f, "log", a, sizeof(a));
+	path_of(f, "log.1", b, sizeof(b));
+	assert_int_equal(rename(a, b), 0);
+}
+
+static void renamed_over(struct fixture *f)
+{
+	char a[160], b[160];
+	int fd;
+
+	path_of(f, "new", a, sizeof(a));
+	path_of(f, "log", b, sizeof(b));
+	fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(rename(a, b), 0);
+}
+
+static void unlinked(struct fixture *f)
+{
+	char a[160];
+
+	path_of(f, "log", a, sizeof(a));
+	assert_int_equal(unlink(a), 0);
+}
+
+static void chmoded(struct fixture *f)
+{
+	char a[160];
+
+	path_of(f, "log", a, sizeof(a));
+	assert_int_equal(chmod(a, 0600), 0);
+}
+
+static void test_spoiled(void **state)
+{
+	struct fixture *f = *state;
+
+	check_spoiled(f, moved_away);
+	check_spoiled(f, renamed_over);
+	check_spoiled(f, unlinked);
+	check_spoiled(f, chmoded);
+}
+
+static void test_spoiled_while_open(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w = fake_open(f, "log", "log"), *t;
+	int wd;
+
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	t = smuxfs_linger_take(&f->fs, "log", &wd);
+	assert_ptr_equal(t, w);
+	unlinked(f);
+	/* refused: the caller closes it */
+	assert_false(smuxfs_linger_offer(&f->fs, "log", w, wd));
+	smux_writer_close(w);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+
+	/* of another key than its own: not kept */
+	w = fake_open(f, "a", "a");
+	assert_false(smuxfs_linger_offer(&f->fs, "b", w, -1));
+	smux_writer_close(w);
+}
+
+static void test_expiry(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w = fake_open(f, "log", "log");
+	int wd;
+
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	/* closed by the module's thread, nobody asking */
+	for (int i = 0; i < 500 && atomic_load(&closed) == 0; i++)
+		usleep(10 * 1000);
+	assert_int_equal(atomic_load(&closed), 1);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+}
+
+static void test_drop_all_and_bound(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w, *open_one;
+	char key[32];
+	int wd;
+
+	/* one taken back and open while the others are dropped */
+	open_one = fake_open(f, "open", "open");
+	assert_true(smuxfs_linger_offer(&f->fs, "open", open_one, -1));
+	assert_ptr_equal(smuxfs_linger_take(&f->fs, "open", &wd), open_one);
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "f%d", i);
+		w = fake_open(f, key, key);
+		assert_true(smuxfs_linger_offer(&f->fs, key, w, -1));
+	}
+	assert_int_equal(smuxfs_linger_count(&f->fs), 32);
+	assert_int_equal(atomic_load(&closed), 8);
+	/* the oldest went */
+	assert_null(smuxfs_linger_take(&f->fs, "f0", &wd));
+	smuxfs_linger_drop_all(&f->fs);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+	assert_int_equal(atomic_load(&closed), 40);
+	/* the open one is not kept again after a drop_all */
+	assert_false(smuxfs_linger_offer(&f->fs, "open", open_one, wd));
+	smux_writer_close(open_one);
+}
+
+static void test_stop_closes(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_true(
+		smuxfs_linger_offer(&f->fs, "a", fake_open(f, "a", "a"), -1));
+	assert_true(
+		smuxfs_linger_offer(&f->fs, "b", fake_open(f, "b", "b"), -1));
+	/* teardown's stop closes both (opened == closed there) */
+}
+
+struct racer {
+	struct fixture *f;
+	int id;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	struct smux_writer *w;
+	char key[32];
+	int wd = -1;
+
+	snprintf(key, sizeof(key), "r%d", r->id);
+	w = fake_open(r->f, key, key);
+	for (int i = 0; i < 2000; i++) {
+		if (!smuxfs_linger_offer(&r->f->fs, key, w, wd)) {
+			smux_writer_close(w);
+			w = fake_open(r->f, key, key);
+			wd = -1;
+			continue;
+		}
+		w = smuxfs_linger_take(&r->f->fs, key, &wd);
+		if (!w) { /* dropped meanwhile: closed there */
+			w = fake_open(r->f, key, key);
+			wd = -1;
+		}
+	}
+	smuxfs_linger_unwatch(&r->f->fs, wd);
+	smux_writer_close(w);
+	return NULL;
+}
+
+static void *dropper_main(void *arg)
+{
+	struct fixture *f = arg;
+
+	for (int i = 0; i < 200; i++) {
+		smuxfs_linger_drop_all(&f->fs);
+		usleep(100);
+	}
+	return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+	struct fixture *f = *state;
+	struct racer r[3];
+	pthread_t t[4];
+
+	for (int i = 0; i < 3; i++) {
+		r[i] = (struct racer){.f = f, .id = i};
+		assert_int_equal(pthread_create(&t[i], NULL, racer_main, &r[i]),
+				 0);
+	}
+	assert_int_equal(pthread_create(&t[3], NULL, dropper_main, f), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+	assert_int_equal(atomic_load(&opened), atomic_load(&closed));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_offer_take, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_round_trips, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_spoiled, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_spoiled_while_open, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_drop_all_and_bound, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stop_closes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
