@@ -48,6 +48,10 @@ struct smuxfs_ofile {
 	/* w came back from linger.c and its watch goes on: ended with it
 	 * (smuxfs_linger_unwatch, or handed back by the offer); -1 none */
 	int linger_wd;
+	/* made by this ofile's open (O_CREAT of an absent name): its writer
+	 * is not kept at the last close (tar's files are not opened again;
+	 * an appended log is, from its second open on) */
+	bool created;
 	struct smuxfs_stagehash
 		sha;   /* of the staging file (fs->stage_sha256) */
 	uint64_t size; /* staging: content size */
@@ -285,8 +289,9 @@ static bool ofile_may_linger(struct smuxfs_ofile *of)
 
 	pthread_mutex_lock(&of->lock);
 	ok = of->w && of->open_rc == 0 && !of->deleted && of->inplace &&
-	     of->late && !of->dirty && !of->fresh && !of->unstored &&
-	     of->seen_ok && !of->own && !of->mode_chosen && !of->mtime_set;
+	     of->late && !of->created && !of->dirty && !of->fresh &&
+	     !of->unstored && of->seen_ok && !of->own && !of->mode_chosen &&
+	     !of->mtime_set;
 	pthread_mutex_unlock(&of->lock);
 	return ok;
 }
@@ -467,6 +472,7 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 	 * ENOENT, EISDIR) and says what it is, no head first (issue 8) */
 	existing = of->inplace && !(flags & SMUXFS_OF_CREATE) &&
 		   (caps & SMUX_CAP_OPEN_EXISTING);
+	of->created = flags & SMUXFS_OF_CREATE;
 	if (flags & SMUXFS_OF_CREATE) {
 		/* the caller's mode (no set-id bits for an unprivileged
 		 * one) and owner (smuxfs_caller_owner), given at commit */
