@@ -1037,6 +1037,8 @@ void smuxfs_linger_unwatch(struct smuxfs *fs, int wd);
 void smuxfs_linger_drop_all(struct smuxfs *fs);
 unsigned smuxfs_linger_count(struct smuxfs *fs);
 void smuxfs_linger_stop(struct smuxfs *fs);
+/* Test hook: how long a writer is kept (ns; 200 ms). */
+extern _Atomic int64_t smuxfs__linger_ns;
 
 /*
  * The delete queue (delq.c): unlinks on object stores acknowledged once

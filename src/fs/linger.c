@@ -20,8 +20,8 @@
  * kernel's queue is read without blocking). An unlink of the file, a
  * rename of it or over it, a chmod, chown or utimes of it - through the
  * mount or behind it on the backend directory - queues an event before
- * that call returns; every take and offer first reads the queue and drops
- * the writers it names, so a writer that was replaced is never handed out.
+ * that call returns; every take first reads the queue and drops the
+ * writers it names, so a writer that was replaced is never handed out.
  * A rename through the mount drops every kept writer
  * (smuxfs_linger_drop_all): a directory above the file may have moved.
  *
@@ -35,6 +35,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +55,9 @@
  * a second gains nothing from a longer wait and would hold the file open
  * for nothing. */
 #define LINGER_NS (200LL * 1000 * 1000)
+/* The time a writer is kept: LINGER_NS; a test hook (test_linger.c sets
+ * it longer, so a loaded machine cannot expire what a test takes back). */
+_Atomic int64_t smuxfs__linger_ns = LINGER_NS;
 /* Kept writers at most: each holds a descriptor and a watch. */
 #define LINGER_MAX 32
 
@@ -297,7 +301,9 @@ bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 	fd = smux_writer_passthrough_fd(w);
 	if (L->stopping || fd < 0 || strcmp(w->key, key) != 0)
 		goto refuse;
-	drain(L, &g);
+	/* The queue is not read here (a syscall per append saved): an
+	 * event not read yet names this writer's watch when the next take
+	 * reads it, and the writer is dropped then. */
 	if (wd >= 0) {
 		/* taken back before: still good unless an event came */
 		j = out_by_wd(L, wd);
@@ -330,7 +336,7 @@ bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 	}
 	L->k[L->n].w = w;
 	L->k[L->n].wd = wd;
-	L->k[L->n].until = smux_now_ns() + LINGER_NS;
+	L->k[L->n].until = smux_now_ns() + atomic_load(&smuxfs__linger_ns);
 	L->n++;
 	if (L->idle) { /* its clock starts */
 		L->idle = false;
