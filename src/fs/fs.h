@@ -1018,17 +1018,19 @@ int smuxfs_rjournal_recover(struct smuxfs *fs);
  * its last handle closed clean, kept open a moment for the next open of
  * its key (`echo >> log` in a loop) while inotify says its name still
  * holds its file. start: before serving (fs->linger NULL when it cannot:
- * off). offer: true when @w (of @key, with a passthrough descriptor) is
- * kept, false leaves it to the caller; @wd is the watch take gave with it
- * (-1: none), ended by the offer either way. take: the writer kept for
- * @key and its watch in *@wd (-1: none), NULL when none was kept (or it
- * expired, or its file was unlinked, replaced, moved or its attributes
- * changed since). unwatch: ends the watch of a taken writer closed
- * without an offer. drop_all: closes every kept writer, and no open one
- * is kept again (a rename through the mount). count: how many are kept.
- * stop: after the last request.
+ * off). watch: right after a writer opened its file by name, the watch of
+ * that file (-1: none, so never kept). offer: true when @w (of @key, with
+ * a passthrough descriptor, watched as @wd since its open) is kept; false
+ * leaves it to the caller; the watch is ended either way. take: the
+ * writer kept for @key and its watch in *@wd, NULL when none was kept (or
+ * it expired, or its file was unlinked, replaced, moved or its attributes
+ * changed since its open). unwatch: ends the watch of a writer closed
+ * without an offer. drop_all: closes every kept writer, and no open one is
+ * kept (a rename through the mount). count: how many are kept. stop:
+ * after the last request.
  */
 int smuxfs_linger_start(struct smuxfs *fs);
+int smuxfs_linger_watch(struct smuxfs *fs, struct smux_writer *w);
 bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 			 struct smux_writer *w, int wd);
 struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,

@@ -14,22 +14,26 @@
  * (ofile.c's ofile_start), and a writer nobody took is closed by this
  * module's thread.
  *
- * Only while the name still holds that file. The kept writer's descriptor
- * is watched with inotify, added through /proc/self/fd (no path of the
- * backend is walked: nothing here can hang on a stuck filesystem, and the
- * kernel's queue is read without blocking). An unlink of the file, a
- * rename of it or over it, a chmod, chown or utimes of it - through the
- * mount or behind it on the backend directory - queues an event before
- * that call returns; every take first reads the queue and drops the
- * writers it names, so a writer that was replaced is never handed out.
+ * Only while the name still holds that file. The writer's descriptor is
+ * watched with inotify from its open on (smuxfs_linger_watch, right after
+ * the writer opened the file by its name), added through /proc/self/fd (no
+ * path of the backend is walked: nothing here can hang on a stuck
+ * filesystem, and the kernel's queue is read without blocking). An unlink
+ * of the file, a rename of it or over it, a chmod, chown or utimes of it -
+ * through the mount or behind it on the backend directory - queues an
+ * event before that call returns; every take first reads the queue and
+ * drops the writers it names (an event while the writer was open spoils
+ * its watch: not kept), so a writer whose name went is never handed out.
  * A rename through the mount drops every kept writer
  * (smuxfs_linger_drop_all): a directory above the file may have moved.
  *
  * Left (documented in docs/architecture.md): a directory above the file
  * renamed behind the mount is seen up to LINGER_NS late (an open of the old
  * path in that window appends to the file at its new path, where an open
- * would have failed ENOENT); inotify does not report what another host
- * changes on a network filesystem under a file backend.
+ * would have failed ENOENT); a rename racing the writer's open itself
+ * (between its openat and the watch, microseconds) is not seen; inotify
+ * does not report what another host changes on a network filesystem under
+ * a file backend.
  */
 #include <errno.h>
 #include <limits.h>
@@ -286,38 +290,55 @@ static void out_end(struct smuxfs_linger *L, int wd)
 	(void)inotify_rm_watch(L->ifd, wd);
 }
 
+int smuxfs_linger_watch(struct smuxfs *fs, struct smux_writer *w)
+{
+	struct smuxfs_linger *L = fs->linger;
+	char path[64];
+	int fd, wd = -1;
+
+	if (!L)
+		return -1;
+	fd = smux_writer_passthrough_fd(w);
+	if (fd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	pthread_mutex_lock(&L->lock);
+	if (!L->stopping && L->nout < LINGER_MAX) {
+		wd = inotify_add_watch(L->ifd, path, LINGER_EVENTS);
+		/* the same file watched already (another writer of it open
+		 * or kept): one watch for both, so none for this one */
+		if (wd >= 0 &&
+		    (kept_by_wd(L, wd) >= 0 || out_by_wd(L, wd) >= 0))
+			wd = -1;
+		else if (wd >= 0)
+			L->o[L->nout++] = (struct out){.wd = wd};
+	}
+	pthread_mutex_unlock(&L->lock);
+	return wd < 0 ? -1 : wd;
+}
+
 bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 			 struct smux_writer *w, int wd)
 {
 	struct smuxfs_linger *L = fs->linger;
 	struct gone g = {0};
-	char path[64];
 	bool kept = false;
-	int fd, i, j;
+	int i, j;
 
-	if (!L)
+	if (!L || wd < 0)
 		return false;
 	pthread_mutex_lock(&L->lock);
-	fd = smux_writer_passthrough_fd(w);
-	if (L->stopping || fd < 0 || strcmp(w->key, key) != 0)
+	if (L->stopping || smux_writer_passthrough_fd(w) < 0 ||
+	    strcmp(w->key, key) != 0)
 		goto refuse;
-	/* The queue is not read here (a syscall per append saved): an
-	 * event not read yet names this writer's watch when the next take
-	 * reads it, and the writer is dropped then. */
-	if (wd >= 0) {
-		/* taken back before: still good unless an event came */
-		j = out_by_wd(L, wd);
-		if (j < 0 || L->o[j].bad)
-			goto refuse;
-		L->o[j] = L->o[--L->nout];
-	} else {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		wd = inotify_add_watch(L->ifd, path, LINGER_EVENTS);
-		/* the same file watched already (another name of it kept,
-		 * or open): one watch for both, so not kept */
-		if (wd < 0 || kept_by_wd(L, wd) >= 0 || out_by_wd(L, wd) >= 0)
-			goto out;
-	}
+	/* Still good unless an event came since the watch began (at the
+	 * writer's open). The queue is not read here (a syscall per append
+	 * saved): an event not read yet names this writer's watch when the
+	 * next take reads it, and the writer is dropped then. */
+	j = out_by_wd(L, wd);
+	if (j < 0 || L->o[j].bad)
+		goto refuse;
+	L->o[j] = L->o[--L->nout];
 	i = kept_by_key(L, key);
 	if (i >= 0) /* an older writer of the key: this one is newer */
 		kept_remove(L, (unsigned)i, true, &g);
@@ -345,8 +366,7 @@ bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 	kept = true;
 	goto out;
 refuse:
-	if (wd >= 0)
-		out_end(L, wd);
+	out_end(L, wd);
 out:
 	pthread_mutex_unlock(&L->lock);
 	gone_close(&g);

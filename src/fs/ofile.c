@@ -511,6 +511,11 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * first fsync makes sure (a put, staging's way, is always
 		 * durable) */
 		of->durable = false;
+		/* its name may go from now on: watched from here, so the
+		 * writer is kept at its last close only if it did not
+		 * (linger.c; a create's is never kept) */
+		if (of->late && !(flags & SMUXFS_OF_CREATE))
+			of->linger_wd = smuxfs_linger_watch(fs, of->w);
 		if (flags & SMUXFS_OF_CREATE)
 			ofile_seen_at_create(of);
 		if (flags & OF_DIR_GROUP)

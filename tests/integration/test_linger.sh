@@ -7,8 +7,9 @@
 #   - the daemon holds the file open right after an append (the writer is
 #     kept), and lets it go by itself shortly after (it expires);
 #   - behind the mount, the log moved away and a new one made (logrotate's
-#     way) between two appends: the second append lands in the new file,
-#     never in the moved one (20 rounds);
+#     way) between two appends, or while a descriptor of it is open for
+#     appending: the next append lands in the new file, never in the
+#     moved one (20 and 10 rounds);
 #   - behind the mount, the log renamed over (10 rounds) or removed
 #     between two appends: the append is not written into the file that
 #     went;
@@ -70,6 +71,20 @@ for r in $(seq 1 20); do
 	expect "round $r: the moved log" "$(cat "$A/log$r.1")" "$(printf 'old %s\nold %s again' "$r" "$r")"
 	expect "round $r: the new log" "$(cat "$A/log$r")" "$(printf 'new %s\nappended %s' "$r" "$r")"
 	rm -f "$A/log$r" "$A/log$r.1"
+done
+
+log "behind the mount: moved away while the appender has it open"
+for r in $(seq 1 10); do
+	echo "old $r" >>"$M/open$r"
+	exec 8>>"$M/open$r"
+	echo "old $r again" >&8
+	mv "$A/open$r" "$A/open$r.1"
+	echo "new $r" >"$A/open$r"
+	exec 8>&- # its release: the writer may be kept
+	echo "appended $r" >>"$M/open$r"
+	expect "round $r: the moved log" "$(cat "$A/open$r.1")" "$(printf 'old %s\nold %s again' "$r" "$r")"
+	expect "round $r: the new log" "$(cat "$A/open$r")" "$(printf 'new %s\nappended %s' "$r" "$r")"
+	rm -f "$A/open$r" "$A/open$r.1"
 done
 
 log "behind the mount: renamed over between two appends"

@@ -6,7 +6,9 @@
  *   - an offered writer is taken back by its key (once), with its watch,
  *     and can be offered again with that watch;
  *   - a kept writer whose file is renamed away, renamed over, unlinked or
- *     chmod'ed is never taken back, and is closed;
+ *     chmod'ed is never taken back, and is closed; so is one whose file
+ *     was renamed away, over or unlinked after its open (its watch) and
+ *     before its offer;
  *   - a writer taken back whose file is unlinked while it is open is not
  *     taken back again; one of another key than its own is not kept;
  *   - expiry closes a writer nobody takes, without any call; drop_all
@@ -93,6 +95,15 @@ static struct smux_writer *fake_open(struct fixture *f, const char *key,
 	return &w->base;
 }
 
+/* The watch a writer's open starts (ofile.c), asserted made. */
+static int watched(struct fixture *f, struct smux_writer *w)
+{
+	int wd = smuxfs_linger_watch(&f->fs, w);
+
+	assert_true(wd >= 0);
+	return wd;
+}
+
 static void path_of(struct fixture *f, const char *name, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s/%s", f->dir, name);
@@ -137,7 +148,7 @@ static void test_offer_take(void **state)
 	struct smux_writer *w = fake_open(f, "log", "log"), *t;
 	int wd, wd2;
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
 	assert_int_equal(smuxfs_linger_count(&f->fs), 1);
 	assert_null(smuxfs_linger_take(&f->fs, "other", &wd));
 	assert_int_equal(wd, -1);
@@ -159,7 +170,7 @@ static void test_round_trips(void **state)
 {
 	struct fixture *f = *state;
 	struct smux_writer *w = fake_open(f, "log", "log"), *t;
-	int wd = -1;
+	int wd = watched(f, w);
 
 	for (int i = 0; i < 100; i++) {
 		assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd));
@@ -178,7 +189,7 @@ static void check_spoiled(struct fixture *f, void (*spoil)(struct fixture *))
 	struct smux_writer *w = fake_open(f, "log", "log");
 	int wd, before = atomic_load(&closed);
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
 	spoil(f);
 	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
 	wait_closed(before + 1);
@@ -223,6 +234,22 @@ static void chmoded(struct fixture *f)
 	assert_int_equal(chmod(a, 0600), 0);
 }
 
+/* The same, done while the writer is still open (watched from its open,
+ * not yet offered: logrotate's mv while `echo >> log` runs). */
+static void check_spoiled_open(struct fixture *f,
+			       void (*spoil)(struct fixture *))
+{
+	struct smux_writer *w = fake_open(f, "log", "log");
+	int wd = watched(f, w), before = atomic_load(&closed);
+
+	spoil(f);
+	if (!smuxfs_linger_offer(&f->fs, "log", w, wd))
+		smux_writer_close(w);
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	wait_closed(before + 1);
+	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
+}
+
 static void test_spoiled(void **state)
 {
 	struct fixture *f = *state;
@@ -231,6 +258,9 @@ static void test_spoiled(void **state)
 	check_spoiled(f, renamed_over);
 	check_spoiled(f, unlinked);
 	check_spoiled(f, chmoded);
+	check_spoiled_open(f, moved_away);
+	check_spoiled_open(f, renamed_over);
+	check_spoiled_open(f, unlinked);
 }
 
 static void test_spoiled_while_open(void **state)
@@ -239,7 +269,7 @@ static void test_spoiled_while_open(void **state)
 	struct smux_writer *w = fake_open(f, "log", "log"), *t;
 	int wd;
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
 	t = smuxfs_linger_take(&f->fs, "log", &wd);
 	assert_ptr_equal(t, w);
 	unlinked(f);
@@ -253,7 +283,7 @@ static void test_spoiled_while_open(void **state)
 
 	/* of another key than its own: not kept */
 	w = fake_open(f, "a", "a");
-	assert_false(smuxfs_linger_offer(&f->fs, "b", w, -1));
+	assert_false(smuxfs_linger_offer(&f->fs, "b", w, watched(f, w)));
 	smux_writer_close(w);
 }
 
@@ -264,7 +294,7 @@ static void test_expiry(void **state)
 	int wd;
 
 	atomic_store(&smuxfs__linger_ns, 50LL * 1000 * 1000);
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
 	/* closed by the module's thread, nobody asking */
 	wait_closed(1);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
@@ -280,12 +310,13 @@ static void test_drop_all_and_bound(void **state)
 
 	/* one taken back and open while the others are dropped */
 	open_one = fake_open(f, "open", "open");
-	assert_true(smuxfs_linger_offer(&f->fs, "open", open_one, -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "open", open_one,
+					watched(f, open_one)));
 	assert_ptr_equal(smuxfs_linger_take(&f->fs, "open", &wd), open_one);
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "f%d", i);
 		w = fake_open(f, key, key);
-		assert_true(smuxfs_linger_offer(&f->fs, key, w, -1));
+		assert_true(smuxfs_linger_offer(&f->fs, key, w, watched(f, w)));
 	}
 	assert_int_equal(smuxfs_linger_count(&f->fs), 32);
 	assert_int_equal(atomic_load(&closed), 8);
@@ -302,11 +333,11 @@ static void test_drop_all_and_bound(void **state)
 static void test_stop_closes(void **state)
 {
 	struct fixture *f = *state;
+	struct smux_writer *a = fake_open(f, "a", "a"),
+			   *b = fake_open(f, "b", "b");
 
-	assert_true(
-		smuxfs_linger_offer(&f->fs, "a", fake_open(f, "a", "a"), -1));
-	assert_true(
-		smuxfs_linger_offer(&f->fs, "b", fake_open(f, "b", "b"), -1));
+	assert_true(smuxfs_linger_offer(&f->fs, "a", a, watched(f, a)));
+	assert_true(smuxfs_linger_offer(&f->fs, "b", b, watched(f, b)));
 	/* teardown's stop closes both (opened == closed there) */
 }
 
@@ -324,17 +355,18 @@ static void *racer_main(void *arg)
 
 	snprintf(key, sizeof(key), "r%d", r->id);
 	w = fake_open(r->f, key, key);
+	wd = smuxfs_linger_watch(&r->f->fs, w);
 	for (int i = 0; i < 2000; i++) {
 		if (!smuxfs_linger_offer(&r->f->fs, key, w, wd)) {
 			smux_writer_close(w);
 			w = fake_open(r->f, key, key);
-			wd = -1;
+			wd = smuxfs_linger_watch(&r->f->fs, w);
 			continue;
 		}
 		w = smuxfs_linger_take(&r->f->fs, key, &wd);
 		if (!w) { /* dropped meanwhile: closed there */
 			w = fake_open(r->f, key, key);
-			wd = -1;
+			wd = smuxfs_linger_watch(&r->f->fs, w);
 		}
 	}
 	smuxfs_linger_unwatch(&r->f->fs, wd);
