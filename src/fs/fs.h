@@ -628,6 +628,15 @@ int smuxfs_ofile_unlink(struct smuxfs *fs, const char *key);
  * reopened there. Returns 0 or a negative errno.
  */
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
+/*
+ * rename(2) of @from over @to, two names of one file: the store keeps
+ * both, but the kernel moved @from's node to @to, so what is open through
+ * it goes by @to from now on (an unlink of @to the kernel sends through
+ * that node is theirs). Re-keys the readers of @from, and its ofile when
+ * none is open under @to.
+ */
+void smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
+			       const char *to);
 
 /* Commits every dirty ofile whose key starts with @prefix (before a
  * directory walk that must see them in the backend). 0 or the first

@@ -1474,6 +1474,27 @@ static struct smux_local_copy *local_copy_of(struct smuxfs_ofile *of,
 	return fd >= 0 ? smux_local_copy_new(from, fd, size) : NULL;
 }
 
+void smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
+			       const char *to)
+{
+	struct smuxfs_ofile *target = smuxfs_ofile_find(fs, to);
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, from);
+
+	/* one open under @to too (the node the kernel dropped, whose
+	 * handles stay nameless: smuxfs_fnode_unnamed): both stay as
+	 * they are, never two ofiles of one key */
+	if (of && !target) {
+		pthread_mutex_lock(&of->lock);
+		ofile_rekey_locked(fs, of, to);
+		pthread_mutex_unlock(&of->lock);
+	}
+	if (of)
+		ofile_unref(fs, of);
+	if (target)
+		ofile_unref(fs, target);
+	readers_rekey(fs, from, to);
+}
+
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 {
 	struct smuxfs_ofile *of, *target;

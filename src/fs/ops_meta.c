@@ -828,6 +828,7 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		    finfo.file_id == tinfo.file_id && tinfo.nlink > 1 &&
 		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK)) {
 			smuxfs_fnode_unnamed(fs, tkey, &tinfo);
+			smuxfs_ofile_renamed_same(fs, fkey, tkey);
 			return 0;
 		}
 	}

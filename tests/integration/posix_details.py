@@ -527,6 +527,45 @@ def nameless_writer_after_writer():
     return " ".join(r)
 
 
+def rename_same_file_unlink():
+    """A file of two names, a reader and a writer open by one of them;
+    a rename of that name over the other (nothing happens), an unlink of
+    the other name, the file renamed back, a chmod: fstat of both
+    descriptors all along (posix_diff seed 1 with FIFOs in: ESTALE after
+    the unlink, which the kernel sent through the node the rename had
+    moved, whose descriptors the daemon still knew by the first name)."""
+    os.mkdir(p("rs"))
+    two_names("rb", "rs/ra", 10)
+    os.chmod(p("rb"), 0o640)
+    rd = os.open(p("rb"), os.O_RDONLY)
+    wr = os.open(p("rb"), os.O_WRONLY | os.O_APPEND)
+    r = []
+
+    def both(tag):
+        for fd in (rd, wr):
+            r.append("%s %s" % (tag, res(lambda: "%o/%d/%d" % (
+                stat.S_IMODE(os.fstat(fd).st_mode), os.fstat(fd).st_nlink,
+                os.fstat(fd).st_size))))
+
+    os.rename(p("rb"), p("rs/ra"))
+    both("noop")
+    os.stat(p("rb"))
+    os.unlink(p("rs/ra"))
+    both("unlinked")
+    os.write(wr, b"more")
+    both("written")
+    os.rename(p("rb"), p("rs/ra"))
+    os.chmod(p("rs/ra"), 0o604)
+    both("chmod")
+    r.append(res(lambda: os.fchmod(rd, 0o600)))
+    r.append(mode(p("rs/ra")))
+    os.close(rd)
+    os.close(wr)
+    with open(p("rs/ra")) as f:
+        r.append(f.read())
+    return " ".join(r)
+
+
 for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
@@ -536,7 +575,7 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            link_truncate_other, rename_same_file, rename_onto_open_link,
            nameless_chmod_last, removed_cwd, link_other_writer,
            nameless_other_chown, dir_nlink, special_unlinked,
-           nameless_writer_after_writer):
+           nameless_writer_after_writer, rename_same_file_unlink):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

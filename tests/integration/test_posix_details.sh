@@ -66,6 +66,11 @@
 #                              whose name went: one grows it and closes,
 #                              the other writes on; fstat of the writer
 #                              and the reader show the size now
+#   rename_same_file_unlink    a reader and a writer open by one name of
+#                              a file of two; that name renamed over the
+#                              other (nothing happens), the other name
+#                              unlinked, renamed back, chmod: fstat and
+#                              fchmod through both all along
 #   special_unlinked           a FIFO and a socket whose names went while
 #                              open: fstat (type, mode, owner, nlink 0),
 #                              fchmod of the FIFO, its data still flows

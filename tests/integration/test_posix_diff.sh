@@ -74,10 +74,14 @@ listing() {
 # more):
 # - FIFOs (mkfifo): their opens never reach the daemon. fstat of one
 #   whose name went through the mount is answered now (fnode_special.c;
-#   it was ESTALE), but with FIFOs in, seeds 1 and 3 still diverge on
-#   every kind (seed 1: fstat after an ftruncate EINVAL shows mode 0777
-#   where ext4 shows 0644; seed 3: a read gets 0 bytes where ext4 reads
-#   5672), not analysed yet;
+#   it was ESTALE). A FIFO of two names (a hard link) is two pipes on the
+#   mount, one per name, where ext4 has one: each name is its own kernel
+#   inode (libfuse's high-level API), and the kernel keeps a pipe per
+#   inode; what is written through one name is not read through the
+#   other (seed 3 with FIFOs in: a read gets 0 bytes where ext4 reads
+#   5672). Seed 1's divergence with FIFOs in was not about FIFOs (a
+#   rename between two names of one file, then an unlink: ESTALE, fixed,
+#   posix_details rename_same_file_unlink);
 # - the times of a file open for writing are the daemon's clock while it
 #   is open and the storage's once it is closed, so "did mtime/ctime move
 #   in this step" differs right after a handle closes (SMUX_DIFF_TIMES=0).
