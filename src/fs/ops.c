@@ -541,14 +541,25 @@ static int kill_priv(const char *path, struct fuse_file_info *fi)
 	return smuxfs_chmod(path, a.mode & 07777 & ~kill_bits(a.mode), fi);
 }
 
+/* Whether a chown clears the set-id bits of what has @mode: anything
+ * but a directory (and a symbolic link, which has none), as Linux does. */
+static bool chown_kills(mode_t mode)
+{
+	return !S_ISDIR(mode) && !S_ISLNK(mode) && (mode & kill_bits(mode));
+}
+
 /* Clears them on what @path (or the open file of @fi) is, when it is a
- * regular file. */
-static int kill_priv_stat(const char *path, struct fuse_file_info *fi)
+ * regular file (a write, a truncation), or anything a chown clears them
+ * of (@chown). */
+static int kill_priv_stat(const char *path, struct fuse_file_info *fi,
+			  bool chown)
 {
 	struct stat st;
 	int rc = smuxfs_getattr(path, &st, fi);
 
-	if (rc || !S_ISREG(st.st_mode) || !(st.st_mode & kill_bits(st.st_mode)))
+	if (rc || !(chown ? chown_kills(st.st_mode)
+			  : S_ISREG(st.st_mode) &&
+				    (st.st_mode & kill_bits(st.st_mode))))
 		return rc;
 	return smuxfs_chmod(path, st.st_mode & 07777 & ~kill_bits(st.st_mode),
 			    fi);
@@ -586,12 +597,31 @@ static int smuxfs_truncate_killpriv(const char *path, off_t size,
 
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked) || !asked)
 		return rc;
-	return kill_priv_stat(path, fi);
+	return kill_priv_stat(path, fi, false);
 }
 
 /* chown(2) of a regular file clears them whoever asks, also one to -1, -1
  * (a file backend's own chown does too; an object store keeps the owner
  * as metadata) */
+/* Whether @path (or the file of @fi) is open for writing through the
+ * mount (an ofile). */
+static bool open_for_writing(struct smuxfs *fs, const char *path,
+			     struct fuse_file_info *fi)
+{
+	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
+	char key[SMUX_KEY_MAX + 2];
+	struct smuxfs_ofile *of;
+
+	if (fh && fh->kind == SMUXFS_FH_FILE && fh->of)
+		return true;
+	if (!path || smuxfs_path_key(fs, path, key, sizeof(key)) != 0)
+		return false;
+	of = smuxfs_ofile_find(fs, key);
+	if (of)
+		smuxfs_ofile_release(fs, of);
+	return of != NULL;
+}
+
 static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 				 struct fuse_file_info *fi)
 {
@@ -604,16 +634,20 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 	/* chown(f, -1, -1) clears set-id bits, which only the file's owner
 	 * (or root) may change: the kernel dropped the mode change before
 	 * its own check (FUSE_HANDLE_KILLPRIV_V2), so it is made here. ext4
-	 * answers EPERM and keeps the bits. */
+	 * answers EPERM and keeps the bits. The kernel's own clearing before
+	 * a cached write by anyone who may write the file comes the same
+	 * way (a SETATTR that changes nothing, fnode.c's chown_unchanged),
+	 * and is no chown: a file open for writing through the mount gets
+	 * its bits cleared whoever asks. */
 	if (uid == (uid_t)-1 && gid == (gid_t)-1 && caller != 0 &&
 	    smuxfs_fnode_killpriv(fs, &asked) &&
-	    smuxfs_getattr(path, &st, fi) == 0 && S_ISREG(st.st_mode) &&
-	    (st.st_mode & kill_bits(st.st_mode)) && st.st_uid != caller)
+	    smuxfs_getattr(path, &st, fi) == 0 && chown_kills(st.st_mode) &&
+	    st.st_uid != caller && !open_for_writing(fs, path, fi))
 		return -EPERM;
 	rc = smuxfs_chown(path, uid, gid, fi);
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked))
 		return rc;
-	return kill_priv_stat(path, fi);
+	return kill_priv_stat(path, fi, true);
 }
 
 static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)

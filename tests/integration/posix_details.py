@@ -66,6 +66,10 @@ def chown_unchanged():
     os.chmod(p("cd"), 0o2755)
     os.chown(p("cd"), -1, -1)
     r.append(mode(p("cd")))
+    # a FIFO's too (posix_diff seed 20 with FIFOs in)
+    os.mkfifo(p("cf"), 0o6777)
+    os.chown(p("cf"), -1, -1)
+    r.append(mode(p("cf")))
     return " ".join(r)
 
 

@@ -156,6 +156,17 @@ for r in "${REPLICAS[@]}"; do
 	[ "$(stat -c %a:%u "$r/tmp/rootsuid")" = 777:0 ] ||
 		fail "root's setuid survived a write by the user in $r: $(stat -c %a:%u "$r/tmp/rootsuid")"
 done
+# the same through a descriptor open for reading and writing (a cached
+# write: the kernel asks for the clearing with a SETATTR that changes
+# nothing, which the owner check of chown -1 -1 refused: EPERM)
+echo shared >"$M/tmp/rootsuid2"
+chmod 6777 "$M/tmp/rootsuid2"
+as_user /usr/bin/python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, b"by-user", 100)
+os.close(fd)' "$M/tmp/rootsuid2" ||
+	fail "the user cannot write a 6777 file open O_RDWR"
+same_everywhere tmp/rootsuid2 %a:%u:%s 777:0:107
 
 # --- what the user makes is its own --------------------------------------------------
 log "$KIND: directories the user makes are its own"
