@@ -1209,6 +1209,11 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 	struct fuse_out_header out;
 
 	(void)userdata;
+	/* a notification (unique 0, smuxfs_fnode_inval_attr): no reply to
+	 * the request this thread serves */
+	if (smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) &&
+	    out.unique == 0)
+		return writev(fd, iov, count);
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
 		note_open(iov, count);
@@ -1229,6 +1234,17 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		smuxfs_special_reply(iov, count, cur.opcode, cur.nodeid);
 	time_request(iov, count);
 	return writev(fd, iov, count);
+}
+
+void smuxfs_fnode_inval_attr(void)
+{
+	struct fuse_context *c = fuse_get_context();
+
+	/* attributes only (offset -1): no page of the node is touched, so
+	 * the kernel needs no lock the current request may hold */
+	if (c && c->fuse && cur.nodeid)
+		(void)fuse_lowlevel_notify_inval_inode(
+			fuse_get_session(c->fuse), cur.nodeid, -1, 0);
 }
 
 int smuxfs_fnode_hook(struct smuxfs *fs, struct fuse_session *se)

@@ -197,6 +197,10 @@ static int apply_setattr(struct fuse_attr *a, const struct timespec *now)
 		a->uid = sa->uid;
 	if (sa->valid & FATTR_GID)
 		a->gid = sa->gid;
+	/* a chown (root's: nobody else's gets here) clears setuid, and
+	 * setgid with the group's execute bit, of anything but a directory */
+	if ((sa->valid & (FATTR_UID | FATTR_GID)) && !S_ISDIR(a->mode))
+		a->mode &= ~(S_ISUID | ((a->mode & S_IXGRP) ? S_ISGID : 0));
 	if (sa->valid & FATTR_ATIME_NOW) {
 		a->atime = (uint64_t)now->tv_sec;
 		a->atimensec = (uint32_t)now->tv_nsec;

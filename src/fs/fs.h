@@ -758,6 +758,11 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
  * the channel hook puts the kernel node's id in its place (use_ino = 1). */
 #define SMUXFS_INO_FILE_ID (UINT64_C(1) << 63)
 
+/* Tells the kernel the attributes of the current request's node are
+ * stale (a change the request made that its reply does not carry: the
+ * set-id bits a WRITE cleared). */
+void smuxfs_fnode_inval_attr(void);
+
 /* Installs the FUSE channel hook on @se (after the mount, before the
  * loop): fstat of an open file whose name was unlinked or replaced then
  * reaches smuxfs_getattr without a path and with handle 0. 0 or a
@@ -998,6 +1003,9 @@ extern const struct fuse_operations smuxfs_ops;
 
 /* Operations, by file. */
 /* ops_access.c: ACCESS on a mount without default_permissions. */
+/* Whether the caller of @c is in group @gid (primary or supplementary;
+ * ops_access.c). */
+bool smuxfs_caller_in_group(const struct fuse_context *c, gid_t gid);
 int smuxfs_access(const char *path, int mask);
 int smuxfs_getattr(const char *path, struct stat *st,
 		   struct fuse_file_info *fi);

@@ -522,10 +522,19 @@ static bool kill_asked(struct smuxfs *fs)
 	return fuse_get_context()->uid != 0;
 }
 
-/* The set-id bits of @mode a write, truncation or chown clears. */
-static mode_t kill_bits(mode_t mode)
+/* The set-id bits of @mode (a file of group @gid) a write, truncation or
+ * chown by the caller clears: setuid always; setgid with the group's
+ * execute bit, or when the caller is neither root nor in that group
+ * (Linux 6.x, setattr_should_drop_sgid). */
+static mode_t kill_bits(mode_t mode, gid_t gid)
 {
-	return S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0);
+	const struct fuse_context *c = fuse_get_context();
+
+	if ((mode & S_ISGID) &&
+	    ((mode & S_IXGRP) ||
+	     (c->uid != 0 && !smuxfs_caller_in_group(c, gid))))
+		return S_ISUID | S_ISGID;
+	return S_ISUID;
 }
 
 /* Clears them on the open file of @fi (its pending attributes). */
@@ -534,18 +543,37 @@ static int kill_priv(const char *path, struct fuse_file_info *fi)
 	struct smuxfs *fs = smuxfs_get();
 	struct smuxfs_fh *fh = fi ? (struct smuxfs_fh *)fi->fh : NULL;
 	struct smuxfs_ofile_attr a = {0};
+	struct stat st;
+	mode_t kill;
+	int rc;
 
 	if (!fh || fh->kind != SMUXFS_FH_FILE || !fh->of || !kill_asked(fs) ||
-	    smuxfs_ofile_attr(fh->of, &a) != 0 || !(a.mode & kill_bits(a.mode)))
+	    smuxfs_ofile_attr(fh->of, &a) != 0 ||
+	    !(a.mode & (S_ISUID | S_ISGID)))
 		return 0;
-	return smuxfs_chmod(path, a.mode & 07777 & ~kill_bits(a.mode), fi);
+	/* the group, for setgid without group execute (rare: asked) */
+	if (!a.has_owner)
+		a.gid = (a.mode & S_ISGID) && !(a.mode & S_IXGRP) &&
+					smuxfs_getattr(path, &st, fi) == 0
+				? st.st_gid
+				: SMUX_ID_NONE;
+	kill = kill_bits(a.mode, a.gid);
+	if (!(a.mode & kill))
+		return 0;
+	rc = smuxfs_chmod(path, a.mode & 07777 & ~kill, fi);
+	/* a WRITE's reply carries no attributes: the kernel's mode of the
+	 * file would show the bits for attr_timeout */
+	if (rc == 0)
+		smuxfs_fnode_inval_attr();
+	return rc;
 }
 
-/* Whether a chown clears the set-id bits of what has @mode: anything
- * but a directory (and a symbolic link, which has none), as Linux does. */
-static bool chown_kills(mode_t mode)
+/* Whether a chown clears set-id bits of @st: anything but a directory
+ * (and a symbolic link, which has none), as Linux does. */
+static bool chown_kills(const struct stat *st)
 {
-	return !S_ISDIR(mode) && !S_ISLNK(mode) && (mode & kill_bits(mode));
+	return !S_ISDIR(st->st_mode) && !S_ISLNK(st->st_mode) &&
+	       (st->st_mode & kill_bits(st->st_mode, st->st_gid));
 }
 
 /* Clears them on what @path (or the open file of @fi) is, when it is a
@@ -557,12 +585,14 @@ static int kill_priv_stat(const char *path, struct fuse_file_info *fi,
 	struct stat st;
 	int rc = smuxfs_getattr(path, &st, fi);
 
-	if (rc || !(chown ? chown_kills(st.st_mode)
-			  : S_ISREG(st.st_mode) &&
-				    (st.st_mode & kill_bits(st.st_mode))))
+	if (rc ||
+	    !(chown ? chown_kills(&st)
+		    : S_ISREG(st.st_mode) &&
+			      (st.st_mode & kill_bits(st.st_mode, st.st_gid))))
 		return rc;
-	return smuxfs_chmod(path, st.st_mode & 07777 & ~kill_bits(st.st_mode),
-			    fi);
+	return smuxfs_chmod(
+		path, st.st_mode & 07777 & ~kill_bits(st.st_mode, st.st_gid),
+		fi);
 }
 
 static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
@@ -641,7 +671,7 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 	 * its bits cleared whoever asks. */
 	if (uid == (uid_t)-1 && gid == (gid_t)-1 && caller != 0 &&
 	    smuxfs_fnode_killpriv(fs, &asked) &&
-	    smuxfs_getattr(path, &st, fi) == 0 && chown_kills(st.st_mode) &&
+	    smuxfs_getattr(path, &st, fi) == 0 && chown_kills(&st) &&
 	    st.st_uid != caller && !open_for_writing(fs, path, fi))
 		return -EPERM;
 	rc = smuxfs_chown(path, uid, gid, fi);

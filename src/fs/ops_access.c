@@ -26,7 +26,7 @@
 /* Most supplementary groups of the caller looked at. */
 #define ACCESS_GROUPS_MAX 64
 
-static bool caller_in_group(const struct fuse_context *c, gid_t gid)
+bool smuxfs_caller_in_group(const struct fuse_context *c, gid_t gid)
 {
 	gid_t groups[ACCESS_GROUPS_MAX];
 	int n;
@@ -60,7 +60,7 @@ int smuxfs_access(const char *path, int mask)
 	}
 	if (st.st_uid == c->uid)
 		bits = (st.st_mode >> 6) & 7;
-	else if (caller_in_group(c, st.st_gid))
+	else if (smuxfs_caller_in_group(c, st.st_gid))
 		bits = (st.st_mode >> 3) & 7;
 	else
 		bits = st.st_mode & 7;

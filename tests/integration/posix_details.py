@@ -510,6 +510,19 @@ def special_unlinked():
     return " ".join(r)
 
 
+def special_unlinked_chown():
+    """fchown by root of a FIFO whose name went: setuid and (with the
+    group's execute bit) setgid cleared, as chown of any non-directory
+    (posix_diff seed 23 with FIFOs in: the mount kept 6777)."""
+    os.mkfifo(p("sc"), 0o6777)
+    fd = os.open(p("sc"), os.O_RDONLY | os.O_NONBLOCK)
+    os.unlink(p("sc"))
+    os.fchown(fd, 1000, 65534)
+    st = os.fstat(fd)
+    os.close(fd)
+    return "%o %d %d" % (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+
+
 def nameless_writer_after_writer():
     """Two writers and a reader (opened last) of a file whose name went;
     one writer grows the file and closes, the other writes on: fstat of
@@ -579,7 +592,8 @@ for fn in (fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            link_truncate_other, rename_same_file, rename_onto_open_link,
            nameless_chmod_last, removed_cwd, link_other_writer,
            nameless_other_chown, dir_nlink, special_unlinked,
-           nameless_writer_after_writer, rename_same_file_unlink):
+           nameless_writer_after_writer, rename_same_file_unlink,
+           special_unlinked_chown):
     only = os.environ.get("SMUX_DETAILS_ONLY")
     if only and fn.__name__ not in only.split(","):
         continue

@@ -128,6 +128,25 @@ for m in 4755 2775; do
 	same_everywhere tmp/sid %a $m
 	rm -f "$M/tmp/sid"
 done
+# the user's own setgid file of a group the user is not in (no group
+# execute bit): chown -1 -1 and a write clear setgid, as Linux 6.x does
+# for a caller outside the file's group (posix_diff seed 36, FIFOs in)
+log "$KIND: the user's setgid file of another group: chown -1 -1, a write"
+for how in chown write; do
+	echo x >"$M/tmp/g$how"
+	chown "$U:0" "$M/tmp/g$how"
+	chmod 2704 "$M/tmp/g$how"
+	as_user /usr/bin/python3 -c 'import os, sys
+f, how = sys.argv[1], sys.argv[2]
+if how == "chown":
+    os.chown(f, -1, -1)
+else:
+    fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, b"y")
+    os.close(fd)' "$M/tmp/g$how" $how || fail "$how of tmp/g$how failed"
+	same_everywhere "tmp/g$how" %a 704
+	rm -f "$M/tmp/g$how"
+done
 expect_fail "Permission denied" as_user touch "$M/root/new"
 expect_fail "Permission denied" as_user mkdir "$M/root/new"
 [ ! -e "$T/a/root/new" ] || fail "a refused create left root/new behind"

@@ -66,6 +66,8 @@
 #                              whose name went: one grows it and closes,
 #                              the other writes on; fstat of the writer
 #                              and the reader show the size now
+#   special_unlinked_chown     fchown by root of a FIFO whose name went
+#                              clears its set-id bits
 #   rename_same_file_unlink    a reader and a writer open by one name of
 #                              a file of two; that name renamed over the
 #                              other (nothing happens), the other name
