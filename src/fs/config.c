@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/vfs.h>
 
 #include "fs/config_internal.h"
 
@@ -590,6 +591,65 @@ bool smux_config_has_network(const struct smux_config *cfg)
 bool smux_config_has_file(const struct smux_config *cfg)
 {
 	return cfg && has_type(cfg->root, SMUX__CFG_T_FILE);
+}
+
+/* Filesystems other hosts (or another daemon) may change under us, whose
+ * changes inotify does not report (statfs f_type). */
+static bool remote_fs_type(long t)
+{
+	static const long remote[] = {
+		0x6969,	    /* NFS */
+		0x517B,	    /* SMB */
+		0xFF534D42, /* CIFS */
+		0xFE534D42, /* SMB2 */
+		0x65735546, /* FUSE (sshfs, another smuxfs, ...) */
+		0x00C36400, /* Ceph */
+		0x5346414F, /* AFS */
+		0x6B414653, /* kAFS */
+		0x01021997, /* 9p */
+		0x01161970, /* GFS2 */
+		0x7461636F, /* OCFS2 */
+		0x47504653, /* GPFS */
+		0x0BD00BD0, /* Lustre */
+		0x73757245, /* Coda */
+	};
+
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+		if ((t & 0xFFFFFFFFL) == remote[i])
+			return true;
+	return false;
+}
+
+/* The first file backend under @s whose path is not on a local disk
+ * (or cannot be asked), NULL when none. */
+static const char *remote_file_path(const struct smux__cfg_section *s)
+{
+	struct statfs sf;
+	const char *p;
+
+	if (!s)
+		return NULL;
+	if (s->kind == SMUX__CFG_MUX) {
+		for (unsigned i = 0; i < s->n_members; i++)
+			if (s->member_secs &&
+			    (p = remote_file_path(s->member_secs[i])))
+				return p;
+		return NULL;
+	}
+	if ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i == SMUX__CFG_T_FAULTY)
+		return remote_file_path(s->wraps_sec);
+	if ((enum smux__cfg_type)s->v[SMUX__BK_TYPE].i != SMUX__CFG_T_FILE)
+		return NULL;
+	p = s->v[SMUX__BK_PATH].s;
+	if (!p)
+		return NULL;
+	return statfs(p, &sf) != 0 || remote_fs_type((long)sf.f_type) ? p
+								      : NULL;
+}
+
+const char *smux_config_remote_file(const struct smux_config *cfg)
+{
+	return cfg ? remote_file_path(cfg->root) : NULL;
 }
 
 bool smux_config_has_bunny(const struct smux_config *cfg)

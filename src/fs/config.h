@@ -204,6 +204,12 @@ bool smux_config_has_network(const struct smux_config *cfg);
  * the daemon's attribute cache must not replace (attrcache.c). */
 bool smux_config_has_file(const struct smux_config *cfg);
 
+/* The path of a file backend of the mounted tree that is not on a local
+ * disk (NFS, SMB, a FUSE filesystem, ...: statfs), or that cannot be
+ * asked; NULL when every one is local. Another host's changes there are
+ * not reported by inotify (linger.c). */
+const char *smux_config_remote_file(const struct smux_config *cfg);
+
 /* True when the mounted tree contains an http (WebDAV) backend: a server
  * with real directories, whose mtimes move with their entries. */
 bool smux_config_has_http(const struct smux_config *cfg);

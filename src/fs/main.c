@@ -477,8 +477,17 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (rc)
 		FAIL(EXIT_BACKEND, "cannot start the delete queue: %s",
 		     strerror(-rc));
-	/* off (logged) without inotify: every open opens its file */
-	if (!fs->force_staging)
+	/* off (logged) without inotify: every open opens its file; and off
+	 * over a network or FUSE filesystem, whose other clients' renames
+	 * inotify does not see */
+	const char *remote = smux_config_remote_file(d->cfg);
+
+	if (remote)
+		smux_log(LOG_INFO,
+			 "writers are not kept between opens: %s is not on a "
+			 "local disk",
+			 remote);
+	else if (!fs->force_staging)
 		(void)smuxfs_linger_start(fs);
 
 	/* The read cache lives for one run: what an earlier run left in

@@ -9,7 +9,9 @@
 #   - behind the mount, the log moved away and a new one made (logrotate's
 #     way) between two appends, or while a descriptor of it is open for
 #     appending: the next append lands in the new file, never in the
-#     moved one (20 and 10 rounds);
+#     moved one (20 and 10 rounds; each waits for the RELEASE of the
+#     close before it: an open that comes before that RELEASE shares the
+#     open file, as said in docs/architecture.md);
 #   - behind the mount, the log renamed over (10 rounds) or removed
 #     between two appends: the append is not written into the file that
 #     went;
@@ -17,6 +19,9 @@
 #     hard link, between two appends: each append lands where ext4 puts it;
 #   - fsync(2) through a writer taken back still syncs (the daemon's
 #     fdatasync, seen by strace);
+#   - a file backend whose directory is on a FUSE filesystem (another
+#     smuxfs here; NFS, SMB and the like alike): no writer is kept, and
+#     the log says why;
 #   - unmount right after an append (a writer kept): clean.
 . "$(dirname "$0")/lib.sh"
 
@@ -31,6 +36,21 @@ pid=$(daemon_pids_for "$M" | head -1)
 [ -n "$pid" ] || fail "no daemon pid"
 
 expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
+# RELEASE requests the daemon answered so far (.smux/metrics)
+releases() {
+	sed -n 's/^smux_fuse_requests_total{op="release"} //p' "$M/.smux/metrics" |
+		grep . || echo 0
+}
+# waits until the daemon answered $1 RELEASEs in all (a close's RELEASE
+# comes after close(2) returned)
+released() {
+	local i
+	for ((i = 0; i < 500; i++)); do
+		[ "$(releases)" -ge "$1" ] && return 0
+		sleep 0.01
+	done
+	fail "no RELEASE $1 after 5 s (at $(releases))"
+}
 # the daemon has a descriptor of the backend file $1
 holds() { find "/proc/$pid/fd" -lname "$1" 2>/dev/null | grep -q .; }
 
@@ -63,8 +83,10 @@ rm -f "$M/log"
 # cache of names for entry_timeout, and an open of it then fails ENOENT)
 log "behind the mount: moved away and made anew between two appends"
 for r in $(seq 1 20); do
+	n=$(releases)
 	echo "old $r" >>"$M/log$r"
 	echo "old $r again" >>"$M/log$r"
+	released $((n + 2))
 	mv "$A/log$r" "$A/log$r.1"
 	echo "new $r" >"$A/log$r"
 	echo "appended $r" >>"$M/log$r"
@@ -80,7 +102,9 @@ for r in $(seq 1 10); do
 	echo "old $r again" >&8
 	mv "$A/open$r" "$A/open$r.1"
 	echo "new $r" >"$A/open$r"
+	n=$(releases)
 	exec 8>&- # its release: the writer may be kept
+	released $((n + 1))
 	echo "appended $r" >>"$M/open$r"
 	expect "round $r: the moved log" "$(cat "$A/open$r.1")" "$(printf 'old %s\nold %s again' "$r" "$r")"
 	expect "round $r: the new log" "$(cat "$A/open$r")" "$(printf 'new %s\nappended %s' "$r" "$r")"
@@ -89,8 +113,10 @@ done
 
 log "behind the mount: renamed over between two appends"
 for r in $(seq 1 10); do
+	n=$(releases)
 	echo "old $r" >>"$M/over$r"
 	echo "old $r again" >>"$M/over$r"
+	released $((n + 2))
 	exec 7<"$A/over$r"
 	echo "new $r" >"$A/tmp"
 	mv "$A/tmp" "$A/over$r"
@@ -103,8 +129,10 @@ done
 
 log "behind the mount: removed between two appends"
 for r in $(seq 1 10); do
+	n=$(releases)
 	echo "old $r" >>"$M/rm$r"
 	echo "old $r again" >>"$M/rm$r"
+	released $((n + 2))
 	exec 7<"$A/rm$r" # what a writer kept would still write into
 	rm -f "$A/rm$r"
 	if echo "appended $r" >>"$M/rm$r" 2>/dev/null; then
@@ -168,6 +196,22 @@ wait "$spid" 2>/dev/null || true
 n=$(grep -c 'sync(' "$T/strace" || true)
 [ "$n" -ge 1 ] || fail "fsync of a file appended to just before: no fdatasync in the daemon"
 expect "the synced file" "$(tail -n 1 "$A/synced")" "synced"
+
+log "a file backend on a FUSE filesystem: no writer kept"
+# (another host's or daemon's renames there never reach inotify)
+mkdir -p "$M/inner"
+new_config "$T/inner.conf" root
+cfg_file root "$M/inner"
+mount_smux "$T/inner.conf" "$T/mnt2"
+grep -q "writers are not kept between opens: $M/inner is not on a local disk" \
+	"$T/smuxfs.$_SMUX_NLOG.log" || fail "no word of the writers not kept"
+pid2=$(daemon_pids_for "$T/mnt2" | head -1)
+for i in 1 2 3 4 5; do echo "inner $i" >>"$T/mnt2/log"; done
+if find "/proc/$pid2/fd" -lname "$M/inner/log" 2>/dev/null | grep -q .; then
+	fail "a writer of a file on a FUSE filesystem was kept"
+fi
+expect "the inner log" "$(tail -n 1 "$M/inner/log")" "inner 5"
+unmount_smux "$T/mnt2"
 
 log "unmount right after an append"
 echo last >>"$M/synced"
