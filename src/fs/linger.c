@@ -31,9 +31,10 @@
  * renamed behind the mount is seen up to LINGER_NS late (an open of the old
  * path in that window appends to the file at its new path, where an open
  * would have failed ENOENT); a rename racing the writer's open itself
- * (between its openat and the watch, microseconds) is not seen; inotify
- * does not report what another host changes on a network filesystem under
- * a file backend.
+ * (between its openat and the watch, microseconds) is not seen. inotify
+ * does not report what another host changes on a network filesystem, so
+ * main.c does not start this module when a file backend's directory is on
+ * one (smux_config_remote_file).
  */
 #include <errno.h>
 #include <limits.h>
