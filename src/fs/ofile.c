@@ -45,8 +45,9 @@ struct smuxfs_ofile {
 	int open_rc;	       /* result of opening: 0 ready, < 0 failed */
 	struct smux_writer *w; /* the pending content, or NULL: */
 	int fd;		       /* staging file (O_TMPFILE), -1 with a writer */
-	/* w came back from linger.c and its watch goes on: ended with it
-	 * (smuxfs_linger_unwatch, or handed back by the offer); -1 none */
+	/* the inotify watch of w's file (linger.c), begun at its open or
+	 * given back with it by a take: ended with it (smuxfs_linger_unwatch,
+	 * or by the offer at the last close); -1 none */
 	int linger_wd;
 	/* made by this ofile's open (O_CREAT of an absent name): its writer
 	 * is not kept at the last close (tar's files are not opened again;
