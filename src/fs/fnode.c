@@ -1207,12 +1207,12 @@ static void patch_inos(const struct iovec *iov, int count)
 static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_out_header out;
+	bool has_out = smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false);
 
 	(void)userdata;
 	/* a notification (unique 0, smuxfs_fnode_inval_attr): no reply to
 	 * the request this thread serves */
-	if (smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) &&
-	    out.unique == 0)
+	if (has_out && out.unique == 0)
 		return writev(fd, iov, count);
 	/* before the kernel has the reply: no RELEASE of it can come yet */
 	if (cur.opcode == FUSE_OPEN || cur.opcode == FUSE_CREATE)
@@ -1228,9 +1228,7 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		return iov_len_total(iov, count);
 	}
 	patch_inos(iov, count);
-	if (cur.unique &&
-	    smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) &&
-	    out.unique == cur.unique && out.error == 0)
+	if (cur.unique && has_out && out.unique == cur.unique && out.error == 0)
 		smuxfs_special_reply(iov, count, cur.opcode, cur.nodeid);
 	time_request(iov, count);
 	return writev(fd, iov, count);

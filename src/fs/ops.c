@@ -584,15 +584,14 @@ static int kill_priv_stat(const char *path, struct fuse_file_info *fi,
 {
 	struct stat st;
 	int rc = smuxfs_getattr(path, &st, fi);
+	mode_t kill;
 
-	if (rc ||
-	    !(chown ? chown_kills(&st)
-		    : S_ISREG(st.st_mode) &&
-			      (st.st_mode & kill_bits(st.st_mode, st.st_gid))))
+	if (rc || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode) ||
+	    (!chown && !S_ISREG(st.st_mode)))
 		return rc;
-	return smuxfs_chmod(
-		path, st.st_mode & 07777 & ~kill_bits(st.st_mode, st.st_gid),
-		fi);
+	/* once: the caller's groups are read from /proc */
+	kill = st.st_mode & kill_bits(st.st_mode, st.st_gid);
+	return kill ? smuxfs_chmod(path, st.st_mode & 07777 & ~kill, fi) : 0;
 }
 
 static int smuxfs_write_killpriv(const char *path, const char *buf, size_t size,
@@ -630,9 +629,6 @@ static int smuxfs_truncate_killpriv(const char *path, off_t size,
 	return kill_priv_stat(path, fi, false);
 }
 
-/* chown(2) of a regular file clears them whoever asks, also one to -1, -1
- * (a file backend's own chown does too; an object store keeps the owner
- * as metadata) */
 /* Whether @path (or the file of @fi) is open for writing through the
  * mount (an ofile). */
 static bool open_for_writing(struct smuxfs *fs, const char *path,
@@ -652,6 +648,9 @@ static bool open_for_writing(struct smuxfs *fs, const char *path,
 	return of != NULL;
 }
 
+/* chown(2) of anything but a directory clears them, also one to -1, -1
+ * (a file backend's own chown does too; an object store keeps the owner
+ * as metadata) */
 static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 				 struct fuse_file_info *fi)
 {
