@@ -685,6 +685,7 @@ void smuxfs_rcache_stats(struct smuxfs_rcache *rc,
 	st->ra_skipped = rc->ra_skipped;
 	st->ra_budget = rc->ra_budget;
 	st->ra_inflight_max = rc->ra_inflight_max;
+	st->ra_inflight = rc->ra_inflight;
 	pthread_mutex_unlock(&rc->lock);
 	st->bypassed = atomic_load(&rc->bypassed);
 }

@@ -61,6 +61,9 @@
 
 struct smuxfs_rcache;
 
+/* Earlier ranges of reads a stream remembers (struct smuxfs_rcache_ra). */
+#define SMUXFS_RCACHE_RA_SERVED 4
+
 /* The read-ahead state of one stream of reads (one open handle), owned by
  * the caller, zeroed before its first read; the cache updates it under
  * its lock. */
@@ -70,6 +73,14 @@ struct smuxfs_rcache_ra {
 	uint64_t window;    /* bytes to keep ahead; 0 = not sequential */
 	uint64_t run_start; /* where the current run of reads began */
 	bool started;	    /* a read was seen */
+	/* the bytes this handle was served, as ranges of reads that follow
+	 * each other: the current one, and the last few before it (newest
+	 * first), which read-ahead does not fetch again: the kernel keeps
+	 * them in its page cache and asks again only if it dropped them */
+	uint64_t cov_start, cov_end;
+	struct {
+		uint64_t start, end;
+	} served[SMUXFS_RCACHE_RA_SERVED];
 };
 
 /* Counters, for .smux/stats. */
@@ -87,6 +98,7 @@ struct smuxfs_rcache_stats {
 	uint64_t ra_skipped;	/* read-ahead left out: budget used up */
 	uint64_t ra_budget;	/* the budget */
 	uint64_t ra_inflight_max; /* most read-ahead bytes at once */
+	uint64_t ra_inflight;	  /* read-ahead bytes queued or in flight */
 	uint64_t bypassed;	  /* reads the cache did not serve */
 	uint64_t evictions;	  /* objects dropped for room */
 };

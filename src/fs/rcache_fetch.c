@@ -365,6 +365,104 @@ static uint64_t queue_range(struct smuxfs_rcache *rc, struct rentry *e,
 	return to;
 }
 
+/*
+ * Notes that the stream @ra was served [@off, @end) (object offsets): it
+ * extends the current range when within @slack of it (the kernel's reads
+ * arrive slightly out of order); otherwise the current range joins the
+ * earlier ones (the oldest forgotten) and this read starts a new one.
+ */
+static void note_served(struct smuxfs_rcache_ra *ra, uint64_t off,
+			uint64_t end, uint64_t slack)
+{
+	if (ra->cov_end > ra->cov_start && off <= ra->cov_end + slack &&
+	    end + slack >= ra->cov_start) {
+		if (off < ra->cov_start)
+			ra->cov_start = off;
+		if (end > ra->cov_end)
+			ra->cov_end = end;
+		return;
+	}
+	if (ra->cov_end > ra->cov_start) {
+		memmove(&ra->served[1], &ra->served[0],
+			sizeof(ra->served) - sizeof(ra->served[0]));
+		ra->served[0].start = ra->cov_start;
+		ra->served[0].end = ra->cov_end;
+	}
+	ra->cov_start = off;
+	ra->cov_end = end;
+}
+
+/*
+ * The first range of whole chunks of @e at or after @at (entry offsets)
+ * and before @to that the stream was served earlier (not its current
+ * range): [*@s, *@t), *@s clamped to @at. False when there is none.
+ */
+static bool next_served(const struct rentry *e,
+			const struct smuxfs_rcache_ra *ra, uint64_t at,
+			uint64_t to, uint64_t *s, uint64_t *t)
+{
+	bool found = false;
+
+	for (unsigned i = 0; i < SMUXFS_RCACHE_RA_SERVED; i++) {
+		uint64_t a = ra->served[i].start, b = ra->served[i].end;
+
+		if (b <= e->base || a >= e->base + e->size)
+			continue;
+		a = a > e->base ? a - e->base : 0;
+		b -= e->base;
+		/* chunks wholly inside (the entry's short last one too) */
+		a = (a + RC_CHUNK - 1) / RC_CHUNK * RC_CHUNK;
+		if (b < e->size)
+			b = b / RC_CHUNK * RC_CHUNK;
+		else
+			b = e->size;
+		if (a < at)
+			a = at;
+		if (a >= b || a >= to)
+			continue;
+		if (!found || a < *s || (a == *s && b > *t)) {
+			*s = a;
+			*t = b;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/*
+ * queue_range over [@from, @to) of @e minus what the stream was served
+ * earlier (next_served): the kernel asked for those bytes once and has
+ * them; fetching them again for read-ahead is waste, and with a cache too
+ * small to keep them until the stream gets there it happened (test_rcache
+ * test_readahead_skips_served). A forced first chunk is queued even when
+ * served (the reader asks for it again: the kernel dropped it). Returns
+ * where queueing stopped, as queue_range.
+ */
+static uint64_t queue_unserved(struct smuxfs_rcache *rc, struct rentry *e,
+			       const struct smuxfs_rcache_ra *ra, uint64_t from,
+			       uint64_t to, bool force)
+{
+	uint64_t s = 0, t = 0, stop;
+
+	while (from < to) {
+		if (!next_served(e, ra, from, to, &s, &t))
+			return queue_range(rc, e, from, to, force);
+		if (s <= from && force) {
+			/* the reader's own chunk, then what follows it */
+			s = rc_chunk_end(e, from / RC_CHUNK);
+			t = s;
+		}
+		if (s > from) {
+			stop = queue_range(rc, e, from, s, force);
+			if (stop < s)
+				return stop;
+		}
+		force = false;
+		from = t;
+	}
+	return to;
+}
+
 void smux__rc_readahead(struct smuxfs_rcache *rc, struct rentry *e,
 			struct smuxfs_rcache_ra *ra, uint64_t off, uint64_t len)
 {
@@ -376,6 +474,7 @@ void smux__rc_readahead(struct smuxfs_rcache *rc, struct rentry *e,
 
 	if (!ra || max == 0)
 		return;
+	note_served(ra, off, end, slack);
 	seq = ra->started && off + slack >= ra->pos &&
 	      off <= ra->pos + ra->window + slack;
 	if (!seq) {
@@ -438,6 +537,6 @@ void smux__rc_readahead(struct smuxfs_rcache *rc, struct rentry *e,
 		to = e->base + e->size;
 	if (from < e->base || from >= to)
 		return;
-	ra->ahead = e->base +
-		    queue_range(rc, e, from - e->base, to - e->base, force);
+	ra->ahead = e->base + queue_unserved(rc, e, ra, from - e->base,
+					     to - e->base, force);
 }

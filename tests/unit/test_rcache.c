@@ -234,6 +234,20 @@ static struct smuxfs_rcache_stats stats_settled(struct env *e,
 	return st;
 }
 
+/* The stats once no read-ahead is queued or in flight (polls for at most
+ * 10 s): what read-ahead fetched is all counted. */
+static struct smuxfs_rcache_stats stats_idle(struct env *e)
+{
+	struct smuxfs_rcache_stats st = stats(e);
+
+	for (int i = 0; i < 10000 && st.ra_inflight > 0; i++) {
+		usleep(1000);
+		st = stats(e);
+	}
+	assert_int_equal(st.ra_inflight, 0);
+	return st;
+}
+
 /* ---- tests ---- */
 
 static void test_fill_and_hit(void **state)
@@ -865,6 +879,52 @@ static void test_large_object_segments(void **state)
 	assert_int_equal(stats(e).bypassed, 0);
 }
 
+/*
+ * The kernel's read-ahead of a FUSE file sometimes asks for bytes far
+ * ahead of the reader (seen: the last 2 MiB of a 32 MiB file while cat
+ * was at 14 MiB), then goes on in order and never asks for them again
+ * (they are in its page cache). With a cache too small to keep them until
+ * the stream gets there, the stream's read-ahead fetched them a second
+ * time (test_http_read under load: "the big file was fetched more than
+ * once", 33-35 MiB for 32). What this handle was already served is not
+ * read ahead again.
+ */
+static void test_readahead_skips_served(void **state)
+{
+	struct env *e = *state;
+	const uint64_t size = 32 * MB;
+	struct smuxfs_rcache_ra ra = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+
+	open_cache(e, 16 * MB); /* segments of 4 MiB, four at most */
+	smuxfs_rcache_set_readahead(e->rc, 8 * MB);
+	put_obj(e, "tail", 1, size, etag);
+	for (uint64_t off = 0; off < 14 * MB; off += 1 * MB)
+		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
+					       off, 1 * MB),
+				 (long)(1 * MB));
+	/* the kernel's early reads of the end */
+	for (uint64_t off = 30 * MB; off < size; off += 1 * MB)
+		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
+					       off, 1 * MB),
+				 (long)(1 * MB));
+	/* the rest in order, up to what the kernel already has */
+	for (uint64_t off = 14 * MB; off < 30 * MB; off += 1 * MB)
+		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
+					       off, 1 * MB),
+				 (long)(1 * MB));
+	st = stats_idle(e);
+	print_message("  %llu bytes fetched, %llu evictions\n",
+		      (unsigned long long)st.fill_bytes,
+		      (unsigned long long)st.evictions);
+	assert_true(st.evictions > 0);
+	assert_true(st.ra_gets > 0);
+	assert_int_equal(st.fill_bytes, size); /* every byte once */
+	assert_int_equal(st.fill_failures, 0);
+	assert_int_equal(st.bypassed, 0);
+}
+
 /* Several readers at once stream one object under a small budget: every
  * byte right, each fetched once, the budget never exceeded. */
 /*
@@ -1065,6 +1125,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stream_window, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_readahead_skips_served,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readahead_within_cache,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pinned_version, setup,
