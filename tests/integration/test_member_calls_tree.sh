@@ -88,19 +88,32 @@ mount_smux "$T/tree.conf" "$M"
 
 calls() { stats "$M" '[.backends[] | .hits + .misses] | add'; }
 
-# step NAME MAX CMD...: runs CMD, logs and bounds its member calls
+# LOOKUPs the kernel has sent (.smux/metrics)
+lookups() {
+	local n
+	n=$(sed -n 's/^smux_fuse_requests_total{op="lookup"} //p' "$M/.smux/metrics")
+	echo "${n:-0}"
+}
+
+# step NAME MAX PER_LOOKUP CMD...: runs CMD, logs and bounds its member
+# calls: MAX, plus PER_LOOKUP for each LOOKUP the kernel sent meanwhile
+# (for a step whose names the kernel knows already: on a loaded machine
+# their entries expire before it, and each costs a head)
 step() {
-	local name=$1 max=$2 before after n
-	shift 2
+	local name=$1 max=$2 per=$3 before after n l0 l1
+	shift 3
 	before=$(calls)
+	l0=$(lookups)
 	"$@" || fail "$name failed"
 	after=$(calls)
+	l1=$(lookups)
 	n=$((after - before))
-	log "$KIND $name: $n member calls (at most $max)"
+	max=$((max + per * (l1 - l0)))
+	log "$KIND $name: $n member calls (at most $max), $((l1 - l0)) lookups"
 	[ "$n" -le "$max" ] || fail "$KIND $name cost $n member calls (at most $max wanted)"
 }
 
-step untar "$MAX_UNTAR" tar -C "$M" -xf "$T/tree.tar"
+step untar "$MAX_UNTAR" 0 tar -C "$M" -xf "$T/tree.tar"
 diff -r "$T/src/tree" "$M/tree" || fail "the untarred tree differs"
 
 overwrite() {
@@ -113,7 +126,7 @@ for i in range(20):
     os.close(fd)
 PY
 }
-step overwrite "$MAX_OVERWRITE" overwrite
+step overwrite "$MAX_OVERWRITE" 0 overwrite
 for i in $(seq 0 19); do
 	[ "$(cat "$M/old/f$i")" = "new $i" ] || fail "old/f$i reads back wrong"
 done
@@ -123,7 +136,9 @@ append() {
 	local i
 	for i in $(seq 0 19); do echo "more $i" >>"$M/old/f$i"; done
 }
-step append "$MAX_APPEND" append
+# (the check above looked the files up; 20 x `echo >>` on a loaded
+# machine found every entry expired: 23 lookups, 160 calls for 140)
+step append "$MAX_APPEND" 1 append
 for i in $(seq 0 19); do
 	[ "$(cat "$M/old/f$i")" = "new $i
 more $i" ] || fail "old/f$i reads back wrong after the append"
@@ -163,7 +178,7 @@ for i in range(20):
     os.mkdir(os.path.join(sys.argv[1], "nd%d" % i), 0o750)
 PY
 }
-step mkdir "$MAX_MKDIR" mkdirs
+step mkdir "$MAX_MKDIR" 0 mkdirs
 for i in $(seq 0 19); do
 	[ "$(stat -c %F:%a "$M/nd$i")" = "directory:750" ] ||
 		fail "nd$i is $(stat -c %F:%a "$M/nd$i")"
