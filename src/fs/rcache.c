@@ -160,30 +160,55 @@ static void table_remove(struct smuxfs_rcache *rc, struct rentry *e,
 	smux__rc_unref(rc, e, dead);
 }
 
-/* Evicts least recently used idle entries until @need more bytes and one
- * more entry fit. False when they cannot (busy entries hold the room). */
+static bool room_for(const struct smuxfs_rcache *rc, uint64_t need)
+{
+	return rc->bytes + need <= rc->capacity &&
+	       rc->entries < SMUXFS_RCACHE_MAX_ENTRIES;
+}
+
+/* An entry that holds chunks read ahead for a stream that is still
+ * reading (a read took it within RC_WAITING_NS) and not read yet. */
+static bool has_waiting_chunks(const struct rentry *e, int64_t now)
+{
+	return e->state == RE_READY && e->present > e->nserved &&
+	       now - e->used_ns < RC_WAITING_NS;
+}
+
+/*
+ * Evicts idle entries until @need more bytes and one more entry fit:
+ * least recently used first, but first of all those without chunks read
+ * ahead that their stream has not read yet. The kernel's READs of a
+ * stream arrive out of order: a late one of a segment the stream had
+ * left made that segment the most recent, and the next segment evicted
+ * the one the stream was in, read ahead and not read yet, which was then
+ * fetched again (test_rcache test_unread_readahead_kept). False when
+ * they cannot fit (busy entries hold the room).
+ */
 static bool make_room(struct smuxfs_rcache *rc, uint64_t need,
 		      struct rentry **dead)
 {
-	struct rentry *e = rc->lru_tail;
+	int64_t now = mono_ns();
 
 	if (need > rc->capacity)
 		return false;
-	while (e && (rc->bytes + need > rc->capacity ||
-		     rc->entries >= SMUXFS_RCACHE_MAX_ENTRIES)) {
-		struct rentry *prev = e->lprev;
+	for (int pass = 0; pass < 2 && !room_for(rc, need); pass++) {
+		struct rentry *e = rc->lru_tail;
 
-		/* in use (a read or a fetch): dropping it would not free
-		 * its bytes yet */
-		if (e->refs == 1) {
-			if (e->state == RE_READY)
-				rc->evictions++;
-			table_remove(rc, e, dead);
+		while (e && !room_for(rc, need)) {
+			struct rentry *prev = e->lprev;
+
+			/* in use (a read or a fetch): dropping it would not
+			 * free its bytes yet */
+			if (e->refs == 1 &&
+			    (pass == 1 || !has_waiting_chunks(e, now))) {
+				if (e->state == RE_READY)
+					rc->evictions++;
+				table_remove(rc, e, dead);
+			}
+			e = prev;
 		}
-		e = prev;
 	}
-	return rc->bytes + need <= rc->capacity &&
-	       rc->entries < SMUXFS_RCACHE_MAX_ENTRIES;
+	return room_for(rc, need);
 }
 
 void smux__rc_unlink_name(struct smuxfs_rcache *rc, const char *name)
@@ -254,7 +279,8 @@ static struct rentry *entry_new(struct smuxfs_rcache *rc, const char *key,
 	e->size = size;
 	e->segment = segment;
 	e->nchunks = size ? (size + RC_CHUNK - 1) / RC_CHUNK : 1;
-	e->chunk = calloc(e->nchunks, 1);
+	e->chunk = calloc(e->nchunks, 2);
+	e->served = e->chunk ? e->chunk + e->nchunks : NULL;
 	if (!e->key || !e->etag || !e->chunk ||
 	    name_hash(key, etag, hash) != 0) {
 		entry_free(e);
@@ -463,6 +489,7 @@ static struct rentry *entry_get(struct smuxfs_rcache *rc, const char *key,
 			return NULL;
 		}
 		e->refs++;
+		e->used_ns = mono_ns();
 		lru_unlink(rc, e);
 		lru_push(rc, e);
 		return e;
@@ -477,6 +504,7 @@ static struct rentry *entry_get(struct smuxfs_rcache *rc, const char *key,
 	}
 	e->charge = charge;
 	rc->bytes += charge;
+	e->used_ns = mono_ns();
 	e->refs = 1; /* ours; the table adds its own */
 	table_insert(rc, e);
 	return e;
@@ -583,6 +611,12 @@ static long read_entry(struct smuxfs_rcache *rc, struct smuxfs_rcache_ra *ra,
 	pthread_mutex_lock(&rc->lock);
 	if (n >= 0) {
 		rc->hits++;
+		for (uint64_t c = c0; c <= c1 && e->state == RE_READY; c++) {
+			if (!e->served[c]) {
+				e->served[c] = 1;
+				e->nserved++;
+			}
+		}
 	} else {
 		atomic_fetch_add(&rc->bypassed, 1);
 		/* damaged or deleted behind our back: fetch it again */

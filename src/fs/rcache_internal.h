@@ -36,6 +36,10 @@
 #define RC_SMALL (RC_CHUNK + 128 * 1024ULL)
 /* A run of reads not starting at 0 gets read-ahead once this long. */
 #define RC_SEQ_MIN (512 * 1024ULL)
+/* Chunks read ahead and not read yet are kept before others (make_room)
+ * while a read took their entry this recently; a stream that stopped
+ * longer ago no longer holds them. */
+#define RC_WAITING_NS (5 * 1000000000LL)
 /* The most bytes one read-ahead get asks for: s3rver's cost is per
  * request as much as per byte (32 gets of 16 MiB: 0.75 s for 512 MiB, 64
  * of 8 MiB: 0.9 s, with curl); s3fs-tuned uses 16 MiB too. */
@@ -74,6 +78,12 @@ struct rentry {
 	enum rentry_state state;
 	uint8_t *chunk;	  /* nchunks enum rchunk_state */
 	uint64_t present; /* chunks PRESENT */
+	/* chunks a read was served from (1 each, after chunk[]'s nchunks
+	 * bytes): PRESENT ones not among them were read ahead and wait for
+	 * their reader */
+	uint8_t *served;
+	uint64_t nserved;
+	int64_t used_ns; /* when a read last took it */
 	uint64_t charge;  /* bytes counted in rc->bytes */
 	int64_t failed_ns;
 	unsigned refs; /* the table's (while in_table) + readers + fetches */

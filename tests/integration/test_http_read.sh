@@ -179,6 +179,8 @@ bypassed=$(stats "$M" .readCache.bypassed)
 log "cold read of $MB MiB with cache_size 16M: $(by_method), $got bytes"
 bound "$bypassed reads past the cache" [ "$bypassed" -eq 0 ]
 bound "$gets gets for $MB MiB in 4 MiB segments" [ "$gets" -le "$MB" ]
+# (the gets in the order they ended, for the log of a failure)
+[ "$got" -le $((MB * 1024 * 1024)) ] || since | grep '^GET /big ' | sed 's/^/  | /' >&2
 bound "the big file was fetched more than once ($got bytes)" \
 	[ "$got" -le $((MB * 1024 * 1024)) ]
 cmp "$NG/root/big" "$M/big"
