@@ -371,8 +371,8 @@ static uint64_t queue_range(struct smuxfs_rcache *rc, struct rentry *e,
  * arrive slightly out of order); otherwise the current range joins the
  * earlier ones (the oldest forgotten) and this read starts a new one.
  */
-static void note_served(struct smuxfs_rcache_ra *ra, uint64_t off,
-			uint64_t end, uint64_t slack)
+static void note_served(struct smuxfs_rcache_ra *ra, uint64_t off, uint64_t end,
+			uint64_t slack)
 {
 	if (ra->cov_end > ra->cov_start && off <= ra->cov_end + slack &&
 	    end + slack >= ra->cov_start) {

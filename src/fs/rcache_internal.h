@@ -84,7 +84,7 @@ struct rentry {
 	uint8_t *served;
 	uint64_t nserved;
 	int64_t used_ns; /* when a read last took it */
-	uint64_t charge;  /* bytes counted in rc->bytes */
+	uint64_t charge; /* bytes counted in rc->bytes */
 	int64_t failed_ns;
 	unsigned refs; /* the table's (while in_table) + readers + fetches */
 	bool in_table;

@@ -943,7 +943,7 @@ static void test_unread_readahead_kept(void **state)
 	/* in MiB: in order, 12 before 11, then READs ahead of the ones the
 	 * stream has not sent yet (13-15, read ahead), then the rest */
 	static const unsigned order[] = {
-		0,  1,	2,  3,  4,  5,	6,  7,	8,  9,	10, 12, 11, 16, 20, 24,
+		0,  1,	2,  3,	4,  5,	6,  7,	8,  9,	10, 12, 11, 16, 20, 24,
 		13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26, 27, 28, 29, 30, 31};
 	char etag[SMUX_ETAG_MAX];
 	struct smuxfs_rcache_stats st;
