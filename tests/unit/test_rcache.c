@@ -880,6 +880,40 @@ static void test_large_object_segments(void **state)
 }
 
 /*
+ * Reads a 32 MiB object through a cache of 16 MiB (segments of 4 MiB,
+ * four at most) with an 8 MiB read-ahead budget, one stream, 1 MiB at a
+ * time at the offsets in MiB of @order (@n of them, each once), letting
+ * its read-ahead land before the next read; every byte must be fetched
+ * once, with evictions along the way.
+ */
+static void stream_in_order(struct env *e, const unsigned *order, size_t n)
+{
+	const uint64_t size = 32 * MB;
+	struct smuxfs_rcache_ra ra = {0};
+	char etag[SMUX_ETAG_MAX];
+	struct smuxfs_rcache_stats st;
+
+	open_cache(e, 16 * MB);
+	smuxfs_rcache_set_readahead(e->rc, 8 * MB);
+	put_obj(e, "order", 1, size, etag);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(read_ra_check(e, &ra, "order", etag, 1, size,
+					       order[i] * MB, 1 * MB),
+				 (long)(1 * MB));
+		stats_idle(e);
+	}
+	st = stats_idle(e);
+	print_message("  %llu bytes fetched, %llu evictions\n",
+		      (unsigned long long)st.fill_bytes,
+		      (unsigned long long)st.evictions);
+	assert_true(st.evictions > 0);
+	assert_true(st.ra_gets > 0);
+	assert_int_equal(st.fill_bytes, size); /* every byte once */
+	assert_int_equal(st.fill_failures, 0);
+	assert_int_equal(st.bypassed, 0);
+}
+
+/*
  * The kernel's read-ahead of a FUSE file sometimes asks for bytes far
  * ahead of the reader (seen: the last 2 MiB of a 32 MiB file while cat
  * was at 14 MiB), then goes on in order and never asks for them again
@@ -891,38 +925,13 @@ static void test_large_object_segments(void **state)
  */
 static void test_readahead_skips_served(void **state)
 {
-	struct env *e = *state;
-	const uint64_t size = 32 * MB;
-	struct smuxfs_rcache_ra ra = {0};
-	char etag[SMUX_ETAG_MAX];
-	struct smuxfs_rcache_stats st;
+	/* in MiB: 0-13 in order, the kernel's early reads of the end, then
+	 * the rest in order up to what the kernel already has */
+	static const unsigned order[] = {
+		0,  1,	2,  3,	4,  5,	6,  7,	8,  9,	10, 11, 12, 13, 30, 31,
+		14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
 
-	open_cache(e, 16 * MB); /* segments of 4 MiB, four at most */
-	smuxfs_rcache_set_readahead(e->rc, 8 * MB);
-	put_obj(e, "tail", 1, size, etag);
-	for (uint64_t off = 0; off < 14 * MB; off += 1 * MB)
-		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
-					       off, 1 * MB),
-				 (long)(1 * MB));
-	/* the kernel's early reads of the end */
-	for (uint64_t off = 30 * MB; off < size; off += 1 * MB)
-		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
-					       off, 1 * MB),
-				 (long)(1 * MB));
-	/* the rest in order, up to what the kernel already has */
-	for (uint64_t off = 14 * MB; off < 30 * MB; off += 1 * MB)
-		assert_int_equal(read_ra_check(e, &ra, "tail", etag, 1, size,
-					       off, 1 * MB),
-				 (long)(1 * MB));
-	st = stats_idle(e);
-	print_message("  %llu bytes fetched, %llu evictions\n",
-		      (unsigned long long)st.fill_bytes,
-		      (unsigned long long)st.evictions);
-	assert_true(st.evictions > 0);
-	assert_true(st.ra_gets > 0);
-	assert_int_equal(st.fill_bytes, size); /* every byte once */
-	assert_int_equal(st.fill_failures, 0);
-	assert_int_equal(st.bypassed, 0);
+	stream_in_order(*state, order, sizeof(order) / sizeof(order[0]));
 }
 
 /*
@@ -937,34 +946,13 @@ static void test_readahead_skips_served(void **state)
  */
 static void test_unread_readahead_kept(void **state)
 {
-	struct env *e = *state;
-	const uint64_t size = 32 * MB;
-	struct smuxfs_rcache_ra ra = {0};
 	/* in MiB: in order, 12 before 11, then READs ahead of the ones the
 	 * stream has not sent yet (13-15, read ahead), then the rest */
 	static const unsigned order[] = {
 		0,  1,	2,  3,	4,  5,	6,  7,	8,  9,	10, 12, 11, 16, 20, 24,
 		13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26, 27, 28, 29, 30, 31};
-	char etag[SMUX_ETAG_MAX];
-	struct smuxfs_rcache_stats st;
 
-	open_cache(e, 16 * MB); /* segments of 4 MiB, four at most */
-	smuxfs_rcache_set_readahead(e->rc, 8 * MB);
-	put_obj(e, "ooo", 1, size, etag);
-	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		assert_int_equal(read_ra_check(e, &ra, "ooo", etag, 1, size,
-					       order[i] * MB, 1 * MB),
-				 (long)(1 * MB));
-		stats_idle(e); /* read-ahead lands before the next READ */
-	}
-	st = stats_idle(e);
-	print_message("  %llu bytes fetched, %llu evictions\n",
-		      (unsigned long long)st.fill_bytes,
-		      (unsigned long long)st.evictions);
-	assert_true(st.evictions > 0);
-	assert_int_equal(st.fill_bytes, size); /* every byte once */
-	assert_int_equal(st.fill_failures, 0);
-	assert_int_equal(st.bypassed, 0);
+	stream_in_order(*state, order, sizeof(order) / sizeof(order[0]));
 }
 
 /* Several readers at once stream one object under a small budget: every
