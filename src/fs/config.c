@@ -652,6 +652,12 @@ const char *smux_config_remote_file(const struct smux_config *cfg)
 	return cfg ? remote_file_path(cfg->root) : NULL;
 }
 
+const char *smux_config_remote_file_in(const struct smux_config *cfg,
+				       const char *name)
+{
+	return cfg && name ? remote_file_path(smux__cfg_find(cfg, name)) : NULL;
+}
+
 bool smux_config_has_bunny(const struct smux_config *cfg)
 {
 	return cfg && has_type(cfg->root, SMUX__CFG_T_BUNNY);

@@ -209,6 +209,10 @@ bool smux_config_has_file(const struct smux_config *cfg);
  * asked; NULL when every one is local. Another host's changes there are
  * not reported by inotify (linger.c). */
 const char *smux_config_remote_file(const struct smux_config *cfg);
+/* The same for the section @name of @cfg and what it holds (a member
+ * `.smux/ctl add` brings in). */
+const char *smux_config_remote_file_in(const struct smux_config *cfg,
+				       const char *name);
 
 /* True when the mounted tree contains an http (WebDAV) backend: a server
  * with real directories, whose mtimes move with their entries. */

@@ -38,6 +38,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,7 +345,8 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	struct smux_config *cfg = NULL;
 	struct smux_mux_member m;
 	struct smux_error err;
-	char errbuf[512];
+	char errbuf[512], remote_path[PATH_MAX] = "";
+	const char *remote;
 	int rc;
 
 	if (!(c->argc == 2 || (c->argc == 4 && strcmp(c->argv[2], "to") == 0)))
@@ -383,6 +385,9 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		rc = smux_config_build_member(cfg, name, fs->events,
 					      smuxfs_otlp_tracer(fs), &m,
 					      errbuf, sizeof(errbuf));
+	remote = rc ? NULL : smux_config_remote_file_in(cfg, name);
+	if (remote)
+		snprintf(remote_path, sizeof(remote_path), "%s", remote);
 	smux_config_free(cfg);
 	if (rc) {
 		smux_backend_unref(target);
@@ -393,6 +398,14 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	smux_backend_unref(m.backend);
 	smux_backend_unref(target);
 	smuxfs_dirnames_forget(fs, NULL); /* a member's names: dirnames.c */
+	/* writers kept between opens (linger.c) write the members before:
+	 * a mux of one that has two now must not hand one out, as after a
+	 * reload; none is kept any more once a member is on NFS, SMB or
+	 * FUSE (another client's renames never reach inotify) */
+	if (!rc && remote_path[0])
+		smuxfs_linger_off(fs, remote_path);
+	else if (!rc)
+		smuxfs_linger_drop_all(fs);
 	if (rc && err.e.code == SMUX_E_BACKEND_NAME_CONFLICT)
 		return fail(c, -EEXIST, "%s", err.e.message);
 	return rc ? from_err(c, &err) : 0;

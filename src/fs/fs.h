@@ -1054,6 +1054,10 @@ struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
 				       int *wd);
 void smuxfs_linger_unwatch(struct smuxfs *fs, int wd);
 void smuxfs_linger_drop_all(struct smuxfs *fs);
+/* A member whose file backend is at @path, not on a local disk, joined
+ * the tree (reload, `.smux/ctl add`): nothing is kept from now on, until
+ * the next mount (logged once). */
+void smuxfs_linger_off(struct smuxfs *fs, const char *path);
 unsigned smuxfs_linger_count(struct smuxfs *fs);
 void smuxfs_linger_stop(struct smuxfs *fs);
 /* Test hook: how long a writer is kept (ns; 200 ms). */

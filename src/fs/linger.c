@@ -93,6 +93,7 @@ struct smuxfs_linger {
 	int efd;	      /* eventfd waking the thread; immutable */
 	pthread_t thread;
 	bool stopping;
+	bool off;  /* a member not on a local disk came (smuxfs_linger_off) */
 	bool idle; /* the thread sleeps until woken: nothing was kept */
 	unsigned n;
 	struct kept k[LINGER_MAX];
@@ -329,7 +330,7 @@ bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 	if (!L || wd < 0)
 		return false;
 	pthread_mutex_lock(&L->lock);
-	if (L->stopping || smux_writer_passthrough_fd(w) < 0 ||
+	if (L->stopping || L->off || smux_writer_passthrough_fd(w) < 0 ||
 	    strcmp(w->key, key) != 0)
 		goto refuse;
 	/* Still good unless an event came since the watch began (at the
@@ -431,6 +432,25 @@ void smuxfs_linger_drop_all(struct smuxfs *fs)
 		L->o[j].bad = true;
 	pthread_mutex_unlock(&L->lock);
 	gone_close(&g);
+}
+
+void smuxfs_linger_off(struct smuxfs *fs, const char *path)
+{
+	struct smuxfs_linger *L = fs->linger;
+	bool was;
+
+	if (!L)
+		return;
+	pthread_mutex_lock(&L->lock);
+	was = L->off;
+	L->off = true;
+	pthread_mutex_unlock(&L->lock);
+	smuxfs_linger_drop_all(fs);
+	if (!was)
+		smux_log(LOG_INFO,
+			 "writers are not kept between opens any more: %s is "
+			 "not on a local disk",
+			 path);
 }
 
 unsigned smuxfs_linger_count(struct smuxfs *fs)

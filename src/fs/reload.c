@@ -491,8 +491,14 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 		 * directories' names are listed again (dirnames.c) */
 		smuxfs_dirnames_forget(fs, NULL);
 		/* and writers kept between opens are of the members before
-		 * (linger.c): the next open opens its file again */
-		smuxfs_linger_drop_all(fs);
+		 * (linger.c): the next open opens its file again; none is
+		 * kept any more once a file member is not on a local disk */
+		const char *remote = smux_config_remote_file(nc);
+
+		if (remote)
+			smuxfs_linger_off(fs, remote);
+		else
+			smuxfs_linger_drop_all(fs);
 	}
 	plan_free(p);
 	free(p);

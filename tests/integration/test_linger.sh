@@ -22,6 +22,10 @@
 #   - a file backend whose directory is on a FUSE filesystem (another
 #     smuxfs here; NFS, SMB and the like alike): no writer is kept, and
 #     the log says why;
+#   - `.smux/ctl add` of a second member to a mux of one: the writer kept
+#     from before (of the one member) is let go at once, not taken back;
+#     a member on a FUSE filesystem added (then the local ones removed),
+#     or made the one member by a reload: no writer kept from then on;
 #   - unmount right after an append (a writer kept): clean.
 . "$(dirname "$0")/lib.sh"
 
@@ -212,6 +216,91 @@ if find "/proc/$pid2/fd" -lname "$M/inner/log" 2>/dev/null | grep -q .; then
 fi
 expect "the inner log" "$(tail -n 1 "$M/inner/log")" "inner 5"
 unmount_smux "$T/mnt2"
+
+log "a member added: no writer of the mux before is kept"
+# a failover mux of one member keeps writers (one copy in place); once
+# `add` made it two, a writer kept from before (of the one member only)
+# must not be taken back by the next open: the add lets every kept writer
+# go at once, as a reload does
+new_config "$T/one.conf" m
+cfg_mux m failover "a1"
+cfg_file a1 "$T/a1"
+cfg_file b1 "$T/b1"
+mount_smux "$T/one.conf" "$T/mnt3"
+pid3=$(daemon_pids_for "$T/mnt3" | head -1)
+# held right after an append (retried: a loaded machine may let the
+# kept writer expire before the check)
+added=0
+for i in $(seq 1 20); do
+	n=$(sed -n 's/^smux_fuse_requests_total{op="release"} //p' "$T/mnt3/.smux/metrics")
+	echo "one $i" >>"$T/mnt3/log"
+	for _ in $(seq 1 100); do
+		[ "$(sed -n 's/^smux_fuse_requests_total{op="release"} //p' "$T/mnt3/.smux/metrics")" -gt "${n:-0}" ] && break
+		sleep 0.005
+	done
+	find "/proc/$pid3/fd" -lname "$T/a1/log" 2>/dev/null | grep -q . || continue
+	echo "add b1" >"$T/mnt3/.smux/ctl" || fail "add b1 failed"
+	added=1
+	break
+done
+[ "$added" = 1 ] || fail "the daemon never held the log open after an append (one member)"
+if find "/proc/$pid3/fd" -lname "$T/a1/log" 2>/dev/null | grep -q .; then
+	fail "a writer kept before add b1 is still held after it"
+fi
+echo "two" >>"$T/mnt3/log"
+expect "the log after the add" "$(tail -n 1 "$T/mnt3/log")" "two"
+
+# held_after_appends PID FILE MNTFILE: appends to MNTFILE a few times;
+# true when the daemon PID then holds the backend file FILE
+held_after_appends() {
+	local i
+	for i in 1 2 3 4 5; do
+		echo "more $i" >>"$3"
+		find "/proc/$1/fd" -lname "$2" 2>/dev/null | grep -q . && return 0
+		sleep 0.01
+	done
+	return 1
+}
+
+log "a member on a FUSE filesystem added, the local ones removed: no writer kept"
+mkdir -p "$M/r1"
+cfg_file r1 "$M/r1"
+echo "add r1" >"$T/mnt3/.smux/ctl" || fail "add r1 failed"
+# r1 is filled from the others first (its resync hint), then they go
+for _ in $(seq 1 100); do
+	[ "$(stats "$T/mnt3" .pendingHints)" = 0 ] && break
+	sleep 0.1
+done
+[ "$(stats "$T/mnt3" .pendingHints)" = 0 ] || fail "r1 not filled 10 s after add r1"
+echo "remove a1" >"$T/mnt3/.smux/ctl" || fail "remove a1 failed"
+echo "remove b1" >"$T/mnt3/.smux/ctl" || fail "remove b1 failed"
+if held_after_appends "$pid3" "$M/r1/rlog" "$T/mnt3/rlog"; then
+	fail "a writer of a file on a FUSE filesystem was kept (member added)"
+fi
+expect "the log on r1" "$(tail -n 1 "$M/r1/rlog")" "more 5"
+grep -q "writers are not kept between opens any more: $M/r1 is not on a local disk" \
+	"$T/smuxfs.$_SMUX_NLOG.log" || fail "no word of the writers not kept after add r1"
+unmount_smux "$T/mnt3"
+
+log "a reload that makes the one member a FUSE filesystem's: no writer kept"
+new_config "$T/two.conf" m
+cfg_mux m failover "a2"
+cfg_file a2 "$T/a2"
+mount_smux "$T/two.conf" "$T/mnt4"
+pid4=$(daemon_pids_for "$T/mnt4" | head -1)
+held_after_appends "$pid4" "$T/a2/log" "$T/mnt4/log" ||
+	fail "the daemon never held the log open after an append (a2)"
+mkdir -p "$M/r2"
+new_config "$T/two.conf" m
+cfg_mux m failover "r2"
+cfg_file r2 "$M/r2"
+echo "reload" >"$T/mnt4/.smux/ctl" || fail "reload to r2 failed"
+# (a new name: the old log's latest write is on a2, which went)
+if held_after_appends "$pid4" "$M/r2/log2" "$T/mnt4/log2"; then
+	fail "a writer of a file on a FUSE filesystem was kept (reload)"
+fi
+expect "the log on r2" "$(tail -n 1 "$M/r2/log2")" "more 5"
+unmount_smux "$T/mnt4"
 
 log "unmount right after an append"
 echo last >>"$M/synced"
