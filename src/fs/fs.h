@@ -506,10 +506,11 @@ int smuxfs_ofile_passthrough_fd(struct smuxfs_ofile *of);
  * write through the mount. */
 void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
 				 bool dirty);
-/* Late, and not a file its creator is still writing: its handles may
+/* Late, with nothing its creator chose left to give: its handles may
  * commit at release instead of at each close (fi->noflush). A create
- * commits its mode and owner at close, so that what stat shows once
- * close(2) returned stays (git's index keeps ctime; make, rsync) */
+ * gives its mode and owner at once (in place on one copy); if that
+ * failed, they go at close, so that what stat shows once close(2)
+ * returned stays (git's index keeps ctime; make, rsync) */
 bool smuxfs_ofile_noflush(struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */
@@ -615,6 +616,15 @@ bool smuxfs_ofile_set_owner(struct smuxfs_ofile *of, uint32_t uid,
 /* Remembers the stored file's identity seen by a lookup (0: ignored). */
 void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id);
 bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
+/*
+ * A chmod, chown or utimens (@a) of a file its creator still writes in
+ * place on one copy (tar: create, write, futimens, fchown, fchmod,
+ * close), applied now through the writer's descriptor: no member call,
+ * and nothing left for a commit at close. 1 when applied, 0 when @of is
+ * not such a file (fold or set as before), or a negative errno.
+ */
+int smuxfs_ofile_setattr_now(struct smuxfs_ofile *of,
+			     const struct smux_setattr *a);
 
 /* unlink(2) of @key: deletes the object and, once that succeeded, takes
  * an open file of @key out of the table and marks it deleted, so nothing

@@ -1067,8 +1067,11 @@ int smuxfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	attr.mode = chmod_bits(fs, key, is_root, mode);
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
-		fold = smuxfs_ofile_set_mode(of, attr.mode);
+		rc = smuxfs_ofile_setattr_now(of, &attr);
+		fold = rc == 0 && smuxfs_ofile_set_mode(of, attr.mode);
 		smuxfs_ofile_release(fs, of);
+		if (rc)
+			return rc > 0 ? 0 : rc;
 	}
 	return fold ? 0 : set_attr(fs, key, is_root, of != NULL, &attr);
 }
@@ -1114,8 +1117,11 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 		     ? NULL
 		     : smuxfs_ofile_find(fs, key);
 	if (of) {
-		fold = smuxfs_ofile_set_mtime(of, attr.mtime_ns);
+		rc = smuxfs_ofile_setattr_now(of, &attr);
+		fold = rc == 0 && smuxfs_ofile_set_mtime(of, attr.mtime_ns);
 		smuxfs_ofile_release(fs, of);
+		if (rc)
+			return rc > 0 ? 0 : rc;
 	}
 	if (fold) {
 		/* the mtime goes with the next commit; the atime now, to
@@ -1169,9 +1175,11 @@ int smuxfs_chown(const char *path, uid_t uid, gid_t gid,
 	 * place: at once, as on a local disk; fold_meta in ofile.c). */
 	of = is_root ? NULL : smuxfs_ofile_find(fs, key);
 	if (of) {
-		rc = smuxfs_ofile_set_owner(of, attr.uid, attr.gid)
-			     ? 1
-			     : smuxfs_ofile_commit(fs, of, false);
+		rc = smuxfs_ofile_setattr_now(of, &attr);
+		if (rc == 0)
+			rc = smuxfs_ofile_set_owner(of, attr.uid, attr.gid)
+				     ? 1
+				     : smuxfs_ofile_commit(fs, of, false);
 		smuxfs_ofile_release(fs, of);
 		if (rc)
 			return rc > 0 ? 0 : rc;
