@@ -582,6 +582,11 @@ struct smux_writer {
 	 * attributes again. */
 	bool has_info;
 	struct smux_info info;
+	/* Set by the kind at open: the object was there already, this open
+	 * did not make it (every target of a mux writer of several found
+	 * it). A create that finds it so (made meanwhile by another program
+	 * or mount) opens it as open(2) opens an existing file. */
+	bool found;
 	/* Set by the kind at open when has_dir_group (SMUX_CAP_DIR_GROUP:
 	 * the in-place file writer; a mux writer passes on its first live
 	 * target's): the group a new object takes from its directory, as a

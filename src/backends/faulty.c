@@ -853,6 +853,7 @@ static int faultyb_writer_open(struct smux_backend *b,
 	if (smux_writer_init(&fw->base, &faultyb_writer_ops, b, key))
 		goto out_free;
 	fw->inner = inner;
+	fw->base.found = inner->found;
 	fw->base.has_dir_group = inner->has_dir_group;
 	fw->base.dir_group = inner->dir_group;
 	*out = &fw->base;

@@ -346,6 +346,7 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 		return smux__file_fail(iw->fb, err, errno, "stat", key);
 	smux__file_fill_info(&st, &iw->base.info);
 	iw->base.has_info = true;
+	iw->base.found = !iw->created;
 	/* the group the directory gives new objects: a creator's owner
 	 * needs it, and asking here costs no call of its own */
 	if (fstat(iw->dirfd, &st) < 0)

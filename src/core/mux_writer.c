@@ -485,6 +485,16 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		*err = mw->s[0]->err;
 		return -err->e.sys_errno;
 	}
+	/* found: by every replica that opened (one that made it is
+	 * given the creator's mode and owner at the commit) */
+	mw->base.found = false;
+	for (unsigned i = 0; i < mw->n; i++) {
+		if (!smux__mw_live(mw, i))
+			continue;
+		mw->base.found = mw->s[i]->w && mw->s[i]->w->found;
+		if (!mw->base.found)
+			break;
+	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		if (smux__mw_live(mw, i)) {
 			mw->size = smux__mw_sub_size(mw, i);

@@ -702,6 +702,8 @@ int smux__mw_single_open(struct smux__mux_writer *mw,
 		mw->base.info = mw->s[0]->w->info;
 		mw->base.has_info = true;
 	}
+	if (mw->s[0]->w)
+		mw->base.found = mw->s[0]->w->found;
 	smux__mw_dir_group(mw, 0);
 	spool_start(mw, flags);
 	return 0;

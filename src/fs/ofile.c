@@ -595,6 +595,19 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * (linger.c; a create's is never kept) */
 		if (of->late && !(flags & SMUXFS_OF_CREATE))
 			of->linger_wd = smuxfs_linger_watch(fs, of->w);
+		if ((flags & SMUXFS_OF_CREATE) && of->w->found) {
+			/* the name appeared after the kernel saw it absent
+			 * (made behind the mount, or by another mount of the
+			 * backends): opened as open(2) opens an existing
+			 * file, whose mode and owner stay */
+			of->fresh = false;
+			of->own = false;
+			of->mode_chosen = false;
+			if (!of->w->has_info)
+				return ofile_head(fs, of, flags);
+			ofile_existing(of, flags, &of->w->info);
+			return 0;
+		}
 		if (flags & SMUXFS_OF_CREATE)
 			ofile_seen_at_create(of);
 		if (flags & OF_DIR_GROUP)

@@ -13,7 +13,8 @@
 #     the log open for appending (stat and cat show what landed behind it);
 #   - an open with O_TRUNC shows size 0 at once (fstat and stat);
 #   - O_EXCL and O_CREAT without O_TRUNC are honoured when the file
-#     appeared behind a cached negative lookup;
+#     appeared behind a cached negative lookup (its content, owner and
+#     mode kept);
 #   - a file unlinked while open stays usable through its descriptor
 #     (read, write, fstat with nlink 0; more in test_unlinked.sh);
 #   - a failed unlink (the backing directory is immutable) leaves an open
@@ -184,6 +185,24 @@ echo z >>"$m/late"
 [ "$(cat "$A/late")" = "$(printf 'x\nz')" ] ||
 	fail "$KIND: O_CREAT without O_TRUNC lost the file: $(cat "$A/late")"
 rm "$m/late"
+# the same with no O_EXCL try first (which makes the kernel look again):
+# the kernel sends CREATE for a name it still holds absent, and the file
+# keeps its owner and mode as well, as open(2) of an existing file does
+# (the create's were given to it: root's 644)
+ls "$m/late2" 2>/dev/null && fail "late2 exists already"
+for r in "${replicas[@]}"; do
+	echo x >"$r/late2"
+	chown 1000:1000 "$r/late2"
+	chmod 0640 "$r/late2"
+done
+echo z >>"$m/late2"
+[ "$(cat "$A/late2")" = "$(printf 'x\nz')" ] ||
+	fail "$KIND: O_CREAT without O_TRUNC lost the file: $(cat "$A/late2")"
+for r in "${replicas[@]}" "$m"; do
+	[ "$(stat -c '%a %u:%g' "$r/late2")" = "640 1000:1000" ] ||
+		fail "$KIND: O_CREAT of a file that appeared changed $r/late2 to $(stat -c '%a %u:%g' "$r/late2")"
+done
+rm "$m/late2"
 
 log "$KIND: a file unlinked while open stays usable"
 perl -e '

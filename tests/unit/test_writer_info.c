@@ -165,6 +165,47 @@ static void test_mirror_has_no_info(void **state)
 	wt_release(&t);
 }
 
+/* Opens @key on @b in place without O_EXCL (a create that finds a file
+ * made meanwhile keeps it) and says whether the writer found it. */
+static bool opened_found(struct smux_backend *b, struct smux_ctx *ctx,
+			 const char *key)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	bool found;
+
+	MH_OK(smux_backend_writer_open(b, ctx, key, SMUX_WRITER_INPLACE, &w,
+				       &err),
+	      &err);
+	found = w->found;
+	smux_writer_close(w);
+	return found;
+}
+
+/* found: the file was there (not made by this open): the in-place file
+ * writer, a mux of one passing it on, a mirror only when every replica
+ * had it (one that lacked it is made, and given the creator's mode) */
+static void test_writer_found(void **state)
+{
+	struct smux_error err;
+	struct wt t;
+
+	(void)state;
+	wt_init(&t, SMUX_MODE_FAILOVER, 1);
+	assert_false(opened_found(t.file[0], &t.ctx, "a"));
+	assert_true(opened_found(t.file[0], &t.ctx, "a"));
+	assert_false(opened_found(t.mux, &t.ctx, "b"));
+	assert_true(opened_found(t.mux, &t.ctx, "b"));
+	wt_release(&t);
+
+	wt_init(&t, SMUX_MODE_MIRROR, 2);
+	assert_false(opened_found(t.mux, &t.ctx, "c"));
+	assert_true(opened_found(t.mux, &t.ctx, "c"));
+	MH_OK(mh_put(t.file[0], "d", "on one replica", &err), &err);
+	assert_false(opened_found(t.mux, &t.ctx, "d"));
+	wt_release(&t);
+}
+
 /* Makes the directory @name on every member: set-group-ID when @sgid. */
 static void wt_dir(struct wt *t, const char *name, bool sgid)
 {
@@ -362,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_inplace_trunc_info_after_cut),
 		cmocka_unit_test(test_single_mux_passes_info),
 		cmocka_unit_test(test_mirror_has_no_info),
+		cmocka_unit_test(test_writer_found),
 		cmocka_unit_test(test_writer_dir_group),
 		cmocka_unit_test(test_writer_existing),
 		cmocka_unit_test(test_passthrough_fd),
