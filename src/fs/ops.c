@@ -656,8 +656,8 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 {
 	struct smuxfs *fs = smuxfs_get();
 	uid_t caller = fuse_get_context()->uid;
+	bool asked, drop_sgid;
 	struct stat st;
-	bool asked;
 	int rc;
 
 	/* chown(f, -1, -1) clears set-id bits, which only the file's owner
@@ -673,9 +673,27 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 	    smuxfs_getattr(path, &st, fi) == 0 && chown_kills(&st) &&
 	    st.st_uid != caller && !open_for_writing(fs, path, fi))
 		return -EPERM;
+	/* A group change by a caller outside the group the file has now:
+	 * Linux decides about setgid without group execute before the
+	 * change (chown_common asks setattr_should_drop_sgid first), and a
+	 * non-root caller is always in the new group, which is all
+	 * kill_priv_stat sees after it. */
+	drop_sgid = gid != (gid_t)-1 && caller != 0 &&
+		    smuxfs_fnode_killpriv(fs, &asked) &&
+		    smuxfs_getattr(path, &st, fi) == 0 &&
+		    !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode) &&
+		    (st.st_mode & S_ISGID) && !(st.st_mode & S_IXGRP) &&
+		    (kill_bits(st.st_mode, st.st_gid) & S_ISGID);
 	rc = smuxfs_chown(path, uid, gid, fi);
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked))
 		return rc;
+	if (drop_sgid && smuxfs_getattr(path, &st, fi) == 0 &&
+	    (st.st_mode & S_ISGID)) {
+		rc = smuxfs_chmod(path, st.st_mode & 07777 & ~(mode_t)S_ISGID,
+				  fi);
+		if (rc)
+			return rc;
+	}
 	return kill_priv_stat(path, fi, true);
 }
 

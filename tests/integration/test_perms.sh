@@ -129,10 +129,12 @@ for m in 4755 2775; do
 	rm -f "$M/tmp/sid"
 done
 # the user's own setgid file of a group the user is not in (no group
-# execute bit): chown -1 -1 and a write clear setgid, as Linux 6.x does
-# for a caller outside the file's group (posix_diff seed 36, FIFOs in)
-log "$KIND: the user's setgid file of another group: chown -1 -1, a write"
-for how in chown write; do
+# execute bit): chown -1 -1, a write and a chgrp to the user's own group
+# clear setgid, as Linux 6.x does for a caller outside the file's group
+# (posix_diff seed 36, FIFOs in; for chgrp the group before the change
+# decides: chown_common asks setattr_should_drop_sgid first)
+log "$KIND: the user's setgid file of another group: chown -1 -1, a write, chgrp"
+for how in chown write chgrp; do
 	echo x >"$M/tmp/g$how"
 	chown "$U:0" "$M/tmp/g$how"
 	chmod 2704 "$M/tmp/g$how"
@@ -140,6 +142,8 @@ for how in chown write; do
 f, how = sys.argv[1], sys.argv[2]
 if how == "chown":
     os.chown(f, -1, -1)
+elif how == "chgrp":
+    os.chown(f, -1, os.getgid())
 else:
     fd = os.open(f, os.O_WRONLY | os.O_APPEND)
     os.write(fd, b"y")
