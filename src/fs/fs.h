@@ -153,13 +153,34 @@ struct smuxfs_fh;
 /* FUSE passthrough (passthrough.c) */
 #define SMUXFS_PT_BUCKETS 64
 struct smuxfs_pt_node;
+/*
+ * A file registered with the FUSE device as a backing file (an id the
+ * OPEN reply names), kept while nobody has it open: the descriptor of a
+ * writer in place, registered at its first open, stays registered while
+ * the writer lives (an ofile, a writer kept by linger.c), so the next
+ * open of the same writer - `echo >> log` in a loop - replies with it
+ * at once (no dup, fstat, register and unregister per open). Held by one
+ * owner at a time (a node while it has passthrough handles, the handle
+ * its node gave it back to at the last release, the writer's ofile, a
+ * kept writer, a handle being opened); whoever closes the writer closes
+ * it (smuxfs_pt_reg_close). All zero: none (calloc'ed holders).
+ */
+struct smuxfs_pt_reg {
+	bool held; /* id is one, owned by the holder */
+	int32_t id;
+	dev_t dev; /* the backing file */
+	ino_t ino;
+};
 struct smuxfs_passthrough {
 	pthread_mutex_t lock; /* protects bucket[] */
 	bool want;	      /* [mount] passthrough is not off (main.c) */
-	int devfd;	      /* the FUSE device (set with the hook) */
+	atomic_int devfd;     /* the FUSE device (set with the hook; -1
+				 once closed at the unmount) */
 	atomic_bool on;	      /* the kernel agreed at INIT */
 	atomic_bool warned;   /* a refused backing file was logged */
 	atomic_uint_least64_t opens; /* handles opened in passthrough */
+	atomic_uint_least64_t backings; /* backing files registered */
+	atomic_int registered; /* of them, not unregistered yet */
 	struct smuxfs_pt_node *bucket[SMUXFS_PT_BUCKETS];
 };
 
@@ -500,6 +521,18 @@ bool smuxfs_ofile_late(struct smuxfs_ofile *of);
  * kernel may read and write directly (passthrough.c; a dup the caller
  * closes), or -1. */
 int smuxfs_ofile_passthrough_fd(struct smuxfs_ofile *of);
+/* Moves the registration @of keeps for its writer (struct smuxfs_pt_reg)
+ * into *@reg for a handle's open reply: true when there is one, the file
+ * is still written in place and is a regular file without set-id bits
+ * (looked at by this open when the registration came back with a writer
+ * kept by linger.c, else now). */
+bool smuxfs_ofile_take_pt_reg(struct smuxfs_ofile *of,
+			      struct smuxfs_pt_reg *reg);
+/* Gives @of (NULL: nobody) the registration *@reg its node let go of at
+ * its last passthrough handle's release: kept when it is of @of's writer's
+ * file, else closed. *@reg is none afterwards. */
+void smuxfs_ofile_park_pt_reg(struct smuxfs *fs, struct smuxfs_ofile *of,
+			      struct smuxfs_pt_reg *reg);
 /* The file of @of may have been written behind its writer (through a
  * passthrough handle): its size as the file has it, its readers told,
  * and (@dirty: a commit follows) dirty with its times moved, as after a
@@ -744,6 +777,10 @@ struct smuxfs_fh {
 	 * counted under node pt_node once the reply went, in passthrough
 	 * (the kernel reads and writes it without us) when pt_on */
 	int pt_fd;
+	/* FILE (passthrough.c): a registration of its writer's file offered
+	 * instead of pt_fd (owned until the reply), then the one its node
+	 * gave back at the release (for its ofile) */
+	struct smuxfs_pt_reg pt_reg;
 	bool pt_has_fd, pt_counted; /* under fs->pt.lock once replied */
 	bool pt_late; /* a writer whose writes may land in its file as is */
 	atomic_bool pt_on;
@@ -846,6 +883,8 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 /* @fh is released (smuxfs_fh_free): uncounted, the node's backing file
  * closed with its last passthrough handle. */
 void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh);
+/* Unregisters *@reg (if any); it is none afterwards. */
+void smuxfs_pt_reg_close(struct smuxfs *fs, struct smuxfs_pt_reg *reg);
 /* At unmount. */
 void smuxfs_pt_free(struct smuxfs *fs);
 /*
@@ -1047,11 +1086,14 @@ int smuxfs_rjournal_recover(struct smuxfs *fs);
  * holds its file. start: before serving (fs->linger NULL when it cannot:
  * off). watch: right after a writer opened its file by name, the watch of
  * that file (-1: none, so never kept). offer: true when @w (of @key, with
- * a passthrough descriptor, watched as @wd since its open) is kept; false
- * leaves it to the caller; the watch is ended either way. take: the
- * writer kept for @key and its watch in *@wd, NULL when none was kept (or
- * it expired, or its file was unlinked, replaced, moved or its attributes
- * changed since its open). unwatch: ends the watch of a writer closed
+ * a passthrough descriptor, watched as @wd since its open) is kept, with
+ * the registration *@reg of its file (NULL or none: nothing; moved out
+ * when kept); false leaves both to the caller; the watch is ended either
+ * way. take: the writer kept for @key, its watch in *@wd and its
+ * registration in *@reg (NULL: closed), NULL when none was kept (or it
+ * expired, or its file was unlinked, replaced, moved or its attributes
+ * changed since its open); whatever drops a kept writer closes its
+ * registration with it. unwatch: ends the watch of a writer closed
  * without an offer. drop_all: closes every kept writer, and no open one is
  * kept (a rename through the mount). count: how many are kept. stop:
  * after the last request.
@@ -1059,9 +1101,10 @@ int smuxfs_rjournal_recover(struct smuxfs *fs);
 int smuxfs_linger_start(struct smuxfs *fs);
 int smuxfs_linger_watch(struct smuxfs *fs, struct smux_writer *w);
 bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
-			 struct smux_writer *w, int wd);
+			 struct smux_writer *w, int wd,
+			 struct smuxfs_pt_reg *reg);
 struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
-				       int *wd);
+				       int *wd, struct smuxfs_pt_reg *reg);
 void smuxfs_linger_unwatch(struct smuxfs *fs, int wd);
 void smuxfs_linger_drop_all(struct smuxfs *fs);
 /* A member whose file backend is at @path, not on a local disk, joined

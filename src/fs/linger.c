@@ -75,6 +75,7 @@ _Atomic int64_t smuxfs__linger_ns = LINGER_NS;
 struct kept {
 	char *key;
 	struct smux_writer *w;
+	struct smuxfs_pt_reg reg; /* its file's passthrough registration */
 	int wd;
 	int64_t until;
 };
@@ -89,6 +90,7 @@ struct out {
 
 struct smuxfs_linger {
 	pthread_mutex_t lock; /* protects everything below but the fds */
+	struct smuxfs *fs;    /* immutable */
 	int ifd;	      /* inotify, non-blocking; immutable */
 	int efd;	      /* eventfd waking the thread; immutable */
 	pthread_t thread;
@@ -102,16 +104,19 @@ struct smuxfs_linger {
 };
 
 /* Writers taken out of the table, closed after its lock is released
- * (a close is a member call). */
+ * (a close is a member call), with their registrations. */
 struct gone {
 	unsigned n;
 	struct smux_writer *w[LINGER_MAX + 1];
+	struct smuxfs_pt_reg reg[LINGER_MAX + 1];
 };
 
-static void gone_close(struct gone *g)
+static void gone_close(struct smuxfs_linger *L, struct gone *g)
 {
-	for (unsigned i = 0; i < g->n; i++)
+	for (unsigned i = 0; i < g->n; i++) {
+		smuxfs_pt_reg_close(L->fs, &g->reg[i]);
 		smux_writer_close(g->w[i]);
+	}
 	g->n = 0;
 }
 
@@ -124,8 +129,10 @@ static void kept_remove(struct smuxfs_linger *L, unsigned i, bool watched,
 
 	if (watched)
 		(void)inotify_rm_watch(L->ifd, k->wd);
-	if (g)
+	if (g) {
+		g->reg[g->n] = k->reg;
 		g->w[g->n++] = k->w;
+	}
 	free(k->key);
 	L->k[i] = L->k[--L->n];
 }
@@ -235,7 +242,7 @@ static void *linger_main(void *arg)
 			ms = (int)((next - now) / 1000000) + 1;
 		L->idle = ms < 0;
 		pthread_mutex_unlock(&L->lock);
-		gone_close(&g);
+		gone_close(L, &g);
 		if (poll(&p, 1, ms) > 0)
 			(void)!read(L->efd, &v, sizeof(v));
 		pthread_mutex_lock(&L->lock);
@@ -262,6 +269,7 @@ int smuxfs_linger_start(struct smuxfs *fs)
 	L->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	L->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	rc = L->ifd < 0 || L->efd < 0 ? errno : 0;
+	L->fs = fs;
 	if (rc == 0) {
 		pthread_mutex_init(&L->lock, NULL);
 		rc = pthread_create(&L->thread, NULL, linger_main, L);
@@ -320,7 +328,8 @@ int smuxfs_linger_watch(struct smuxfs *fs, struct smux_writer *w)
 }
 
 bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
-			 struct smux_writer *w, int wd)
+			 struct smux_writer *w, int wd,
+			 struct smuxfs_pt_reg *reg)
 {
 	struct smuxfs_linger *L = fs->linger;
 	struct gone g = {0};
@@ -358,6 +367,11 @@ bool smuxfs_linger_offer(struct smuxfs *fs, const char *key,
 		goto out;
 	}
 	L->k[L->n].w = w;
+	L->k[L->n].reg = (struct smuxfs_pt_reg){0};
+	if (reg) {
+		L->k[L->n].reg = *reg;
+		*reg = (struct smuxfs_pt_reg){0};
+	}
 	L->k[L->n].wd = wd;
 	L->k[L->n].until = smux_now_ns() + atomic_load(&smuxfs__linger_ns);
 	L->n++;
@@ -371,19 +385,22 @@ refuse:
 	out_end(L, wd);
 out:
 	pthread_mutex_unlock(&L->lock);
-	gone_close(&g);
+	gone_close(L, &g);
 	return kept;
 }
 
 struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
-				       int *wd)
+				       int *wd, struct smuxfs_pt_reg *reg)
 {
 	struct smuxfs_linger *L = fs->linger;
+	struct smuxfs_pt_reg drop = {0}; /* a registration nobody wants */
 	struct smux_writer *w = NULL;
 	struct gone g = {0};
 	int i;
 
 	*wd = -1;
+	if (reg)
+		*reg = (struct smuxfs_pt_reg){0};
 	if (!L)
 		return NULL;
 	pthread_mutex_lock(&L->lock);
@@ -393,6 +410,11 @@ struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
 		i = kept_by_key(L, key);
 		if (i >= 0 && L->k[i].until > smux_now_ns()) {
 			w = L->k[i].w;
+			drop = L->k[i].reg;
+			if (reg) {
+				*reg = drop;
+				drop = (struct smuxfs_pt_reg){0};
+			}
 			if (L->nout < LINGER_MAX) { /* its watch goes on */
 				*wd = L->k[i].wd;
 				L->o[L->nout++] = (struct out){.wd = *wd};
@@ -403,7 +425,8 @@ struct smux_writer *smuxfs_linger_take(struct smuxfs *fs, const char *key,
 		}
 	}
 	pthread_mutex_unlock(&L->lock);
-	gone_close(&g);
+	gone_close(L, &g);
+	smuxfs_pt_reg_close(fs, &drop);
 	return w;
 }
 
@@ -431,7 +454,7 @@ void smuxfs_linger_drop_all(struct smuxfs *fs)
 	for (unsigned j = 0; j < L->nout; j++) /* open ones stay open */
 		L->o[j].bad = true;
 	pthread_mutex_unlock(&L->lock);
-	gone_close(&g);
+	gone_close(L, &g);
 }
 
 void smuxfs_linger_off(struct smuxfs *fs, const char *path)

@@ -562,6 +562,9 @@ static void teardown(struct daemon *d)
 		fuse_unmount(d->fuse);
 	if (d->fuse)
 		fuse_destroy(d->fuse);
+	/* the FUSE device is closed (with every backing file registered on
+	 * it): nothing is unregistered on its number any more */
+	d->fs.pt.devfd = -1;
 	/* no request runs any more: what is queued is deleted now */
 	smuxfs_delq_stop(&d->fs);
 	smuxfs_linger_stop(&d->fs); /* before the root goes */

@@ -324,8 +324,19 @@ static void put_fuse_requests(FILE *f, struct smuxfs *fs)
 		"serves itself, reading and writing the backend file "
 		"(passthrough.c).\n"
 		"# TYPE smux_fuse_passthrough_opens_total counter\n"
-		"smux_fuse_passthrough_opens_total %llu\n",
-		(unsigned long long)atomic_load(&fs->pt.opens));
+		"smux_fuse_passthrough_opens_total %llu\n"
+		"# HELP smux_fuse_passthrough_backings_total Files registered "
+		"with the kernel for passthrough (a writer's file once while "
+		"it stays open or kept, not once per open).\n"
+		"# TYPE smux_fuse_passthrough_backings_total counter\n"
+		"smux_fuse_passthrough_backings_total %llu\n"
+		"# HELP smux_fuse_passthrough_backings Files registered "
+		"for passthrough now (each holds its file open).\n"
+		"# TYPE smux_fuse_passthrough_backings gauge\n"
+		"smux_fuse_passthrough_backings %d\n",
+		(unsigned long long)atomic_load(&fs->pt.opens),
+		(unsigned long long)atomic_load(&fs->pt.backings),
+		atomic_load(&fs->pt.registered));
 }
 
 int smuxfs_metrics_render(struct smuxfs *fs, char **data, size_t *len)

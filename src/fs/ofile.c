@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,12 @@ struct smuxfs_ofile {
 	 * given back with it by a take: ended with it (smuxfs_linger_unwatch,
 	 * or by the offer at the last close); -1 none */
 	int linger_wd;
+	/* w's file registered for passthrough while no handle has it open
+	 * (passthrough.c), closed with w; pt_reg_fresh: given back with a
+	 * kept writer by this open, whose file it just looked at (a regular
+	 * file without set-id bits): the open's handle need not look again */
+	struct smuxfs_pt_reg pt_reg;
+	bool pt_reg_fresh;
 	/* made by this ofile's open (O_CREAT of an absent name): its writer
 	 * is not kept at the last close (tar's files are not opened again;
 	 * an appended log is, from its second open on) */
@@ -242,6 +249,7 @@ static void ofile_writer_close(struct smuxfs *fs, struct smuxfs_ofile *of)
 {
 	smuxfs_linger_unwatch(fs, of->linger_wd);
 	of->linger_wd = -1;
+	smuxfs_pt_reg_close(fs, &of->pt_reg);
 	smux_writer_close(of->w);
 	of->w = NULL;
 }
@@ -311,7 +319,8 @@ static void ofile_unref(struct smuxfs *fs, struct smuxfs_ofile *of)
 		return;
 	if (ofile_may_linger(of)) {
 		/* the offer takes the watch either way */
-		if (smuxfs_linger_offer(fs, of->key, of->w, of->linger_wd))
+		if (smuxfs_linger_offer(fs, of->key, of->w, of->linger_wd,
+					&of->pt_reg))
 			of->w = NULL; /* kept: the next open takes it */
 		of->linger_wd = -1;
 	}
@@ -512,21 +521,25 @@ static int ofile_head(struct smuxfs *fs, struct smuxfs_ofile *of,
 static bool ofile_kept(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags)
 {
+	struct smuxfs_pt_reg reg;
 	struct smux_writer *w;
 	struct smux_info info;
 	int wd;
 
-	w = smuxfs_linger_take(fs, of->key, &wd);
+	w = smuxfs_linger_take(fs, of->key, &wd, &reg);
 	if (!w)
 		return false;
 	if (smux_writer_passthrough_fd(w) < 0 ||
 	    smux_writer_stat(w, &info) != 0 || !S_ISREG(info.mode)) {
 		smuxfs_linger_unwatch(fs, wd);
+		smuxfs_pt_reg_close(fs, &reg);
 		smux_writer_close(w);
 		return false;
 	}
 	of->w = w;
 	of->linger_wd = wd;
+	of->pt_reg = reg;
+	of->pt_reg_fresh = !(info.mode & (S_ISUID | S_ISGID));
 	of->durable = false; /* its earlier closes did not fsync */
 	ofile_existing(of, flags, &info);
 	return true;
@@ -1138,6 +1151,55 @@ int smuxfs_ofile_passthrough_fd(struct smuxfs_ofile *of)
 		fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	pthread_mutex_unlock(&of->lock);
 	return fd < 0 ? -1 : fd;
+}
+
+bool smuxfs_ofile_take_pt_reg(struct smuxfs_ofile *of,
+			      struct smuxfs_pt_reg *reg)
+{
+	bool ok;
+
+	pthread_mutex_lock(&of->lock);
+	ok = of->pt_reg.held && of->open_rc == 0 && of->late && of->w &&
+	     !of->deleted;
+	if (ok && !of->pt_reg_fresh) {
+		/* kept while the ofile stayed open: what the file is now */
+		struct stat st;
+		int fd = smux_writer_passthrough_fd(of->w);
+
+		ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		     !(st.st_mode & (S_ISUID | S_ISGID));
+	}
+	of->pt_reg_fresh = false;
+	if (ok) {
+		*reg = of->pt_reg;
+		of->pt_reg = (struct smuxfs_pt_reg){0};
+	}
+	pthread_mutex_unlock(&of->lock);
+	return ok;
+}
+
+void smuxfs_ofile_park_pt_reg(struct smuxfs *fs, struct smuxfs_ofile *of,
+			      struct smuxfs_pt_reg *reg)
+{
+	struct stat st;
+	int fd;
+
+	if (of && reg->held) {
+		pthread_mutex_lock(&of->lock);
+		/* kept only when it is the file the writer writes (the node
+		 * may have registered another writer's descriptor of it) */
+		fd = of->open_rc == 0 && of->late && of->w && !of->deleted &&
+				     !of->pt_reg.held
+			     ? smux_writer_passthrough_fd(of->w)
+			     : -1;
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == reg->dev &&
+		    st.st_ino == reg->ino) {
+			of->pt_reg = *reg;
+			*reg = (struct smuxfs_pt_reg){0};
+		}
+		pthread_mutex_unlock(&of->lock);
+	}
+	smuxfs_pt_reg_close(fs, reg);
 }
 
 void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
@@ -2035,6 +2097,8 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 	smuxfs_eventlog_close(fs, fh);
 	smuxfs_fnode_del(fs, fh);
 	smuxfs_pt_release(fs, fh);
+	if (fh->pt_reg.held) /* its node's: the writer's ofile keeps it */
+		smuxfs_ofile_park_pt_reg(fs, fh->of, &fh->pt_reg);
 	if (fh->tracked) {
 		pthread_mutex_lock(&fs->otable.lock);
 		if (fh->rprev)

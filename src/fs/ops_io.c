@@ -77,7 +77,12 @@ static void offer_passthrough(struct smuxfs *fs, struct smuxfs_fh *fh)
 {
 	if (!atomic_load(&fs->pt.on))
 		return;
-	fh->pt_fd = smuxfs_ofile_passthrough_fd(fh->of);
+	/* the file registered at an earlier open of its writer, or a
+	 * descriptor of it to register */
+	if (smuxfs_ofile_take_pt_reg(fh->of, &fh->pt_reg))
+		fh->pt_fd = -1;
+	else
+		fh->pt_fd = smuxfs_ofile_passthrough_fd(fh->of);
 	fh->pt_has_fd = fh->pt_fd >= 0;
 	fh->pt_late = smuxfs_ofile_late(fh->of);
 }

@@ -30,8 +30,9 @@
  * it (a reader too) gets the same backing. The counts are taken before
  * the reply reaches the kernel and dropped when the daemon releases the
  * handle (after the kernel let go of it), so they are never below the
- * kernel's. The backing id is closed with the node's last passthrough
- * handle.
+ * kernel's. The node lets go of the backing id with its last passthrough
+ * handle: the writer's ofile keeps it (struct smuxfs_pt_reg), so the
+ * next open of that writer needs no registering again.
  *
  * Not passthrough: files with set-id bits (a write through the backing
  * file is made with the daemon's credentials, which would not clear
@@ -185,6 +186,10 @@ static int32_t pt_backing_open(struct smuxfs *fs, int fd)
 	struct pt_backing_map map = {.fd = fd};
 	int id = ioctl(fs->pt.devfd, PT_IOC_BACKING_OPEN, &map);
 
+	if (id >= 0) {
+		atomic_fetch_add(&fs->pt.backings, 1);
+		atomic_fetch_add(&fs->pt.registered, 1);
+	}
 	if (id < 0 && !atomic_exchange(&fs->pt.warned, true))
 		smux_log(LOG_WARNING,
 			 "FUSE passthrough refused (%s): files are read and "
@@ -218,10 +223,22 @@ static bool pt_patch(const struct iovec *iov, int count, size_t off, int32_t id)
 			     true);
 }
 
+void smuxfs_pt_reg_close(struct smuxfs *fs, struct smuxfs_pt_reg *reg)
+{
+	if (reg->held) {
+		if (fs->pt.devfd >= 0)
+			(void)ioctl(fs->pt.devfd, PT_IOC_BACKING_CLOSE,
+				    &reg->id);
+		atomic_fetch_sub(&fs->pt.registered, 1);
+	}
+	*reg = (struct smuxfs_pt_reg){0};
+}
+
 void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 			  uint64_t nodeid, const struct iovec *iov, int count,
 			  size_t off)
 {
+	struct smuxfs_pt_reg reg = fh->pt_reg;
 	struct smuxfs_pt_node *n = NULL;
 	struct stat st;
 	bool use = false;
@@ -230,12 +247,14 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 	pthread_mutex_lock(&fs->pt.lock);
 	fd = fh->pt_has_fd ? fh->pt_fd : -1;
 	fh->pt_has_fd = false;
+	fh->pt_reg = (struct smuxfs_pt_reg){0};
 	if (atomic_load(&fs->pt.on) && !fh->pt_counted)
 		n = pt_node(fs, nodeid, true);
 	if (!n) {
 		pthread_mutex_unlock(&fs->pt.lock);
 		if (fd >= 0)
 			close(fd);
+		smuxfs_pt_reg_close(fs, &reg);
 		return;
 	}
 	if (n->pt) {
@@ -246,11 +265,20 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 		 * kernel fails that open (EIO) rather. A writer in place
 		 * that could not hand over its descriptor just now (a call
 		 * held it) writes the node's file anyway. */
-		if (fd >= 0)
+		if (reg.held)
+			use = reg.dev == n->dev && reg.ino == n->ino;
+		else if (fd >= 0)
 			use = fstat(fd, &st) == 0 && st.st_dev == n->dev &&
 			      st.st_ino == n->ino;
 		else
 			use = !fh->writable || fh->pt_late;
+	} else if (!n->cached && reg.held) {
+		/* the writer's file, registered at an earlier open */
+		n->backing_id = reg.id;
+		n->dev = reg.dev;
+		n->ino = reg.ino;
+		reg = (struct smuxfs_pt_reg){0};
+		use = true;
 	} else if (!n->cached && fd >= 0 && pt_fd_ok(fd, &st)) {
 		n->backing_id = pt_backing_open(fs, fd);
 		if (n->backing_id >= 0) {
@@ -268,12 +296,17 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 		n->cached++;
 	}
 	if (!n->pt && n->backing_id >= 0) { /* registered, patch failed */
-		(void)ioctl(fs->pt.devfd, PT_IOC_BACKING_CLOSE, &n->backing_id);
+		struct smuxfs_pt_reg failed = {.held = true,
+					       .id = n->backing_id};
+
+		smuxfs_pt_reg_close(fs, &failed);
 		n->backing_id = -1;
 	}
 	fh->pt_counted = true;
 	atomic_store(&fh->pt_on, use);
 	fh->pt_node = nodeid;
+	/* not needed (the node had one, or cannot pass through now) */
+	smuxfs_pt_reg_close(fs, &reg);
 	pthread_mutex_unlock(&fs->pt.lock);
 	if (fd >= 0)
 		close(fd);
@@ -289,6 +322,7 @@ void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh)
 		close(fh->pt_fd);
 		fh->pt_has_fd = false;
 	}
+	smuxfs_pt_reg_close(fs, &fh->pt_reg); /* the same */
 	if (!fh->pt_counted) {
 		pthread_mutex_unlock(&fs->pt.lock);
 		return;
@@ -297,8 +331,13 @@ void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh)
 	n = pt_node(fs, fh->pt_node, false);
 	if (n && on && n->pt && --n->pt == 0) {
 		/* the kernel let go of the node's last passthrough file
-		 * before sending its RELEASE */
-		(void)ioctl(fs->pt.devfd, PT_IOC_BACKING_CLOSE, &n->backing_id);
+		 * before sending its RELEASE: its registration goes back
+		 * with the handle, for the writer's ofile to keep
+		 * (smuxfs_fh_free) */
+		fh->pt_reg = (struct smuxfs_pt_reg){.held = true,
+						    .id = n->backing_id,
+						    .dev = n->dev,
+						    .ino = n->ino};
 		n->backing_id = -1;
 	} else if (n && !on && n->cached) {
 		n->cached--;

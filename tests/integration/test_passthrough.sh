@@ -5,8 +5,10 @@
 #
 # Counted from .smux/metrics (smux_fuse_requests_total{op="write"}), so
 # the test fails where the writes still reach the daemon:
-#   - 300 x `echo >> log`: no WRITE request, the content on the mount and
-#     in the backend directory, and the size `stat` shows, as written;
+#   - 300 x `echo >> log`: no WRITE request, the log registered with the
+#     kernel once, not per append (smux_fuse_passthrough_backings_total),
+#     the content on the mount and in the backend directory, and the size
+#     `stat` shows, as written;
 #   - a file written by dd (64 MiB, conv=fsync) and through mmap (python
 #     mmap of an open file): no WRITE request, identical in the backend;
 #   - fsync(2) after writes made by the kernel still syncs the file (the
@@ -20,7 +22,9 @@
 #   - a hard link read while the other name is written: sees the writes;
 #   - a file unlinked while open keeps taking writes through its
 #     descriptor; a set-uid file is not passed through (its writes reach
-#     the daemon, which clears set-id bits as the kernel would);
+#     the daemon, which clears set-id bits as the kernel would), nor is a
+#     log appended in a loop once it is made set-uid (through the mount or
+#     behind it); no file stays registered with the kernel once closed;
 #   - `passthrough = off`: every write reaches the daemon again;
 #   - a mirror of two file backends (no writer of it can hand over one
 #     file): passthrough is not asked for, and every write reaches the
@@ -44,10 +48,34 @@ writes() {
 }
 expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
 
+# backings: files registered with the kernel for passthrough so far
+backings() {
+	sed -n 's/^smux_fuse_passthrough_backings_total //p' "$M/.smux/metrics" |
+		grep . || echo 0
+}
+
 log "append loop"
 w0=$(writes)
+b0=$(backings)
 for i in $(seq 1 300); do echo "line $i" >>"$M/log"; done
 expect "WRITE requests of 300 appends" "$(($(writes) - w0))" 0
+# the writer kept between the appends keeps its file registered: a
+# registration per open would be a dup, fstat and two ioctls per append
+# (a loop that pauses past the time a writer is kept registers again)
+b=$(($(backings) - b0))
+log "300 appends: $b registrations of the log"
+[ "$b" -ge 1 ] && [ "$b" -le 30 ] ||
+	fail "300 appends registered the log $b times (1 to 30 wanted)"
+# and none stays registered (a registration holds its file open) once the
+# log is closed and its writer no longer kept
+registered() {
+	sed -n 's/^smux_fuse_passthrough_backings //p' "$M/.smux/metrics"
+}
+for i in $(seq 1 100); do
+	[ "$(registered)" = 0 ] && break
+	sleep 0.1
+done
+expect "files registered 10 s after the appends" "$(registered)" 0
 seq 1 300 | sed 's/^/line /' >"$T/want"
 cmp "$M/log" "$T/want" || fail "the log through the mount"
 cmp "$A/log" "$T/want" || fail "the log in the backend directory"
@@ -134,6 +162,28 @@ chmod 4755 "$M/suid"
 w0=$(writes)
 echo y >>"$M/suid"
 [ "$(($(writes) - w0))" -ge 1 ] || fail "a set-uid file was passed through"
+# a log appended in a loop (its writer kept with its file registered),
+# then made set-uid through the mount or behind it: its next append is
+# not passed through on the registration kept
+for how in mount backend; do
+	for i in $(seq 1 20); do echo "$i" >>"$M/suid-$how"; done
+	sleep 0.1 # the last close's release is in
+	if [ $how = mount ]; then
+		chmod 4755 "$M/suid-$how"
+	else
+		chmod 4755 "$A/suid-$how"
+	fi
+	w0=$(writes)
+	echo z >>"$M/suid-$how"
+	[ "$(($(writes) - w0))" -ge 1 ] ||
+		fail "a log made set-uid ($how) was passed through"
+done
+# nothing stays registered once every file is closed
+for i in $(seq 1 100); do
+	[ "$(registered)" = 0 ] && break
+	sleep 0.1
+done
+expect "files registered at the end" "$(registered)" 0
 
 unmount_smux "$M"
 

@@ -15,7 +15,11 @@
  *     closes them all and keeps no open one again; at most 32 are kept
  *     (the oldest closed); stop closes what is kept;
  *   - threads offering and taking their own keys while another drops all
- *     (run under TSan too): every writer is closed exactly once.
+ *     (run under TSan too): every writer is closed exactly once;
+ *   - a writer's passthrough registration (struct smuxfs_pt_reg) is kept
+ *     with it and comes back with it, and whatever drops the writer
+ *     (a take that does not want it, a spoiled file, drop_all, stop)
+ *     unregisters it, once (the FUSE device's ioctl, counted here).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,13 +33,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
 
 static atomic_int opened, closed;
+
+/* The FUSE device of test_registrations: passthrough.c's BACKING_CLOSE
+ * ioctls on it are counted per id instead of reaching a kernel. */
+#define FAKE_DEVFD 1000
+static atomic_int unregistered[16];
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (fd == FAKE_DEVFD) {
+		int32_t id = *(int32_t *)arg;
+
+		assert_true(id >= 0 && id < 16);
+		atomic_fetch_add(&unregistered[id], 1);
+		return 0;
+	}
+	return (int)syscall(SYS_ioctl, fd, req, arg);
+}
 
 struct fake_writer {
 	struct smux_writer base;
@@ -148,18 +177,18 @@ static void test_offer_take(void **state)
 	struct smux_writer *w = fake_open(f, "log", "log"), *t;
 	int wd, wd2;
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), NULL));
 	assert_int_equal(smuxfs_linger_count(&f->fs), 1);
-	assert_null(smuxfs_linger_take(&f->fs, "other", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "other", &wd, NULL));
 	assert_int_equal(wd, -1);
-	t = smuxfs_linger_take(&f->fs, "log", &wd);
+	t = smuxfs_linger_take(&f->fs, "log", &wd, NULL);
 	assert_ptr_equal(t, w);
 	assert_true(wd >= 0);
-	assert_null(smuxfs_linger_take(&f->fs, "log", &wd2));
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd2, NULL));
 	assert_int_equal(wd2, -1);
 	/* closed again: kept again on the watch it came back with; stop
 	 * closes it (teardown) */
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd, NULL));
 	assert_int_equal(smuxfs_linger_count(&f->fs), 1);
 	assert_int_equal(atomic_load(&closed), 0);
 }
@@ -173,8 +202,8 @@ static void test_round_trips(void **state)
 	int wd = watched(f, w);
 
 	for (int i = 0; i < 100; i++) {
-		assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd));
-		t = smuxfs_linger_take(&f->fs, "log", &wd);
+		assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd, NULL));
+		t = smuxfs_linger_take(&f->fs, "log", &wd, NULL);
 		assert_ptr_equal(t, w);
 		assert_true(wd >= 0);
 	}
@@ -189,9 +218,9 @@ static void check_spoiled(struct fixture *f, void (*spoil)(struct fixture *))
 	struct smux_writer *w = fake_open(f, "log", "log");
 	int wd, before = atomic_load(&closed);
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), NULL));
 	spoil(f);
-	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd, NULL));
 	wait_closed(before + 1);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
 }
@@ -243,9 +272,9 @@ static void check_spoiled_open(struct fixture *f,
 	int wd = watched(f, w), before = atomic_load(&closed);
 
 	spoil(f);
-	if (!smuxfs_linger_offer(&f->fs, "log", w, wd))
+	if (!smuxfs_linger_offer(&f->fs, "log", w, wd, NULL))
 		smux_writer_close(w);
-	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd, NULL));
 	wait_closed(before + 1);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
 }
@@ -269,22 +298,83 @@ static void test_spoiled_while_open(void **state)
 	struct smux_writer *w = fake_open(f, "log", "log"), *t;
 	int wd;
 
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
-	t = smuxfs_linger_take(&f->fs, "log", &wd);
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), NULL));
+	t = smuxfs_linger_take(&f->fs, "log", &wd, NULL);
 	assert_ptr_equal(t, w);
 	unlinked(f);
 	/* kept or refused (the queue is read by takes), never taken back:
 	 * closed here or by the take */
-	if (!smuxfs_linger_offer(&f->fs, "log", w, wd))
+	if (!smuxfs_linger_offer(&f->fs, "log", w, wd, NULL))
 		smux_writer_close(w);
-	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd, NULL));
 	wait_closed(1);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
 
 	/* of another key than its own: not kept */
 	w = fake_open(f, "a", "a");
-	assert_false(smuxfs_linger_offer(&f->fs, "b", w, watched(f, w)));
+	assert_false(smuxfs_linger_offer(&f->fs, "b", w, watched(f, w), NULL));
 	smux_writer_close(w);
+}
+
+static struct smuxfs_pt_reg reg_of(int32_t id)
+{
+	return (struct smuxfs_pt_reg){
+		.held = true, .id = id, .dev = 1, .ino = (ino_t)id};
+}
+
+static void test_registrations(void **state)
+{
+	struct fixture *f = *state;
+	struct smux_writer *w = fake_open(f, "log", "log"), *t;
+	struct smuxfs_pt_reg r = reg_of(5), back;
+	int wd;
+
+	atomic_store(&f->fs.pt.devfd, FAKE_DEVFD);
+	for (int i = 0; i < 16; i++)
+		atomic_store(&unregistered[i], 0);
+	/* kept with the writer (moved out of the caller's), given back */
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), &r));
+	assert_false(r.held);
+	t = smuxfs_linger_take(&f->fs, "log", &wd, &back);
+	assert_ptr_equal(t, w);
+	assert_true(back.held);
+	assert_int_equal(back.id, 5);
+	assert_int_equal(back.ino, 5);
+	assert_int_equal(atomic_load(&unregistered[5]), 0);
+	/* a take that does not want it unregisters it */
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, wd, &back));
+	t = smuxfs_linger_take(&f->fs, "log", &wd, NULL);
+	assert_ptr_equal(t, w);
+	assert_int_equal(atomic_load(&unregistered[5]), 1);
+	/* a refused offer leaves it to the caller */
+	r = reg_of(6);
+	assert_false(smuxfs_linger_offer(&f->fs, "other", w, wd, &r));
+	assert_true(r.held);
+	assert_int_equal(atomic_load(&unregistered[6]), 0);
+	smux_writer_close(w);
+	/* a writer dropped because its file went: unregistered with it */
+	w = fake_open(f, "log", "log");
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), &r));
+	unlinked(f);
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd, &back));
+	assert_false(back.held);
+	wait_closed(2);
+	assert_int_equal(atomic_load(&unregistered[6]), 1);
+	/* drop_all and stop */
+	w = fake_open(f, "log", "log");
+	r = reg_of(7);
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), &r));
+	smuxfs_linger_drop_all(&f->fs);
+	assert_int_equal(atomic_load(&unregistered[7]), 1);
+	w = fake_open(f, "log2", "log2");
+	r = reg_of(8);
+	assert_true(smuxfs_linger_offer(&f->fs, "log2", w, watched(f, w), &r));
+	smuxfs_linger_stop(&f->fs);
+	assert_int_equal(atomic_load(&unregistered[8]), 1);
+	assert_int_equal(smuxfs_linger_start(&f->fs), 0); /* for teardown */
+	/* each exactly once */
+	for (int i = 0; i < 16; i++)
+		assert_true(atomic_load(&unregistered[i]) <= 1);
 }
 
 static void test_expiry(void **state)
@@ -294,11 +384,11 @@ static void test_expiry(void **state)
 	int wd;
 
 	atomic_store(&smuxfs__linger_ns, 50LL * 1000 * 1000);
-	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w)));
+	assert_true(smuxfs_linger_offer(&f->fs, "log", w, watched(f, w), NULL));
 	/* closed by the module's thread, nobody asking */
 	wait_closed(1);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
-	assert_null(smuxfs_linger_take(&f->fs, "log", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "log", &wd, NULL));
 }
 
 static void test_drop_all_and_bound(void **state)
@@ -311,22 +401,24 @@ static void test_drop_all_and_bound(void **state)
 	/* one taken back and open while the others are dropped */
 	open_one = fake_open(f, "open", "open");
 	assert_true(smuxfs_linger_offer(&f->fs, "open", open_one,
-					watched(f, open_one)));
-	assert_ptr_equal(smuxfs_linger_take(&f->fs, "open", &wd), open_one);
+					watched(f, open_one), NULL));
+	assert_ptr_equal(smuxfs_linger_take(&f->fs, "open", &wd, NULL),
+			 open_one);
 	for (int i = 0; i < 40; i++) {
 		snprintf(key, sizeof(key), "f%d", i);
 		w = fake_open(f, key, key);
-		assert_true(smuxfs_linger_offer(&f->fs, key, w, watched(f, w)));
+		assert_true(smuxfs_linger_offer(&f->fs, key, w, watched(f, w),
+						NULL));
 	}
 	assert_int_equal(smuxfs_linger_count(&f->fs), 32);
 	assert_int_equal(atomic_load(&closed), 8);
 	/* the oldest went */
-	assert_null(smuxfs_linger_take(&f->fs, "f0", &wd));
+	assert_null(smuxfs_linger_take(&f->fs, "f0", &wd, NULL));
 	smuxfs_linger_drop_all(&f->fs);
 	assert_int_equal(smuxfs_linger_count(&f->fs), 0);
 	wait_closed(40);
 	/* the open one is not kept again after a drop_all */
-	assert_false(smuxfs_linger_offer(&f->fs, "open", open_one, wd));
+	assert_false(smuxfs_linger_offer(&f->fs, "open", open_one, wd, NULL));
 	smux_writer_close(open_one);
 }
 
@@ -336,8 +428,8 @@ static void test_stop_closes(void **state)
 	struct smux_writer *a = fake_open(f, "a", "a"),
 			   *b = fake_open(f, "b", "b");
 
-	assert_true(smuxfs_linger_offer(&f->fs, "a", a, watched(f, a)));
-	assert_true(smuxfs_linger_offer(&f->fs, "b", b, watched(f, b)));
+	assert_true(smuxfs_linger_offer(&f->fs, "a", a, watched(f, a), NULL));
+	assert_true(smuxfs_linger_offer(&f->fs, "b", b, watched(f, b), NULL));
 	/* teardown's stop closes both (opened == closed there) */
 }
 
@@ -357,13 +449,13 @@ static void *racer_main(void *arg)
 	w = fake_open(r->f, key, key);
 	wd = smuxfs_linger_watch(&r->f->fs, w);
 	for (int i = 0; i < 2000; i++) {
-		if (!smuxfs_linger_offer(&r->f->fs, key, w, wd)) {
+		if (!smuxfs_linger_offer(&r->f->fs, key, w, wd, NULL)) {
 			smux_writer_close(w);
 			w = fake_open(r->f, key, key);
 			wd = smuxfs_linger_watch(&r->f->fs, w);
 			continue;
 		}
-		w = smuxfs_linger_take(&r->f->fs, key, &wd);
+		w = smuxfs_linger_take(&r->f->fs, key, &wd, NULL);
 		if (!w) { /* dropped meanwhile: closed there */
 			w = fake_open(r->f, key, key);
 			wd = smuxfs_linger_watch(&r->f->fs, w);
@@ -414,6 +506,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_spoiled_while_open, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_registrations, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_drop_all_and_bound, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stop_closes, setup,
