@@ -545,6 +545,55 @@ static bool ofile_kept(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return true;
 }
 
+/*
+ * A create on a tree that stages (object stores) of a name the kernel
+ * holds absent, which may be a negative entry older than what another
+ * mount of the same bucket made since: unless the name was just found
+ * absent by a backend (the LOOKUP before this CREATE: absent.c's note;
+ * for O_EXCL also its directory's known names, dirnames.c, which that
+ * LOOKUP answered from), or the create empties it anyway (O_TRUNC), one
+ * head says what is there. A file there fails O_EXCL with EEXIST and is
+ * otherwise opened as open(2) opens an existing file: its content staged
+ * (an append lands after it), its mode and owner kept, *@flags without
+ * SMUXFS_OF_CREATE. Else the create starts empty (SMUXFS_OF_TRUNC).
+ * Caller holds of->lock.
+ */
+static int ofile_staged_create(struct smuxfs *fs, struct smuxfs_ofile *of,
+			       unsigned *flags)
+{
+	bool excl = *flags & SMUXFS_OF_EXCL;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	bool known;
+
+	known = smuxfs_absent_take(fs, of->key) ||
+		(excl && smuxfs_dirnames_absent(fs, of->key)) ||
+		(!excl && (*flags & SMUXFS_OF_TRUNC));
+	if (!known) {
+		smuxfs_ctx(&ctx);
+		if (smux_backend_head(fs->root, &ctx, of->key, &info, &err) ==
+		    0) {
+			if (excl)
+				return -EEXIST;
+			if (S_ISDIR(info.mode))
+				return -EISDIR;
+			of->created = false;
+			of->mode_chosen = false;
+			of->own = false;
+			of->unstored = false;
+			of->fresh = false;
+			*flags &= ~(unsigned)SMUXFS_OF_CREATE;
+			ofile_existing(of, *flags, &info);
+			return 0;
+		}
+		if (err.e.code != SMUX_E_KEY_NOT_FOUND)
+			return smuxfs_errno(&err, "head", of->key);
+	}
+	*flags |= SMUXFS_OF_TRUNC;
+	return 0;
+}
+
 static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		       unsigned flags, const struct smux_put_opts *co)
 {
@@ -579,9 +628,13 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		of->unstored = !of->inplace;
 		of->fresh = of->inplace;
 		/* in place, a create opens what is there (O_CREAT without
-		 * O_TRUNC keeps a file that appeared meanwhile) */
-		if (!of->inplace)
-			flags |= SMUXFS_OF_TRUNC;
+		 * O_TRUNC keeps a file that appeared meanwhile); staged, it
+		 * is looked for first */
+		if (!of->inplace) {
+			rc = ofile_staged_create(fs, of, &flags);
+			if (rc)
+				return rc;
+		}
 	} else if (!existing) {
 		rc = ofile_head(fs, of, flags);
 		if (rc)

@@ -106,6 +106,7 @@ tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swif
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
+tests+=("test_s3_late.sh")
 for k in single mirror; do tests+=("test_delq.sh $k"); done
 for k in s3 bunny; do tests+=("test_dirnames.sh $k"); done
 tests+=("test_dirnames_outage.sh")
