@@ -178,9 +178,9 @@ struct smuxfs_passthrough {
 				 once closed at the unmount) */
 	atomic_bool on;	      /* the kernel agreed at INIT */
 	atomic_bool warned;   /* a refused backing file was logged */
-	atomic_uint_least64_t opens; /* handles opened in passthrough */
+	atomic_uint_least64_t opens;	/* handles opened in passthrough */
 	atomic_uint_least64_t backings; /* backing files registered */
-	atomic_int registered; /* of them, not unregistered yet */
+	atomic_int registered;		/* of them, not unregistered yet */
 	struct smuxfs_pt_node *bucket[SMUXFS_PT_BUCKETS];
 };
 
@@ -990,6 +990,13 @@ int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
  */
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info);
+/* smuxfs_lookup of a file the caller has open as @of, whose attributes
+ * it just took (@a): they are not taken again when @of is still the
+ * open file of @key (a getattr of an open file asked the writer twice). */
+int smuxfs_lookup_open(struct smuxfs *fs, const char *key,
+		       struct smuxfs_ofile *of,
+		       const struct smuxfs_ofile_attr *a, bool *is_dir,
+		       struct smux_info *info);
 /*
  * Fills @st for a file or directory from backend info (or defaults):
  * permission bits as kept (0000 included; defaults 0755/0644 only when

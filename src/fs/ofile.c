@@ -1240,9 +1240,10 @@ void smuxfs_ofile_park_pt_reg(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (of && reg->held) {
 		pthread_mutex_lock(&of->lock);
 		/* kept only when it is the file the writer writes (the node
-		 * may have registered another writer's descriptor of it) */
+		 * may have registered another writer's descriptor of it),
+		 * and not for a create's writer, which is never kept */
 		fd = of->open_rc == 0 && of->late && of->w && !of->deleted &&
-				     !of->pt_reg.held
+				     !of->created && !of->pt_reg.held
 			     ? smux_writer_passthrough_fd(of->w)
 			     : -1;
 		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == reg->dev &&
@@ -1313,7 +1314,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 
 	pthread_mutex_lock(&of->lock);
 	rc = of->open_rc;
-	a->size = of->w ? smux_writer_size(of->w) : of->size;
+	a->size = of->size;
 	a->mode = of->mode;
 	a->mtime_ns = of->mtime_ns;
 	a->dirty = of->dirty;
@@ -1347,6 +1348,8 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 				a->has_owner = true;
 			}
 		}
+	} else if (of->w) { /* the stat gave the size already otherwise */
+		a->size = smux_writer_size(of->w);
 	}
 	pthread_mutex_unlock(&of->lock);
 	return rc;

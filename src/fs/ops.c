@@ -141,8 +141,12 @@ static uint64_t ofile_size(const struct smuxfs_ofile_attr *a,
 	return a->seen_ok && a->seen.size > a->size ? a->seen.size : a->size;
 }
 
-int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
-		  bool *is_dir, struct smux_info *info)
+/* smuxfs_lookup, with @known's attributes taken as @ka when @known is
+ * the open file of @key (NULL: none). */
+static int lookup(struct smuxfs *fs, const char *key, bool is_root,
+		  struct smuxfs_ofile *known,
+		  const struct smuxfs_ofile_attr *ka, bool *is_dir,
+		  struct smux_info *info)
 {
 	char dkey[SMUX_KEY_MAX + 2];
 	struct smuxfs_ofile_attr a = {0};
@@ -180,7 +184,12 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 	smuxfs_ctx(&ctx);
 	of = smuxfs_ofile_find(fs, key);
 	if (of) {
-		rc = smuxfs_ofile_attr(of, &a);
+		if (of == known) {
+			a = *ka;
+			rc = 0;
+		} else {
+			rc = smuxfs_ofile_attr(of, &a);
+		}
 		if (rc == 0) {
 			/* owner, atime, ctime from the object when it is
 			 * there (as it was at open while nothing changed it
@@ -287,6 +296,20 @@ int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		return -ENOENT;
 	}
 	return smuxfs_errno(&err, "head", dkey);
+}
+
+int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
+		  bool *is_dir, struct smux_info *info)
+{
+	return lookup(fs, key, is_root, NULL, NULL, is_dir, info);
+}
+
+int smuxfs_lookup_open(struct smuxfs *fs, const char *key,
+		       struct smuxfs_ofile *of,
+		       const struct smuxfs_ofile_attr *a, bool *is_dir,
+		       struct smux_info *info)
+{
+	return lookup(fs, key, false, of, a, is_dir, info);
 }
 
 void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,

@@ -69,7 +69,8 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	if (rc)
 		return rc;
 	if (a.deleted || !key ||
-	    smuxfs_lookup(fs, key, false, &is_dir, &info) != 0 || is_dir) {
+	    smuxfs_lookup_open(fs, key, of, &a, &is_dir, &info) != 0 ||
+	    is_dir) {
 		smux_info_clear(&info);
 		info.size = a.size;
 	} /* else the size smuxfs_lookup gives an open file */
