@@ -1180,6 +1180,14 @@ int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return rc;
 }
 
+/* Whether an owner, mode or mtime chosen for @of waits for its commit
+ * (a create's, when ofile_give_now_locked could not give them). Caller
+ * holds of->lock. */
+static bool ofile_given_later_locked(const struct smuxfs_ofile *of)
+{
+	return of->own || of->mode_chosen || of->mtime_set;
+}
+
 bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)
 {
 	bool noflush;
@@ -1188,7 +1196,7 @@ bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)
 	/* a create's mode and owner not given yet (ofile_give_now_locked
 	 * failed) wait for the commit at its close */
 	noflush = of->open_rc == 0 && of->late &&
-		  !(of->fresh && (of->own || of->mode_chosen || of->mtime_set));
+		  !(of->fresh && ofile_given_later_locked(of));
 	pthread_mutex_unlock(&of->lock);
 	return noflush;
 }
@@ -1531,7 +1539,7 @@ int smuxfs_ofile_setattr_now(struct smuxfs_ofile *of,
 
 	pthread_mutex_lock(&of->lock);
 	if (of->late && of->inplace && of->fresh && of->w && !of->deleted &&
-	    !of->open_rc && !(of->own || of->mode_chosen || of->mtime_set)) {
+	    !of->open_rc && !ofile_given_later_locked(of)) {
 		rc = ofile_setattr_fd_locked(of, a);
 		if (rc == 0)
 			rc = 1;

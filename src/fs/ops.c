@@ -601,9 +601,9 @@ static bool chown_kills(const struct stat *st)
 
 /* Clears them on what @path (or the open file of @fi) is, when it is a
  * regular file (a write, a truncation), or anything a chown clears them
- * of (@chown). */
+ * of (@chown), with the bits of @also (decided before the chown). */
 static int kill_priv_stat(const char *path, struct fuse_file_info *fi,
-			  bool chown)
+			  bool chown, mode_t also)
 {
 	struct stat st;
 	int rc = smuxfs_getattr(path, &st, fi);
@@ -613,7 +613,7 @@ static int kill_priv_stat(const char *path, struct fuse_file_info *fi,
 	    (!chown && !S_ISREG(st.st_mode)))
 		return rc;
 	/* once: the caller's groups are read from /proc */
-	kill = st.st_mode & kill_bits(st.st_mode, st.st_gid);
+	kill = st.st_mode & (kill_bits(st.st_mode, st.st_gid) | also);
 	return kill ? smuxfs_chmod(path, st.st_mode & 07777 & ~kill, fi) : 0;
 }
 
@@ -649,7 +649,7 @@ static int smuxfs_truncate_killpriv(const char *path, off_t size,
 
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked) || !asked)
 		return rc;
-	return kill_priv_stat(path, fi, false);
+	return kill_priv_stat(path, fi, false, 0);
 }
 
 /* Whether @path (or the file of @fi) is open for writing through the
@@ -710,14 +710,7 @@ static int smuxfs_chown_killpriv(const char *path, uid_t uid, gid_t gid,
 	rc = smuxfs_chown(path, uid, gid, fi);
 	if (rc || !smuxfs_fnode_killpriv(fs, &asked))
 		return rc;
-	if (drop_sgid && smuxfs_getattr(path, &st, fi) == 0 &&
-	    (st.st_mode & S_ISGID)) {
-		rc = smuxfs_chmod(path, st.st_mode & 07777 & ~(mode_t)S_ISGID,
-				  fi);
-		if (rc)
-			return rc;
-	}
-	return kill_priv_stat(path, fi, true);
+	return kill_priv_stat(path, fi, true, drop_sgid ? S_ISGID : 0);
 }
 
 static void *smuxfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
