@@ -13,22 +13,7 @@
 # The server's copy is read with a third, fresh mount.
 . "$(dirname "$0")/lib.sh"
 
-if [ -n "${SMUX_TEST_SERVERS:-}" ] && [ -s "$SMUX_TEST_SERVERS/s3rver/env" ]; then
-	S3D=$SMUX_TEST_SERVERS/s3rver
-	stop_s3() { :; }
-else
-	S3D=$T/s3rver
-	"$SMUX_REPO/tests/servers/s3rver.sh" start "$S3D" >/dev/null ||
-		fail "s3rver did not start"
-	stop_s3() { "$SMUX_REPO/tests/servers/s3rver.sh" stop "$S3D" >/dev/null 2>&1 || true; }
-fi
-EP=$(sed -n 's/^S3_ENDPOINT=//p' "$S3D/env")
-BUCKET=smux-it-$$-$RANDOM
-export S3T_ACCESS_KEY_ID=S3RVER S3T_SECRET_ACCESS_KEY=S3RVER
-AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
-	AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url "$EP" \
-	s3api create-bucket --bucket "$BUCKET" >/dev/null ||
-	fail "cannot make bucket $BUCKET"
+use_s3rver
 
 # s3_config FILE [MOUNT OPTION...]: one s3 backend on the bucket
 s3_config() {
@@ -37,9 +22,9 @@ s3_config() {
 	new_config "$f" s "$@"
 	cfg_raw "[backend s]
 type = s3
-endpoint = $EP
-bucket = $BUCKET
-credentials_env = S3T
+endpoint = $S3_EP
+bucket = $S3_BUCKET
+credentials_env = S3RV
 "
 }
 
@@ -86,5 +71,4 @@ log "creates of names made meanwhile act on the file there"
 unmount_smux "$C"
 unmount_smux "$A"
 unmount_smux "$B"
-stop_s3
 log "ok"
