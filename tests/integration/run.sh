@@ -132,9 +132,11 @@ tests+=("test_cdn_misconfig.sh")
 #
 # Both lanes run, among others: programs on mirror; the model on mirror,
 # failover and s3-mirror; the differential exerciser on mirror;
-# dbench on mirror; test_crash, test_rename_crash, test_sticky, test_ctl,
-# test_rcache, test_s3_faults, test_failover errors and hung; and the
-# basic test of each backend (test_s3, test_swift, test_http, test_bunny).
+# dbench on mirror; test_crash, test_s3_faults, test_failover errors and
+# hung; and the basic test of each backend (test_s3, test_swift,
+# test_http, test_bunny). test_rcache and test_rename_crash run in the
+# ASan lane only, test_sticky and test_ctl in the normal lane only
+# (session 29: each lane ran all four, 70-140 s in each).
 #
 # The ASan lane (SMUX_IT_LANE=asan) leaves to the normal lane the mode
 # variants that differ from one it runs only in mux mode or backend
@@ -148,7 +150,7 @@ tests+=("test_cdn_misconfig.sh")
 # lanes took 1431 s (normal) and 1721 s (asan) before these five moved,
 # the whole run 32 min.
 asan_lane_leaves="test_programs-cdn-shield test_stress-mirror
-test_posix_diff-file test_s3_late
+test_posix_diff-file test_s3_late test_sticky test_ctl
 test_programs-round-robin test_programs-weighted
 test_programs-failover test_programs-sticky-by-key test_programs-shield
 test_dbench-http test_dbench-bunny test_dbench-s3
@@ -169,7 +171,7 @@ test_failover-midrun-open"
 # configuration errors: a server's odd or hostile reply matters most under
 # ASan), test_cdn_faults, and the mirror variants of the local-semantics
 # tests.
-normal_lane_leaves="test_s3_attrstore test_swift_attrstore test_model-swift
+normal_lane_leaves="test_rcache test_rename_crash test_s3_attrstore test_swift_attrstore test_model-swift
 test_model-bunny test_s3_apps-s3 test_delq-single test_delq-mirror
 test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
 test_s3_stream_swift test_s3_requests test_swift_requests test_bunny_rename
