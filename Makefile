@@ -93,7 +93,7 @@ STORM_BIN := $(filter %/test_lose_nothing,$(UNIT_BINS))
 TEST_BINS := $(filter-out $(STORM_BIN),$(UNIT_BINS)) \
 	$(if $(CONF_SRCS),$(CONF_BIN)) $(STORM_BIN)
 
-.PHONY: bench-s3 bench-cdn check-s3 check-swift check-posix test-servers man deb deb-check rpm rpm-check soak install demo-stop bench all lib tests check test test-tsan test-integration asan tsan deps format lint clean demo bench-core bench-hints conformance-large check-passes test-run test-tsan-run test-integration-run
+.PHONY: bench-s3 bench-cdn check-s3 check-swift check-posix test-servers man deb deb-check rpm rpm-check soak install demo-stop bench all lib tests check test test-tsan test-tsan-build test-integration asan tsan deps format lint clean demo bench-core bench-hints conformance-large check-passes test-run test-tsan-run test-integration-run
 # Objects stay after a build (they were deleted as intermediates, and a
 # later make could decide to remake a binary from them).
 .SECONDARY:
@@ -243,8 +243,10 @@ TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
 	test_mux_rejoin_fence test_mux_shield_drain test_mux_zombie_handoff test_mux_departed test_mux_notes_restart \
 	test_lose_nothing test_attrstore test_s3 test_mux_fallocate test_mux_del_many
 
-test-tsan: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
+test-tsan: test-tsan-build
 	$(MAKE) --no-print-directory test-tsan-run
+
+test-tsan-build: $(addprefix $(OUT)/tests/,$(TSAN_TESTS))
 
 test-tsan-run:
 	@set -e; for t in $(TSAN_TESTS); do \
@@ -310,14 +312,14 @@ check-s3: deps
 
 # The S3 test servers (Swift, s3rver) start once for all the passes
 # (tests/servers/shared.sh), not once per test binary and pass.
-# Builds every variant first, then runs the unit lane (normal, asan, tsan)
-# and the two integration lanes (normal, asan) side by side
+# Builds the normal and ASan variants first (the unit lane builds the TSan
+# tests), then runs the unit lane (normal, asan, tsan) and the two
+# integration lanes (normal, asan) side by side
 # (scripts/check-lanes.sh says why), with the S3 test servers started once
 # for all of it.
 check: deps
 	$(MAKE) -j2 VARIANT=normal all
 	$(MAKE) -j2 VARIANT=asan all
-	$(MAKE) -j2 VARIANT=tsan $(addprefix build/tsan/tests/,$(TSAN_TESTS))
 	tests/servers/shared.sh run scripts/check-lanes.sh
 	$(MAKE) deb-check
 	$(MAKE) rpm-check
