@@ -79,11 +79,9 @@ struct pt_backing_map {
 /* One kernel node with open handles counted. */
 struct smuxfs_pt_node {
 	uint64_t nodeid;
-	unsigned cached; /* handles the kernel opened otherwise */
-	unsigned pt;	 /* handles in passthrough on backing_id */
-	int32_t backing_id;
-	dev_t dev; /* the backing file */
-	ino_t ino;
+	unsigned cached;	  /* handles the kernel opened otherwise */
+	unsigned pt;		  /* handles in passthrough on reg's id */
+	struct smuxfs_pt_reg reg; /* the backing file, held while pt */
 	struct smuxfs_pt_node *next;
 };
 
@@ -160,7 +158,6 @@ static struct smuxfs_pt_node *pt_node(struct smuxfs *fs, uint64_t nodeid,
 	if (!n)
 		return NULL;
 	n->nodeid = nodeid;
-	n->backing_id = -1;
 	n->next = *b;
 	*b = n;
 	return n;
@@ -266,42 +263,38 @@ void smuxfs_pt_open_reply(struct smuxfs *fs, struct smuxfs_fh *fh,
 		 * that could not hand over its descriptor just now (a call
 		 * held it) writes the node's file anyway. */
 		if (reg.held)
-			use = reg.dev == n->dev && reg.ino == n->ino;
+			use = reg.dev == n->reg.dev && reg.ino == n->reg.ino;
 		else if (fd >= 0)
-			use = fstat(fd, &st) == 0 && st.st_dev == n->dev &&
-			      st.st_ino == n->ino;
+			use = fstat(fd, &st) == 0 && st.st_dev == n->reg.dev &&
+			      st.st_ino == n->reg.ino;
 		else
 			use = !fh->writable || fh->pt_late;
 	} else if (!n->cached && reg.held) {
 		/* the writer's file, registered at an earlier open */
-		n->backing_id = reg.id;
-		n->dev = reg.dev;
-		n->ino = reg.ino;
+		n->reg = reg;
 		reg = (struct smuxfs_pt_reg){0};
 		use = true;
 	} else if (!n->cached && fd >= 0 && pt_fd_ok(fd, &st)) {
-		n->backing_id = pt_backing_open(fs, fd);
-		if (n->backing_id >= 0) {
-			n->dev = st.st_dev;
-			n->ino = st.st_ino;
+		int32_t id = pt_backing_open(fs, fd);
+
+		if (id >= 0) {
+			n->reg = (struct smuxfs_pt_reg){.held = true,
+							.id = id,
+							.dev = st.st_dev,
+							.ino = st.st_ino};
 			use = true;
 		}
 	}
 	if (use)
-		use = pt_patch(iov, count, off, n->backing_id);
+		use = pt_patch(iov, count, off, n->reg.id);
 	if (use) {
 		n->pt++;
 		atomic_fetch_add(&fs->pt.opens, 1);
 	} else {
 		n->cached++;
 	}
-	if (!n->pt && n->backing_id >= 0) { /* registered, patch failed */
-		struct smuxfs_pt_reg failed = {.held = true,
-					       .id = n->backing_id};
-
-		smuxfs_pt_reg_close(fs, &failed);
-		n->backing_id = -1;
-	}
+	if (!n->pt) /* registered, patch failed */
+		smuxfs_pt_reg_close(fs, &n->reg);
 	fh->pt_counted = true;
 	atomic_store(&fh->pt_on, use);
 	fh->pt_node = nodeid;
@@ -334,11 +327,8 @@ void smuxfs_pt_release(struct smuxfs *fs, struct smuxfs_fh *fh)
 		 * before sending its RELEASE: its registration goes back
 		 * with the handle, for the writer's ofile to keep
 		 * (smuxfs_fh_free) */
-		fh->pt_reg = (struct smuxfs_pt_reg){.held = true,
-						    .id = n->backing_id,
-						    .dev = n->dev,
-						    .ino = n->ino};
-		n->backing_id = -1;
+		fh->pt_reg = n->reg;
+		n->reg = (struct smuxfs_pt_reg){0};
 	} else if (n && !on && n->cached) {
 		n->cached--;
 	}
