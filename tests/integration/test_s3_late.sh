@@ -9,7 +9,8 @@
 #   - O_CREAT without O_TRUNC (`dd conv=notrunc`): writes over the start
 #     of the content, the rest kept;
 #   - O_CREAT|O_EXCL (`set -C; echo > excl`): EEXIST, the object kept;
-#   - O_CREAT|O_TRUNC (`echo > trunc`): replaces it, as on a local disk.
+#   - O_CREAT|O_TRUNC (`echo > trunc`): replaces its content, as on a
+#     local disk, and keeps its mode (the other mount made it 0600).
 # The server's copy is read with a third, fresh mount.
 . "$(dirname "$0")/lib.sh"
 
@@ -47,6 +48,7 @@ echo other >"$A/other"
 for n in late notrunc excl trunc; do
 	printf 'orig-%s\n' "$n" >"$B/d/$n"
 done
+chmod 600 "$B/d/trunc"
 
 echo z >>"$A/d/late" || fail "echo >> late through A"
 printf 'ab' | dd of="$A/d/notrunc" conv=notrunc status=none ||
@@ -66,6 +68,7 @@ expect "notrunc (written over its start)" "$(cat "$C/d/notrunc")" \
 	"ab$(printf 'ig-notrunc')"
 expect "excl (kept)" "$(cat "$C/d/excl")" "orig-excl"
 expect "trunc (replaced)" "$(cat "$C/d/trunc")" "new"
+expect "trunc's mode (kept)" "$(stat -c %a "$C/d/trunc")" 600
 log "creates of names made meanwhile act on the file there"
 
 unmount_smux "$C"
