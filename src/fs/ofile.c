@@ -550,13 +550,14 @@ static bool ofile_kept(struct smuxfs *fs, struct smuxfs_ofile *of,
  * holds absent, which may be a negative entry older than what another
  * mount of the same bucket made since: unless the name was just found
  * absent by a backend (the LOOKUP before this CREATE: absent.c's note;
- * for O_EXCL also its directory's known names, dirnames.c, which that
- * LOOKUP answered from), or the create empties it anyway (O_TRUNC), one
- * head says what is there. A file there fails O_EXCL with EEXIST and is
- * otherwise opened as open(2) opens an existing file: its content staged
- * (an append lands after it), its mode and owner kept, *@flags without
- * SMUXFS_OF_CREATE. Else the create starts empty (SMUXFS_OF_TRUNC).
- * Caller holds of->lock.
+ * for O_EXCL and O_TRUNC also its directory's known names, dirnames.c,
+ * which that LOOKUP answered from: a name made since the listing costs
+ * those two an EEXIST or the file's mode and owner, never its content),
+ * one head says what is there. A file there fails O_EXCL with EEXIST and
+ * is otherwise opened as open(2) opens an existing file: its mode and
+ * owner kept, its content staged (an append lands after it) or emptied
+ * (O_TRUNC), *@flags without SMUXFS_OF_CREATE. Else the create starts
+ * empty (SMUXFS_OF_TRUNC). Caller holds of->lock.
  */
 static int ofile_staged_create(struct smuxfs *fs, struct smuxfs_ofile *of,
 			       unsigned *flags)
@@ -568,8 +569,8 @@ static int ofile_staged_create(struct smuxfs *fs, struct smuxfs_ofile *of,
 	bool known;
 
 	known = smuxfs_absent_take(fs, of->key) ||
-		(excl && smuxfs_dirnames_absent(fs, of->key)) ||
-		(!excl && (*flags & SMUXFS_OF_TRUNC));
+		((excl || (*flags & SMUXFS_OF_TRUNC)) &&
+		 smuxfs_dirnames_absent(fs, of->key));
 	if (!known) {
 		smuxfs_ctx(&ctx);
 		if (smux_backend_head(fs->root, &ctx, of->key, &info, &err) ==
