@@ -551,9 +551,10 @@ static bool ofile_kept(struct smuxfs *fs, struct smuxfs_ofile *of,
  * mount of the same bucket made since: unless the name was just found
  * absent by a backend (the LOOKUP before this CREATE: absent.c's note;
  * for O_EXCL and O_TRUNC also its directory's known names, dirnames.c,
- * which that LOOKUP answered from: a name made since the listing costs
- * those two an EEXIST or the file's mode and owner, never its content),
- * one head says what is there. A file there fails O_EXCL with EEXIST and
+ * which that LOOKUP answered from: a name another client made since the
+ * listing is taken as absent here as that LOOKUP took it, for at most
+ * dir_cache_timeout; O_TRUNC loses nothing to it but the file's mode and
+ * owner), one head says what is there. A file there fails O_EXCL with EEXIST and
  * is otherwise opened as open(2) opens an existing file: its mode and
  * owner kept, its content staged (an append lands after it) or emptied
  * (O_TRUNC), *@flags without SMUXFS_OF_CREATE. Else the create starts
