@@ -116,21 +116,27 @@ void conf_test_writer_reopen(void **state)
 	struct smux_writer *w;
 	struct smux_error err;
 	struct smux_info info;
+	bool copies;
 
 	CONF_PUT(env, "w/obj", "0123456789", 10, NULL);
-	/* Without TRUNC the writer starts as a copy of the object. */
+	/* Without TRUNC the writer starts as a copy of the object (a kind
+	 * whose writers only start empty, s3's, runs the rest). */
 	w = conf_writer_open(env, "w/obj", 0);
-	if (!w)
-		return;
-	conf_pending(w, "0123456789", 10);
-	CONF_OK(smux_writer_pwrite(w, &env->ctx, "A", 1, 9, &err), &err);
-	CONF_OK(smux_writer_commit(w, &env->ctx, NULL, NULL, &err), &err);
-	smux_writer_close(w);
-	CONF_EXPECT(env, "w/obj", "012345678A", 10);
+	copies = w != NULL;
+	if (w) {
+		conf_pending(w, "0123456789", 10);
+		CONF_OK(smux_writer_pwrite(w, &env->ctx, "A", 1, 9, &err),
+			&err);
+		CONF_OK(smux_writer_commit(w, &env->ctx, NULL, NULL, &err),
+			&err);
+		smux_writer_close(w);
+		CONF_EXPECT(env, "w/obj", "012345678A", 10);
+	}
 
 	/* A put between open and commit is replaced by the commit. */
 	w = conf_writer_open(env, "w/obj", SMUX_WRITER_TRUNC);
-	assert_non_null(w);
+	if (!w)
+		return; /* no writer at all */
 	assert_int_equal(smux_writer_size(w), 0);
 	CONF_PUT(env, "w/obj", "concurrent", 10, NULL);
 	CONF_EXPECT(env, "w/obj", "concurrent", 10);
@@ -155,7 +161,8 @@ void conf_test_writer_reopen(void **state)
 	free(big);
 
 	/* Opening (and dropping) a writer on a new key creates nothing. */
-	w = conf_writer_open(env, "w/new/never", 0);
+	w = conf_writer_open(env, "w/new/never",
+			     copies ? 0 : SMUX_WRITER_TRUNC);
 	assert_non_null(w);
 	CONF_OK(smux_writer_pwrite(w, &env->ctx, "x", 1, 0, &err), &err);
 	smux_writer_close(w);

@@ -130,13 +130,13 @@ tests+=("test_cdn_misconfig.sh")
 # tests to the other, and every test runs in one lane at least; `make
 # test-integration [VARIANT=asan]` runs all of them on one build.
 #
-# Both lanes run, among others: programs on mirror; the model on mirror,
-# failover and s3-mirror; the differential exerciser on mirror;
-# dbench on mirror; test_crash, test_s3_faults, test_failover errors and
-# hung; and the basic test of each backend (test_s3, test_swift,
-# test_http, test_bunny). test_rcache and test_rename_crash run in the
-# ASan lane only, test_sticky and test_ctl in the normal lane only
-# (session 29: each lane ran all four, 70-140 s in each).
+# Both lanes run, among others: programs on mirror; the model on mirror
+# and failover; the differential exerciser on mirror; dbench on mirror;
+# test_crash, test_s3_faults-hung, test_passthrough, test_linger; and the
+# basic test of each backend (test_s3, test_swift, test_http,
+# test_bunny). One lane only: the model on s3-mirror, test_rcache and
+# test_rename_crash (ASan); test_sticky, test_ctl, test_s3_faults-stop,
+# test_failover errors and hung (normal).
 #
 # The ASan lane (SMUX_IT_LANE=asan) leaves to the normal lane the mode
 # variants that differ from one it runs only in mux mode or backend
@@ -146,16 +146,13 @@ tests+=("test_cdn_misconfig.sh")
 # daemon code and more) it runs. It also leaves the programs on the
 # Swift and Bunny shield (the longest test; swift and bunny under ASan:
 # test_swift, test_bunny, test_cdn_faults, the model on both) and
-# test_s3_late. Measured session 29 (a local .ci/run, 2 cores): the
-# lanes took 1431 s (normal) and 1721 s (asan) before these five moved,
-# the whole run 32 min. Session 30: CI took 1724 s of its 1800 with the
-# lanes at 1517 s and 1580 s; the ASan lane also leaves the failover
-# tests whose mirror variants it runs (errors, hung: the abandoned calls
-# of test_failover-mirror-hung) and test_s3_faults-stop, whose hung
-# variant it runs (a refused connection frees what a hung one does): a
-# local .ci/run took 28.4 min, the lanes 1478 s (normal) and 1539 s
-# (ASan). So test_delq-mirror (32 s) moved to the normal lane too
-# (test_delq-single stays in this one: the queue's code is the same).
+# test_s3_late; the failover tests whose mirror variants it runs
+# (errors, hung: the abandoned calls of test_failover-mirror-hung),
+# test_s3_faults-stop (its hung variant stays: a refused connection frees
+# what a hung one does) and test_delq-mirror (test_delq-single stays).
+# Measured with a local .ci/run (2 cores): session 29, lanes 1431 s
+# (normal) and 1721 s (ASan), 32 min; session 30 after these moves,
+# 1384 s and 1414 s, 25.9 min (CI allows 30).
 asan_lane_leaves="test_programs-cdn-shield test_stress-mirror
 test_failover-errors test_failover-hung test_s3_faults-stop test_delq-mirror
 test_posix_diff-file test_s3_late test_sticky test_ctl
