@@ -564,39 +564,74 @@ static void test_damaged_file(void **state)
 	assert_int_equal(usage(e).files, 1);
 }
 
-static void test_discard_at_start(void **state)
+/* Creates @name in @dir with @data. */
+static void put_file(const char *dir, const char *name, const char *data)
 {
-	struct env *e = *state;
-	char path[PATH_MAX + 32];
+	char path[PATH_MAX + 300];
 	int fd;
 
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX + 300];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * What an earlier run cached is deleted at start, whether the cache is on
+ * or off; what is not named as the cache names its files (a directory
+ * the operator shares with something else, or that held a user's files)
+ * is left where it is.
+ */
+static void test_discard_at_start(void **state)
+{
+	static const char own1[] = "0123456789abcdef0123456789abcdef"
+				   "0123456789abcdef0123456789abcdef"
+				   "-0000000000000001";
+	static const char own2[] = "fedcba9876543210fedcba9876543210"
+				   "fedcba9876543210fedcba9876543210"
+				   "-00000000000000ff";
+	struct env *e = *state;
+	char path[PATH_MAX + 32], etag[SMUX_ETAG_MAX];
+
+	put_obj(e, "k", 1, 6000, etag);
 	assert_int_equal(mkdir(e->dir, 0700), 0);
-	snprintf(path, sizeof(path), "%s/left-over", e->dir);
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, "stale", 5), 5);
-	close(fd);
-	snprintf(path, sizeof(path), "%s/half.tmp", e->dir);
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	close(fd);
-	snprintf(path, sizeof(path), "%s/empty-dir", e->dir);
+	put_file(e->dir, own1, "stale");
+	put_file(e->dir, "precious", "a user's file");
+	put_file(e->dir, "0123-0000000000000001", "short hash");
+	snprintf(path, sizeof(path), "%s/sub", e->dir);
 	assert_int_equal(mkdir(path, 0700), 0);
 	open_cache(e, 64 * KB);
-	assert_int_equal(usage(e).files, 0);
+	assert_false(exists_in(e->dir, own1));
+	assert_true(exists_in(e->dir, "precious"));
+	assert_true(exists_in(e->dir, "0123-0000000000000001"));
+	assert_true(exists_in(e->dir, "sub"));
+	/* the cache works beside them */
+	assert_int_equal(read_check(e, "k", etag, 1, 6000, 10, 100), 100);
+	assert_int_equal(usage(e).files, 4); /* its own file beside them */
 
 	/* and when the cache is off */
-	snprintf(path, sizeof(path), "%s/again", e->dir);
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	close(fd);
 	smuxfs_rcache_free(e->rc);
 	e->rc = NULL;
-	fd = open(path, O_CREAT | O_WRONLY, 0600);
-	assert_true(fd >= 0);
-	close(fd);
+	put_file(e->dir, own2, "stale");
 	assert_int_equal(smuxfs_rcache_discard(e->dir), 0);
-	assert_int_equal(rmdir(e->dir), 0);		    /* it was empty */
+	assert_false(exists_in(e->dir, own2));
+	assert_true(exists_in(e->dir, "precious"));
+	assert_int_equal(rmdir(path), 0);
+	snprintf(path, sizeof(path), "%s/precious", e->dir);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/0123-0000000000000001", e->dir);
+	assert_int_equal(unlink(path), 0);
+	/* nothing else was left: every cache file of the first run went */
+	assert_int_equal(rmdir(e->dir), 0);
 	assert_int_equal(smuxfs_rcache_discard(e->dir), 0); /* missing */
 	open_cache(e, 64 * KB);				    /* re-created */
 	assert_int_equal(usage(e).files, 0);
