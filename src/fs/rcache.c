@@ -22,6 +22,7 @@
  * held across a backend call, a file read or write, or an unlink (dropped
  * entries are reaped after unlocking).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -338,10 +339,30 @@ static long file_read(struct smuxfs_rcache *rc, const struct rentry *e,
 	return n;
 }
 
-/* Deletes every entry of the directory @dirfd (not closed). */
+/* True for a name the cache gives its files: "HASH-GEN" (entry_new). */
+static bool own_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n != RC_HASH_HEX + 1 + 16 || name[RC_HASH_HEX] != '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (i != RC_HASH_HEX && !isdigit((unsigned char)name[i]) &&
+		    !(name[i] >= 'a' && name[i] <= 'f'))
+			return false;
+	return true;
+}
+
+/*
+ * Deletes the cache files of an earlier run from the directory @dirfd
+ * (not closed). Anything else is left as it is (logged): the cache
+ * never made it, so it may be someone's (a cache_dir shared with
+ * something else).
+ */
 static int clear_dir(int dirfd)
 {
 	struct dirent *d;
+	unsigned foreign = 0;
 	DIR *dir;
 	int fd = dup(dirfd);
 
@@ -356,13 +377,19 @@ static int clear_dir(int dirfd)
 	while ((d = readdir(dir))) {
 		if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
 			continue;
-		if (unlinkat(dirfd, d->d_name, 0) < 0 &&
-		    unlinkat(dirfd, d->d_name, AT_REMOVEDIR) < 0)
+		if (!own_name(d->d_name))
+			foreign++;
+		else if (unlinkat(dirfd, d->d_name, 0) < 0)
 			smux_log(LOG_WARNING,
 				 "read cache: cannot delete %s: %s", d->d_name,
 				 strerror(errno));
 	}
 	closedir(dir);
+	if (foreign)
+		smux_log(LOG_WARNING,
+			 "read cache: %u entr%s in the cache directory not "
+			 "made by the cache, left as they are",
+			 foreign, foreign == 1 ? "y" : "ies");
 	return 0;
 }
 
