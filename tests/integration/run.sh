@@ -115,7 +115,7 @@ tests+=("test_s3_stream.sh" "test_s3_stream_swift.sh")
 for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 # slower runs, not in `make check` (SMUX_IT_SLOW=1: make check-s3-faults)
 if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi
-tests+=("test_reload.sh" "test_ctl_users.sh")
+tests+=("test_reload.sh" "test_ctl_users.sh" "test_config_dirs.sh")
 tests+=("test_bunny.sh" "test_bunny_rename.sh" "test_cdn_faults.sh")
 # the integration programs on a shield of file + swift (identity v2.0) +
 # bunny
