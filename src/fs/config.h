@@ -171,6 +171,31 @@ int smux_config_build_member(struct smux_config *cfg, const char *name,
 			     struct smux_mux_member *out, char *errbuf,
 			     size_t errlen);
 
+/* What `add` adds to a running tree (smux_config_check_dirs). */
+struct smux_config_added {
+	const char *name; /* the section added */
+	bool replicated;  /* its mux writes every member (mirror, shield) */
+	/* whether a section of that name is in the running tree */
+	bool (*running)(const char *name, void *arg);
+	void *arg;
+};
+
+/*
+ * Refuses local directories of one mount that overlap (config_dirs.c):
+ * two file backends on one directory that one write reaches both of (a
+ * mirror or shield above them), a file backend inside another, cache_dir
+ * or state_dir inside a file backend or one inside them, a file backend
+ * holding the mount point or under it, cache_dir or state_dir under the
+ * mount point. @mountpoint may be NULL (not compared). With @added NULL
+ * every directory of @cfg's tree is compared; with @added the file
+ * backends of that section only, against those of the running tree's
+ * sections and the daemon's directories. 0, or -EINVAL (-ENOMEM) with
+ * @errbuf naming both keys, the line and the directories.
+ */
+int smux_config_check_dirs(const struct smux_config *cfg,
+			   const struct smux_config_added *added,
+			   const char *mountpoint, char *errbuf, size_t errlen);
+
 /*
  * Gives @dst the mount options of @src (deep copy): a file loaded again at
  * run time gets what the mount runs with, -o options included

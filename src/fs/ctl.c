@@ -335,6 +335,27 @@ static unsigned count_muxes(struct smux_backend *b)
 	return n;
 }
 
+/* Whether a member named @name is in the running tree (@arg: the fs). */
+static bool in_tree(const char *name, void *arg)
+{
+	struct smuxfs *fs = arg;
+	struct smux_backend *b = smuxfs_tree_backend(fs->root, name);
+
+	smux_backend_unref(b);
+	return b != NULL;
+}
+
+/* True when the mux @m writes every member (mirror, shield). */
+static bool replicates(struct smux_backend *m)
+{
+	struct smux_mux_stats *st = smux_mux_stats(m);
+	bool r = !st || st->mode == SMUX_MODE_MIRROR ||
+		 st->mode == SMUX_MODE_SHIELD; /* unknown: as if it did */
+
+	smux_mux_stats_free(st);
+	return r;
+}
+
 /* add NAME [to MUX]: builds the config file's section NAME (read again,
  * so a section written after the mount works) and makes it a member of
  * MUX, or of the root when the tree has one mux. */
@@ -380,6 +401,16 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	if (!rc && smux_config_copy_opts(cfg, fs->cfg)) {
 		snprintf(errbuf, sizeof(errbuf), "out of memory");
 		rc = -ENOMEM;
+	}
+	/* its directories must not overlap the running ones' */
+	if (!rc) {
+		struct smux_config_added a = {.name = name,
+					      .replicated = replicates(target),
+					      .running = in_tree,
+					      .arg = fs};
+
+		rc = smux_config_check_dirs(cfg, &a, NULL, errbuf,
+					    sizeof(errbuf));
 	}
 	if (!rc)
 		rc = smux_config_build_member(cfg, name, fs->events,

@@ -425,6 +425,12 @@ static int start(struct daemon *d, struct status_msg *sm)
 	fs->prefix = d->prefix;
 	fs->prefix_len = strlen(d->prefix);
 
+	/* before anything is made or emptied in them (config_dirs.c) */
+	errbuf[0] = '\0';
+	if (smux_config_check_dirs(d->cfg, NULL, d->cli.mountpoint, errbuf,
+				   sizeof(errbuf)))
+		FAIL(EXIT_USAGE, "%s", errbuf);
+
 	const char *cache =
 		o->cache_dir ? o->cache_dir : SMUX_FS_DEFAULT_CACHE_DIR;
 	if (snprintf(staging, sizeof(staging), "%s/staging", cache) >=
@@ -663,6 +669,11 @@ static int check_config(const char *path)
 	errbuf[0] = '\0';
 	if (smux_config_load(path, &cfg, errbuf, sizeof(errbuf))) {
 		fprintf(stderr, "smuxfs: %s\n", errbuf);
+		return EXIT_USAGE;
+	}
+	if (smux_config_check_dirs(cfg, NULL, NULL, errbuf, sizeof(errbuf))) {
+		fprintf(stderr, "smuxfs: %s\n", errbuf);
+		smux_config_free(cfg);
 		return EXIT_USAGE;
 	}
 	text = smux_config_describe(cfg);

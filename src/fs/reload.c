@@ -477,6 +477,10 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 			    nc->root->name, fs->root->name);
 	else
 		rc = check_unchangeable(fs, oc, nc, p);
+	/* the mount point is not compared at run time: opening a path
+	 * under it would come back to this daemon */
+	if (!rc)
+		rc = smux_config_check_dirs(nc, NULL, NULL, why, cap);
 	if (!rc && nc->root->kind == SMUX__CFG_MUX)
 		rc = plan_mux(fs, nc, fs->root, p);
 	else if (!rc && oc->root->kind == SMUX__CFG_MUX)
