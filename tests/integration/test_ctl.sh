@@ -118,6 +118,12 @@ fi
 	fail "a refused command changed the tree"
 grep -q '"topic":"smuxfs.ctl","command":"drain nosuch","result":"failed".*"reason":"no member named' \
 	"$M/.smux/events" || fail "no smuxfs.ctl event gives the reason of a refused command"
+# a line of bytes that are not UTF-8, or of control characters, is in the
+# events too, those bytes shown as '?' (JSON strings are UTF-8; a terminal
+# reading the log takes no escape sequence from it)
+(printf 'drain \377x\033[2J\n' >"$CTL") 2>/dev/null && fail "drain of a name not in the tree was accepted"
+grep -q '"command":"drain ?x?\[2J","result":"failed".*"reason":"no member named \\"?x?\[2J\\"' "$M/.smux/events" ||
+	fail "a refused command of bytes that are not UTF-8 is not in the events: $(tail -n 2 "$M/.smux/events")"
 
 log "--- smuxctl"
 SMUXCTL=${SMUXCTL:-$(dirname "$SMUXFS")/smuxctl}
