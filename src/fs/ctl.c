@@ -494,11 +494,39 @@ static int run_line(struct smuxfs *fs, char *line, struct ctl_cmd *c)
 	return fail(c, -EINVAL, "unknown command \"%s\"", verb);
 }
 
-/* The command's outcome in the log and in .smux/events. */
-static void report(struct smuxfs *fs, const char *line, int rc, const char *why)
+/*
+ * @s as it is shown in the log and in .smux/events: control characters
+ * become '?' (no escape sequence reaches a terminal reading the log) and,
+ * when @s is not UTF-8 (which JSON strings must be, or jansson drops the
+ * event), so does every byte above 0x7f.
+ */
+static void printable(char *s)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s}", "topic", "smuxfs.ctl",
-			      "command", line, "result", rc ? "failed" : "ok");
+	json_t *probe;
+
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	probe = json_string(s);
+	if (probe) {
+		json_decref(probe);
+		return;
+	}
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+}
+
+/* The command's outcome in the log and in .smux/events (@line and @why
+ * made printable here). */
+static void report(struct smuxfs *fs, char *line, int rc, char *why)
+{
+	json_t *j;
+
+	printable(line);
+	printable(why);
+	j = json_pack("{s:s, s:s, s:s}", "topic", "smuxfs.ctl", "command", line,
+		      "result", rc ? "failed" : "ok");
 
 	if (j && rc) {
 		json_object_set_new(j, "errno", json_string(strerror(-rc)));
@@ -522,15 +550,20 @@ long smuxfs_ctl_write(struct smuxfs *fs, const char *buf, size_t size)
 		int rc;
 
 		if (len >= sizeof(line)) {
-			report(fs, "(a line too long)", -EINVAL,
-			       "a command line is at most 1023 bytes");
+			char what[] = "(a line too long)";
+			char why[] = "a command line is at most 1023 bytes";
+
+			report(fs, what, -EINVAL, why);
 			return -EINVAL;
 		}
 		memcpy(line, buf + pos, len);
 		line[len] = '\0';
 		pos += len + (nl ? 1 : 0);
 		if (memchr(line, '\0', len)) {
-			report(fs, "(binary)", -EINVAL, "a NUL byte in a line");
+			char what[] = "(binary)",
+			     why[] = "a NUL byte in a line";
+
+			report(fs, what, -EINVAL, why);
 			return -EINVAL;
 		}
 		memcpy(shown, line, len + 1);
