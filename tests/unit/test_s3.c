@@ -292,38 +292,22 @@ static void write_file(const char *path, const char *text)
 	close(fd);
 }
 
-/*
- * The journal of uploads in flight: what a killed run left there (an
- * upload the server still holds) is aborted in the background by the next
- * backend opened on it, and its record removed; a record that does not
- * parse is left alone.
- */
-static void test_orphans_aborted(void **state)
+/* Starts an upload of @key on the scripted server, as a run would that
+ * is then killed, and writes its record into @jdir as that run did; the
+ * record's path in @rec. */
+static void orphan_record(const char *jdir, const char *key, char *rec,
+			  size_t reclen)
 {
-	char url[128], body[512] = "", id[64], jdir[PATH_MAX];
-	char rec[PATH_MAX + 80], bad[PATH_MAX + 80], text[160];
+	char url[128], body[512] = "", id[64], text[160];
 	unsigned char md[EVP_MAX_MD_SIZE];
-	struct smux_s3_opts o = {
-		.endpoint = endpoint,
-		.bucket = "mpu",
-		.path_style = true,
-		.access_key = ACCESS,
-		.secret_key = SECRET,
-		.max_attempts = 1,
-		.upload_journal = jdir,
-	};
-	struct smux_backend *b = NULL;
-	struct smux_error err;
 	unsigned mdlen = 0;
 	struct curl_slist *hdrs;
 	const char *p, *q;
 	CURL *c;
 
-	(void)state;
-	/* an upload started by a run that was then killed */
 	c = curl_easy_init();
 	assert_non_null(c);
-	snprintf(url, sizeof(url), "%s/mpu/orphan?uploads", endpoint);
+	snprintf(url, sizeof(url), "%s/mpu/%s?uploads", endpoint, key);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
 	/* the scripted server looks at the scheme only */
@@ -345,31 +329,106 @@ static void test_orphans_aborted(void **state)
 	assert_true(q - p > 0 && q - p < (long)sizeof(id));
 	memcpy(id, p, (size_t)(q - p));
 	id[q - p] = '\0';
-	assert_int_equal(open_uploads(), 1);
-
-	/* its record, as the killed run wrote it, and a hostile one */
-	snprintf(jdir, sizeof(jdir), "%s/journal", dir);
-	assert_int_equal(mkdir(jdir, 0700), 0);
 	assert_int_equal(
 		EVP_Digest(id, strlen(id), md, &mdlen, EVP_sha256(), NULL), 1);
-	snprintf(rec, sizeof(rec), "%s/", jdir);
+	snprintf(rec, reclen, "%s/", jdir);
 	for (unsigned i = 0; i < mdlen; i++)
 		snprintf(rec + strlen(rec), 3, "%02x", md[i]);
-	snprintf(text, sizeof(text), "smux-s3-upload 1\n%s\norphan", id);
+	snprintf(text, sizeof(text), "smux-s3-upload 1\n%s\n%s", id, key);
 	write_file(rec, text);
-	snprintf(bad, sizeof(bad), "%s/%064d", jdir, 0);
-	write_file(bad, "smux-s3-upload 1\nno key\n");
+}
 
-	if (smux_s3_new("mpu", &o, &b, &err) != 0)
-		fail_msg("smux_s3_new: %s", err.e.message);
+/* Waits (bounded) until no upload is open and @rec is gone. */
+static void wait_swept(const char *rec)
+{
 	for (int i = 0; i < 1000 && (open_uploads() || access(rec, F_OK) == 0);
 	     i++)
 		usleep(10000);
 	assert_int_equal(open_uploads(), 0);
 	assert_int_not_equal(access(rec, F_OK), 0);
+}
+
+/*
+ * The journal of uploads in flight: what a killed run left there (an
+ * upload the server still holds) is aborted in the background by the next
+ * backend opened on it, and its record removed; a record that does not
+ * parse is left alone.
+ */
+static void test_orphans_aborted(void **state)
+{
+	char jdir[PATH_MAX], rec[PATH_MAX + 80], bad[PATH_MAX + 80];
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = "mpu",
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.upload_journal = jdir,
+	};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	(void)state;
+	snprintf(jdir, sizeof(jdir), "%s/journal", dir);
+	assert_int_equal(mkdir(jdir, 0700), 0);
+	/* an upload started by a run that was then killed, its record, and
+	 * a hostile one */
+	orphan_record(jdir, "orphan", rec, sizeof(rec));
+	assert_int_equal(open_uploads(), 1);
+	snprintf(bad, sizeof(bad), "%s/%064d", jdir, 0);
+	write_file(bad, "smux-s3-upload 1\nno key\n");
+
+	if (smux_s3_new("mpu", &o, &b, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	wait_swept(rec);
 	assert_int_equal(access(bad, F_OK), 0);
 	smux_backend_unref(b);
 	unlink(bad);
+	assert_int_equal(rmdir(jdir), 0);
+}
+
+/*
+ * The journal is the live backend's while it is open: a second backend
+ * opened on the same journal (the same config mounted twice, or a reload
+ * building the member anew beside the running one) must not abort the
+ * first one's uploads in flight, which would fail their completion; once
+ * no live backend holds it, the next one opened sweeps what is left.
+ */
+static void test_orphans_live_kept(void **state)
+{
+	char jdir[PATH_MAX], rec[PATH_MAX + 80];
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = "mpu",
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.upload_journal = jdir,
+	};
+	struct smux_backend *live = NULL, *second = NULL, *next = NULL;
+	struct smux_error err;
+
+	(void)state;
+	snprintf(jdir, sizeof(jdir), "%s/journal-live", dir);
+	if (smux_s3_new("mpu", &o, &live, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	/* an upload of the live backend's, journaled as it journals one */
+	orphan_record(jdir, "in-flight", rec, sizeof(rec));
+	assert_int_equal(open_uploads(), 1);
+	if (smux_s3_new("mpu", &o, &second, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	usleep(300000); /* a sweeper starts at once: give it time to act */
+	assert_int_equal(open_uploads(), 1);
+	assert_int_equal(access(rec, F_OK), 0);
+	smux_backend_unref(second);
+	smux_backend_unref(live);
+	/* the live run is gone (killed, say): its upload is an orphan now */
+	if (smux_s3_new("mpu", &o, &next, &err) != 0)
+		fail_msg("smux_s3_new: %s", err.e.message);
+	wait_swept(rec);
+	smux_backend_unref(next);
 	assert_int_equal(rmdir(jdir), 0);
 }
 
@@ -1208,6 +1267,7 @@ int main(void)
 		cmocka_unit_test(test_pin_checked),
 		cmocka_unit_test(test_multipart_aborted),
 		cmocka_unit_test(test_orphans_aborted),
+		cmocka_unit_test(test_orphans_live_kept),
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_keeps_owners),
 		cmocka_unit_test(test_delete_many_request),
