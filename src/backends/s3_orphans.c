@@ -12,7 +12,11 @@
  * "smux-s3-upload 1\n" UPLOAD-ID "\n" KEY (the key to the end, raw).
  *
  * At open, the files present (and only those: uploads started from now on
- * are this process's own) are read into a list; when it is not empty, a
+ * are this process's own) are read into a list, unless another live
+ * instance has the journal (each holds a shared flock(2) on the directory
+ * while open; the list is read only by one that gets it exclusive, so a
+ * second mount of the same state_dir never aborts the first's uploads in
+ * flight); when it is not empty, a
  * sweeper thread aborts each upload (AbortMultipartUpload; "no such
  * upload" counts as done) and removes its file, retrying with backoff
  * while the server is unreachable, at most S3O_TRIES passes. Opening makes
@@ -30,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -265,9 +270,20 @@ int smux__s3_orphans_open(struct s3b *s, const char *dir,
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->cond, NULL);
 	s->orphans = o;
-	load_left(o);
-	if (o->left && pthread_create(&o->tid, NULL, sweeper_main, s) == 0)
-		o->started = true;
+	/* Every instance holds a shared flock on the journal for its
+	 * lifetime; only one that gets it exclusive (no other live one:
+	 * another mount of the same state_dir, a reload's new instance
+	 * beside the running one) takes what is there for orphans. Not
+	 * atomic, and need not be: nothing of ours is journaled yet. */
+	if (flock(o->dirfd, LOCK_EX | LOCK_NB) == 0) {
+		load_left(o);
+		if (o->left &&
+		    pthread_create(&o->tid, NULL, sweeper_main, s) == 0)
+			o->started = true;
+	}
+	/* held until close (the fd's); failing leaves the journal unguarded
+	 * against another instance's sweep, nothing worse */
+	(void)flock(o->dirfd, LOCK_SH);
 	return 0;
 }
 
