@@ -14,7 +14,13 @@
 #     is gone, the daemon logs the completed rename, the journal record is
 #     removed;
 #   - a rename that ends normally leaves no record, and a record that is
-#     not valid JSON is left alone with a log line naming the file.
+#     not valid JSON is left alone with a log line naming the file;
+#   - a second mount of the same config (same state_dir; one s3 backend
+#     on s3rver, whose directories move key by key) started while the
+#     first moves a directory leaves that live rename's record alone: it
+#     completed the move beside the first mount and removed the record,
+#     so the first mount's keys vanished under it and a crash of it then
+#     had nothing to finish from.
 . "$(dirname "$0")/lib.sh"
 
 M=$T/mnt
@@ -80,5 +86,40 @@ mount_smux "$T/rc.conf" "$M"
 grep -q "dir-rename.bad.json" "$T"/smuxfs.*.log || fail "no log line names the damaged record"
 [ -e "$STATE/dir-rename.bad.json" ] || fail "the damaged record was removed"
 [ "$(cat "$M/g/f7")" = "file 7" ] || fail "g/f7 after a damaged record"
+unmount_smux "$M"
+
+log "--- a second mount of the same state_dir leaves a live rename alone"
+use_s3rver
+new_config "$T/s3.conf" s
+cfg_raw "[backend s]
+type = s3
+endpoint = $S3_EP
+bucket = $S3_BUCKET
+credentials_env = S3RV
+"
+S3STATE=$T/state/s3
+M2=$T/mnt2
+mount_smux "$T/s3.conf" "$M"
+mkdir "$M/big"
+for ((i = 0; i < 300; i++)); do echo "k $i" >"$M/big/f$i"; done
+mv "$M/big" "$M/moved" 2>"$T/mv.err" &
+mpid=$!
+for ((i = 0; i < 500; i++)); do
+	ls "$S3STATE" 2>/dev/null | grep -q '^dir-rename' && break
+	sleep 0.01
+done
+ls "$S3STATE" | grep -q '^dir-rename' || fail "no rename record while mv big moved (key by key on s3)"
+mount_smux "$T/s3.conf" "$M2"
+if ! ls "$S3STATE" | grep -q '^dir-rename' && kill -0 "$mpid" 2>/dev/null; then
+	fail "the second mount removed the record of a rename still moving"
+fi
+wait "$mpid" || fail "mv big moved failed beside a second mount: $(cat "$T/mv.err")"
+! grep -q 'rename of directory "big/"' "$T"/smuxfs.*.log ||
+	fail "a mount took a live rename for one a crash cut short: $(grep 'rename of directory "big/"' "$T"/smuxfs.*.log)"
+for ((i = 0; i < 300; i++)); do
+	[ "$(cat "$M2/moved/f$i")" = "k $i" ] || fail "moved/f$i lost or wrong"
+done
+[ ! -e "$M2/big" ] || fail "big/ still there: $(ls "$M2/big" | head)"
+unmount_smux "$M2"
 unmount_smux "$M"
 log "ok"
