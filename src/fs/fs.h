@@ -141,6 +141,7 @@ struct smuxfs_attrcache;
  * there is none). */
 struct smuxfs_rjournal {
 	char path[PATH_MAX];
+	int fd; /* the record, flock'ed while its move runs; -1: none */
 };
 
 /* Open FILE handles by the kernel's node (fnode.c). */

@@ -19,6 +19,13 @@
  * A record that is not one (bad JSON, keys that are not directory keys)
  * is left where it is and named in the log: nothing is moved on its word.
  * A record whose move fails again stays for the next mount.
+ *
+ * The mount moving a directory holds an exclusive flock(2) on its record
+ * (taken before the record has its name) until the move is over, and so
+ * does a recovery while it completes one: a second mount of the same
+ * state_dir, started meanwhile, leaves a record it cannot lock to the
+ * live mount that holds it (it took it for a crash's and moved the keys
+ * beside it).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -55,8 +64,10 @@ static int rj_sync_dir(const char *dir)
 	return rc;
 }
 
-/* Writes @text to @path durably: a temporary sibling, fsync, rename. */
-static int rj_write(const char *path, const char *text)
+/* Writes @text to @path durably: a temporary sibling, fsync, rename. The
+ * file, flock'ed exclusively before it has its name, stays open in
+ * *@lockfd. */
+static int rj_write(const char *path, const char *text, int *lockfd)
 {
 	char tmp[PATH_MAX + 8];
 	size_t len = strlen(text), off = 0;
@@ -64,9 +75,12 @@ static int rj_write(const char *path, const char *text)
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
+	*lockfd = -1;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		rc = -errno;
 	while (off < len && !rc) {
 		ssize_t n = write(fd, text + off, len - off);
 
@@ -77,13 +91,15 @@ static int rj_write(const char *path, const char *text)
 	}
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;
-	if (close(fd) < 0 && !rc)
-		rc = -errno;
 	if (!rc && rename(tmp, path) < 0)
 		rc = -errno;
-	if (rc)
+	if (rc) {
 		unlink(tmp);
-	return rc;
+		close(fd);
+		return rc;
+	}
+	*lockfd = fd;
+	return 0;
 }
 
 int smuxfs_rjournal_begin(struct smuxfs *fs, const char *from, const char *to,
@@ -95,6 +111,7 @@ int smuxfs_rjournal_begin(struct smuxfs *fs, const char *from, const char *to,
 	int rc;
 
 	rec->path[0] = '\0';
+	rec->fd = -1;
 	if (!dir)
 		return 0; /* no state_dir: nothing can be kept across a crash */
 	if (snprintf(rec->path, sizeof(rec->path),
@@ -111,7 +128,7 @@ int smuxfs_rjournal_begin(struct smuxfs *fs, const char *from, const char *to,
 		rec->path[0] = '\0';
 		return -ENOMEM;
 	}
-	rc = rj_write(rec->path, text);
+	rc = rj_write(rec->path, text, &rec->fd);
 	free(text);
 	if (!rc)
 		rc = rj_sync_dir(dir);
@@ -121,6 +138,9 @@ int smuxfs_rjournal_begin(struct smuxfs *fs, const char *from, const char *to,
 			 "it in %s: %s (not renamed)",
 			 from, to, rec->path, strerror(-rc));
 		unlink(rec->path);
+		if (rec->fd >= 0)
+			close(rec->fd);
+		rec->fd = -1;
 		rec->path[0] = '\0';
 		return rc == -ENOSPC ? -ENOSPC : -EIO;
 	}
@@ -137,6 +157,8 @@ void smuxfs_rjournal_end(struct smuxfs *fs, const struct smuxfs_rjournal *rec)
 		rc = -errno;
 	else
 		rc = rj_sync_dir(fs->opts->state_dir);
+	if (rec->fd >= 0)
+		close(rec->fd); /* its lock goes with it, the name first */
 	/* a record that outlives its move only costs a move of nothing at
 	 * the next mount, unless the name is used again meanwhile: say so */
 	if (rc)
@@ -207,6 +229,7 @@ int smuxfs_rjournal_recover(struct smuxfs *fs)
 	char from[SMUX_KEY_MAX + 2], to[SMUX_KEY_MAX + 2], why[256];
 	struct smuxfs_rjournal rec;
 	struct dirent **names;
+	struct stat st;
 	int n, rc, left = 0;
 
 	if (!dir)
@@ -220,11 +243,29 @@ int smuxfs_rjournal_recover(struct smuxfs *fs)
 			left++;
 			continue;
 		}
+		/* a record a live mount holds is its move, in progress */
+		rec.fd = open(rec.path, O_RDONLY | O_CLOEXEC);
+		if (rec.fd < 0)
+			continue; /* its move ended meanwhile */
+		if (flock(rec.fd, LOCK_EX | LOCK_NB) < 0) {
+			smux_log(LOG_INFO,
+				 "%s: a rename another mount of this state_dir "
+				 "is making: left to it",
+				 rec.path);
+			close(rec.fd);
+			continue;
+		}
+		/* the mount that held it removed it, then let go: done */
+		if (fstat(rec.fd, &st) == 0 && st.st_nlink == 0) {
+			close(rec.fd);
+			continue;
+		}
 		if (rj_read(rec.path, from, to, why, sizeof(why))) {
 			smux_log(LOG_ERR,
 				 "%s: not a directory rename record (%s): "
 				 "left alone, nothing moved",
 				 rec.path, why);
+			close(rec.fd);
 			left++;
 			continue;
 		}
@@ -236,6 +277,7 @@ int smuxfs_rjournal_recover(struct smuxfs *fs)
 				 "failed: %s (the record %s stays for the "
 				 "next mount)",
 				 from, to, strerror(-rc), rec.path);
+			close(rec.fd);
 			left++;
 			continue;
 		}
