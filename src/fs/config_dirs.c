@@ -150,7 +150,8 @@ static bool seen(struct dirs *ds, const struct smux__cfg_section *s)
 	if (ds->n_seen == ds->cap_seen) {
 		unsigned cap = ds->cap_seen ? 2 * ds->cap_seen : 16;
 		const struct smux__cfg_section **n =
-			realloc(ds->seen, cap * sizeof(*n));
+			realloc(ds->seen,
+				cap * sizeof(const struct smux__cfg_section *));
 
 		if (!n)
 			return true; /* not collected: fewer checks, no harm */
