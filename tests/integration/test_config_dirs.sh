@@ -38,25 +38,11 @@ refused() {
 log "--- cache_dir on a backend's directory: refused, the tree untouched"
 mkdir -p "$T/a/read" "$T/b"
 echo precious >"$T/a/read/important"
-CFG=$T/cache.conf
-cat >"$CFG" <<EOF
-[mount]
-root = m
-cache_dir = $T/a
-state_dir = $T/state/cache
-
-[mux m]
-mode = mirror
-backends = a b
-
-[backend a]
-type = file
-path = $T/a
-
-[backend b]
-type = file
-path = $T/b
-EOF
+new_config "$T/cache.conf" m
+sed -i "s|^cache_dir = .*|cache_dir = $T/a|" "$CFG"
+cfg_mux m mirror "a b"
+cfg_file a "$T/a"
+cfg_file b "$T/b"
 refused "$CFG" "$CFG:3: [mount] cache_dir: $T/a" "[backend a] path" "line 12"
 [ "$(cat "$T/a/read/important")" = precious ] || fail "a/read/important was deleted"
 [ ! -e "$T/a/staging" ] || fail "the refused mount made $T/a/staging"

@@ -338,6 +338,23 @@ static void orphan_record(const char *jdir, const char *key, char *rec,
 	write_file(rec, text);
 }
 
+/* A backend on the scripted store's bucket "mpu" with the upload journal
+ * @jdir. */
+static struct smux_s3_opts journal_opts(const char *jdir)
+{
+	struct smux_s3_opts o = {
+		.endpoint = endpoint,
+		.bucket = "mpu",
+		.path_style = true,
+		.access_key = ACCESS,
+		.secret_key = SECRET,
+		.max_attempts = 1,
+		.upload_journal = jdir,
+	};
+
+	return o;
+}
+
 /* Waits (bounded) until no upload is open and @rec is gone. */
 static void wait_swept(const char *rec)
 {
@@ -357,15 +374,7 @@ static void wait_swept(const char *rec)
 static void test_orphans_aborted(void **state)
 {
 	char jdir[PATH_MAX], rec[PATH_MAX + 80], bad[PATH_MAX + 80];
-	struct smux_s3_opts o = {
-		.endpoint = endpoint,
-		.bucket = "mpu",
-		.path_style = true,
-		.access_key = ACCESS,
-		.secret_key = SECRET,
-		.max_attempts = 1,
-		.upload_journal = jdir,
-	};
+	struct smux_s3_opts o = journal_opts(jdir);
 	struct smux_backend *b = NULL;
 	struct smux_error err;
 
@@ -398,15 +407,7 @@ static void test_orphans_aborted(void **state)
 static void test_orphans_live_kept(void **state)
 {
 	char jdir[PATH_MAX], rec[PATH_MAX + 80];
-	struct smux_s3_opts o = {
-		.endpoint = endpoint,
-		.bucket = "mpu",
-		.path_style = true,
-		.access_key = ACCESS,
-		.secret_key = SECRET,
-		.max_attempts = 1,
-		.upload_journal = jdir,
-	};
+	struct smux_s3_opts o = journal_opts(jdir);
 	struct smux_backend *live = NULL, *second = NULL, *next = NULL;
 	struct smux_error err;
 
