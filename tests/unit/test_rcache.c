@@ -637,6 +637,43 @@ static void test_discard_at_start(void **state)
 	assert_int_equal(usage(e).files, 0);
 }
 
+/*
+ * A cache directory a live cache uses (a second mount with the same
+ * cache_dir) is not emptied under it: a second cache there is refused
+ * (-EBUSY, saying why; the daemon then runs without one) and a discard
+ * leaves it alone; once the first is gone, the next cache empties it.
+ */
+static void test_dir_in_use(void **state)
+{
+	struct env *e = *state;
+	struct smuxfs_rcache *second = NULL;
+	char etag[SMUX_ETAG_MAX], why[256] = "";
+	unsigned before;
+
+	put_obj(e, "k", 1, 6000, etag);
+	open_cache(e, 64 * KB);
+	assert_int_equal(read_check(e, "k", etag, 1, 6000, 10, 100), 100);
+	before = usage(e).files;
+	assert_true(before >= 1);
+	assert_int_equal(smuxfs_rcache_new(e->dir, 64 * KB, e->fb, &second, why,
+					   sizeof(why)),
+			 -EBUSY);
+	assert_null(second);
+	assert_non_null(strstr(why, "in use"));
+	assert_int_equal(smuxfs_rcache_discard(e->dir), 0);
+	assert_int_equal(usage(e).files, before);
+	/* the first still serves from its file */
+	assert_int_equal(read_check(e, "k", etag, 1, 6000, 200, 100), 100);
+	smuxfs_rcache_free(e->rc);
+	e->rc = NULL;
+	put_file(e->dir,
+		 "0123456789abcdef0123456789abcdef0123456789abcdef"
+		 "0123456789abcdef-0000000000000007",
+		 "stale");
+	open_cache(e, 64 * KB);
+	assert_int_equal(usage(e).files, 0);
+}
+
 /* Several threads read and forget objects at random in a small cache;
  * every byte read is checked, and the cache stays within its bounds. */
 struct stress {
@@ -1174,6 +1211,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_fill, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_damaged_file, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dir_in_use, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_discard_at_start, setup,
 						teardown),
