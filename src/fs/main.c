@@ -507,15 +507,23 @@ static int start(struct daemon *d, struct status_msg *sm)
 		errbuf[0] = '\0';
 		rc = smuxfs_rcache_new(rdir, o->cache_size, fs->root,
 				       &fs->rcache, errbuf, sizeof(errbuf));
-		if (rc)
+		if (rc == -EBUSY) {
+			/* another mount's cache_dir: run without one rather
+			 * than empty its files under it */
+			smux_log(LOG_WARNING, "%s: the read cache is off",
+				 errbuf);
+		} else if (rc) {
 			FAIL(EXIT_BACKEND, "%s",
 			     errbuf[0] ? errbuf : strerror(-rc));
-		smuxfs_rcache_set_readahead(fs->rcache, o->read_ahead);
-		smuxfs_rcache_stats(fs->rcache, &rst);
-		smux_log(LOG_INFO,
-			 "read cache in %s, %llu bytes, read-ahead %llu bytes",
-			 rdir, (unsigned long long)o->cache_size,
-			 (unsigned long long)rst.ra_budget);
+		} else {
+			smuxfs_rcache_set_readahead(fs->rcache, o->read_ahead);
+			smuxfs_rcache_stats(fs->rcache, &rst);
+			smux_log(LOG_INFO,
+				 "read cache in %s, %llu bytes, read-ahead "
+				 "%llu bytes",
+				 rdir, (unsigned long long)o->cache_size,
+				 (unsigned long long)rst.ra_budget);
+		}
 	} else {
 		rc = smuxfs_rcache_discard(rdir);
 		if (rc)

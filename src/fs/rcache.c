@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
@@ -393,6 +394,25 @@ static int clear_dir(int dirfd)
 	return 0;
 }
 
+/*
+ * Makes the directory @dirfd this process's: an exclusive flock (no live
+ * cache of another mount holds it) while what an earlier run left is
+ * deleted, then a shared one held until close. -EBUSY when another live
+ * cache has it (a second mount with the same cache_dir): nothing deleted.
+ */
+static int take_dir(int dirfd)
+{
+	int r;
+
+	if (flock(dirfd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	r = clear_dir(dirfd);
+	/* not atomic, and need not be: nothing of ours is in it yet */
+	if (!r && flock(dirfd, LOCK_SH) < 0)
+		r = -errno;
+	return r;
+}
+
 /* ---- the interface ---- */
 
 int smuxfs_rcache_discard(const char *dir)
@@ -402,9 +422,9 @@ int smuxfs_rcache_discard(const char *dir)
 
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	rc = clear_dir(fd);
+	rc = take_dir(fd);
 	close(fd);
-	return rc;
+	return rc == -EBUSY ? 0 : rc; /* a live mount's: left to it */
 }
 
 int smuxfs_rcache_new(const char *dir, uint64_t capacity,
@@ -427,7 +447,17 @@ int smuxfs_rcache_new(const char *dir, uint64_t capacity,
 		r = -errno;
 		goto out_free;
 	}
-	r = clear_dir(rc->dirfd);
+	r = take_dir(rc->dirfd);
+	if (r == -EBUSY) {
+		close(rc->dirfd);
+		free(rc);
+		if (why)
+			snprintf(why, whylen,
+				 "read cache %s: in use by another mount (give "
+				 "each mount its own cache_dir)",
+				 dir);
+		return r;
+	}
 	if (r)
 		goto out_close;
 	rc->capacity = capacity;

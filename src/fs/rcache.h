@@ -23,8 +23,8 @@
  * bounded by the capacity (each object charged whole when first read;
  * least recently used first out); an object over capacity /
  * SMUXFS_RCACHE_MAX_SHARE is cached in segments, each an entry of its own
- * (SMUXFS_RCACHE_SEGMENT). Whatever the directory held
- * before smuxfs_rcache_new is deleted: the cache lives for one daemon run.
+ * (SMUXFS_RCACHE_SEGMENT). The cache files the directory held before
+ * smuxfs_rcache_new are deleted: the cache lives for one daemon run.
  *
  * Never touches FUSE, the open-file table or pending (written, not yet
  * committed) content: the caller reads those elsewhere and calls this for
@@ -104,11 +104,13 @@ struct smuxfs_rcache_stats {
 };
 
 /*
- * Creates the cache in directory @dir (created 0700 if missing; every
- * entry already in it is deleted), holding at most @capacity bytes and
- * filling from @backend (the cache takes its own reference). Returns 0
- * and *@out (smuxfs_rcache_free), or a negative errno with @why (may be
- * NULL) saying what failed.
+ * Creates the cache in directory @dir (created 0700 if missing; the cache
+ * files an earlier run left in it are deleted), holding at most @capacity
+ * bytes and filling from @backend (the cache takes its own reference).
+ * The directory is held (flock) until smuxfs_rcache_free. Returns 0 and
+ * *@out (smuxfs_rcache_free), or a negative errno with @why (may be NULL)
+ * saying what failed: -EBUSY when a live cache of another mount holds
+ * @dir (nothing in it is touched).
  */
 int smuxfs_rcache_new(const char *dir, uint64_t capacity,
 		      struct smux_backend *backend, struct smuxfs_rcache **out,
@@ -117,9 +119,9 @@ int smuxfs_rcache_new(const char *dir, uint64_t capacity,
  * NULL is a no-op. */
 void smuxfs_rcache_free(struct smuxfs_rcache *rc);
 
-/* Deletes the content of @dir (a read cache directory left by an earlier
- * run) when the cache is off. A missing @dir is fine. 0 or a negative
- * errno. */
+/* Deletes the cache files of an earlier run from @dir when the cache is
+ * off; a missing @dir, or one a live cache of another mount holds (left
+ * alone), is fine. 0 or a negative errno. */
 int smuxfs_rcache_discard(const char *dir);
 
 /*
