@@ -3,7 +3,9 @@
 # backend standing in for a network one: a failover mux whose only member
 # is a faulty backend adding 30 ms to every call, over a file backend.
 #
-#   - whatever cache_dir/read held before the mount is deleted;
+#   - the cache files an earlier run left in cache_dir/read are deleted
+#     at the mount, and nothing else there (a file the cache never made
+#     stays, and the log says so);
 #   - the first read of each file fills the cache once (readCache.fills);
 #     after the kernel's pages of those files are dropped, a second read
 #     is served by the daemon from the cache: identical content, no fill,
@@ -55,15 +57,22 @@ for ((i = 0; i < N; i++)); do
 	head -c $((200 * 1024 + i * 1000)) /dev/urandom >"$T/src/f$i"
 	cp "$T/src/f$i" "$T/disk/data/f$i"
 done
-# left by an earlier run: must be gone once mounted
+# left by an earlier run (named as the cache names its files): must be
+# gone once mounted; what the cache never made stays, and the log says so
 mkdir -p "$RDIR"
-echo stale >"$RDIR/0123-left-over"
-echo stale >"$RDIR/half.tmp"
+OWN1=$(printf '%064d-%016x' 0 1)
+OWN2=$(printf '%s-%016x' 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef 255)
+echo stale >"$RDIR/$OWN1"
+echo stale >"$RDIR/$OWN2"
+echo kept >"$RDIR/not-a-cache-file"
 
 mount_smux "$T/m.conf" "$M" "cache_size=${CAP_MB}M"
 
-log "start: the previous run's cache files are deleted"
-[ -z "$(ls -A "$RDIR")" ] || fail "cache_dir/read not emptied at start: $(ls -A "$RDIR")"
+log "start: the previous run's cache files are deleted, nothing else"
+[ "$(ls -A "$RDIR")" = not-a-cache-file ] || fail "cache_dir/read at start: $(ls -A "$RDIR")"
+grep -q "1 entry in the cache directory not made by the cache" "$T"/smuxfs.*.log ||
+	fail "the log does not say what the discard left"
+rm "$RDIR/not-a-cache-file"
 [ "$(rc enabled)" = true ] || fail "readCache.enabled is not true"
 [ "$(rc capacityBytes)" -eq "$CAP" ] || fail "capacityBytes $(rc capacityBytes), want $CAP (-o cache_size)"
 
