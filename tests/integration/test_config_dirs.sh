@@ -5,9 +5,10 @@
 #   - cache_dir set to a file backend's path: the daemon empties
 #     cache_dir/read at start (the read cache of one run), so a user's
 #     directory "read" at the top of the tree lost its files;
-#   - two file backends on one directory (a trailing "/" or a symlink
-#     apart): every append through a mirror was made twice (a mux that
-#     writes one member, round-robin, may still pool one directory);
+#   - two file backends on one directory (a trailing "/", a symlink or a
+#     bind mount apart): every append through a mirror was made twice (a
+#     mux that writes one member, round-robin, may still pool one
+#     directory);
 #   - a backend inside another's directory, state_dir inside a backend,
 #     a backend that holds the mount point, one under the mount point;
 #   - at run time, `add` and a reload of such a backend are refused and
@@ -70,6 +71,16 @@ cfg_mux m mirror "a b"
 cfg_file a "$T/a"
 _cfg_section "backend b" "type=file" "path=$T/alias"
 refused "$T/alias.conf" "[backend b] path: $T/alias" "[backend a] path $T/a"
+# a bind mount of the same directory (lib.sh's cleanup unmounts what is
+# left mounted under $T)
+mkdir -p "$T/bound"
+mount --bind "$T/a" "$T/bound" || fail "mount --bind $T/a $T/bound"
+new_config "$T/bind.conf" m
+cfg_mux m mirror "a b"
+cfg_file a "$T/a"
+cfg_file b "$T/bound"
+refused "$T/bind.conf" "[backend b] path: $T/bound is the directory of [backend a] path $T/a"
+umount "$T/bound"
 
 # a mux that writes one member may take one directory twice (a pool of
 # identical copies, as test_programs models round-robin and weighted)
