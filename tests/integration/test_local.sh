@@ -26,7 +26,9 @@
 #   - a write leaves the storage's mtime and ctime as it made them (file);
 #   - a written file's mode and times reach the storage while the mount
 #     is up and another handle keeps the file open, and an unmount right
-#     after `cp -p` loses neither (file: the commit follows the release).
+#     after `cp -p` loses neither (file: the commit follows the release);
+#   - a sparse file shows the blocks the storage holds (st_blocks, du),
+#     not its size in blocks.
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -420,6 +422,20 @@ for r in "${replicas[@]}"; do
 done
 exec 8>&-
 [ "$(cat "$A/ro")" = v2 ] || fail "$KIND: a reader's close republished old content"
+
+log "$KIND: a sparse file shows the blocks it holds (stat, du), as on the disk"
+truncate -s 1G "$m/sparse"
+printf x | dd of="$m/sparse" bs=1 seek=$((512 << 20)) conv=notrunc status=none
+sync
+want=$(stat -c %b "$A/sparse")
+got=$(stat -c %b "$m/sparse")
+[ "$got" = "$want" ] || fail "$KIND: st_blocks of a sparse 1 GiB file: $got through the mount, $want on the disk"
+du=$(du -k "$m/sparse" | cut -f1)
+[ "$du" -lt 1024 ] || fail "$KIND: du of a sparse 1 GiB file holding 1 byte: $du KiB"
+head -c 100000 /dev/urandom >"$m/dense"
+[ "$(stat -c %b "$m/dense")" = "$(stat -c %b "$A/dense")" ] ||
+	fail "$KIND: st_blocks of a written file: $(stat -c %b "$m/dense") through the mount, $(stat -c %b "$A/dense") on the disk"
+rm "$m/sparse" "$m/dense"
 
 unmount_smux "$m"
 log "$KIND: ok"
