@@ -59,6 +59,12 @@ struct smux_info {
 	 * backend mixes st_dev and st_ino). Not comparable across members
 	 * of a mux (each replica has its own inodes). */
 	uint64_t file_id;
+	/* 512-byte blocks the storage holds for it (st_blocks: less than
+	 * the size for a sparse file), when has_blocks; else stat shows the
+	 * size in blocks. Belongs to this size: whoever sets another size
+	 * over it clears has_blocks (smux_info_set_size). */
+	uint64_t blocks;
+	bool has_blocks;
 };
 
 /* Get everything from the offset on. */
@@ -461,6 +467,14 @@ int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			     struct smux_error *err);
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
+
+/* Sets @info's size; a block count of another size is no longer meant. */
+static inline void smux_info_set_size(struct smux_info *info, uint64_t size)
+{
+	if (info->size != size)
+		info->has_blocks = false;
+	info->size = size;
+}
 /*
  * Fills @po (cleared first) to store a copy of the object @info describes:
  * its type and mode as given (SMUX_PUT_MODE, 0000 included; a symlink

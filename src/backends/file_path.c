@@ -316,6 +316,10 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 	}
 	info->nlink = (uint32_t)st->st_nlink;
 	info->file_id = file_id(st);
+	if (S_ISREG(st->st_mode)) {
+		info->blocks = (uint64_t)st->st_blocks;
+		info->has_blocks = true;
+	}
 	smux__file_etag(st, info->etag, sizeof(info->etag));
 }
 

@@ -371,7 +371,7 @@ uint32_t smuxfs_fnode_gone_info(struct smuxfs *fs, struct smuxfs_fh *fh,
 	if (g.ctime_ns)
 		info->ctime_ns = g.ctime_ns;
 	if (g.has_size)
-		info->size = g.size;
+		smux_info_set_size(info, g.size);
 	return g.links;
 }
 

@@ -213,7 +213,7 @@ static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 			}
 			if (a.ctime_ns > info->ctime_ns)
 				info->ctime_ns = a.ctime_ns;
-			info->size = ofile_size(&a, info, headed);
+			smux_info_set_size(info, ofile_size(&a, info, headed));
 			if (a.mode_set || !info->mode)
 				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;
@@ -355,7 +355,8 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	    !(fs->opts && fs->opts->has_gid))
 		st->st_gid = (gid_t)in->gid;
 	st->st_size = is_dir ? 0 : (off_t)in->size;
-	st->st_blocks = (st->st_size + 511) / 512;
+	st->st_blocks = in->has_blocks && !is_dir ? (blkcnt_t)in->blocks
+						  : (st->st_size + 511) / 512;
 	st->st_blksize = MIB;
 	smuxfs_timespec(t, &st->st_mtim);
 	smuxfs_timespec(in->atime_ns ? in->atime_ns : t, &st->st_atim);

@@ -309,7 +309,7 @@ static const struct pending *find_pending(const struct lister *l,
  * cleared for a file not committed yet). */
 static void pending_info(const struct pending *p, struct smux_info *info)
 {
-	info->size = p->a.size;
+	smux_info_set_size(info, p->a.size);
 	if (p->a.mode_set || !info->mode)
 		info->mode = S_IFREG | p->a.mode;
 	info->mtime_ns = p->a.mtime_ns;

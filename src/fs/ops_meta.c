@@ -93,7 +93,7 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 		/* the open file's size is the file's now: not the size a
 		 * writer that closed left to the node's readers, which
 		 * gone_info may have found first (posix_diff seed 32) */
-		info.size = a.size;
+		smux_info_set_size(&info, a.size);
 	}
 	smuxfs_fill_stat(fs, st, false, &info);
 	if (a.deleted || !key)
