@@ -276,10 +276,14 @@ static void test_setattr_stale(void **state)
 	(void)state;
 	smux_ctx_init(&ctx);
 	fx_init(&x, SMUX_MODE_MIRROR);
+	/* r0 refuses to be read from before r1 misses a write: no replay of
+	 * the background thread can copy the fresh version (one that read
+	 * it before a later refusal put it on r1 once r1 took puts again:
+	 * no hint was left, a local CI of d547f8d under load) */
+	smux_faulty_set(x.f[0], &refuse_get);
 	fx_stale(&x, 1, "k", "old", "new");
 	/* r1 takes puts (and setattrs: the same faulty op) again, but no
-	 * replay can fix it meanwhile: r0 refuses to be read from */
-	smux_faulty_set(x.f[0], &refuse_get);
+	 * replay can fix it meanwhile */
 	fx_refuse_puts(&x, 1, false);
 	MH_OK(smux_backend_setattr(x.mux, &ctx, "k", &a, &err), &err);
 	assert_int_equal(smux_mux_pending_hints(x.mux), 1);
