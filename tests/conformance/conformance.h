@@ -59,6 +59,17 @@ enum conf_flags {
 	 * its XML): conf_test_longest_keys uses 200-byte segments and no
 	 * control character. */
 	CONF_F_PLAIN_KEYS = 1u << 9,
+	/* The kind offers no reader: reader_open must answer NOT_SUPPORTED
+	 * (callers use gets), and any other kind must open one
+	 * (conf_test_reader). */
+	CONF_F_NO_READER = 1u << 10,
+	/* The kind offers no writer: writer_open must answer NOT_SUPPORTED
+	 * for every flag (callers put whole objects), and any other kind
+	 * must open one (conformance_writer.c). */
+	CONF_F_NO_WRITER = 1u << 11,
+	/* Only a truncating writer, not in place (s3's streams an upload
+	 * from empty): any other open must answer NOT_SUPPORTED. */
+	CONF_F_WRITER_TRUNC_ONLY = 1u << 12,
 };
 
 /* Polls (bounded) until the wall clock's second changes: for fixtures

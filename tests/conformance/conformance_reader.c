@@ -4,8 +4,8 @@
  * that offer one: a reader reads what a ranged get of the same range
  * reads, reports the version a head reports, keeps reading the version it
  * opened (or says PRECONDITION_FAILED) once the key is replaced, and
- * refuses missing keys and directories. A backend without a reader
- * (NOT_SUPPORTED) skips this.
+ * refuses missing keys and directories. A kind flagged CONF_F_NO_READER
+ * must answer NOT_SUPPORTED instead, and is asked nothing more.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -76,9 +76,10 @@ void conf_test_reader(void **state)
 	conf_fill(v2, RD_LEN, 32);
 	CONF_PUT(env, "rd/obj", v1, RD_LEN, &put);
 	rc = smux_backend_reader_open(env->b, &env->ctx, "rd/obj", &r, &err);
-	if (rc == -ENOTSUP && err.e.code == SMUX_E_NOT_SUPPORTED) {
+	if (env->fx->flags & CONF_F_NO_READER) {
 		/* the contract of a backend without readers: it says so,
 		 * and callers get (NOT_SUPPORTED) and use gets */
+		CONF_ERR(rc, &err, SMUX_E_NOT_SUPPORTED, ENOTSUP);
 		assert_null(r);
 		print_message("  %s offers no reader (NOT_SUPPORTED, as a "
 			      "backend without readers answers)\n",

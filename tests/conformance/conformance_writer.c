@@ -4,9 +4,10 @@
  * that offer a writer: writes at offsets with holes, truncate both ways,
  * nothing visible before commit, commit atomic and repeatable, close
  * without commit drops the pending changes, reopen starts from the object
- * or empty. A backend without a writer for the flags a test opens with
- * (NOT_SUPPORTED: none at all, or s3's, which only starts empty) skips
- * that test.
+ * or empty. A kind the fixture flags as having no writer for the flags a
+ * test opens with (CONF_F_NO_WRITER, or CONF_F_WRITER_TRUNC_ONLY: s3's,
+ * which only starts empty) must answer NOT_SUPPORTED and skips the rest
+ * of that test.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -22,18 +23,26 @@
 
 #include "conformance/conformance.h"
 
-/* Opens a writer on @key; NULL when the kind has none for @flags and
- * says so as such a backend must (NOT_SUPPORTED, no writer: its callers
- * put whole objects instead), which is all that is asked of it then. */
+/* Opens a writer on @key; NULL when the fixture says the kind has none
+ * for @flags (CONF_F_NO_WRITER, CONF_F_WRITER_TRUNC_ONLY) and it says so
+ * as such a backend must (NOT_SUPPORTED, no writer: its callers put
+ * whole objects instead), which is all that is asked of it then. Any
+ * other kind must open one. */
 static struct smux_writer *conf_writer_open(struct conf_env *env,
 					    const char *key, unsigned flags)
 {
 	struct smux_writer *w = NULL;
 	struct smux_error err;
+	unsigned fx = env->fx->flags;
+	bool none =
+		(fx & CONF_F_NO_WRITER) || ((fx & CONF_F_WRITER_TRUNC_ONLY) &&
+					    (!(flags & SMUX_WRITER_TRUNC) ||
+					     (flags & SMUX_WRITER_INPLACE)));
 	int rc = smux_backend_writer_open(env->b, &env->ctx, key, flags, &w,
 					  &err);
 
-	if (rc == -ENOTSUP && err.e.code == SMUX_E_NOT_SUPPORTED) {
+	if (none) {
+		CONF_ERR(rc, &err, SMUX_E_NOT_SUPPORTED, ENOTSUP);
 		assert_null(w);
 		print_message("  %s offers no writer (NOT_SUPPORTED)\n",
 			      env->fx->name);

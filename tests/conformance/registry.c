@@ -467,7 +467,8 @@ void conf_swift_teardown(void *priv);
  * memory members keep three; file-based fixtures keep nothing in RAM.
  */
 const struct conf_fixture conf_fixtures[] = {
-	{"memory", conf_memory_setup, conf_nothing_teardown, 0, 1},
+	{"memory", conf_memory_setup, conf_nothing_teardown, CONF_F_NO_READER,
+	 1},
 	{"file", conf_file_setup, conf_file_teardown, 0, 0},
 	/*
 	 * The 1 GiB streaming case runs on the leaf backends, on the fan-out
@@ -505,15 +506,18 @@ const struct conf_fixture conf_fixtures[] = {
 	 * flagged (conformance.h) and printed where a check is left out. */
 	{"http-nginx", conf_nginx_setup, conf_dav_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
-		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES,
+		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES | CONF_F_NO_READER |
+		 CONF_F_NO_WRITER,
 	 0},
 	{"http-apache", conf_apache_setup, conf_dav_teardown,
-	 CONF_F_NO_LARGE | CONF_F_NO_SPECIAL | CONF_F_RACY_GET, 0},
+	 CONF_F_NO_LARGE | CONF_F_NO_SPECIAL | CONF_F_RACY_GET |
+		 CONF_F_NO_READER | CONF_F_NO_WRITER,
+	 0},
 	/* the Bunny Storage emulator (tests/servers/bunny_emu.py): no modes,
 	 * no settable mtimes, no symlinks */
 	{"bunny", conf_bunny_setup, conf_nothing_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
-		 CONF_F_NO_MTIME,
+		 CONF_F_NO_MTIME | CONF_F_NO_READER | CONF_F_NO_WRITER,
 	 0},
 	/* OpenStack Swift on loopback (tests/servers/swift.sh), one server
 	 * for the process, a fresh container per test; then through the
@@ -522,20 +526,25 @@ const struct conf_fixture conf_fixtures[] = {
 	 * run in `make check-swift` (test_swift covers the backend in make
 	 * check) */
 	{"swift", conf_swift_setup, conf_swift_teardown,
-	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE, 0},
+	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE |
+		 CONF_F_NO_READER | CONF_F_NO_WRITER,
+	 0},
 	{"swift-identity", conf_swift_identity_setup, conf_swift_teardown,
-	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE, 0},
+	 CONF_F_NO_LARGE | CONF_F_OPT_IN | CONF_F_LIST_NO_TYPE |
+		 CONF_F_NO_READER | CONF_F_NO_WRITER,
+	 0},
 	/* S3 servers on loopback, started once per run (conf_s3.c); each
 	 * test gets its own key prefix in one bucket. The suite takes
 	 * minutes on them (Swift: ~7 min on two shared cores), so they run
 	 * by name only, in `make check-s3`. */
 	{"s3-swift", conf_s3_swift_setup, conf_s3_teardown,
 	 CONF_F_NO_LARGE | CONF_F_LIST_NO_TYPE | CONF_F_RACY_GET |
-		 CONF_F_OPT_IN,
+		 CONF_F_OPT_IN | CONF_F_NO_READER | CONF_F_WRITER_TRUNC_ONLY,
 	 0},
 	{"s3-s3rver", conf_s3_s3rver_setup, conf_s3_teardown,
 	 CONF_F_NO_LARGE | CONF_F_LIST_NO_TYPE | CONF_F_OPT_IN |
-		 CONF_F_PLAIN_KEYS | CONF_F_RACY_GET,
+		 CONF_F_PLAIN_KEYS | CONF_F_RACY_GET | CONF_F_NO_READER |
+		 CONF_F_WRITER_TRUNC_ONLY,
 	 0},
 };
 
