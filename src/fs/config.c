@@ -93,6 +93,8 @@ static const struct smux__cfg_keydef backend_keys[SMUX__BK_COUNT] = {
 	[SMUX__BK_ZONE] = {"zone", SMUX__VT_STRING, T(BUNNY)},
 	[SMUX__BK_MAX_CONCURRENCY] = {"max_concurrency", SMUX__VT_COUNT,
 				      T(BUNNY)},
+	[SMUX__BK_RCLONE_LINKS] = {"rclone_links", SMUX__VT_BOOL,
+				   T(HTTP) | T(BUNNY)},
 	[SMUX__BK_AUTH_URL] = {"auth_url", SMUX__VT_STRING, T(SWIFT)},
 	[SMUX__BK_AUTH_VERSION] = {"auth_version", SMUX__VT_COUNT, T(SWIFT)},
 	[SMUX__BK_CONTAINER] = {"container", SMUX__VT_STRING, T(SWIFT)},

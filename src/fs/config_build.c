@@ -22,6 +22,7 @@
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/http.h"
+#include "smux/linkobj.h"
 #include "smux/memory.h"
 #include "smux/s3.h"
 #include "smux/swift.h"
@@ -109,6 +110,23 @@ struct net_opts {
 };
 
 /*
+ * rclone_links = true: the backend just built keeps symlinks as
+ * NAME.rclonelink objects (smux/linkobj.h), behind a wrapper of its name.
+ */
+static int rclone_links(struct smux__cfg_section *s, struct smux_error *err)
+{
+	struct smux_backend *wrapped;
+	int rc;
+
+	if (!s->v[SMUX__BK_RCLONE_LINKS].line || !s->v[SMUX__BK_RCLONE_LINKS].b)
+		return 0;
+	rc = smux_linkobj_new(s->built, &wrapped, err);
+	smux_backend_unref(s->built);
+	s->built = rc < 0 ? NULL : wrapped;
+	return rc;
+}
+
+/*
  * ca_file, connect_timeout and idle_timeout of @s. A ca_file that cannot
  * be read is refused here, naming the key and the path, rather than as a
  * TLS failure of every request later.
@@ -170,7 +188,7 @@ static int build_http(struct smux__cfg_section *s, struct smux_error *err)
 	rc = smux_http_new(s->name, &ho, &s->built, err);
 	wipe_free(user);
 	wipe_free(pass);
-	return rc;
+	return rc < 0 ? rc : rclone_links(s, err);
 }
 
 /*
@@ -219,7 +237,7 @@ static int build_bunny(struct smux__cfg_section *s, struct smux_error *err)
 				     : 0;
 	rc = smux_bunny_new(s->name, &bo, &s->built, err);
 	wipe_free(key);
-	return rc;
+	return rc < 0 ? rc : rclone_links(s, err);
 }
 
 /*

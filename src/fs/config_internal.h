@@ -148,6 +148,8 @@ enum {
 	SMUX__BK_CREDENTIALS_ENV,
 	SMUX__BK_ZONE,
 	SMUX__BK_MAX_CONCURRENCY,
+	/* http and bunny: symlinks as NAME.rclonelink objects */
+	SMUX__BK_RCLONE_LINKS,
 	/* swift */
 	SMUX__BK_AUTH_URL,
 	SMUX__BK_AUTH_VERSION,

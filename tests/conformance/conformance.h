@@ -70,6 +70,9 @@ enum conf_flags {
 	/* Only a truncating writer, not in place (s3's streams an upload
 	 * from empty): any other open must answer NOT_SUPPORTED. */
 	CONF_F_WRITER_TRUNC_ONLY = 1u << 12,
+	/* Symlinks but no FIFOs or sockets (rclone_links: a link is an
+	 * object NAME.rclonelink): a put of a FIFO must be NOT_SUPPORTED. */
+	CONF_F_LINKS_ONLY = 1u << 13,
 };
 
 /* Polls (bounded) until the wall clock's second changes: for fixtures

@@ -17,6 +17,7 @@
 #include "smux/faulty.h"
 #include "smux/file.h"
 #include "smux/http.h"
+#include "smux/linkobj.h"
 #include "smux/memory.h"
 #include "smux/mux.h"
 #include "support/bunny_server.h"
@@ -380,6 +381,29 @@ static int conf_apache_setup(void **priv, struct smux_backend **out)
 	return conf_dav_setup("apache", priv, out);
 }
 
+/* @setup's backend behind the rclone_links wrapper (smux/linkobj.h). */
+static int conf_links(int (*setup)(void **, struct smux_backend **),
+		      void **priv, struct smux_backend **out)
+{
+	struct smux_backend *inner;
+	struct smux_error err;
+	int rc = setup(priv, &inner);
+
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	rc = smux_linkobj_new(inner, out, &err);
+	smux_backend_unref(inner);
+	if (rc < 0)
+		conf_print_setup_err("links fixture", &err);
+	return rc;
+}
+
+static int conf_nginx_links_setup(void **priv, struct smux_backend **out)
+{
+	return conf_links(conf_nginx_setup, priv, out);
+}
+
 static void conf_dav_teardown(void *priv)
 {
 	struct conf_dav_priv *p = priv;
@@ -451,6 +475,11 @@ static int conf_bunny_setup(void **priv, struct smux_backend **out)
 		conf_print_setup_err("bunny fixture", &err);
 	return rc;
 }
+
+static int conf_bunny_links_setup(void **priv, struct smux_backend **out)
+{
+	return conf_links(conf_bunny_setup, priv, out);
+}
 /* swift_fixture.c: Swift (tempauth) and the identity v2.0 emulator */
 int conf_swift_setup(void **priv, struct smux_backend **out);
 int conf_swift_identity_setup(void **priv, struct smux_backend **out);
@@ -517,6 +546,17 @@ const struct conf_fixture conf_fixtures[] = {
 	 * no settable mtimes, no symlinks */
 	{"bunny", conf_bunny_setup, conf_nothing_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
+		 CONF_F_NO_MTIME | CONF_F_NO_READER | CONF_F_NO_WRITER,
+	 0},
+	/* the same with rclone_links = true: symlinks as NAME.rclonelink
+	 * objects, FIFOs and sockets still refused */
+	{"http-nginx-links", conf_nginx_links_setup, conf_dav_teardown,
+	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_LINKS_ONLY |
+		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES | CONF_F_NO_READER |
+		 CONF_F_NO_WRITER,
+	 0},
+	{"bunny-links", conf_bunny_links_setup, conf_nothing_teardown,
+	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_LINKS_ONLY |
 		 CONF_F_NO_MTIME | CONF_F_NO_READER | CONF_F_NO_WRITER,
 	 0},
 	/* OpenStack Swift on loopback (tests/servers/swift.sh), one server

@@ -117,6 +117,7 @@ for s in stop hung; do tests+=("test_s3_faults.sh $s"); done
 if [ "${SMUX_IT_SLOW:-0}" = 1 ]; then tests+=("test_s3_faults.sh freeze"); fi
 tests+=("test_reload.sh" "test_ctl_users.sh" "test_config_dirs.sh")
 tests+=("test_bunny.sh" "test_bunny_rename.sh" "test_cdn_faults.sh")
+for k in http bunny; do tests+=("test_rclone_links.sh $k"); done
 # the integration programs on a shield of file + swift (identity v2.0) +
 # bunny
 tests+=("test_programs.sh cdn-shield")
@@ -202,7 +203,7 @@ test_s3fs_interop test_http test_bunny test_unlinked-staging test_s3
 test_localerr test_links-memory test_swift test_sync test_member_calls
 test_inplace_fail-error test_model-failover test_dbench-mirror
 test_programs-mirror test_model-mirror test_notes_restart test_perms-create
-test_posix_diff-mirror"
+test_posix_diff-mirror test_rclone_links-http test_rclone_links-bunny"
 
 selected() {
 	local name=$1 f leaves=
