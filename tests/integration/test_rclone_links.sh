@@ -7,8 +7,9 @@
 #   - ln -s (relative, absolute, dangling), readlink, ls -l, find -type l,
 #     stat -c %F show links as on a local disk, and the server holds
 #     NAME.rclonelink objects whose content is the target;
-#   - cp -a of a tree with links and tar -x of one give the same tree
-#     (diff -r --no-dereference), also after a remount;
+#   - cp -a, tar -x and rsync -a (twice, a link's target changed) of a
+#     tree with links give the same tree (diff -r --no-dereference), also
+#     after a remount;
 #   - mv of a link (to another directory), ln -sf over a link and over a
 #     file, a file moved over a link, rm of a link: the server then holds
 #     exactly what the mount shows;
@@ -103,6 +104,10 @@ unmount_smux "$M"
 mount_smux "$T/links.conf" "$M"
 diff -r --no-dereference "$S" "$M/copy" || fail "the links after a remount differ"
 [ "$(readlink "$M/d/dangling")" = ../nowhere ] || fail "dangling after a remount"
+rsync -a "$S/" "$M/rs/" || fail "rsync -a of links"
+ln -sfn one-changed "$S/a/l1" # rsync replaces it by a temp name and a rename
+rsync -a "$S/" "$M/rs/" || fail "rsync -a of a changed link"
+diff -r --no-dereference "$S" "$M/rs" || fail "rsync -a of links differs"
 
 log "--- mv, ln -sf, a file over a link, rm"
 mv "$M/d/rel" "$M/d/sub/rel2"
@@ -132,7 +137,8 @@ if err=$(echo x 2>&1 >"$M/d/mine.rclonelink"); then
 fi
 [ ! -e "$STORE/d/mine.rclonelink" ] || fail "the server holds mine.rclonelink"
 ! ls -A "$M/d" | grep -q rclonelink || fail "a link object is listed by its own name: $(ls -A "$M/d")"
-rm -r "$M/copy" "$M/untar"
-[ -z "$(find "$STORE/copy" "$STORE/untar" 2>/dev/null)" ] || fail "rm -r left $(find "$STORE/copy" "$STORE/untar")"
+rm -r "$M/copy" "$M/untar" "$M/rs"
+[ -z "$(find "$STORE/copy" "$STORE/untar" "$STORE/rs" 2>/dev/null)" ] ||
+	fail "rm -r left $(find "$STORE/copy" "$STORE/untar" "$STORE/rs")"
 unmount_smux "$M"
 log "ok"
