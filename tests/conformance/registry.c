@@ -385,13 +385,13 @@ static int conf_apache_setup(void **priv, struct smux_backend **out)
 static int conf_links(int (*setup)(void **, struct smux_backend **),
 		      void **priv, struct smux_backend **out)
 {
-	struct smux_backend *inner;
+	struct smux_backend *inner = NULL;
 	struct smux_error err;
 	int rc = setup(priv, &inner);
 
 	*out = NULL;
-	if (rc < 0)
-		return rc;
+	if (rc < 0 || !inner)
+		return rc < 0 ? rc : -EINVAL;
 	rc = smux_linkobj_new(inner, out, &err);
 	smux_backend_unref(inner);
 	if (rc < 0)
