@@ -32,9 +32,11 @@ struct linkb {
 
 static const struct smux_backend_ops linkb_ops;
 
+/* Only ever called with an instance of linkb_ops (the ops table is
+ * what sends calls here). */
 static struct linkb *linkb_of(struct smux_backend *b)
 {
-	return (struct linkb *)b;
+	return b->ops == &linkb_ops ? (struct linkb *)b : NULL;
 }
 
 static bool is_dir_key(const char *key)
