@@ -91,14 +91,6 @@ static bool not_found(int rc, const struct smux_error *err)
 	return rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND;
 }
 
-/* Hands the second call's error @e2 to the caller's @err; its rc. */
-static int keep(struct smux_error *err, const struct smux_error *e2)
-{
-	if (err)
-		*err = *e2;
-	return -e2->e.sys_errno;
-}
-
 /* @info of a link object read as the link. */
 static void as_link(struct smux_info *info)
 {
@@ -106,29 +98,68 @@ static void as_link(struct smux_info *info)
 		info->mode = S_IFLNK | 0777;
 }
 
-static int linkb_head(struct smux_backend *b, const struct smux_ctx *ctx,
-		      const char *key, struct smux_info *info,
-		      struct smux_error *err)
+/* One call on a key of the inner backend (head, get or setattr). */
+typedef int (*keyed_fn)(struct smux_backend *inner, const char *key, void *arg,
+			struct smux_error *err);
+
+/* @call on @key, then, where @key is absent, on its link object (*@link
+ * then true); absent when neither is there (the first answer). */
+static int key_or_link(struct smux_backend *b, const char *key, keyed_fn call,
+		       void *arg, bool *link, struct smux_error *err)
 {
 	struct linkb *l = linkb_of(b);
 	char lk[SMUX_KEY_MAX + 1];
 	struct smux_error e2 = {0};
-	int rc;
+	int rc, rc2;
 
+	*link = false;
 	if (is_link_object(key))
 		return absent(b, key, err);
-	rc = smux_backend_head(l->inner, ctx, key, info, err);
+	rc = call(l->inner, key, arg, err);
 	if (!not_found(rc, err) || is_dir_key(key) ||
 	    link_key(b, key, lk, sizeof(lk), &e2) < 0)
 		return rc;
-	if (smux_backend_head(l->inner, ctx, lk, info, &e2) < 0) {
+	rc2 = call(l->inner, lk, arg, &e2);
+	if (rc2 < 0) {
 		if (e2.e.code == SMUX_E_KEY_NOT_FOUND)
-			return rc; /* neither: the first answer */
-		return keep(err, &e2);
+			return rc;
+		*err = e2;
+		return rc2;
 	}
 	smux_error_clear(err);
-	as_link(info);
+	*link = true;
 	return 0;
+}
+
+struct read_args {
+	const struct smux_ctx *ctx;
+	const struct smux_get_opts *opts; /* get only */
+	struct smux_sink *sink;		  /* get only: NULL for a head */
+	struct smux_info *info;
+};
+
+static int read_call(struct smux_backend *inner, const char *key, void *arg,
+		     struct smux_error *err)
+{
+	struct read_args *r = arg;
+
+	if (!r->sink)
+		return smux_backend_head(inner, r->ctx, key, r->info, err);
+	return smux_backend_get(inner, r->ctx, key, r->opts, r->sink, r->info,
+				err);
+}
+
+static int linkb_head(struct smux_backend *b, const struct smux_ctx *ctx,
+		      const char *key, struct smux_info *info,
+		      struct smux_error *err)
+{
+	struct read_args r = {.ctx = ctx, .info = info};
+	bool link;
+	int rc = key_or_link(b, key, read_call, &r, &link, err);
+
+	if (rc == 0 && link)
+		as_link(info);
+	return rc;
 }
 
 static int linkb_get(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -136,25 +167,14 @@ static int linkb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		     struct smux_sink *sink, struct smux_info *info,
 		     struct smux_error *err)
 {
-	struct linkb *l = linkb_of(b);
-	char lk[SMUX_KEY_MAX + 1];
-	struct smux_error e2 = {0};
-	int rc;
+	struct read_args r = {
+		.ctx = ctx, .opts = opts, .sink = sink, .info = info};
+	bool link;
+	int rc = key_or_link(b, key, read_call, &r, &link, err);
 
-	if (is_link_object(key))
-		return absent(b, key, err);
-	rc = smux_backend_get(l->inner, ctx, key, opts, sink, info, err);
-	if (!not_found(rc, err) || is_dir_key(key) ||
-	    link_key(b, key, lk, sizeof(lk), &e2) < 0)
-		return rc;
-	if (smux_backend_get(l->inner, ctx, lk, opts, sink, info, &e2) < 0) {
-		if (e2.e.code == SMUX_E_KEY_NOT_FOUND)
-			return rc;
-		return keep(err, &e2);
-	}
-	smux_error_clear(err);
-	as_link(info);
-	return 0;
+	if (rc == 0 && link)
+		as_link(info);
+	return rc;
 }
 
 static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -222,7 +242,7 @@ static int transfer(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct linkb *l = linkb_of(b);
 	char ls[SMUX_KEY_MAX + 1], ld[SMUX_KEY_MAX + 1];
 	struct smux_error e2 = {0};
-	int rc;
+	int rc, rc2;
 
 	if (is_link_object(src))
 		return absent(b, src, err);
@@ -232,24 +252,22 @@ static int transfer(struct smux_backend *b, const struct smux_ctx *ctx,
 		  : smux_backend_copy(l->inner, ctx, src, dst, err);
 	if (is_dir_key(src) || is_dir_key(dst))
 		return rc;
-	if (link_key(b, dst, ld, sizeof(ld), &e2) < 0) {
-		if (rc < 0)
-			return rc;
-		return 0; /* no link object can be there */
-	}
-	if (rc == 0) {
-		rc = smux_backend_del(l->inner, ctx, ld, err);
-		return rc;
-	}
+	if (link_key(b, dst, ld, sizeof(ld), &e2) < 0)
+		return rc; /* no link object can be at @dst */
+	if (rc == 0) /* a regular object moved: no link of @dst hides it */
+		return smux_backend_del(l->inner, ctx, ld, err);
 	if (!not_found(rc, err) || link_key(b, src, ls, sizeof(ls), &e2) < 0)
 		return rc;
-	if ((move ? smux_backend_rename(l->inner, ctx, ls, ld, &e2)
-		  : smux_backend_copy(l->inner, ctx, ls, ld, &e2)) < 0) {
+	rc2 = move ? smux_backend_rename(l->inner, ctx, ls, ld, &e2)
+		   : smux_backend_copy(l->inner, ctx, ls, ld, &e2);
+	if (rc2 < 0) {
 		if (e2.e.code == SMUX_E_KEY_NOT_FOUND)
-			return rc;
-		return keep(err, &e2);
+			return rc; /* neither name: the first answer */
+		*err = e2;
+		return rc2;
 	}
 	smux_error_clear(err);
+	/* a link moved: the regular object of @dst would hide it */
 	return smux_backend_del(l->inner, ctx, dst, err);
 }
 
@@ -266,28 +284,27 @@ static int linkb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	return transfer(b, ctx, src, dst, true, err);
 }
 
+struct setattr_args {
+	const struct smux_ctx *ctx;
+	const struct smux_setattr *attr;
+};
+
+static int setattr_call(struct smux_backend *inner, const char *key, void *arg,
+			struct smux_error *err)
+{
+	struct setattr_args *a = arg;
+
+	return smux_backend_setattr(inner, a->ctx, key, a->attr, err);
+}
+
 static int linkb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			 const char *key, const struct smux_setattr *attr,
 			 struct smux_error *err)
 {
-	struct linkb *l = linkb_of(b);
-	char lk[SMUX_KEY_MAX + 1];
-	struct smux_error e2 = {0};
-	int rc;
+	struct setattr_args a = {.ctx = ctx, .attr = attr};
+	bool link;
 
-	if (is_link_object(key))
-		return absent(b, key, err);
-	rc = smux_backend_setattr(l->inner, ctx, key, attr, err);
-	if (!not_found(rc, err) || is_dir_key(key) ||
-	    link_key(b, key, lk, sizeof(lk), &e2) < 0)
-		return rc;
-	if (smux_backend_setattr(l->inner, ctx, lk, attr, &e2) < 0) {
-		if (e2.e.code == SMUX_E_KEY_NOT_FOUND)
-			return rc;
-		return keep(err, &e2);
-	}
-	smux_error_clear(err);
-	return 0;
+	return key_or_link(b, key, setattr_call, &a, &link, err);
 }
 
 /* ---- list ---- */
