@@ -22,6 +22,7 @@
 
 #include "mux_helpers.h"
 #include "smux/file.h"
+#include "smux/linkobj.h"
 
 /* Three faulty wrappers f0..f2 over three memory backends mem0..mem2. */
 struct trio {
@@ -918,6 +919,58 @@ static void test_tracing(void **state)
 	free(tr);
 }
 
+/* A name one member can never hold (rclone_links keeps NAME.rclonelink
+ * for its links) is refused by a mirror, a failover and a shield before
+ * any member stores it: no replica holds what another cannot, and no
+ * hint is left that could never replay. A rename or copy onto it, and a
+ * writer for it, are refused the same way; the other names go through. */
+static void test_key_refused_by_a_member(void **state)
+{
+	static const enum smux_mode modes[] = {
+		SMUX_MODE_MIRROR, SMUX_MODE_FAILOVER, SMUX_MODE_SHIELD};
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct smux_mux_opts o = {.mode = modes[i]};
+		struct smux_backend *plain = mh_memory("plain");
+		struct smux_backend *inner = mh_memory("dav"), *links = NULL;
+		struct smux_backend *bs[2];
+		struct smux_backend *mux;
+		struct smux_writer *w = NULL;
+
+		MH_OK(smux_linkobj_new(inner, &links, &err), &err);
+		bs[0] = plain;
+		bs[1] = links;
+		mux = mh_mux("m", &o, bs, NULL, 2);
+		MH_ERR(mh_put(mux, "d/x.rclonelink", "data", &err), &err,
+		       SMUX_E_INVALID_KEY);
+		MH_LACKS(plain, "d/x.rclonelink");
+		MH_LACKS(inner, "d/x.rclonelink");
+		assert_int_equal(smux_mux_pending_hints(mux), 0);
+		MH_ERR(smux_backend_writer_open(mux, &ctx, "y.rclonelink",
+						SMUX_WRITER_TRUNC, &w, &err),
+		       &err, SMUX_E_INVALID_KEY);
+		assert_null(w);
+		MH_OK(mh_put(mux, "d/ok", "data", &err), &err);
+		MH_ERR(smux_backend_rename(mux, &ctx, "d/ok", "d/z.rclonelink",
+					   &err),
+		       &err, SMUX_E_INVALID_KEY);
+		MH_ERR(smux_backend_copy(mux, &ctx, "d/ok", "d/z.rclonelink",
+					 &err),
+		       &err, SMUX_E_INVALID_KEY);
+		MH_LACKS(plain, "d/z.rclonelink");
+		MH_HOLDS(plain, "d/ok", "data");
+		assert_int_equal(smux_mux_pending_hints(mux), 0);
+		smux_backend_unref(mux);
+		smux_backend_unref(links);
+		smux_backend_unref(inner);
+		smux_backend_unref(plain);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -939,6 +992,7 @@ int main(void)
 		cmocka_unit_test(test_cycle_via_add),
 		cmocka_unit_test(test_stats_nested),
 		cmocka_unit_test(test_tracing),
+		cmocka_unit_test(test_key_refused_by_a_member),
 	};
 
 	return cmocka_run_group_tests_name("mux modes", tests, NULL, NULL);
