@@ -309,6 +309,15 @@ struct smux_backend_ops {
 	 * SMUX_KEY_MAX (an object store: 1024); NULL = SMUX_KEY_MAX. */
 	size_t (*key_max)(struct smux_backend *b);
 
+	/* Optional: true when the instance can never store an object under
+	 * @key (an object key, valid otherwise): a name it keeps for itself
+	 * (rclone_links' NAME.rclonelink). The wrappers refuse a put, a
+	 * writer and a copy, rename, link or exchange onto such a key with
+	 * INVALID_KEY before calling the backend; a mux refuses what any
+	 * member refuses, so a mirror never stores on one replica what
+	 * another cannot hold. NULL = none. */
+	bool (*key_refused)(struct smux_backend *b, const char *key);
+
 	/* Optional (SMUX_CAP_HARDLINK): makes @dst another name of the object
 	 * @src. EXISTS when @dst exists. */
 	int (*link)(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -431,6 +440,8 @@ unsigned smux_backend_caps(struct smux_backend *b);
 /* The longest key @b takes: ops->key_max, SMUX_KEY_MAX when NULL (never
  * more). A mux takes what its most limited member takes. */
 size_t smux_backend_key_max(struct smux_backend *b);
+/* ops->key_refused of @b for the object key @key (false when NULL). */
+bool smux_backend_key_refused(struct smux_backend *b, const char *key);
 /* NOT_SUPPORTED (-ENOTSUP) when ops->exchange is NULL or the backend
  * lacks SMUX_CAP_EXCHANGE (a mux with a member that cannot). */
 int smux_backend_exchange(struct smux_backend *b, const struct smux_ctx *ctx,

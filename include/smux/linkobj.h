@@ -7,8 +7,9 @@
  * The wrapper shows an object "a.rclonelink" as the symlink "a" (head,
  * get, list), stores a symlink put under "a" as that object, and moves,
  * copies and deletes it with its name. Keys ending in ".rclonelink" are
- * its own: they cannot be written through it (INVALID_KEY) and read as
- * absent. Where "a" and "a.rclonelink" both exist (written by another
+ * its own: they cannot be written through it (ops->key_refused: the
+ * wrappers answer INVALID_KEY, and a mux with such a member refuses them
+ * too) and read as absent. Where "a" and "a.rclonelink" both exist (written by another
  * client), the regular object "a" is what shows; a delete of "a" removes
  * both. Everything else goes to the inner backend unchanged.
  */

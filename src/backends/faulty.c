@@ -644,6 +644,11 @@ static unsigned faultyb_caps(struct smux_backend *b)
 	return smux_backend_caps(faultyb_of(b)->inner);
 }
 
+static bool faultyb_key_refused(struct smux_backend *b, const char *key)
+{
+	return smux_backend_key_refused(faultyb_of(b)->inner, key);
+}
+
 static size_t faultyb_key_max(struct smux_backend *b)
 {
 	return smux_backend_key_max(faultyb_of(b)->inner);
@@ -894,6 +899,7 @@ static const struct smux_backend_ops faultyb_ops = {
 	.writer_open = faultyb_writer_open,
 	.caps = faultyb_caps,
 	.key_max = faultyb_key_max,
+	.key_refused = faultyb_key_refused,
 	.link = faultyb_link,
 	.getxattr = faultyb_getxattr,
 	.setxattr = faultyb_setxattr,

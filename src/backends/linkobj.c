@@ -70,15 +70,6 @@ static int link_key(struct smux_backend *b, const char *key, char *out,
 	return 0;
 }
 
-static int reserved(struct smux_backend *b, const char *what, const char *key,
-		    struct smux_error *err)
-{
-	return smux_error_set(err, SMUX_E_INVALID_KEY, b->name,
-			      "%s \"%.200s\": names ending in %s hold "
-			      "symlinks on this backend",
-			      what, key, SMUX_LINKOBJ_SUFFIX);
-}
-
 static int absent(struct smux_backend *b, const char *key,
 		  struct smux_error *err)
 {
@@ -187,8 +178,6 @@ static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char lk[SMUX_KEY_MAX + 1];
 	int rc;
 
-	if (is_link_object(key))
-		return reserved(b, "put", key, err);
 	if (!opts || (opts->mode & S_IFMT) != S_IFLNK)
 		return smux_backend_put(l->inner, ctx, key, src, opts, info,
 					err);
@@ -246,8 +235,6 @@ static int transfer(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	if (is_link_object(src))
 		return absent(b, src, err);
-	if (is_link_object(dst))
-		return reserved(b, move ? "rename" : "copy", dst, err);
 	rc = move ? smux_backend_rename(l->inner, ctx, src, dst, err)
 		  : smux_backend_copy(l->inner, ctx, src, dst, err);
 	if (is_dir_key(src) || is_dir_key(dst))
@@ -427,8 +414,6 @@ static int linkb_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
 static int linkb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *x, const char *y, struct smux_error *err)
 {
-	if (is_link_object(x) || is_link_object(y))
-		return reserved(b, "exchange", is_link_object(x) ? x : y, err);
 	return smux_backend_exchange(linkb_of(b)->inner, ctx, x, y, err);
 }
 
@@ -454,10 +439,6 @@ static int linkb_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			     const char *key, unsigned flags,
 			     struct smux_writer **out, struct smux_error *err)
 {
-	if (is_link_object(key)) {
-		*out = NULL;
-		return reserved(b, "writer for", key, err);
-	}
 	return smux_backend_writer_open(linkb_of(b)->inner, ctx, key, flags,
 					out, err);
 }
@@ -488,6 +469,12 @@ static size_t linkb_key_max(struct smux_backend *b)
 	return m > LINK_SUFFIX_LEN ? m - LINK_SUFFIX_LEN : 1;
 }
 
+static bool linkb_key_refused(struct smux_backend *b, const char *key)
+{
+	(void)b;
+	return is_link_object(key);
+}
+
 static void linkb_destroy(struct smux_backend *b)
 {
 	struct linkb *l = linkb_of(b);
@@ -514,6 +501,7 @@ static const struct smux_backend_ops linkb_ops = {
 	.reader_open = linkb_reader_open,
 	.caps = linkb_caps,
 	.key_max = linkb_key_max,
+	.key_refused = linkb_key_refused,
 	.sync = linkb_sync,
 	.exchange = linkb_exchange,
 	.destroy = linkb_destroy,

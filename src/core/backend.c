@@ -98,6 +98,25 @@ static int enter(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_ctx_check(ctx, b->name, err);
 }
 
+bool smux_backend_key_refused(struct smux_backend *b, const char *key)
+{
+	return b->ops->key_refused && !smux_key_is_dir(key) &&
+	       b->ops->key_refused(b, key);
+}
+
+/* INVALID_KEY when @b can never store an object under @key (a write's
+ * target): before the backend is called, so nothing is stored. */
+static int refuse_target(struct smux_backend *b, const char *what,
+			 const char *key, struct smux_error *err)
+{
+	if (!smux_backend_key_refused(b, key))
+		return 0;
+	return smux_error_set(err, SMUX_E_INVALID_KEY, b->name,
+			      "%s \"%.200s\": a name this backend keeps for "
+			      "itself",
+			      what, key);
+}
+
 /* A caller may pass err == NULL; the wrappers always give backends one. */
 #define LOCAL_ERR(err)                \
 	struct smux_error local_err_; \
@@ -144,6 +163,9 @@ int smux_backend_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (smux_key_is_dir(key) && src->length != 0)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
 				      "directory marker %s must be empty", key);
+	rc = refuse_target(b, "put", key, err);
+	if (rc)
+		return rc;
 	/* a private copy that records the source's own failures */
 	own = *src;
 	own.failed = &src_failed;
@@ -321,13 +343,16 @@ out_close:
 	return rc;
 }
 
-/* Entry checks of the two-key operations (copy, rename). */
+/* Entry checks of the two-key operations (copy, rename, link, exchange):
+ * @dst is written, so it must be a name @b can hold. */
 static int enter2(struct smux_backend *b, const struct smux_ctx *ctx,
 		  const char *src, const char *dst, struct smux_error *err)
 {
 	int rc = enter(b, ctx, src, SMUX_KEY_OBJECT, err);
 
-	return rc ? rc : smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
+	if (!rc)
+		rc = smux_key_check(dst, SMUX_KEY_OBJECT, b->name, err);
+	return rc ? rc : refuse_target(b, "write to", dst, err);
 }
 
 /* The backend's copy, or the fallback through a temporary file. */
@@ -558,6 +583,8 @@ int smux_backend_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	LOCAL_ERR(err);
 	rc = enter2(b, ctx, a, bname, err);
+	if (!rc) /* both names are written */
+		rc = refuse_target(b, "exchange", a, err);
 	if (rc)
 		return rc;
 	if (!b->ops->exchange || !(smux_backend_caps(b) & SMUX_CAP_EXCHANGE))
@@ -794,6 +821,8 @@ int smux_backend_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	LOCAL_ERR(err);
 	*out = NULL;
 	rc = enter(b, ctx, key, SMUX_KEY_OBJECT, err);
+	if (!rc)
+		rc = refuse_target(b, "writer for", key, err);
 	if (rc)
 		return rc;
 	if (!b->ops->writer_open)

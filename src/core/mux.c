@@ -1776,6 +1776,19 @@ static size_t mux_key_max(struct smux_backend *b)
 	return n;
 }
 
+/* What any member can never hold, the mux refuses (a mirror would store
+ * it on the others and keep a hint that never replays). */
+static bool mux_key_refused(struct smux_backend *b, const char *key)
+{
+	struct mux_view *v = smux__view_get(smux__mux_of(b));
+	bool refused = false;
+
+	for (size_t i = 0; i < v->n && !refused; i++)
+		refused = smux_backend_key_refused(v->m[i]->backend, key);
+	smux__view_put(v);
+	return refused;
+}
+
 /* ---- for mux_reader.c ---- */
 
 int smux__mux_op_enter(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1819,6 +1832,7 @@ static const struct smux_backend_ops mux_ops = {
 	.caps = mux_caps,
 	.link = mux_link,
 	.key_max = mux_key_max,
+	.key_refused = mux_key_refused,
 	.getxattr = mux_getxattr,
 	.setxattr = mux_setxattr,
 	.listxattr = mux_listxattr,

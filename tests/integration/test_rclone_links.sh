@@ -16,7 +16,11 @@
 #   - an object NAME.rclonelink put on the server by another client shows
 #     as the link NAME, and a name ending in .rclonelink cannot be created
 #     through the mount (EINVAL), so no file is ever taken for a link;
-#   - without the key, ln -s is refused (EOPNOTSUPP), as before.
+#   - without the key, ln -s is refused (EOPNOTSUPP), as before;
+#   - on a mirror of a local directory and such a backend, links land on
+#     both, and a name ending in .rclonelink (create, rename onto it) is
+#     refused before the local replica stores it: no replica holds what
+#     the other cannot, no hint is left that could never replay.
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-http}
@@ -140,5 +144,30 @@ fi
 rm -r "$M/copy" "$M/untar" "$M/rs"
 [ -z "$(find "$STORE/copy" "$STORE/untar" "$STORE/rs" 2>/dev/null)" ] ||
 	fail "rm -r left $(find "$STORE/copy" "$STORE/untar" "$STORE/rs")"
+unmount_smux "$M"
+
+log "--- a mirror with a local directory: links on both, reserved names on neither"
+new_config "$T/mirror.conf" m
+cfg_mux m mirror "f d"
+cfg_file f "$T/f"
+cfg_raw "[backend d]
+$BACKEND
+rclone_links = true
+"
+mount_smux "$T/mirror.conf" "$M"
+ln -s target "$M/both"
+[ "$(readlink "$T/f/both")" = target ] || fail "the local replica has no link both"
+[ "$(cat "$STORE/both.rclonelink")" = target ] || fail "the server has no both.rclonelink"
+if echo x 2>/dev/null >"$M/y.rclonelink"; then
+	fail "the mirror took a name its WebDAV/Bunny member cannot hold"
+fi
+[ ! -e "$T/f/y.rclonelink" ] || fail "the local replica holds y.rclonelink, the other cannot"
+echo ok >"$M/ok"
+if mv "$M/ok" "$M/z.rclonelink" 2>/dev/null; then
+	fail "the mirror renamed onto a name its WebDAV/Bunny member cannot hold"
+fi
+[ "$(cat "$T/f/ok")" = ok ] && [ ! -e "$T/f/z.rclonelink" ] || fail "a refused rename moved ok"
+smuxctl_status=$("$(dirname "$SMUXFS")/smuxctl" -m "$M" status 2>&1 || true)
+grep -q "pending hints 0" <<<"$smuxctl_status" || fail "hints left by refused names: $smuxctl_status"
 unmount_smux "$M"
 log "ok"
