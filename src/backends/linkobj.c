@@ -190,12 +190,11 @@ static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = smux_backend_put(l->inner, ctx, lk, src, &o, info, err);
 	if (rc < 0)
 		return rc;
-	/* a regular object of that name would hide the link */
-	if (!(opts->flags & SMUX_PUT_NEW)) {
-		rc = smux_backend_del(l->inner, ctx, key, err);
-		if (rc < 0)
-			return rc;
-	}
+	/* a regular object of that name would hide the link: removed even
+	 * after SMUX_PUT_NEW (another client may have made one since) */
+	rc = smux_backend_del(l->inner, ctx, key, err);
+	if (rc < 0)
+		return rc;
 	as_link(info);
 	return 0;
 }
