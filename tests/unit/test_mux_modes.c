@@ -971,6 +971,70 @@ static void test_key_refused_by_a_member(void **state)
 	}
 }
 
+/* The rclone_links wrapper over objects another client left: a link
+ * object hidden by a regular object of its name, one whose link name is
+ * itself reserved, a ".rclonelink" with no name before the suffix, and
+ * prefixes that cut into the suffix. Listings are in order, a name
+ * listed once and never by a reserved name; a rename of a regular object
+ * and a put over a link leave no link object to come back. */
+static void test_linkobj_hostile_names(void **state)
+{
+	struct smux_backend *inner = mh_memory("dav"), *l = NULL;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	struct keys k;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	MH_OK(smux_linkobj_new(inner, &l, &err), &err);
+	MH_OK(mh_put(inner, "d/a", "A", &err), &err);
+	MH_OK(mh_put(inner, "d/a.rclonelink", "ta", &err), &err);
+	MH_OK(mh_put(inner, "d/a-b", "AB", &err), &err);
+	MH_OK(mh_put(inner, "d/l.rclonelink", "tl", &err), &err);
+	MH_OK(mh_put(inner, "d/x.rclonelink.rclonelink", "tx", &err), &err);
+	MH_OK(mh_put(inner, "d/.rclonelink", "dot", &err), &err);
+
+	list_all(l, "d/", "/", &k);
+	assert_int_equal(k.n, 4);
+	assert_string_equal(k.k[0], "d/.rclonelink");
+	assert_string_equal(k.k[1], "d/a");
+	assert_string_equal(k.k[2], "d/a-b");
+	assert_string_equal(k.k[3], "d/l");
+	list_all(l, "d/a.r", NULL, &k);
+	assert_int_equal(k.n, 0);
+	list_all(l, "d/l", NULL, &k);
+	assert_int_equal(k.n, 1);
+	assert_string_equal(k.k[0], "d/l");
+
+	MH_OK(smux_backend_head(l, &ctx, "d/a", &info, &err), &err);
+	assert_int_not_equal(info.mode & S_IFMT, S_IFLNK);
+	MH_HOLDS(l, "d/a", "A");
+	MH_OK(smux_backend_head(l, &ctx, "d/l", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFLNK);
+	MH_HOLDS(l, "d/l", "tl");
+	MH_HOLDS(l, "d/.rclonelink", "dot");
+	MH_ERR(smux_backend_head(l, &ctx, "d/x.rclonelink", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+
+	/* the regular a moves; the link its name hid does not come back */
+	MH_OK(smux_backend_rename(l, &ctx, "d/a", "d/b", &err), &err);
+	MH_ERR(smux_backend_head(l, &ctx, "d/a", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	MH_LACKS(inner, "d/a.rclonelink");
+	MH_HOLDS(l, "d/b", "A");
+	/* a regular object put over the link l replaces it */
+	MH_OK(mh_put(l, "d/l", "plain", &err), &err);
+	MH_LACKS(inner, "d/l.rclonelink");
+	MH_OK(smux_backend_head(l, &ctx, "d/l", &info, &err), &err);
+	assert_int_not_equal(info.mode & S_IFMT, S_IFLNK);
+	MH_OK(smux_backend_del(l, &ctx, "d/l", &err), &err);
+	MH_ERR(smux_backend_head(l, &ctx, "d/l", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	smux_backend_unref(l);
+	smux_backend_unref(inner);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -993,6 +1057,7 @@ int main(void)
 		cmocka_unit_test(test_stats_nested),
 		cmocka_unit_test(test_tracing),
 		cmocka_unit_test(test_key_refused_by_a_member),
+		cmocka_unit_test(test_linkobj_hostile_names),
 	};
 
 	return cmocka_run_group_tests_name("mux modes", tests, NULL, NULL);
