@@ -13,7 +13,10 @@
  *
  * Listings are read whole, renamed, sorted and deduplicated before the
  * caller sees them: "a.rclonelink" lists as "a", which sorts before "a-b"
- * though the object's name sorts after it.
+ * though the object's name sorts after it. So a listing costs memory for
+ * all its entries (a key and a struct smux_info each) until the caller
+ * has seen them, even one that stops at the first: as the WebDAV backend
+ * below, which gathers a directory's PROPFIND answer whole.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,12 +49,14 @@ static bool is_dir_key(const char *key)
 	return n == 0 || key[n - 1] == '/';
 }
 
-/* A name only this wrapper writes: the object of a symlink. */
+/* A name only this wrapper writes: the object of a symlink, a last
+ * segment of a name and the suffix ("d/.rclonelink" is not one: no name
+ * before the suffix, as ".rclonelink" at the top is not). */
 static bool is_link_object(const char *key)
 {
 	size_t n = strlen(key);
 
-	return n > LINK_SUFFIX_LEN && key[n - 1] != '/' &&
+	return n > LINK_SUFFIX_LEN && key[n - LINK_SUFFIX_LEN - 1] != '/' &&
 	       memcmp(key + n - LINK_SUFFIX_LEN, SMUX_LINKOBJ_SUFFIX,
 		      LINK_SUFFIX_LEN) == 0;
 }
@@ -178,9 +183,20 @@ static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char lk[SMUX_KEY_MAX + 1];
 	int rc;
 
-	if (!opts || (opts->mode & S_IFMT) != S_IFLNK)
-		return smux_backend_put(l->inner, ctx, key, src, opts, info,
-					err);
+	if (!opts || (opts->mode & S_IFMT) != S_IFLNK) {
+		rc = smux_backend_put(l->inner, ctx, key, src, opts, info, err);
+		/* over a link (a replay, another client's link): its object
+		 * would show again once this one is renamed or removed; a
+		 * create the caller saw absent has none to remove */
+		if (rc < 0 || is_dir_key(key) ||
+		    (opts && (opts->flags & SMUX_PUT_NEW)) ||
+		    link_key(b, key, lk, sizeof(lk), err) < 0) {
+			if (rc == 0)
+				smux_error_clear(err);
+			return rc;
+		}
+		return smux_backend_del(l->inner, ctx, lk, err);
+	}
 	rc = link_key(b, key, lk, sizeof(lk), err);
 	if (rc < 0)
 		return rc;
@@ -240,8 +256,16 @@ static int transfer(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	if (link_key(b, dst, ld, sizeof(ld), &e2) < 0)
 		return rc; /* no link object can be at @dst */
-	if (rc == 0) /* a regular object moved: no link of @dst hides it */
-		return smux_backend_del(l->inner, ctx, ld, err);
+	if (rc == 0) {
+		/* a regular object moved: what it leaves behind is cleared
+		 * without failing the rename that happened (the regular
+		 * object shows either way): a link object of @dst, and, on
+		 * a move, one @src's name hid */
+		if (smux_backend_del(l->inner, ctx, ld, &e2) == 0 && move &&
+		    link_key(b, src, ls, sizeof(ls), &e2) == 0)
+			(void)smux_backend_del(l->inner, ctx, ls, &e2);
+		return 0;
+	}
 	if (!not_found(rc, err) || link_key(b, src, ls, sizeof(ls), &e2) < 0)
 		return rc;
 	rc2 = move ? smux_backend_rename(l->inner, ctx, ls, ld, &e2)
@@ -321,6 +345,13 @@ static int acc_entry(void *arg, const struct smux_list_entry *e)
 	/* "a.rc" matched "a.rclonelink", not the link "a" */
 	if (strncmp(e->key, a->prefix, strlen(a->prefix)) != 0 ||
 	    len < strlen(a->prefix))
+		return 0;
+	/* "x.rclonelink.rclonelink" (another client's): the link would be
+	 * "x.rclonelink", a name that reads as absent here */
+	if (link && len > LINK_SUFFIX_LEN &&
+	    memcmp(e->key + len - LINK_SUFFIX_LEN, SMUX_LINKOBJ_SUFFIX,
+		   LINK_SUFFIX_LEN) == 0 &&
+	    e->key[len - LINK_SUFFIX_LEN - 1] != '/')
 		return 0;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 64;

@@ -491,7 +491,7 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->seen_ok = info->nlink <= 1;
 	of->seen_ns = smux_now_ns();
 	if (flags & SMUXFS_OF_TRUNC) /* in place: truncated by the open */
-		of->seen.size = 0;
+		smux_info_set_size(&of->seen, 0);
 }
 
 /* ofile_existing from a head of the key. Caller holds of->lock. */
@@ -727,7 +727,8 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 		rc = smux_writer_truncate(of->w, &ctx, size, &err);
 		if (rc)
 			return smuxfs_errno(&err, "truncate", of->key);
-		of->seen.size = size; /* in place: the stored size now */
+		/* in place: the stored size now */
+		smux_info_set_size(&of->seen, size);
 	} else {
 		if (ftruncate(of->fd, (off_t)size) < 0)
 			return -errno;

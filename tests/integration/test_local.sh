@@ -435,6 +435,10 @@ du=$(du -k "$m/sparse" | cut -f1)
 head -c 100000 /dev/urandom >"$m/dense"
 [ "$(stat -c %b "$m/dense")" = "$(stat -c %b "$A/dense")" ] ||
 	fail "$KIND: st_blocks of a written file: $(stat -c %b "$m/dense") through the mount, $(stat -c %b "$A/dense") on the disk"
+exec 5>"$m/dense" # O_TRUNC: the blocks it held are gone with its bytes
+got=$(stat -c '%s %b' "$m/dense")
+exec 5>&-
+[ "$got" = "0 0" ] || fail "$KIND: size and blocks of a file open with O_TRUNC: $got"
 rm "$m/sparse" "$m/dense"
 
 unmount_smux "$m"
