@@ -1035,6 +1035,41 @@ static void test_linkobj_hostile_names(void **state)
 	smux_backend_unref(inner);
 }
 
+/* A sticky shard that cannot hold a name still refuses it once removed
+ * (its slot keeps the removed shard's answer): else the write is handed
+ * off with a hint for it that can never replay once it is added back. */
+static void test_key_refused_by_a_removed_shard(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_STICKY};
+	struct smux_backend *plain = mh_memory("plain");
+	struct smux_backend *inner = mh_memory("dav"), *links = NULL;
+	struct smux_backend *bs[2];
+	struct smux_backend *mux;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	MH_OK(smux_linkobj_new(inner, &links, &err), &err);
+	bs[0] = plain;
+	bs[1] = links;
+	mux = mh_mux("m", &o, bs, NULL, 2);
+	MH_OK(smux_mux_remove(mux, "dav", &ctx, &err), &err);
+	for (int i = 0; i < 8; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "k%d.rclonelink", i);
+		MH_ERR(mh_put(mux, key, "data", &err), &err,
+		       SMUX_E_INVALID_KEY);
+		MH_LACKS(plain, key);
+	}
+	assert_int_equal(smux_mux_pending_hints(mux), 0);
+	smux_backend_unref(mux);
+	smux_backend_unref(links);
+	smux_backend_unref(inner);
+	smux_backend_unref(plain);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1058,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_tracing),
 		cmocka_unit_test(test_key_refused_by_a_member),
 		cmocka_unit_test(test_linkobj_hostile_names),
+		cmocka_unit_test(test_key_refused_by_a_removed_shard),
 	};
 
 	return cmocka_run_group_tests_name("mux modes", tests, NULL, NULL);
