@@ -24,8 +24,11 @@
  * deletes it misses get a delete hint. smux_mux_add of the same name fills
  * the slot (same position, so every home comes back) and the hints replay
  * onto it. A new name is appended (n grows: no rebalancing, as before).
- * The slot reports the removed backend's capabilities and key length
- * limit, so the mux's own do not change while it is out.
+ * The slot reports the removed backend's capabilities, key length limit
+ * and the names it can never hold (it keeps a reference of the removed
+ * backend for that alone), so the mux's own do not change while it is
+ * out: a name it refuses is not handed off with a hint that could never
+ * replay.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +40,7 @@ struct slot {
 	struct smux_backend base; /* first */
 	unsigned caps;
 	size_t key_max;
+	struct smux_backend *was; /* the removed backend: key_refused only */
 };
 
 static int out(struct smux_backend *b, struct smux_error *err)
@@ -99,8 +103,14 @@ static size_t slot_key_max(struct smux_backend *b)
 	return ((struct slot *)b)->key_max;
 }
 
+static bool slot_key_refused(struct smux_backend *b, const char *key)
+{
+	return smux_backend_key_refused(((struct slot *)b)->was, key);
+}
+
 static void slot_destroy(struct smux_backend *b)
 {
+	smux_backend_unref(((struct slot *)b)->was);
 	smux_backend_release(b);
 	free(b);
 }
@@ -115,6 +125,7 @@ static const struct smux_backend_ops slot_ops = {
 	.healthcheck = slot_healthcheck,
 	.caps = slot_caps,
 	.key_max = slot_key_max,
+	.key_refused = slot_key_refused,
 	.destroy = slot_destroy,
 };
 
@@ -131,6 +142,7 @@ struct smux_backend *smux__sticky_slot_backend(struct smux_backend *removed)
 	s->base.depth = removed->depth;
 	s->caps = smux_backend_caps(removed);
 	s->key_max = smux_backend_key_max(removed);
+	s->was = smux_backend_ref(removed);
 	return &s->base;
 }
 
