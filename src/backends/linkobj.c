@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "smux/key.h"
 #include "smux/linkobj.h"
 
 #define LINK_SUFFIX_LEN (sizeof(SMUX_LINKOBJ_SUFFIX) - 1)
@@ -61,13 +62,17 @@ static bool is_link_object(const char *key)
 		      LINK_SUFFIX_LEN) == 0;
 }
 
-/* "a" -> "a.rclonelink" in @out; NAME_TOO_LONG past SMUX_KEY_MAX. */
+/* "a" -> "a.rclonelink" in @out; KEY_TOO_LONG when that is no key (past
+ * SMUX_KEY_MAX, or its last segment past SMUX_KEY_SEGMENT_MAX): then no
+ * link object of @key can exist either. */
 static int link_key(struct smux_backend *b, const char *key, char *out,
 		    size_t cap, struct smux_error *err)
 {
+	const char *last = strrchr(key, '/');
+	size_t seg = strlen(last ? last + 1 : key) + LINK_SUFFIX_LEN;
 	int n = snprintf(out, cap, "%s%s", key, SMUX_LINKOBJ_SUFFIX);
 
-	if (n < 0 || (size_t)n >= cap)
+	if (n < 0 || (size_t)n >= cap || seg > SMUX_KEY_SEGMENT_MAX)
 		return smux_error_set(err, SMUX_E_KEY_TOO_LONG, b->name,
 				      "\"%.200s\": too long with the suffix "
 				      "%s that marks a symlink",
