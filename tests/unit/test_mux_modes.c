@@ -1070,6 +1070,34 @@ static void test_key_refused_by_a_removed_shard(void **state)
 	smux_backend_unref(plain);
 }
 
+/* A put or rename that happened is not failed by the clean-up of a link
+ * object after it: with the inner backend's deletes failing, the regular
+ * object is stored or moved and the call answers 0. */
+static void test_linkobj_cleanup_never_fails_a_write(void **state)
+{
+	struct smux_faulty_opts no_del = {
+		.error_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_DEL,
+	};
+	struct smux_backend *inner = mh_memory("dav"), *f, *l = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	f = mh_faulty("dav", inner, NULL);
+	MH_OK(smux_linkobj_new(f, &l, &err), &err);
+	MH_OK(mh_put(inner, "a.rclonelink", "t", &err), &err);
+	smux_faulty_set(f, &no_del);
+	MH_OK(mh_put(l, "a", "plain", &err), &err);
+	MH_HOLDS(l, "a", "plain");
+	MH_OK(smux_backend_rename(l, &ctx, "a", "b", &err), &err);
+	MH_HOLDS(l, "b", "plain");
+	smux_backend_unref(l);
+	smux_backend_unref(f);
+	smux_backend_unref(inner);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1094,6 +1122,7 @@ int main(void)
 		cmocka_unit_test(test_key_refused_by_a_member),
 		cmocka_unit_test(test_linkobj_hostile_names),
 		cmocka_unit_test(test_key_refused_by_a_removed_shard),
+		cmocka_unit_test(test_linkobj_cleanup_never_fails_a_write),
 	};
 
 	return cmocka_run_group_tests_name("mux modes", tests, NULL, NULL);
