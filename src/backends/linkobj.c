@@ -150,17 +150,25 @@ static int read_call(struct smux_backend *inner, const char *key, void *arg,
 				err);
 }
 
+/* A head or get of @key or its link object; a link's info says so. */
+static int read_key(struct smux_backend *b, const char *key,
+		    struct read_args *r, struct smux_error *err)
+{
+	bool link;
+	int rc = key_or_link(b, key, read_call, r, &link, err);
+
+	if (rc == 0 && link)
+		as_link(r->info);
+	return rc;
+}
+
 static int linkb_head(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *key, struct smux_info *info,
 		      struct smux_error *err)
 {
 	struct read_args r = {.ctx = ctx, .info = info};
-	bool link;
-	int rc = key_or_link(b, key, read_call, &r, &link, err);
 
-	if (rc == 0 && link)
-		as_link(info);
-	return rc;
+	return read_key(b, key, &r, err);
 }
 
 static int linkb_get(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -170,12 +178,8 @@ static int linkb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct read_args r = {
 		.ctx = ctx, .opts = opts, .sink = sink, .info = info};
-	bool link;
-	int rc = key_or_link(b, key, read_call, &r, &link, err);
 
-	if (rc == 0 && link)
-		as_link(info);
-	return rc;
+	return read_key(b, key, &r, err);
 }
 
 static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -189,18 +193,19 @@ static int linkb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	int rc;
 
 	if (!opts || (opts->mode & S_IFMT) != S_IFLNK) {
+		struct smux_error e2 = {0};
+
 		rc = smux_backend_put(l->inner, ctx, key, src, opts, info, err);
 		/* over a link (a replay, another client's link): its object
 		 * would show again once this one is renamed or removed; a
-		 * create the caller saw absent has none to remove */
-		if (rc < 0 || is_dir_key(key) ||
-		    (opts && (opts->flags & SMUX_PUT_NEW)) ||
-		    link_key(b, key, lk, sizeof(lk), err) < 0) {
-			if (rc == 0)
-				smux_error_clear(err);
-			return rc;
-		}
-		return smux_backend_del(l->inner, ctx, lk, err);
+		 * create the caller saw absent has none to remove. Cleared
+		 * without failing the put that happened (the regular object
+		 * shows either way) */
+		if (rc == 0 && !is_dir_key(key) &&
+		    !(opts && (opts->flags & SMUX_PUT_NEW)) &&
+		    link_key(b, key, lk, sizeof(lk), &e2) == 0)
+			(void)smux_backend_del(l->inner, ctx, lk, &e2);
+		return rc;
 	}
 	rc = link_key(b, key, lk, sizeof(lk), err);
 	if (rc < 0)
