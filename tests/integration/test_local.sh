@@ -28,6 +28,7 @@
 #     is up and another handle keeps the file open, and an unmount right
 #     after `cp -p` loses neither (file: the commit follows the release);
 #   - a sparse file shows the blocks the storage holds (st_blocks, du),
+#     holes filled in place too, at once, while the file is open elsewhere,
 #     not its size in blocks.
 . "$(dirname "$0")/lib.sh"
 
@@ -439,7 +440,19 @@ exec 5>"$m/dense" # O_TRUNC: the blocks it held are gone with its bytes
 got=$(stat -c '%s %b' "$m/dense")
 exec 5>&-
 [ "$got" = "0 0" ] || fail "$KIND: size and blocks of a file open with O_TRUNC: $got"
-rm "$m/sparse" "$m/dense"
+log "$KIND: holes filled in place show their blocks at once, the file open or not"
+truncate -s 64M "$m/holes"
+exec 6<>"$m/holes" # another descriptor keeps the file open meanwhile
+dd if=/dev/urandom of="$m/holes" bs=1M count=4 seek=8 conv=notrunc status=none
+got=$(stat -c %b "$m/holes")
+want=$(stat -c %b "$A/holes")
+exec 6>&-
+[ "$got" = "$want" ] || fail "$KIND: st_blocks after 4 MiB written into a hole while open elsewhere: $got through the mount, $want on the disk"
+dd if=/dev/urandom of="$m/holes" bs=1M count=4 seek=20 conv=notrunc status=none
+got=$(stat -c %b "$m/holes")
+want=$(stat -c %b "$A/holes")
+[ "$got" = "$want" ] || fail "$KIND: st_blocks after 4 MiB more written into a hole: $got through the mount, $want on the disk"
+rm "$m/sparse" "$m/dense" "$m/holes"
 
 unmount_smux "$m"
 log "$KIND: ok"
