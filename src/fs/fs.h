@@ -606,8 +606,11 @@ struct smuxfs_ofile_attr {
 	int64_t seen_ns;
 	bool size_unknown;
 	/* in place, and size is what the storage holds now (the writer's
-	 * stat: also what others wrote or truncated since) */
+	 * stat: also what others wrote or truncated since), with the
+	 * blocks it holds when has_blocks (holes filled keep the size) */
 	bool size_stored;
+	bool has_blocks;
+	uint64_t blocks;
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);

@@ -1350,6 +1350,8 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	if (of->w && of->inplace && smux_writer_stat(of->w, &now) == 0) {
 		a->size = now.size;
 		a->size_stored = true;
+		a->has_blocks = now.has_blocks;
+		a->blocks = now.blocks;
 		if (of->deleted) {
 			a->mode = now.mode & 07777;
 			a->mode_set = true;

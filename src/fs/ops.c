@@ -214,6 +214,10 @@ static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 			if (a.ctime_ns > info->ctime_ns)
 				info->ctime_ns = a.ctime_ns;
 			smux_info_set_size(info, ofile_size(&a, info, headed));
+			if (a.size_stored && a.has_blocks) {
+				info->blocks = a.blocks;
+				info->has_blocks = true;
+			}
 			if (a.mode_set || !info->mode)
 				info->mode = S_IFREG | a.mode;
 			info->mtime_ns = a.mtime_ns;
