@@ -441,6 +441,63 @@ static int dfs(struct walk *w, struct smux__cfg_section *s)
 	return 0;
 }
 
+/* Marks @s and what is below it as reached in @pass through @member;
+ * the first section an earlier member of the same pass reached already
+ * is the clash (the graph has no cycle any more: each section is walked
+ * once per member). */
+static struct smux__cfg_section *mark_reach(struct smux__cfg_section *s,
+					    unsigned pass, unsigned member)
+{
+	struct smux__cfg_section **kids, *clash = NULL;
+	unsigned n;
+
+	if (s->reach_pass == pass)
+		return s->reach_member == member ? NULL : s;
+	s->reach_pass = pass;
+	s->reach_member = member;
+	n = children(s, &kids);
+	for (unsigned i = 0; i < n && !clash; i++)
+		clash = mark_reach(kids[i], pass, member);
+	return clash;
+}
+
+/*
+ * A mirror or shield writes every member: one section below two of its
+ * members (a backend listed directly and again inside a nested mux, or
+ * behind a faulty wrapper) would take every write twice, an append
+ * doubled, and its two copies would count as two replicas.
+ */
+static int reached_twice(struct smux_config *cfg, char *errbuf, size_t errlen)
+{
+	char label[96];
+
+	for (unsigned k = 0; k < cfg->n_secs; k++)
+		cfg->secs[k]->reach_pass = 0; /* a check run again */
+	for (unsigned k = 0; k < cfg->n_secs; k++) {
+		struct smux__cfg_section *m = cfg->secs[k];
+		struct smux__cfg_section *clash = NULL;
+		int mode = (int)m->v[SMUX__XK_MODE].i;
+		unsigned i;
+
+		if (m->kind != SMUX__CFG_MUX || !m->member_secs ||
+		    (mode != SMUX_MODE_MIRROR && mode != SMUX_MODE_SHIELD))
+			continue;
+		for (i = 0; i < m->n_members && !clash; i++)
+			clash = mark_reach(m->member_secs[i], k + 1, i);
+		if (clash)
+			return smux__cfg_errorf(
+				errbuf, errlen, cfg->path, edge_line(m),
+				"%s backends: \"%s\" is reached through both "
+				"\"%s\" and \"%s\": every write would be "
+				"made on it twice",
+				smux__cfg_label(m, label, sizeof(label)),
+				clash->name,
+				m->member_secs[clash->reach_member]->name,
+				m->member_secs[i - 1]->name);
+	}
+	return 0;
+}
+
 static void mark_used(struct smux__cfg_section *s)
 {
 	struct smux__cfg_section **kids;
@@ -505,6 +562,9 @@ int smux__cfg_check(struct smux_config *cfg, char *errbuf, size_t errlen)
 				smux__cfg_label(s, label, sizeof(label)),
 				s->depth, SMUX_MAX_DEPTH);
 	}
+	rc = reached_twice(cfg, errbuf, errlen);
+	if (rc)
+		return rc;
 	mark_used(cfg->root);
 	return 0;
 }

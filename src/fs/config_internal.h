@@ -210,7 +210,10 @@ struct smux__cfg_section {
 	unsigned depth;				/* muxes below and here */
 	unsigned height;			/* sections below (0: leaf) */
 	int visit;				/* DFS colour */
-	bool used;				/* reachable from the root */
+	/* the last mux pass that reached it (config_check.c reached_twice)
+	 * and through which member of that mux */
+	unsigned reach_pass, reach_member;
+	bool used; /* reachable from the root */
 
 	/* During smux_config_build only: one reference, or NULL. */
 	struct smux_backend *built;
