@@ -339,10 +339,12 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 	 * the open) */
 	if (fcntl(fd, F_SETFL, O_RDWR) < 0)
 		return smux__file_fail(iw->fb, err, errno, "open", key);
-	if ((flags & SMUX_WRITER_TRUNC) && st.st_size && ftruncate(fd, 0) < 0)
+	/* an empty file too: O_TRUNC moves mtime and ctime whatever the
+	 * size was, as open(2) on ext4 does (make's `: > stamp`) */
+	if ((flags & SMUX_WRITER_TRUNC) && ftruncate(fd, 0) < 0)
 		return smux__file_fail(iw->fb, err, errno, "truncate", key);
 	/* what a head would say now (a cut file: empty, its times moved) */
-	if ((flags & SMUX_WRITER_TRUNC) && st.st_size && fstat(fd, &st) < 0)
+	if ((flags & SMUX_WRITER_TRUNC) && fstat(fd, &st) < 0)
 		return smux__file_fail(iw->fb, err, errno, "stat", key);
 	smux__file_fill_info(&st, &iw->base.info);
 	iw->base.has_info = true;

@@ -1352,6 +1352,14 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 		a->size_stored = true;
 		a->has_blocks = now.has_blocks;
 		a->blocks = now.blocks;
+		/* on one copy its writes may pass the daemon by (passthrough)
+		 * and set the file's times as they land: those are its
+		 * times, unless a utimens chose one to commit */
+		if (of->late && !of->mtime_set) {
+			a->mtime_ns = now.mtime_ns;
+			if (now.ctime_ns > a->ctime_ns)
+				a->ctime_ns = now.ctime_ns;
+		}
 		if (of->deleted) {
 			a->mode = now.mode & 07777;
 			a->mode_set = true;
