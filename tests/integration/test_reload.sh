@@ -6,7 +6,8 @@
 #   - what a running mux cannot change is refused with EINVAL and a reason
 #     naming the section and key (mode, cooldown, backend_timeout, the
 #     order of running members, a new member listed before a running one,
-#     a running backend's path, a [mount] key) and changes nothing; what
+#     a running backend's path, a [mount] key, a mux keeping none of its
+#     running members) and changes nothing; what
 #     it can change (a weight, a member added at the end) is applied; in
 #     sticky-by-key a removed shard listed again at its place comes back
 #     (its slot) and every key reads as before;
@@ -77,6 +78,10 @@ edit 's/^backends = ra rb$/backends = rb ra/'
 refused_reload '\[mux r\] backends: ra is listed after rb but runs before it'
 edit 's/^backends = ra rb$/backends = ra rc rb/'
 refused_reload '\[mux r\] backends: the new member rc is listed before the running member rb'
+# every running member replaced at once: what they hold would be gone
+# from the mount (none of them left to read or fill the new one from)
+edit 's/^backends = ra rb$/backends = rc/'
+refused_reload '\[mux r\] backends: keeps none of its running members'
 edit "s#^path = $T/rb\$#path = $T/elsewhere#"
 refused_reload '\[backend rb\] path changed'
 edit 's/^negative_timeout = .*//; /^\[mount\]$/a negative_timeout = 3s'
