@@ -17,7 +17,8 @@
  * What the core cannot change on a running tree is refused the same way,
  * naming the section and key: a running mux's mode, timeouts, cooldowns
  * and other keys, the order of its running members (and a new member
- * listed before a running one: the core adds members at the end), a
+ * listed before a running one: the core adds members at the end), a mux
+ * keeping none of its running members (their data would vanish), a
  * running backend's keys other than its weight and a faulty backend's
  * fault keys, and every [mount] key. So a reload applies the whole file
  * or nothing, and the applied file becomes what .smux/config shows.
@@ -174,6 +175,16 @@ static int check_order(const struct smux__cfg_section *ns,
 	return 0;
 }
 
+/* True when @ns lists at least one of the running members of @st. */
+static bool keeps_one(const struct smux__cfg_section *ns,
+		      const struct smux_mux_stats *st)
+{
+	for (unsigned i = 0; i < st->n_backends; i++)
+		if (listed(ns, st->backends[i].name))
+			return true;
+	return false;
+}
+
 /* Plans the changes of the running mux @mux (and the muxes under it)
  * that the new config @nc asks for. 0 or a negative errno (p->why). */
 static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
@@ -202,6 +213,13 @@ static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
 		return rc;
 	}
 	rc = check_order(ns, st, p);
+	if (!rc && st->n_backends && !keeps_one(ns, st))
+		rc = refuse(p, -EINVAL,
+			    "[mux %s] backends: keeps none of its running "
+			    "members; what they hold would be gone from the "
+			    "mount: add the new members first, let `repair` "
+			    "fill them, then remove the old ones",
+			    ns->name);
 	for (unsigned i = 0; i < st->n_backends && !rc; i++) {
 		const struct smux_backend_stats *b = &st->backends[i];
 		const struct smux__cfg_section *ms;
