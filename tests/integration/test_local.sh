@@ -417,6 +417,27 @@ for p in "$m/stamp" "$A/stamp"; do
 done
 rm "$m/stamp"
 
+log "$KIND: times beyond 64-bit nanoseconds are clamped, never wrapped; before 1970 kept"
+year() { date -u -d "@$(stat -c %Y "$1")" +%Y; }
+touch "$m/far"
+touch -m -d '2300-01-01 00:00:00 UTC' "$m/far"
+for p in "$m/far" "$A/far"; do
+	[ "$(year "$p")" -ge 2262 ] || fail "$KIND: mtime 2300 became $(stat -c %y "$p") on $p"
+done
+# the disk may clamp further (ext4: 1901), as it does for a plain file
+touch "$T/far-plain"
+touch -m -d '1600-01-01 00:00:00 UTC' "$m/far" "$T/far-plain"
+for p in "$m/far" "$A/far"; do
+	[ "$(year "$p")" -le 1677 ] || [ "$(stat -c %Y "$p")" = "$(stat -c %Y "$T/far-plain")" ] ||
+		fail "$KIND: mtime 1600 became $(stat -c %y "$p") on $p ($(stat -c %y "$T/far-plain") on a plain file)"
+done
+touch -m -d '1960-06-01 12:00:00 UTC' "$m/far"
+for p in "$m/far" "$A/far"; do
+	[ "$(stat -c %Y "$p")" = "$(date -u -d '1960-06-01 12:00:00 UTC' +%s)" ] ||
+		fail "$KIND: mtime 1960-06-01 became $(stat -c %y "$p") on $p"
+done
+rm "$m/far"
+
 log "$KIND: a reader keeps its file when an open file is renamed over its name"
 echo old >"$m/p"
 echo new >"$m/q"
