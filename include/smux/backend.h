@@ -479,6 +479,21 @@ int smux_backend_removexattr(struct smux_backend *b, const struct smux_ctx *ctx,
 /* Clears @info: zeros, uid/gid SMUX_ID_NONE. */
 void smux_info_clear(struct smux_info *info);
 
+/* Nanoseconds since the epoch of @sec s + @nsec ns, saturated to what an
+ * int64_t holds (years 1677 to 2262): a time beyond is clamped to the
+ * nearest end, as a filesystem clamps what its format cannot hold, never
+ * wrapped around (a touch -d 2300 stored as 1715). */
+static inline int64_t smux_time_ns(int64_t sec, long nsec)
+{
+	const int64_t lim = INT64_MAX / 1000000000 - 1;
+
+	if (sec > lim)
+		return INT64_MAX;
+	if (sec < -lim)
+		return INT64_MIN;
+	return sec * 1000000000 + nsec;
+}
+
 /* Sets @info's size; a block count of another size is no longer meant. */
 static inline void smux_info_set_size(struct smux_info *info, uint64_t size)
 {

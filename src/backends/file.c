@@ -543,8 +543,7 @@ static int fileb_copy_special(const struct smux__file *fb, const char *src_path,
 	if (!rc)
 		rc = smux__file_put_special(
 			fb, dirfd, name, dst, st.st_mode, target,
-			(int64_t)st.st_mtim.tv_sec * 1000000000 +
-				st.st_mtim.tv_nsec,
+			smux_time_ns(st.st_mtim.tv_sec, st.st_mtim.tv_nsec),
 			geteuid() == 0 ? st.st_uid : SMUX_ID_NONE,
 			geteuid() == 0 ? st.st_gid : SMUX_ID_NONE, NULL, err);
 	close(dirfd);
@@ -600,7 +599,7 @@ static int fileb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 					(uint64_t)st.st_size, dst, err);
 	/* Keep owner (where the daemon may), mode and mtime, as mv and S3
 	 * CopyObject do. */
-	mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	mtime_ns = smux_time_ns(st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (!rc) {
 		rc = smux__file_put_owner(t.fd, NULL, &st);
 		if (rc)

@@ -293,12 +293,9 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 	if (!info)
 		return;
 	smux_info_clear(info);
-	info->mtime_ns =
-		(int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-	info->atime_ns =
-		(int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec;
-	info->ctime_ns =
-		(int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	info->mtime_ns = smux_time_ns(st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+	info->atime_ns = smux_time_ns(st->st_atim.tv_sec, st->st_atim.tv_nsec);
+	info->ctime_ns = smux_time_ns(st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	info->uid = (uint32_t)st->st_uid;
 	info->gid = (uint32_t)st->st_gid;
 	info->has_owner = true;

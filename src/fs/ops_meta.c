@@ -1084,12 +1084,12 @@ static bool utime_ns(const struct timespec *tv, int64_t *ns)
 
 	if (!tv || tv->tv_nsec == UTIME_NOW) {
 		clock_gettime(CLOCK_REALTIME, &now);
-		*ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		*ns = smux_time_ns(now.tv_sec, now.tv_nsec);
 		return true;
 	}
 	if (tv->tv_nsec == UTIME_OMIT)
 		return false;
-	*ns = (int64_t)tv->tv_sec * 1000000000 + tv->tv_nsec;
+	*ns = smux_time_ns(tv->tv_sec, tv->tv_nsec);
 	return true;
 }
 
