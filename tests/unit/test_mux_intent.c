@@ -7,7 +7,8 @@
  * identical from the newest copy, with a reconciled event; a committed
  * writer leaves nothing to do; a key with an open writer is left alone;
  * an intent journaled before a crash is reconciled by the next mux on the
- * same state directory.
+ * same state directory; a replica with a hint pending for the key is
+ * never the source.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -284,6 +285,58 @@ static void test_delete_meets_reconcile(void **state)
 	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
 }
 
+/*
+ * A replica with a hint pending for the key missed an acknowledged write:
+ * never the reconcile's source, even when its copy looks newest (a write
+ * stuck on it landed after the mux gave up on it: later mtime, shorter
+ * content). The source is the replica without a hint, and both end with
+ * its content.
+ */
+static void test_hinted_replica_never_the_source(void **state)
+{
+	struct it *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_writer *w[4];
+	char path[PATH_MAX], key[16];
+	struct smux_error err;
+	unsigned replayed = 0, pending = 0;
+
+	smux__mux_bg_stop(m); /* the repair below is the only one */
+	/* four keys: the repair replays b's hints and reconciles the
+	 * intents in parallel, in any order; each key is one more chance
+	 * for the reconcile to run before its hint's replay */
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "log%d", i);
+		w[i] = open_inplace(t, key);
+		MH_OK(smux_writer_pwrite(w[i], &t->ctx, "r0\n", 3, 0, &err),
+		      &err);
+		/* the records b missed: on a only, acknowledged, b hinted */
+		write_behind(t->a, key, "r0\nr1\nr2\n");
+		MH_OK(smux__hints_add(m->hints, "b", key, SMUX__HINT_PUT, NULL,
+				      &err),
+		      &err);
+		/* b's stuck write of r1 lands late: b's copy looks newer */
+		write_behind(t->b, key, "r0\nr1\n");
+		snprintf(path, sizeof(path), "%s/%s", t->b, key);
+		assert_int_equal(utimensat(AT_FDCWD, path,
+					   (struct timespec[2]){
+						   {.tv_nsec = UTIME_NOW},
+						   {.tv_sec = time(NULL) + 10}},
+					   0),
+				 0);
+	}
+	for (int i = 0; i < 4; i++)
+		smux_writer_close(w[i]); /* no commit: the daemon died */
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "log%d", i);
+		MH_HOLDS(t->fa, key, "r0\nr1\nr2\n");
+		MH_HOLDS(t->fb, key, "r0\nr1\nr2\n");
+	}
+}
+
 /* An intent on disk when the daemon died is reconciled by the next mux
  * over the same state directory. */
 static void test_after_crash(void **state)
@@ -339,6 +392,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_delete_meets_reconcile,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_hinted_replica_never_the_source, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
