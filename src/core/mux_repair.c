@@ -23,8 +23,10 @@
  *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
- * mtime, then the larger) is copied onto the members whose version
- * differs, and an event (storage-mux.reconciled) names the key.
+ * mtime, then the larger) of a member without a hint pending for it (one
+ * with a hint missed an acknowledged write) is copied onto the members
+ * whose version differs, and an event (storage-mux.reconciled) names the
+ * key.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -460,10 +462,12 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	struct smux_info *info = calloc(v->n ? v->n : 1, sizeof(*info));
 	bool *have = calloc(v->n ? v->n : 1, sizeof(*have));
+	bool *stale = calloc(v->n ? v->n : 1, sizeof(*stale));
 	int src = -1;
 	long rc = 0;
 
-	if (!info || !have) {
+	if (!info || !have || !stale) {
+		free(stale);
 		free(info);
 		free(have);
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
@@ -491,10 +495,15 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		have[i] = rc == 0;
 		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 			rc = 0;
-		if (have[i] &&
-		    (src < 0 || info[i].mtime_ns > info[src].mtime_ns ||
-		     (info[i].mtime_ns == info[src].mtime_ns &&
-		      info[i].size > info[src].size)))
+		/* a replica with a hint pending for the key missed an
+		 * acknowledged write: its copy may look newest (a write
+		 * stuck on it landed after the mux gave up on it) */
+		stale[i] = smux__member_stale(mux, v->m[i], key);
+		if (have[i] && (src < 0 || (stale[src] && !stale[i]) ||
+				(stale[src] == stale[i] &&
+				 (info[i].mtime_ns > info[src].mtime_ns ||
+				  (info[i].mtime_ns == info[src].mtime_ns &&
+				   info[i].size > info[src].size)))))
 			src = (int)i;
 	}
 	if (rc || src < 0)
@@ -518,6 +527,7 @@ out:
 		smux__replay_fence_exit(mux, v->m[i], key);
 	free(info);
 	free(have);
+	free(stale);
 	return rc;
 }
 
