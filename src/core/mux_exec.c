@@ -108,6 +108,15 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 					  &down_for);
 		break;
 	case SMUX_OUTCOME_TRANSIENT:
+		/* a full member answered: it is alive and serves reads; the
+		 * call falls through (another member may have room) but the
+		 * member stays up, or a full disk took the mount down */
+		if (err && err->e.code == SMUX_E_NO_SPACE) {
+			tr = smux__health_success(&m->health, now,
+						  smux_now_ns(), &down_for);
+			break;
+		}
+		/* fall through */
 	case SMUX_OUTCOME_TIMEOUT:
 		/* always an error: only an error is transient; a call
 		 * sent before the member went down does not lengthen its
@@ -225,8 +234,10 @@ long smux__exhausted(struct smux_mux *mux, unsigned attempts, bool all_timeouts,
 				      mux->base.name,
 				      "no backend is available");
 	*err = *last;
-	if (all_timeouts) {
-		/* the seed's BACKEND_TIMEOUT, once every attempt timed out */
+	/* the seed's BACKEND_TIMEOUT, once every attempt timed out; and a
+	 * full last member's NO_SPACE (ENOSPC, as a full local disk says:
+	 * it stays up, only this write found no room) */
+	if (all_timeouts || last->e.code == SMUX_E_NO_SPACE) {
 		err->e.attempts = attempts;
 		return -err->e.sys_errno;
 	}
@@ -953,7 +964,7 @@ static int fanout_policy(struct smux_mux *mux, const char *key,
 			 const bool *ok, const struct smux_error *errs,
 			 unsigned n, bool origin_failed, struct smux_error *err)
 {
-	unsigned n_ok = 0, first_fail = n, first_semantic = n;
+	unsigned n_ok = 0, first_fail = n, first_semantic = n, n_full = 0;
 	smux__fanout_hook_fn hinting;
 	int rc;
 
@@ -964,6 +975,8 @@ static int fanout_policy(struct smux_mux *mux, const char *key,
 		}
 		if (first_fail == n)
 			first_fail = i;
+		if (errs[i].e.code == SMUX_E_NO_SPACE)
+			n_full++;
 		if (first_semantic == n &&
 		    smux_classify(&errs[i].e) == SMUX_OUTCOME_SEMANTIC)
 			first_semantic = i;
@@ -1012,6 +1025,10 @@ static int fanout_policy(struct smux_mux *mux, const char *key,
 					      mux->base.name,
 					      "no backend is available");
 		*err = errs[first_fail];
+		/* every replica full: the storage is, as a local disk's
+		 * ENOSPC says (the replicas stay up and readable) */
+		if (n_full == n)
+			return -err->e.sys_errno;
 		return smux_error_wrap(
 			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
 			"the write failed on all %u backends", n);
