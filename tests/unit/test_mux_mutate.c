@@ -212,6 +212,12 @@ static void test_remove(void **state)
 	assert_int_equal(smux_mux_pending_hints(mux), 0);
 	MH_ERR(smux_mux_remove(mux, "m1", &ctx, &err), &err,
 	       SMUX_E_BACKEND_NOT_FOUND);
+	/* the last member stays: a mux of none answers nothing (every
+	 * file EIO), and what it held would be out of reach */
+	MH_OK(smux_mux_remove(mux, "m0", &ctx, &err), &err);
+	MH_ERR(smux_mux_remove(mux, "m2", &ctx, &err), &err,
+	       SMUX_E_INVALID_ARGUMENT);
+	MH_HOLDS(mux, "after", "x");
 	/* the mux dropped its reference: ours is the last one */
 	assert_int_equal(atomic_load(&m[1]->refs), 1);
 	smux_backend_unref(mux);
@@ -337,6 +343,17 @@ static void test_set_weight(void **state)
 	for (int i = 0; i < 1000; i++)
 		MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
 	assert_int_equal(smux_faulty_calls(f[0]), before);
+	/* never every weight 0: a weighted mux would draw no member (every
+	 * call EIO), what the config file refuses too */
+	MH_OK(smux_mux_set_weight(mux, "w1", 0, &err), &err);
+	MH_ERR(smux_mux_set_weight(mux, "w2", 0, &err), &err,
+	       SMUX_E_INVALID_WEIGHT);
+	st = smux_mux_stats(mux);
+	assert_non_null(st);
+	assert_true(st->backends[2].weight == 1);
+	smux_mux_stats_free(st);
+	MH_OK(smux_backend_head(mux, &ctx, "k", &info, &err), &err);
+	MH_OK(smux_mux_set_weight(mux, "w1", 1, &err), &err);
 
 	/* and back: it is drawn again */
 	MH_OK(smux_mux_set_weight(mux, "w0", 8, &err), &err);
