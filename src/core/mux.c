@@ -621,6 +621,34 @@ struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
 	return found;
 }
 
+/* True when a member of @mux other than @m has a weight above 0. Caller
+ * holds mutate_lock. */
+static bool other_weighs(struct smux_mux *mux, const struct mux_member *m)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool any = false;
+
+	for (unsigned i = 0; i < v->n && !any; i++)
+		any = v->m[i] != m && !smux__sticky_slot_empty(v->m[i]) &&
+		      atomic_load(&v->m[i]->weight) > 0;
+	smux__view_put(v);
+	return any;
+}
+
+/* True when @mux has a member besides the one called @name (a removed
+ * shard's empty slot is none). Caller holds mutate_lock. */
+static bool others_left(struct smux_mux *mux, const char *name)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool any = false;
+
+	for (unsigned i = 0; i < v->n && !any; i++)
+		any = strcmp(v->m[i]->name, name) != 0 &&
+		      !smux__sticky_slot_empty(v->m[i]);
+	smux__view_put(v);
+	return any;
+}
+
 int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 			struct smux_error *err)
 {
@@ -642,6 +670,16 @@ int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 	if (!m) {
 		pthread_mutex_unlock(&mux->mutate_lock);
 		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
+	}
+	if (mux->mode == SMUX_MODE_WEIGHTED && weight == 0 &&
+	    !other_weighs(mux, m)) {
+		pthread_mutex_unlock(&mux->mutate_lock);
+		smux__member_put(m);
+		return smux_error_set(err, SMUX_E_INVALID_WEIGHT, b->name,
+				      "backend \"%s\": weight 0 would leave no "
+				      "member a weight above 0 (a weighted mux "
+				      "would draw none)",
+				      name);
 	}
 	ev.weight_from = atomic_load(&m->weight);
 	ev.weight_to = weight;
@@ -737,6 +775,16 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	bool left;
 	int rc;
 
+	/* a mux of no member answers nothing (every file EIO), and what the
+	 * last one holds would be out of reach: add another first */
+	pthread_mutex_lock(&mux->mutate_lock);
+	left = others_left(mux, name);
+	pthread_mutex_unlock(&mux->mutate_lock);
+	if (!left)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+				      "remove %s: the last member of its mux "
+				      "(add another first)",
+				      name);
 	rc = smux_mux_drain(b, name, ctx, err);
 	if (rc)
 		return rc;
