@@ -515,6 +515,18 @@ static int copy_marker(struct smuxfs *fs, const char *from_dir,
 	return 0;
 }
 
+/* True when the key @to@rel ("b/" and "x/y" or a marker's "x/") is one
+ * the tree takes (smuxfs_path_key's limit: a marker's '/' aside). */
+static bool fits_under(const struct smuxfs *fs, const char *to, const char *rel)
+{
+	size_t kmax = fs->key_max ? fs->key_max : SMUX_KEY_MAX;
+	size_t rlen = strlen(rel), n = strlen(to) + rlen;
+
+	if (rlen && rel[rlen - 1] == '/')
+		n--;
+	return n <= kmax - 1 && n < SMUX_KEY_MAX;
+}
+
 /*
  * Moves the directory @from ("a/") to @to ("b/") key by key: new markers
  * first (parents before children), then every object, then the old
@@ -556,6 +568,15 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 		w.dirs[k++] = w.dirs[i];
 	}
 	w.n_dirs = k;
+	/* a name the tree cannot take under @to: refused before anything
+	 * moved (not half-way, the rest left under @from) */
+	for (i = 0; i < w.n_dirs + w.n_files && !redo; i++)
+		if (!fits_under(fs, to,
+				i < w.n_dirs ? w.dirs[i]
+					     : w.files[i - w.n_dirs])) {
+			rc = -ENAMETOOLONG;
+			goto out;
+		}
 	rc = copy_marker(fs, from, to, redo);
 	for (i = 0; i < w.n_dirs && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]) >=
