@@ -109,6 +109,17 @@ except OSError as e:
     sys.exit(0 if e.errno == 22 else 1)
 sys.exit(1)' "$CTL" || fail "a write(2) with a bad line was not refused with EINVAL"
 [ "$(status_of a)" = up ] || fail "a line after the failing one was carried out"
+# a write(2) larger than the kernel passes in one piece (1 MiB) reached
+# the daemon as two: a command cut at the seam ran in two halves. One
+# over 64 KiB is refused whole, nothing carried out
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, (b"#" * 999 + b"\n") * 1100 + b"drain a\n")
+except OSError as e:
+    sys.exit(0 if e.errno == 22 else 1)
+sys.exit(1)' "$CTL" || fail "a write(2) of 1.1 MB to .smux/ctl was not refused with EINVAL"
+[ "$(status_of a)" = up ] || fail "a write(2) of 1.1 MB to .smux/ctl carried out part of it"
 if id nobody >/dev/null 2>&1; then
 	chmod 755 "$T"
 	su nobody -s /bin/sh -c "echo 'drain a' > '$CTL'" 2>/dev/null &&
