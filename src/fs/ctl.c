@@ -23,7 +23,8 @@
  *                         them all)
  *
  * NAME is a member's name anywhere in the tree (the mux holding it is
- * found by walking the tree). A write() carries out its lines in order and
+ * found by walking the tree). A write() (at most CTL_WRITE_MAX bytes, or
+ * it is refused whole: EINVAL) carries out its lines in order and
  * stops at the first that fails, returning that command's errno: EINVAL
  * malformed (unknown command, missing or extra argument, bad value),
  * ENOENT unknown name, EEXIST a name already in the tree (add),
@@ -52,7 +53,12 @@
 #include "smux/mux.h"
 
 #define CTL_LINE_MAX 1024
-#define CTL_ARGS_MAX 16
+/* The largest write(2) taken: the kernel passes a larger one (over
+ * max_write, 1 MiB) in pieces, each a write here, and a line cut at the
+ * seam would run as two commands; one over this is refused whole before
+ * anything runs (its first piece is always larger than this). */
+#define CTL_WRITE_MAX (64 * 1024)
+#define CTL_ARGS_MAX  16
 /* How long drain and remove wait for in-flight work and open writers. */
 #define CTL_DRAIN_TIMEOUT_NS (300 * 1000000000LL)
 
@@ -542,6 +548,14 @@ long smuxfs_ctl_write(struct smuxfs *fs, const char *buf, size_t size)
 {
 	char line[CTL_LINE_MAX], shown[CTL_LINE_MAX];
 	size_t pos = 0;
+
+	if (size > CTL_WRITE_MAX) {
+		char what[] = "(a write too large)";
+		char why[] = "a write to .smux/ctl is at most 64 KiB";
+
+		report(fs, what, -EINVAL, why);
+		return -EINVAL;
+	}
 
 	while (pos < size) {
 		const char *nl = memchr(buf + pos, '\n', size - pos);
