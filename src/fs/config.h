@@ -197,6 +197,18 @@ int smux_config_check_dirs(const struct smux_config *cfg,
 			   const char *mountpoint, char *errbuf, size_t errlen);
 
 /*
+ * Refuses a file backend whose path is the mount point @mnt (resolved) or
+ * lies under it, at run time (reload: every backend of the tree; @added:
+ * that section's): the daemon would write through its own mount. Never
+ * looks anything up under @mnt (that would come back to the daemon):
+ * paths are resolved here, symlink by symlink, up to it. 0, or -EINVAL
+ * with @errbuf naming the key and its line.
+ */
+int smux_config_check_under_mount(const struct smux_config *cfg,
+				  const char *added, const char *mnt,
+				  char *errbuf, size_t errlen);
+
+/*
  * Gives @dst the mount options of @src (deep copy): a file loaded again at
  * run time gets what the mount runs with, -o options included
  * (config_opts.c). 0 or -ENOMEM (@dst unchanged).

@@ -17,7 +17,10 @@
  *     directory of that name would lose its files;
  *   - a file backend that holds the mount point (the mount would show
  *     inside itself) or lies under it, and cache_dir or state_dir under
- *     the mount point (the daemon would write through its own mount).
+ *     the mount point (the daemon would write through its own mount); at
+ *     run time (reload, add), a file backend under the mount point by
+ *     its path (smux_config_check_under_mount: nothing under the mount
+ *     point is looked up).
  *
  * Directories are compared by identity (st_dev, st_ino) of each one and
  * its parents, so no spelling of a path hides an overlap. A directory
@@ -383,6 +386,134 @@ static int mount_line(const struct smux_config *cfg, int key, const char *value)
 	return v && v->line && v->s && value && strcmp(v->s, value) == 0
 		       ? v->line
 		       : 0;
+}
+
+/* True when @a is @mnt or below it (both resolved, no "//"). */
+static bool is_or_under(const char *a, const char *mnt)
+{
+	size_t n = strlen(mnt);
+
+	if (n == 1) /* "/" */
+		return true;
+	return strncmp(a, mnt, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
+/* Symlinks followed at most while resolving one path (as the kernel). */
+#define UNDER_HOPS_MAX 40
+
+/*
+ * True when the absolute @path names @mnt or a place under it: resolved
+ * component by component, a symlink read where it lies (lstat, readlink)
+ * and only outside @mnt, so nothing under the mount is looked up. A path
+ * that cannot be resolved (a missing part) is compared as written.
+ */
+static bool path_under(const char *path, const char *mnt)
+{
+	char cur[PATH_MAX] = "", rest[PATH_MAX], cand[PATH_MAX];
+	char target[PATH_MAX], next[PATH_MAX];
+	unsigned hops = 0;
+	const char *p;
+
+	if (path[0] != '/' ||
+	    snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		return false;
+	p = rest;
+	while (*p) {
+		size_t n;
+		struct stat st;
+		ssize_t t;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char *s = strrchr(cur, '/');
+
+			if (s)
+				*s = '\0';
+			p += n;
+			continue;
+		}
+		if (snprintf(cand, sizeof(cand), "%s/%.*s", cur, (int)n, p) >=
+		    (int)sizeof(cand))
+			return false;
+		p += n;
+		if (is_or_under(cand, mnt))
+			return true;
+		if (lstat(cand, &st) == 0 && S_ISLNK(st.st_mode) &&
+		    hops++ < UNDER_HOPS_MAX) {
+			t = readlink(cand, target, sizeof(target) - 1);
+			if (t <= 0)
+				return false;
+			target[t] = '\0';
+			if (snprintf(next, sizeof(next), "%s/%s", target, p) >=
+			    (int)sizeof(next))
+				return false;
+			memcpy(rest, next, sizeof(rest));
+			p = rest;
+			if (target[0] == '/')
+				cur[0] = '\0';
+			continue;
+		}
+		memcpy(cur, cand, sizeof(cur));
+	}
+	return is_or_under(cur[0] ? cur : "/", mnt);
+}
+
+/* smux_config_check_under_mount over @s and below it. */
+static int under_mount_tree(const struct smux_config *cfg,
+			    const struct smux__cfg_section *s, const char *mnt,
+			    unsigned depth, char *errbuf, size_t errlen)
+{
+	int rc = 0;
+
+	if (!s || depth > SMUX__CFG_CHAIN_MAX)
+		return 0;
+	if (s->kind == SMUX__CFG_MUX) {
+		for (unsigned i = 0; i < s->n_members && s->member_secs && !rc;
+		     i++)
+			rc = under_mount_tree(cfg, s->member_secs[i], mnt,
+					      depth + 1, errbuf, errlen);
+		return rc;
+	}
+	if (s->kind != SMUX__CFG_BACKEND)
+		return 0;
+	if (s->v[SMUX__BK_TYPE].i == SMUX__CFG_T_FAULTY)
+		return under_mount_tree(cfg, s->wraps_sec, mnt, depth + 1,
+					errbuf, errlen);
+	if (s->v[SMUX__BK_TYPE].i != SMUX__CFG_T_FILE ||
+	    !s->v[SMUX__BK_PATH].s || !path_under(s->v[SMUX__BK_PATH].s, mnt))
+		return 0;
+	return smux__cfg_errorf(
+		errbuf, errlen, cfg->path, s->v[SMUX__BK_PATH].line,
+		"[backend %s] path: %s is under the mount point "
+		"%s: the daemon would write through its own "
+		"mount",
+		s->name, s->v[SMUX__BK_PATH].s, mnt);
+}
+
+int smux_config_check_under_mount(const struct smux_config *cfg,
+				  const char *added, const char *mnt,
+				  char *errbuf, size_t errlen)
+{
+	int rc = 0;
+
+	if (!mnt || !mnt[0])
+		return 0;
+	if (added)
+		return under_mount_tree(cfg, smux__cfg_find(cfg, added), mnt, 0,
+					errbuf, errlen);
+	for (unsigned i = 0; i < cfg->n_secs && !rc; i++)
+		if (cfg->secs[i]->used)
+			rc = under_mount_tree(cfg, cfg->secs[i], mnt, 0, errbuf,
+					      errlen);
+	return rc;
 }
 
 int smux_config_check_dirs(const struct smux_config *cfg,

@@ -415,8 +415,11 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 					      .running = in_tree,
 					      .arg = fs};
 
-		rc = smux_config_check_dirs(cfg, &a, NULL, errbuf,
-					    sizeof(errbuf));
+		rc = smux_config_check_under_mount(cfg, name, fs->mount_path,
+						   errbuf, sizeof(errbuf));
+		if (!rc)
+			rc = smux_config_check_dirs(cfg, &a, NULL, errbuf,
+						    sizeof(errbuf));
 	}
 	if (!rc)
 		rc = smux_config_build_member(cfg, name, fs->events,

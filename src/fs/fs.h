@@ -318,6 +318,9 @@ struct smuxfs {
 	/* the config file, absolute (ctl.c's add and reload.c read it
 	 * again) */
 	char config_path[PATH_MAX];
+	/* the mount point, resolved at mount (reload and add refuse a file
+	 * backend under it: config_dirs.c smux_config_check_under_mount) */
+	char mount_path[PATH_MAX];
 	/* reload.c: serializes reloads and adds; the config applied last
 	 * (NULL: cfg), what .smux/config shows, under cfg_lock */
 	pthread_mutex_t reload_lock;

@@ -534,6 +534,7 @@ static int start(struct daemon *d, struct status_msg *sm)
 	if (!realpath(d->cli.mountpoint, d->mnt))
 		FAIL(EXIT_MOUNT, "mountpoint %s: %s", d->cli.mountpoint,
 		     strerror(errno));
+	snprintf(fs->mount_path, sizeof(fs->mount_path), "%s", d->mnt);
 	xattr = o->xattr == SMUX_FS_ON ||
 		(o->xattr == SMUX_FS_AUTO &&
 		 (smux_backend_caps(fs->root) & SMUX_CAP_XATTR));

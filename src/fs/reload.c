@@ -495,8 +495,11 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 			    nc->root->name, fs->root->name);
 	else
 		rc = check_unchangeable(fs, oc, nc, p);
-	/* the mount point is not compared at run time: opening a path
-	 * under it would come back to this daemon */
+	/* the mount point apart (smux_config_check_dirs would open a path
+	 * under it, through this daemon): compared by path, first */
+	if (!rc)
+		rc = smux_config_check_under_mount(nc, NULL, fs->mount_path,
+						   why, cap);
 	if (!rc)
 		rc = smux_config_check_dirs(nc, NULL, NULL, why, cap);
 	if (!rc && nc->root->kind == SMUX__CFG_MUX)

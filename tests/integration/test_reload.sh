@@ -7,7 +7,8 @@
 #     naming the section and key (mode, cooldown, backend_timeout, the
 #     order of running members, a new member listed before a running one,
 #     a running backend's path, a [mount] key, a mux keeping none of its
-#     running members) and changes nothing; what
+#     running members, a new file backend under the mount point, also
+#     through a symlink, by reload or add) and changes nothing; what
 #     it can change (a weight, a member added at the end) is applied; in
 #     sticky-by-key a removed shard listed again at its place comes back
 #     (its slot) and every key reads as before;
@@ -82,6 +83,17 @@ refused_reload '\[mux r\] backends: the new member rc is listed before the runni
 # from the mount (none of them left to read or fill the new one from)
 edit 's/^backends = ra rb$/backends = rc/'
 refused_reload '\[mux r\] backends: keeps none of its running members'
+# a new member under the mount point (also through a symlink): the
+# daemon would write through its own mount (at mount it is refused too)
+edit "s/^backends = ra rb\$/backends = ra rb rc/; s#^path = $T/rc\$#path = $M/inside#"
+refused_reload "\\[backend rc\\] path: $M/inside is under the mount point"
+ln -sfn "$M" "$T/to-mnt"
+edit "s/^backends = ra rb\$/backends = ra rb rc/; s#^path = $T/rc\$#path = $T/to-mnt/inside#"
+refused_reload "\\[backend rc\\] path: $T/to-mnt/inside is under the mount point"
+cp "$T/r.good" "$T/r.conf"
+sed -i "s#^path = $T/rc\$#path = $T/to-mnt/x#" "$T/r.conf"
+expect_errno "Invalid argument" "add rc"
+[ "$(members)" = '["ra","rb"]' ] || fail "add of a member under the mount point changed the members: $(members)"
 edit "s#^path = $T/rb\$#path = $T/elsewhere#"
 refused_reload '\[backend rb\] path changed'
 edit 's/^negative_timeout = .*//; /^\[mount\]$/a negative_timeout = 3s'
