@@ -597,6 +597,11 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 			break;
 		}
 		rc = smuxfs_ofile_rename(fs, a, b);
+		/* a redo: a name listed that is moved already (a replica that
+		 * missed the first move still lists it until its hints
+		 * replay) */
+		if (redo && rc == -ENOENT)
+			rc = 0;
 	}
 	for (i = w.n_dirs; i-- > 0 && !rc;) {
 		snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]);
