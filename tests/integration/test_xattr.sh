@@ -14,6 +14,9 @@
 #     .smux/ answer "Operation not supported";
 #   - cp -a and rsync -aX of a tree with user xattrs keep them
 #     (getfattr -d of the copy equals the source's), on each replica too;
+#   - a symlink and a FIFO list no attributes (llistxattr: empty, as on
+#     ext4; lgetxattr ENODATA), so getfattr -R -d -h of a tree with them
+#     succeeds;
 #   - a fresh daemon shows the same attributes;
 #   - with -o xattr=off, getfattr and setfattr answer "Operation not
 #     supported" every time (the kernel was told ENOSYS and stops asking)
@@ -190,6 +193,30 @@ setfattr -n user.mime -v text/x-changed "$S/a/one"
 setfattr -x user.tag "$S/a/b"
 rsync -aX "$S/" "$M/rs/"
 expect "rsync -aX update" "$(dump "$M/rs")" "$(dump "$S")"
+
+# ---- symlinks and FIFOs: no user.* attributes, an empty list (ext4's
+# answer), so getfattr -R -h of a tree with links walks it cleanly ----
+mkdir "$M/sp"
+echo x >"$M/sp/f"
+setfattr -n user.a -v 1 "$M/sp/f"
+ln -s f "$M/sp/l"
+mkfifo "$M/sp/p"
+python3 - "$M/sp" <<'PY' || fail "llistxattr/lgetxattr of a symlink or FIFO (above)"
+import errno, os, sys
+d = sys.argv[1]
+for n in ("l", "p"):
+    got = os.listxattr(os.path.join(d, n), follow_symlinks=False)
+    if got:
+        sys.exit("llistxattr(%s): %s, not []" % (n, got))
+    try:
+        os.getxattr(os.path.join(d, n), "user.a", follow_symlinks=False)
+        sys.exit("lgetxattr(%s, user.a) found a value" % n)
+    except OSError as e:
+        if e.errno != errno.ENODATA:
+            sys.exit("lgetxattr(%s, user.a): %s, not ENODATA" % (n, e))
+PY
+(cd "$M" && getfattr -R -d -h sp >/dev/null) || fail "getfattr -R -d -h of a tree with a symlink and a FIFO failed"
+rm -r "$M/sp"
 
 # ---- a fresh daemon shows the same ----
 unmount_smux "$M"
