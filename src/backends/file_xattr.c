@@ -7,8 +7,9 @@
  * object or directory. The key is opened O_PATH | O_NOFOLLOW beneath the
  * root (smux__file_open), and the attribute calls name that descriptor's
  * /proc/self/fd link, which is exactly that inode: a symlink on the path
- * is never followed, and a symlink, FIFO or socket key answers
- * NOT_SUPPORTED (Linux refuses user.* on them). Listing filters out every
+ * is never followed, and a symlink, FIFO or socket key has no user.*
+ * attribute (Linux refuses them there): its list is empty, a read is
+ * NO_ATTR (ENODATA), a set or remove NOT_SUPPORTED. Listing filters out every
  * other namespace (trusted., security., system.), so a copy through the
  * mount never meets what it could not set back.
  */
@@ -81,6 +82,13 @@ int smux__file_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!rc)
 		rc = xattr_open(fb, key, "getxattr", &fd, proc, sizeof(proc),
 				err);
+	/* a symlink or special file has no user. attribute: ENODATA, as
+	 * Linux answers a read of one there */
+	if (rc && err->e.code == SMUX_E_NOT_SUPPORTED)
+		return smux_error_set(err, SMUX_E_NO_ATTR, fb->base.name,
+				      "getxattr \"%s\": a symlink or special "
+				      "file has no user. attributes",
+				      key);
 	if (rc)
 		return rc;
 	n = getxattr(proc, name, size ? buf : NULL, size);
@@ -128,6 +136,13 @@ int smux__file_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!rc)
 		rc = xattr_open(fb, key, "listxattr", &fd, proc, sizeof(proc),
 				err);
+	/* a symlink or special file: no user. names, an empty list (as
+	 * ext4's listxattr, which getfattr -R -h walks) */
+	if (rc && err->e.code == SMUX_E_NOT_SUPPORTED) {
+		smux_error_clear(err);
+		*out_len = 0;
+		return 0;
+	}
 	if (rc)
 		return rc;
 	/* every namespace comes back; keep user. only (a list that grew
