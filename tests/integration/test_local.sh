@@ -417,6 +417,14 @@ for p in "$m/stamp" "$A/stamp"; do
 done
 rm "$m/stamp"
 
+log "$KIND: df shows the disk's blocks reserved for root as reserved, not used"
+read -r dfree davail < <(stat -f -c '%f %a' "$A")
+read -r mfree mavail < <(stat -f -c '%f %a' "$m")
+dres=$((dfree - davail)) mres=$((mfree - mavail))
+# both 4 KiB blocks here; the free counts move with other writers
+[ $((mres - dres)) -le 256 ] && [ $((dres - mres)) -le 256 ] ||
+	fail "$KIND: blocks free but reserved for root: $mres through the mount, $dres on the disk"
+
 log "$KIND: times beyond 64-bit nanoseconds are clamped, never wrapped; before 1970 kept"
 year() { date -u -d "@$(stat -c %Y "$1")" +%Y; }
 touch "$m/far"
