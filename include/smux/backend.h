@@ -191,6 +191,10 @@ typedef int (*smux_list_fn)(void *arg, const struct smux_list_entry *e);
 struct smux_statfs {
 	uint64_t total_bytes; /* 0 = unknown */
 	uint64_t free_bytes;
+	/* of free_bytes, what an unprivileged user may take (a local
+	 * disk keeps blocks for root), when has_avail; else all of it */
+	bool has_avail;
+	uint64_t avail_bytes;
 	uint64_t total_files;
 	uint64_t free_files;
 	/* the directories right under the backend's root, where it can

@@ -975,7 +975,9 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (fstatvfs(fb->root_fd, &sv) < 0)
 		return smux__file_fail(fb, err, errno, "statfs", "");
 	out->total_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
-	out->free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	out->free_bytes = (uint64_t)sv.f_bfree * sv.f_frsize;
+	out->avail_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	out->has_avail = true;
 	out->total_files = sv.f_files;
 	out->free_files = sv.f_favail;
 	/* 2 + subdirectories where the filesystem counts them (not btrfs:

@@ -1226,8 +1226,10 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 	smuxfs_ctx(&ctx);
 	if (smux_backend_statfs(fs->root, &ctx, &s, &err))
 		return smuxfs_errno(&err, "statfs", "");
-	if (!s.total_bytes) /* unknown: plenty, as s3fs reports */
+	if (!s.total_bytes) { /* unknown: plenty, as s3fs reports */
 		s.total_bytes = s.free_bytes = PIB;
+		s.has_avail = false;
+	}
 	if (!s.total_files)
 		s.total_files = s.free_files = 1000000000;
 	memset(st, 0, sizeof(*st));
@@ -1235,7 +1237,10 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 	st->f_frsize = bs;
 	st->f_blocks = s.total_bytes / bs;
 	st->f_bfree = s.free_bytes / bs;
-	st->f_bavail = s.free_bytes / bs;
+	st->f_bavail =
+		(s.has_avail && s.avail_bytes < s.free_bytes ? s.avail_bytes
+							     : s.free_bytes) /
+		bs;
 	st->f_files = s.total_files;
 	st->f_ffree = s.free_files;
 	st->f_favail = s.free_files;
