@@ -197,6 +197,14 @@ int smux_config_check_dirs(const struct smux_config *cfg,
 			   const char *mountpoint, char *errbuf, size_t errlen);
 
 /*
+ * `--check-config`: every file backend of the tree names a directory that
+ * opens (what the mount would find), else -EINVAL (or the errno) with
+ * @errbuf naming the key, its line and why.
+ */
+int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
+			    size_t errlen);
+
+/*
  * Refuses a file backend whose path is the mount point @mnt (resolved) or
  * lies under it, at run time (reload: every backend of the tree; @added:
  * that section's): the daemon would write through its own mount. Never

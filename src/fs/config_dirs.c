@@ -498,6 +498,30 @@ static int under_mount_tree(const struct smux_config *cfg,
 		s->name, s->v[SMUX__BK_PATH].s, mnt);
 }
 
+int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
+			    size_t errlen)
+{
+	for (unsigned i = 0; i < cfg->n_secs; i++) {
+		const struct smux__cfg_section *s = cfg->secs[i];
+		const char *path = s->v[SMUX__BK_PATH].s;
+		int fd;
+
+		if (s->kind != SMUX__CFG_BACKEND || !s->used ||
+		    s->v[SMUX__BK_TYPE].i != SMUX__CFG_T_FILE || !path)
+			continue;
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		return smux__cfg_errorf(errbuf, errlen, cfg->path,
+					s->v[SMUX__BK_PATH].line,
+					"[backend %s] path: %s: %s", s->name,
+					path, strerror(errno));
+	}
+	return 0;
+}
+
 int smux_config_check_under_mount(const struct smux_config *cfg,
 				  const char *added, const char *mnt,
 				  char *errbuf, size_t errlen)

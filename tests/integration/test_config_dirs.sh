@@ -13,6 +13,8 @@
 #     a backend that holds the mount point, one under the mount point;
 #   - at run time, `add` and a reload of such a backend are refused and
 #     change nothing.
+#   - --check-config of a file backend whose path is missing or a
+#     regular file fails naming the key (the mount would).
 # Each refusal names the file, the line, both keys and the directory.
 . "$(dirname "$0")/lib.sh"
 
@@ -50,6 +52,19 @@ refused "$CFG" "$CFG:3: [mount] cache_dir: $T/a" "[backend a] path" "line 12"
 # --check-config reports it too (it needs no mount point)
 out=$("$SMUXFS" --check-config "$CFG" 2>&1) && fail "--check-config passed $CFG"
 grep -qF "[mount] cache_dir" <<<"$out" || fail "--check-config: $out"
+
+log "--- --check-config of a file backend whose path is missing or a file"
+touch "$T/plainfile"
+keep=$CFG
+for p in "$T/missing" "$T/plainfile"; do
+	new_config "$T/path.conf" m
+	cfg_raw "[backend m]
+type = file
+path = $p"
+	out=$("$SMUXFS" --check-config "$CFG" 2>&1) && fail "--check-config passed a path of $p"
+	grep -qF "[backend m] path: $p:" <<<"$out" || fail "--check-config of path $p: $out"
+done
+CFG=$keep
 
 log "--- cache_dir above a backend: refused"
 sed -i "s|^cache_dir = .*|cache_dir = $T/c2|; s|^path = $T/b\$|path = $T/c2/read|" "$CFG"
