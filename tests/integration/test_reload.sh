@@ -93,6 +93,8 @@ refused_reload "\\[backend rc\\] path: $T/to-mnt/inside is under the mount point
 cp "$T/r.good" "$T/r.conf"
 sed -i "s#^path = $T/rc\$#path = $T/to-mnt/x#" "$T/r.conf"
 expect_errno "Invalid argument" "add rc"
+tail -n 3 "$M/.smux/events" | grep -q '"command":"add rc","result":"failed".*is under the mount point' ||
+	fail "the refused add does not say why: $(tail -n 1 "$M/.smux/events")"
 [ "$(members)" = '["ra","rb"]' ] || fail "add of a member under the mount point changed the members: $(members)"
 edit "s#^path = $T/rb\$#path = $T/elsewhere#"
 refused_reload '\[backend rb\] path changed'
@@ -109,6 +111,21 @@ echo reload >"$CTL" || fail "reload (weight, rc at the end) refused"
 [ "$(members)" = '["ra","rb","rc"]' ] || fail "members after reload: $(members)"
 [ "$(jq '.backends[] | select(.name == "ra") | .weight' "$M/.smux/stats")" = 3 ] ||
 	fail "ra's weight is not 3 after the reload"
+# weights handed over: ra alone weighs, then the file gives it 0 and rb
+# 1 - rb's rise comes first, so no step leaves every weight 0
+setw() { sed -i "/^\[backend $1\]/,/^\$/ s/^weight = .*/weight = $2/" "$T/r.conf"; }
+weights() { jq -c '[.backends[].weight]' "$M/.smux/stats"; }
+setw rb 0
+setw rc 0
+echo reload >"$CTL" || fail "reload (rb and rc to weight 0) refused"
+[ "$(weights)" = '[3,0,0]' ] || fail "weights after rb and rc to 0: $(weights)"
+setw ra 0
+setw rb 1
+echo reload >"$CTL" || fail "reload handing the weight from ra to rb refused"
+[ "$(weights)" = '[0,1,0]' ] || fail "weights after handing over: $(weights)"
+# the member that alone weighs is never removed: the mux would draw none
+expect_errno "Invalid argument" "remove rb"
+[ "$(members)" = '["ra","rb","rc"]' ] || fail "remove of the only weighing member changed the members: $(members)"
 unmount_smux "$M"
 
 log "--- sticky-by-key: a removed shard's name comes back at its place"
