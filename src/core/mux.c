@@ -635,8 +635,9 @@ static bool other_weighs(struct smux_mux *mux, const struct mux_member *m)
 	return any;
 }
 
-/* True when @mux has a member besides the one called @name (a removed
- * shard's empty slot is none). Caller holds mutate_lock. */
+/* True when @mux keeps a member that serves once the one called @name
+ * is gone: another one (a removed shard's empty slot is none), weighing
+ * more than 0 in a weighted mux. Caller holds mutate_lock. */
 static bool others_left(struct smux_mux *mux, const char *name)
 {
 	struct mux_view *v = smux__view_get(mux);
@@ -644,7 +645,9 @@ static bool others_left(struct smux_mux *mux, const char *name)
 
 	for (unsigned i = 0; i < v->n && !any; i++)
 		any = strcmp(v->m[i]->name, name) != 0 &&
-		      !smux__sticky_slot_empty(v->m[i]);
+		      !smux__sticky_slot_empty(v->m[i]) &&
+		      (mux->mode != SMUX_MODE_WEIGHTED ||
+		       atomic_load(&v->m[i]->weight) > 0);
 	smux__view_put(v);
 	return any;
 }
@@ -765,6 +768,15 @@ int smux_mux_undrain(struct smux_backend *b, const char *name,
 
 _Atomic(smux__fanout_hook_fn) smux__remove_hook_out;
 
+static int last_member(struct smux_backend *b, const char *name,
+		       struct smux_error *err)
+{
+	return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
+			      "remove %s: the last member of its mux that "
+			      "serves (add another first)",
+			      name);
+}
+
 int smux_mux_remove(struct smux_backend *b, const char *name,
 		    const struct smux_ctx *ctx, struct smux_error *err)
 {
@@ -775,20 +787,26 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	bool left;
 	int rc;
 
+	if (!mux || !name)
+		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT,
+				      b ? b->name : NULL, "not a mux member");
 	/* a mux of no member answers nothing (every file EIO), and what the
-	 * last one holds would be out of reach: add another first */
+	 * last one holds would be out of reach: add another first (asked
+	 * again below: a remove of the other one may have run meanwhile) */
 	pthread_mutex_lock(&mux->mutate_lock);
 	left = others_left(mux, name);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (!left)
-		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, b->name,
-				      "remove %s: the last member of its mux "
-				      "(add another first)",
-				      name);
+		return last_member(b, name, err);
 	rc = smux_mux_drain(b, name, ctx, err);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&mux->mutate_lock);
+	if (!others_left(mux, name)) {
+		pthread_mutex_unlock(&mux->mutate_lock);
+		smux_mux_undrain(b, name, err);
+		return last_member(b, name, err);
+	}
 	old = smux__view_get(mux);
 	v = view_new(old->n);
 	if (!v) {

@@ -6,7 +6,8 @@
  *
  *   - a member listed in a mux now and not before is built and added
  *     (backend.added), one no longer listed is drained and removed
- *     (backend.removed; in-flight calls and open writers finish first);
+ *     (backend.removed; its in-flight calls finish first, open writers
+ *     drop it);
  *   - a member's weight that changed is set (weight.changed);
  *   - a faulty backend whose fault keys changed gets them.
  *
@@ -426,6 +427,44 @@ static int check_unchangeable(struct smuxfs *fs, struct smux_config *oc,
 	return 0;
 }
 
+/* The pass of apply() that carries out @c. */
+static int apply_pass(const struct change *c)
+{
+	if (c->op == CH_REMOVE)
+		return 2;
+	if (c->op == CH_WEIGHT && c->weight == 0)
+		return 1;
+	return 0;
+}
+
+/* Carries out @c: 0, or the failure with @err filled and @why saying
+ * what failed. */
+static int apply_one(struct change *c, const struct smux_ctx *ctx,
+		     struct smux_error *err, char *why, size_t cap)
+{
+	int rc = 0;
+
+	smux_error_clear(err);
+	switch (c->op) {
+	case CH_REMOVE:
+		rc = smux_mux_remove(c->mux, c->name, ctx, err);
+		break;
+	case CH_ADD:
+		rc = smux_mux_add(c->mux, &c->add, err);
+		break;
+	case CH_WEIGHT:
+		rc = smux_mux_set_weight(c->mux, c->name, c->weight, err);
+		break;
+	case CH_FAULT:
+		smux_faulty_set(c->mux, &c->fault);
+		break;
+	}
+	if (rc)
+		snprintf(why, cap, "%s: %s (changes before it stay)", c->name,
+			 err->e.message);
+	return rc;
+}
+
 static int apply(struct plan *p, char *why, size_t cap)
 {
 	struct smux_error err;
@@ -434,28 +473,15 @@ static int apply(struct plan *p, char *why, size_t cap)
 
 	smux_ctx_init(&base);
 	smux_ctx_derive(&ctx, &base, RELOAD_DRAIN_TIMEOUT_NS, NULL);
-	for (unsigned i = 0; i < p->n && !rc; i++) {
-		struct change *c = &p->ch[i];
-
-		switch (c->op) {
-		case CH_REMOVE:
-			rc = smux_mux_remove(c->mux, c->name, &ctx, &err);
-			break;
-		case CH_ADD:
-			rc = smux_mux_add(c->mux, &c->add, &err);
-			break;
-		case CH_WEIGHT:
-			rc = smux_mux_set_weight(c->mux, c->name, c->weight,
-						 &err);
-			break;
-		case CH_FAULT:
-			smux_faulty_set(c->mux, &c->fault);
-			break;
-		}
-		if (rc)
-			snprintf(why, cap, "%s: %s (changes before it stay)",
-				 c->name, err.e.message);
-	}
+	/* in passes: members added and weights raised first, then weights
+	 * set to 0, then members removed, so that every step on the way to
+	 * what the file asks is one the mux takes (a weighted mux never has
+	 * every weight 0, a mux never loses its last member, and a new
+	 * replica is in before an old one leaves) */
+	for (int pass = 0; pass < 3 && !rc; pass++)
+		for (unsigned i = 0; i < p->n && !rc; i++)
+			if (apply_pass(&p->ch[i]) == pass)
+				rc = apply_one(&p->ch[i], &ctx, &err, why, cap);
 	return rc ? (err.e.sys_errno > 0 ? -err.e.sys_errno : -EIO) : 0;
 }
 
