@@ -116,6 +116,7 @@ for ((i = 0; i < 400; i++)); do
 	[ -d "$T/u1/e" ] && [ "$(find "$T/u1/e" -type f | wc -l)" -ge 10 ] && break
 	sleep 0.02
 done
+[ "$(find "$T/u1/e" -type f 2>/dev/null | wc -l)" -ge 10 ] || fail "the key-by-key move did not start"
 crash_smux "$M"
 wait "$mpid" 2>/dev/null || true
 [ "$(find "$T/u1/d" -type f 2>/dev/null | wc -l)" -gt 0 ] || fail "the rename finished before the kill"
