@@ -398,6 +398,13 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__member_put(m);
 			rc = smux__exhausted(mux, attempts, all_timeouts, &last,
 					     err);
+			/* not "full" either: its outcome is unknown */
+			if (rc < 0 && err->e.code == SMUX_E_NO_SPACE)
+				rc = smux_error_wrap(
+					err, SMUX_E_ALL_BACKENDS_DOWN,
+					mux->base.name,
+					"all %u attempts failed", attempts);
+			err->e.attempts = attempts;
 			goto out;
 		}
 		/* a semantic answer is final; a failure on the caller's side

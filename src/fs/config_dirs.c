@@ -405,7 +405,8 @@ static bool is_or_under(const char *a, const char *mnt)
  * True when the absolute @path names @mnt or a place under it: resolved
  * component by component, a symlink read where it lies (lstat, readlink)
  * and only outside @mnt, so nothing under the mount is looked up. A path
- * that cannot be resolved (a missing part) is compared as written.
+ * with a missing part is compared as written; one whose symlinks cannot
+ * be resolved (a loop, an unreadable link) counts as under @mnt.
  */
 static bool path_under(const char *path, const char *mnt)
 {
@@ -446,11 +447,14 @@ static bool path_under(const char *path, const char *mnt)
 		p += n;
 		if (is_or_under(cand, mnt))
 			return true;
-		if (lstat(cand, &st) == 0 && S_ISLNK(st.st_mode) &&
-		    hops++ < UNDER_HOPS_MAX) {
+		if (lstat(cand, &st) == 0 && S_ISLNK(st.st_mode)) {
+			/* one that cannot be resolved here is not followed by
+			 * the kernel either: refused (it could lead below) */
+			if (hops++ >= UNDER_HOPS_MAX)
+				return true;
 			t = readlink(cand, target, sizeof(target) - 1);
 			if (t <= 0)
-				return false;
+				return true;
 			target[t] = '\0';
 			if (snprintf(next, sizeof(next), "%s/%s", target, p) >=
 			    (int)sizeof(next))

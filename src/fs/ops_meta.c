@@ -73,6 +73,10 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	    is_dir) {
 		smux_info_clear(&info);
 		info.size = a.size;
+		if (a.size_stored && a.has_blocks) { /* its writer's stat */
+			info.blocks = a.blocks;
+			info.has_blocks = true;
+		}
 	} /* else the size smuxfs_lookup gives an open file */
 	if (info.file_id)
 		smuxfs_ofile_set_file_id(of, info.file_id);
