@@ -72,7 +72,7 @@ int64_t smux__bunny_parse_time(const char *s, size_t len)
 	t = timegm(&tm);
 	if (t < 0)
 		return -1;
-	return (int64_t)t * 1000000000LL + frac_ns;
+	return smux_time_ns((int64_t)t, (long)frac_ns);
 }
 
 static int bad(char *why, size_t wl, const char *msg)

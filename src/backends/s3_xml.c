@@ -19,6 +19,7 @@
 #include <expat.h>
 
 #include "backends/s3_xml.h"
+#include "smux/backend.h"
 
 #define NS_SEP	  '\x1f'
 #define DEPTH_MAX 16
@@ -227,7 +228,7 @@ static bool parse_time(const char *s, int64_t *out)
 	time_t t = timegm(&tm);
 	if (t == (time_t)-1 || t < 0)
 		return false;
-	*out = (int64_t)t * 1000000000 + frac;
+	*out = smux_time_ns((int64_t)t, (long)frac);
 	return true;
 }
 

@@ -113,7 +113,7 @@ int64_t swift__parse_iso(const char *s)
 	t = timegm(&tm);
 	if (t == (time_t)-1)
 		return -1;
-	return ((int64_t)t + off) * 1000000000LL + ns;
+	return smux_time_ns((int64_t)t + off, (long)ns);
 }
 
 /* ---- put ---- */
@@ -247,6 +247,10 @@ static int swiftb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (rc < 0)
 			return rc;
 	}
+	/* before 1970: the epoch, as the s3 backend stores it (a negative
+	 * "sec.-nnn" is no time another client reads) */
+	if (mtime < 0)
+		mtime = 0;
 	snprintf(h_mtime, sizeof(h_mtime), "X-Object-Meta-Mtime: %lld.%09lld",
 		 (long long)(mtime / 1000000000LL),
 		 (long long)(mtime % 1000000000LL));
