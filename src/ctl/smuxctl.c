@@ -45,7 +45,7 @@ static const char usage_text[] =
 	"  events [-f] [PATH]     recent events, one JSON line each; -f keeps\n"
 	"                         following new ones\n"
 	"  drain NAME             take member NAME out of rotation (waits for\n"
-	"                         its in-flight calls and open writers)\n"
+	"                         its in-flight calls; open files drop it)\n"
 	"  undrain NAME           put it back in rotation\n"
 	"  remove NAME            drain it, then remove it from its mux\n"
 	"  weight NAME W          set its weight (weighted mode)\n"

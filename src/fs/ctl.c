@@ -4,7 +4,8 @@
  * item 1), carried out on the mounted mux tree:
  *
  *   drain NAME            take member NAME out of rotation; returns once
- *                         its in-flight calls and open writers are done
+ *                         its in-flight calls are done (open writers
+ *                         drop it: architecture.md)
  *   undrain NAME          put it back
  *   remove NAME           drain, then remove it from its mux
  *   weight NAME W         set its weight (weighted mode)
@@ -59,7 +60,7 @@
  * anything runs (its first piece is always larger than this). */
 #define CTL_WRITE_MAX (64 * 1024)
 #define CTL_ARGS_MAX  16
-/* How long drain and remove wait for in-flight work and open writers. */
+/* How long drain and remove wait for in-flight work. */
 #define CTL_DRAIN_TIMEOUT_NS (300 * 1000000000LL)
 
 struct ctl_cmd {
