@@ -557,8 +557,17 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct keyset have = {0}, want = {0};
 	struct mux_member *src = NULL;
 	struct plan plan = {0};
+	bool peers = false;
 	long rc;
 
+	/* no other member at all (every peer removed since it was added:
+	 * a reload that replaced a mux's members): nothing to resync from,
+	 * ever; what @dst holds is the mux's content from now on */
+	for (unsigned k = 0; k < v->n; k++)
+		if (v->m[k] != dst && !smux__sticky_slot_empty(v->m[k]))
+			peers = true;
+	if (!peers)
+		return 0;
 	for (unsigned k = 0; k < v->n && !src; k++)
 		if (v->m[k] != dst &&
 		    smux__health_status(&v->m[k]->health) == SMUX_STATUS_UP &&

@@ -18,8 +18,9 @@
  * What the core cannot change on a running tree is refused the same way,
  * naming the section and key: a running mux's mode, timeouts, cooldowns
  * and other keys, the order of its running members (and a new member
- * listed before a running one: the core adds members at the end), a mux
- * keeping none of its running members (their data would vanish), a
+ * listed before a running one: the core adds members at the end), a
+ * mirror or shield keeping none of its running members (their data would
+ * vanish), a
  * running backend's keys other than its weight and a faulty backend's
  * fault keys, and every [mount] key. So a reload applies the whole file
  * or nothing, and the applied file becomes what .smux/config shows.
@@ -214,7 +215,13 @@ static int plan_mux(struct smuxfs *fs, struct smux_config *nc,
 		return rc;
 	}
 	rc = check_order(ns, st, p);
-	if (!rc && st->n_backends && !keeps_one(ns, st))
+	/* a mirror or shield keeps the copies itself: one that replaced
+	 * them all would have none left to fill the new ones from (other
+	 * modes' members are the operator's to switch, as a failover's
+	 * standbys are kept in sync by other means) */
+	if (!rc && st->n_backends &&
+	    (st->mode == SMUX_MODE_MIRROR || st->mode == SMUX_MODE_SHIELD) &&
+	    !keeps_one(ns, st))
 		rc = refuse(p, -EINVAL,
 			    "[mux %s] backends: keeps none of its running "
 			    "members; what they hold would be gone from the "

@@ -6,8 +6,8 @@
 #   - what a running mux cannot change is refused with EINVAL and a reason
 #     naming the section and key (mode, cooldown, backend_timeout, the
 #     order of running members, a new member listed before a running one,
-#     a running backend's path, a [mount] key, a mux keeping none of its
-#     running members, a new file backend under the mount point, also
+#     a running backend's path, a [mount] key, a mirror keeping none of
+#     its running members, a new file backend under the mount point, also
 #     through a symlink, by reload or add) and changes nothing; what
 #     it can change (a weight, a member added at the end) is applied; in
 #     sticky-by-key a removed shard listed again at its place comes back
@@ -58,6 +58,12 @@ echo reload >"$CTL" || fail "reload (add b) refused"
 	fail ".smux/config lost -o attr_timeout after a reload: $(jq -c .mount "$M/.smux/config")"
 [ "$(jq -r .mount.state_dir "$M/.smux/config")" = "$T/ostate" ] ||
 	fail ".smux/config lost -o state_dir after a reload"
+# a mirror whose running members are all replaced at once: what they hold
+# would be gone from the mount (none left to fill the new one from)
+cfg_file c "$T/c"
+sed -i 's/^backends = a inner b$/backends = c/' "$T/o.conf"
+refused_reload '\[mux m\] backends: keeps none of its running members'
+sed -i 's/^backends = c$/backends = a inner b/' "$T/o.conf"
 unmount_smux "$M"
 
 log "--- what a running mux cannot change is refused, naming the key"
@@ -79,10 +85,6 @@ edit 's/^backends = ra rb$/backends = rb ra/'
 refused_reload '\[mux r\] backends: ra is listed after rb but runs before it'
 edit 's/^backends = ra rb$/backends = ra rc rb/'
 refused_reload '\[mux r\] backends: the new member rc is listed before the running member rb'
-# every running member replaced at once: what they hold would be gone
-# from the mount (none of them left to read or fill the new one from)
-edit 's/^backends = ra rb$/backends = rc/'
-refused_reload '\[mux r\] backends: keeps none of its running members'
 # a new member under the mount point (also through a symlink): the
 # daemon would write through its own mount (at mount it is refused too)
 edit "s/^backends = ra rb\$/backends = ra rb rc/; s#^path = $T/rc\$#path = $M/inside#"
