@@ -58,7 +58,7 @@
  * max_write, 1 MiB) in pieces, each a write here, and a line cut at the
  * seam would run as two commands; one over this is refused whole before
  * anything runs (its first piece is always larger than this). */
-#define CTL_WRITE_MAX (64 * 1024)
+#define CTL_WRITE_MAX ((size_t)64 * 1024)
 #define CTL_ARGS_MAX  16
 /* How long drain and remove wait for in-flight work. */
 #define CTL_DRAIN_TIMEOUT_NS (300 * 1000000000LL)
