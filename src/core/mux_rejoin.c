@@ -560,13 +560,16 @@ long smux__rejoin_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool peers = false;
 	long rc;
 
-	/* no other member at all (every peer removed since it was added:
-	 * a reload that replaced a mux's members): nothing to resync from,
-	 * ever; what @dst holds is the mux's content from now on */
+	/* failover: no other member at all (the one it was added beside
+	 * removed since: a reload that switched a failover's member,
+	 * whose standbys are kept in sync by other means): nothing to
+	 * resync from, ever; what @dst holds is the mux's content from now
+	 * on. A mirror or shield keeps such a member stale (its keys
+	 * unavailable, never absent) until a peer is back. */
 	for (unsigned k = 0; k < v->n; k++)
 		if (v->m[k] != dst && !smux__sticky_slot_empty(v->m[k]))
 			peers = true;
-	if (!peers)
+	if (!peers && mux->mode == SMUX_MODE_FAILOVER)
 		return 0;
 	for (unsigned k = 0; k < v->n && !src; k++)
 		if (v->m[k] != dst &&
