@@ -638,6 +638,12 @@ struct smux_writer {
 	 * set-group-ID, else SMUX_ID_NONE (the creator's). */
 	bool has_dir_group;
 	uint32_t dir_group;
+	/* Set by the caller before close when the open failed as a whole
+	 * (another target of a mux refused it): a name this open created
+	 * goes with it, as the create the caller was asked for never
+	 * happened (the in-place file writer removes it, when the name
+	 * still holds the file it made). */
+	bool unmade;
 };
 
 /* Fills the generic part (copies @key, refs @b). 0 or -ENOMEM. */

@@ -43,6 +43,7 @@ struct fileb_inplace {
 	int dirfd;		 /* the parent directory */
 	int fd;			 /* the file, O_RDWR */
 	bool created;		 /* this writer created the name */
+	char *name;		 /* its name in dirfd, while created */
 	bool dir_synced;	 /* the new name is durable */
 };
 
@@ -254,17 +255,35 @@ static int inplace_passthrough_fd(struct smux_writer *w)
 	return iw ? iw->fd : -1;
 }
 
+/* The open failed as a whole (smux_writer.unmade): the name this writer
+ * created goes, unless it holds another file by now (replaced meanwhile:
+ * not ours to remove). */
+static void inplace_unmake(struct fileb_inplace *iw)
+{
+	struct stat mine, now;
+
+	if (fstat(iw->fd, &mine) < 0 ||
+	    fstatat(iw->dirfd, iw->name, &now, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    mine.st_dev != now.st_dev || mine.st_ino != now.st_ino)
+		return;
+	if (unlinkat(iw->dirfd, iw->name, 0) == 0)
+		smux__file_ns_changed(iw->fb);
+}
+
 static void inplace_close(struct smux_writer *w)
 {
 	struct fileb_inplace *iw = inplace_from(w);
 
 	if (!iw)
 		return;
+	if (iw->base.unmade && iw->created && iw->name)
+		inplace_unmake(iw);
 	if (iw->fd >= 0)
 		close(iw->fd);
 	if (iw->dirfd >= 0)
 		close(iw->dirfd);
 	smux_writer_release(&iw->base);
+	free(iw->name);
 	free(iw);
 }
 
@@ -325,6 +344,12 @@ static int inplace_start(struct fileb_inplace *iw, const char *name,
 	if (fd < 0)
 		return smux__file_fail(iw->fb, err, -fd, "open", key);
 	iw->fd = fd;
+	if (iw->created && !(iw->name = strdup(name))) {
+		/* cannot be undone then: refused before anything is written */
+		(void)unlinkat(iw->dirfd, name, 0);
+		iw->created = false;
+		return smux__file_fail(iw->fb, err, ENOMEM, "open", key);
+	}
 	if (fstat(fd, &st) < 0)
 		return smux__file_fail(iw->fb, err, errno, "stat", key);
 	if (S_ISDIR(st.st_mode))

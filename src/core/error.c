@@ -252,6 +252,13 @@ static enum smux_code code_of_errno(int sys_errno)
 		return SMUX_E_NO_SPACE;
 	case ENOMEM:
 		return SMUX_E_NO_MEMORY;
+	case EMFILE:
+	case ENFILE:
+		/* the daemon's own descriptor limit (or the system's), not
+		 * the storage's: nothing is known about the member, another
+		 * would fail the same way, and the caller sees EMFILE as a
+		 * local program would (errno kept) */
+		return SMUX_E_LOCAL_IO;
 	case EINTR:
 	case ECANCELED:
 		return SMUX_E_BACKEND_ABORTED;

@@ -202,7 +202,11 @@ int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			continue;
 		mw->s[i]->failed = true;
 		mw->s[i]->err = f->err[i];
-		if (f->err[i].e.code == SMUX_E_NOT_SUPPORTED && rc == 0) {
+		/* not supported, or the caller's own failure (the daemon
+		 * out of descriptors): no replica's fault, the open fails */
+		if ((f->err[i].e.code == SMUX_E_NOT_SUPPORTED ||
+		     smux__caller_failed(ctx, &f->err[i])) &&
+		    rc == 0) {
 			*err = f->err[i];
 			rc = -err->e.sys_errno;
 		}
@@ -648,6 +652,9 @@ static void mw_close(struct smux_writer *w)
 			smux__mw_sub_retire(mw, i);
 			continue;
 		}
+		/* set before its job is queued (the queue orders it) */
+		if (w->unmade && s->w)
+			s->w->unmade = true;
 		/* a close that times out still runs, after the stuck call,
 		 * and its job keeps the sub alive until then */
 		smux__mw_sub_run(mw, i, &ctx, &c, &e);
@@ -824,6 +831,8 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	*out = &mw->base;
 	return 0;
 out_close:
+	/* what the replicas that opened created goes: the open failed */
+	mw->base.unmade = true;
 	mw_close(&mw->base);
 	return rc;
 }

@@ -90,6 +90,7 @@ for k in file mirror failover; do tests+=("test_posix_diff.sh $k"); done
 tests+=("test_perms.sh file" "test_perms.sh mirror" "test_perms.sh create")
 tests+=("test_rcache.sh" "test_localerr.sh" "test_staging_full.sh")
 for k in mirror failover; do tests+=("test_nospace.sh $k"); done
+for k in file mirror failover; do tests+=("test_nofile.sh $k"); done
 for s in file mirror failover memory; do tests+=("test_links.sh $s"); done
 for s in file mirror failover memory; do tests+=("test_exchange.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
@@ -183,6 +184,7 @@ test_failover-single-hung test_failover-hung-probe
 test_failover-midrun-open
 test_inplace_fail-hang test_s3_faults-hung test_linger test_passthrough
 test_crash test_rename_crash test_nospace-mirror test_nospace-failover
+test_nofile-file test_nofile-failover
 test_s3_requests"
 
 # The normal lane (SMUX_IT_LANE=normal) leaves to the ASan lane the

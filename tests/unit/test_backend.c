@@ -955,6 +955,9 @@ static void test_failure_without_err_completed(void **state)
 		{-ENOENT, SMUX_E_KEY_NOT_FOUND},
 		{-ENOSPC, SMUX_E_NO_SPACE},
 		{-EIO, SMUX_E_IO},
+		/* the daemon's own descriptor limit: local, errno kept */
+		{-EMFILE, SMUX_E_LOCAL_IO},
+		{-ENFILE, SMUX_E_LOCAL_IO},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
