@@ -26,6 +26,7 @@
  * wait on a call stuck holding that lock.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,6 +216,137 @@ int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* The chunk a rejoin copies at a time (rejoin_copy). */
+#define REJOIN_CHUNK ((size_t)1 << 20)
+
+/*
+ * Copies the pending content of live replica @j over replica @i's file
+ * (its writer still open on it): truncated to @j's size, then read from
+ * @j and written to @i chunk by chunk. 0 or the first failure.
+ */
+static int rejoin_copy(struct smux__mux_writer *mw, unsigned i, unsigned j,
+		       const struct smux_ctx *ctx, struct smux_error *err)
+{
+	uint64_t size = smux__mw_sub_size(mw, j), off = 0;
+	struct smux__call cut = {
+		.op = SMUX__OP_W_TRUNCATE,
+		.backend = mw->m[i]->backend,
+		.writer = mw->s[i]->w,
+		.off = size,
+	};
+	unsigned char *buf = malloc(REJOIN_CHUNK);
+	long rc;
+
+	if (!buf)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mw->m[i]->name,
+				      NULL);
+	rc = smux__mw_sub_run(mw, i, ctx, &cut, err);
+	while (rc >= 0 && off < size) {
+		long nread = 0;
+		struct smux__call rd = {
+			.op = SMUX__OP_W_PREAD,
+			.backend = mw->m[j]->backend,
+			.writer = mw->s[j]->w,
+			.rbuf = buf,
+			.len = size - off < REJOIN_CHUNK ? (size_t)(size - off)
+							 : REJOIN_CHUNK,
+			.off = off,
+			.nread = &nread,
+		};
+		struct smux__call wr = {
+			.op = SMUX__OP_W_PWRITE,
+			.backend = mw->m[i]->backend,
+			.writer = mw->s[i]->w,
+			.wbuf = buf,
+		};
+
+		rc = smux__mw_sub_run(mw, j, ctx, &rd, err);
+		if (rc < 0)
+			break;
+		if (nread <= 0) { /* cut behind our back: @i is cut there too */
+			cut.off = off;
+			rc = smux__mw_sub_run(mw, i, ctx, &cut, err);
+			break;
+		}
+		wr.len = (size_t)nread;
+		wr.off = off;
+		rc = smux__mw_sub_run(mw, i, ctx, &wr, err);
+		off += (uint64_t)nread;
+	}
+	free(buf);
+	return rc < 0 ? (int)rc : 0;
+}
+
+/*
+ * Fan-out in place: a replica this writer dropped because it was being
+ * drained, and that is up and serving again, takes the writer back: its
+ * file is made a copy of a live replica's (its writer is still open on
+ * it) and the writer's calls go to it again. Without this a rolling drain
+ * (drain a, undrain a, drain b) left a file held open with no replica at
+ * b's drain, and every write failed until it was reopened. The replica is
+ * hinted for the key while its copy is partial (a crash meanwhile
+ * reconciles it from a complete one: mux_repair.c never takes a hinted
+ * replica as the source) and the hint is done once the copy is whole.
+ * A replica whose copy fails stays out, as it was.
+ */
+static void rejoin_drained(struct smux__mux_writer *mw,
+			   const struct smux_ctx *ctx)
+{
+	struct smux_mux *mux = mw->mux;
+	int src = -1;
+
+	if (!mw->fanout || !mw->inplace)
+		return;
+	for (unsigned j = 0; j < mw->n && src < 0; j++)
+		if (smux__mw_live(mw, j))
+			src = (int)j;
+	if (src < 0)
+		return;
+	for (unsigned i = 0; i < mw->n; i++) {
+		struct smux__mw_sub *s = mw->s[i];
+		struct smux_error e;
+		uint64_t id = 0;
+		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
+		bool missed;
+
+		if (!s->w || !s->failed ||
+		    s->err.e.code != SMUX_E_BACKEND_DRAINING ||
+		    !smux__health_is_up(&mw->m[i]->health))
+			continue;
+		/* a hint it had for the key already (another change it
+		 * missed while drained: a chmod, an xattr) is left to the
+		 * repair, which copies the whole object */
+		missed = smux__hints_has(mux->hints, mw->m[i]->name,
+					 mw->base.key);
+		smux_error_clear(&e);
+		if (smux__hints_add(mux->hints, mw->m[i]->name, mw->base.key,
+				    SMUX__HINT_PUT, &id, &e)) {
+			s->err = e; /* not journaled: out until its close */
+			continue;
+		}
+		/* recorded, then replayed by the copy (or left to the
+		 * mux's repair when the copy fails): as a hint's events */
+		snprintf(ev.mux, sizeof(ev.mux), "%s", mux->base.name);
+		snprintf(ev.name, sizeof(ev.name), "%s", mw->m[i]->name);
+		snprintf(ev.key, sizeof(ev.key), "%s", mw->base.key);
+		smux_events_emit(mux->events, &ev);
+		ev.topic = SMUX_EV_HINT_REPLAYED;
+		if (rejoin_copy(mw, i, (unsigned)src, ctx, &e)) {
+			ev.has_cause = true;
+			ev.cause = e.e;
+			smux_events_emit(mux->events, &ev);
+			s->err = e; /* tried once: out until its close */
+			continue;
+		}
+		s->failed = false;
+		smux_error_clear(&s->err);
+		if (missed)
+			continue;
+		(void)smux__hints_done(mux->hints, id, NULL);
+		smux_events_emit(mux->events, &ev);
+	}
+}
+
 /* Reads back from the first live replica writer; a replica that fails
  * transiently drops out (fan-out: it gets a hint at commit). */
 long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
@@ -224,6 +356,7 @@ long smux__mw_pread_member(struct smux__mux_writer *mw, void *buf, size_t len,
 	bool any = false;
 
 	smux_ctx_init(&ctx);
+	rejoin_drained(mw, &ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
 		long nread = 0, r;
 		int64_t t0 = smux_now_ns();
@@ -316,6 +449,7 @@ static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	if (!f)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
+	rejoin_drained(mw, ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
 		if (f->go[i])

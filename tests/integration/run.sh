@@ -99,6 +99,7 @@ for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh" "test_passthrough.sh" "test_linger.sh" "test_stop_open.sh")
+tests+=("test_rolling_drain.sh")
 for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done

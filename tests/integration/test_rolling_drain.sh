@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# test_rolling_drain.sh - a rolling drain (drain a, undrain a, drain b) on
+# a mirror of two file backends while a program keeps one file open and
+# appends to it (a log): no append fails, the file reads back whole
+# through the mount, and once b is undrained and the hints replayed both
+# replicas hold every line. Twice: appending all along, and with the
+# appender idle from before a's undrain until after b's drain (a reader
+# of the log meanwhile), so the writer's first call after it meets b
+# draining and a back. The open writer dropped a at its drain and
+# never took it back while open, so at b's drain it had no replica left
+# and every append failed (EIO) until the file was reopened.
+. "$(dirname "$0")/lib.sh"
+
+new_config "$T/c.conf" root
+cfg_mux root mirror "a b"
+cfg_file a "$T/a"
+cfg_file b "$T/b"
+M=$T/mnt
+mount_smux "$T/c.conf" "$M"
+CTL=$M/.smux/ctl
+
+# the appender: one descriptor, a line every 20 ms, until told to stop;
+# each line is written with one write(2), and a failed one is reported
+python3 - "$M/log" "$T/stop" >"$T/appender.out" 2>&1 <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+i, failed = 0, 0
+while not os.path.exists(sys.argv[2]):
+    if os.path.exists(sys.argv[2] + ".pause"):
+        time.sleep(0.01)
+        continue
+    try:
+        os.write(fd, b"line %06d\n" % i)
+        i += 1
+    except OSError as e:
+        failed += 1
+        print("append %d: %s" % (i, e), flush=True)
+        if failed > 20:
+            break
+    time.sleep(0.02)
+try:
+    os.close(fd)
+    print("close: ok", flush=True)
+except OSError as e:
+    print("close: %s" % e, flush=True)
+print("lines %d failed %d" % (i, failed), flush=True)
+PY
+apid=$!
+
+lines_now() { if [ -e "$M/log" ]; then wc -l <"$M/log"; else echo 0; fi; }
+wait_lines() { # wait until N more lines than now are in the log
+	local want=$(($(lines_now) + $1)) k
+	for ((k = 0; k < 200; k++)); do
+		[ "$(lines_now)" -ge "$want" ] && return 0
+		kill -0 "$apid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+wait_lines 10 || fail "the appender does not append"
+rolling() { # $1: idle: the appender pauses across a's undrain and b's drain
+	echo "drain $2" >"$CTL" || fail "drain $2"
+	wait_lines 10 || fail "no appends while $2 is drained: $(cat "$T/appender.out")"
+	[ "$1" = idle ] && { touch "$T/stop.pause"; sleep 0.2; }
+	echo "undrain $2" >"$CTL" || fail "undrain $2"
+	[ "$1" = idle ] || wait_lines 10 || fail "no appends after $2 is undrained: $(cat "$T/appender.out")"
+	echo "drain $3" >"$CTL" || fail "drain $3"
+	if [ "$1" = idle ]; then
+		cat "$M/log" >/dev/null || fail "cat of the log with $3 drained"
+		rm "$T/stop.pause"
+	fi
+	wait_lines 10 || fail "no appends while $3 is drained: $(cat "$T/appender.out")"
+}
+rolling busy a b
+echo "undrain b" >"$CTL" || fail "undrain b"
+rolling idle b a
+echo "undrain a" >"$CTL" || fail "undrain a"
+touch "$T/stop"
+wait "$apid" || fail "the appender exited $?"
+out=$(cat "$T/appender.out")
+log "appender: $(echo "$out" | tr '\n' ';')"
+echo "$out" | grep -q "^lines [0-9]* failed 0$" || fail "appends failed in the rolling drain: $out"
+echo "$out" | grep -q "^close: ok$" || fail "close after the rolling drain: $out"
+n=$(echo "$out" | sed -n 's/^lines \([0-9]*\) .*/\1/p')
+python3 - "$M/log" "$n" <<'PY' || fail "the log through the mount is not whole"
+import sys
+want = b"".join(b"line %06d\n" % i for i in range(int(sys.argv[2])))
+got = open(sys.argv[1], "rb").read()
+if got != want:
+    sys.exit("%d bytes, want %d" % (len(got), len(want)))
+PY
+for ((k = 0; k < 100; k++)); do
+	[ "$(stats "$M" '.pendingHints')" = 0 ] && break
+	echo repair >"$CTL" 2>/dev/null || true
+	sleep 0.2
+done
+[ "$(stats "$M" '.pendingHints')" = 0 ] || fail "hints still pending: $(stats "$M" '.pendingHints')"
+cmp "$M/log" "$T/a/log" || fail "replica a differs from the mount"
+cmp "$M/log" "$T/b/log" || fail "replica b differs from the mount"
+unmount_smux "$M"
+log "ok: $n lines"
