@@ -228,6 +228,7 @@ int smux__cfg_fill_opts(struct smux_config *cfg)
 	o->read_ahead = v[SMUX__MK_READ_AHEAD].line
 				? v[SMUX__MK_READ_AHEAD].u
 				: SMUX_FS_DEFAULT_READ_AHEAD;
+	o->read_ahead_line = v[SMUX__MK_READ_AHEAD].line;
 	o->allow_other =
 		v[SMUX__MK_ALLOW_OTHER].line && v[SMUX__MK_ALLOW_OTHER].b;
 	o->default_permissions = v[SMUX__MK_DEFAULT_PERMISSIONS].line &&
@@ -419,6 +420,7 @@ static int apply_opt(struct smux_fs_opts *o, int key, const char *val,
 	case SMUX__MK_CACHE_SIZE:
 		return smux__cfg_parse_size(val, &o->cache_size, why, len);
 	case SMUX__MK_READ_AHEAD:
+		o->read_ahead_line = -1;
 		return smux__cfg_parse_size(val, &o->read_ahead, why, len);
 	case SMUX__MK_READ_CACHE:
 		rc = smux__cfg_parse_auto(val, &ms, why, len);
@@ -508,6 +510,31 @@ int smux_config_mount_opt(struct smux_config *cfg, const char *opt,
 		return 1;
 	}
 	return 0;
+}
+
+int smux_config_check_read_ahead(const struct smux_config *cfg, char *errbuf,
+				 size_t errlen)
+{
+	const struct smux_fs_opts *o = &cfg->opts;
+	char ra[32], cs[32], most[32];
+
+	if (!o->read_ahead_line || o->read_ahead <= o->cache_size / 2)
+		return 0;
+	smux__cfg_fmt_size(o->read_ahead, ra, sizeof(ra));
+	smux__cfg_fmt_size(o->cache_size, cs, sizeof(cs));
+	smux__cfg_fmt_size(o->cache_size / 2, most, sizeof(most));
+	if (o->read_ahead_line < 0) {
+		snprintf(errbuf, errlen,
+			 "option read_ahead: %s is more than half of "
+			 "cache_size (%s): at most %s",
+			 ra, cs, most);
+		return -EINVAL;
+	}
+	return smux__cfg_errorf(errbuf, errlen, cfg->path,
+				o->read_ahead_line,
+				"read_ahead = %s is more than half of "
+				"cache_size (%s): at most %s",
+				ra, cs, most);
 }
 
 bool smux_fs_default_permissions(const struct smux_fs_opts *o)

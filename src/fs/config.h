@@ -50,6 +50,9 @@ struct smux_fs_opts {
 	/* bytes of read-ahead gets queued or in flight at once, over all
 	 * open files (SMUX_FS_DEFAULT_READ_AHEAD; 0 = none) */
 	uint64_t read_ahead;
+	/* where read_ahead was given: 0 not (the default, clamped to half
+	 * of cache_size quietly), -1 by -o, else its line in the file */
+	int read_ahead_line;
 	/* the read cache: on, off, or auto = on with a network backend in
 	 * the tree (smux_config_has_network) */
 	enum smux_fs_auto read_cache;
@@ -201,6 +204,11 @@ int smux_config_check_dirs(const struct smux_config *cfg,
  * opens (what the mount would find), else -EINVAL (or the errno) with
  * @errbuf naming the key, its line and why.
  */
+/* A read_ahead given (file or -o) above half of cache_size: an error
+ * naming read_ahead, where it was given, and the most it may be (the
+ * read cache keeps half for readers). -EINVAL or 0. */
+int smux_config_check_read_ahead(const struct smux_config *cfg, char *errbuf,
+				 size_t errlen);
 int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
 			    size_t errlen);
 

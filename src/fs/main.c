@@ -740,6 +740,13 @@ int main(int argc, char **argv)
 	/* what the configuration and -o decided, FUSE must enforce too */
 	{
 		struct smux_fs_opts *o = smux_config_opts(d.cfg);
+		char why[512];
+
+		if (smux_config_check_read_ahead(d.cfg, why, sizeof(why))) {
+			fprintf(stderr, "smuxfs: %s\n", why);
+			teardown(&d);
+			return EXIT_USAGE;
+		}
 
 		if ((o->allow_other && fuse_opt(&d.args, "allow_other")) ||
 		    (smux_fs_default_permissions(o) &&
