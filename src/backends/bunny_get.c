@@ -48,8 +48,7 @@ static int get_sink_write(void *arg, const void *data, size_t len)
 		/* another size than DESCRIBE saw: a put came in between */
 		if (smux__http_answer_size(g->resp, &total) && total != g->size)
 			g->stale = true;
-		smux__http_range_start(&g->range, g->resp->status, g->off,
-				       g->len);
+		smux__http_range_start(&g->range, g->resp, g->off, g->len);
 	}
 	if (g->stale || g->done)
 		return -ECANCELED;
@@ -260,6 +259,10 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 						"read",
 						key);
 	}
+	if (g.range.bad) /* not the range asked for: refused */
+		return smux__http_range_check(&g.range, true, &resp, g.off,
+					      g.len, smux__bunny_name(z), key,
+					      err);
 	if (rc < 0 && sink->error)
 		return smux_error_make_local(err, sink->error);
 	if (rc == 0 && g.len - g.range.room < len)

@@ -769,6 +769,16 @@ static int attempt(struct smux__http *h, const struct smux_ctx *ctx,
 					     req->what);
 		return rc;
 	}
+	/* a server that answered before it took the whole body (and
+	 * closed): libcurl ends the transfer with CURLE_OK, and the upload
+	 * was acknowledged cut short */
+	if (req->body && x->up_pos < req->body->length)
+		return smux_error_set(err, SMUX_E_BAD_RESPONSE, h->backend,
+				      "%s: answered %ld before the whole body "
+				      "was sent (%llu of %llu bytes)",
+				      req->what, resp->status,
+				      (unsigned long long)x->up_pos,
+				      (unsigned long long)req->body->length);
 	return 0;
 }
 

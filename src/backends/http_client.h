@@ -200,20 +200,43 @@ bool smux__http_answer_size(const struct smux__http_resp *r, uint64_t *size);
 /*
  * The bytes of a ranged GET's body the caller asked for. A server that
  * ignored the Range answers 200 with the whole object: the bytes before
- * the range are dropped and delivery stops after its length.
+ * the range are dropped and delivery stops after its length. What the
+ * answer says it holds is checked against what was asked and what came:
+ * a 206 for another range than asked (its Content-Range), one that covers
+ * less of it than the object has, and a body cut short (a connection
+ * closed early on an answer without Content-Length: libcurl reports
+ * success) are errors, never a short read handed on as the content.
  */
 struct smux__http_range {
-	uint64_t skip; /* bytes still to drop (a 200 to a Range) */
-	uint64_t room; /* bytes still to deliver */
+	uint64_t skip;	    /* bytes still to drop (a 200 to a Range) */
+	uint64_t room;	    /* bytes still to deliver */
+	uint64_t delivered; /* bytes delivered */
+	int64_t expect;	    /* bytes the answer must deliver; -1: unknown */
+	const char *bad;    /* why the answer is not the range asked */
+	uint64_t got_from, got_to; /* a 206's Content-Range, for @bad */
 };
 
-/* Starts delivering @len bytes from @off of an answer with @status. */
-void smux__http_range_start(struct smux__http_range *r, long status,
-			    uint64_t off, uint64_t len);
+/* Starts delivering @len bytes from @off of the answer @resp (its status
+ * and headers are in). An answer that is not the range asked for is
+ * marked bad: smux__http_range_write then refuses its bytes. */
+void smux__http_range_start(struct smux__http_range *r,
+			    const struct smux__http_resp *resp, uint64_t off,
+			    uint64_t len);
 
 /* Passes the part of @data (@len body bytes, in order) within the range to
- * @out. 0 or the sink's negative errno. */
+ * @out. 0, the sink's negative errno, or -EPROTO for a bad answer. */
 int smux__http_range_write(struct smux__http_range *r, const void *data,
 			   size_t len, struct smux_sink *out);
+
+/*
+ * After the transfer: BAD_RESPONSE naming @backend and @key when the
+ * answer was not the range asked for or delivered less than it said
+ * (@started false: no body byte came, the range is started from @resp
+ * here). 0 when the bytes delivered are the range's.
+ */
+int smux__http_range_check(struct smux__http_range *r, bool started,
+			   const struct smux__http_resp *resp, uint64_t off,
+			   uint64_t len, const char *backend, const char *key,
+			   struct smux_error *err);
 
 #endif /* SMUX_BACKENDS_HTTP_CLIENT_H */

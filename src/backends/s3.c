@@ -507,8 +507,7 @@ static int get_sink_write(void *arg, const void *data, size_t len)
 		if (rc < 0)
 			return rc;
 		/* a server that ignored the Range sends it all (200) */
-		smux__http_range_start(&g->range, g->c->resp.status, g->off,
-				       g->len);
+		smux__http_range_start(&g->range, &g->c->resp, g->off, g->len);
 	} else if (g->stale) {
 		return -ECANCELED;
 	}
@@ -574,6 +573,7 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_info h;
 	struct smux_sink wrap;
 	struct s3b_call c;
+	bool started;
 	int rc;
 
 	if (key_is_dir(key)) {
@@ -613,6 +613,11 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = stale_error(s, key, err);
 		goto out;
 	}
+	if (g.range.bad) { /* not the range asked for: refused */
+		rc = smux__http_range_check(&g.range, true, &c.resp, off, len,
+					    s->base.name, key, err);
+		goto out;
+	}
 	if (rc < 0 && sink->error) { /* the caller's sink failed: LOCAL */
 		rc = smux_error_make_local(err, sink->error);
 		goto out;
@@ -641,10 +646,16 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 	if (rc < 0)
 		goto out;
+	started = g.checked;
 	if (get_check(&g) < 0) { /* an empty answer reaches no sink write */
 		rc = stale_error(s, key, err);
 		goto out;
 	}
+	/* every byte of the range came (a body cut short is no content) */
+	rc = smux__http_range_check(&g.range, started, &c.resp, off, len,
+				    s->base.name, key, err);
+	if (rc < 0)
+		goto out;
 	if (info)
 		smux__s3_info_from(&c, key, answer_size(&c.resp), info);
 out:
@@ -734,11 +745,22 @@ int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__s3_mpu_put(s, ctx, key, src, &c, etag, sizeof(etag),
 				      err);
 	} else {
-		c.body = src;
-		c.payload_hash = SMUX_S3_UNSIGNED_PAYLOAD;
-		rc = smux__s3_call(&c, ctx, err);
-		if (rc == 0)
+		unsigned char md5[16];
+		char b64[25];
+
+		/* the server refuses a body that did not arrive whole, and
+		 * the ETag says which one it stored */
+		rc = smux__s3_md5(s, src, md5, b64, err);
+		if (rc == 0) {
+			smux__s3_call_header(&c, "Content-MD5", b64);
+			c.body = src;
+			c.payload_hash = SMUX_S3_UNSIGNED_PAYLOAD;
+			rc = smux__s3_call(&c, ctx, err);
+		}
+		if (rc == 0) {
 			smux__s3_etag_copy(etag, sizeof(etag), c.resp.etag);
+			rc = smux__s3_md5_etag(s, c.what, etag, md5, err);
+		}
 	}
 	if (rc == 0) {
 		snprintf(a.etag, sizeof(a.etag), "%s", etag);

@@ -100,6 +100,15 @@ struct s3b_call {
 /* @key: the smux key (NULL: the bucket itself). 0 or -ENOMEM with @err. */
 int smux__s3_call_init(struct s3b_call *c, struct s3b *s, const char *method,
 		       const char *key, struct smux_error *err);
+/* s3_md5.c: the MD5 of @body (read whole) in @md5 and base64 in @b64,
+ * for a Content-MD5 header. 0, or a local error (the body's read). */
+int smux__s3_md5(struct s3b *s, const struct smux_source *body,
+		 unsigned char md5[16], char b64[25], struct smux_error *err);
+/* s3_md5.c: BAD_RESPONSE when @etag (unquoted) is an MD5 other than
+ * @md5 (the server stored another body than the one sent); 0 when it is
+ * that one, or no MD5 at all. @what names the request. */
+int smux__s3_md5_etag(struct s3b *s, const char *what, const char *etag,
+		      const unsigned char md5[16], struct smux_error *err);
 /* Adds a signed header (@name and @value borrowed until the call ends). */
 void smux__s3_call_header(struct s3b_call *c, const char *name,
 			  const char *value);

@@ -274,7 +274,7 @@ static int get_check(struct get_state *g)
 		g->stale = true;
 		return -ECANCELED;
 	}
-	smux__http_range_start(&g->range, g->resp->status, g->off, g->len);
+	smux__http_range_start(&g->range, g->resp, g->off, g->len);
 	return 0;
 }
 
@@ -416,6 +416,11 @@ int swift__get(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "get \"%s\": is a directory", key);
 	if (g.stale)
 		return get_pinned_fail(s, key, err);
+	/* not the range asked for, or cut short: refused (get_check
+	 * started the range of every answer that got here) */
+	if (g.range.bad || rc == 0)
+		rc = smux__http_range_check(&g.range, true, &resp, g.off, g.len,
+					    s->base.name, key, err);
 	if (rc < 0)
 		return rc;
 	if (info)

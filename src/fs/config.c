@@ -530,8 +530,7 @@ int smux_config_check_read_ahead(const struct smux_config *cfg, char *errbuf,
 			 ra, cs, most);
 		return -EINVAL;
 	}
-	return smux__cfg_errorf(errbuf, errlen, cfg->path,
-				o->read_ahead_line,
+	return smux__cfg_errorf(errbuf, errlen, cfg->path, o->read_ahead_line,
 				"read_ahead = %s is more than half of "
 				"cache_size (%s): at most %s",
 				ra, cs, most);

@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "fs/fs.h"
 
@@ -423,6 +424,18 @@ again:
 		rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL,
 				      &err);
 		n = rc ? rc : (long)sink.written;
+		/* fewer bytes of the pinned version than it holds there: a
+		 * short answer, never its content (the kernel takes a short
+		 * read for the end of the file, or fills pages with zeros) */
+		if (n >= 0 && etag[0] && (size_t)n < size &&
+		    (uint64_t)off + (uint64_t)n < psize) {
+			smux_log(LOG_WARNING,
+				 "read %s: %ld bytes at %lld, of a version of "
+				 "%llu bytes",
+				 key, n, (long long)off,
+				 (unsigned long long)psize);
+			return -EIO;
+		}
 	}
 	if (n >= 0) {
 		atomic_store(&fh->served, true);

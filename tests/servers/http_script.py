@@ -20,6 +20,16 @@ of it):
   /hang               accepts the request, never answers
   /slow/N/MS          200, N chunks of 1 KiB, one every MS ms
   /truncated          Content-Length 1000, 10 bytes, then closes
+  /range/MODE/N       N bytes of the pattern, a Range answered with a 206
+                      that is: good (what was asked), other (its
+                      Content-Range and body start at 0, whatever was
+                      asked), capped (honest, at most 16 bytes), eofclose
+                      (honest headers, no Content-Length, half the body,
+                      then the connection closes; so is a GET without
+                      Range, with a 200)
+  /early              (a body) reads 64 KiB of it, answers 201 at once and
+                      closes half a second later: an upload acknowledged
+                      cut short
   /garbage            a reply that is not HTTP at all
   /badlen             Content-Length: abc
   /bigerror           500 with a 64 KiB body
@@ -78,6 +88,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock:
             conns.add(self.client_address)
         p = self.path.split("/")[1:]
+        if p[0] == "early":
+            self.rfile.read(65536)
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            # the client reads the answer before its send fails
+            time.sleep(0.5)
+            self.close_connection = True
+            return
         body = self.read_body() if self.headers.get("Content-Length") else b""
         if p[0] == "ok":
             self.reply(200, pattern(int(p[1])), [("ETag", '"v1"')])
@@ -130,6 +151,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0123456789")
             self.wfile.flush()
             self.close_connection = True
+        elif p[0] == "range":
+            self.range_answer(p[1], pattern(int(p[2])))
         elif p[0] == "garbage":
             self.count("garbage")
             self.wfile.write(b"\x00\x01NOT HTTP AT ALL\r\n\r\n\xff\xfe")
@@ -153,6 +176,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(200, msg.encode())
         else:
             self.reply(404, b"no such path")
+
+    def range_answer(self, mode, data):
+        n = len(data)
+        rng = self.headers.get("Range", "")
+        first, last = 0, n - 1
+        if rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            first = int(a)
+            last = min(int(b), n - 1) if b else n - 1
+        if mode == "other":
+            last, first = last - first, 0
+        elif mode == "capped":
+            last = min(last, first + 15)
+        body = data[first:last + 1]
+        status = 206 if rng else 200
+        hdrs = [("ETag", '"v1"')]
+        if rng:
+            hdrs.append(("Content-Range", "bytes %d-%d/%d" % (first, last, n)))
+        if mode != "eofclose":
+            self.reply(status, body, hdrs)
+            return
+        self.send_response(status)
+        for k, v in hdrs:
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body[:len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = handle_any
 

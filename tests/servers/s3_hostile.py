@@ -14,6 +14,14 @@ Buckets:
              1000 bytes, sends 10 and closes
   outside    a listing holding a key outside the prefix asked for
   loop       a truncated listing whose continuation token never changes
+  liar       PUT answers 200 with the ETag (MD5) of half the body sent
+             and keeps that half; the Content-MD5 sent is kept in the
+             file PORTFILE.md5
+  ranges     objects of 100 bytes ((i * 7 + 3) & 0xFF), a Range answered
+             with a 206 that is, by key: good (what was asked), other (its
+             Content-Range and body start at 0), capped (honest, at most
+             16 bytes), eofclose (honest headers, no Content-Length, half
+             the body, then the connection closes)
   errors     404 NoSuchKey, 403 SignatureDoesNotMatch (key "denied"),
              a copy answered 200 with an <Error> body
   stale      GET ignores If-Match and answers ETag "other"
@@ -118,6 +126,34 @@ class H(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
+    def range_answer(self, mode):
+        data = bytes((i * 7 + 3) & 0xFF for i in range(100))
+        n = len(data)
+        rng = self.headers.get("Range", "")
+        first, last = 0, n - 1
+        if rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            first = int(a)
+            last = min(int(b), n - 1) if b else n - 1
+        if mode == "other":
+            last, first = last - first, 0
+        elif mode == "capped":
+            last = min(last, first + 15)
+        body = data[first:last + 1]
+        hdrs = [("ETag", '"r"')]
+        if rng:
+            hdrs.append(("Content-Range", "bytes %d-%d/%d" % (first, last, n)))
+        if mode != "eofclose":
+            return self.reply(206 if rng else 200, body, hdrs)
+        self.send_response(206 if rng else 200)
+        for k, v in hdrs:
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body[:len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+
     def handle_any(self):
         u = urllib.parse.urlsplit(self.path)
         q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
@@ -146,6 +182,13 @@ class H(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             return self.xml(200, "<ListBucketResult><Contents><Key>a")
+        if bucket == "ranges":
+            return self.range_answer(key)
+        if bucket == "liar" and m == "PUT":
+            with open(count_file[:-len(".uploads")] + ".md5", "w") as f:
+                f.write(self.headers.get("Content-MD5", ""))
+            half = hashlib.md5(data[:len(data) // 2]).hexdigest()
+            return self.reply(200, b"", [("ETag", '"%s"' % half)])
         if bucket == "outside":
             return self.xml(200, "<ListBucketResult><IsTruncated>false"
                             "</IsTruncated><Contents><Key>elsewhere/x</Key>"

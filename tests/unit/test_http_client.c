@@ -462,6 +462,16 @@ static void test_put_streams_source(void **state)
 	assert_int_equal(do_get(h, &ctx, &c, "PROPFIND", "/echo"), 0);
 	assert_string_equal((const char *)c.sink.u.dyn.buf, "PROPFIND 3 294");
 	smux_sink_release(&c.sink);
+	/* a server that answers 201 after 64 KiB of 64 MiB and closes:
+	 * libcurl ends the transfer with CURLE_OK, the upload is not */
+	memset(&c, 0, sizeof(c));
+	smux_source_cb(&src, gen_read, NULL, (uint64_t)64 << 20);
+	c.req.body = &src;
+	c.req.body_once = true;
+	assert_int_equal(do_get(h, &ctx, &c, "PUT", "/early"), -EIO);
+	assert_int_equal(c.err.e.code, SMUX_E_BAD_RESPONSE);
+	assert_non_null(strstr(c.err.e.message, "before the whole body"));
+	smux_sink_release(&c.sink);
 	smux__http_free(h);
 }
 

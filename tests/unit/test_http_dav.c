@@ -362,6 +362,32 @@ static void test_plain_reads(void **state)
 		smux_backend_get(b, &ctx, "nope", NULL, &sink, NULL, &err),
 		-ENOENT);
 	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	/* answers that are not the range asked for, whole: refused, never
+	 * handed on as the content (they were: the file's 50th byte read as
+	 * its first, or a short read the kernel fills with zeros) */
+	go = (struct smux_get_opts){.offset = 50, .length = 40};
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(smux_backend_get(b, &ctx, "range/good/100", &go, &sink,
+					  NULL, &err),
+			 0);
+	assert_int_equal(sink.written, 40);
+	assert_int_equal(buf[0], (50 * 7 + 3) & 0xFF);
+	{
+		static const char *const bad[] = {
+			"range/other/100",
+			"range/capped/100",
+			"range/eofclose/100",
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			smux_sink_buf(&sink, buf, sizeof(buf));
+			rc = smux_backend_get(b, &ctx, bad[i], &go, &sink, NULL,
+					      &err);
+			if (rc != -EIO || err.e.code != SMUX_E_BAD_RESPONSE)
+				fail_msg("%s: rc %d, %s (%u bytes)", bad[i], rc,
+					 err.e.message, (unsigned)sink.written);
+		}
+	}
 	smux_backend_unref(b);
 	ts_server_stop(&srv);
 	snprintf(port, sizeof(port), "%s/port", dir);

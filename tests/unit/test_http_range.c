@@ -6,6 +6,7 @@
  * the body is the range) or ignored it (200: the whole object, chunked
  * arbitrarily).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "backends/http_client.h"
+#include "smux/backend.h"
 #include "smux/io.h"
 
 static struct smux__http_resp resp(long status, const char *range,
@@ -65,9 +67,15 @@ static size_t feed(long status, const char *body, size_t step, uint64_t off,
 	struct smux__http_range r;
 	struct smux_sink sink;
 	size_t n = strlen(body);
+	char cr[64];
+	struct smux__http_resp a;
 
+	/* an honest answer: a 206's Content-Range is the body's */
+	snprintf(cr, sizeof(cr), "bytes %llu-%llu/*", (unsigned long long)off,
+		 (unsigned long long)(off + n - 1));
+	a = resp(status, status == 206 ? cr : "", -1);
 	smux_sink_buf(&sink, out, cap);
-	smux__http_range_start(&r, status, off, len);
+	smux__http_range_start(&r, &a, off, len);
 	for (size_t i = 0; i < n; i += step)
 		assert_int_equal(smux__http_range_write(
 					 &r, body + i,
@@ -102,11 +110,75 @@ static void test_range_ignored_and_honoured(void **state)
 	assert_memory_equal(out, "ij", 2);
 }
 
+/* Feeds all of @body; returns smux__http_range_check's result (err set). */
+static int answer(long status, const char *range, int64_t length,
+		  const char *body, uint64_t off, uint64_t len,
+		  struct smux_error *err)
+{
+	struct smux__http_resp a = resp(status, range, length);
+	struct smux__http_range r;
+	struct smux_sink sink;
+	char out[64];
+	size_t n = strlen(body);
+
+	smux_error_clear(err);
+	smux_sink_buf(&sink, out, sizeof(out));
+	smux__http_range_start(&r, &a, off, len);
+	if (n && smux__http_range_write(&r, body, n, &sink) < 0)
+		assert_non_null(r.bad); /* only a bad answer is refused */
+	return smux__http_range_check(&r, true, &a, off, len, "b", "k", err);
+}
+
+/* What came is the range asked for, whole, or an error: a 206 for another
+ * range (its body read as the asked one made the file's second MiB a copy
+ * of its first), one covering less, and a body cut short (a connection
+ * closed early without Content-Length: libcurl says success) were handed
+ * on as the content. */
+static void test_range_checked(void **state)
+{
+	struct smux_error err;
+
+	(void)state;
+	/* honest answers */
+	assert_int_equal(answer(206, "bytes 5-9/20", 5, "56789", 5, 5, &err),
+			 0);
+	assert_int_equal(
+		answer(206, "bytes 15-19/20", 5, "fghij", 15, 10, &err),
+		0); /* a range past the end: what there is */
+	assert_int_equal(
+		answer(200, "", 20, "0123456789abcdefghij", 18, 10, &err), 0);
+	assert_int_equal(answer(200, "", 0, "", 0, SMUX_LEN_ALL, &err), 0);
+	/* no length said: nothing to hold it to */
+	assert_int_equal(answer(200, "", -1, "0123", 0, SMUX_LEN_ALL, &err), 0);
+	/* a 206 for another range */
+	assert_int_equal(answer(206, "bytes 0-4/20", 5, "01234", 5, 5, &err),
+			 -EIO);
+	assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+	assert_non_null(strstr(err.e.message, "another range"));
+	assert_non_null(strstr(err.e.message, "\"k\""));
+	/* one covering less than asked, of an object that has more */
+	assert_int_equal(answer(206, "bytes 5-6/20", 2, "56", 5, 5, &err),
+			 -EIO);
+	assert_non_null(strstr(err.e.message, "less than asked"));
+	/* without a usable Content-Range */
+	assert_int_equal(answer(206, "", 5, "56789", 5, 5, &err), -EIO);
+	assert_int_equal(answer(206, "bytes x-9/20", 5, "56789", 5, 5, &err),
+			 -EIO);
+	/* cut short: fewer body bytes than the answer says */
+	assert_int_equal(answer(206, "bytes 5-9/20", -1, "567", 5, 5, &err),
+			 -EIO);
+	assert_non_null(strstr(err.e.message, "cut short (3 of 5 bytes)"));
+	assert_int_equal(
+		answer(200, "", 20, "0123456789", 0, SMUX_LEN_ALL, &err), -EIO);
+	assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_answer_size),
 		cmocka_unit_test(test_range_ignored_and_honoured),
+		cmocka_unit_test(test_range_checked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,6 +83,8 @@ static int stop(void **state)
 	unlink(port);
 	snprintf(port, sizeof(port), "%s/port.parts", dir);
 	unlink(port);
+	snprintf(port, sizeof(port), "%s/port.md5", dir);
+	unlink(port);
 	dellog_reset();
 	rmdir(dir);
 	return 0;
@@ -178,6 +180,69 @@ static void test_truncated_body(void **state)
 		    err.e.code == SMUX_E_CONNECTION);
 	assert_no_secret(&err);
 	free(buf);
+	smux_backend_unref(b);
+}
+
+/* Answers that are not the range asked for, whole, are BAD_RESPONSE: a
+ * 206 for another range (read as the asked one: the file's second MiB a
+ * copy of its first), one covering less than asked, and a body cut short
+ * on an answer without Content-Length (libcurl says success) were handed
+ * on as the content. */
+static void test_hostile_ranges(void **state)
+{
+	static const char *const bad[] = {"other", "capped", "eofclose"};
+	struct smux_backend *b = open_bucket("ranges", 0);
+	struct smux_get_opts go = {.offset = 50, .length = 40};
+	unsigned char buf[128];
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	assert_int_equal(
+		smux_backend_get(b, &ctx, "good", &go, &sink, NULL, &err), 0);
+	assert_int_equal(sink.written, 40);
+	assert_int_equal(buf[0], (50 * 7 + 3) & 0xFF);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc;
+
+		smux_sink_buf(&sink, buf, sizeof(buf));
+		rc = smux_backend_get(b, &ctx, bad[i], &go, &sink, NULL, &err);
+		print_message("  %s: %s\n", bad[i], err.e.message);
+		expect_code(rc, &err, SMUX_E_BAD_RESPONSE);
+	}
+	smux_backend_unref(b);
+}
+
+/* A put carries its body's Content-MD5 (the server refuses a body that
+ * did not arrive whole), and an answer whose ETag is the MD5 of another
+ * body fails: a server that acknowledged half of it was taken at its
+ * word. */
+static void test_put_md5(void **state)
+{
+	struct smux_backend *b = open_bucket("liar", 0);
+	char path[PATH_MAX], sent[64] = "";
+	struct smux_source src;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	FILE *f;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	smux_source_buf(&src, "0123456789", 10);
+	expect_code(smux_backend_put(b, &ctx, "k", &src, NULL, NULL, &err),
+		    &err, SMUX_E_BAD_RESPONSE);
+	print_message("  %s\n", err.e.message);
+	assert_non_null(strstr(err.e.message, "another body"));
+	snprintf(path, sizeof(path), "%s/port.md5", dir);
+	f = fopen(path, "re");
+	assert_non_null(f);
+	assert_non_null(fgets(sent, sizeof(sent), f));
+	fclose(f);
+	/* base64 of MD5("0123456789") */
+	assert_string_equal(sent, "eB5eJF1ptWaXm4bijSPyxw==");
 	smux_backend_unref(b);
 }
 
@@ -1264,6 +1329,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_listings),
 		cmocka_unit_test(test_truncated_body),
+		cmocka_unit_test(test_hostile_ranges),
+		cmocka_unit_test(test_put_md5),
 		cmocka_unit_test(test_error_documents),
 		cmocka_unit_test(test_pin_checked),
 		cmocka_unit_test(test_multipart_aborted),
