@@ -281,8 +281,8 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 	if (x->kind == SMUX_S3_DOC_LIST && d == 3 &&
 	    !strcmp(parent, "Contents")) {
 		struct smux_s3_obj *o = &r->objs[r->nobjs - 1];
-		if (!strcmp(ln, "Key")) {
-			ok = set_str(&o->key, t, n);
+		if (!strcmp(ln, "Key")) { /* as sent: blanks are its own */
+			ok = set_str(&o->key, x->text, x->tlen);
 		} else if (!strcmp(ln, "Size")) {
 			char buf[32];
 			if (n >= sizeof(buf))
@@ -304,7 +304,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 		}
 	} else if (x->kind == SMUX_S3_DOC_LIST && d == 3 &&
 		   !strcmp(parent, "CommonPrefixes") && !strcmp(ln, "Prefix")) {
-		ok = set_str(&r->prefixes[r->nprefixes - 1], t, n);
+		ok = set_str(&r->prefixes[r->nprefixes - 1], x->text, x->tlen);
 	} else if (x->kind == SMUX_S3_DOC_LIST && d == 2) {
 		if (!strcmp(ln, "IsTruncated")) {
 			if (n == 4 && !strncmp(t, "true", 4))
@@ -348,7 +348,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 		else if (!strcmp(ln, "Key") &&
 			 (x->kind == SMUX_S3_DOC_COMPLETE ||
 			  x->kind == SMUX_S3_DOC_INITIATE))
-			ok = set_str(&r->key, t, n);
+			ok = set_str(&r->key, x->text, x->tlen);
 		else if (!strcmp(ln, "LastModified") &&
 			 x->kind == SMUX_S3_DOC_COPY) {
 			char buf[64];

@@ -141,6 +141,38 @@ static void test_list_raw_last_page(void **state)
 	smux__s3_xml_free(x);
 }
 
+/* Blanks around a key, a prefix or a multipart key are the key's own
+ * (s3rver leaves keys unencoded): " lead", "trail " and "tab<TAB>" were
+ * listed as "lead", "trail" and "tab", which answered ENOENT, and the
+ * names' absence hid the real files. */
+static void test_list_blank_keys(void **state)
+{
+	const char *doc =
+		"<ListBucketResult><IsTruncated>false</IsTruncated>"
+		"<Contents><Key> lead</Key><Size>1</Size></Contents>"
+		"<Contents><Key>trail </Key><Size>1</Size></Contents>"
+		"<Contents><Key>tab\t</Key><Size>1</Size></Contents>"
+		"<CommonPrefixes><Prefix> sp /</Prefix></CommonPrefixes>"
+		"</ListBucketResult>";
+	const char *init = "<InitiateMultipartUploadResult><Key> k </Key>"
+			   "<UploadId>u1</UploadId>"
+			   "</InitiateMultipartUploadResult>";
+	struct smux_s3_xml *x = parse_ok(SMUX_S3_DOC_LIST, doc);
+	const struct smux_s3_result *r = smux__s3_xml_result(x);
+
+	(void)state;
+	assert_int_equal(r->nobjs, 3);
+	assert_string_equal(r->objs[0].key, " lead");
+	assert_string_equal(r->objs[1].key, "trail ");
+	assert_string_equal(r->objs[2].key, "tab\t");
+	assert_string_equal(r->prefixes[0], " sp /");
+	smux__s3_xml_free(x);
+	x = parse_ok(SMUX_S3_DOC_INITIATE, init);
+	assert_string_equal(smux__s3_xml_result(x)->key, " k ");
+	assert_string_equal(smux__s3_xml_result(x)->upload_id, "u1");
+	smux__s3_xml_free(x);
+}
+
 /* The same document in every chunk size gives the same result. */
 static void test_chunked(void **state)
 {
@@ -559,6 +591,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_list_raw_last_page),
+		cmocka_unit_test(test_list_blank_keys),
 		cmocka_unit_test(test_chunked),
 		cmocka_unit_test(test_error_doc),
 		cmocka_unit_test(test_error_mapping),
