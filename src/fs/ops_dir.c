@@ -336,7 +336,10 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 	is_dir = e->is_prefix || name[len - 1] == '/' || S_ISDIR(e->info.mode);
 	if (name[len - 1] == '/')
 		name[--len] = '\0';
-	if (!len || strchr(name, '/'))
+	/* "." and ".." (a key "a/../b" another client stored) name no
+	 * entry of their own: the directory lists its own once */
+	if (!len || strchr(name, '/') || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
 		return 0;
 	if (l->is_root && strcmp(name, SMUXFS_DIR_NAME) == 0)
 		return 0; /* hidden by the virtual directory */

@@ -14,6 +14,10 @@ Buckets:
              1000 bytes, sends 10 and closes
   outside    a listing holding a key outside the prefix asked for
   loop       a truncated listing whose continuation token never changes
+  dots       a bucket another client filled with keys of "." and ".."
+             segments (../evil, d/./x, d/../y) and d/ok (5 bytes "dots\n");
+             listings (ListObjectsV2 with a delimiter) show them as
+             stored; GET and HEAD of d/ok work, other keys are 404
   liar       PUT answers 200 with the ETag (MD5) of half the body sent
              and keeps that half; the Content-MD5 sent is kept in the
              file PORTFILE.md5
@@ -126,6 +130,30 @@ class H(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
+    def dots(self, m, key, q):
+        keys = ["../evil", "d/./x", "d/../y", "d/ok"]
+        if key == "d/ok" and m in ("GET", "HEAD"):
+            return self.reply(200, b"dots\n", [("ETag", '"d"')])
+        if key or "list-type" not in q:
+            return self.error(404, "NoSuchKey")
+        prefix = q.get("prefix", [""])[0]
+        objs, prefixes = [], set()
+        for k in keys:
+            if not k.startswith(prefix):
+                continue
+            rest = k[len(prefix):]
+            if "/" in rest:
+                prefixes.add(prefix + rest.split("/", 1)[0] + "/")
+            else:
+                objs.append(k)
+        body = "".join("<Contents><Key>%s</Key><Size>5</Size>"
+                       "<LastModified>2024-01-01T00:00:00.000Z</LastModified>"
+                       "<ETag>\"d\"</ETag></Contents>" % k for k in objs)
+        body += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>"
+                        % p for p in sorted(prefixes))
+        return self.xml(200, "<ListBucketResult><IsTruncated>false"
+                        "</IsTruncated>%s</ListBucketResult>" % body)
+
     def range_answer(self, mode):
         data = bytes((i * 7 + 3) & 0xFF for i in range(100))
         n = len(data)
@@ -184,6 +212,8 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.xml(200, "<ListBucketResult><Contents><Key>a")
         if bucket == "ranges":
             return self.range_answer(key)
+        if bucket == "dots":
+            return self.dots(m, key, q)
         if bucket == "liar" and m == "PUT":
             with open(count_file[:-len(".uploads")] + ".md5", "w") as f:
                 f.write(self.headers.get("Content-MD5", ""))
