@@ -175,6 +175,10 @@ enum smux_caps {
 	 * (renameat2 RENAME_EXCHANGE); a mux has it where every member has
 	 * it, outside sticky-by-key */
 	SMUX_CAP_EXCHANGE = 2048,
+	/* a listing shows every name, those starting with '.' too (nginx's
+	 * WebDAV hides them: a dot name a listing lacks may be there); a
+	 * mux has it when every member has it */
+	SMUX_CAP_LISTS_DOTNAMES = 4096,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */

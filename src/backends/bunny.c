@@ -372,8 +372,16 @@ static void bunnyb_destroy(struct smux_backend *b)
 	free(z);
 }
 
+/* Its listings show every name, dot names too. */
+static unsigned bunnyb_caps(struct smux_backend *b)
+{
+	(void)b;
+	return SMUX_CAP_LISTS_DOTNAMES;
+}
+
 static const struct smux_backend_ops bunnyb_ops = {
 	.kind = "bunny",
+	.caps = bunnyb_caps,
 	.get = smux__bunny_get,
 	.put = smux__bunny_put,
 	.del = smux__bunny_del,

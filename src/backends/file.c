@@ -1059,7 +1059,8 @@ static unsigned fileb_caps(struct smux_backend *b)
 	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
 			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR |
 			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING |
-			SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE;
+			SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE |
+			SMUX_CAP_LISTS_DOTNAMES;
 
 	(void)b;
 	return caps;

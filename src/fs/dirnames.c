@@ -456,6 +456,14 @@ void smuxfs_dirnames_del(struct smuxfs *fs, const char *key)
 
 bool smuxfs_dirnames_absent(struct smuxfs *fs, const char *key)
 {
+	const char *slash = strrchr(key, '/');
+	const char *name = slash ? slash + 1 : key;
+
+	/* a dot name a listing lacks may be there all the same where a
+	 * member's listings hide them (nginx WebDAV): it is asked */
+	if (name[0] == '.' &&
+	    !(smux_backend_caps(fs->root) & SMUX_CAP_LISTS_DOTNAMES))
+		return false;
 	return name_op(fs, key, DN_HAS);
 }
 

@@ -99,4 +99,31 @@ m2=$(stat -c %Y "$M/dc")
 [ "$m2" != "$m1" ] || fail "dc's mtime still $m1 after a create in it"
 log "a directory's mtime moves with a create in it"
 unmount_smux "$M"
+
+# nginx's listings hide names starting with '.': a directory rename is
+# one MOVE of the collection (key by key, proj/.env stayed behind and
+# went with the old collection's DELETE), and a dot name a listing lacks
+# is still looked up (after an ls, c/.profile answered ENOENT)
+CONF2=$T/http-only.conf
+new_config "$CONF2" d
+cfg_raw "[backend d]
+type = http
+url = http://127.0.0.1:$PORT/
+"
+mount_smux "$CONF2" "$M"
+mkdir "$M/proj" "$M/c"
+echo code >"$M/proj/main.c"
+echo SECRET=1 >"$M/proj/.env"
+echo v >"$M/c/.profile"
+mv "$M/proj" "$M/proj2" || fail "mv proj proj2"
+[ "$(cat "$NG/root/proj2/.env" 2>&1)" = SECRET=1 ] ||
+	fail "proj2/.env on the server: $( (ls -a "$NG/root/proj2" "$NG/root/proj" 2>&1 || true) | tr '\n' ' ')"
+unmount_smux "$M"
+mount_smux "$CONF2" "$M"
+ls -a "$M/c" >/dev/null
+[ "$(cat "$M/c/.profile" 2>&1)" = v ] ||
+	fail "c/.profile after an ls of c: $(cat "$M/c/.profile" 2>&1)"
+[ "$(cat "$M/proj2/.env" 2>&1)" = SECRET=1 ] || fail "proj2/.env after the remount"
+log "dot names nginx does not list: moved with their directory, looked up after a listing"
+unmount_smux "$M"
 stop_nginx
