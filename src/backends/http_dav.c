@@ -850,7 +850,8 @@ static int davb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 			smux__dav_parser_free(p);
 			return 0; /* "a/" of a file names no marker */
 		}
-		if (smux__dav_parser_count(p) > 0) {
+		if (smux__dav_parser_count(p) > 0 ||
+		    smux__dav_parser_skipped(p) > 0) {
 			smux__dav_parser_free(p);
 			return smux_error_set(err, SMUX_E_NOT_EMPTY, name_of(d),
 					      "delete \"%s\": not empty", key);

@@ -66,6 +66,8 @@ const char *smux__dav_parser_error(const struct smux__dav_parser *p);
 
 /* The children found (self excluded), in document order. */
 size_t smux__dav_parser_count(const struct smux__dav_parser *p);
+/* The children left out: names no key can have ("a%2Fb", ".", ".."). */
+size_t smux__dav_parser_skipped(const struct smux__dav_parser *p);
 const struct smux__dav_entry *
 smux__dav_parser_entry(const struct smux__dav_parser *p, size_t i);
 /* The collection's own entry (Depth 0 answers hold only this), or NULL. */

@@ -66,6 +66,7 @@ struct smux__dav_parser {
 	size_t n, cap;
 	struct smux__dav_entry self;
 	bool has_self;
+	size_t skipped; /* children no key can name */
 };
 
 static void fail(struct smux__dav_parser *p, int err, const char *why)
@@ -258,15 +259,22 @@ static void finish_response(struct smux__dav_parser *p)
 		p->has_self = true;
 		return;
 	}
-	/* a child: target + "/" + one segment */
-	if ((size_t)n < p->target_len + 2 ||
-	    memcmp(path, p->target, p->target_len) != 0 ||
-	    path[p->target_len] != '/')
-		return fail(p, -EBADMSG, "an href outside the collection");
-	name = path + p->target_len + 1;
-	if (strchr(name, '/') || strcmp(name, ".") == 0 ||
-	    strcmp(name, "..") == 0)
-		return fail(p, -EBADMSG, "an href deeper than one level");
+	/* a child: target + "/" + one segment. An href outside the
+	 * collection (another case, a proxy's prefix) or a name no key can
+	 * have (an encoded '/': "a%2Fb", "." or "..") is left out of the
+	 * listing, not the listing's failure (every other name of the
+	 * directory went with it, and the backend down: every file of the
+	 * mount EIO), but counted: the collection is not empty (davb_del) */
+	name = (size_t)n >= p->target_len + 2 &&
+			       memcmp(path, p->target, p->target_len) == 0 &&
+			       path[p->target_len] == '/'
+		       ? path + p->target_len + 1
+		       : NULL;
+	if (!name || strchr(name, '/') || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0) {
+		p->skipped++;
+		return;
+	}
 	if (p->n >= SMUX__DAV_ENTRIES_MAX)
 		return fail(p, -E2BIG, "too many entries");
 	if (p->n == p->cap) {
@@ -427,6 +435,7 @@ static void clear_results(struct smux__dav_parser *p)
 	for (size_t i = 0; i < p->n; i++)
 		free(p->ents[i].name);
 	p->n = 0;
+	p->skipped = 0;
 	p->has_self = false;
 	p->err = 0;
 	p->why = NULL;
@@ -502,6 +511,11 @@ const char *smux__dav_parser_error(const struct smux__dav_parser *p)
 size_t smux__dav_parser_count(const struct smux__dav_parser *p)
 {
 	return p->n;
+}
+
+size_t smux__dav_parser_skipped(const struct smux__dav_parser *p)
+{
+	return p->skipped;
 }
 
 const struct smux__dav_entry *
