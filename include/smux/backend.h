@@ -89,6 +89,13 @@ enum smux_put_flags {
 	 * conditional create, "If-None-Match: *"), and must still be right
 	 * when the key exists after all (another client wrote it). */
 	SMUX_PUT_NEW = 4,
+	/* A repair of a replica's content (mux_repair.c): where the key is
+	 * a regular file with other names (hard links), its bytes are
+	 * replaced in that file, which keeps its inode and names, not by a
+	 * new file renamed over it (that split the link group). Not atomic:
+	 * the caller marks the replica stale for the key first. Backends
+	 * without hard links ignore it. */
+	SMUX_PUT_INPLACE = 8,
 };
 
 struct smux_put_opts {

@@ -142,6 +142,59 @@ static int fileb_put_dir(const struct smux__file *fb, const char *path,
 	return rc;
 }
 
+/*
+ * SMUX_PUT_INPLACE on a file with other names (@old): the content is
+ * written into that file (its inode, and so every name of it, kept), cut
+ * to the source's length, then given the mode and mtime asked and made
+ * durable. Not atomic: the caller (a repair) marked the replica stale.
+ */
+static int fileb_put_inplace(struct smux__file *fb, const struct smux_ctx *ctx,
+			     int dirfd, const char *name, const char *key,
+			     const struct smux_source *src,
+			     const struct smux_put_opts *opts,
+			     const struct stat *old, struct smux_info *info,
+			     struct smux_error *err)
+{
+	uint64_t len = src ? src->length : 0;
+	struct stat st;
+	int fd, rc;
+
+	fd = smux__file_open(dirfd, name, O_WRONLY | O_NOCTTY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return smux__file_fail(fb, err, -fd, "put", key);
+	if (fstat(fd, &st) < 0 || st.st_ino != old->st_ino ||
+	    st.st_dev != old->st_dev) {
+		close(fd); /* replaced meanwhile: not the file looked at */
+		return smux__file_fail(fb, err, EAGAIN, "put", key);
+	}
+	rc = fileb_fill(fb, ctx, src, fd, key, err);
+	if (!rc && ftruncate(fd, (off_t)len) < 0)
+		rc = smux__file_fail(fb, err, errno, "truncate", key);
+	if (!rc) {
+		rc = smux__file_put_owner(fd, opts, old);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "chown", key);
+	}
+	if (!rc && smux__file_put_has_mode(opts) &&
+	    fchmod(fd, (mode_t)(opts->mode & 07777)) < 0)
+		rc = smux__file_fail(fb, err, errno, "chmod", key);
+	if (!rc && opts->mtime_ns) {
+		rc = smux__file_set_mtime(fd, opts->mtime_ns);
+		if (rc)
+			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
+	}
+	if (!rc && !fb->no_fsync && fsync(fd) < 0)
+		rc = smux__file_fail(fb, err, errno, "fsync", key);
+	if (!rc && info) {
+		if (fstat(fd, &st) < 0)
+			rc = smux__file_fail(fb, err, errno, "stat", key);
+		else
+			smux__file_fill_info(&st, info);
+	}
+	close(fd);
+	return rc;
+}
+
 static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		     const char *key, const struct smux_source *src,
 		     const struct smux_put_opts *opts, struct smux_info *info,
@@ -181,6 +234,12 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	/* the owner a replaced object had is kept (put_owner) */
 	if (exists && fstatat(dirfd, name, &old, AT_SYMLINK_NOFOLLOW) < 0)
 		exists = false;
+	if (exists && opts && (opts->flags & SMUX_PUT_INPLACE) &&
+	    S_ISREG(old.st_mode) && old.st_nlink > 1) {
+		rc = fileb_put_inplace(fb, ctx, dirfd, name, key, src, opts,
+				       &old, info, err);
+		goto out_close_dir;
+	}
 	rc = smux__file_tmp_create(fb, dirfd, &t, key, err);
 	if (rc)
 		goto out_close_dir;

@@ -262,6 +262,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * knows one key, not the group of names; the HINT_REPLAYED
 		 * event names it); owner, mode and mtime are kept */
 		smux_put_opts_keep(&po, &info);
+		/* a reconcile repairs content: a hard-linked file keeps its
+		 * names (SMUX_PUT_INPLACE; the replica is marked stale) */
+		if (!hinted)
+			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
@@ -450,6 +454,62 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* The chunk same_bytes compares at a time. */
+#define SAME_CHUNK ((size_t)1 << 20)
+
+/*
+ * Whether @a and @b hold the same @size bytes of @key (read from both,
+ * chunk by chunk). Two replicas of a file backend with the same size and
+ * mtime are not the same file: a crash in the middle of an in-place
+ * write that landed on one replica leaves both with the mtime the last
+ * commit gave them (the version token is size and mtime), and the
+ * reconcile left them different, reads racing between them.
+ */
+static long same_bytes(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *a, struct mux_member *b,
+		       const char *key, uint64_t size, bool *same,
+		       struct smux_error *err)
+{
+	unsigned char *buf = malloc(2 * SAME_CHUNK);
+	uint64_t off = 0;
+	long rc = 0;
+
+	*same = false;
+	if (!buf)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	while (rc == 0 && off < size) {
+		size_t n = size - off < SAME_CHUNK ? (size_t)(size - off)
+						   : SAME_CHUNK;
+		struct smux_get_opts o = {.offset = off, .length = n};
+		struct smux_sink sa, sb;
+		struct smux__call ga = {.op = SMUX__OP_GET,
+					.key = key,
+					.get_opts = &o,
+					.sink = &sa};
+		struct smux__call gb = {.op = SMUX__OP_GET,
+					.key = key,
+					.get_opts = &o,
+					.sink = &sb};
+
+		smux_sink_buf(&sa, buf, n);
+		smux_sink_buf(&sb, buf + SAME_CHUNK, n);
+		rc = smux__member_call(mux, ctx, a, &ga, false, err);
+		if (rc == 0)
+			rc = smux__member_call(mux, ctx, b, &gb, false, err);
+		if (rc < 0)
+			break;
+		if (sa.written != n || sb.written != n ||
+		    memcmp(buf, buf + SAME_CHUNK, n) != 0)
+			goto out; /* not the same (a size changed: copy) */
+		off += n;
+	}
+	*same = rc == 0;
+out:
+	free(buf);
+	return rc < 0 ? rc : 0;
+}
+
 /*
  * Reconciles the replicas of @key after an interrupted in-place write
  * (@ev: fills name and failed[] with the source and the members it was
@@ -510,14 +570,29 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		goto out;
 	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		bool probe = false, got;
+		bool probe = false, got, same = false;
+		uint64_t id = 0;
 
-		if ((int)i == src ||
-		    (have[i] && info[i].size == info[src].size &&
-		     strcmp(info[i].etag, info[src].etag) == 0))
+		if ((int)i == src)
 			continue;
-		rc = copy_if(mux, ctx, v->m[src], false, v->m[i], key, false,
-			     &probe, &got, err);
+		/* the same version token is not the same bytes: compared */
+		if (have[i] && info[i].size == info[src].size &&
+		    strcmp(info[i].etag, info[src].etag) == 0) {
+			rc = same_bytes(mux, ctx, v->m[src], v->m[i], key,
+					info[src].size, &same, err);
+			if (rc || same)
+				continue;
+		}
+		/* stale while its copy is partial (an in-place copy of a
+		 * hard-linked file is no atomic replace): a crash meanwhile
+		 * never takes it as the source */
+		rc = smux__hints_add(mux->hints, v->m[i]->name, key,
+				     SMUX__HINT_PUT, &id, err);
+		if (rc == 0)
+			rc = copy_if(mux, ctx, v->m[src], false, v->m[i], key,
+				     false, &probe, &got, err);
+		if (rc == 0)
+			(void)smux__hints_done(mux->hints, id, NULL);
 		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
 			snprintf(ev->failed[ev->n_failed++],
 				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
