@@ -777,6 +777,25 @@ static int last_member(struct smux_backend *b, const char *name,
 			      name);
 }
 
+/*
+ * Failover: the member left alone by a removal with a rejoin hint (added
+ * beside the one removed now: a reload that switched a failover's member)
+ * has nothing to resync from, ever (mux_rejoin.c): its rejoin is over at
+ * once, not at the background repair's next pass. Until then it was stale
+ * for every key, and writes right after the reload failed (EIO).
+ */
+static void rejoin_alone_done(struct smux_mux *mux, struct mux_view *v)
+{
+	struct smux_error e;
+
+	if (mux->mode != SMUX_MODE_FAILOVER || v->n != 1 ||
+	    !smux__hints_has(mux->hints, v->m[0]->name, SMUX__REJOIN_KEY))
+		return;
+	/* a journal that fails leaves it to the background repair */
+	(void)smux__hints_supersede(mux->hints, v->m[0]->name, SMUX__REJOIN_KEY,
+				    &e);
+}
+
 int smux_mux_remove(struct smux_backend *b, const char *name,
 		    const struct smux_ctx *ctx, struct smux_error *err)
 {
@@ -862,6 +881,8 @@ int smux_mux_remove(struct smux_backend *b, const char *name,
 	 * the latest (mux_departed.c) */
 	if (rc == 0)
 		smux__departed_note(mux, old, name);
+	if (rc == 0)
+		rejoin_alone_done(mux, v);
 	smux__view_put(old);
 	pthread_mutex_unlock(&mux->mutate_lock);
 	if (rc)

@@ -296,6 +296,44 @@ static void test_add(void **state)
 	mh_events_free(ev);
 }
 
+/* A failover's member switched (added beside the old one while that one
+ * could not resync it, the old one removed): the new one has nothing to
+ * resync from, ever, and serves at once - writes right after a reload
+ * that switched a failover's member failed (EIO: stale for every key)
+ * until the background repair's next pass (test_linger, 2 runs in 4). */
+static void test_switch_failover_member(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_FAILOVER};
+	struct smux_backend *old = mh_memory("old"), *f, *nw, *mux;
+	struct smux_mux_member m = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char *got;
+	int rc;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	f = mh_faulty("a", old, NULL);
+	mux = mh_mux("sw", &o, &f, NULL, 1);
+	MH_OK(mh_put(mux, "k", "v", &err), &err);
+	mh_fail(f, true); /* no resync of the new one from it */
+	nw = mh_memory("r");
+	m.backend = nw;
+	MH_OK(smux_mux_add(mux, &m, &err), &err);
+	MH_OK(smux_mux_remove(mux, "a", &ctx, &err), &err);
+	/* at once: no repair pass in between */
+	MH_OK(mh_put(mux, "new", "w", &err), &err);
+	got = mh_get(mux, "new", &rc, &err);
+	MH_OK(rc, &err);
+	assert_string_equal(got, "w");
+	free(got);
+	assert_int_equal(smux_mux_pending_hints(mux), 0);
+	smux_backend_unref(mux);
+	smux_backend_unref(nw);
+	smux_backend_unref(f);
+	smux_backend_unref(old);
+}
+
 static void test_set_weight(void **state)
 {
 	static const double w[3] = {1, 1, 1};
@@ -374,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_drain_aborted),
 		cmocka_unit_test(test_remove),
 		cmocka_unit_test(test_add),
+		cmocka_unit_test(test_switch_failover_member),
 		cmocka_unit_test(test_set_weight),
 	};
 
