@@ -96,6 +96,10 @@ struct smuxfs_ofile {
 	 * names (hard links): the open files of those look the file up
 	 * again after each change through this one (ofile_shared_changed) */
 	bool shared;
+	/* its file had other names at open, or got one since (ln): its
+	 * writes go one at a time with those of every such file
+	 * (shared_write_lock) */
+	bool many;
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
@@ -482,6 +486,7 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->mode = info->mode & 07777;
 	of->mode_set = info->mode != 0;
 	of->file_id = info->file_id;
+	of->many = info->nlink > 1;
 	of->mtime_ns = info->mtime_ns;
 	of->dirty = flags & SMUXFS_OF_TRUNC;
 	/* a file of several names changes with the others (ln, rm):
@@ -965,6 +970,17 @@ static void ofile_written_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
 		readers_written(fs, of->key);
 }
 
+/*
+ * Writes to a file with several names, whatever the name: one at a time.
+ * Each name has its own open file and writer, and a mux writer fans a
+ * write out to its replicas on its own: two appends through two names
+ * (or two overlapping writes) could reach the replicas in two orders, and
+ * mirror replicas ended with the same lines in different orders. Taken
+ * inside an ofile's lock, never the other way round; held for the fan-out
+ * only (a member call is bounded by backend_timeout).
+ */
+static pthread_mutex_t shared_write_lock = PTHREAD_MUTEX_INITIALIZER;
+
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {
@@ -980,8 +996,14 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		goto out;
 	}
 	if (of->w) {
+		bool shared = of->shared || of->many;
+
 		smuxfs_ctx(&ctx);
+		if (shared)
+			pthread_mutex_lock(&shared_write_lock);
 		rc = smux_writer_pwrite(of->w, &ctx, buf, len, off, &err);
+		if (shared)
+			pthread_mutex_unlock(&shared_write_lock);
 		if (rc) {
 			n = smuxfs_errno(&err, "write", of->key);
 			goto out;
@@ -1440,6 +1462,7 @@ void smuxfs_ofile_shared(struct smuxfs *fs, const char *key)
 	if (!of)
 		return;
 	pthread_mutex_lock(&of->lock);
+	of->many = true;
 	if (!of->open_rc)
 		smux_writer_shared(of->w); /* NULL (staged): no-op */
 	pthread_mutex_unlock(&of->lock);

@@ -155,6 +155,32 @@ expect "a write through one name, read through the other" \
 for r in $REPLICAS; do
 	expect "$r/d/h2 after the write" "$(cat "$r/d/h2")" "$want"
 done
+# Two programs appending at once, one through each name: every replica
+# holds the lines in one order (each name's writer fanned its appends
+# out on its own, and two mirror replicas ended with the same 4000 lines
+# in different orders).
+ln "$M/h1" "$M/h3"
+python3 - "$M/h1" "$M/h3" <<'PY' || fail "the appenders through two names"
+import os, sys, threading
+def run(path, tag):
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    for i in range(1000):
+        os.write(fd, b"%s %04d\n" % (tag, i))
+    os.close(fd)
+ts = [threading.Thread(target=run, args=(p, t)) for p, t in
+      ((sys.argv[1], b"one"), (sys.argv[2], b"two"))]
+for t in ts: t.start()
+for t in ts: t.join()
+PY
+rm "$M/h3"
+[ "$(grep -c '^one ' "$M/h1")" = 1000 ] && [ "$(grep -c '^two ' "$M/h1")" = 1000 ] ||
+	fail "appends through two names: $(grep -c . "$M/h1") lines"
+for r in $REPLICAS; do
+	cmp -s "$T/b0/h1" "$r/h1" || fail "$r/h1 differs from b0/h1 after appends through two names"
+done
+head -2 "$M/h1" >"$T/h1.keep"
+cp "$T/h1.keep" "$M/h1"
+want=$(cat "$T/h1.keep")
 rm "$M/h1"
 expect "the other name stays" "$(cat "$M/d/h2")" "$want"
 for r in $REPLICAS; do
