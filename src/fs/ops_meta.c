@@ -638,7 +638,9 @@ int smuxfs_rename_dir_redo(struct smuxfs *fs, const char *from, const char *to)
  */
 static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 {
+	unsigned caps = smux_backend_caps(fs->root);
 	struct smuxfs_rjournal rec;
+	bool journaled = false;
 	struct smux_error err;
 	struct smux_ctx ctx;
 	int rc;
@@ -648,19 +650,34 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	if (rc)
 		return rc;
 	smuxfs_ctx(&ctx);
-	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME) {
-		/* one rename(2) per replica: atomic there, O(1) */
+	if (caps & SMUX_CAP_DIR_RENAME) {
+		/* one rename(2) per replica: atomic there, O(1). Several
+		 * replicas: journaled all the same (a crash between two
+		 * replicas' renames left the tree under one name on one and
+		 * under the other on the other, for good; the next mount
+		 * moves what is left key by key) */
+		if (!(caps & SMUX_CAP_ONE_COPY)) {
+			rc = smuxfs_rjournal_begin(fs, from, to, &rec);
+			if (rc)
+				return rc;
+			journaled = true;
+		}
 		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
 		if (rc == 0) {
 			smuxfs_ofile_rekey_under(fs, from, to);
+			if (journaled)
+				smuxfs_rjournal_end(fs, &rec);
 			return 0;
 		}
-		if (err.e.code != SMUX_E_NOT_SUPPORTED)
+		if (err.e.code != SMUX_E_NOT_SUPPORTED) {
+			if (journaled)
+				smuxfs_rjournal_end(fs, &rec);
 			return smuxfs_errno(&err, "rename", from);
+		}
 		/* NOT_SUPPORTED (a replica not up, a hint pending): key by
 		 * key, with hints */
 	}
-	rc = smuxfs_rjournal_begin(fs, from, to, &rec);
+	rc = journaled ? 0 : smuxfs_rjournal_begin(fs, from, to, &rec);
 	if (rc)
 		return rc;
 	rc = move_keys(fs, from, to, false);

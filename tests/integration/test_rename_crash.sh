@@ -17,6 +17,11 @@
 #     remount: names it still lists under d/ are moved already (the
 #     redo stopped at the first such name, ENOENT, and left the tree
 #     split for that whole mount);
+#   - a rename made in one call per replica (two file backends, every
+#     replica up) killed between the two replicas' renames (strace delays
+#     the second's renameat2): the remount completes it on the other (it
+#     was not journaled: the tree stayed under d/ on one replica and e/
+#     on the other for good);
 #   - a rename that ends normally leaves no record, and a record that is
 #     not valid JSON is left alone with a log line naming the file;
 #   - a second mount of the same config (same state_dir; one s3 backend
@@ -127,6 +132,40 @@ for ((i = 0; i < N; i++)); do
 done
 [ -z "$(ls -A "$T/state/up" | grep '^dir-rename' || true)" ] ||
 	fail "journal record left with both replicas up: $(ls -A "$T/state/up")"
+unmount_smux "$M"
+
+log "--- a one-call rename killed between the two replicas"
+new_config "$T/one.conf" m
+cfg_mux m mirror "o1 o2"
+cfg_file o1 "$T/o1"
+cfg_file o2 "$T/o2"
+mount_smux "$T/one.conf" "$M"
+mkdir "$M/d"
+echo inside >"$M/d/file"
+take_fg_daemon "$M"
+OPID=$FG_PID
+# o2's rename waits 3 s before it runs; o1's runs at once
+strace -f -qq -p "$OPID" -P "$T/o2" -e trace=renameat,renameat2 \
+	-e inject=renameat,renameat2:delay_enter=3000000 -o /dev/null &
+SPID=$!
+sleep 1
+mv "$M/d" "$M/e" 2>/dev/null &
+MVPID=$!
+for ((i = 0; i < 100; i++)); do [ -d "$T/o1/e" ] && break; sleep 0.02; done
+[ -d "$T/o1/e" ] || fail "o1 did not rename d within 2 s"
+[ -d "$T/o2/d" ] || fail "o2 renamed d before the crash (no window)"
+kill -KILL "$OPID"
+wait "$OPID" 2>/dev/null || true
+kill "$SPID" 2>/dev/null || true
+wait "$SPID" 2>/dev/null || true
+wait "$MVPID" 2>/dev/null || true
+_smux_umount "$M" || true
+_smux_forget_mount "$M"
+mount_smux "$T/one.conf" "$M"
+for r in o1 o2; do
+	[ ! -e "$T/$r/d" ] || fail "$r still holds d/ after the remount"
+	[ "$(cat "$T/$r/e/file" 2>&1)" = inside ] || fail "$r/e/file: $(cat "$T/$r/e/file" 2>&1)"
+done
 unmount_smux "$M"
 
 log "--- a second mount of the same state_dir leaves a live rename alone"
