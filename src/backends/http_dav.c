@@ -975,12 +975,14 @@ static int davb_move_dir(struct davb *d, const struct smux_ctx *ctx,
 	hdrs[0] = dest;
 	parent_of(dst, parent, sizeof(parent));
 	rc = davb_mkcol(d, ctx, parent, 0, false, err);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = davb_simple(d, ctx, "MOVE", src, url, hdrs, true, &resp,
 				 err);
-	if (rc < 0 && resp.status == 412)
-		rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED, name_of(d),
-				    "MOVE \"%s\": \"%s\" exists", src, dst);
+		if (rc < 0 && resp.status == 412)
+			rc = smux_error_set(
+				err, SMUX_E_NOT_SUPPORTED, name_of(d),
+				"MOVE \"%s\": \"%s\" exists", src, dst);
+	}
 out:
 	free(url);
 	free(to);

@@ -76,7 +76,7 @@ int smux__s3_md5_etag(struct s3b *s, const char *what, const char *etag,
 	for (int i = 0; i < 32; i++)
 		if (!isxdigit((unsigned char)etag[i]))
 			return 0;
-	for (int i = 0; i < 16; i++)
+	for (size_t i = 0; i < 16; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md5[i]);
 	if (strcasecmp(hex, etag) == 0)
 		return 0;

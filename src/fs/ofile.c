@@ -96,10 +96,6 @@ struct smuxfs_ofile {
 	 * names (hard links): the open files of those look the file up
 	 * again after each change through this one (ofile_shared_changed) */
 	bool shared;
-	/* its file had other names at open, or got one since (ln): its
-	 * writes go one at a time with those of every such file
-	 * (shared_write_lock) */
-	bool many;
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
@@ -109,6 +105,10 @@ struct smuxfs_ofile {
 	 * up (a create, or something changed it through the mount) */
 	struct smux_info seen;
 	bool seen_ok;
+	/* its file had other names at open, or got one since (ln): its
+	 * writes go one at a time with those of every such file
+	 * (shared_write_lock; here for the struct's packing) */
+	bool many;
 	unsigned seen_gen; /* moved by every forget: a lookup racing one
 			      does not keep what it saw */
 	/* in place, the stored file is the content and others may append to
