@@ -101,12 +101,40 @@ static int fileb_fill(const struct smux__file *fb, const struct smux_ctx *ctx,
 
 /* ---- operations ---- */
 
+/* The end of a put made in @fd itself (a directory marker, an in-place
+ * repair): the mode and mtime asked, an fsync when @sync, its info. */
+static int put_finish(const struct smux__file *fb, int fd,
+		      const struct smux_put_opts *opts, bool sync,
+		      const char *key, struct smux_info *info,
+		      struct smux_error *err)
+{
+	struct stat st;
+	int rc;
+
+	if (smux__file_put_has_mode(opts) &&
+	    fchmod(fd, (mode_t)(opts->mode & 07777)) < 0)
+		return smux__file_fail(fb, err, errno, "chmod", key);
+	if (opts && opts->mtime_ns) {
+		rc = smux__file_set_mtime(fd, opts->mtime_ns);
+		if (rc)
+			return smux__file_fail(fb, err, -rc, "set mtime of",
+					       key);
+	}
+	if (sync && fsync(fd) < 0)
+		return smux__file_fail(fb, err, errno, "fsync", key);
+	if (info) {
+		if (fstat(fd, &st) < 0)
+			return smux__file_fail(fb, err, errno, "stat", key);
+		smux__file_fill_info(&st, info);
+	}
+	return 0;
+}
+
 static int fileb_put_dir(const struct smux__file *fb, const char *path,
 			 const char *key, const struct smux_source *src,
 			 const struct smux_put_opts *opts,
 			 struct smux_info *info, struct smux_error *err)
 {
-	struct stat st;
 	int fd, rc = 0;
 
 	if (src && src->length)
@@ -124,20 +152,8 @@ static int fileb_put_dir(const struct smux__file *fb, const char *path,
 		if (rc)
 			rc = smux__file_fail(fb, err, -rc, "chown", key);
 	}
-	if (!rc && smux__file_put_has_mode(opts) &&
-	    fchmod(fd, (mode_t)(opts->mode & 07777)))
-		rc = smux__file_fail(fb, err, errno, "chmod", key);
-	if (!rc && opts && opts->mtime_ns) {
-		rc = smux__file_set_mtime(fd, opts->mtime_ns);
-		if (rc)
-			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
-	}
-	if (!rc && info) {
-		if (fstat(fd, &st) < 0)
-			rc = smux__file_fail(fb, err, errno, "stat", key);
-		else
-			smux__file_fill_info(&st, info);
-	}
+	if (!rc)
+		rc = put_finish(fb, fd, opts, false, key, info, err);
 	close(fd);
 	return rc;
 }
@@ -175,22 +191,8 @@ static int fileb_put_inplace(struct smux__file *fb, const struct smux_ctx *ctx,
 		if (rc)
 			rc = smux__file_fail(fb, err, -rc, "chown", key);
 	}
-	if (!rc && smux__file_put_has_mode(opts) &&
-	    fchmod(fd, (mode_t)(opts->mode & 07777)) < 0)
-		rc = smux__file_fail(fb, err, errno, "chmod", key);
-	if (!rc && opts->mtime_ns) {
-		rc = smux__file_set_mtime(fd, opts->mtime_ns);
-		if (rc)
-			rc = smux__file_fail(fb, err, -rc, "set mtime of", key);
-	}
-	if (!rc && !fb->no_fsync && fsync(fd) < 0)
-		rc = smux__file_fail(fb, err, errno, "fsync", key);
-	if (!rc && info) {
-		if (fstat(fd, &st) < 0)
-			rc = smux__file_fail(fb, err, errno, "stat", key);
-		else
-			smux__file_fill_info(&st, info);
-	}
+	if (!rc)
+		rc = put_finish(fb, fd, opts, !fb->no_fsync, key, info, err);
 	close(fd);
 	return rc;
 }
