@@ -259,8 +259,9 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 						"read",
 						key);
 	}
-	if (g.range.bad) /* not the range asked for: refused */
-		return smux__http_range_check(&g.range, true, &resp, g.off,
+	/* not the range asked for, or (no body byte came) nothing of it */
+	if (g.range.bad || (rc == 0 && !g.checked))
+		return smux__http_range_check(&g.range, g.checked, &resp, g.off,
 					      g.len, smux__bunny_name(z), key,
 					      err);
 	if (rc < 0 && sink->error)

@@ -410,6 +410,8 @@ int smux__file_inplace_open(struct smux__file *fb, const char *key,
 	if (!rc)
 		rc = inplace_start(iw, name, flags, err);
 	if (rc) {
+		/* a name it made for an open that fails goes with it */
+		iw->base.unmade = true;
 		inplace_close(&iw->base);
 		return rc;
 	}

@@ -260,17 +260,20 @@ static void finish_response(struct smux__dav_parser *p)
 		return;
 	}
 	/* a child: target + "/" + one segment. An href outside the
-	 * collection (another case, a proxy's prefix) or a name no key can
-	 * have (an encoded '/': "a%2Fb", "." or "..") is left out of the
-	 * listing, not the listing's failure (every other name of the
-	 * directory went with it, and the backend down: every file of the
-	 * mount EIO), but counted: the collection is not empty (davb_del) */
-	name = (size_t)n >= p->target_len + 2 &&
-			       memcmp(path, p->target, p->target_len) == 0 &&
-			       path[p->target_len] == '/'
-		       ? path + p->target_len + 1
-		       : NULL;
-	if (!name || strchr(name, '/') || strcmp(name, ".") == 0 ||
+	 * collection fails the listing (a proxy that rewrote the prefix
+	 * would list every directory empty: a rejoin resync would take that
+	 * for "nothing there" and drop the other replica's keys) */
+	if ((size_t)n < p->target_len + 2 ||
+	    memcmp(path, p->target, p->target_len) != 0 ||
+	    path[p->target_len] != '/')
+		return fail(p, -EBADMSG, "an href outside the collection");
+	name = path + p->target_len + 1;
+	/* a name no key can have (an encoded '/': "a%2Fb", "." or ".."):
+	 * left out of the listing, not the listing's failure (every other
+	 * name of the directory went with it, and the backend down: every
+	 * file of the mount EIO), but counted: the collection is not empty
+	 * (davb_del) */
+	if (strchr(name, '/') || strcmp(name, ".") == 0 ||
 	    strcmp(name, "..") == 0) {
 		p->skipped++;
 		return;

@@ -225,6 +225,11 @@ static int call_on_header(void *arg, const char *name, size_t nlen,
 	struct s3b_meta *m = &((struct s3b_call *)arg)->meta;
 	int64_t x;
 
+	if ((name_is(name, nlen, "x-amz-server-side-encryption") && vlen >= 7 &&
+	     strncasecmp(value, "aws:kms", 7) == 0) ||
+	    name_is(name, nlen,
+		    "x-amz-server-side-encryption-customer-algorithm"))
+		m->etag_not_md5 = true;
 	if (nlen < 11 || strncasecmp(name, "x-amz-meta-", 11) != 0)
 		return 0;
 	if (name_is(name, nlen, "x-amz-meta-mode")) {
@@ -750,16 +755,21 @@ int smux__s3_put(struct smux_backend *b, const struct smux_ctx *ctx,
 
 		/* the server refuses a body that did not arrive whole, and
 		 * the ETag says which one it stored */
-		rc = smux__s3_md5(s, src, md5, b64, err);
+		bool have = false;
+
+		rc = smux__s3_md5(s, src, md5, b64, &have, err);
 		if (rc == 0) {
-			smux__s3_call_header(&c, "Content-MD5", b64);
+			if (have)
+				smux__s3_call_header(&c, "Content-MD5", b64);
 			c.body = src;
 			c.payload_hash = SMUX_S3_UNSIGNED_PAYLOAD;
 			rc = smux__s3_call(&c, ctx, err);
 		}
 		if (rc == 0) {
 			smux__s3_etag_copy(etag, sizeof(etag), c.resp.etag);
-			rc = smux__s3_md5_etag(s, c.what, etag, md5, err);
+			if (have && !c.meta.etag_not_md5)
+				rc = smux__s3_md5_etag(s, c.what, etag, md5,
+						       err);
 		}
 	}
 	if (rc == 0) {

@@ -68,6 +68,9 @@ struct s3b_meta {
 	bool has_mode, has_uid, has_gid, has_mtime;
 	uint32_t mode, uid, gid;
 	int64_t mtime_ns;
+	/* the answer says the object is encrypted with KMS or a customer
+	 * key: its ETag is no MD5 of the data (s3_md5.c) */
+	bool etag_not_md5;
 };
 
 /* One request. Fill with smux__s3_call_init, add headers, call. */
@@ -101,9 +104,12 @@ struct s3b_call {
 int smux__s3_call_init(struct s3b_call *c, struct s3b *s, const char *method,
 		       const char *key, struct smux_error *err);
 /* s3_md5.c: the MD5 of @body (read whole) in @md5 and base64 in @b64,
- * for a Content-MD5 header. 0, or a local error (the body's read). */
+ * for a Content-MD5 header; *@have false when the host has no MD5 (a
+ * FIPS build: the put goes without). 0, or a local error (the body's
+ * read) or NO_MEMORY. */
 int smux__s3_md5(struct s3b *s, const struct smux_source *body,
-		 unsigned char md5[16], char b64[25], struct smux_error *err);
+		 unsigned char md5[16], char b64[25], bool *have,
+		 struct smux_error *err);
 /* s3_md5.c: BAD_RESPONSE when @etag (unquoted) is an MD5 other than
  * @md5 (the server stored another body than the one sent); 0 when it is
  * that one, or no MD5 at all. @what names the request. */

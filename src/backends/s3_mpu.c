@@ -264,6 +264,7 @@ int smux__s3_mpu_part(struct s3b *s, const struct smux_ctx *ctx,
 	char num[16];
 	struct smux_s3_kv q[2] = {{"partNumber", num}, {"uploadId", upload_id}};
 	unsigned char md5[16];
+	bool have = false;
 	char b64[25];
 	struct s3b_call c;
 	int rc;
@@ -272,13 +273,14 @@ int smux__s3_mpu_part(struct s3b *s, const struct smux_ctx *ctx,
 	snprintf(num, sizeof(num), "%u", number);
 	/* the server refuses a part that did not arrive whole, and its
 	 * ETag says which one it stored (s3_md5.c) */
-	rc = smux__s3_md5(s, body, md5, b64, err);
+	rc = smux__s3_md5(s, body, md5, b64, &have, err);
 	if (rc < 0)
 		return rc;
 	rc = smux__s3_call_init(&c, s, "PUT", key, err);
 	if (rc < 0)
 		return rc;
-	smux__s3_call_header(&c, "Content-MD5", b64);
+	if (have)
+		smux__s3_call_header(&c, "Content-MD5", b64);
 	snprintf(c.what, sizeof(c.what), "PUT PART %u of \"%.200s\"", number,
 		 key);
 	c.query = q;
@@ -298,7 +300,7 @@ int smux__s3_mpu_part(struct s3b *s, const struct smux_ctx *ctx,
 				rc = smux_error_set(
 					err, SMUX_E_BAD_RESPONSE, s->base.name,
 					"%s: no ETag in the answer", c.what);
-			else
+			else if (have && !c.meta.etag_not_md5)
 				rc = smux__s3_md5_etag(s, c.what, e, md5, err);
 			if (rc < 0) {
 				free(e);

@@ -211,7 +211,8 @@ static long source_get(struct smux_mux *mux, const struct smux_ctx *ctx,
 static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    struct mux_member *src, bool src_probe,
 		    struct mux_member *dst, const char *key, bool hinted,
-		    bool *probe, bool *got, struct smux_error *err)
+		    bool *probe, bool *got, bool *put_done,
+		    struct smux_error *err)
 {
 	struct smux_get_opts all = {.length = SMUX_LEN_ALL};
 	bool marker = smux_key_is_dir(key), probe_dst = *probe;
@@ -236,6 +237,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	int fd;
 
 	*got = false;
+	if (put_done)
+		*put_done = false;
 	fd = smux_tmpfile(mux->base.name, "repair", err);
 	if (fd < 0) {
 		if (src_probe)
@@ -272,6 +275,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
 		    !S_ISSOCK(info.mode))
 			rc = copy_xattrs(mux, ctx, src, dst, key, err);
+		if (rc == 0 && put_done)
+			*put_done = true;
 	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
 		rc = -ENOENT;
 	}
@@ -288,7 +293,7 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool *got, struct smux_error *err)
 {
 	return copy_if(mux, ctx, src, src_probe, dst, key, true, probe, got,
-		       err);
+		       NULL, err);
 }
 
 /*
@@ -570,7 +575,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		goto out;
 	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		bool probe = false, got, same = false;
+		bool probe = false, got, same = false, put = false, missed;
 		uint64_t id = 0;
 
 		if ((int)i == src)
@@ -585,13 +590,18 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		/* stale while its copy is partial (an in-place copy of a
 		 * hard-linked file is no atomic replace): a crash meanwhile
-		 * never takes it as the source */
-		rc = smux__hints_add(mux->hints, v->m[i]->name, key,
-				     SMUX__HINT_PUT, &id, err);
+		 * never takes it as the source. A hint it had for the key
+		 * already (an acknowledged write it missed) stays as it is,
+		 * for the repair's replay; ours is done only once the copy
+		 * was made (a writer that opened the key meanwhile skips it) */
+		missed = smux__hints_has(mux->hints, v->m[i]->name, key);
+		if (!missed)
+			rc = smux__hints_add(mux->hints, v->m[i]->name, key,
+					     SMUX__HINT_PUT, &id, err);
 		if (rc == 0)
 			rc = copy_if(mux, ctx, v->m[src], false, v->m[i], key,
-				     false, &probe, &got, err);
-		if (rc == 0)
+				     false, &probe, &got, &put, err);
+		if (rc == 0 && put && !missed)
 			(void)smux__hints_done(mux->hints, id, NULL);
 		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
 			snprintf(ev->failed[ev->n_failed++],

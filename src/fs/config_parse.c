@@ -702,8 +702,6 @@ int smux_config_load(const char *path, struct smux_config **out, char *errbuf,
 	if (rc == 0 && smux__cfg_fill_opts(cfg) != 0) {
 		smux__cfg_errorf(errbuf, errlen, path, 0, "out of memory");
 		rc = -ENOMEM;
-	} else if (rc == 0) {
-		rc = smux_config_check_read_ahead(cfg, errbuf, errlen);
 	}
 	if (rc) {
 		smux_config_free(cfg);

@@ -680,7 +680,8 @@ static int check_config(const char *path)
 		fprintf(stderr, "smuxfs: %s\n", errbuf);
 		return EXIT_USAGE;
 	}
-	if (smux_config_check_dirs(cfg, NULL, NULL, errbuf, sizeof(errbuf)) ||
+	if (smux_config_check_read_ahead(cfg, errbuf, sizeof(errbuf)) ||
+	    smux_config_check_dirs(cfg, NULL, NULL, errbuf, sizeof(errbuf)) ||
 	    smux_config_check_paths(cfg, errbuf, sizeof(errbuf))) {
 		fprintf(stderr, "smuxfs: %s\n", errbuf);
 		smux_config_free(cfg);

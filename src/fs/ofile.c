@@ -120,6 +120,32 @@ struct smuxfs_ofile {
 	int64_t ctime_ns; /* the last change through this ofile (0 none) */
 };
 
+/*
+ * Writes (and truncates, fallocates) to a file with several names,
+ * whatever the name: one at a time.
+ * Each name has its own open file and writer, and a mux writer fans a
+ * write out to its replicas on its own: two appends through two names
+ * (or two overlapping writes) could reach the replicas in two orders, and
+ * mirror replicas ended with the same lines in different orders. Taken
+ * inside an ofile's lock, never the other way round; held for the fan-out
+ * only (a member call is bounded by backend_timeout).
+ */
+static pthread_mutex_t shared_write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* shared_write_lock for a change through @of (its lock held) when its
+ * file has several names. */
+static void shared_lock(const struct smuxfs_ofile *of)
+{
+	if (of->shared || of->many)
+		pthread_mutex_lock(&shared_write_lock);
+}
+
+static void shared_unlock(const struct smuxfs_ofile *of)
+{
+	if (of->shared || of->many)
+		pthread_mutex_unlock(&shared_write_lock);
+}
+
 static uint32_t key_hash(const char *key)
 {
 	return smux_fnv1a(key, strlen(key));
@@ -729,7 +755,9 @@ static int ofile_trunc_locked(struct smuxfs_ofile *of, uint64_t size)
 
 	if (of->w) {
 		smuxfs_ctx(&ctx);
+		shared_lock(of);
 		rc = smux_writer_truncate(of->w, &ctx, size, &err);
+		shared_unlock(of);
 		if (rc)
 			return smuxfs_errno(&err, "truncate", of->key);
 		/* in place: the stored size now */
@@ -970,17 +998,6 @@ static void ofile_written_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
 		readers_written(fs, of->key);
 }
 
-/*
- * Writes to a file with several names, whatever the name: one at a time.
- * Each name has its own open file and writer, and a mux writer fans a
- * write out to its replicas on its own: two appends through two names
- * (or two overlapping writes) could reach the replicas in two orders, and
- * mirror replicas ended with the same lines in different orders. Taken
- * inside an ofile's lock, never the other way round; held for the fan-out
- * only (a member call is bounded by backend_timeout).
- */
-static pthread_mutex_t shared_write_lock = PTHREAD_MUTEX_INITIALIZER;
-
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 			const char *buf, size_t len, uint64_t off)
 {
@@ -996,14 +1013,10 @@ long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
 		goto out;
 	}
 	if (of->w) {
-		bool shared = of->shared || of->many;
-
 		smuxfs_ctx(&ctx);
-		if (shared)
-			pthread_mutex_lock(&shared_write_lock);
+		shared_lock(of);
 		rc = smux_writer_pwrite(of->w, &ctx, buf, len, off, &err);
-		if (shared)
-			pthread_mutex_unlock(&shared_write_lock);
+		shared_unlock(of);
 		if (rc) {
 			n = smuxfs_errno(&err, "write", of->key);
 			goto out;
@@ -1067,7 +1080,9 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 		rc = of->open_rc;
 	} else if (of->w) {
 		smuxfs_ctx(&ctx);
+		shared_lock(of);
 		rc = smux_writer_fallocate(of->w, &ctx, mode, off, len, &err);
+		shared_unlock(of);
 		if (rc)
 			rc = smuxfs_errno(&err, "fallocate", of->key);
 	} else if (!smux_falloc_mode_ok(mode)) {

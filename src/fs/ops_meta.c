@@ -655,8 +655,11 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 		 * replicas: journaled all the same (a crash between two
 		 * replicas' renames left the tree under one name on one and
 		 * under the other on the other, for good; the next mount
-		 * moves what is left key by key) */
-		if (!(caps & SMUX_CAP_ONE_COPY)) {
+		 * moves what is left key by key). One backend's one call
+		 * (a WebDAV MOVE) is all or nothing: no record, whose redo
+		 * key by key would leave behind the dot names nginx's
+		 * listings hide */
+		if (!(caps & SMUX_CAP_ONE_COPY) && smux_is_mux(fs->root)) {
 			rc = smuxfs_rjournal_begin(fs, from, to, &rec);
 			if (rc)
 				return rc;

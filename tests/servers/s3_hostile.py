@@ -18,6 +18,8 @@ Buckets:
              segments (../evil, d/./x, d/../y) and d/ok (5 bytes "dots\n");
              listings (ListObjectsV2 with a delimiter) show them as
              stored; GET and HEAD of d/ok work, other keys are 404
+  kms        PUT answers 200 with x-amz-server-side-encryption: aws:kms and
+             a 32-hex ETag that is no MD5 of the body (as SSE-KMS does)
   liar       PUT answers 200 with the ETag (MD5) of half the body sent
              and keeps that half; the Content-MD5 sent is kept in the
              file PORTFILE.md5
@@ -192,6 +194,10 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.range_answer(key)
         if bucket == "dots":
             return self.dots(m, key, q)
+        if bucket == "kms" and m == "PUT":
+            return self.reply(200, b"", [
+                ("ETag", '"%s"' % hashlib.md5(b"kms" + data).hexdigest()),
+                ("x-amz-server-side-encryption", "aws:kms")])
         if bucket == "liar" and m == "PUT":
             with open(count_file[:-len(".uploads")] + ".md5", "w") as f:
                 f.write(self.headers.get("Content-MD5", ""))

@@ -1211,6 +1211,13 @@ static void test_golden_bad(void **state)
 			 (int)strlen(conf) - 5, conf);
 		want = read_text(exp);
 		rc = smux_config_load(conf, &c, err, sizeof(err));
+		/* what a mount checks once -o is applied (-o overrides) */
+		if (rc == 0 &&
+		    smux_config_check_read_ahead(c, err, sizeof(err)) != 0) {
+			smux_config_free(c);
+			c = NULL;
+			rc = -EINVAL;
+		}
 		if (!want) {
 			print_error("%s: missing\n", exp);
 			bad++;

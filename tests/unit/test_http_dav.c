@@ -114,9 +114,8 @@ static void test_parse_nginx(void **state)
 	smux__dav_parser_free(p);
 }
 
-/* A child no key can name (an encoded '/', "." or "..", an href outside
- * the collection) is left out and counted, not the listing's failure:
- * one such name made the whole
+/* A child no key can name (an encoded '/', "." or "..") is left out and
+ * counted, not the listing's failure: one such name made the whole
  * directory unlistable and (BAD_RESPONSE, transient) the backend down,
  * every other file of the mount EIO. */
 static void test_parse_unnameable_child(void **state)
@@ -131,10 +130,6 @@ static void test_parse_unnameable_child(void **state)
 		"<D:response><D:href>/dav/d/%2e%2e</D:href><D:propstat><D:prop/"
 		">"
 		"<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
-		"<D:response><D:href>/etc/passwd</D:href><D:propstat><D:prop/>"
-		"<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
-		"<D:response><D:href>/DAV/d/x</D:href><D:propstat><D:prop/>"
-		"<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
 		"<D:response><D:href>/dav/d/ok</D:href><D:propstat><D:prop/>"
 		"<D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
 		"</D:multistatus>";
@@ -144,7 +139,7 @@ static void test_parse_unnameable_child(void **state)
 	assert_int_equal(parse("/dav/d/", doc, 7, &p), 0);
 	assert_int_equal(smux__dav_parser_count(p), 1);
 	assert_string_equal(smux__dav_parser_entry(p, 0)->name, "ok");
-	assert_int_equal(smux__dav_parser_skipped(p), 4);
+	assert_int_equal(smux__dav_parser_skipped(p), 2);
 	smux__dav_parser_free(p);
 }
 
@@ -186,6 +181,12 @@ static void test_parse_hostile(void **state)
 		 "<?xml version=\"1.0\"?><!DOCTYPE m [<!ENTITY a \"aaaa\">"
 		 "<!ENTITY b \"&a;&a;&a;&a;\">]>"
 		 "<D:multistatus xmlns:D=\"DAV:\">&b;</D:multistatus>",
+		 -EBADMSG},
+		{"an href outside",
+		 "<D:multistatus xmlns:D=\"DAV:\"><D:response>"
+		 "<D:href>/etc/passwd</D:href><D:propstat><D:prop/>"
+		 "<D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
+		 "</D:response></D:multistatus>",
 		 -EBADMSG},
 		{"a NUL in an href",
 		 "<D:multistatus xmlns:D=\"DAV:\"><D:response>"
