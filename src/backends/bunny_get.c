@@ -259,19 +259,19 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 						"read",
 						key);
 	}
-	/* not the range asked for, or (no body byte came) nothing of it */
-	if (g.range.bad || (rc == 0 && !g.checked))
-		return smux__http_range_check(&g.range, g.checked, &resp, g.off,
+	if (g.range.bad) /* not the range asked for: refused */
+		return smux__http_range_check(&g.range, true, &resp, g.off,
 					      g.len, smux__bunny_name(z), key,
 					      err);
 	if (rc < 0 && sink->error)
 		return smux_error_make_local(err, sink->error);
-	if (rc == 0 && g.len - g.range.room < len)
-		return smux_error_set(
-			err, SMUX_E_BAD_RESPONSE, smux__bunny_name(z),
-			"get \"%s\": %llu of %llu bytes", key,
-			(unsigned long long)(g.len - g.range.room),
-			(unsigned long long)len);
+	/* every byte DESCRIBE promised (none came: 0 delivered) */
+	if (rc == 0 && g.range.delivered < len)
+		return smux_error_set(err, SMUX_E_BAD_RESPONSE,
+				      smux__bunny_name(z),
+				      "get \"%s\": %llu of %llu bytes", key,
+				      (unsigned long long)g.range.delivered,
+				      (unsigned long long)len);
 	return rc;
 }
 

@@ -882,12 +882,23 @@ static int davb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	return rc;
 }
 
-/* COPY or MOVE @src to @dst, replacing it, making @dst's parents. */
+/*
+ * COPY or MOVE @src to @dst, replacing it, making @dst's parents. A
+ * directory "a/" renamed to "b/" (SMUX_CAP_DIR_RENAME) is one MOVE of the
+ * collection, atomic on the server, carrying what listings do not show
+ * (nginx's PROPFIND hides names starting with '.': moved key by key, a
+ * tree's .env stayed under the old name and went with its DELETE); never
+ * onto an existing collection (Overwrite: F; it may hold such names too):
+ * that one is NOT_SUPPORTED, and the caller moves the keys.
+ */
 static int davb_transfer(struct davb *d, const struct smux_ctx *ctx,
 			 const char *method, const char *src, const char *dst,
 			 struct smux_error *err)
 {
-	const char *hdrs[4] = {NULL, "Overwrite: T", "Depth: 0", NULL};
+	bool move = method[0] == 'M';
+	bool dir = move && key_is_dir(src) && key_is_dir(dst);
+	const char *hdrs[4] = {NULL, dir ? "Overwrite: F" : "Overwrite: T",
+			       "Depth: 0", NULL};
 	char parent[SMUX_KEY_MAX + 1];
 	struct smux__http_resp resp;
 	char *url = NULL, *to = NULL, *dest = NULL;
@@ -896,11 +907,11 @@ static int davb_transfer(struct davb *d, const struct smux_ctx *ctx,
 
 	if (!d->webdav)
 		return davb_read_only(d, method, dst, err);
-	if (key_is_dir(src) || key_is_dir(dst))
+	if (!dir && (key_is_dir(src) || key_is_dir(dst)))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name_of(d),
 				      "%s: object keys only", method);
-	url = davb_url(d, src, false);
-	to = davb_url(d, dst, false);
+	url = davb_url(d, src, dir);
+	to = davb_url(d, dst, dir);
 	n = to ? strlen(to) + sizeof("Destination: ") : 0;
 	dest = to ? malloc(n) : NULL;
 	if (!url || !dest) {
@@ -909,7 +920,7 @@ static int davb_transfer(struct davb *d, const struct smux_ctx *ctx,
 	}
 	snprintf(dest, n, "Destination: %s", to);
 	hdrs[0] = dest;
-	if (method[0] == 'M')
+	if (move)
 		hdrs[2] = NULL; /* MOVE takes Depth: infinity only */
 	/* the destination's collection first: nginx answers a COPY or
 	 * MOVE into a missing one with 500, not 409 */
@@ -919,16 +930,18 @@ static int davb_transfer(struct davb *d, const struct smux_ctx *ctx,
 		goto out;
 	/* a MOVE is not repeated after an unknown outcome (the source may
 	 * be gone already); a COPY may be */
-	rc = davb_simple(d, ctx, method, src, url, hdrs, method[0] == 'M',
-			 &resp, err);
+	rc = davb_simple(d, ctx, method, src, url, hdrs, move, &resp, err);
 	if (rc < 0 && resp.status == 409) {
 		parent_of(dst, parent, sizeof(parent));
 		smux_error_clear(err);
 		rc = davb_mkcol(d, ctx, parent, 0, false, err);
 		if (rc == 0)
-			rc = davb_simple(d, ctx, method, src, url, hdrs,
-					 method[0] == 'M', &resp, err);
+			rc = davb_simple(d, ctx, method, src, url, hdrs, move,
+					 &resp, err);
 	}
+	if (dir && rc < 0 && resp.status == 412)
+		rc = smux_error_set(err, SMUX_E_NOT_SUPPORTED, name_of(d),
+				    "MOVE \"%s\": \"%s\" exists", src, dst);
 out:
 	free(url);
 	free(to);
@@ -942,63 +955,13 @@ static int davb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 	return davb_transfer(davb_from(b), ctx, "COPY", src, dst, err);
 }
 
-/*
- * A directory "a/" renamed to "b/" (SMUX_CAP_DIR_RENAME): one MOVE of the
- * collection, atomic on the server, carrying what listings do not show
- * (nginx's PROPFIND hides names starting with '.': moved key by key, a
- * tree's .env stayed under the old name and went with its DELETE). Never
- * onto an existing collection (Overwrite: F; it may hold such names too):
- * that one is NOT_SUPPORTED, and the caller moves the keys.
- */
-static int davb_move_dir(struct davb *d, const struct smux_ctx *ctx,
-			 const char *src, const char *dst,
-			 struct smux_error *err)
-{
-	const char *hdrs[3] = {NULL, "Overwrite: F", NULL};
-	char parent[SMUX_KEY_MAX + 1];
-	struct smux__http_resp resp;
-	char *url = davb_url(d, src, true), *to = davb_url(d, dst, true);
-	char *dest = NULL;
-	size_t n = to ? strlen(to) + sizeof("Destination: ") : 0;
-	int rc;
-
-	if (!d->webdav) {
-		rc = davb_read_only(d, "MOVE", dst, err);
-		goto out;
-	}
-	dest = n ? malloc(n) : NULL;
-	if (!url || !dest) {
-		rc = davb_nomem(d, err);
-		goto out;
-	}
-	snprintf(dest, n, "Destination: %s", to);
-	hdrs[0] = dest;
-	parent_of(dst, parent, sizeof(parent));
-	rc = davb_mkcol(d, ctx, parent, 0, false, err);
-	if (rc == 0) {
-		rc = davb_simple(d, ctx, "MOVE", src, url, hdrs, true, &resp,
-				 err);
-		if (rc < 0 && resp.status == 412)
-			rc = smux_error_set(
-				err, SMUX_E_NOT_SUPPORTED, name_of(d),
-				"MOVE \"%s\": \"%s\" exists", src, dst);
-	}
-out:
-	free(url);
-	free(to);
-	free(dest);
-	return rc;
-}
-
 static int davb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		       const char *src, const char *dst, struct smux_error *err)
 {
-	if (key_is_dir(src) && key_is_dir(dst))
-		return davb_move_dir(davb_from(b), ctx, src, dst, err);
 	return davb_transfer(davb_from(b), ctx, "MOVE", src, dst, err);
 }
 
-/* A WebDAV server moves a collection in one MOVE (davb_move_dir). */
+/* A WebDAV server moves a collection in one MOVE (davb_transfer). */
 static unsigned davb_caps(struct smux_backend *b)
 {
 	return davb_from(b)->webdav ? SMUX_CAP_DIR_RENAME : 0;

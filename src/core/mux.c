@@ -621,20 +621,6 @@ struct smux_backend *smux_mux_member(struct smux_backend *b, const char *name)
 	return found;
 }
 
-/* True when a member of @mux other than @m has a weight above 0. Caller
- * holds mutate_lock. */
-static bool other_weighs(struct smux_mux *mux, const struct mux_member *m)
-{
-	struct mux_view *v = smux__view_get(mux);
-	bool any = false;
-
-	for (unsigned i = 0; i < v->n && !any; i++)
-		any = v->m[i] != m && !smux__sticky_slot_empty(v->m[i]) &&
-		      atomic_load(&v->m[i]->weight) > 0;
-	smux__view_put(v);
-	return any;
-}
-
 /* True when @mux keeps a member that serves once the one called @name
  * is gone: another one (a removed shard's empty slot is none), weighing
  * more than 0 in a weighted mux. Caller holds mutate_lock. */
@@ -675,7 +661,7 @@ int smux_mux_set_weight(struct smux_backend *b, const char *name, double weight,
 		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
 	}
 	if (mux->mode == SMUX_MODE_WEIGHTED && weight == 0 &&
-	    !other_weighs(mux, m)) {
+	    !others_left(mux, m->name)) {
 		pthread_mutex_unlock(&mux->mutate_lock);
 		smux__member_put(m);
 		return smux_error_set(err, SMUX_E_INVALID_WEIGHT, b->name,

@@ -199,16 +199,16 @@ int smux_config_check_dirs(const struct smux_config *cfg,
 			   const struct smux_config_added *added,
 			   const char *mountpoint, char *errbuf, size_t errlen);
 
-/*
- * `--check-config`: every file backend of the tree names a directory that
- * opens (what the mount would find), else -EINVAL (or the errno) with
- * @errbuf naming the key, its line and why.
- */
 /* A read_ahead given (file or -o) above half of cache_size: an error
  * naming read_ahead, where it was given, and the most it may be (the
  * read cache keeps half for readers). -EINVAL or 0. */
 int smux_config_check_read_ahead(const struct smux_config *cfg, char *errbuf,
 				 size_t errlen);
+/*
+ * `--check-config`: every file backend of the tree names a directory that
+ * opens (what the mount would find), else -EINVAL (or the errno) with
+ * @errbuf naming the key, its line and why.
+ */
 int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
 			    size_t errlen);
 
