@@ -106,6 +106,7 @@ for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
 for k in mirror s3 http bunny; do tests+=("test_dbench.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
+tests+=("test_http_cut.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")

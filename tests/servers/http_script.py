@@ -27,6 +27,9 @@ of it):
                       (honest headers, no Content-Length, half the body,
                       then the connection closes; so is a GET without
                       Range, with a 200)
+  /cut200-N           N bytes of the pattern: HEAD says so (Content-Length
+                      N); a GET, Range or not, is a 200 without
+                      Content-Length that sends half of them and closes
   /early              (a body) reads 64 KiB of it, answers 201 at once and
                       closes half a second later: an upload acknowledged
                       cut short
@@ -153,6 +156,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0123456789")
             self.wfile.flush()
             self.close_connection = True
+        elif p[0].startswith("cut200-"):
+            self.cut200(pattern(int(p[0][7:])))
         elif p[0] == "range":
             self.range_answer(p[1], pattern(int(p[2])))
         elif p[0] == "garbage":
@@ -178,6 +183,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(200, msg.encode())
         else:
             self.reply(404, b"no such path")
+
+    def cut200(self, data):
+        if self.command == "HEAD":
+            self.reply(200, data, [("ETag", '"c1"')])
+            return
+        self.send_response(200)
+        self.send_header("ETag", '"c1"')
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data[:len(data) // 2])
+        self.wfile.flush()
+        self.close_connection = True
 
     def range_answer(self, mode, data):
         range_faults.answer(self, mode, data, '"v1"')
