@@ -402,6 +402,21 @@ start_receiver() {
 	cat "$dir/port"
 }
 
+# start_script_server NAME: starts tests/servers/NAME (a scripted server
+# taking a port file; it exits with this test's shell), waits for its
+# port and sets SCRIPT_PORT and SCRIPT_PID.
+start_script_server() {
+	local pf=$T/$1.port i
+	python3 "$SMUX_REPO/tests/servers/$1" "$pf" >"$T/$1.log" 2>&1 </dev/null &
+	SCRIPT_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[ -s "$pf" ] && break
+		sleep 0.1
+	done
+	[ -s "$pf" ] || fail "$1 did not start: $(cat "$T/$1.log")"
+	SCRIPT_PORT=$(cat "$pf")
+}
+
 # stats MNT JQ-FILTER: applies a jq filter to MNT/.smux/stats (raw output).
 stats() { jq -r "$2" "$1/.smux/stats"; }
 

@@ -8,14 +8,11 @@
 # (ops_io.c; the kernel takes a short read for the end of the file).
 . "$(dirname "$0")/lib.sh"
 
-python3 "$SMUX_REPO/tests/servers/http_script.py" "$T/port" &
-spid=$!
-for ((i = 0; i < 100; i++)); do [ -s "$T/port" ] && break; sleep 0.1; done
-[ -s "$T/port" ] || fail "http_script.py did not start"
+start_script_server http_script.py
 new_config "$T/c.conf" h
 cfg_raw "[backend h]
 type = http
-url = http://127.0.0.1:$(cat "$T/port")/
+url = http://127.0.0.1:$SCRIPT_PORT/
 webdav = false
 "
 M=$T/mnt
@@ -26,5 +23,5 @@ if cat "$M/cut200-300000" >"$T/got" 2>"$T/err"; then
 fi
 grep -q "Input/output error" "$T/err" || fail "cat: $(cat "$T/err"), not EIO"
 unmount_smux "$M"
-kill "$spid"
+kill "$SCRIPT_PID"
 log "a body cut short without Content-Length: EIO"

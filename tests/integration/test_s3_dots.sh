@@ -6,14 +6,11 @@
 # and d/ ". . .. .."), and the mount reaches nothing outside it.
 . "$(dirname "$0")/lib.sh"
 
-python3 "$(dirname "$0")/../servers/s3_hostile.py" "$T/port" &
-spid=$!
-for ((i = 0; i < 100; i++)); do [ -s "$T/port" ] && break; sleep 0.1; done
-[ -s "$T/port" ] || fail "s3_hostile.py did not start"
+start_script_server s3_hostile.py
 new_config "$T/c.conf" s
 cfg_raw "[backend s]
 type = s3
-endpoint = http://127.0.0.1:$(cat "$T/port")
+endpoint = http://127.0.0.1:$SCRIPT_PORT
 bucket = dots
 path_style = true
 credentials_env = DOTS
@@ -29,5 +26,5 @@ mount_smux "$T/c.conf" "$M"
 [ "$(ls -A "$M/d")" = ok ] || fail "d/ lists $(ls -A "$M/d" | tr '\n' ' ')"
 [ "$(cat "$M/d/ok")" = dots ] || fail "d/ok does not read"
 unmount_smux "$M"
-kill "$spid"
+kill "$SCRIPT_PID"
 log "keys with . and .. segments list no entries of their own"
