@@ -237,7 +237,7 @@ deps:
 
 # The concurrent modules, also run under ThreadSanitizer by `make check`.
 TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
-	test_mux_deadline test_mux_failover test_mux_fanout test_mux_health test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
+	test_mux_deadline test_mux_failover test_mux_fanout test_mux_health test_mux_change test_mux_hints test_mux_intent test_mux_local test_mux_reader test_mux_sticky \
 	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
 	test_stats test_sendq test_eventlog test_swift_auth test_dirnames test_linger \
 	test_mux_rejoin_fence test_mux_shield_drain test_mux_zombie_handoff test_mux_departed test_mux_notes_restart \

@@ -153,12 +153,18 @@ void smux__hints_free_list(struct smux__hint *list, int n);
  * the journal holds
  *   {"op":"note","id":9,"note":"fresh","replica":"b","key":"k",
  *    "kind":"put","hint":0}
- * and a done record ({"op":"done","id":9}) ends it. A journal written
- * before notes existed has none and loads as before.
+ * and a done record ({"op":"done","id":9}) ends it; a change note
+ * (mux_change.c) has "note":"change", replica "*" and, for a rename,
+ * the new name in "to". A journal written before notes existed has none
+ * and loads as before.
  */
 enum smux__note_type {
 	SMUX__NOTE_FRESH,
 	SMUX__NOTE_DEPARTED,
+	/* a one-call change every replica makes (mux_change.c): a rename
+	 * (kind PUT, key -> to) or a delete (kind DEL), replica
+	 * SMUX__INTENT_ALL; one a dead daemon left is rolled forward */
+	SMUX__NOTE_CHANGE,
 };
 
 struct smux__note {
@@ -169,6 +175,7 @@ struct smux__note {
 	uint64_t hint; /* departed: the hint @kind was taken from */
 	char *replica;
 	char *key;
+	char *to; /* change: a rename's new name (NULL: none) */
 };
 
 /*
@@ -179,11 +186,19 @@ struct smux__note {
  */
 int smux__hints_note(struct smux__hints *h, struct smux__note *note,
 		     uint64_t replaces, struct smux_error *err);
+/* As smux__hints_note (nothing replaced) without the fdatasync: written
+ * (to the page cache: a killed daemon leaves it) before returning 0. For
+ * a note that must outlive the daemon, not the machine. */
+int smux__hints_note_lazy(struct smux__hints *h, struct smux__note *note,
+			  struct smux_error *err);
 
 /* Ends the notes @ids[0..@n) durably, in one append; ids of no standing
  * note (0 among them) are ignored. */
 int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
 			 struct smux_error *err);
+/* As smux__hints_note_end without the fdatasync. */
+int smux__hints_note_end_lazy(struct smux__hints *h, const uint64_t *ids,
+			      unsigned n, struct smux_error *err);
 
 /* Copies the standing notes into a new array (oldest first) the caller
  * frees with smux__hints_free_notes(). Returns the count, or -ENOMEM. */

@@ -123,6 +123,9 @@ struct smux__hints {
 	bool dir_dirty;	     /* a compaction's rename awaits a dir fsync */
 	unsigned long lines; /* records in the file */
 	unsigned long done_lines; /* done records in the file */
+	/* records of batches written without a sync (change notes and
+	 * their ends, a write intent's end) since the last compaction */
+	unsigned long lazy_lines;
 	struct hints_batch *open; /* takes new records; NULL: none yet */
 	bool syncing;		  /* a leader writes a batch (or swaps) */
 	/* compaction (hints_journal.c) */

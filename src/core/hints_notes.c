@@ -52,7 +52,8 @@ struct note_entry *hn_new(const struct smux__note *n)
 	e->n = *n;
 	e->n.replica = strdup(n->replica);
 	e->n.key = strdup(n->key);
-	if (!e->n.replica || !e->n.key) {
+	e->n.to = n->to ? strdup(n->to) : NULL;
+	if (!e->n.replica || !e->n.key || (n->to && !e->n.to)) {
 		hn_free(e);
 		return NULL;
 	}
@@ -64,6 +65,7 @@ void hn_free(struct note_entry *e)
 	if (e) {
 		free(e->n.replica);
 		free(e->n.key);
+		free(e->n.to);
 		free(e);
 	}
 }
@@ -118,7 +120,9 @@ int hn_snapshot(const struct smux__hints *h, struct smux__note **out)
 		list[i] = e->n;
 		list[i].replica = strdup(e->n.replica);
 		list[i].key = strdup(e->n.key);
-		if (!list[i].replica || !list[i].key) {
+		list[i].to = e->n.to ? strdup(e->n.to) : NULL;
+		if (!list[i].replica || !list[i].key ||
+		    (e->n.to && !list[i].to)) {
 			smux__hints_free_notes(list, i + 1);
 			return -ENOMEM;
 		}
@@ -129,18 +133,34 @@ int hn_snapshot(const struct smux__hints *h, struct smux__note **out)
 
 /* ---- the API ---- */
 
-int smux__hints_note(struct smux__hints *h, struct smux__note *note,
-		     uint64_t replaces, struct smux_error *err)
+/* Whether @n is a note hints.h describes: a change is a rename (PUT,
+ * with its new name) or a delete (DEL, none); the others have no new
+ * name. */
+static bool note_valid(const struct smux__note *n)
+{
+	if (!n || !n->replica || !*n->replica || !n->key || !*n->key)
+		return false;
+	switch (n->type) {
+	case SMUX__NOTE_FRESH:
+	case SMUX__NOTE_DEPARTED:
+		return !n->to &&
+		       (n->kind == SMUX__HINT_PUT || n->kind == SMUX__HINT_DEL);
+	case SMUX__NOTE_CHANGE:
+		return n->kind == SMUX__HINT_PUT
+			       ? n->to && *n->to
+			       : n->kind == SMUX__HINT_DEL && !n->to;
+	}
+	return false;
+}
+
+static int note_add(struct smux__hints *h, struct smux__note *note,
+		    uint64_t replaces, bool sync, struct smux_error *err)
 {
 	struct note_entry *e, *old;
 	struct jbuf b = {0};
 	int rc;
 
-	if (!h || !note || !note->replica || !*note->replica || !note->key ||
-	    !*note->key ||
-	    (note->type != SMUX__NOTE_FRESH &&
-	     note->type != SMUX__NOTE_DEPARTED) ||
-	    (note->kind != SMUX__HINT_PUT && note->kind != SMUX__HINT_DEL))
+	if (!h || !note_valid(note))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
 				      "hint journal: bad note");
 	pthread_rwlock_wrlock(&h->lock);
@@ -158,7 +178,7 @@ int smux__hints_note(struct smux__hints *h, struct smux__note *note,
 	    (old && hj_add_done(&b, replaces) != 0)) {
 		rc = no_memory(err);
 	} else {
-		rc = hj_commit(h, &b, old ? 2 : 1, old ? 1 : 0, true, err);
+		rc = hj_commit(h, &b, old ? 2 : 1, old ? 1 : 0, sync, err);
 	}
 	if (rc == 0) {
 		note->id = e->n.id;
@@ -176,8 +196,20 @@ int smux__hints_note(struct smux__hints *h, struct smux__note *note,
 	return rc;
 }
 
-int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
-			 struct smux_error *err)
+int smux__hints_note(struct smux__hints *h, struct smux__note *note,
+		     uint64_t replaces, struct smux_error *err)
+{
+	return note_add(h, note, replaces, true, err);
+}
+
+int smux__hints_note_lazy(struct smux__hints *h, struct smux__note *note,
+			  struct smux_error *err)
+{
+	return note_add(h, note, 0, false, err);
+}
+
+static int note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
+		    bool sync, struct smux_error *err)
 {
 	unsigned long lines = 0;
 	struct note_entry *e;
@@ -195,7 +227,7 @@ int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
 		lines++;
 	}
 	if (rc == 0 && lines > 0)
-		rc = hj_commit(h, &b, lines, lines, true, err);
+		rc = hj_commit(h, &b, lines, lines, sync, err);
 	for (unsigned i = 0; i < n && rc == 0 && lines > 0; i++) {
 		e = ids[i] ? hn_find(h, ids[i]) : NULL;
 		if (e)
@@ -206,6 +238,18 @@ int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
 	if (rc == 0 && lines > 0)
 		hj_maybe_compact(h, false);
 	return rc;
+}
+
+int smux__hints_note_end(struct smux__hints *h, const uint64_t *ids, unsigned n,
+			 struct smux_error *err)
+{
+	return note_end(h, ids, n, true, err);
+}
+
+int smux__hints_note_end_lazy(struct smux__hints *h, const uint64_t *ids,
+			      unsigned n, struct smux_error *err)
+{
+	return note_end(h, ids, n, false, err);
 }
 
 int smux__hints_notes(struct smux__hints *h, struct smux__note **out)
@@ -228,6 +272,7 @@ void smux__hints_free_notes(struct smux__note *list, int n)
 	for (int i = 0; i < n; i++) {
 		free(list[i].replica);
 		free(list[i].key);
+		free(list[i].to);
 	}
 	free(list);
 }

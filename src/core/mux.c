@@ -301,6 +301,8 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->fence_lock);
 	pthread_cond_destroy(&mux->fence_cond);
 	pthread_mutex_destroy(&mux->intent_lock);
+	smux__changes_free(mux); /* their notes stay in the journal */
+	pthread_mutex_destroy(&mux->change_lock);
 	/* the notes stay in the journal for the next open */
 	smux__notes_destroy(&mux->fresh);
 	smux__notes_destroy(&mux->departed);
@@ -395,6 +397,7 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->fence_lock, NULL);
 	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);
+	pthread_mutex_init(&mux->change_lock, NULL);
 	smux__notes_init(&mux->fresh, SMUX__NOTE_FRESH);
 	smux__notes_init(&mux->departed, SMUX__NOTE_DEPARTED);
 	pthread_mutex_init(&mux->sticky_lock, NULL);
@@ -451,7 +454,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	/* the background repair sleeps long while nothing is pending */
 	smux__hints_on_pending(mux->hints, kick_cb, mux);
 	/* what the resyncs must know beside the hints (mux_notes.c) */
-	if (smux__fresh_load(mux) != 0 || smux__departed_load(mux) != 0) {
+	if (smux__fresh_load(mux) != 0 || smux__departed_load(mux) != 0 ||
+	    smux__changes_load(mux) != 0) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,
 				    "cannot load the notes of %s",
 				    smux__hints_path(mux->hints));
@@ -1121,14 +1125,23 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      fanout ? "fanout" : "selected", &span, err);
 	if (rc)
 		return rc;
-	if (mux->mode == SMUX_MODE_STICKY)
+	if (mux->mode == SMUX_MODE_STICKY) {
 		rc = smux__sticky_write(mux, &child, call, kind, span, err);
-	else if (fanout)
-		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
-	else if (mux->mode == SMUX_MODE_FAILOVER)
+	} else if (fanout) {
+		/* a rename or delete noted until every replica's call
+		 * returned (a crash between two is rolled forward) */
+		uint64_t change;
+
+		rc = smux__change_begin(mux, call, &change, err);
+		if (rc == 0)
+			rc = smux__exec_fanout(mux, &child, call, kind, span,
+					       err);
+		smux__change_end(mux, change);
+	} else if (mux->mode == SMUX_MODE_FAILOVER) {
 		rc = smux__failover_write(mux, &child, call, kind, span, err);
-	else
+	} else {
 		rc = smux__exec_sequential(mux, &child, call, false, span, err);
+	}
 	return op_leave(mux, span, rc, err);
 }
 

@@ -95,6 +95,16 @@ struct mux_note {
 	struct mux_note *next;
 };
 
+/* A change (rename, delete) a dead daemon left under way (mux_change.c);
+ * protected by the mux's change_lock. */
+struct mux_change {
+	uint64_t note; /* its journal note */
+	enum smux__hint_kind kind;
+	char *key, *to; /* to: a rename's new name, NULL for a delete */
+	bool told;	/* its failure was told (an event) */
+	struct mux_change *next;
+};
+
 /* A list of notes of one type, journaled with the hints (mux_notes.c). */
 struct mux_notes {
 	enum smux__note_type type;
@@ -144,6 +154,10 @@ struct smux_mux {
 	pthread_cond_t fence_cond;
 	unsigned fence_writers[SMUX__FENCE_BUCKETS]; /* under fence_lock */
 	unsigned fence_replays[SMUX__FENCE_BUCKETS]; /* under fence_lock */
+	/* changes a dead daemon left under way (mux_change.c) */
+	pthread_mutex_t change_lock;
+	struct mux_change *changes_left; /* protected by change_lock */
+	atomic_uint nchanges_left;	 /* a lock-free "none" */
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */
@@ -665,6 +679,24 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 /* mux_reader.c: reader_open of a mux (one member's version, pinned). */
 int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, struct smux_reader **out,
+			  struct smux_error *err);
+
+/* mux_change.c: renames and deletes every replica makes */
+
+/* Before @call fans out (a rename or delete on a mirror or shield of
+ * several members): its note, written before it returns (not synced);
+ * *@id 0 when it needs none. 0 or the journal's failure. */
+int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
+		       uint64_t *id, struct smux_error *err);
+/* Every member's call of change @id returned: its note ends. */
+void smux__change_end(struct smux_mux *mux, uint64_t id);
+/* At open: the changes the journal holds (a dead daemon's). 0 or
+ * -ENOMEM. */
+int smux__changes_load(struct smux_mux *mux);
+void smux__changes_free(struct smux_mux *mux);
+/* The repair's first step: rolls the changes left forward. 0, or
+ * @ctx's error. */
+int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux_error *err);
 
 /* mux_intent.c: write intents of in-place fan-out writers */

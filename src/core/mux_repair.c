@@ -914,6 +914,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (replayed)
 		*replayed = 0;
+	/* a dead daemon's renames and deletes first: completing one may
+	 * hint a replica */
+	rc = smux__changes_recover(mux, ctx, err);
+	if (rc)
+		return rc;
 	n = smux__hints_list(mux->hints, NULL, &run.list);
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
@@ -1077,7 +1082,9 @@ static int64_t bg_period_ms(struct smux_mux *mux)
 	}
 	smux__sel_put(s);
 	/* retry pending hints now and then even without a recovery */
-	if (smux__hints_pending(mux->hints, NULL) && p > 1000)
+	if ((smux__hints_pending(mux->hints, NULL) ||
+	     atomic_load(&mux->nchanges_left)) &&
+	    p > 1000)
 		p = 1000;
 	return p;
 }
@@ -1105,7 +1112,8 @@ static void *bg_main(void *arg)
 		}
 		/* down members due a probe: here, never on a user request */
 		probe_due(mux, &ctx);
-		if (smux__hints_pending(mux->hints, NULL))
+		if (smux__hints_pending(mux->hints, NULL) ||
+		    atomic_load(&mux->nchanges_left))
 			smux__mux_repair(mux, &ctx, false, NULL, NULL, NULL);
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
 		ts.tv_sec = until / 1000000000LL;

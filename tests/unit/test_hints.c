@@ -1007,6 +1007,82 @@ static void test_notes_round_trip(void **state)
 	smux__hints_close(h);
 }
 
+/* A change note (mux_change.c): a rename carries its new name ("to"), a
+ * delete none; written without a sync, ended the same way, and loaded at
+ * open; hundreds of them make no compaction. A rename without its new name, a delete with one, is refused -
+ * on the API and in a journal (named by file and line). */
+static void test_change_notes(void **state)
+{
+	struct env *env = *state;
+	struct smux__note ren = {.type = SMUX__NOTE_CHANGE,
+				 .kind = SMUX__HINT_PUT,
+				 .replica = SMUX__INTENT_ALL,
+				 .key = "dir/a",
+				 .to = "dir/b"};
+	struct smux__note del = {.type = SMUX__NOTE_CHANGE,
+				 .kind = SMUX__HINT_DEL,
+				 .replica = SMUX__INTENT_ALL,
+				 .key = "x"};
+	struct smux__note bad = ren;
+	struct smux_error err = {0};
+	struct smux__hints *h;
+	struct smux__note *l;
+	json_t *o;
+	int n;
+
+	h = open_ok(env->dir);
+	assert_int_equal(smux__hints_note_lazy(h, &ren, &err), 0);
+	o = last_record(env->path);
+	assert_field(o, "note", "change");
+	assert_field(o, "key", "dir/a");
+	assert_field(o, "to", "dir/b");
+	assert_field(o, "kind", "put");
+	json_decref(o);
+	assert_int_equal(smux__hints_note_lazy(h, &del, &err), 0);
+	o = last_record(env->path);
+	assert_null(json_object_get(o, "to"));
+	json_decref(o);
+	bad.to = NULL; /* a rename without its new name */
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
+	bad = del;
+	bad.to = "y"; /* a delete with one */
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
+	assert_int_equal(smux__hints_note_end_lazy(h, &del.id, 1, &err), 0);
+	o = last_record(env->path);
+	assert_field(o, "op", "done");
+	json_decref(o);
+	smux__hints_close(h);
+
+	h = open_ok(env->dir);
+	n = smux__hints_notes(h, &l);
+	assert_int_equal(n, 1);
+	assert_note(&l[0], ren.id, SMUX__NOTE_CHANGE, SMUX__INTENT_ALL, "dir/a",
+		    SMUX__HINT_PUT, 0);
+	assert_string_equal(l[0].to, "dir/b");
+	smux__hints_free_notes(l, n);
+	smux__hints_close(h);
+
+	/* a rename loop's notes: no compaction (a sync of the file and
+	 * its directory) every 64 records, as for synced ones */
+	h = open_ok(env->dir);
+	for (int i = 0; i < 200; i++) {
+		struct smux__note r = ren;
+
+		assert_int_equal(smux__hints_note_lazy(h, &r, &err), 0);
+		assert_int_equal(smux__hints_note_end_lazy(h, &r.id, 1, &err),
+				 0);
+	}
+	hj_quiesce(h);
+	assert_true(count_lines(env->path) >= 400);
+	smux__hints_close(h);
+
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
+			  "\"replica\":\"*\",\"key\":\"a\",\"kind\":\"put\","
+			  "\"hint\":0}\n",
+			  1, "missing \"to\"");
+}
+
 /* A compaction keeps the standing notes and drops the ended ones (a
  * journal written by hand: loading it compacts, in the caller). */
 static void test_notes_compaction(void **state)
@@ -1487,6 +1563,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_odd_bytes_round_trip,
 						env_setup, env_teardown),
 		cmocka_unit_test_setup_teardown(test_bad_mux_names, env_setup,
+						env_teardown),
+		cmocka_unit_test_setup_teardown(test_change_notes, env_setup,
 						env_teardown),
 		cmocka_unit_test_setup_teardown(test_notes_round_trip,
 						env_setup, env_teardown),

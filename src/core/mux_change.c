@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mux_change.c - one-call changes every replica makes: a rename or a
+ * delete fanned out by a mirror or shield (issue 8, "lose nothing").
+ *
+ * Such a change is one call per replica. A daemon killed between two of
+ * them left the replicas different for good: a file renamed on one and
+ * still under its old name on the other, a deleted file back on one -
+ * nothing in the journal said a change was under way (a replica that
+ * fails one records a hint, but a dead daemon records nothing).
+ *
+ * So before the calls, the change is noted in the hint journal (a note
+ * of type SMUX__NOTE_CHANGE: the key, the kind - PUT for a rename with
+ * its new name, DEL for a delete), and the note ends once every call
+ * returned (the replicas that failed hold hints by then). Both records
+ * are written, not synced: a rename asks no disk flush of a local
+ * filesystem unless the program asks for durability (issue 8 item 6),
+ * and a write(2) already outlives a killed daemon; after a power loss
+ * the renames themselves may be lost too. A note that is not ended (its
+ * end lost) costs a look at the next start, nothing else.
+ *
+ * Notes standing when the mux opens were left by a dead daemon. The
+ * repair (smux__mux_repair) rolls each forward once every member is up:
+ * if a replica that missed no write of the key no longer has it, the
+ * change happened there, and every replica still holding the key gets
+ * the same call (rename to the new name, or delete). A replica that had
+ * missed the key's latest write (a hint pending) was left out of the
+ * rename; as in a live fan-out, it gets a hint for the new name. When
+ * every fresh replica still has the key the change happened nowhere:
+ * nothing to do. Either way the replicas agree, as if the program's
+ * call had returned - which it never did. An event
+ * (storage-mux.reconciled) names the key, a replica the change happened
+ * on (name) and the replicas it was completed on (failed); one that
+ * cannot be completed yet is told once, with its cause.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mux_internal.h"
+
+static void emit(struct smux_mux *mux, struct smux_event *ev)
+{
+	snprintf(ev->mux, sizeof(ev->mux), "%s", mux->base.name);
+	smux_events_emit(mux->events, ev);
+}
+
+int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
+		       uint64_t *id, struct smux_error *err)
+{
+	struct smux__note n = {.type = SMUX__NOTE_CHANGE,
+			       .replica = SMUX__INTENT_ALL,
+			       .key = (char *)call->key};
+	struct mux_view *v;
+	unsigned members;
+
+	*id = 0;
+	if (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD)
+		return 0;
+	if (call->op == SMUX__OP_RENAME) {
+		n.kind = SMUX__HINT_PUT;
+		n.to = (char *)call->key2;
+	} else if (call->op == SMUX__OP_DEL) {
+		n.kind = SMUX__HINT_DEL;
+	} else {
+		return 0;
+	}
+	v = smux__view_get(mux);
+	members = v->n;
+	smux__view_put(v);
+	if (members < 2)
+		return 0; /* one call: nothing to leave between two */
+	if (smux__hints_note_lazy(mux->hints, &n, err) != 0)
+		return -err->e.sys_errno;
+	*id = n.id;
+	return 0;
+}
+
+void smux__change_end(struct smux_mux *mux, uint64_t id)
+{
+	/* lost: the next start finds the replicas agreeing */
+	if (id)
+		(void)smux__hints_note_end_lazy(mux->hints, &id, 1, NULL);
+}
+
+int smux__changes_load(struct smux_mux *mux)
+{
+	struct smux__note *list = NULL;
+	int n = smux__hints_notes(mux->hints, &list);
+	int rc = 0;
+
+	if (n < 0)
+		return n;
+	for (int i = n - 1; i >= 0 && rc == 0; i--) {
+		struct mux_change *c;
+
+		if (list[i].type != SMUX__NOTE_CHANGE)
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			rc = -ENOMEM;
+			break;
+		}
+		c->note = list[i].id;
+		c->kind = list[i].kind;
+		c->key = list[i].key;
+		c->to = list[i].to;
+		list[i].key = NULL; /* taken */
+		list[i].to = NULL;
+		c->next = mux->changes_left;
+		mux->changes_left = c;
+		atomic_fetch_add(&mux->nchanges_left, 1);
+	}
+	smux__hints_free_notes(list, n);
+	return rc;
+}
+
+static void change_free(struct mux_change *c)
+{
+	free(c->key);
+	free(c->to);
+	free(c);
+}
+
+void smux__changes_free(struct smux_mux *mux)
+{
+	while (mux->changes_left) {
+		struct mux_change *c = mux->changes_left;
+
+		mux->changes_left = c->next;
+		change_free(c);
+	}
+	atomic_store(&mux->nchanges_left, 0);
+}
+
+/*
+ * Rolls @c forward on the members of @v (see the file's comment), fenced
+ * against user writes of its keys. 0 once the replicas agree; an error
+ * while a member is not up, a user writer holds a key or a call failed
+ * (the note stays for the next pass).
+ */
+static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, const struct mux_change *c,
+			 struct smux_event *ev, struct smux_error *err)
+{
+	bool has[SMUX__FAN_MAX] = {false}, stale[SMUX__FAN_MAX] = {false};
+	bool happened = false;
+	long rc = 0;
+
+	if (v->n > SMUX__FAN_MAX)
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				      "too many members");
+	for (unsigned i = 0; i < v->n; i++) {
+		smux__replay_fence_enter(mux, v->m[i], c->key);
+		if (c->to)
+			smux__replay_fence_enter(mux, v->m[i], c->to);
+	}
+	rc = smux__replay_blocked(mux, c->key, err);
+	if (rc == 0 && c->to)
+		rc = smux__replay_blocked(mux, c->to, err);
+	for (unsigned i = 0; i < v->n && rc == 0; i++) {
+		struct smux_info info;
+		struct smux__call head = {
+			.op = SMUX__OP_HEAD, .key = c->key, .info = &info};
+
+		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP) {
+			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					    v->m[i]->name,
+					    "complete the change of %s: "
+					    "replica not up",
+					    c->key);
+			break;
+		}
+		rc = smux__member_call(mux, ctx, v->m[i], &head, false, err);
+		has[i] = rc == 0;
+		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0;
+		stale[i] = smux__member_stale(mux, v->m[i], c->key);
+		/* gone from a replica that missed no write of it: the
+		 * change happened there */
+		if (!has[i] && !stale[i] && !happened) {
+			happened = true;
+			snprintf(ev->name, sizeof(ev->name), "%s",
+				 v->m[i]->name);
+		}
+	}
+	for (unsigned i = 0; i < v->n && rc == 0 && happened; i++) {
+		struct smux__call call = {.key = c->key};
+
+		if (!has[i] && stale[i] && c->to) {
+			/* left out as a live rename leaves it: it missed
+			 * the source, so the new name is copied to it */
+			rc = smux__hints_add(mux->hints, v->m[i]->name, c->to,
+					     SMUX__HINT_PUT, NULL, err);
+			continue;
+		}
+		if (!has[i])
+			continue;
+		call.op = c->to ? SMUX__OP_RENAME : SMUX__OP_DEL;
+		call.key2 = c->to;
+		rc = smux__member_call(mux, ctx, v->m[i], &call, false, err);
+		if (rc == 0 && c->to)
+			smux__replica_wrote(mux, v->m[i], c->to);
+		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
+			snprintf(ev->failed[ev->n_failed++],
+				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
+	}
+	for (unsigned i = 0; i < v->n; i++) {
+		if (c->to)
+			smux__replay_fence_exit(mux, v->m[i], c->to);
+		smux__replay_fence_exit(mux, v->m[i], c->key);
+	}
+	return rc;
+}
+
+int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct smux_error *err)
+{
+	struct mux_change **pp = &mux->changes_left;
+	struct mux_view *v;
+	int rc = 0;
+
+	if (atomic_load(&mux->nchanges_left) == 0)
+		return 0;
+	pthread_mutex_lock(&mux->change_lock);
+	v = smux__view_get(mux);
+	while (*pp && rc == 0) {
+		struct mux_change *c = *pp;
+		struct smux_event ev = {.topic = SMUX_EV_RECONCILED};
+		struct smux_error e = {0};
+
+		snprintf(ev.key, sizeof(ev.key), "%s", c->key);
+		if (roll_forward(mux, ctx, v, c, &ev, &e) != 0) {
+			ev.has_cause = true;
+			ev.cause = e.e;
+			if (!c->told) /* once, not at every pass */
+				emit(mux, &ev);
+			c->told = true;
+			rc = smux_ctx_check(ctx, mux->base.name, err);
+			pp = &c->next; /* the next pass tries again */
+			continue;
+		}
+		if (ev.n_failed)
+			emit(mux, &ev);
+		/* the replicas agree: a lost end costs only a look */
+		(void)smux__hints_note_end(mux->hints, &c->note, 1, NULL);
+		*pp = c->next;
+		atomic_fetch_sub(&mux->nchanges_left, 1);
+		change_free(c);
+	}
+	smux__view_put(v);
+	pthread_mutex_unlock(&mux->change_lock);
+	return rc;
+}

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_mux_change.c - renames and deletes every replica makes
+ * (src/core/mux_change.c): a mirror of two file backends whose daemon
+ * died between two replicas' calls of a rename or a delete - its change
+ * note standing in the journal, the call made on one replica only - gets
+ * the change completed on the other by the next mux's repair, with a
+ * reconciled event; a change made nowhere is left so; a replica that had
+ * missed the renamed key gets a hint for the new name and its replay; a
+ * rename through the mux leaves no note standing.
+ */
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/mux_internal.h"
+#include "mux_helpers.h"
+#include "smux/file.h"
+
+struct ch {
+	char dir[64];
+	char a[96], b[96], state[96];
+	struct smux_backend *fa, *fb, *mux;
+	struct mh_events *ev;
+	struct smux_ctx ctx;
+};
+
+static struct smux_backend *ch_file(const char *name, const char *path)
+{
+	struct smux_file_opts o = {.path = path, .no_fsync = true};
+	struct smux_backend *b = NULL;
+	struct smux_error err;
+
+	MH_OK(smux_file_new(name, &o, &b, &err), &err);
+	return b;
+}
+
+static void ch_mux(struct ch *t)
+{
+	struct smux_mux_opts o = {
+		.mode = SMUX_MODE_MIRROR,
+		.events = t->ev->bus,
+		.state_dir = t->state,
+	};
+	struct smux_backend *bs[2] = {t->fa, t->fb};
+
+	t->mux = mh_mux("m", &o, bs, NULL, 2);
+}
+
+static int setup(void **state)
+{
+	struct ch *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	snprintf(t->dir, sizeof(t->dir), "/tmp/smux-change-XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	snprintf(t->a, sizeof(t->a), "%s/a", t->dir);
+	snprintf(t->b, sizeof(t->b), "%s/b", t->dir);
+	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
+	assert_int_equal(mkdir(t->a, 0755), 0);
+	assert_int_equal(mkdir(t->b, 0755), 0);
+	t->fa = ch_file("a", t->a);
+	t->fb = ch_file("b", t->b);
+	t->ev = mh_events_new();
+	smux_ctx_init(&t->ctx);
+	ch_mux(t);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ch *t = *state;
+
+	smux_backend_unref(t->mux);
+	smux_backend_unref(t->fa);
+	smux_backend_unref(t->fb);
+	mh_events_free(t->ev);
+	mh_rm_rf(t->dir);
+	free(t);
+	return 0;
+}
+
+/* The change notes standing in the mux's journal. */
+static int changes_standing(struct ch *t)
+{
+	struct smux__note *l;
+	int n = smux__hints_notes(smux__mux_of(t->mux)->hints, &l), k = 0;
+
+	assert_true(n >= 0);
+	for (int i = 0; i < n; i++)
+		k += l[i].type == SMUX__NOTE_CHANGE;
+	smux__hints_free_notes(l, n);
+	return k;
+}
+
+/*
+ * The daemon dies with @key's change under way: its note is in the
+ * journal (written as smux__change_begin writes it), and the mux goes
+ * without ending it. The next mux (ch_mux) loads it.
+ */
+static void die_during(struct ch *t, const char *key, const char *to)
+{
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux__call call = {.op = to ? SMUX__OP_RENAME : SMUX__OP_DEL,
+				  .key = key,
+				  .key2 = to};
+	struct smux_error err;
+	uint64_t id = 0;
+
+	smux__mux_bg_stop(m);
+	MH_OK(smux__change_begin(m, &call, &id, &err), &err);
+	assert_true(id > 0);
+	smux_backend_unref(t->mux);
+	t->mux = NULL;
+}
+
+/* What the next mux's repair leaves: every change note ended. */
+static void repair(struct ch *t)
+{
+	unsigned replayed = 0, pending = 0;
+	struct smux_error err;
+
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(changes_standing(t), 0);
+	assert_int_equal(pending, 0);
+}
+
+/* A rename made on a only: completed on b, over b's old destination. */
+static void test_rename_completed(void **state)
+{
+	struct ch *t = *state;
+	struct smux_event ev;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "new", &err), &err);
+	MH_OK(mh_put(t->mux, "dst", "old", &err), &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	ch_mux(t);
+	repair(t);
+	MH_LACKS(t->fa, "src");
+	MH_LACKS(t->fb, "src");
+	MH_HOLDS(t->fa, "dst", "new");
+	MH_HOLDS(t->fb, "dst", "new");
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.key, "src");
+	assert_string_equal(ev.name, "a");
+	assert_int_equal(ev.n_failed, 1);
+	assert_string_equal(ev.failed[0], "b");
+}
+
+/* A delete made on b only: completed on a. */
+static void test_delete_completed(void **state)
+{
+	struct ch *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "gone", "x", &err), &err);
+	die_during(t, "gone", NULL);
+	MH_OK(smux_backend_del(t->fb, &t->ctx, "gone", &err), &err);
+	ch_mux(t);
+	repair(t);
+	MH_LACKS(t->fa, "gone");
+	MH_LACKS(t->fb, "gone");
+	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 1);
+}
+
+/* A change made on no replica: left so (the call never returned; the
+ * replicas agree), no replica updated, no event. */
+static void test_change_made_nowhere(void **state)
+{
+	struct ch *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "stay", "x", &err), &err);
+	die_during(t, "stay", "moved");
+	ch_mux(t);
+	repair(t);
+	MH_HOLDS(t->fa, "stay", "x");
+	MH_HOLDS(t->fb, "stay", "x");
+	MH_LACKS(t->fa, "moved");
+	MH_LACKS(t->fb, "moved");
+	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 0);
+}
+
+/* b had missed the source's latest write (a hint pending, no copy of
+ * it): its absence is no sign of the rename, and a live rename would
+ * have left it out with a hint for the new name - the completion gives
+ * it that hint, and the repair's replay the new name's content. */
+static void test_stale_replica_hinted(void **state)
+{
+	struct ch *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_error err;
+
+	MH_OK(mh_put(t->fa, "src", "only on a", &err), &err);
+	MH_OK(smux__hints_add(m->hints, "b", "src", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	ch_mux(t);
+	repair(t);
+	MH_LACKS(t->fa, "src");
+	MH_LACKS(t->fb, "src");
+	MH_HOLDS(t->fa, "dst", "only on a");
+	MH_HOLDS(t->fb, "dst", "only on a");
+}
+
+/* Renames and deletes through the mux end their notes. */
+static void test_live_changes_end(void **state)
+{
+	struct ch *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
+	MH_OK(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err);
+	MH_OK(smux_backend_del(t->mux, &t->ctx, "q", &err), &err);
+	/* a failed one too (nothing to rename) */
+	MH_ERR(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(changes_standing(t), 0);
+	MH_LACKS(t->fa, "q");
+	MH_LACKS(t->fb, "q");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_rename_completed, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_delete_completed, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_change_made_nowhere, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_stale_replica_hinted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_changes_end, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
