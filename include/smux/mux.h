@@ -175,6 +175,17 @@ unsigned smux_mux_pending_hints(struct smux_backend *mux);
  * with uncommitted changes, lingering clean ones, or a dead daemon's). */
 unsigned smux_mux_pending_intents(struct smux_backend *mux);
 
+/*
+ * Holds (@hold true) or lets go the background repairs of every mux of
+ * the process: while held, no background thread replays a hint or
+ * reconciles a write intent (health checks and probes go on). smuxfs
+ * holds them from before the tree is built until it has completed the
+ * directory renames a crash interrupted (rename_journal.c): a reconcile
+ * of a write intent under the old name, racing that move, copied the
+ * file back under the old name onto the replica that had moved it.
+ */
+void smux_mux_hold_repairs(bool hold);
+
 /* Runs the active health checks once now (what the interval timer does). */
 void smux_mux_check_health(struct smux_backend *mux);
 

@@ -365,6 +365,16 @@ static int load_note(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 	/* a rename's new name (a change); the others have none */
 	if (rc == 0 && n.type == SMUX__NOTE_CHANGE && n.kind == SMUX__HINT_PUT)
 		rc = get_bytes(o, "to", &n.to, why, whylen);
+	if (rc == 0 &&
+	    (json_object_get(o, "to") || json_object_get(o, "to_hex")) &&
+	    !n.to) {
+		snprintf(why, whylen, "\"to\" in a note that has none");
+		rc = -EINVAL;
+	}
+	if (rc == 0 && !hn_valid(&n)) {
+		snprintf(why, whylen, "bad \"%s\" note", type);
+		rc = -EINVAL;
+	}
 	e = rc == 0 ? hn_new(&n) : NULL;
 	if (rc == 0 && !e)
 		rc = -ENOMEM;

@@ -133,10 +133,7 @@ int hn_snapshot(const struct smux__hints *h, struct smux__note **out)
 
 /* ---- the API ---- */
 
-/* Whether @n is a note hints.h describes: a change is a rename (PUT,
- * with its new name) or a delete (DEL, none); the others have no new
- * name. */
-static bool note_valid(const struct smux__note *n)
+bool hn_valid(const struct smux__note *n)
 {
 	if (!n || !n->replica || !*n->replica || !n->key || !*n->key)
 		return false;
@@ -146,6 +143,8 @@ static bool note_valid(const struct smux__note *n)
 		return !n->to &&
 		       (n->kind == SMUX__HINT_PUT || n->kind == SMUX__HINT_DEL);
 	case SMUX__NOTE_CHANGE:
+		if (strcmp(n->replica, SMUX__INTENT_ALL) != 0)
+			return false;
 		return n->kind == SMUX__HINT_PUT
 			       ? n->to && *n->to
 			       : n->kind == SMUX__HINT_DEL && !n->to;
@@ -160,7 +159,7 @@ static int note_add(struct smux__hints *h, struct smux__note *note,
 	struct jbuf b = {0};
 	int rc;
 
-	if (!h || !note_valid(note))
+	if (!h || !hn_valid(note))
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, NULL,
 				      "hint journal: bad note");
 	pthread_rwlock_wrlock(&h->lock);

@@ -461,6 +461,15 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 				    smux__hints_path(mux->hints));
 		goto out_free;
 	}
+	/* a dead daemon's renames and deletes are completed before anyone
+	 * uses the mux: a write made first would be undone by them */
+	if (atomic_load(&mux->nchanges_left)) {
+		struct smux_error cerr;
+		struct smux_ctx cctx;
+
+		smux_ctx_init(&cctx);
+		(void)smux__changes_recover(mux, &cctx, &cerr);
+	}
 	rc = smux__mux_bg_start(mux);
 	if (rc) {
 		rc = smux_error_set(err, SMUX_E_NO_MEMORY, name,

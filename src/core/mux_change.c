@@ -19,19 +19,24 @@
  * the renames themselves may be lost too. A note that is not ended (its
  * end lost) costs a look at the next start, nothing else.
  *
- * Notes standing when the mux opens were left by a dead daemon. The
- * repair (smux__mux_repair) rolls each forward once every member is up:
- * if a replica that missed no write of the key no longer has it, the
- * change happened there, and every replica still holding the key gets
- * the same call (rename to the new name, or delete). A replica that had
- * missed the key's latest write (a hint pending) was left out of the
- * rename; as in a live fan-out, it gets a hint for the new name. When
- * every fresh replica still has the key the change happened nowhere:
- * nothing to do. Either way the replicas agree, as if the program's
- * call had returned - which it never did. An event
- * (storage-mux.reconciled) names the key, a replica the change happened
- * on (name) and the replicas it was completed on (failed); one that
- * cannot be completed yet is told once, with its cause.
+ * Notes standing when the mux opens were left by a dead daemon. They are
+ * rolled forward as the mux opens, before anyone uses it (a user write
+ * made first would be undone by them): each member that is up and missed
+ * no write of either key (fresh) is asked for the key. If a fresh member
+ * no longer has it, the change happened there, and every fresh member
+ * still holding the key gets the same call (rename to the new name, or
+ * delete); otherwise it happened nowhere. A member that is not fresh -
+ * down, stale, its HEAD or call failed - gets hints for both keys: their
+ * replays copy each key from a fresh replica (or delete it where none
+ * has it), so it ends as they are, whatever the change did there. Either
+ * way the replicas agree, as if the program's call had returned - which
+ * it never did. An event (storage-mux.reconciled) names the key, a
+ * replica the change happened on (name) and the replicas completed or
+ * hinted (updated). Only with no fresh member at all does a note stay,
+ * for the background repair to try again (its failure told once).
+ *
+ * A journal written with change notes does not open in a build from
+ * before them ("missing or bad \"note\"", with its file and line).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,9 +76,10 @@ int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 	smux__view_put(v);
 	if (members < 2)
 		return 0; /* one call: nothing to leave between two */
-	if (smux__hints_note_lazy(mux->hints, &n, err) != 0)
-		return -err->e.sys_errno;
-	*id = n.id;
+	/* a journal that fails (its disk full) leaves the change without
+	 * its note, not refused: an rm must free space there too */
+	if (smux__hints_note_lazy(mux->hints, &n, err) == 0)
+		*id = n.id;
 	return 0;
 }
 
@@ -134,18 +140,45 @@ void smux__changes_free(struct smux_mux *mux)
 	atomic_store(&mux->nchanges_left, 0);
 }
 
+/* True when @m missed the latest write of a key @c names (a hint
+ * pending): its state is no sign of what the change did. */
+static bool change_stale(struct smux_mux *mux, struct mux_member *m,
+			 const struct mux_change *c)
+{
+	return smux__member_stale(mux, m, c->key) ||
+	       (c->to && smux__member_stale(mux, m, c->to));
+}
+
+/* @m is not called (its state unknown, stale, or its call failed): hints
+ * make it copy both keys from a fresh replica - a replay finding the key
+ * on none deletes it - so it ends as they are, whatever the change did
+ * there. 0 or the journal's failure. */
+static long hint_left_out(struct smux_mux *mux, struct mux_member *m,
+			  const struct mux_change *c, struct smux_error *err)
+{
+	long rc = smux__hints_add(mux->hints, m->name, c->key, SMUX__HINT_PUT,
+				  NULL, err);
+
+	if (rc == 0 && c->to)
+		rc = smux__hints_add(mux->hints, m->name, c->to, SMUX__HINT_PUT,
+				     NULL, err);
+	return rc;
+}
+
 /*
  * Rolls @c forward on the members of @v (see the file's comment), fenced
- * against user writes of its keys. 0 once the replicas agree; an error
- * while a member is not up, a user writer holds a key or a call failed
- * (the note stays for the next pass).
+ * against user writes of its keys. A member is asked only when it is up
+ * and missed no write of either key (fresh); the others, and a fresh one
+ * whose call fails, get hints (hint_left_out). 0 once that is done; an
+ * error when no member is fresh, a user writer holds a key or the
+ * journal failed (the note stays for the next pass).
  */
 static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, const struct mux_change *c,
 			 struct smux_event *ev, struct smux_error *err)
 {
-	bool has[SMUX__FAN_MAX] = {false}, stale[SMUX__FAN_MAX] = {false};
-	bool happened = false;
+	bool has[SMUX__FAN_MAX] = {false}, fresh[SMUX__FAN_MAX] = {false};
+	bool happened = false, any = false;
 	long rc = 0;
 
 	if (v->n > SMUX__FAN_MAX)
@@ -163,45 +196,47 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_info info;
 		struct smux__call head = {
 			.op = SMUX__OP_HEAD, .key = c->key, .info = &info};
+		struct smux_error e;
+		long hrc;
 
-		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP) {
-			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-					    v->m[i]->name,
-					    "complete the change of %s: "
-					    "replica not up",
-					    c->key);
-			break;
-		}
-		rc = smux__member_call(mux, ctx, v->m[i], &head, false, err);
-		has[i] = rc == 0;
-		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
-			rc = 0;
-		stale[i] = smux__member_stale(mux, v->m[i], c->key);
-		/* gone from a replica that missed no write of it: the
-		 * change happened there */
-		if (!has[i] && !stale[i] && !happened) {
+		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP ||
+		    change_stale(mux, v->m[i], c))
+			continue;
+		hrc = smux__member_call(mux, ctx, v->m[i], &head, false, &e);
+		if (hrc < 0 && e.e.code != SMUX_E_KEY_NOT_FOUND)
+			continue; /* unknown: left out */
+		fresh[i] = true;
+		any = true;
+		has[i] = hrc == 0;
+		/* gone from a fresh replica: the change happened there */
+		if (!has[i] && !happened) {
 			happened = true;
 			snprintf(ev->name, sizeof(ev->name), "%s",
 				 v->m[i]->name);
 		}
 	}
-	for (unsigned i = 0; i < v->n && rc == 0 && happened; i++) {
-		struct smux__call call = {.key = c->key};
+	if (rc == 0 && !any)
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "complete the change of %s: no replica "
+				    "up to date",
+				    c->key);
+	for (unsigned i = 0; i < v->n && rc == 0; i++) {
+		struct smux__call call = {.op = c->to ? SMUX__OP_RENAME
+						      : SMUX__OP_DEL,
+					  .key = c->key,
+					  .key2 = c->to};
+		struct smux_error e;
 
-		if (!has[i] && stale[i] && c->to) {
-			/* left out as a live rename leaves it: it missed
-			 * the source, so the new name is copied to it */
-			rc = smux__hints_add(mux->hints, v->m[i]->name, c->to,
-					     SMUX__HINT_PUT, NULL, err);
-			continue;
+		if (fresh[i] && !(happened && has[i]))
+			continue; /* as the others are */
+		if (fresh[i] && smux__member_call(mux, ctx, v->m[i], &call,
+						  false, &e) == 0) {
+			if (c->to)
+				smux__replica_wrote(mux, v->m[i], c->to);
+		} else {
+			rc = hint_left_out(mux, v->m[i], c, err);
 		}
-		if (!has[i])
-			continue;
-		call.op = c->to ? SMUX__OP_RENAME : SMUX__OP_DEL;
-		call.key2 = c->to;
-		rc = smux__member_call(mux, ctx, v->m[i], &call, false, err);
-		if (rc == 0 && c->to)
-			smux__replica_wrote(mux, v->m[i], c->to);
 		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
 			snprintf(ev->failed[ev->n_failed++],
 				 sizeof(ev->failed[0]), "%s", v->m[i]->name);

@@ -969,8 +969,10 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	free(run.refused);
 	if (replayed)
 		*replayed = atomic_load(&run.done);
+	/* a change not completed yet counts as a pending hint would */
 	if (pending)
-		*pending = smux__hints_pending_replicas(mux->hints);
+		*pending = smux__hints_pending_replicas(mux->hints) +
+			   atomic_load(&mux->nchanges_left);
 	return rc;
 }
 
@@ -1089,6 +1091,14 @@ static int64_t bg_period_ms(struct smux_mux *mux)
 	return p;
 }
 
+/* smux_mux_hold_repairs */
+static atomic_bool repairs_held;
+
+void smux_mux_hold_repairs(bool hold)
+{
+	atomic_store(&repairs_held, hold);
+}
+
 static void *bg_main(void *arg)
 {
 	struct smux_mux *mux = arg;
@@ -1112,8 +1122,9 @@ static void *bg_main(void *arg)
 		}
 		/* down members due a probe: here, never on a user request */
 		probe_due(mux, &ctx);
-		if (smux__hints_pending(mux->hints, NULL) ||
-		    atomic_load(&mux->nchanges_left))
+		if (!atomic_load(&repairs_held) &&
+		    (smux__hints_pending(mux->hints, NULL) ||
+		     atomic_load(&mux->nchanges_left)))
 			smux__mux_repair(mux, &ctx, false, NULL, NULL, NULL);
 		until = smux_now_ns() + bg_period_ms(mux) * 1000000LL;
 		ts.tv_sec = until / 1000000000LL;

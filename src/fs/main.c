@@ -462,6 +462,9 @@ static int start(struct daemon *d, struct status_msg *sm)
 		     strerror(-rc));
 	smux_config_set_tracer(d->cfg, smuxfs_otlp_tracer(fs));
 	errbuf[0] = '\0';
+	/* no background repair until the crash's directory renames are
+	 * complete (smuxfs_rjournal_recover below) */
+	smux_mux_hold_repairs(true);
 	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
 			       sizeof(errbuf));
 	if (rc)
@@ -477,6 +480,8 @@ static int start(struct daemon *d, struct status_msg *sm)
 			     strerror(-rc));
 	}
 	smuxfs_rjournal_recover(fs);
+	/* held since before the tree was built (see smux_mux_hold_repairs) */
+	smux_mux_hold_repairs(false);
 	/* unlinks a crash left queued are deleted (or queued again) before
 	 * anyone sees the tree (delq.c) */
 	rc = smuxfs_delq_start(fs);

@@ -1062,8 +1062,8 @@ static void test_change_notes(void **state)
 	smux__hints_free_notes(l, n);
 	smux__hints_close(h);
 
-	/* a rename loop's notes: no compaction (a sync of the file and
-	 * its directory) every 64 records, as for synced ones */
+	/* a rename loop's notes: no compaction (a sync of the file
+	 * and its directory) every 64 records, as for synced ones */
 	h = open_ok(env->dir);
 	for (int i = 0; i < 200; i++) {
 		struct smux__note r = ren;
@@ -1081,6 +1081,16 @@ static void test_change_notes(void **state)
 			  "\"replica\":\"*\",\"key\":\"a\",\"kind\":\"put\","
 			  "\"hint\":0}\n",
 			  1, "missing \"to\"");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
+			  "\"replica\":\"*\",\"key\":\"a\",\"to\":\"b\","
+			  "\"kind\":\"del\",\"hint\":0}\n",
+			  1, "\"to\" in a note that has none");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
+			  "\"replica\":\"r1\",\"key\":\"a\",\"kind\":\"del\","
+			  "\"hint\":0}\n",
+			  1, "bad \"change\" note");
 }
 
 /* A compaction keeps the standing notes and drops the ended ones (a

@@ -5,9 +5,10 @@
  * died between two replicas' calls of a rename or a delete - its change
  * note standing in the journal, the call made on one replica only - gets
  * the change completed on the other by the next mux's repair, with a
- * reconciled event; a change made nowhere is left so; a replica that had
- * missed the renamed key gets a hint for the new name and its replay; a
- * rename through the mux leaves no note standing.
+ * reconciled event, as the next mux opens (before anyone writes); a
+ * change made nowhere is left so; a replica that had missed a write of
+ * either key is not called but hinted, and the replays make it what the
+ * others hold; a rename through the mux leaves no note standing.
  */
 #include <limits.h>
 #include <setjmp.h>
@@ -216,6 +217,75 @@ static void test_stale_replica_hinted(void **state)
 	MH_HOLDS(t->fb, "dst", "only on a");
 }
 
+/* b had missed the destination's latest write (a put while it was
+ * down: a hint pending, its copy older): a live rename leaves it out,
+ * and so does the completion - its old destination is never taken for
+ * the new one, nor its hint cleared. */
+static void test_stale_destination_left_out(void **state)
+{
+	struct ch *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "renamed", &err), &err);
+	MH_OK(mh_put(t->fa, "dst", "newer", &err), &err);
+	MH_OK(mh_put(t->fb, "dst", "older", &err), &err);
+	MH_OK(smux__hints_add(m->hints, "b", "dst", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	ch_mux(t);
+	repair(t);
+	MH_LACKS(t->fa, "src");
+	MH_LACKS(t->fb, "src");
+	MH_HOLDS(t->fa, "dst", "renamed");
+	MH_HOLDS(t->fb, "dst", "renamed");
+}
+
+/* b holds an older version of the source (it missed the latest write:
+ * a hint pending): it is not renamed into the destination, it gets the
+ * destination a fresh replica holds. */
+static void test_stale_source_left_out(void **state)
+{
+	struct ch *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_error err;
+
+	MH_OK(mh_put(t->fa, "src", "v2", &err), &err);
+	MH_OK(mh_put(t->fb, "src", "v1", &err), &err);
+	MH_OK(smux__hints_add(m->hints, "b", "src", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	ch_mux(t);
+	repair(t);
+	MH_LACKS(t->fa, "src");
+	MH_LACKS(t->fb, "src");
+	MH_HOLDS(t->fa, "dst", "v2");
+	MH_HOLDS(t->fb, "dst", "v2");
+}
+
+/* The change is completed as the mux opens, before anyone uses it: a
+ * write of the destination made right after the open stays, on both
+ * replicas (a completion after it would rename the old source over it
+ * on b). */
+static void test_completed_before_use(void **state)
+{
+	struct ch *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "alpha", &err), &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	ch_mux(t);
+	assert_int_equal(changes_standing(t), 0);
+	MH_OK(mh_put(t->mux, "dst", "written after", &err), &err);
+	repair(t);
+	MH_HOLDS(t->fa, "dst", "written after");
+	MH_HOLDS(t->fb, "dst", "written after");
+	MH_LACKS(t->fb, "src");
+}
+
 /* Renames and deletes through the mux end their notes. */
 static void test_live_changes_end(void **state)
 {
@@ -243,6 +313,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_change_made_nowhere, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_stale_replica_hinted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_destination_left_out,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_source_left_out,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_completed_before_use,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, setup,
 						teardown),
