@@ -23,75 +23,10 @@
 #include <cmocka.h>
 
 #include "core/mux_internal.h"
-#include "mux_helpers.h"
-#include "smux/file.h"
-
-struct ch {
-	char dir[64];
-	char a[96], b[96], state[96];
-	struct smux_backend *fa, *fb, *mux;
-	struct mh_events *ev;
-	struct smux_ctx ctx;
-};
-
-static struct smux_backend *ch_file(const char *name, const char *path)
-{
-	struct smux_file_opts o = {.path = path, .no_fsync = true};
-	struct smux_backend *b = NULL;
-	struct smux_error err;
-
-	MH_OK(smux_file_new(name, &o, &b, &err), &err);
-	return b;
-}
-
-static void ch_mux(struct ch *t)
-{
-	struct smux_mux_opts o = {
-		.mode = SMUX_MODE_MIRROR,
-		.events = t->ev->bus,
-		.state_dir = t->state,
-	};
-	struct smux_backend *bs[2] = {t->fa, t->fb};
-
-	t->mux = mh_mux("m", &o, bs, NULL, 2);
-}
-
-static int setup(void **state)
-{
-	struct ch *t = calloc(1, sizeof(*t));
-
-	assert_non_null(t);
-	snprintf(t->dir, sizeof(t->dir), "/tmp/smux-change-XXXXXX");
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->a, sizeof(t->a), "%s/a", t->dir);
-	snprintf(t->b, sizeof(t->b), "%s/b", t->dir);
-	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
-	assert_int_equal(mkdir(t->a, 0755), 0);
-	assert_int_equal(mkdir(t->b, 0755), 0);
-	t->fa = ch_file("a", t->a);
-	t->fb = ch_file("b", t->b);
-	t->ev = mh_events_new();
-	smux_ctx_init(&t->ctx);
-	ch_mux(t);
-	*state = t;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct ch *t = *state;
-
-	smux_backend_unref(t->mux);
-	smux_backend_unref(t->fa);
-	smux_backend_unref(t->fb);
-	mh_events_free(t->ev);
-	mh_rm_rf(t->dir);
-	free(t);
-	return 0;
-}
+#include "mirror_files.h"
 
 /* The change notes standing in the mux's journal. */
-static int changes_standing(struct ch *t)
+static int changes_standing(struct mf *t)
 {
 	struct smux__note *l;
 	int n = smux__hints_notes(smux__mux_of(t->mux)->hints, &l), k = 0;
@@ -106,9 +41,9 @@ static int changes_standing(struct ch *t)
 /*
  * The daemon dies with @key's change under way: its note is in the
  * journal (written as smux__change_begin writes it), and the mux goes
- * without ending it. The next mux (ch_mux) loads it.
+ * without ending it. The next mux (mf_mux) loads it.
  */
-static void die_during(struct ch *t, const char *key, const char *to)
+static void die_during(struct mf *t, const char *key, const char *to)
 {
 	struct smux_mux *m = smux__mux_of(t->mux);
 	struct smux__call call = {.op = to ? SMUX__OP_RENAME : SMUX__OP_DEL,
@@ -125,7 +60,7 @@ static void die_during(struct ch *t, const char *key, const char *to)
 }
 
 /* What the next mux's repair leaves: every change note ended. */
-static void repair(struct ch *t)
+static void repair(struct mf *t)
 {
 	unsigned replayed = 0, pending = 0;
 	struct smux_error err;
@@ -136,23 +71,32 @@ static void repair(struct ch *t)
 	assert_int_equal(pending, 0);
 }
 
+/* The daemon dies during a rename of src to dst that a made; the next
+ * mux and its repair leave dst holding @want on both, src on neither. */
+static void renamed_on_a(struct mf *t, const char *want)
+{
+	struct smux_error err;
+
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
+	mf_mux(t, t->state);
+	repair(t);
+	MH_LACKS(t->fa, "src");
+	MH_LACKS(t->fb, "src");
+	MH_HOLDS(t->fa, "dst", want);
+	MH_HOLDS(t->fb, "dst", want);
+}
+
 /* A rename made on a only: completed on b, over b's old destination. */
 static void test_rename_completed(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_event ev;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "src", "new", &err), &err);
 	MH_OK(mh_put(t->mux, "dst", "old", &err), &err);
-	die_during(t, "src", "dst");
-	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
-	ch_mux(t);
-	repair(t);
-	MH_LACKS(t->fa, "src");
-	MH_LACKS(t->fb, "src");
-	MH_HOLDS(t->fa, "dst", "new");
-	MH_HOLDS(t->fb, "dst", "new");
+	renamed_on_a(t, "new");
 	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
 	assert_string_equal(ev.key, "src");
 	assert_string_equal(ev.name, "a");
@@ -163,13 +107,13 @@ static void test_rename_completed(void **state)
 /* A delete made on b only: completed on a. */
 static void test_delete_completed(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "gone", "x", &err), &err);
 	die_during(t, "gone", NULL);
 	MH_OK(smux_backend_del(t->fb, &t->ctx, "gone", &err), &err);
-	ch_mux(t);
+	mf_mux(t, t->state);
 	repair(t);
 	MH_LACKS(t->fa, "gone");
 	MH_LACKS(t->fb, "gone");
@@ -180,12 +124,12 @@ static void test_delete_completed(void **state)
  * replicas agree), no replica updated, no event. */
 static void test_change_made_nowhere(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "stay", "x", &err), &err);
 	die_during(t, "stay", "moved");
-	ch_mux(t);
+	mf_mux(t, t->state);
 	repair(t);
 	MH_HOLDS(t->fa, "stay", "x");
 	MH_HOLDS(t->fb, "stay", "x");
@@ -200,21 +144,14 @@ static void test_change_made_nowhere(void **state)
  * it that hint, and the repair's replay the new name's content. */
 static void test_stale_replica_hinted(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_mux *m = smux__mux_of(t->mux);
 	struct smux_error err;
 
 	MH_OK(mh_put(t->fa, "src", "only on a", &err), &err);
 	MH_OK(smux__hints_add(m->hints, "b", "src", SMUX__HINT_PUT, NULL, &err),
 	      &err);
-	die_during(t, "src", "dst");
-	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
-	ch_mux(t);
-	repair(t);
-	MH_LACKS(t->fa, "src");
-	MH_LACKS(t->fb, "src");
-	MH_HOLDS(t->fa, "dst", "only on a");
-	MH_HOLDS(t->fb, "dst", "only on a");
+	renamed_on_a(t, "only on a");
 }
 
 /* b had missed the destination's latest write (a put while it was
@@ -223,7 +160,7 @@ static void test_stale_replica_hinted(void **state)
  * the new one, nor its hint cleared. */
 static void test_stale_destination_left_out(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_mux *m = smux__mux_of(t->mux);
 	struct smux_error err;
 
@@ -232,14 +169,7 @@ static void test_stale_destination_left_out(void **state)
 	MH_OK(mh_put(t->fb, "dst", "older", &err), &err);
 	MH_OK(smux__hints_add(m->hints, "b", "dst", SMUX__HINT_PUT, NULL, &err),
 	      &err);
-	die_during(t, "src", "dst");
-	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
-	ch_mux(t);
-	repair(t);
-	MH_LACKS(t->fa, "src");
-	MH_LACKS(t->fb, "src");
-	MH_HOLDS(t->fa, "dst", "renamed");
-	MH_HOLDS(t->fb, "dst", "renamed");
+	renamed_on_a(t, "renamed");
 }
 
 /* b holds an older version of the source (it missed the latest write:
@@ -247,7 +177,7 @@ static void test_stale_destination_left_out(void **state)
  * destination a fresh replica holds. */
 static void test_stale_source_left_out(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_mux *m = smux__mux_of(t->mux);
 	struct smux_error err;
 
@@ -255,14 +185,7 @@ static void test_stale_source_left_out(void **state)
 	MH_OK(mh_put(t->fb, "src", "v1", &err), &err);
 	MH_OK(smux__hints_add(m->hints, "b", "src", SMUX__HINT_PUT, NULL, &err),
 	      &err);
-	die_during(t, "src", "dst");
-	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
-	ch_mux(t);
-	repair(t);
-	MH_LACKS(t->fa, "src");
-	MH_LACKS(t->fb, "src");
-	MH_HOLDS(t->fa, "dst", "v2");
-	MH_HOLDS(t->fb, "dst", "v2");
+	renamed_on_a(t, "v2");
 }
 
 /* The change is completed as the mux opens, before anyone uses it: a
@@ -271,13 +194,13 @@ static void test_stale_source_left_out(void **state)
  * on b). */
 static void test_completed_before_use(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "src", "alpha", &err), &err);
 	die_during(t, "src", "dst");
 	MH_OK(smux_backend_rename(t->fa, &t->ctx, "src", "dst", &err), &err);
-	ch_mux(t);
+	mf_mux(t, t->state);
 	assert_int_equal(changes_standing(t), 0);
 	MH_OK(mh_put(t->mux, "dst", "written after", &err), &err);
 	repair(t);
@@ -289,7 +212,7 @@ static void test_completed_before_use(void **state)
 /* Renames and deletes through the mux end their notes. */
 static void test_live_changes_end(void **state)
 {
-	struct ch *t = *state;
+	struct mf *t = *state;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
@@ -306,22 +229,22 @@ static void test_live_changes_end(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_rename_completed, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_delete_completed, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_change_made_nowhere, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_rename_completed, mf_setup,
+						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_delete_completed, mf_setup,
+						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_change_made_nowhere,
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_stale_replica_hinted,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_stale_destination_left_out,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_stale_source_left_out,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_completed_before_use,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_live_changes_end, setup,
-						teardown),
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
+						mf_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

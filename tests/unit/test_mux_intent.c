@@ -27,72 +27,7 @@
 #include <cmocka.h>
 
 #include "core/mux_internal.h"
-#include "mux_helpers.h"
-#include "smux/file.h"
-
-struct it {
-	char dir[64];
-	char a[96], b[96], state[96];
-	struct smux_backend *fa, *fb, *mux;
-	struct mh_events *ev;
-	struct smux_ctx ctx;
-};
-
-static struct smux_backend *it_file(const char *name, const char *path)
-{
-	struct smux_file_opts o = {.path = path, .no_fsync = true};
-	struct smux_backend *b = NULL;
-	struct smux_error err;
-
-	MH_OK(smux_file_new(name, &o, &b, &err), &err);
-	return b;
-}
-
-static void it_mux(struct it *t, const char *state)
-{
-	struct smux_mux_opts o = {
-		.mode = SMUX_MODE_MIRROR,
-		.events = t->ev->bus,
-		.state_dir = state,
-	};
-	struct smux_backend *bs[2] = {t->fa, t->fb};
-
-	t->mux = mh_mux("m", &o, bs, NULL, 2);
-}
-
-static int setup(void **state)
-{
-	struct it *t = calloc(1, sizeof(*t));
-
-	assert_non_null(t);
-	snprintf(t->dir, sizeof(t->dir), "/tmp/smux-intent-XXXXXX");
-	assert_non_null(mkdtemp(t->dir));
-	snprintf(t->a, sizeof(t->a), "%s/a", t->dir);
-	snprintf(t->b, sizeof(t->b), "%s/b", t->dir);
-	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
-	assert_int_equal(mkdir(t->a, 0755), 0);
-	assert_int_equal(mkdir(t->b, 0755), 0);
-	t->fa = it_file("a", t->a);
-	t->fb = it_file("b", t->b);
-	t->ev = mh_events_new();
-	smux_ctx_init(&t->ctx);
-	it_mux(t, t->state);
-	*state = t;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct it *t = *state;
-
-	smux_backend_unref(t->mux);
-	smux_backend_unref(t->fa);
-	smux_backend_unref(t->fb);
-	mh_events_free(t->ev);
-	mh_rm_rf(t->dir);
-	free(t);
-	return 0;
-}
+#include "mirror_files.h"
 
 /* Writes @s into the backing file @dir/@name directly, as a write that
  * reached one replica only before the daemon died. */
@@ -108,7 +43,7 @@ static void write_behind(const char *dir, const char *name, const char *s)
 	close(fd);
 }
 
-static struct smux_writer *open_inplace(struct it *t, const char *key)
+static struct smux_writer *open_inplace(struct mf *t, const char *key)
 {
 	struct smux_writer *w = NULL;
 	struct smux_error err;
@@ -122,7 +57,7 @@ static struct smux_writer *open_inplace(struct it *t, const char *key)
 
 static void test_uncommitted_reconciled(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "k");
 	struct smux_event ev;
 	struct smux_error err;
@@ -184,7 +119,7 @@ static void hard_link(const char *dir, const char *from, const char *to)
  * b). */
 static void test_same_token_other_bytes(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "k");
 	unsigned replayed = 0, pending = 0;
 	char pa[PATH_MAX], pb[PATH_MAX];
@@ -217,7 +152,7 @@ static void test_same_token_other_bytes(void **state)
 
 static void test_committed_nothing_left(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "d/k");
 	struct smux_put_opts po = {0};
 	struct smux_error err;
@@ -263,7 +198,7 @@ static void test_committed_nothing_left(void **state)
  * repair call or any traffic. */
 static void test_background(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "bg");
 	struct smux_error err;
 
@@ -279,7 +214,7 @@ static void test_background(void **state)
 /* A user delete of the key, started while a reconcile has read its source
  * copy and not written it to the other replica yet. */
 static struct {
-	struct it *t;
+	struct mf *t;
 	const char *key;
 	sem_t step; /* the delete is done, or waits for the reconcile */
 	pthread_t th;
@@ -324,7 +259,7 @@ static void delete_after_read(struct smux_mux *mux, const char *key)
  */
 static void test_delete_meets_reconcile(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "rd");
 	struct smux_error err;
 	unsigned pending = 0;
@@ -358,7 +293,7 @@ static void test_delete_meets_reconcile(void **state)
  */
 static void test_hinted_replica_never_the_source(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_mux *m = smux__mux_of(t->mux);
 	struct smux_writer *w[4];
 	char path[PATH_MAX], key[16];
@@ -405,7 +340,7 @@ static void test_hinted_replica_never_the_source(void **state)
  * over the same state directory. */
 static void test_after_crash(void **state)
 {
-	struct it *t = *state;
+	struct mf *t = *state;
 	struct smux_writer *w = open_inplace(t, "crash");
 	char cmd[512], crashed[128];
 	struct smux_error err;
@@ -430,7 +365,7 @@ static void test_after_crash(void **state)
 			  0),
 		0);
 
-	it_mux(t, crashed);
+	mf_mux(t, crashed);
 	/* loaded: 1, unless the new mux's background repair (it starts at
 	 * once when something is pending) reconciled it already - b holding
 	 * a's newer copy below is what only the intent explains (1 run in
@@ -447,19 +382,20 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_uncommitted_reconciled,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_committed_nothing_left,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_same_token_other_bytes,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_background, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_after_crash, setup,
-						teardown),
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_background, mf_setup,
+						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_after_crash, mf_setup,
+						mf_teardown),
 		cmocka_unit_test_setup_teardown(test_delete_meets_reconcile,
-						setup, teardown),
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(
-			test_hinted_replica_never_the_source, setup, teardown),
+			test_hinted_replica_never_the_source, mf_setup,
+			mf_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
