@@ -52,18 +52,19 @@ killed() {
 }
 
 # agreed KEY TEST: after the remount, TEST holds within 10 s and an
-# event names KEY.
+# event names KEY, c1 (where the change happened) and c2 (completed) -
+# not the reconcile of the create's write intent, which names the key
+# with no replica to update.
 agreed() {
 	local key=$1 test=$2 i
+	local ev="storage-mux.reconciled.*\"key\":\"$key\",\"source\":\"c1\",\"updated\":\\[\"c2\"\\]"
 	for ((i = 0; i < 100; i++)); do
-		eval "$test" &&
-			grep -q "storage-mux.reconciled.*\"key\":\"$key\"" "$T"/smuxfs.*.log &&
-			break
+		eval "$test" && grep -q "$ev" "$T"/smuxfs.*.log && break
 		sleep 0.1
 	done
 	eval "$test" || fail "$key: replicas still differ: c1: $(ls "$T/c1" | tr '\n' ' ') c2: $(ls "$T/c2" | tr '\n' ' ')"
-	grep -q "storage-mux.reconciled.*\"key\":\"$key\"" "$T"/smuxfs.*.log ||
-		fail "no reconciled event names $key"
+	grep -q "$ev" "$T"/smuxfs.*.log ||
+		fail "no reconciled event names $key, c1 and c2: $(grep -h reconciled "$T"/smuxfs.*.log)"
 }
 
 log "--- mv a b, killed between the replicas"
