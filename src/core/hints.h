@@ -154,15 +154,16 @@ void smux__hints_free_list(struct smux__hint *list, int n);
  *   {"op":"note","id":9,"note":"fresh","replica":"b","key":"k",
  *    "kind":"put","hint":0}
  * and a done record ({"op":"done","id":9}) ends it; a change note
- * (mux_change.c) has "note":"change", replica "*" and, for a rename,
- * the new name in "to". A journal written before notes existed has none
+ * (mux_change.c) has "note":"change", replica "*" and, for a rename or
+ * a link ("link":true), the new name in "to". A journal written before notes existed has none
  * and loads as before.
  */
 enum smux__note_type {
 	SMUX__NOTE_FRESH,
 	SMUX__NOTE_DEPARTED,
 	/* a one-call change every replica makes (mux_change.c): a rename
-	 * (kind PUT, key -> to) or a delete (kind DEL), replica
+	 * or, with link, a hard link (kind PUT, key -> to) or a delete
+	 * (kind DEL), replica
 	 * SMUX__INTENT_ALL; one a dead daemon left is rolled forward */
 	SMUX__NOTE_CHANGE,
 };
@@ -175,7 +176,8 @@ struct smux__note {
 	uint64_t hint; /* departed: the hint @kind was taken from */
 	char *replica;
 	char *key;
-	char *to; /* change: a rename's new name (NULL: none) */
+	char *to;  /* change: a rename's or link's new name (NULL: none) */
+	bool link; /* change: a hard link of key as @to (kind PUT) */
 };
 
 /*

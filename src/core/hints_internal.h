@@ -177,8 +177,8 @@ int hj_add_hint(struct jbuf *b, const struct hint_entry *e);
 int hj_add_done(struct jbuf *b, uint64_t id);
 int hj_add_note(struct jbuf *b, const struct smux__note *n);
 /* Whether @n is a note hints.h describes (hints_notes.c): a change is a
- * rename (PUT, with its new name) or a delete (DEL, none) of replica
- * SMUX__INTENT_ALL; the others have no new name. */
+ * rename or link (PUT, with its new name) or a delete (DEL, none) of
+ * replica SMUX__INTENT_ALL; the others have no new name. */
 bool hn_valid(const struct smux__note *n);
 
 /* Opens, locks and loads the file of @h (its dir, path and tmp_path are

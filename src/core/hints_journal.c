@@ -195,6 +195,8 @@ static json_t *note_record(const struct smux__note *n)
 	bad |= set_bytes(o, "key", n->key);
 	if (n->to)
 		bad |= set_bytes(o, "to", n->to);
+	if (n->link)
+		bad |= json_object_set_new(o, "link", json_true());
 	bad |= json_object_set_new(o, "kind", json_string(kind_name(n->kind)));
 	bad |= json_object_set_new(o, "hint",
 				   json_integer((json_int_t)n->hint));
@@ -371,6 +373,7 @@ static int load_note(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 		snprintf(why, whylen, "\"to\" in a note that has none");
 		rc = -EINVAL;
 	}
+	n.link = json_is_true(json_object_get(o, "link"));
 	if (rc == 0 && !hn_valid(&n)) {
 		snprintf(why, whylen, "bad \"%s\" note", type);
 		rc = -EINVAL;

@@ -140,14 +140,14 @@ bool hn_valid(const struct smux__note *n)
 	switch (n->type) {
 	case SMUX__NOTE_FRESH:
 	case SMUX__NOTE_DEPARTED:
-		return !n->to &&
+		return !n->to && !n->link &&
 		       (n->kind == SMUX__HINT_PUT || n->kind == SMUX__HINT_DEL);
 	case SMUX__NOTE_CHANGE:
 		if (strcmp(n->replica, SMUX__INTENT_ALL) != 0)
 			return false;
-		return n->kind == SMUX__HINT_PUT
-			       ? n->to && *n->to
-			       : n->kind == SMUX__HINT_DEL && !n->to;
+		return n->kind == SMUX__HINT_PUT ? n->to && *n->to
+						 : n->kind == SMUX__HINT_DEL &&
+							   !n->to && !n->link;
 	}
 	return false;
 }

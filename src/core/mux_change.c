@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mux_change.c - one-call changes every replica makes: a rename or a
- * delete fanned out by a mirror or shield (issue 8, "lose nothing").
+ * mux_change.c - one-call changes every replica makes: a rename, a
+ * delete or a hard link fanned out by a mirror or shield (issue 8, "lose
+ * nothing").
  *
  * Such a change is one call per replica. A daemon killed between two of
  * them left the replicas different for good: a file renamed on one and
@@ -10,8 +11,8 @@
  * fails one records a hint, but a dead daemon records nothing).
  *
  * So before the calls, the change is noted in the hint journal (a note
- * of type SMUX__NOTE_CHANGE: the key, the kind - PUT for a rename with
- * its new name, DEL for a delete), and the note ends once every call
+ * of type SMUX__NOTE_CHANGE: the key, the kind - PUT for a rename or a
+ * link with its new name, DEL for a delete), and the note ends once every call
  * returned (the replicas that failed hold hints by then). Both records
  * are written, not synced: a rename asks no disk flush of a local
  * filesystem unless the program asks for durability (issue 8 item 6),
@@ -22,10 +23,11 @@
  * Notes standing when the mux opens were left by a dead daemon. They are
  * rolled forward as the mux opens, before anyone uses it (a user write
  * made first would be undone by them): each member that is up and missed
- * no write of either key (fresh) is asked for the key. If a fresh member
- * no longer has it, the change happened there, and every fresh member
- * still holding the key gets the same call (rename to the new name, or
- * delete); otherwise it happened nowhere. A member that is not fresh -
+ * no write of either key (fresh) is asked for the key (a link: its new
+ * name). If a fresh member no longer has the key (has the link's name),
+ * the change happened there, and every fresh member where it did not
+ * gets the same call (rename to the new name, delete, link); otherwise
+ * it happened nowhere. A member that is not fresh -
  * down, stale, its HEAD or call failed - gets hints for both keys: their
  * replays copy each key from a fresh replica (or delete it where none
  * has it), so it ends as they are, whatever the change did there. Either
@@ -63,9 +65,10 @@ int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 	*id = 0;
 	if (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD)
 		return 0;
-	if (call->op == SMUX__OP_RENAME) {
+	if (call->op == SMUX__OP_RENAME || call->op == SMUX__OP_LINK) {
 		n.kind = SMUX__HINT_PUT;
 		n.to = (char *)call->key2;
+		n.link = call->op == SMUX__OP_LINK;
 	} else if (call->op == SMUX__OP_DEL) {
 		n.kind = SMUX__HINT_DEL;
 	} else {
@@ -112,6 +115,7 @@ int smux__changes_load(struct smux_mux *mux)
 		c->kind = list[i].kind;
 		c->key = list[i].key;
 		c->to = list[i].to;
+		c->link = list[i].link;
 		list[i].key = NULL; /* taken */
 		list[i].to = NULL;
 		c->next = mux->changes_left;
@@ -177,7 +181,9 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, const struct mux_change *c,
 			 struct smux_event *ev, struct smux_error *err)
 {
-	bool has[SMUX__FAN_MAX] = {false}, fresh[SMUX__FAN_MAX] = {false};
+	bool done[SMUX__FAN_MAX] = {false}, fresh[SMUX__FAN_MAX] = {false};
+	/* a link shows in its new name, a rename or delete in the key */
+	const char *look = c->link ? c->to : c->key;
 	bool happened = false, any = false;
 	long rc = 0;
 
@@ -195,7 +201,7 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
 		struct smux_info info;
 		struct smux__call head = {
-			.op = SMUX__OP_HEAD, .key = c->key, .info = &info};
+			.op = SMUX__OP_HEAD, .key = look, .info = &info};
 		struct smux_error e;
 		long hrc;
 
@@ -207,9 +213,10 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 			continue; /* unknown: left out */
 		fresh[i] = true;
 		any = true;
-		has[i] = hrc == 0;
-		/* gone from a fresh replica: the change happened there */
-		if (!has[i] && !happened) {
+		/* the key gone from a fresh replica, or the link's name
+		 * there: the change happened there */
+		done[i] = c->link ? hrc == 0 : hrc != 0;
+		if (done[i] && !happened) {
 			happened = true;
 			snprintf(ev->name, sizeof(ev->name), "%s",
 				 v->m[i]->name);
@@ -222,13 +229,14 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 				    "up to date",
 				    c->key);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		struct smux__call call = {.op = c->to ? SMUX__OP_RENAME
-						      : SMUX__OP_DEL,
+		struct smux__call call = {.op = c->link ? SMUX__OP_LINK
+						: c->to ? SMUX__OP_RENAME
+							: SMUX__OP_DEL,
 					  .key = c->key,
 					  .key2 = c->to};
 		struct smux_error e;
 
-		if (fresh[i] && !(happened && has[i]))
+		if (fresh[i] && (!happened || done[i]))
 			continue; /* as the others are */
 		if (fresh[i] && smux__member_call(mux, ctx, v->m[i], &call,
 						  false, &e) == 0) {

@@ -100,8 +100,9 @@ struct mux_note {
 struct mux_change {
 	uint64_t note; /* its journal note */
 	enum smux__hint_kind kind;
-	char *key, *to; /* to: a rename's new name, NULL for a delete */
-	bool told;	/* its failure was told (an event) */
+	char *key, *to; /* to: a rename's or link's new name; NULL: delete */
+	bool link;
+	bool told; /* its failure was told (an event) */
 	struct mux_change *next;
 };
 
@@ -681,9 +682,9 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, struct smux_reader **out,
 			  struct smux_error *err);
 
-/* mux_change.c: renames and deletes every replica makes */
+/* mux_change.c: renames, deletes and links every replica makes */
 
-/* Before @call fans out (a rename or delete on a mirror or shield of
+/* Before @call fans out (a rename, delete or link on a mirror or shield of
  * several members): its note, written before it returns (not synced);
  * *@id 0 when it needs none. 0 or the journal's failure. */
 int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_change_crash.sh - a file rename or unlink on a mirror, killed
+# test_change_crash.sh - a file rename, unlink or hard link on a mirror, killed
 # (kill -9 of the daemon) after one replica made it and before the other
 # did, is completed at the remount: the replicas agree again, and an
 # event names the key (issue 8, "lose nothing"; mux_change.c).
@@ -12,6 +12,7 @@
 #   - mv a b (b absent): b on both, a on neither;
 #   - mv a2 b2 over an existing b2: b2 holds a2's content on both;
 #   - rm x: x on neither;
+#   - ln l1 l2: l2 on both, a hard link of l1 on each (not a copy);
 #   - a rename that ends normally leaves no note standing (nothing to
 #     complete: no event updating a replica at the remount).
 . "$(dirname "$0")/lib.sh"
@@ -99,6 +100,17 @@ killed unlinkat rm "$M/x"
 mount_smux "$T/ch.conf" "$M"
 agreed x '[ ! -e "$T/c2/x" ] && [ ! -e "$T/c1/x" ]'
 [ ! -e "$M/x" ] || fail "x back through the mount"
+unmount_smux "$M"
+
+log "--- ln l1 l2 (a hard link), killed between the replicas"
+mount_smux "$T/ch.conf" "$M"
+echo linked >"$M/l1"
+DONE_ON_C1='[ -e "$T/c1/l2" ]'
+NOT_ON_C2='[ ! -e "$T/c2/l2" ]'
+killed linkat ln "$M/l1" "$M/l2"
+mount_smux "$T/ch.conf" "$M"
+agreed l1 '[ "$(stat -c %i "$T/c2/l2" 2>&1)" = "$(stat -c %i "$T/c2/l1")" ] && [ "$(cat "$T/c2/l2")" = linked ]'
+[ "$(stat -c %h "$M/l1")" = 2 ] || fail "l1 through the mount: $(stat -c %h "$M/l1") links"
 unmount_smux "$M"
 
 log "--- a rename that ends normally leaves nothing to complete"

@@ -1023,7 +1023,7 @@ static void test_change_notes(void **state)
 				 .kind = SMUX__HINT_DEL,
 				 .replica = SMUX__INTENT_ALL,
 				 .key = "x"};
-	struct smux__note bad = ren;
+	struct smux__note bad = ren, lnk = ren;
 	struct smux_error err = {0};
 	struct smux__hints *h;
 	struct smux__note *l;
@@ -1041,7 +1041,17 @@ static void test_change_notes(void **state)
 	assert_int_equal(smux__hints_note_lazy(h, &del, &err), 0);
 	o = last_record(env->path);
 	assert_null(json_object_get(o, "to"));
+	assert_null(json_object_get(o, "link"));
 	json_decref(o);
+	lnk.link = true;
+	assert_int_equal(smux__hints_note_lazy(h, &lnk, &err), 0);
+	o = last_record(env->path);
+	assert_true(json_is_true(json_object_get(o, "link")));
+	json_decref(o);
+	assert_int_equal(smux__hints_note_end_lazy(h, &lnk.id, 1, &err), 0);
+	bad = del;
+	bad.link = true; /* a delete is no link */
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
 	bad.to = NULL; /* a rename without its new name */
 	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
 	bad = del;
@@ -1090,6 +1100,11 @@ static void test_change_notes(void **state)
 			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
 			  "\"replica\":\"r1\",\"key\":\"a\",\"kind\":\"del\","
 			  "\"hint\":0}\n",
+			  1, "bad \"change\" note");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
+			  "\"replica\":\"*\",\"key\":\"a\",\"link\":true,"
+			  "\"kind\":\"del\",\"hint\":0}\n",
 			  1, "bad \"change\" note");
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_mux_change.c - renames and deletes every replica makes
+ * test_mux_change.c - renames, deletes and links every replica makes
  * (src/core/mux_change.c): a mirror of two file backends whose daemon
  * died between two replicas' calls of a rename or a delete - its change
  * note standing in the journal, the call made on one replica only - gets
@@ -39,16 +39,15 @@ static int changes_standing(struct mf *t)
 }
 
 /*
- * The daemon dies with @key's change under way: its note is in the
- * journal (written as smux__change_begin writes it), and the mux goes
- * without ending it. The next mux (mf_mux) loads it.
+ * The daemon dies with @op (rename, delete, link) of @key under way: its
+ * note is in the journal (written as smux__change_begin writes it), and
+ * the mux goes without ending it. The next mux (mf_mux) loads it.
  */
-static void die_during(struct mf *t, const char *key, const char *to)
+static void die_in(struct mf *t, enum smux__op op, const char *key,
+		   const char *to)
 {
 	struct smux_mux *m = smux__mux_of(t->mux);
-	struct smux__call call = {.op = to ? SMUX__OP_RENAME : SMUX__OP_DEL,
-				  .key = key,
-				  .key2 = to};
+	struct smux__call call = {.op = op, .key = key, .key2 = to};
 	struct smux_error err;
 	uint64_t id = 0;
 
@@ -57,6 +56,12 @@ static void die_during(struct mf *t, const char *key, const char *to)
 	assert_true(id > 0);
 	smux_backend_unref(t->mux);
 	t->mux = NULL;
+}
+
+/* die_in for a rename (@to) or a delete (NULL). */
+static void die_during(struct mf *t, const char *key, const char *to)
+{
+	die_in(t, to ? SMUX__OP_RENAME : SMUX__OP_DEL, key, to);
 }
 
 /* What the next mux's repair leaves: every change note ended. */
@@ -209,7 +214,35 @@ static void test_completed_before_use(void **state)
 	MH_LACKS(t->fb, "src");
 }
 
-/* Renames and deletes through the mux end their notes. */
+/* A hard link made on a only: made on b too, as a link of b's own file
+ * (one inode for both names there), not a copy. */
+static void test_link_completed(void **state)
+{
+	struct mf *t = *state;
+	char p1[PATH_MAX], p2[PATH_MAX];
+	struct stat s1, s2;
+	struct smux_event ev;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "linked", &err), &err);
+	die_in(t, SMUX__OP_LINK, "src", "dst");
+	MH_OK(smux_backend_link(t->fa, &t->ctx, "src", "dst", &err), &err);
+	mf_mux(t, t->state);
+	repair(t);
+	MH_HOLDS(t->fa, "dst", "linked");
+	MH_HOLDS(t->fb, "dst", "linked");
+	MH_HOLDS(t->fb, "src", "linked");
+	snprintf(p1, sizeof(p1), "%s/src", t->b);
+	snprintf(p2, sizeof(p2), "%s/dst", t->b);
+	assert_int_equal(stat(p1, &s1), 0);
+	assert_int_equal(stat(p2, &s2), 0);
+	assert_int_equal(s1.st_ino, s2.st_ino);
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.name, "a");
+	assert_string_equal(ev.failed[0], "b");
+}
+
+/* Renames, deletes and links through the mux end their notes. */
 static void test_live_changes_end(void **state)
 {
 	struct mf *t = *state;
@@ -217,7 +250,9 @@ static void test_live_changes_end(void **state)
 
 	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
 	MH_OK(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err);
+	MH_OK(smux_backend_link(t->mux, &t->ctx, "q", "r", &err), &err);
 	MH_OK(smux_backend_del(t->mux, &t->ctx, "q", &err), &err);
+	MH_OK(smux_backend_del(t->mux, &t->ctx, "r", &err), &err);
 	/* a failed one too (nothing to rename) */
 	MH_ERR(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err,
 	       SMUX_E_KEY_NOT_FOUND);
@@ -243,6 +278,8 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_completed_before_use,
 						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_link_completed, mf_setup,
+						mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};
