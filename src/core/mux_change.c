@@ -20,22 +20,29 @@
  * the renames themselves may be lost too. A note that is not ended (its
  * end lost) costs a look at the next start, nothing else.
  *
- * Notes standing when the mux opens were left by a dead daemon. They are
+ * Notes standing when the mux opens were left by a dead daemon (the
+ * newest per key: an older one whose end was lost is ended). They are
  * rolled forward as the mux opens, before anyone uses it (a user write
- * made first would be undone by them): each member that is up and missed
- * no write of either key (fresh) is asked for the key (a link: its new
- * name). If a fresh member no longer has the key (has the link's name),
- * the change happened there, and every fresh member where it did not
- * gets the same call (rename to the new name, delete, link); otherwise
- * it happened nowhere. A member that is not fresh -
- * down, stale, its HEAD or call failed - gets hints for both keys: their
- * replays copy each key from a fresh replica (or delete it where none
- * has it), so it ends as they are, whatever the change did there. Either
- * way the replicas agree, as if the program's call had returned - which
- * it never did. An event (storage-mux.reconciled) names the key, a
- * replica the change happened on (name) and the replicas completed or
- * hinted (updated). Only with no fresh member at all does a note stay,
- * for the background repair to try again (its failure told once).
+ * made first would be undone by them). A member is asked whether the
+ * change shows there (the key gone; a link: its new name a link of the
+ * key's file) when it is up and could take the call live (not a rename
+ * or link from a source it missed: smux__fan_stale). If it shows on one
+ * of them (shield: on the origin, which takes every write or none goes
+ * anywhere), every asked member where it does not gets the call, and a
+ * member where it does has its hint for the key the change leaves
+ * superseded, as a live call would; the others, and a member whose call
+ * fails, get the hints a live fan-out leaves a replica that missed it.
+ * If it shows nowhere (shield: not on the origin), a member that was not
+ * asked, or where it shows, gets put hints for what the change touches,
+ * whose replays make it what the others hold. Either way the replicas
+ * agree, as if the program's call had returned - which it never did. An
+ * event (storage-mux.reconciled) names the key, a replica the change
+ * happened on (name) and the replicas completed or hinted (updated).
+ *
+ * A note waits only when no member (shield: the origin) can say, a user
+ * writer holds one of its keys, or the journal failed; the repair then
+ * tries it first at every pass (its failure told once), and no hint of
+ * its keys is replayed meanwhile (smux__change_waits).
  *
  * A journal written with change notes does not open in a build from
  * before them ("missing or bad \"note\"", with its file and line).
@@ -93,19 +100,41 @@ void smux__change_end(struct smux_mux *mux, uint64_t id)
 		(void)smux__hints_note_end_lazy(mux->hints, &id, 1, NULL);
 }
 
+/* True when @a and @b name a key in common. */
+static bool overlap(const char *a_key, const char *a_to, const char *b_key,
+		    const char *b_to)
+{
+	return strcmp(a_key, b_key) == 0 ||
+	       (b_to && strcmp(a_key, b_to) == 0) ||
+	       (a_to && (strcmp(a_to, b_key) == 0 ||
+			 (b_to && strcmp(a_to, b_to) == 0)));
+}
+
 int smux__changes_load(struct smux_mux *mux)
 {
 	struct smux__note *list = NULL;
 	int n = smux__hints_notes(mux->hints, &list);
+	struct mux_change **tail = &mux->changes_left;
 	int rc = 0;
 
 	if (n < 0)
 		return n;
+	/* newest first: a note whose end was lost (its write failed) is
+	 * older than a later change of one of its keys, and taking it for
+	 * a crash's would undo that change - it is ended instead */
 	for (int i = n - 1; i >= 0 && rc == 0; i--) {
-		struct mux_change *c;
+		struct mux_change *c, *k;
 
 		if (list[i].type != SMUX__NOTE_CHANGE)
 			continue;
+		for (k = mux->changes_left; k; k = k->next)
+			if (overlap(list[i].key, list[i].to, k->key, k->to))
+				break;
+		if (k) {
+			(void)smux__hints_note_end_lazy(mux->hints, &list[i].id,
+							1, NULL);
+			continue;
+		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			rc = -ENOMEM;
@@ -118,12 +147,27 @@ int smux__changes_load(struct smux_mux *mux)
 		c->link = list[i].link;
 		list[i].key = NULL; /* taken */
 		list[i].to = NULL;
-		c->next = mux->changes_left;
-		mux->changes_left = c;
+		*tail = c;
+		tail = &c->next;
 		atomic_fetch_add(&mux->nchanges_left, 1);
 	}
 	smux__hints_free_notes(list, n);
 	return rc;
+}
+
+bool smux__change_waits(struct smux_mux *mux, const char *key)
+{
+	bool waits = false;
+
+	if (atomic_load(&mux->nchanges_left) == 0)
+		return false;
+	/* held while a roll-forward calls members: it may still wait */
+	if (pthread_mutex_trylock(&mux->change_lock) != 0)
+		return true;
+	for (struct mux_change *c = mux->changes_left; c && !waits; c = c->next)
+		waits = overlap(key, NULL, c->key, c->to);
+	pthread_mutex_unlock(&mux->change_lock);
+	return waits;
 }
 
 static void change_free(struct mux_change *c)
@@ -144,52 +188,104 @@ void smux__changes_free(struct smux_mux *mux)
 	atomic_store(&mux->nchanges_left, 0);
 }
 
-/* True when @m missed the latest write of a key @c names (a hint
- * pending): its state is no sign of what the change did. */
-static bool change_stale(struct smux_mux *mux, struct mux_member *m,
-			 const struct mux_change *c)
+/* The call @c makes on a member. */
+static struct smux__call change_call(const struct mux_change *c)
 {
-	return smux__member_stale(mux, m, c->key) ||
-	       (c->to && smux__member_stale(mux, m, c->to));
+	struct smux__call call = {.op = c->link ? SMUX__OP_LINK
+					: c->to ? SMUX__OP_RENAME
+						: SMUX__OP_DEL,
+				  .key = c->key,
+				  .key2 = c->to};
+
+	return call;
 }
 
-/* @m is not called (its state unknown, stale, or its call failed): hints
- * make it copy both keys from a fresh replica - a replay finding the key
- * on none deletes it - so it ends as they are, whatever the change did
- * there. 0 or the journal's failure. */
-static long hint_left_out(struct smux_mux *mux, struct mux_member *m,
-			  const struct mux_change *c, struct smux_error *err)
+/* Hints @m for a key (a failed add: the first failure is kept). */
+static void hint(struct smux_mux *mux, struct mux_member *m, const char *key,
+		 enum smux__hint_kind kind, long *rc, struct smux_error *err)
 {
-	long rc = smux__hints_add(mux->hints, m->name, c->key, SMUX__HINT_PUT,
-				  NULL, err);
+	struct smux_error e;
 
-	if (rc == 0 && c->to)
-		rc = smux__hints_add(mux->hints, m->name, c->to, SMUX__HINT_PUT,
-				     NULL, err);
-	return rc;
+	if (smux__hints_add(mux->hints, m->name, key, kind, NULL, &e) != 0 &&
+	    *rc == 0) {
+		*err = e;
+		*rc = -e.e.sys_errno;
+	}
+}
+
+/*
+ * @m is not called, or its call failed. When the change @happened, it
+ * gets the hints a live fan-out leaves a replica that missed it (a
+ * rename: delete the source, put the new name; a delete: delete; a link:
+ * put the new name). When it happened nowhere (or, in shield, not on
+ * the origin) it may have made it all the same: put hints for what the
+ * change touches make it what the others hold (a replay finding a key
+ * on no fresh replica deletes it).
+ */
+static void hint_left_out(struct smux_mux *mux, struct mux_member *m,
+			  const struct mux_change *c, bool happened, long *rc,
+			  struct smux_error *err)
+{
+	if (!c->link)
+		hint(mux, m, c->key, happened ? SMUX__HINT_DEL : SMUX__HINT_PUT,
+		     rc, err);
+	if (c->to)
+		hint(mux, m, c->to, SMUX__HINT_PUT, rc, err);
+}
+
+/*
+ * Whether the change @c shows on @m: 1 (the key gone; a link: its new
+ * name a link of the key's file), 0 (not), or -1 (unknown: a call
+ * failed).
+ */
+static int change_shows(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *m, const struct mux_change *c)
+{
+	struct smux_info ki = {0}, ti = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = c->key, .info = &ki};
+	struct smux_error e;
+	long rc = smux__member_call(mux, ctx, m, &head, false, &e);
+
+	if (rc < 0)
+		return e.e.code == SMUX_E_KEY_NOT_FOUND ? !c->link : -1;
+	if (!c->link)
+		return 0;
+	head.key = c->to;
+	head.info = &ti;
+	rc = smux__member_call(mux, ctx, m, &head, false, &e);
+	if (rc < 0)
+		return e.e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+	/* a name that was there before is no sign of the link */
+	return ki.file_id != 0 && ki.file_id == ti.file_id;
 }
 
 /*
  * Rolls @c forward on the members of @v (see the file's comment), fenced
  * against user writes of its keys. A member is asked only when it is up
- * and missed no write of either key (fresh); the others, and a fresh one
- * whose call fails, get hints (hint_left_out). 0 once that is done; an
- * error when no member is fresh, a user writer holds a key or the
- * journal failed (the note stays for the next pass).
+ * and could take the call live (smux__fan_stale: a rename or link not
+ * from a source it missed); the others, and one whose call fails, get
+ * hints (hint_left_out). Shield: the origin alone says whether the change
+ * happened, as it takes every write or none goes anywhere. 0 once that is
+ * done; an error when no member (shield: the origin) can say, a user
+ * writer holds a key or the journal failed (the note stays).
  */
 static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_view *v, const struct mux_change *c,
 			 struct smux_event *ev, struct smux_error *err)
 {
-	bool done[SMUX__FAN_MAX] = {false}, fresh[SMUX__FAN_MAX] = {false};
-	/* a link shows in its new name, a rename or delete in the key */
-	const char *look = c->link ? c->to : c->key;
+	const char *wrote = c->to ? c->to : c->key; /* the key it leaves */
+	bool shield = mux->mode == SMUX_MODE_SHIELD;
+	struct smux__call call = change_call(c);
+	int shows[SMUX__FAN_MAX];
 	bool happened = false, any = false;
 	long rc = 0;
 
-	if (v->n > SMUX__FAN_MAX)
+	if (v->n > SMUX__FAN_MAX || v->n == 0)
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, mux->base.name,
-				      "too many members");
+				      "%u members", v->n);
+	for (unsigned i = 0; i < v->n; i++)
+		shows[i] = -1;
 	for (unsigned i = 0; i < v->n; i++) {
 		smux__replay_fence_enter(mux, v->m[i], c->key);
 		if (c->to)
@@ -199,55 +295,42 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && c->to)
 		rc = smux__replay_blocked(mux, c->to, err);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		struct smux_info info;
-		struct smux__call head = {
-			.op = SMUX__OP_HEAD, .key = look, .info = &info};
-		struct smux_error e;
-		long hrc;
-
 		if (smux__health_status(&v->m[i]->health) != SMUX_STATUS_UP ||
-		    change_stale(mux, v->m[i], c))
-			continue;
-		hrc = smux__member_call(mux, ctx, v->m[i], &head, false, &e);
-		if (hrc < 0 && e.e.code != SMUX_E_KEY_NOT_FOUND)
-			continue; /* unknown: left out */
-		fresh[i] = true;
-		any = true;
-		/* the key gone from a fresh replica, or the link's name
-		 * there: the change happened there */
-		done[i] = c->link ? hrc == 0 : hrc != 0;
-		if (done[i] && !happened) {
+		    smux__fan_stale(mux, v->m[i], &call, true, NULL))
+			continue; /* left out: hinted */
+		shows[i] = change_shows(mux, ctx, v->m[i], c);
+		any |= shows[i] >= 0;
+		if (shows[i] == 1 && !happened && (!shield || i == 0)) {
 			happened = true;
 			snprintf(ev->name, sizeof(ev->name), "%s",
 				 v->m[i]->name);
 		}
 	}
-	if (rc == 0 && !any)
+	if (rc == 0 && (shield ? shows[0] < 0 : !any))
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-				    mux->base.name,
+				    shield ? v->m[0]->name : mux->base.name,
 				    "complete the change of %s: no replica "
-				    "up to date",
+				    "can tell whether it happened",
 				    c->key);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		struct smux__call call = {.op = c->link ? SMUX__OP_LINK
-						: c->to ? SMUX__OP_RENAME
-							: SMUX__OP_DEL,
-					  .key = c->key,
-					  .key2 = c->to};
+		struct mux_member *m = v->m[i];
 		struct smux_error e;
 
-		if (fresh[i] && (!happened || done[i]))
-			continue; /* as the others are */
-		if (fresh[i] && smux__member_call(mux, ctx, v->m[i], &call,
-						  false, &e) == 0) {
-			if (c->to)
-				smux__replica_wrote(mux, v->m[i], c->to);
-		} else {
-			rc = hint_left_out(mux, v->m[i], c, err);
+		/* as the others are; a replica where it happened, as a live
+		 * call would, supersedes its hint for the key it leaves */
+		if (shows[i] == (happened ? 1 : 0)) {
+			if (happened)
+				smux__replica_wrote(mux, m, wrote);
+			continue;
 		}
+		if (happened && shows[i] == 0 &&
+		    smux__member_call(mux, ctx, m, &call, false, &e) == 0)
+			smux__replica_wrote(mux, m, wrote);
+		else
+			hint_left_out(mux, m, c, happened, &rc, err);
 		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
 			snprintf(ev->failed[ev->n_failed++],
-				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
+				 sizeof(ev->failed[0]), "%s", m->name);
 	}
 	for (unsigned i = 0; i < v->n; i++) {
 		if (c->to)

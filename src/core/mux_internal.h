@@ -95,7 +95,7 @@ struct mux_note {
 	struct mux_note *next;
 };
 
-/* A change (rename, delete) a dead daemon left under way (mux_change.c);
+/* A change (rename, delete, link) a dead daemon left under way (mux_change.c);
  * protected by the mux's change_lock. */
 struct mux_change {
 	uint64_t note; /* its journal note */
@@ -686,7 +686,8 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 
 /* Before @call fans out (a rename, delete or link on a mirror or shield of
  * several members): its note, written before it returns (not synced);
- * *@id 0 when it needs none. 0 or the journal's failure. */
+ * *@id 0 when it needs none or the journal could not take it (the call
+ * goes ahead without). Always 0. */
 int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 		       uint64_t *id, struct smux_error *err);
 /* Every member's call of change @id returned: its note ends. */
@@ -695,10 +696,14 @@ void smux__change_end(struct smux_mux *mux, uint64_t id);
  * -ENOMEM. */
 int smux__changes_load(struct smux_mux *mux);
 void smux__changes_free(struct smux_mux *mux);
-/* The repair's first step: rolls the changes left forward. 0, or
- * @ctx's error. */
+/* Rolls the changes left forward (at open, and first in every repair
+ * while one waits). 0, or @ctx's error. */
 int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux_error *err);
+/* True while a change left waits (no replica could tell whether it
+ * happened) on @key: no hint or intent of the key is replayed, which
+ * would build on a state the change may yet undo. */
+bool smux__change_waits(struct smux_mux *mux, const char *key);
 
 /* mux_intent.c: write intents of in-place fan-out writers */
 

@@ -817,6 +817,10 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	rc = smux_ctx_check(run->ctx, mux->base.name, err);
 	if (rc)
 		return rc;
+	/* a change that waits may yet undo what a replay would build on
+	 * (mux_change.c): after it */
+	if (smux__change_waits(mux, h->key))
+		return 0;
 	if (h->kind == SMUX__HINT_INTENT)
 		return repair_intent(run, h, err);
 	for (unsigned j = 0; j < run->v->n && !m; j++)
@@ -914,8 +918,8 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (replayed)
 		*replayed = 0;
-	/* a dead daemon's renames and deletes first: completing one may
-	 * hint a replica */
+	/* a dead daemon's renames, deletes and links first (those that
+	 * waited at open): completing one may hint a replica */
 	rc = smux__changes_recover(mux, ctx, err);
 	if (rc)
 		return rc;

@@ -34,17 +34,25 @@ static inline struct smux_backend *mf_file(const char *name, const char *path)
 	return b;
 }
 
-/* Opens the mirror over the two members, its journal in @state. */
-static inline void mf_mux(struct mf *t, const char *state)
+/* Opens the mux (@mode; a: a shield's origin) over the two members,
+ * its journal in @state. */
+static inline void mf_mux_mode(struct mf *t, const char *state,
+			       enum smux_mode mode)
 {
 	struct smux_mux_opts o = {
-		.mode = SMUX_MODE_MIRROR,
+		.mode = mode,
 		.events = t->ev->bus,
 		.state_dir = state,
 	};
 	struct smux_backend *bs[2] = {t->fa, t->fb};
 
 	t->mux = mh_mux("m", &o, bs, NULL, 2);
+}
+
+/* Opens the mirror over the two members, its journal in @state. */
+static inline void mf_mux(struct mf *t, const char *state)
+{
+	mf_mux_mode(t, state, SMUX_MODE_MIRROR);
 }
 
 static inline int mf_setup(void **state)

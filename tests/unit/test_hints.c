@@ -1084,6 +1084,16 @@ static void test_change_notes(void **state)
 	}
 	hj_quiesce(h);
 	assert_true(count_lines(env->path) >= 400);
+	/* past 8192 of them, a compaction after all */
+	for (int i = 0; i < 4200; i++) {
+		struct smux__note r = ren;
+
+		assert_int_equal(smux__hints_note_lazy(h, &r, &err), 0);
+		assert_int_equal(smux__hints_note_end_lazy(h, &r.id, 1, &err),
+				 0);
+	}
+	hj_quiesce(h);
+	assert_true(count_lines(env->path) < 8800);
 	smux__hints_close(h);
 
 	expect_load_error(env,

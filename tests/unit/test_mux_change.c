@@ -242,6 +242,90 @@ static void test_link_completed(void **state)
 	assert_string_equal(ev.failed[0], "b");
 }
 
+/* Each replica missed a write of one of the keys: a of the destination,
+ * b of the source. The rename, made on a, is a rename from a source a
+ * did not miss: it happened, b gets the hints a live rename leaves it,
+ * and a's hint for the destination is superseded - its copy, the only
+ * one of the source's newest content, is never replaced by b's older
+ * destination. */
+static void test_cross_stale(void **state)
+{
+	struct mf *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_error err;
+
+	MH_OK(mh_put(t->fa, "src", "v2 only on a", &err), &err);
+	MH_OK(mh_put(t->fb, "src", "v1", &err), &err);
+	MH_OK(smux__hints_add(m->hints, "b", "src", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	MH_OK(mh_put(t->fa, "dst", "dst older", &err), &err);
+	MH_OK(mh_put(t->fb, "dst", "dst latest", &err), &err);
+	MH_OK(smux__hints_add(m->hints, "a", "dst", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	renamed_on_a(t, "v2 only on a");
+}
+
+/* Shield: the origin (a) alone says whether the change happened. A
+ * rename made on the mirror (b) only is undone there (the live rule:
+ * the origin takes every write or none goes anywhere). */
+static void test_shield_origin_decides(void **state)
+{
+	struct mf *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "kept", &err), &err);
+	die_during(t, "src", "dst");
+	MH_OK(smux_backend_rename(t->fb, &t->ctx, "src", "dst", &err), &err);
+	mf_mux_mode(t, t->state, SMUX_MODE_SHIELD);
+	repair(t);
+	MH_HOLDS(t->fa, "src", "kept");
+	MH_HOLDS(t->fb, "src", "kept");
+	MH_LACKS(t->fa, "dst");
+	MH_LACKS(t->fb, "dst");
+}
+
+/* A note whose end was lost (its write failed) is older than a later
+ * change of its key: only the newest note of a key is rolled forward.
+ * The old "delete k", taken for a crash's, deleted k on b - and with it
+ * the rename a made of k. */
+static void test_older_note_of_key_ended(void **state)
+{
+	struct mf *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux__note n = {.type = SMUX__NOTE_CHANGE,
+			       .kind = SMUX__HINT_DEL,
+			       .replica = SMUX__INTENT_ALL,
+			       .key = "k"};
+	struct smux_error err;
+
+	MH_OK(smux__hints_note_lazy(m->hints, &n, &err), &err); /* not ended */
+	MH_OK(mh_put(t->mux, "k", "data", &err), &err);
+	die_during(t, "k", "j");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "k", "j", &err), &err);
+	mf_mux(t, t->state);
+	repair(t);
+	MH_LACKS(t->fa, "k");
+	MH_LACKS(t->fb, "k");
+	MH_HOLDS(t->fa, "j", "data");
+	MH_HOLDS(t->fb, "j", "data");
+}
+
+/* A name a link would make, already there on b as another file, is no
+ * sign that the link happened there: it happened nowhere, a gets no
+ * link. */
+static void test_link_name_there_before(void **state)
+{
+	struct mf *t = *state;
+	struct smux_error err;
+
+	MH_OK(mh_put(t->mux, "src", "linked", &err), &err);
+	MH_OK(mh_put(t->fb, "dst", "another file", &err), &err);
+	die_in(t, SMUX__OP_LINK, "src", "dst");
+	mf_mux(t, t->state);
+	MH_LACKS(t->fa, "dst");
+	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 0);
+}
+
 /* Renames, deletes and links through the mux end their notes. */
 static void test_live_changes_end(void **state)
 {
@@ -280,6 +364,14 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_link_completed, mf_setup,
 						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_cross_stale, mf_setup,
+						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_shield_origin_decides,
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_older_note_of_key_ended,
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_link_name_there_before,
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};
