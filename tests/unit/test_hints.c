@@ -1007,6 +1007,23 @@ static void test_notes_round_trip(void **state)
 	smux__hints_close(h);
 }
 
+/* @n copies of @note written and ended without a sync, as a rename
+ * loop's; then any compaction they started is over. */
+static void lazy_notes(struct smux__hints *h, const struct smux__note *note,
+		       int n)
+{
+	struct smux_error err = {0};
+
+	for (int i = 0; i < n; i++) {
+		struct smux__note r = *note;
+
+		assert_int_equal(smux__hints_note_lazy(h, &r, &err), 0);
+		assert_int_equal(smux__hints_note_end_lazy(h, &r.id, 1, &err),
+				 0);
+	}
+	hj_quiesce(h);
+}
+
 /* A change note (mux_change.c): a rename carries its new name ("to"), a
  * delete none; written without a sync, ended the same way, and loaded at
  * open; hundreds of them make no compaction. A rename without its new name, a delete with one, is refused -
@@ -1075,24 +1092,10 @@ static void test_change_notes(void **state)
 	/* a rename loop's notes: no compaction (a sync of the file
 	 * and its directory) every 64 records, as for synced ones */
 	h = open_ok(env->dir);
-	for (int i = 0; i < 200; i++) {
-		struct smux__note r = ren;
-
-		assert_int_equal(smux__hints_note_lazy(h, &r, &err), 0);
-		assert_int_equal(smux__hints_note_end_lazy(h, &r.id, 1, &err),
-				 0);
-	}
-	hj_quiesce(h);
+	lazy_notes(h, &ren, 200);
 	assert_true(count_lines(env->path) >= 400);
 	/* past 8192 of them, a compaction after all */
-	for (int i = 0; i < 4200; i++) {
-		struct smux__note r = ren;
-
-		assert_int_equal(smux__hints_note_lazy(h, &r, &err), 0);
-		assert_int_equal(smux__hints_note_end_lazy(h, &r.id, 1, &err),
-				 0);
-	}
-	hj_quiesce(h);
+	lazy_notes(h, &ren, 4200);
 	assert_true(count_lines(env->path) < 8800);
 	smux__hints_close(h);
 
