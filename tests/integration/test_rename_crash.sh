@@ -21,7 +21,9 @@
 #     replica up) killed between the two replicas' renames (strace delays
 #     the second's renameat2): the remount completes it on the other (it
 #     was not journaled: the tree stayed under d/ on one replica and e/
-#     on the other for good);
+#     on the other for good), in one call there, so a hard link inside
+#     stays one (the completion key by key made the replica that had
+#     renamed copy each name from the other: two files);
 #   - a rename that ends normally leaves no record, and a record that is
 #     not valid JSON is left alone with a log line naming the file;
 #   - a second mount of the same config (same state_dir; one s3 backend
@@ -142,6 +144,7 @@ cfg_file o2 "$T/o2"
 mount_smux "$T/one.conf" "$M"
 mkdir "$M/d"
 echo inside >"$M/d/file"
+ln "$M/d/file" "$M/d/hl" # a hard link the completion must keep
 take_fg_daemon "$M"
 OPID=$FG_PID
 # o2's rename waits 3 s before it runs; o1's runs at once
@@ -162,9 +165,12 @@ wait "$MVPID" 2>/dev/null || true
 _smux_umount "$M" || true
 _smux_forget_mount "$M"
 mount_smux "$T/one.conf" "$M"
+sleep 1 # the hints' replays, if the completion left any
 for r in o1 o2; do
 	[ ! -e "$T/$r/d" ] || fail "$r still holds d/ after the remount"
 	[ "$(cat "$T/$r/e/file" 2>&1)" = inside ] || fail "$r/e/file: $(cat "$T/$r/e/file" 2>&1)"
+	[ "$(stat -c %i "$T/$r/e/hl")" = "$(stat -c %i "$T/$r/e/file")" ] ||
+		fail "$r: e/hl is no longer a link of e/file (links: $(stat -c %h "$T/$r/e/file"))"
 done
 unmount_smux "$M"
 
