@@ -621,10 +621,26 @@ out:
 	return rc;
 }
 
+/*
+ * A directory rename a crash interrupted (rename_journal.c): first in one
+ * call per replica where the root can - a replica that renamed already
+ * has nothing of @from and is left as it is (mux_every_member), the
+ * others rename their tree, hard links and all. Key by key only where
+ * that cannot be (or fails: it is undone, all or nothing): there a
+ * replica that renamed already misses each name, and its hints' replays
+ * copy each file - two names of one file become two files.
+ */
 int smuxfs_rename_dir_redo(struct smuxfs *fs, const char *from, const char *to)
 {
-	int rc = move_keys(fs, from, to, true);
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc = -1;
 
+	smuxfs_ctx(&ctx);
+	if (smux_backend_caps(fs->root) & SMUX_CAP_DIR_RENAME)
+		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
+	if (rc != 0)
+		rc = move_keys(fs, from, to, true);
 	smuxfs_dircache_changed(fs, NULL, true);
 	return rc;
 }
