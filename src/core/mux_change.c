@@ -12,8 +12,8 @@
  *
  * So before the calls, the change is noted in the hint journal (a note
  * of type SMUX__NOTE_CHANGE: the key, the kind - PUT for a rename or a
- * link with its new name, DEL for a delete), and the note ends once every call
- * returned (the replicas that failed hold hints by then). Both records
+ * link with its new name, DEL for a delete), and the note ends once
+ * every call returned (the replicas that failed hold hints by then). Both records
  * are written, not synced: a rename asks no disk flush of a local
  * filesystem unless the program asks for durability (issue 8 item 6),
  * and a write(2) already outlives a killed daemon; after a power loss
@@ -141,7 +141,6 @@ int smux__changes_load(struct smux_mux *mux)
 			break;
 		}
 		c->note = list[i].id;
-		c->kind = list[i].kind;
 		c->key = list[i].key;
 		c->to = list[i].to;
 		c->link = list[i].link;

@@ -98,8 +98,7 @@ struct mux_note {
 /* A change (rename, delete, link) a dead daemon left under way (mux_change.c);
  * protected by the mux's change_lock. */
 struct mux_change {
-	uint64_t note; /* its journal note */
-	enum smux__hint_kind kind;
+	uint64_t note;	/* its journal note */
 	char *key, *to; /* to: a rename's or link's new name; NULL: delete */
 	bool link;
 	bool told; /* its failure was told (an event) */

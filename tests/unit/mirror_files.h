@@ -9,6 +9,7 @@
 #ifndef SMUX_TESTS_MIRROR_FILES_H
 #define SMUX_TESTS_MIRROR_FILES_H
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -53,6 +54,21 @@ static inline void mf_mux_mode(struct mf *t, const char *state,
 static inline void mf_mux(struct mf *t, const char *state)
 {
 	mf_mux_mode(t, state, SMUX_MODE_MIRROR);
+}
+
+/* @k1 and @k2 are one file of two names (a hard link) in the backing
+ * directory @dir. */
+static inline void mf_one_file(const char *dir, const char *k1, const char *k2)
+{
+	char p1[PATH_MAX], p2[PATH_MAX];
+	struct stat s1, s2;
+
+	snprintf(p1, sizeof(p1), "%s/%s", dir, k1);
+	snprintf(p2, sizeof(p2), "%s/%s", dir, k2);
+	assert_int_equal(stat(p1, &s1), 0);
+	assert_int_equal(stat(p2, &s2), 0);
+	assert_true(s1.st_ino == s2.st_ino);
+	assert_int_equal(s1.st_nlink, 2);
 }
 
 static inline int mf_setup(void **state)
