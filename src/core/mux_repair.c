@@ -459,6 +459,75 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* A (replica, key) pair one repair is replaying; on that repair's stack,
+ * in mux->replaying while it replays. */
+struct mux_replay {
+	const char *replica, *key; /* borrowed from that repair's hint list */
+	struct mux_replay *next;
+};
+
+/* True when a repair is replaying (@replica, @key); caller holds
+ * replay_lock. */
+static bool replaying(struct smux_mux *mux, const char *replica,
+		      const char *key)
+{
+	for (struct mux_replay *r = mux->replaying; r; r = r->next)
+		if (strcmp(r->replica, replica) == 0 &&
+		    strcmp(r->key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Claims (@replica, @key) with @r (both borrowed while claimed); false
+ * when another repair is replaying it. */
+static bool replay_claim(struct smux_mux *mux, struct mux_replay *r,
+			 const char *replica, const char *key)
+{
+	bool ok;
+
+	pthread_mutex_lock(&mux->replay_lock);
+	ok = !replaying(mux, replica, key);
+	if (ok) {
+		r->replica = replica;
+		r->key = key;
+		r->next = mux->replaying;
+		mux->replaying = r;
+	}
+	pthread_mutex_unlock(&mux->replay_lock);
+	return ok;
+}
+
+static void replay_release(struct smux_mux *mux, struct mux_replay *r)
+{
+	struct mux_replay **pp;
+
+	pthread_mutex_lock(&mux->replay_lock);
+	for (pp = &mux->replaying; *pp != r; pp = &(*pp)->next)
+		;
+	*pp = r->next;
+	pthread_mutex_unlock(&mux->replay_lock);
+}
+
+/* Waits until no repair replays (@replica, @key); 0 or @ctx's error. */
+static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       const char *replica, const char *key,
+		       struct smux_error *err)
+{
+	for (;;) {
+		bool busy;
+		int rc;
+
+		pthread_mutex_lock(&mux->replay_lock);
+		busy = replaying(mux, replica, key);
+		pthread_mutex_unlock(&mux->replay_lock);
+		if (!busy)
+			return 0;
+		rc = smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, err);
+		if (rc)
+			return rc;
+	}
+}
+
 /* The chunk same_bytes compares at a time. */
 #define SAME_CHUNK ((size_t)1 << 20)
 
@@ -576,6 +645,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
 		bool probe = false, got, same = false, put = false, missed;
+		struct mux_replay claim;
 		uint64_t id = 0;
 
 		if ((int)i == src)
@@ -594,6 +664,17 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * already (an acknowledged write it missed) stays as it is,
 		 * for the repair's replay; ours is done only once the copy
 		 * was made (a writer that opened the key meanwhile skips it) */
+		/* and the pair is claimed, as a replay claims it: another
+		 * repair's replay of that hint meanwhile (the background
+		 * thread's) made a new file of its copy, and a hard link was
+		 * split (test_stale_hint_not_replayed_meanwhile); one that
+		 * replays a hint the replica had is waited for */
+		while (!replay_claim(mux, &claim, v->m[i]->name, key) &&
+		       (rc = replay_wait(mux, ctx, v->m[i]->name, key, err)) ==
+			       0)
+			;
+		if (rc)
+			break;
 		missed = smux__hints_has(mux->hints, v->m[i]->name, key);
 		if (!missed)
 			rc = smux__hints_add(mux->hints, v->m[i]->name, key,
@@ -603,6 +684,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 				     false, &probe, &got, &put, err);
 		if (rc == 0 && put && !missed)
 			(void)smux__hints_done(mux->hints, id, NULL);
+		replay_release(mux, &claim);
 		if (rc == 0 && ev->n_failed < SMUX_EVENT_MAX_FAILED)
 			snprintf(ev->failed[ev->n_failed++],
 				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
@@ -617,71 +699,6 @@ out:
 }
 
 void (*smux__reconcile_hook_copied)(struct smux_mux *mux, const char *key);
-
-/* A (replica, key) pair one repair is replaying; on that repair's stack,
- * in mux->replaying while it replays. */
-struct mux_replay {
-	const char *replica, *key; /* borrowed from that repair's hint list */
-	struct mux_replay *next;
-};
-
-/* True when a repair is replaying @h's pair; caller holds replay_lock. */
-static bool replaying(struct smux_mux *mux, const struct smux__hint *h)
-{
-	for (struct mux_replay *r = mux->replaying; r; r = r->next)
-		if (strcmp(r->replica, h->replica) == 0 &&
-		    strcmp(r->key, h->key) == 0)
-			return true;
-	return false;
-}
-
-/* Claims @h's pair with @r; false when another repair is replaying it. */
-static bool replay_claim(struct smux_mux *mux, struct mux_replay *r,
-			 const struct smux__hint *h)
-{
-	bool ok;
-
-	pthread_mutex_lock(&mux->replay_lock);
-	ok = !replaying(mux, h);
-	if (ok) {
-		r->replica = h->replica;
-		r->key = h->key;
-		r->next = mux->replaying;
-		mux->replaying = r;
-	}
-	pthread_mutex_unlock(&mux->replay_lock);
-	return ok;
-}
-
-static void replay_release(struct smux_mux *mux, struct mux_replay *r)
-{
-	struct mux_replay **pp;
-
-	pthread_mutex_lock(&mux->replay_lock);
-	for (pp = &mux->replaying; *pp != r; pp = &(*pp)->next)
-		;
-	*pp = r->next;
-	pthread_mutex_unlock(&mux->replay_lock);
-}
-
-/* Waits until no repair replays @h's pair; 0 or @ctx's error. */
-static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       const struct smux__hint *h, struct smux_error *err)
-{
-	for (;;) {
-		bool busy;
-		int rc;
-
-		pthread_mutex_lock(&mux->replay_lock);
-		busy = replaying(mux, h);
-		pthread_mutex_unlock(&mux->replay_lock);
-		if (!busy)
-			return 0;
-		rc = smux_ctx_sleep(ctx, 2 * 1000000LL, mux->base.name, err);
-		if (rc)
-			return rc;
-	}
-}
 
 /*
  * smux__health_acquire for a replay on @m. A down member whose cooldown is
@@ -744,15 +761,15 @@ static int claim_or_wait(struct smux_mux *mux, struct repair_run *run,
 {
 	int rc;
 
-	if (replay_claim(mux, claim, h))
+	if (replay_claim(mux, claim, h->replica, h->key))
 		return 1;
 	if (!run->wait)
 		return 0;
-	rc = replay_wait(mux, run->ctx, h, err);
+	rc = replay_wait(mux, run->ctx, h->replica, h->key, err);
 	if (rc)
 		return rc;
 	return smux__hints_has(mux->hints, h->replica, h->key) &&
-	       replay_claim(mux, claim, h);
+	       replay_claim(mux, claim, h->replica, h->key);
 }
 
 static int repair_intent(struct repair_run *run, const struct smux__hint *h,
