@@ -155,16 +155,18 @@ void smux__hints_free_list(struct smux__hint *list, int n);
  *    "kind":"put","hint":0}
  * and a done record ({"op":"done","id":9}) ends it; a change note
  * (mux_change.c) has "note":"change", replica "*" and, for a rename or
- * a link ("link":true), the new name in "to". A journal written before
- * notes existed has none and loads as before.
+ * a link ("link":true), the new name in "to"; a change in place has
+ * "kind":"intent". A journal written before notes existed has none and
+ * loads as before.
  */
 enum smux__note_type {
 	SMUX__NOTE_FRESH,
 	SMUX__NOTE_DEPARTED,
 	/* a one-call change every replica makes (mux_change.c): a rename
-	 * or, with link, a hard link (kind PUT, key -> to) or a delete
-	 * (kind DEL), replica SMUX__INTENT_ALL; one a dead daemon left is
-	 * rolled forward */
+	 * or, with link, a hard link (kind PUT, key -> to), a delete (kind
+	 * DEL), or a change of the key where it is - a put, setattr or
+	 * xattr (kind INTENT: "kind":"intent"); replica SMUX__INTENT_ALL.
+	 * One a dead daemon left is rolled forward */
 	SMUX__NOTE_CHANGE,
 };
 

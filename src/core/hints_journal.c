@@ -353,7 +353,8 @@ static int load_note(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 		snprintf(why, whylen, "missing or bad \"note\"");
 		return -EINVAL;
 	}
-	rc = get_kind(o, false, &n.kind, why, whylen);
+	/* intent: a change note of a key changed in place (hn_valid) */
+	rc = get_kind(o, n.type == SMUX__NOTE_CHANGE, &n.kind, why, whylen);
 	if (rc)
 		return rc;
 	if (!json_is_integer(hint) || json_integer_value(hint) < 0) {

@@ -145,9 +145,13 @@ bool hn_valid(const struct smux__note *n)
 	case SMUX__NOTE_CHANGE:
 		if (strcmp(n->replica, SMUX__INTENT_ALL) != 0)
 			return false;
-		return n->kind == SMUX__HINT_PUT ? n->to && *n->to
-						 : n->kind == SMUX__HINT_DEL &&
-							   !n->to && !n->link;
+		/* a rename or link (its new name), a delete, or a change in
+		 * place (INTENT) */
+		if (n->kind == SMUX__HINT_PUT)
+			return n->to && *n->to;
+		return (n->kind == SMUX__HINT_DEL ||
+			n->kind == SMUX__HINT_INTENT) &&
+		       !n->to && !n->link;
 	}
 	return false;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mux_change.c - one-call changes every replica makes: a rename, a
- * delete or a hard link fanned out by a mirror or shield (issue 8, "lose
- * nothing").
+ * delete, a hard link, or a change of a key where it is (a put, copy,
+ * setattr, setxattr or removexattr; a staged writer's commit) fanned out
+ * by a mirror or shield (issue 8, "lose nothing").
  *
  * Such a change is one call per replica. A daemon killed between two of
  * them left the replicas different for good: a file renamed on one and
@@ -39,13 +40,22 @@
  * event (storage-mux.reconciled) names the key, a replica the change
  * happened on (name) and the replicas completed or hinted (updated).
  *
+ * A change in place (kind INTENT) has no sign to look for: a chmod, a
+ * put of the same size or a setfattr may have landed on any of the
+ * replicas. Its note becomes a write intent of the key (reconcile_later),
+ * and the repair reconciles it as one an in-place writer left: the newest
+ * copy, or where the bytes agree the first replica's mode, owner and
+ * extended attributes, made every replica's (mux_repair.c, mux_meta.c).
+ *
  * A note waits only when no member (shield: the origin) can say, a user
  * writer holds one of its keys, or the journal failed; the repair then
  * tries it first at every pass (its failure told once), and no hint of
  * its keys is replayed meanwhile (smux__change_waits).
  *
  * A journal written with change notes does not open in a build from
- * before them ("missing or bad \"note\"", with its file and line).
+ * before them ("missing or bad \"note\"", with its file and line), nor
+ * one with a change in place in a build from before those ("missing or
+ * bad \"kind\""): refused, never read as a rename or delete.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -60,27 +70,16 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 	smux_events_emit(mux->events, ev);
 }
 
-int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
-		       uint64_t *id, struct smux_error *err)
+/* Notes @n when the mux fans its writes out to several members. */
+static int note_begin(struct smux_mux *mux, struct smux__note *n, uint64_t *id,
+		      struct smux_error *err)
 {
-	struct smux__note n = {.type = SMUX__NOTE_CHANGE,
-			       .replica = SMUX__INTENT_ALL,
-			       .key = (char *)call->key};
 	struct mux_view *v;
 	unsigned members;
 
 	*id = 0;
 	if (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD)
 		return 0;
-	if (call->op == SMUX__OP_RENAME || call->op == SMUX__OP_LINK) {
-		n.kind = SMUX__HINT_PUT;
-		n.to = (char *)call->key2;
-		n.link = call->op == SMUX__OP_LINK;
-	} else if (call->op == SMUX__OP_DEL) {
-		n.kind = SMUX__HINT_DEL;
-	} else {
-		return 0;
-	}
 	v = smux__view_get(mux);
 	members = v->n;
 	smux__view_put(v);
@@ -88,9 +87,54 @@ int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 		return 0; /* one call: nothing to leave between two */
 	/* a journal that fails (its disk full) leaves the change without
 	 * its note, not refused: an rm must free space there too */
-	if (smux__hints_note_lazy(mux->hints, &n, err) == 0)
-		*id = n.id;
+	if (smux__hints_note_lazy(mux->hints, n, err) == 0)
+		*id = n->id;
 	return 0;
+}
+
+int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
+		       uint64_t *id, struct smux_error *err)
+{
+	struct smux__note n = {.type = SMUX__NOTE_CHANGE,
+			       .replica = SMUX__INTENT_ALL,
+			       .key = (char *)call->key};
+
+	*id = 0;
+	switch (call->op) {
+	case SMUX__OP_RENAME:
+	case SMUX__OP_LINK:
+		n.kind = SMUX__HINT_PUT;
+		n.to = (char *)call->key2;
+		n.link = call->op == SMUX__OP_LINK;
+		break;
+	case SMUX__OP_DEL:
+		n.kind = SMUX__HINT_DEL;
+		break;
+	case SMUX__OP_COPY: /* the copy's destination changes */
+		n.key = (char *)call->key2;
+		n.kind = SMUX__HINT_INTENT;
+		break;
+	case SMUX__OP_PUT:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		n.kind = SMUX__HINT_INTENT;
+		break;
+	default:
+		return 0; /* a sync changes nothing */
+	}
+	return note_begin(mux, &n, id, err);
+}
+
+int smux__change_begin_key(struct smux_mux *mux, const char *key, uint64_t *id,
+			   struct smux_error *err)
+{
+	struct smux__note n = {.type = SMUX__NOTE_CHANGE,
+			       .replica = SMUX__INTENT_ALL,
+			       .key = (char *)key,
+			       .kind = SMUX__HINT_INTENT};
+
+	return note_begin(mux, &n, id, err);
 }
 
 void smux__change_end(struct smux_mux *mux, uint64_t id)
@@ -144,6 +188,7 @@ int smux__changes_load(struct smux_mux *mux)
 		c->key = list[i].key;
 		c->to = list[i].to;
 		c->link = list[i].link;
+		c->in_place = list[i].kind == SMUX__HINT_INTENT;
 		list[i].key = NULL; /* taken */
 		list[i].to = NULL;
 		*tail = c;
@@ -339,6 +384,22 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/*
+ * A change in place (a put, setattr or xattr) left some replicas with it
+ * and others without, with nothing to tell which is the change: its key
+ * gets a write intent, which the repair reconciles as one an in-place
+ * writer left (the newest copy, then its mode, owner and extended
+ * attributes, onto the others; mux_repair.c). Either outcome is right -
+ * the call never returned -, as long as the replicas agree. 0, or the
+ * journal's error.
+ */
+static long reconcile_later(struct smux_mux *mux, const struct mux_change *c,
+			    struct smux_error *err)
+{
+	return smux__hints_add(mux->hints, SMUX__INTENT_ALL, c->key,
+			       SMUX__HINT_INTENT, NULL, err);
+}
+
 int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux_error *err)
 {
@@ -356,7 +417,8 @@ int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
 		struct smux_error e = {0};
 
 		snprintf(ev.key, sizeof(ev.key), "%s", c->key);
-		if (roll_forward(mux, ctx, v, c, &ev, &e) != 0) {
+		if (c->in_place ? reconcile_later(mux, c, &e)
+				: roll_forward(mux, ctx, v, c, &ev, &e)) {
 			ev.has_cause = true;
 			ev.cause = e.e;
 			if (!c->told) /* once, not at every pass */

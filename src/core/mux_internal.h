@@ -101,7 +101,8 @@ struct mux_change {
 	uint64_t note;	/* its journal note */
 	char *key, *to; /* to: a rename's or link's new name; NULL: delete */
 	bool link;
-	bool told; /* its failure was told (an event) */
+	bool in_place; /* a put, setattr or xattr: reconciled (no to) */
+	bool told;     /* its failure was told (an event) */
 	struct mux_change *next;
 };
 
@@ -289,6 +290,35 @@ long smux__attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
 		       bool probe, struct smux_error *err);
+
+/* mux_meta.c: whether two replicas of a key are the same */
+
+/* Whether @a and @b hold the same @size bytes of @key (*@same; read from
+ * both, chunk by chunk: the same version token is not the same bytes). 0
+ * or the failure. */
+long smux__meta_same_bytes(struct smux_mux *mux, const struct smux_ctx *ctx,
+			   struct mux_member *a, struct mux_member *b,
+			   const char *key, uint64_t size, bool *same,
+			   struct smux_error *err);
+/*
+ * Makes the user. extended attributes of @key on @dst those of @src (after
+ * a copy: the new object has none, a directory may keep old ones). Nothing
+ * to do unless both members keep them. 0 or the first failure.
+ */
+long smux__meta_copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct mux_member *src, struct mux_member *dst,
+			    const char *key, struct smux_error *err);
+/*
+ * @dst's copy of @key (HEAD @di) made @src's (@si) in what the same bytes
+ * leave open: mode, owner and user. extended attributes (a chmod, chown
+ * or setfattr killed between the replicas). *@fixed: something differed
+ * and was set. 0 or the first failure.
+ */
+long smux__meta_fix(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    struct mux_member *src, struct mux_member *dst,
+		    const char *key, const struct smux_info *si,
+		    const struct smux_info *di, bool *fixed,
+		    struct smux_error *err);
 
 /*
  * Counts a call on @m in flight (the caller decrements health.in_flight
@@ -681,14 +711,20 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 			  const char *key, struct smux_reader **out,
 			  struct smux_error *err);
 
-/* mux_change.c: renames, deletes and links every replica makes */
+/* mux_change.c: renames, deletes, links and changes in place every
+ * replica makes */
 
-/* Before @call fans out (a rename, delete or link on a mirror or shield of
- * several members): its note, written before it returns (not synced);
- * *@id 0 when it needs none or the journal could not take it (the call
- * goes ahead without). Always 0. */
+/* Before @call fans out (a rename, delete, link, put, copy, setattr,
+ * setxattr or removexattr on a mirror or shield of several members): its
+ * note, written before it returns (not synced); *@id 0 when it needs none
+ * or the journal could not take it (the call goes ahead without). Always
+ * 0. */
 int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 		       uint64_t *id, struct smux_error *err);
+/* smux__change_begin of a change of @key where it is that is not one
+ * call (a fan-out writer's commit). */
+int smux__change_begin_key(struct smux_mux *mux, const char *key, uint64_t *id,
+			   struct smux_error *err);
 /* Every member's call of change @id returned: its note ends. */
 void smux__change_end(struct smux_mux *mux, uint64_t id);
 /* At open: the changes the journal holds (a dead daemon's). 0 or

@@ -23,10 +23,12 @@
  *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
- * mtime, then the larger) of a member without a hint pending for it (one
- * with a hint missed an acknowledged write) is copied onto the members
- * whose version differs, and an event (storage-mux.reconciled) names the
- * key.
+ * mtime, then the larger; a directory: the first) of a member without a
+ * hint pending for it (one with a hint missed an acknowledged write) is
+ * copied onto the members whose bytes differ, its mode, owner and
+ * extended attributes set where only they differ (mux_meta.c), and an
+ * event (storage-mux.reconciled) names the key. A put, setattr or xattr
+ * change a dead daemon left half made is reconciled so (mux_change.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,93 +67,6 @@ long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, call, err);
 	atomic_fetch_sub(&m->health.in_flight, 1);
 	smux__attempt_done(mux, ctx, m, probe, t0, rc < 0 ? err : NULL, NULL);
-	return rc;
-}
-
-/* Whether @name is one of the @len bytes of NUL-terminated names. */
-static bool xattr_listed(const char *names, size_t len, const char *name)
-{
-	for (size_t at = 0; at < len; at += strlen(names + at) + 1)
-		if (strcmp(names + at, name) == 0)
-			return true;
-	return false;
-}
-
-/*
- * Makes the user. extended attributes of @key on @dst those of @src (after
- * a copy: the new object has none, a directory may keep old ones). Nothing
- * to do unless both members keep them. 0 or the first failure.
- */
-static long copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct mux_member *src, struct mux_member *dst,
-			const char *key, struct smux_error *err)
-{
-	char *names = NULL, *old = NULL, *value = NULL;
-	long n_names = 0, n_old = 0, rc, n;
-	struct smux__call call = {.key = key};
-
-	if (!(smux_backend_caps(src->backend) &
-	      smux_backend_caps(dst->backend) & SMUX_CAP_XATTR))
-		return 0;
-	names = malloc(SMUX_XATTR_SIZE_MAX);
-	old = malloc(SMUX_XATTR_SIZE_MAX);
-	value = malloc(SMUX_XATTR_SIZE_MAX);
-	if (!names || !old || !value) {
-		rc = smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
-				    "repair of %s: xattr buffers", key);
-		goto out_free;
-	}
-	call.op = SMUX__OP_LISTXATTR;
-	call.rbuf = names;
-	call.len = SMUX_XATTR_SIZE_MAX;
-	call.nread = &n_names;
-	rc = smux__member_call(mux, ctx, src, &call, false, err);
-	if (rc < 0)
-		goto out_free;
-	call.rbuf = old;
-	call.nread = &n_old;
-	rc = smux__member_call(mux, ctx, dst, &call, false, err);
-	if (rc < 0)
-		goto out_free;
-	/* names @dst has and @src has not */
-	for (long at = 0; at < n_old; at += (long)strlen(old + at) + 1) {
-		struct smux__call rm = {.op = SMUX__OP_REMOVEXATTR,
-					.key = key,
-					.key2 = old + at};
-
-		if (xattr_listed(names, (size_t)n_names, old + at))
-			continue;
-		rc = smux__member_call(mux, ctx, dst, &rm, false, err);
-		if (rc < 0 && err->e.code != SMUX_E_NO_ATTR)
-			goto out_free;
-	}
-	for (long at = 0; at < n_names; at += (long)strlen(names + at) + 1) {
-		struct smux__call get = {.op = SMUX__OP_GETXATTR,
-					 .key = key,
-					 .key2 = names + at,
-					 .rbuf = value,
-					 .len = SMUX_XATTR_SIZE_MAX,
-					 .nread = &n};
-		struct smux__call set = {.op = SMUX__OP_SETXATTR,
-					 .key = key,
-					 .key2 = names + at,
-					 .wbuf = value};
-
-		rc = smux__member_call(mux, ctx, src, &get, false, err);
-		if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
-			continue; /* removed meanwhile */
-		if (rc < 0)
-			goto out_free;
-		set.len = (size_t)rc;
-		rc = smux__member_call(mux, ctx, dst, &set, false, err);
-		if (rc < 0)
-			goto out_free;
-	}
-	rc = 0;
-out_free:
-	free(value);
-	free(old);
-	free(names);
 	return rc;
 }
 
@@ -274,7 +189,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
 		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
 		    !S_ISSOCK(info.mode))
-			rc = copy_xattrs(mux, ctx, src, dst, key, err);
+			rc = smux__meta_copy_xattrs(mux, ctx, src, dst, key,
+						    err);
 		if (rc == 0 && put_done)
 			*put_done = true;
 	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
@@ -528,62 +444,6 @@ static int replay_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 }
 
-/* The chunk same_bytes compares at a time. */
-#define SAME_CHUNK ((size_t)1 << 20)
-
-/*
- * Whether @a and @b hold the same @size bytes of @key (read from both,
- * chunk by chunk). Two replicas of a file backend with the same size and
- * mtime are not the same file: a crash in the middle of an in-place
- * write that landed on one replica leaves both with the mtime the last
- * commit gave them (the version token is size and mtime), and the
- * reconcile left them different, reads racing between them.
- */
-static long same_bytes(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct mux_member *a, struct mux_member *b,
-		       const char *key, uint64_t size, bool *same,
-		       struct smux_error *err)
-{
-	unsigned char *buf = malloc(2 * SAME_CHUNK);
-	uint64_t off = 0;
-	long rc = 0;
-
-	*same = false;
-	if (!buf)
-		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
-				      NULL);
-	while (rc == 0 && off < size) {
-		size_t n = size - off < SAME_CHUNK ? (size_t)(size - off)
-						   : SAME_CHUNK;
-		struct smux_get_opts o = {.offset = off, .length = n};
-		struct smux_sink sa, sb;
-		struct smux__call ga = {.op = SMUX__OP_GET,
-					.key = key,
-					.get_opts = &o,
-					.sink = &sa};
-		struct smux__call gb = {.op = SMUX__OP_GET,
-					.key = key,
-					.get_opts = &o,
-					.sink = &sb};
-
-		smux_sink_buf(&sa, buf, n);
-		smux_sink_buf(&sb, buf + SAME_CHUNK, n);
-		rc = smux__member_call(mux, ctx, a, &ga, false, err);
-		if (rc == 0)
-			rc = smux__member_call(mux, ctx, b, &gb, false, err);
-		if (rc < 0)
-			break;
-		if (sa.written != n || sb.written != n ||
-		    memcmp(buf, buf + SAME_CHUNK, n) != 0)
-			goto out; /* not the same (a size changed: copy) */
-		off += n;
-	}
-	*same = rc == 0;
-out:
-	free(buf);
-	return rc < 0 ? rc : 0;
-}
-
 /*
  * Reconciles the replicas of @key after an interrupted in-place write
  * (@ev: fills name and failed[] with the source and the members it was
@@ -597,6 +457,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_info *info = calloc(v->n ? v->n : 1, sizeof(*info));
 	bool *have = calloc(v->n ? v->n : 1, sizeof(*have));
 	bool *stale = calloc(v->n ? v->n : 1, sizeof(*stale));
+	bool marker = smux_key_is_dir(key);
 	int src = -1;
 	long rc = 0;
 
@@ -633,8 +494,9 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * acknowledged write: its copy may look newest (a write
 		 * stuck on it landed after the mux gave up on it) */
 		stale[i] = smux__member_stale(mux, v->m[i], key);
+		/* a directory's mtime is its entries', no version of it */
 		if (have[i] && (src < 0 || (stale[src] && !stale[i]) ||
-				(stale[src] == stale[i] &&
+				(stale[src] == stale[i] && !marker &&
 				 (info[i].mtime_ns > info[src].mtime_ns ||
 				  (info[i].mtime_ns == info[src].mtime_ns &&
 				   info[i].size > info[src].size)))))
@@ -644,20 +506,28 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 		goto out;
 	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
-		bool probe = false, got, same = false, put = false, missed;
+		bool probe = false, got, same = marker, put = false, missed;
+		bool fixed = false;
 		struct mux_replay claim;
 		uint64_t id = 0;
 
 		if ((int)i == src)
 			continue;
-		/* the same version token is not the same bytes: compared */
-		if (have[i] && info[i].size == info[src].size &&
-		    strcmp(info[i].etag, info[src].etag) == 0) {
-			rc = same_bytes(mux, ctx, v->m[src], v->m[i], key,
-					info[src].size, &same, err);
-			if (rc || same)
-				continue;
-		}
+		/* the same version token is not the same bytes: compared;
+		 * the same bytes may differ in mode, owner, xattrs */
+		if (have[i] && !marker && info[i].size == info[src].size &&
+		    strcmp(info[i].etag, info[src].etag) == 0)
+			rc = smux__meta_same_bytes(mux, ctx, v->m[src], v->m[i],
+						   key, info[src].size, &same,
+						   err);
+		if (rc == 0 && have[i] && same)
+			rc = smux__meta_fix(mux, ctx, v->m[src], v->m[i], key,
+					    &info[src], &info[i], &fixed, err);
+		if (rc == 0 && fixed && ev->n_failed < SMUX_EVENT_MAX_FAILED)
+			snprintf(ev->failed[ev->n_failed++],
+				 sizeof(ev->failed[0]), "%s", v->m[i]->name);
+		if (rc || (have[i] && same))
+			continue;
 		/* stale while its copy is partial (an in-place copy of a
 		 * hard-linked file is no atomic replace): a crash meanwhile
 		 * never takes it as the source. A hint it had for the key

@@ -506,6 +506,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	struct smux__fan *f = fan_new(mw);
 	struct smux__call commit = {.op = SMUX__OP_W_COMMIT};
 	struct smux_put_opts po;
+	uint64_t change = 0;
 	int info_from = -1;
 	long rc;
 
@@ -514,6 +515,11 @@ static int fanout_commit(struct smux__mux_writer *mw,
 				      NULL);
 	/* one mtime: the replicas agree on the version */
 	opts = smux__uniform_mtime(&po, opts);
+	/* a staged writer's commits land one per replica: noted until all
+	 * returned (a crash between two is reconciled: mux_change.c); an
+	 * in-place writer has its write intent */
+	if (!mw->inplace)
+		(void)smux__change_begin_key(mux, key, &change, err);
 	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
@@ -548,6 +554,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, f->ok, f->err,
 				 mw->n, err);
 	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
+	smux__change_end(mux, change);
 	free(f);
 	/* the replicas that missed it have hints: the intent is over */
 	if (rc == 0)

@@ -96,7 +96,7 @@ for s in file mirror failover memory; do tests+=("test_exchange.sh $s"); done
 for k in file mirror failover staging; do tests+=("test_unlinked.sh $k"); done
 for k in file mirror failover; do tests+=("test_posix_details.sh $k"); done
 for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
-tests+=("test_crash.sh" "test_rename_crash.sh" "test_change_crash.sh" "test_sync.sh" "test_fanout.sh")
+tests+=("test_crash.sh" "test_rename_crash.sh" "test_change_crash.sh" "test_meta_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh" "test_passthrough.sh" "test_linger.sh" "test_stop_open.sh")
 tests+=("test_rolling_drain.sh")
@@ -140,7 +140,7 @@ tests+=("test_cdn_misconfig.sh")
 # programs, model and the differential exerciser on mirror, the basic
 # test of each backend (test_s3, test_swift, test_http, test_bunny), the
 # model on s3-mirror and test_rcache (ASan); test_crash,
-# test_rename_crash, test_change_crash, test_s3_faults-hung, test_passthrough, test_linger,
+# test_rename_crash, test_change_crash, test_meta_crash, test_s3_faults-hung, test_passthrough, test_linger,
 # test_sticky, test_ctl, test_s3_faults-stop, test_failover errors and
 # hung (normal).
 #
@@ -185,7 +185,7 @@ test_exchange-memory test_failover-recovery test_failover-midrun-failover
 test_failover-single-hung test_failover-hung-probe
 test_failover-midrun-open
 test_inplace_fail-hang test_s3_faults-hung test_linger test_passthrough
-test_crash test_rename_crash test_change_crash test_nospace-mirror test_nospace-failover
+test_crash test_rename_crash test_change_crash test_meta_crash test_nospace-mirror test_nospace-failover
 test_nofile-file test_nofile-failover
 test_s3_requests"
 

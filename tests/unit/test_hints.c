@@ -1040,6 +1040,11 @@ static void test_change_notes(void **state)
 				 .kind = SMUX__HINT_DEL,
 				 .replica = SMUX__INTENT_ALL,
 				 .key = "x"};
+	/* a change in place (a chmod, a put): kind intent, no new name */
+	struct smux__note chg = {.type = SMUX__NOTE_CHANGE,
+				 .kind = SMUX__HINT_INTENT,
+				 .replica = SMUX__INTENT_ALL,
+				 .key = "k"};
 	struct smux__note bad = ren, lnk = ren;
 	struct smux_error err = {0};
 	struct smux__hints *h;
@@ -1078,14 +1083,32 @@ static void test_change_notes(void **state)
 	o = last_record(env->path);
 	assert_field(o, "op", "done");
 	json_decref(o);
+	assert_int_equal(smux__hints_note_lazy(h, &chg, &err), 0);
+	o = last_record(env->path);
+	assert_field(o, "kind", "intent");
+	assert_null(json_object_get(o, "to"));
+	json_decref(o);
+	bad = chg;
+	bad.to = "y"; /* a change in place has no new name */
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
+	bad = chg;
+	bad.link = true;
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
+	bad = chg;
+	bad.type = SMUX__NOTE_FRESH; /* only a change is in place */
+	bad.replica = "r";
+	assert_int_equal(smux__hints_note_lazy(h, &bad, &err), -EINVAL);
 	smux__hints_close(h);
 
 	h = open_ok(env->dir);
 	n = smux__hints_notes(h, &l);
-	assert_int_equal(n, 1);
+	assert_int_equal(n, 2);
 	assert_note(&l[0], ren.id, SMUX__NOTE_CHANGE, SMUX__INTENT_ALL, "dir/a",
 		    SMUX__HINT_PUT, 0);
 	assert_string_equal(l[0].to, "dir/b");
+	assert_note(&l[1], chg.id, SMUX__NOTE_CHANGE, SMUX__INTENT_ALL, "k",
+		    SMUX__HINT_INTENT, 0);
+	assert_null(l[1].to);
 	smux__hints_free_notes(l, n);
 	smux__hints_close(h);
 
@@ -1114,6 +1137,17 @@ static void test_change_notes(void **state)
 			  "\"replica\":\"r1\",\"key\":\"a\",\"kind\":\"del\","
 			  "\"hint\":0}\n",
 			  1, "bad \"change\" note");
+	/* intent: only a change note's kind */
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"fresh\","
+			  "\"replica\":\"r1\",\"key\":\"a\","
+			  "\"kind\":\"intent\",\"hint\":0}\n",
+			  1, "missing or bad \"kind\"");
+	expect_load_error(env,
+			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
+			  "\"replica\":\"*\",\"key\":\"a\",\"to\":\"b\","
+			  "\"kind\":\"intent\",\"hint\":0}\n",
+			  1, "\"to\" in a note that has none");
 	expect_load_error(env,
 			  "{\"op\":\"note\",\"id\":1,\"note\":\"change\","
 			  "\"replica\":\"*\",\"key\":\"a\",\"link\":true,"

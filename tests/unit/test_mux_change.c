@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -320,13 +321,95 @@ static void test_link_name_there_before(void **state)
 	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 0);
 }
 
-/* Renames, deletes and links through the mux end their notes. */
+/* The backing file @dir/@name. */
+static const char *backing(const char *dir, const char *name)
+{
+	static char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+/*
+ * A chmod and a setfattr made on a only (same bytes, same mtime on both):
+ * their in-place note becomes a write intent whose reconcile gives b a's
+ * mode and attribute, with an event naming b. Before, nothing noted them
+ * and b kept 0644 and no attribute for good.
+ */
+static void test_setattr_reconciled(void **state)
+{
+	struct mf *t = *state;
+	char value[8] = "";
+	struct smux_event ev;
+	struct smux_error err;
+	struct stat st;
+
+	MH_OK(mh_put(t->mux, "k", "same", &err), &err);
+	die_in(t, SMUX__OP_SETATTR, "k", NULL);
+	assert_int_equal(chmod(backing(t->a, "k"), 0600), 0);
+	assert_int_equal(setxattr(backing(t->a, "k"), "user.k", "v", 1, 0), 0);
+	mf_mux(t, t->state);
+	repair(t);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	assert_int_equal(stat(backing(t->b, "k"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(getxattr(backing(t->b, "k"), "user.k", value,
+				  sizeof(value) - 1),
+			 1);
+	assert_string_equal(value, "v");
+	MH_HOLDS(t->fb, "k", "same");
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.key, "k");
+	assert_int_equal(ev.n_failed, 1);
+	assert_string_equal(ev.failed[0], "b");
+}
+
+/* A mkdir made on a only is made on b; a directory both have, whose
+ * mtimes differ (their entries'), is not copied: no replica updated. */
+static void test_mkdir_reconciled(void **state)
+{
+	struct mf *t = *state;
+	struct smux_event ev;
+	struct stat st;
+
+	assert_int_equal(mkdir(backing(t->a, "both"), 0755), 0);
+	assert_int_equal(mkdir(backing(t->b, "both"), 0755), 0);
+	assert_int_equal(mkdir(backing(t->b, "both/sub"), 0755), 0);
+	die_in(t, SMUX__OP_PUT, "d/", NULL);
+	assert_int_equal(mkdir(backing(t->a, "d"), 0750), 0);
+	mf_mux(t, t->state);
+	repair(t);
+	assert_int_equal(stat(backing(t->b, "d"), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, 0750);
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.key, "d/");
+	assert_int_equal(ev.n_failed, 1);
+	/* a second daemon's note of "both/": nothing differs there */
+	die_in(t, SMUX__OP_SETATTR, "both/", NULL);
+	mf_mux(t, t->state);
+	repair(t);
+	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 2);
+	assert_true(mh_events_last(t->ev, SMUX_EV_RECONCILED, &ev));
+	assert_string_equal(ev.key, "both/");
+	assert_int_equal(ev.n_failed, 0);
+}
+
+/* Renames, deletes, links, puts, setattrs and xattrs through the mux end
+ * their notes. */
 static void test_live_changes_end(void **state)
 {
+	struct smux_setattr mode = {.flags = SMUX_SET_MODE, .mode = 0600};
 	struct mf *t = *state;
 	struct smux_error err;
 
 	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
+	MH_OK(smux_backend_setattr(t->mux, &t->ctx, "p", &mode, &err), &err);
+	MH_OK(smux_backend_setxattr(t->mux, &t->ctx, "p", "user.a", "1", 1, 0,
+				    &err),
+	      &err);
+	MH_OK(smux_backend_removexattr(t->mux, &t->ctx, "p", "user.a", &err),
+	      &err);
 	MH_OK(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err);
 	MH_OK(smux_backend_link(t->mux, &t->ctx, "q", "r", &err), &err);
 	MH_OK(smux_backend_del(t->mux, &t->ctx, "q", &err), &err);
@@ -366,6 +449,10 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_link_name_there_before,
 						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_setattr_reconciled,
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_reconciled, mf_setup,
+						mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# test_meta_crash.sh - a chmod, touch, mkdir, symlink or setfattr on a
+# mirror, killed (kill -9 of the daemon) after one replica made it and
+# before the other did, leaves the replicas agreeing again after the
+# remount (issue 8, "lose nothing": the change was never acknowledged, so
+# either outcome is right, but one for good - not a mode, a time, a
+# directory or an attribute that depends on which replica answers).
+#
+# strace delays the second replica's call (its openat of the key, or its
+# mkdirat/renameat) by 3 s, so the kill lands between the two. Before the
+# fix nothing recorded these changes: after the remount the replicas kept
+# differing for good (a failover to c2 showed the old mode, no directory,
+# no symlink, no attribute).
+. "$(dirname "$0")/lib.sh"
+
+command -v strace >/dev/null || fail "strace missing (scripts/install-deps.sh)"
+command -v setfattr >/dev/null || fail "setfattr missing (scripts/install-deps.sh)"
+
+M=$T/mnt
+new_config "$T/mc.conf" m
+cfg_mux m mirror "c1 c2"
+cfg_file c1 "$T/c1"
+cfg_file c2 "$T/c2"
+
+# killed CALLS CMD...: runs CMD on the mount with c2's CALLS held 3 s,
+# waits until c1 made the change ($DONE_ON_C1), checks c2 did not yet
+# ($NOT_ON_C2), and kills the daemon.
+killed() {
+	local calls=$1 spid cpid i
+	shift
+	take_fg_daemon "$M"
+	local opid=$FG_PID
+	strace -f -qq -p "$opid" -P "$T/c2" -e trace="$calls" \
+		-e inject="$calls":delay_enter=3000000 -o /dev/null &
+	spid=$!
+	sleep 1
+	"$@" 2>/dev/null &
+	cpid=$!
+	for ((i = 0; i < 100; i++)); do eval "$DONE_ON_C1" && break; sleep 0.02; done
+	eval "$DONE_ON_C1" || fail "c1 did not make the change within 2 s: $*"
+	eval "$NOT_ON_C2" || fail "c2 made the change before the kill (no window): $*"
+	kill -KILL "$opid"
+	wait "$opid" 2>/dev/null || true
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	wait "$cpid" 2>/dev/null || true
+	_smux_umount "$M" || true
+	_smux_forget_mount "$M"
+	log "killed $opid between the replicas: $*"
+}
+
+# agreed KEY WHAT: after the remount, WHAT (a command printing what the
+# replicas must agree on, with %s for the replica's root) prints the same
+# for c1 and c2 within 10 s, and an event names KEY as reconciled.
+agreed() {
+	local key=$1 what=$2 i a b
+	local ev="storage-mux.reconciled.*\"key\":\"$key\""
+	for ((i = 0; i < 100; i++)); do
+		a=$(eval "$(printf "$what" "$T/c1")" 2>&1 || true)
+		b=$(eval "$(printf "$what" "$T/c2")" 2>&1 || true)
+		[ "$a" = "$b" ] && grep -q "$ev" "$T"/smuxfs.*.log && break
+		sleep 0.1
+	done
+	[ "$a" = "$b" ] || fail "$key: replicas still differ: c1: $a; c2: $b"
+	grep -q "$ev" "$T"/smuxfs.*.log ||
+		fail "no reconciled event names $key: $(grep -h reconciled "$T"/smuxfs.*.log)"
+	log "$key: both $a"
+}
+
+log "--- chmod 600 f, killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+echo data >"$M/f"
+sleep 2.5 # the create's write intent ended: no reconcile of its own
+DONE_ON_C1='[ "$(stat -c %a "$T/c1/f")" = 600 ]'
+NOT_ON_C2='[ "$(stat -c %a "$T/c2/f")" = 644 ]'
+killed openat2 chmod 600 "$M/f"
+mount_smux "$T/mc.conf" "$M"
+agreed f 'stat -c %%a %s/f'
+unmount_smux "$M"
+
+log "--- touch -d 2001-01-01 t, killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+echo data >"$M/t"
+sleep 2.5
+DONE_ON_C1='[ "$(stat -c %Y "$T/c1/t")" = 978307200 ]'
+NOT_ON_C2='[ "$(stat -c %Y "$T/c2/t")" != 978307200 ]'
+killed openat2 touch -h -d @978307200 "$M/t"
+mount_smux "$T/mc.conf" "$M"
+agreed t 'stat -c %%Y %s/t'
+unmount_smux "$M"
+
+log "--- setfattr -n user.k -v v x, killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+echo data >"$M/x"
+sleep 2.5
+DONE_ON_C1='getfattr --absolute-names -n user.k "$T/c1/x" >/dev/null 2>&1'
+NOT_ON_C2='! getfattr --absolute-names -n user.k "$T/c2/x" >/dev/null 2>&1'
+killed openat2 setfattr -n user.k -v v "$M/x"
+mount_smux "$T/mc.conf" "$M"
+agreed x 'getfattr --absolute-names --only-values -n user.k %s/x'
+unmount_smux "$M"
+
+log "--- mkdir d, killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+DONE_ON_C1='[ -d "$T/c1/d" ]'
+NOT_ON_C2='[ ! -e "$T/c2/d" ]'
+killed mkdirat mkdir "$M/d"
+mount_smux "$T/mc.conf" "$M"
+agreed d/ 'stat -c %%F %s/d'
+unmount_smux "$M"
+
+log "--- ln -s target s, killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+DONE_ON_C1='[ -L "$T/c1/s" ]'
+NOT_ON_C2='[ ! -e "$T/c2/s" ] && [ ! -L "$T/c2/s" ]'
+killed renameat,renameat2 ln -s target "$M/s"
+mount_smux "$T/mc.conf" "$M"
+agreed s 'readlink %s/s'
+unmount_smux "$M"
+log "ok"
