@@ -27,6 +27,7 @@ of it):
                       (honest headers, no Content-Length, half the body,
                       then the connection closes; so is a GET without
                       Range, with a 200)
+                      (and the other modes of range_faults.py)
   /cut200-N           N bytes of the pattern: HEAD says so (Content-Length
                       N); a GET, Range or not, is a 200 without
                       Content-Length that sends half of them and closes

@@ -28,6 +28,7 @@ Buckets:
              Content-Range and body start at 0), capped (honest, at most
              16 bytes), eofclose (honest headers, no Content-Length, half
              the body, then the connection closes)
+             (and the other modes of range_faults.py)
   errors     404 NoSuchKey, 403 SignatureDoesNotMatch (key "denied"),
              a copy answered 200 with an <Error> body
   stale      GET ignores If-Match and answers ETag "other"
