@@ -157,6 +157,39 @@ static int get_seen_end(struct get_state *g, const struct smux__bunny_obj *seen,
 	return rc < 0 ? smux_error_make_local(err, -rc) : -EAGAIN;
 }
 
+/* A follow-up of a ranged GET (smux__http_range_rest). */
+struct get_more {
+	struct bunnyb *z;
+	const struct smux_ctx *ctx;
+	const char *key;
+	struct smux__http_resp resp;
+};
+
+static int get_more_fetch(void *arg, const char *range, const char *if_match,
+			  struct smux_sink *sink, struct smux_error *err)
+{
+	struct get_more *m = arg;
+	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
+	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_req req = {
+		.method = "GET", .headers = hdrs, .sink = sink};
+	char *url = smux__bunny_url(m->z, m->key, false);
+	int rc;
+
+	if (!url)
+		return smux__bunny_nomem(m->z, err);
+	snprintf(hr, sizeof(hr), "Range: %s", range);
+	if (if_match) {
+		snprintf(him, sizeof(him), "If-Match: %s", if_match);
+		hdrs[1] = him;
+	}
+	req.url = url;
+	req.what = smux__bunny_what(what, sizeof(what), "GET", m->key);
+	rc = smux__bunny_do(m->z, m->ctx, &req, &m->resp, err);
+	free(url);
+	return rc;
+}
+
 /* One DESCRIBE + GET round, or a GET alone on a listing's note @seen (may
  * be NULL); -EAGAIN (err untouched) when the object changed between the
  * two and no version was pinned, or the note was not the object's. */
@@ -265,6 +298,14 @@ static int get_once(struct bunnyb *z, const struct smux_ctx *ctx,
 					      err);
 	if (rc < 0 && sink->error)
 		return smux_error_make_local(err, sink->error);
+	if (rc == 0 && g.range.next < g.range.end) {
+		/* a 206 that covered less than asked: the rest */
+		struct get_more more = {.z = z, .ctx = ctx, .key = key};
+
+		rc = smux__http_range_rest(&g.range, get_more_fetch, &more,
+					   &more.resp, sink,
+					   smux__bunny_name(z), key, err);
+	}
 	/* every byte DESCRIBE promised (none came: 0 delivered) */
 	if (rc == 0 && g.range.delivered < len)
 		return smux_error_set(err, SMUX_E_BAD_RESPONSE,

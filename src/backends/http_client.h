@@ -202,19 +202,35 @@ bool smux__http_answer_size(const struct smux__http_resp *r, uint64_t *size);
  * ignored the Range answers 200 with the whole object: the bytes before
  * the range are dropped and delivery stops after its length. What the
  * answer says it holds is checked against what was asked and what came:
- * a 206 for another range than asked (its Content-Range), one that covers
- * less of it than the object has, and a body cut short (a connection
- * closed early on an answer without Content-Length: libcurl reports
- * success) are errors, never a short read handed on as the content.
+ * a 206 for another range than asked (its Content-Range) and a body cut
+ * short (a connection closed early on an answer without Content-Length:
+ * libcurl reports success) are errors, never a short read handed on as
+ * the content. A 206 that covers less of the range than the object has
+ * (RFC 9110 allows it: CDNs and object stores cap range sizes) is kept,
+ * and smux__http_range_rest asks for the rest.
  */
 struct smux__http_range {
 	uint64_t skip;	    /* bytes still to drop (a 200 to a Range) */
 	uint64_t room;	    /* bytes still to deliver */
-	uint64_t delivered; /* bytes delivered */
-	int64_t expect;	    /* bytes the answer must deliver; -1: unknown */
-	const char *bad;    /* why the answer is not the range asked */
+	uint64_t delivered; /* bytes delivered, by every answer */
+	int64_t expect; /* bytes delivered once this answer is in; -1: unknown */
+	const char *bad;	   /* why the answer is not the range asked */
+	bool stale;		   /* @bad: a follow-up of another version */
 	uint64_t got_from, got_to; /* a 206's Content-Range, for @bad */
+	/* a 206 that covered less: the rest of the range is [next, end) */
+	uint64_t next, end;
+	unsigned followups; /* follow-up requests made */
+	/* the first answer's version, which every follow-up must have */
+	char etag[SMUX__HTTP_HDR_MAX];
+	char last_modified[SMUX__HTTP_HDR_MAX];
+	uint64_t size; /* the object's size it said; with @sized */
+	bool sized;
 };
+
+/* Follow-up requests of one ranged GET at most: a server sending a byte
+ * an answer must not keep a read going for hours (1024 answers capped at
+ * 1 MiB are 1 GiB). */
+#define SMUX__HTTP_RANGE_FOLLOWUPS 1024
 
 /* Starts delivering @len bytes from @off of the answer @resp (its status
  * and headers are in). An answer that is not the range asked for is
@@ -232,11 +248,44 @@ int smux__http_range_write(struct smux__http_range *r, const void *data,
  * After the transfer: BAD_RESPONSE naming @backend and @key when the
  * answer was not the range asked for or delivered less than it said
  * (@started false: no body byte came, the range is started from @resp
- * here). 0 when the bytes delivered are the range's.
+ * here). 0 when the bytes delivered are the answer's part of the range
+ * (smux__http_range_rest then fetches what it left).
  */
 int smux__http_range_check(struct smux__http_range *r, bool started,
 			   const struct smux__http_resp *resp, uint64_t off,
 			   uint64_t len, const char *backend, const char *key,
 			   struct smux_error *err);
+
+/*
+ * One follow-up GET of the backend's object: the request with
+ * "Range: @range" ("bytes=A-B") and, when @if_match is not NULL,
+ * "If-Match: @if_match", its body into @sink (which cannot be rewound:
+ * a retry is only possible before its first byte), its status and
+ * headers into the struct smux__http_resp given to
+ * smux__http_range_rest (as smux__http_do fills it: in before the first
+ * body byte). Returns what smux__http_do returned.
+ */
+typedef int (*smux__http_range_fetch_fn)(void *arg, const char *range,
+					 const char *if_match,
+					 struct smux_sink *sink,
+					 struct smux_error *err);
+
+/*
+ * After a successful smux__http_range_check: asks for the rest of a range
+ * a 206 covered only part of, through @fetch (its answers land in
+ * @resp), into @out, until the range (as far as the object goes) is in.
+ * Every follow-up must be a 206 from where the bytes so far end, of the
+ * first answer's version (ETag, Last-Modified, size; If-Match is sent
+ * when it had a strong ETag), delivered whole, and there are at most
+ * SMUX__HTTP_RANGE_FOLLOWUPS. 0 when the range is in (at once when
+ * nothing is left); BAD_RESPONSE, PRECONDITION_FAILED (another version),
+ * LOCAL_IO_ERROR (@out failed) or @fetch's error otherwise, naming
+ * @backend and @key.
+ */
+int smux__http_range_rest(struct smux__http_range *r,
+			  smux__http_range_fetch_fn fetch, void *arg,
+			  const struct smux__http_resp *resp,
+			  struct smux_sink *out, const char *backend,
+			  const char *key, struct smux_error *err);
 
 #endif /* SMUX_BACKENDS_HTTP_CLIENT_H */

@@ -421,6 +421,39 @@ static int get_sink_rewind(void *arg)
 	return smux_sink_rewind(g->out);
 }
 
+/* A follow-up of a ranged GET (smux__http_range_rest). */
+struct get_more {
+	struct davb *d;
+	const struct smux_ctx *ctx;
+	const char *key;
+	struct smux__http_resp resp;
+};
+
+static int get_more_fetch(void *arg, const char *range, const char *if_match,
+			  struct smux_sink *sink, struct smux_error *err)
+{
+	struct get_more *m = arg;
+	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
+	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_req req = {
+		.method = "GET", .headers = hdrs, .sink = sink};
+	char *url = davb_url(m->d, m->key, false);
+	int rc;
+
+	if (!url)
+		return davb_nomem(m->d, err);
+	snprintf(hr, sizeof(hr), "Range: %s", range);
+	if (if_match) {
+		snprintf(him, sizeof(him), "If-Match: %s", if_match);
+		hdrs[1] = him;
+	}
+	req.url = url;
+	req.what = what_of(what, sizeof(what), "GET", m->key);
+	rc = smux__http_do(m->d->http, m->ctx, &req, &m->resp, err);
+	free(url);
+	return rc;
+}
+
 static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		    const char *key, const struct smux_get_opts *opts,
 		    struct smux_sink *sink, struct smux_info *info,
@@ -544,6 +577,12 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	/* every byte of the range came (a body cut short is no content) */
 	rc = smux__http_range_check(&g.range, started, &resp, off, len,
 				    name_of(d), key, err);
+	if (rc == 0) { /* a 206 that covered less than asked: the rest */
+		struct get_more m = {.d = d, .ctx = ctx, .key = key};
+
+		rc = smux__http_range_rest(&g.range, get_more_fetch, &m,
+					   &m.resp, sink, name_of(d), key, err);
+	}
 	if (rc < 0)
 		return rc;
 	if (info && d->webdav && !atomic_load(&d->no_props) &&

@@ -6,12 +6,15 @@
  * Range and sent the whole object (200), and the check that what came is
  * the range asked for, whole (a 206 for another range, or cut short, is
  * an error: handed on, a short body read as the file's content or a
- * page of zeros).
+ * page of zeros). A 206 that covers less than asked (RFC 9110 §15.3.7
+ * allows it; CDNs and object stores cap range sizes) is kept, and the
+ * rest is asked for in follow-ups of the same version.
  *
  * Owns nothing: the state lives in the backend's get sink.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,12 +87,54 @@ void smux__http_range_start(struct smux__http_range *r,
 		r->bad = "a 206 for another range";
 		return;
 	}
-	/* the range asked for, as far as the object goes; a server that
-	 * sends less of it is not read as if that were all */
-	r->expect = (int64_t)(sized ? within(size, off, len)
-				    : within(last + 1, off, len));
-	if (last - first + 1 < (uint64_t)r->expect)
-		r->bad = "a 206 covering less than asked";
+	/* the range asked for, as far as the object goes; what this answer
+	 * covers of it must come, the rest is asked for again */
+	r->end = off +
+		 (sized ? within(size, off, len) : within(last + 1, off, len));
+	r->next = last + 1 < r->end ? last + 1 : r->end;
+	r->expect = (int64_t)(r->next - off);
+	snprintf(r->etag, sizeof(r->etag), "%s", resp->etag);
+	snprintf(r->last_modified, sizeof(r->last_modified), "%s",
+		 resp->last_modified);
+	r->size = size;
+	r->sized = sized;
+}
+
+/* A follow-up's answer @resp, for the rest from @at: a 206 from @at, of
+ * the first answer's version. Marks @r bad when it is not. */
+static void range_follow(struct smux__http_range *r,
+			 const struct smux__http_resp *resp, uint64_t at)
+{
+	uint64_t size = 0, first, last;
+	bool sized = smux__http_answer_size(resp, &size);
+
+	r->got_from = r->got_to = 0;
+	if (resp->status != 206) {
+		r->bad = "an answer that is no 206 to a follow-up of a 206";
+		return;
+	}
+	if (!content_range(resp->content_range, &first, &last)) {
+		r->bad = "a 206 without a usable Content-Range";
+		return;
+	}
+	r->got_from = first;
+	r->got_to = last;
+	if (first != at) {
+		r->bad = "a 206 for another range";
+		return;
+	}
+	/* another version than the first answer's: its bytes spliced to
+	 * those would be neither */
+	if ((r->etag[0] && strcmp(r->etag, resp->etag) != 0) ||
+	    (r->last_modified[0] &&
+	     strcmp(r->last_modified, resp->last_modified) != 0) ||
+	    (r->sized && sized && size != r->size)) {
+		r->bad = "another version of the object in a follow-up";
+		r->stale = true;
+		return;
+	}
+	r->next = last + 1 < r->end ? last + 1 : r->end;
+	r->expect = (int64_t)(r->delivered + (r->next - at));
 }
 
 int smux__http_range_write(struct smux__http_range *r, const void *data,
@@ -133,6 +178,98 @@ int smux__http_range_check(struct smux__http_range *r, bool started,
 		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
 				      "get \"%s\": the answer was cut short "
 				      "(%" PRIu64 " of %" PRId64 " bytes)",
+				      key, r->delivered, r->expect);
+	return 0;
+}
+
+/* The sink of one follow-up: its answer is checked at its first byte. */
+struct range_follow_sink {
+	struct smux__http_range *r;
+	const struct smux__http_resp *resp;
+	struct smux_sink *out;
+	uint64_t at; /* where the follow-up starts */
+	bool started;
+};
+
+static int follow_write(void *arg, const void *data, size_t len)
+{
+	struct range_follow_sink *f = arg;
+
+	if (!f->started) {
+		f->started = true;
+		range_follow(f->r, f->resp, f->at);
+	}
+	return smux__http_range_write(f->r, data, len, f->out);
+}
+
+int smux__http_range_rest(struct smux__http_range *r,
+			  smux__http_range_fetch_fn fetch, void *arg,
+			  const struct smux__http_resp *resp,
+			  struct smux_sink *out, const char *backend,
+			  const char *key, struct smux_error *err)
+{
+	struct range_follow_sink f;
+	struct smux_sink wrap;
+	char range[64], im[SMUX__HTTP_HDR_MAX + 2];
+	const char *if_match = NULL;
+	int rc;
+
+	/* a weak ETag never matches If-Match (RFC 9110 §13.1.1); a bare
+	 * one (Swift's) is quoted */
+	if (r->etag[0] && strncmp(r->etag, "W/", 2) != 0) {
+		snprintf(im, sizeof(im), r->etag[0] == '"' ? "%s" : "\"%s\"",
+			 r->etag);
+		if_match = im;
+	}
+	while (r->next < r->end) {
+		/* the rest starts where the bytes so far end, so the answer
+		 * before must be whole (cut short, its gap would be lost) */
+		if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
+			return smux_error_set(
+				err, SMUX_E_BAD_RESPONSE, backend,
+				"get \"%s\": the answer was cut short "
+				"(%" PRIu64 " of %" PRId64 " bytes in)",
+				key, r->delivered, r->expect);
+		if (r->followups >= SMUX__HTTP_RANGE_FOLLOWUPS)
+			return smux_error_set(
+				err, SMUX_E_BAD_RESPONSE, backend,
+				"get \"%s\": still %" PRIu64
+				" bytes short after %u follow-ups of a 206 "
+				"that covered less than asked",
+				key, r->end - r->next, r->followups);
+		r->followups++;
+		f = (struct range_follow_sink){
+			.r = r, .resp = resp, .out = out, .at = r->next};
+		snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64,
+			 f.at, r->end - 1);
+		/* no rewind: the bytes before this follow-up stay */
+		smux_sink_cb(&wrap, follow_write, NULL, &f);
+		rc = fetch(arg, range, if_match, &wrap, err);
+		if (!r->bad && !f.started && rc == 0)
+			range_follow(r, resp, f.at); /* an empty answer */
+		if (r->bad)
+			return smux_error_set(
+				err,
+				r->stale ? SMUX_E_PRECONDITION_FAILED
+					 : SMUX_E_BAD_RESPONSE,
+				backend,
+				"get \"%s\": %s (bytes %" PRIu64 "-%" PRIu64
+				" for the rest from %" PRIu64 ")",
+				key, r->bad, r->got_from, r->got_to, f.at);
+		if (rc < 0 && out->error) /* the caller's sink failed */
+			return smux_error_make_local(err, out->error);
+		if (rc < 0)
+			return rc;
+		if (r->next <= f.at) /* no progress: never a loop */
+			return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
+					      "get \"%s\": a follow-up "
+					      "brought nothing",
+					      key);
+	}
+	if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
+		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
+				      "get \"%s\": the answer was cut short "
+				      "(%" PRIu64 " of %" PRId64 " bytes in)",
 				      key, r->delivered, r->expect);
 	return 0;
 }

@@ -564,6 +564,31 @@ static int get_nothing(struct s3b *s, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* A follow-up of a ranged GET (smux__http_range_rest): signed anew. */
+struct get_more {
+	struct s3b *s;
+	const struct smux_ctx *ctx;
+	const char *key;
+	struct s3b_call c; /* the answer stays in c.resp after the call */
+};
+
+static int get_more_fetch(void *arg, const char *range, const char *if_match,
+			  struct smux_sink *sink, struct smux_error *err)
+{
+	struct get_more *m = arg;
+	int rc = smux__s3_call_init(&m->c, m->s, "GET", m->key, err);
+
+	if (rc < 0)
+		return rc;
+	smux__s3_call_header(&m->c, "Range", range);
+	if (if_match)
+		smux__s3_call_header(&m->c, "If-Match", if_match);
+	m->c.sink = sink;
+	rc = smux__s3_call(&m->c, m->ctx, err);
+	smux__s3_call_release(&m->c);
+	return rc;
+}
+
 static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		   const char *key, const struct smux_get_opts *opts,
 		   struct smux_sink *sink, struct smux_info *info,
@@ -659,6 +684,13 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	/* every byte of the range came (a body cut short is no content) */
 	rc = smux__http_range_check(&g.range, started, &c.resp, off, len,
 				    s->base.name, key, err);
+	if (rc == 0) { /* a 206 that covered less than asked: the rest */
+		struct get_more m = {.s = s, .ctx = ctx, .key = key};
+
+		rc = smux__http_range_rest(&g.range, get_more_fetch, &m,
+					   &m.c.resp, sink, s->base.name, key,
+					   err);
+	}
 	if (rc < 0)
 		goto out;
 	if (info)

@@ -303,6 +303,39 @@ static int get_pinned_fail(struct swiftb *s, const char *key,
 			      "get \"%s\": the object changed (etag)", key);
 }
 
+/* A follow-up of a ranged GET (smux__http_range_rest). */
+struct get_more {
+	struct swiftb *s;
+	const struct smux_ctx *ctx;
+	const char *key;
+	struct smux__http_resp resp;
+};
+
+static int get_more_fetch(void *arg, const char *range, const char *if_match,
+			  struct smux_sink *sink, struct smux_error *err)
+{
+	struct get_more *m = arg;
+	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
+	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_req req = {
+		.method = "GET", .headers = hdrs, .sink = sink};
+	char *path = swift__obj_path(m->key, "");
+	int rc;
+
+	if (!path)
+		return smux_error_set(err, SMUX_E_NO_MEMORY, m->s->base.name,
+				      NULL);
+	snprintf(hr, sizeof(hr), "Range: %s", range);
+	if (if_match) {
+		snprintf(him, sizeof(him), "If-Match: %s", if_match);
+		hdrs[1] = him;
+	}
+	req.what = swift__what(what, sizeof(what), "GET", m->key);
+	rc = swift__do(m->s, m->ctx, &req, path, &m->resp, err);
+	free(path);
+	return rc;
+}
+
 int swift__get(struct smux_backend *b, const struct smux_ctx *ctx,
 	       const char *key, const struct smux_get_opts *opts,
 	       struct smux_sink *sink, struct smux_info *info,
@@ -421,6 +454,13 @@ int swift__get(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (g.range.bad || rc == 0)
 		rc = smux__http_range_check(&g.range, true, &resp, g.off, g.len,
 					    s->base.name, key, err);
+	if (rc == 0) { /* a 206 that covered less than asked: the rest */
+		struct get_more more = {.s = s, .ctx = ctx, .key = key};
+
+		rc = smux__http_range_rest(&g.range, get_more_fetch, &more,
+					   &more.resp, sink, s->base.name, key,
+					   err);
+	}
 	if (rc < 0)
 		return rc;
 	if (info)
