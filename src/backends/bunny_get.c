@@ -169,20 +169,16 @@ static int get_more_fetch(void *arg, const char *range, const char *if_match,
 			  struct smux_sink *sink, struct smux_error *err)
 {
 	struct get_more *m = arg;
-	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
-	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_range_hdrs h;
+	char what[256];
 	struct smux__http_req req = {
-		.method = "GET", .headers = hdrs, .sink = sink};
+		.method = "GET", .headers = h.list, .sink = sink};
 	char *url = smux__bunny_url(m->z, m->key, false);
 	int rc;
 
 	if (!url)
 		return smux__bunny_nomem(m->z, err);
-	snprintf(hr, sizeof(hr), "Range: %s", range);
-	if (if_match) {
-		snprintf(him, sizeof(him), "If-Match: %s", if_match);
-		hdrs[1] = him;
-	}
+	smux__http_range_hdrs(&h, range, if_match);
 	req.url = url;
 	req.what = smux__bunny_what(what, sizeof(what), "GET", m->key);
 	rc = smux__bunny_do(m->z, m->ctx, &req, &m->resp, err);

@@ -220,6 +220,7 @@ struct smux__http_range {
 	/* a 206 that covered less: the rest of the range is [next, end) */
 	uint64_t next, end;
 	unsigned followups; /* follow-up requests made */
+	unsigned trickles;  /* those that brought < SMUX__HTTP_RANGE_TRICKLE */
 	/* the first answer's version, which every follow-up must have */
 	char etag[SMUX__HTTP_HDR_MAX];
 	char last_modified[SMUX__HTTP_HDR_MAX];
@@ -227,10 +228,12 @@ struct smux__http_range {
 	bool sized;
 };
 
-/* Follow-up requests of one ranged GET at most: a server sending a byte
- * an answer must not keep a read going for hours (1024 answers capped at
- * 1 MiB are 1 GiB). */
+/* Follow-ups of one ranged GET that brought less than
+ * SMUX__HTTP_RANGE_TRICKLE bytes each, at most: a server sending a byte an
+ * answer must not keep a read going for hours, while one capping answers
+ * at 1 MiB (a CDN) serves a 10 GiB read in 10240 of them. */
 #define SMUX__HTTP_RANGE_FOLLOWUPS 1024
+#define SMUX__HTTP_RANGE_TRICKLE   4096
 
 /* Starts delivering @len bytes from @off of the answer @resp (its status
  * and headers are in). An answer that is not the range asked for is
@@ -270,14 +273,26 @@ typedef int (*smux__http_range_fetch_fn)(void *arg, const char *range,
 					 struct smux_sink *sink,
 					 struct smux_error *err);
 
+/* The headers of a follow-up GET: "Range: @range" and, when @if_match is
+ * not NULL, "If-Match: @if_match"; @list is the NULL-terminated array for
+ * smux__http_req.headers. */
+struct smux__http_range_hdrs {
+	char range[96];
+	char if_match[SMUX__HTTP_HDR_MAX + 16];
+	const char *list[3];
+};
+void smux__http_range_hdrs(struct smux__http_range_hdrs *h, const char *range,
+			   const char *if_match);
+
 /*
  * After a successful smux__http_range_check: asks for the rest of a range
  * a 206 covered only part of, through @fetch (its answers land in
  * @resp), into @out, until the range (as far as the object goes) is in.
  * Every follow-up must be a 206 from where the bytes so far end, of the
  * first answer's version (ETag, Last-Modified, size; If-Match is sent
- * when it had a strong ETag), delivered whole, and there are at most
- * SMUX__HTTP_RANGE_FOLLOWUPS. 0 when the range is in (at once when
+ * when it had a strong ETag), delivered whole, and at most
+ * SMUX__HTTP_RANGE_FOLLOWUPS of them bring less than
+ * SMUX__HTTP_RANGE_TRICKLE bytes. 0 when the range is in (at once when
  * nothing is left); BAD_RESPONSE, PRECONDITION_FAILED (another version),
  * LOCAL_IO_ERROR (@out failed) or @fetch's error otherwise, naming
  * @backend and @key.

@@ -433,20 +433,16 @@ static int get_more_fetch(void *arg, const char *range, const char *if_match,
 			  struct smux_sink *sink, struct smux_error *err)
 {
 	struct get_more *m = arg;
-	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
-	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_range_hdrs h;
+	char what[256];
 	struct smux__http_req req = {
-		.method = "GET", .headers = hdrs, .sink = sink};
+		.method = "GET", .headers = h.list, .sink = sink};
 	char *url = davb_url(m->d, m->key, false);
 	int rc;
 
 	if (!url)
 		return davb_nomem(m->d, err);
-	snprintf(hr, sizeof(hr), "Range: %s", range);
-	if (if_match) {
-		snprintf(him, sizeof(him), "If-Match: %s", if_match);
-		hdrs[1] = him;
-	}
+	smux__http_range_hdrs(&h, range, if_match);
 	req.url = url;
 	req.what = what_of(what, sizeof(what), "GET", m->key);
 	rc = smux__http_do(m->d->http, m->ctx, &req, &m->resp, err);

@@ -182,6 +182,19 @@ int smux__http_range_check(struct smux__http_range *r, bool started,
 	return 0;
 }
 
+void smux__http_range_hdrs(struct smux__http_range_hdrs *h, const char *range,
+			   const char *if_match)
+{
+	snprintf(h->range, sizeof(h->range), "Range: %s", range);
+	h->list[0] = h->range;
+	h->list[1] = h->list[2] = NULL;
+	if (if_match) {
+		snprintf(h->if_match, sizeof(h->if_match), "If-Match: %s",
+			 if_match);
+		h->list[1] = h->if_match;
+	}
+}
+
 /* The sink of one follow-up: its answer is checked at its first byte. */
 struct range_follow_sink {
 	struct smux__http_range *r;
@@ -230,13 +243,15 @@ int smux__http_range_rest(struct smux__http_range *r,
 				"get \"%s\": the answer was cut short "
 				"(%" PRIu64 " of %" PRId64 " bytes in)",
 				key, r->delivered, r->expect);
-		if (r->followups >= SMUX__HTTP_RANGE_FOLLOWUPS)
+		if (r->trickles >= SMUX__HTTP_RANGE_FOLLOWUPS)
 			return smux_error_set(
 				err, SMUX_E_BAD_RESPONSE, backend,
 				"get \"%s\": still %" PRIu64
 				" bytes short after %u follow-ups of a 206 "
-				"that covered less than asked",
-				key, r->end - r->next, r->followups);
+				"that covered less than asked (%u of them "
+				"under %d bytes)",
+				key, r->end - r->next, r->followups,
+				r->trickles, SMUX__HTTP_RANGE_TRICKLE);
 		r->followups++;
 		f = (struct range_follow_sink){
 			.r = r, .resp = resp, .out = out, .at = r->next};
@@ -265,6 +280,9 @@ int smux__http_range_rest(struct smux__http_range *r,
 					      "get \"%s\": a follow-up "
 					      "brought nothing",
 					      key);
+		if (r->next - f.at < SMUX__HTTP_RANGE_TRICKLE &&
+		    r->next < r->end)
+			r->trickles++;
 	}
 	if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
 		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,

@@ -315,21 +315,17 @@ static int get_more_fetch(void *arg, const char *range, const char *if_match,
 			  struct smux_sink *sink, struct smux_error *err)
 {
 	struct get_more *m = arg;
-	char hr[96], him[SMUX__HTTP_HDR_MAX + 16], what[256];
-	const char *hdrs[3] = {hr, NULL, NULL};
+	struct smux__http_range_hdrs h;
+	char what[256];
 	struct smux__http_req req = {
-		.method = "GET", .headers = hdrs, .sink = sink};
+		.method = "GET", .headers = h.list, .sink = sink};
 	char *path = swift__obj_path(m->key, "");
 	int rc;
 
 	if (!path)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, m->s->base.name,
 				      NULL);
-	snprintf(hr, sizeof(hr), "Range: %s", range);
-	if (if_match) {
-		snprintf(him, sizeof(him), "If-Match: %s", if_match);
-		hdrs[1] = him;
-	}
+	smux__http_range_hdrs(&h, range, if_match);
 	req.what = swift__what(what, sizeof(what), "GET", m->key);
 	rc = swift__do(m->s, m->ctx, &req, path, &m->resp, err);
 	free(path);
