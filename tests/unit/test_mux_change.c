@@ -12,11 +12,13 @@
  */
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -395,6 +397,47 @@ static void test_mkdir_reconciled(void **state)
 	assert_int_equal(ev.n_failed, 0);
 }
 
+/*
+ * A journal that cannot take a note (its disk full; here the file size
+ * limit, so that every append fails) does not refuse the change: an rm
+ * must free space there too, and a chmod is no reason to fail. The
+ * changes are made on both replicas, and no note stands.
+ */
+static void test_change_without_note(void **state)
+{
+	struct smux_setattr mode = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux__note probe = {.type = SMUX__NOTE_CHANGE,
+				   .kind = SMUX__HINT_DEL,
+				   .replica = SMUX__INTENT_ALL,
+				   .key = "probe"};
+	struct mf *t = *state;
+	struct rlimit old, lim;
+	struct smux_error err;
+	char journal[160];
+	struct stat st;
+
+	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
+	MH_OK(mh_put(t->mux, "q", "y", &err), &err);
+	snprintf(journal, sizeof(journal), "%s/m.hints", t->state);
+	assert_int_equal(stat(journal, &st), 0);
+	assert_true(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	/* the journal takes no note now */
+	assert_true(smux__hints_note_lazy(smux__mux_of(t->mux)->hints, &probe,
+					  &err) < 0);
+	MH_OK(smux_backend_del(t->mux, &t->ctx, "p", &err), &err);
+	MH_OK(smux_backend_setattr(t->mux, &t->ctx, "q", &mode, &err), &err);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	MH_LACKS(t->fa, "p");
+	MH_LACKS(t->fb, "p");
+	assert_int_equal(stat(backing(t->b, "q"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal(changes_standing(t), 0);
+}
+
 /* Renames, deletes, links, puts, setattrs and xattrs through the mux end
  * their notes. */
 static void test_live_changes_end(void **state)
@@ -453,6 +496,8 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_reconciled, mf_setup,
 						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_change_without_note,
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};
