@@ -266,6 +266,9 @@ long smux__meta_fix(struct smux_mux *mux, const struct smux_ctx *ctx,
 			return rc;
 		*fixed = true;
 	}
+	/* none on a symlink, FIFO or socket (as a copy of one carries) */
+	if (S_ISLNK(si->mode) || S_ISFIFO(si->mode) || S_ISSOCK(si->mode))
+		return 0;
 	rc = same_xattrs(mux, ctx, src, dst, key, &same, err);
 	if (rc == 0 && !same) {
 		rc = smux__meta_copy_xattrs(mux, ctx, src, dst, key, err);

@@ -366,6 +366,26 @@ static void test_setattr_reconciled(void **state)
 	assert_string_equal(ev.failed[0], "b");
 }
 
+/* A symlink whose owner differs (an lchown made on a only) gets a's
+ * owner on b; its xattrs are not looked at (a symlink has none). */
+static void test_symlink_owner_reconciled(void **state)
+{
+	struct mf *t = *state;
+	struct stat st;
+
+	assert_int_equal(symlink("target", backing(t->a, "s")), 0);
+	assert_int_equal(symlink("target", backing(t->b, "s")), 0);
+	die_in(t, SMUX__OP_SETATTR, "s", NULL);
+	assert_int_equal(lchown(backing(t->a, "s"), 65534, 65534), 0);
+	mf_mux(t, t->state);
+	repair(t);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	assert_int_equal(lstat(backing(t->b, "s"), &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_gid, 65534);
+}
+
 /* A mkdir made on a only is made on b; a directory both have, whose
  * mtimes differ (their entries'), is not copied: no replica updated. */
 static void test_mkdir_reconciled(void **state)
@@ -493,6 +513,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_link_name_there_before,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_reconciled,
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_owner_reconciled,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_reconciled, mf_setup,
 						mf_teardown),
