@@ -458,13 +458,31 @@ static void test_change_without_note(void **state)
 	assert_int_equal(changes_standing(t), 0);
 }
 
+/* How many lines of the mux's journal hold @s. */
+static int in_journal(struct mf *t, const char *s)
+{
+	char path[160], line[4096];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/m.hints", t->state);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, s) != NULL;
+	fclose(f);
+	return n;
+}
+
 /* Renames, deletes, links, puts, setattrs and xattrs through the mux end
  * their notes. */
 static void test_live_changes_end(void **state)
 {
 	struct smux_setattr mode = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_writer *w = NULL;
 	struct mf *t = *state;
 	struct smux_error err;
+	int notes;
 
 	MH_OK(mh_put(t->mux, "p", "x", &err), &err);
 	MH_OK(smux_backend_setattr(t->mux, &t->ctx, "p", &mode, &err), &err);
@@ -473,6 +491,15 @@ static void test_live_changes_end(void **state)
 	      &err);
 	MH_OK(smux_backend_removexattr(t->mux, &t->ctx, "p", "user.a", &err),
 	      &err);
+	/* a staged writer's commit (one per replica): noted, then ended */
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "w", 0, &w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "staged", 6, 0, &err), &err);
+	notes = in_journal(t, "\"key\":\"w\"");
+	MH_OK(smux_writer_commit(w, &t->ctx, NULL, NULL, &err), &err);
+	assert_int_equal(in_journal(t, "\"key\":\"w\""), notes + 1);
+	smux_writer_close(w);
+	MH_HOLDS(t->fb, "w", "staged");
 	MH_OK(smux_backend_rename(t->mux, &t->ctx, "p", "q", &err), &err);
 	MH_OK(smux_backend_link(t->mux, &t->ctx, "q", "r", &err), &err);
 	MH_OK(smux_backend_del(t->mux, &t->ctx, "q", &err), &err);
