@@ -214,8 +214,10 @@ struct smux__http_range {
 	uint64_t room;	    /* bytes still to deliver */
 	uint64_t delivered; /* bytes delivered, by every answer */
 	int64_t expect; /* bytes delivered once this answer is in; -1: unknown */
-	const char *bad;	   /* why the answer is not the range asked */
-	bool stale;		   /* @bad: a follow-up of another version */
+	const char *bad;    /* why the answer is not the range asked */
+	bool stale;	    /* @bad: a follow-up of another version */
+	bool partial;	    /* a 206: its Content-Range bounds its body */
+	uint64_t body_left; /* bytes the 206 under way may still bring */
 	uint64_t got_from, got_to; /* a 206's Content-Range, for @bad */
 	/* a 206 that covered less: the rest of the range is [next, end) */
 	uint64_t next, end;

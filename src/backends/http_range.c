@@ -48,7 +48,8 @@ static bool content_range(const char *v, uint64_t *first, uint64_t *last)
 	if (*end != '-' || end[1] < '0' || end[1] > '9')
 		return false;
 	*last = strtoull(end + 1, &end, 10);
-	return *end == '/' && *last >= *first;
+	/* (a LAST past 2^64 - 2 saturates: no range of any object) */
+	return *end == '/' && *last >= *first && *last < UINT64_MAX;
 }
 
 /* The bytes of [@off, @off + @len) an object of @size holds. */
@@ -63,7 +64,7 @@ void smux__http_range_start(struct smux__http_range *r,
 			    const struct smux__http_resp *resp, uint64_t off,
 			    uint64_t len)
 {
-	uint64_t size, first, last;
+	uint64_t size = 0, first, last;
 	bool sized = smux__http_answer_size(resp, &size);
 
 	memset(r, 0, sizeof(*r));
@@ -87,6 +88,12 @@ void smux__http_range_start(struct smux__http_range *r,
 		r->bad = "a 206 for another range";
 		return;
 	}
+	if (sized && last >= size) {
+		r->bad = "a 206 past the object's end";
+		return;
+	}
+	r->partial = true;
+	r->body_left = last - first + 1;
 	/* the range asked for, as far as the object goes; what this answer
 	 * covers of it must come, the rest is asked for again */
 	r->end = off +
@@ -123,6 +130,11 @@ static void range_follow(struct smux__http_range *r,
 		r->bad = "a 206 for another range";
 		return;
 	}
+	if (sized && last >= size) {
+		r->bad = "a 206 past the object's end";
+		return;
+	}
+	r->body_left = last - first + 1;
 	/* another version than the first answer's: its bytes spliced to
 	 * those would be neither */
 	if ((r->etag[0] && strcmp(r->etag, resp->etag) != 0) ||
@@ -152,6 +164,14 @@ int smux__http_range_write(struct smux__http_range *r, const void *data,
 		p += k;
 		len -= k;
 	}
+	/* a 206 holds what its Content-Range says, no more: bytes past it
+	 * would be read as the object's next ones */
+	if (r->partial && len > r->body_left) {
+		r->bad = "a 206 longer than its Content-Range";
+		return -EPROTO;
+	}
+	if (r->partial)
+		r->body_left -= len;
 	if (len > r->room)
 		len = (size_t)r->room;
 	r->room -= len;
@@ -227,9 +247,12 @@ int smux__http_range_rest(struct smux__http_range *r,
 	const char *if_match = NULL;
 	int rc;
 
-	/* a weak ETag never matches If-Match (RFC 9110 §13.1.1); a bare
-	 * one (Swift's) is quoted */
-	if (r->etag[0] && strncmp(r->etag, "W/", 2) != 0) {
+	/* a weak ETag never matches If-Match (RFC 9110 §13.1.1), nor one
+	 * the answer's header buffer cut (every follow-up would be a 412); a
+	 * bare one (Swift's) is quoted. The answers' ETags are compared
+	 * anyway (range_follow) */
+	if (r->etag[0] && strncmp(r->etag, "W/", 2) != 0 &&
+	    strlen(r->etag) < sizeof(r->etag) - 1) {
 		snprintf(im, sizeof(im), r->etag[0] == '"' ? "%s" : "\"%s\"",
 			 r->etag);
 		if_match = im;

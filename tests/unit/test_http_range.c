@@ -184,6 +184,22 @@ static void test_range_checked(void **state)
 	assert_int_equal(
 		answer(200, "", 20, "0123456789", 0, SMUX_LEN_ALL, &err), -EIO);
 	assert_int_equal(err.e.code, SMUX_E_BAD_RESPONSE);
+	/* a 206 longer than its Content-Range (a body without a length):
+	 * its extra bytes read as the object's next ones, and the rest then
+	 * asked for from byte 4, made a 24-byte copy of 20 */
+	assert_int_equal(answer(206, "bytes 0-3/20", -1, "01234567", 0,
+				SMUX_LEN_ALL, &err),
+			 -EIO);
+	assert_non_null(strstr(err.e.message, "longer than its Content-Range"));
+	/* a LAST that saturates (the rest was asked for from byte 0), or
+	 * one past the object's end */
+	assert_int_equal(answer(206, "bytes 5-18446744073709551615/20", -1,
+				"567", 5, SMUX_LEN_ALL, &err),
+			 -EIO);
+	assert_int_equal(
+		answer(206, "bytes 5-25/20", -1, "5", 5, SMUX_LEN_ALL, &err),
+		-EIO);
+	assert_non_null(strstr(err.e.message, "past the object's end"));
 }
 
 /* A scripted server for smux__http_range_rest: the object is @data (@n
