@@ -1137,8 +1137,9 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (mux->mode == SMUX_MODE_STICKY) {
 		rc = smux__sticky_write(mux, &child, call, kind, span, err);
 	} else if (fanout) {
-		/* a rename, delete or link noted until every replica's
-		 * call returned (a crash between two is rolled forward) */
+		/* a rename, delete, link, put, copy, setattr or xattr
+		 * change noted until every replica's call returned (a crash
+		 * between two is rolled forward or reconciled) */
 		uint64_t change;
 
 		(void)smux__change_begin(mux, call, &change, err);

@@ -396,8 +396,14 @@ static long roll_forward(struct smux_mux *mux, const struct smux_ctx *ctx,
 static long reconcile_later(struct smux_mux *mux, const struct mux_change *c,
 			    struct smux_error *err)
 {
-	return smux__hints_add(mux->hints, SMUX__INTENT_ALL, c->key,
-			       SMUX__HINT_INTENT, NULL, err);
+	/* a writer holding the key has its own intent; the note waits
+	 * (only after a journal failure at open can one be open by now) */
+	long rc = smux__replay_blocked(mux, c->key, err);
+
+	if (rc == 0)
+		rc = smux__hints_add(mux->hints, SMUX__INTENT_ALL, c->key,
+				     SMUX__HINT_INTENT, NULL, err);
+	return rc;
 }
 
 int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,

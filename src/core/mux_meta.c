@@ -235,36 +235,57 @@ out:
 	return rc;
 }
 
+/* Whether @err says the replica refuses the change for good. */
+static bool unfixable(const struct smux_error *err)
+{
+	return err->e.code == SMUX_E_PERMISSION_DENIED ||
+	       err->e.code == SMUX_E_NOT_SUPPORTED;
+}
+
 long smux__meta_fix(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    struct mux_member *src, struct mux_member *dst,
 		    const char *key, const struct smux_info *si,
 		    const struct smux_info *di, bool *fixed,
 		    struct smux_error *err)
 {
-	struct smux_setattr a = {0};
+	struct smux_setattr a = {.uid = SMUX_ID_NONE, .gid = SMUX_ID_NONE};
 	struct smux__call set = {
 		.op = SMUX__OP_SETATTR, .key = key, .setattr = &a};
+	/* mode and owner only between members that keep them (SMUX_CAP_OWNER:
+	 * another makes them up - a WebDAV directory's 0755 - and setting
+	 * it on a real file would loosen it) */
+	bool kept = smux_backend_caps(src->backend) &
+		    smux_backend_caps(dst->backend) & SMUX_CAP_OWNER;
 	bool same;
 	long rc;
 
 	*fixed = false;
 	/* a symlink's own mode means nothing (never followed here) */
-	if (si->mode && di->mode && !S_ISLNK(si->mode) &&
+	if (kept && si->mode && di->mode && !S_ISLNK(si->mode) &&
 	    (si->mode & 07777) != (di->mode & 07777)) {
 		a.flags |= SMUX_SET_MODE;
 		a.mode = si->mode & 07777;
 	}
-	if (si->has_owner && di->has_owner &&
-	    (si->uid != di->uid || si->gid != di->gid)) {
-		a.flags |= SMUX_SET_OWNER;
-		a.uid = si->uid;
-		a.gid = si->gid;
+	/* each id only where both know it (an S3 object may keep one) */
+	if (kept && si->has_owner && di->has_owner) {
+		if (si->uid != SMUX_ID_NONE && di->uid != SMUX_ID_NONE &&
+		    si->uid != di->uid)
+			a.uid = si->uid;
+		if (si->gid != SMUX_ID_NONE && di->gid != SMUX_ID_NONE &&
+		    si->gid != di->gid)
+			a.gid = si->gid;
+		if (a.uid != SMUX_ID_NONE || a.gid != SMUX_ID_NONE)
+			a.flags |= SMUX_SET_OWNER;
 	}
 	if (a.flags) {
 		rc = smux__member_call(mux, ctx, dst, &set, false, err);
-		if (rc < 0)
+		/* what the replica will not take (a chown a non-root daemon,
+		 * a squashing NFS or a backend refuses) stays as it is: a
+		 * reconcile that could never end would read both copies
+		 * again at every pass */
+		if (rc < 0 && !unfixable(err))
 			return rc;
-		*fixed = true;
+		*fixed = rc == 0;
 	}
 	/* none on a symlink, FIFO or socket (as a copy of one carries) */
 	if (S_ISLNK(si->mode) || S_ISFIFO(si->mode) || S_ISSOCK(si->mode))
@@ -273,6 +294,8 @@ long smux__meta_fix(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && !same) {
 		rc = smux__meta_copy_xattrs(mux, ctx, src, dst, key, err);
 		*fixed |= rc == 0;
+		if (rc < 0 && unfixable(err))
+			rc = 0;
 	}
 	return rc < 0 ? rc : 0;
 }

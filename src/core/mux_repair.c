@@ -457,7 +457,7 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_info *info = calloc(v->n ? v->n : 1, sizeof(*info));
 	bool *have = calloc(v->n ? v->n : 1, sizeof(*have));
 	bool *stale = calloc(v->n ? v->n : 1, sizeof(*stale));
-	bool marker = smux_key_is_dir(key);
+	bool marker = smux_key_is_dir(key), as_dir = false;
 	int src = -1;
 	long rc = 0;
 
@@ -502,7 +502,11 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 				   info[i].size > info[src].size)))))
 			src = (int)i;
 	}
-	if (rc || src < 0)
+	/* a plain key naming a directory (a setxattr of "d" reaches the
+	 * directory so): reconciled as the directory, "d/" - a GET of it
+	 * fails, and the intent would never end */
+	as_dir = rc == 0 && src >= 0 && !marker && S_ISDIR(info[src].mode);
+	if (rc || src < 0 || as_dir)
 		goto out;
 	snprintf(ev->name, sizeof(ev->name), "%s", v->m[src]->name);
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
@@ -520,7 +524,8 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__meta_same_bytes(mux, ctx, v->m[src], v->m[i],
 						   key, info[src].size, &same,
 						   err);
-		if (rc == 0 && have[i] && same)
+		/* (not under a writer's feet: as copy_if) */
+		if (rc == 0 && have[i] && same && !smux__intent_busy(mux, key))
 			rc = smux__meta_fix(mux, ctx, v->m[src], v->m[i], key,
 					    &info[src], &info[i], &fixed, err);
 		if (rc == 0 && fixed && ev->n_failed < SMUX_EVENT_MAX_FAILED)
@@ -565,6 +570,18 @@ out:
 	free(info);
 	free(have);
 	free(stale);
+	if (as_dir) {
+		size_t n = strlen(key);
+		char *dkey = malloc(n + 2);
+
+		if (!dkey)
+			return smux_error_set(err, SMUX_E_NO_MEMORY,
+					      mux->base.name, NULL);
+		memcpy(dkey, key, n);
+		memcpy(dkey + n, "/", 2);
+		rc = reconcile(mux, ctx, v, dkey, ev, err);
+		free(dkey);
+	}
 	return rc;
 }
 
