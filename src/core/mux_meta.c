@@ -17,6 +17,40 @@
 
 #include "core/mux_internal.h"
 
+/* The names @m keeps for @key, into @buf (SMUX_XATTR_SIZE_MAX bytes). */
+static long list_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *m, const char *key, char *buf,
+			long *len, struct smux_error *err)
+{
+	struct smux__call call = {.op = SMUX__OP_LISTXATTR,
+				  .key = key,
+				  .rbuf = buf,
+				  .len = SMUX_XATTR_SIZE_MAX,
+				  .nread = len};
+
+	return smux__member_call(mux, ctx, m, &call, false, err);
+}
+
+/* The value of @name of @key on @m, into @buf; -ENOENT when it has none. */
+static long get_xattr(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, const char *key, const char *name,
+		      char *buf, long *len, struct smux_error *err)
+{
+	struct smux__call call = {.op = SMUX__OP_GETXATTR,
+				  .key = key,
+				  .key2 = name,
+				  .rbuf = buf,
+				  .len = SMUX_XATTR_SIZE_MAX,
+				  .nread = len};
+	long rc = smux__member_call(mux, ctx, m, &call, false, err);
+
+	if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
+		return -ENOENT;
+	if (rc >= 0)
+		*len = rc;
+	return rc < 0 ? rc : 0;
+}
+
 /* Whether @name is one of the @len bytes of NUL-terminated names. */
 static bool xattr_listed(const char *names, size_t len, const char *name)
 {
@@ -31,8 +65,7 @@ long smux__meta_copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    const char *key, struct smux_error *err)
 {
 	char *names = NULL, *old = NULL, *value = NULL;
-	long n_names = 0, n_old = 0, rc, n;
-	struct smux__call call = {.key = key};
+	long n_names = 0, n_old = 0, rc, n = 0;
 
 	if (!(smux_backend_caps(src->backend) &
 	      smux_backend_caps(dst->backend) & SMUX_CAP_XATTR))
@@ -45,16 +78,9 @@ long smux__meta_copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 				    "repair of %s: xattr buffers", key);
 		goto out_free;
 	}
-	call.op = SMUX__OP_LISTXATTR;
-	call.rbuf = names;
-	call.len = SMUX_XATTR_SIZE_MAX;
-	call.nread = &n_names;
-	rc = smux__member_call(mux, ctx, src, &call, false, err);
-	if (rc < 0)
-		goto out_free;
-	call.rbuf = old;
-	call.nread = &n_old;
-	rc = smux__member_call(mux, ctx, dst, &call, false, err);
+	rc = list_xattrs(mux, ctx, src, key, names, &n_names, err);
+	if (rc >= 0)
+		rc = list_xattrs(mux, ctx, dst, key, old, &n_old, err);
 	if (rc < 0)
 		goto out_free;
 	/* names @dst has and @src has not */
@@ -70,23 +96,17 @@ long smux__meta_copy_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
 			goto out_free;
 	}
 	for (long at = 0; at < n_names; at += (long)strlen(names + at) + 1) {
-		struct smux__call get = {.op = SMUX__OP_GETXATTR,
-					 .key = key,
-					 .key2 = names + at,
-					 .rbuf = value,
-					 .len = SMUX_XATTR_SIZE_MAX,
-					 .nread = &n};
 		struct smux__call set = {.op = SMUX__OP_SETXATTR,
 					 .key = key,
 					 .key2 = names + at,
 					 .wbuf = value};
 
-		rc = smux__member_call(mux, ctx, src, &get, false, err);
-		if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
+		rc = get_xattr(mux, ctx, src, key, names + at, value, &n, err);
+		if (rc == -ENOENT)
 			continue; /* removed meanwhile */
 		if (rc < 0)
 			goto out_free;
-		set.len = (size_t)rc;
+		set.len = (size_t)n;
 		rc = smux__member_call(mux, ctx, dst, &set, false, err);
 		if (rc < 0)
 			goto out_free;
@@ -144,40 +164,6 @@ long smux__meta_same_bytes(struct smux_mux *mux, const struct smux_ctx *ctx,
 	*same = rc == 0;
 out:
 	free(buf);
-	return rc < 0 ? rc : 0;
-}
-
-/* The names @m keeps for @key, into @buf (SMUX_XATTR_SIZE_MAX bytes). */
-static long list_xattrs(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct mux_member *m, const char *key, char *buf,
-			long *len, struct smux_error *err)
-{
-	struct smux__call call = {.op = SMUX__OP_LISTXATTR,
-				  .key = key,
-				  .rbuf = buf,
-				  .len = SMUX_XATTR_SIZE_MAX,
-				  .nread = len};
-
-	return smux__member_call(mux, ctx, m, &call, false, err);
-}
-
-/* The value of @name of @key on @m, into @buf; -ENOENT when it has none. */
-static long get_xattr(struct smux_mux *mux, const struct smux_ctx *ctx,
-		      struct mux_member *m, const char *key, const char *name,
-		      char *buf, long *len, struct smux_error *err)
-{
-	struct smux__call call = {.op = SMUX__OP_GETXATTR,
-				  .key = key,
-				  .key2 = name,
-				  .rbuf = buf,
-				  .len = SMUX_XATTR_SIZE_MAX,
-				  .nread = len};
-	long rc = smux__member_call(mux, ctx, m, &call, false, err);
-
-	if (rc < 0 && err->e.code == SMUX_E_NO_ATTR)
-		return -ENOENT;
-	if (rc >= 0)
-		*len = rc;
 	return rc < 0 ? rc : 0;
 }
 
