@@ -957,8 +957,11 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		/* no replay replaces the files this writer changes in place
 		 * (mux_fence.c): one under way ends first */
 		smux__fence_wait_replays(mux, key);
-		/* a truncating open changes every replica already */
-		if (flags & SMUX_WRITER_TRUNC)
+		/* a truncating open changes every replica already, and one
+		 * that may create makes the file replica by replica (a crash
+		 * between left an empty file on one: test_meta_crash.sh) */
+		if ((flags & SMUX_WRITER_TRUNC) ||
+		    !(flags & SMUX_WRITER_EXISTING))
 			rc = smux__intent_begin(mux, key, &mw->dirty, err);
 		if (rc)
 			goto out_close;
@@ -969,11 +972,19 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = smux__mw_single_open(mw, &child, flags, err);
 	if (rc)
 		goto out_close;
+	/* every replica had the file: the open made nothing, and the
+	 * intent waits for a change (an O_CREAT open of an existing file, a
+	 * `>>` with nothing to add: no reconcile, no event) */
+	if (mw->inplace && !(flags & SMUX_WRITER_TRUNC) && mw->base.found)
+		smux__intent_end(mux, key, &mw->dirty);
 	*out = &mw->base;
 	return 0;
 out_close:
-	/* what the replicas that opened created goes: the open failed */
+	/* what the replicas that opened created goes: the open failed (an
+	 * O_EXCL create of an existing name: no reconcile either) */
 	mw->base.unmade = true;
+	if (mw->inplace && !(flags & SMUX_WRITER_TRUNC))
+		smux__intent_end(mux, key, &mw->dirty);
 	mw_close(&mw->base);
 	return rc;
 }

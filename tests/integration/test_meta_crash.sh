@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# test_meta_crash.sh - a chmod, touch, mkdir, symlink or setfattr (of a file
-# or a directory) on a mirror, killed (kill -9 of the daemon) after one
-# replica made it and before the other did, leaves the replicas agreeing
-# again after the remount (issue 8, "lose nothing": the change was never
+# test_meta_crash.sh - a chmod, touch, create, mkdir, symlink or setfattr
+# (of a file or a directory) on a mirror, killed (kill -9 of the daemon)
+# after one replica made it and before the other did, leaves the replicas
+# agreeing again after the remount (issue 8, "lose nothing": the change was never
 # acknowledged, so either outcome is right, but one for good - not a mode,
 # a time, a directory or an attribute that depends on which replica
 # answers).
@@ -133,6 +133,16 @@ NOT_ON_C2='! getfattr --absolute-names -n user.k "$T/c2/dd" >/dev/null 2>&1'
 killed openat2 setfattr -n user.k -v w "$M/dd"
 mount_smux "$T/mc.conf" "$M"
 agreed dd 'getfattr --absolute-names --only-values -n user.k %s/dd'
+unmount_smux "$M"
+
+log "--- touch n (a create, no write), killed between the replicas"
+mount_smux "$T/mc.conf" "$M"
+intents_ended
+DONE_ON_C1='[ -e "$T/c1/n" ]'
+NOT_ON_C2='[ ! -e "$T/c2/n" ]'
+killed openat2 touch "$M/n"
+mount_smux "$T/mc.conf" "$M"
+agreed n 'stat -c %%F %s/n'
 unmount_smux "$M"
 
 log "--- mkdir d, killed between the replicas"
