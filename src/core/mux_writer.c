@@ -926,6 +926,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_mux *mux = smux__mux_of(b);
 	struct smux__mux_writer *mw = calloc(1, sizeof(*mw));
 	struct smux_ctx child = *ctx;
+	uint64_t change = 0;
 	int rc;
 
 	*out = NULL;
@@ -957,34 +958,32 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		/* no replay replaces the files this writer changes in place
 		 * (mux_fence.c): one under way ends first */
 		smux__fence_wait_replays(mux, key);
-		/* a truncating open changes every replica already, and one
-		 * that may create makes the file replica by replica (a crash
-		 * between left an empty file on one: test_meta_crash.sh) */
-		if ((flags & SMUX_WRITER_TRUNC) ||
-		    !(flags & SMUX_WRITER_EXISTING))
+		/* a truncating open changes every replica already */
+		if (flags & SMUX_WRITER_TRUNC)
 			rc = smux__intent_begin(mux, key, &mw->dirty, err);
 		if (rc)
 			goto out_close;
 	}
+	/* an in-place open that may create makes the file replica by
+	 * replica: noted until every replica's open returned (a daemon
+	 * killed between two left an empty file on one for good; the note
+	 * is reconciled: mux_change.c, test_meta_crash.sh). Not synced, as
+	 * a rename's: a create asks no disk flush */
+	if (mw->inplace &&
+	    !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXISTING)))
+		(void)smux__change_begin_key(mux, key, &change, err);
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);
 	else
 		rc = smux__mw_single_open(mw, &child, flags, err);
+	smux__change_end(mux, change);
 	if (rc)
 		goto out_close;
-	/* every replica had the file: the open made nothing, and the
-	 * intent waits for a change (an O_CREAT open of an existing file, a
-	 * `>>` with nothing to add: no reconcile, no event) */
-	if (mw->inplace && !(flags & SMUX_WRITER_TRUNC) && mw->base.found)
-		smux__intent_end(mux, key, &mw->dirty);
 	*out = &mw->base;
 	return 0;
 out_close:
-	/* what the replicas that opened created goes: the open failed (an
-	 * O_EXCL create of an existing name: no reconcile either) */
+	/* what the replicas that opened created goes: the open failed */
 	mw->base.unmade = true;
-	if (mw->inplace && !(flags & SMUX_WRITER_TRUNC))
-		smux__intent_end(mux, key, &mw->dirty);
 	mw_close(&mw->base);
 	return rc;
 }

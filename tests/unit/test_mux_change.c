@@ -511,6 +511,43 @@ static int in_journal(struct mf *t, const char *s)
 	return n;
 }
 
+/*
+ * An in-place open that may create makes the file replica by replica: it
+ * is noted until every replica's open returned (a daemon killed between
+ * them left an empty file on one replica for good: test_meta_crash.sh),
+ * then the note ends - no write intent, no reconcile for a create that
+ * went well. An open of an existing file (SMUX_WRITER_EXISTING) makes
+ * nothing and notes nothing.
+ */
+static void test_create_noted(void **state)
+{
+	struct mf *t = *state;
+	struct smux_writer *w = NULL;
+	unsigned replayed = 0, pending = 0;
+	struct smux_error err;
+	int notes = in_journal(t, "\"key\":\"n\"");
+
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "n",
+				       SMUX_WRITER_INPLACE, &w, &err),
+	      &err);
+	assert_int_equal(in_journal(t, "\"key\":\"n\""), notes + 1);
+	assert_int_equal(changes_standing(t), 0);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	MH_OK(smux_writer_commit(w, &t->ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(t->fa, "n", "");
+	MH_HOLDS(t->fb, "n", "");
+	MH_OK(smux_backend_writer_open(
+		      t->mux, &t->ctx, "n",
+		      SMUX_WRITER_INPLACE | SMUX_WRITER_EXISTING, &w, &err),
+	      &err);
+	smux_writer_close(w);
+	assert_int_equal(in_journal(t, "\"key\":\"n\""), notes + 1);
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 0);
+}
+
 /* Renames, deletes, links, puts, setattrs and xattrs through the mux end
  * their notes. */
 static void test_live_changes_end(void **state)
@@ -586,6 +623,8 @@ int main(void)
 						mf_teardown),
 		cmocka_unit_test_setup_teardown(test_change_without_note,
 						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_create_noted, mf_setup,
+						mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};
