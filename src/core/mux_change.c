@@ -2,8 +2,9 @@
 /*
  * mux_change.c - one-call changes every replica makes: a rename, a
  * delete, a hard link, or a change of a key where it is (a put, copy,
- * setattr, setxattr or removexattr; a staged writer's commit) fanned out
- * by a mirror or shield (issue 8, "lose nothing").
+ * setattr, setxattr or removexattr; a staged writer's commit; an in-place
+ * writer's create) fanned out by a mirror or shield (issue 8, "lose
+ * nothing").
  *
  * Such a change is one call per replica. A daemon killed between two of
  * them left the replicas different for good: a file renamed on one and

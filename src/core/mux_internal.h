@@ -722,7 +722,7 @@ int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 int smux__change_begin(struct smux_mux *mux, const struct smux__call *call,
 		       uint64_t *id, struct smux_error *err);
 /* smux__change_begin of a change of @key where it is that is not one
- * call (a fan-out writer's commit). */
+ * call (a staged writer's commit, an in-place writer's create). */
 int smux__change_begin_key(struct smux_mux *mux, const char *key, uint64_t *id,
 			   struct smux_error *err);
 /* Every member's call of change @id returned: its note ends. */
