@@ -577,8 +577,7 @@ out:
 		if (!dkey)
 			return smux_error_set(err, SMUX_E_NO_MEMORY,
 					      mux->base.name, NULL);
-		memcpy(dkey, key, n);
-		memcpy(dkey + n, "/", 2);
+		snprintf(dkey, n + 2, "%s/", key);
 		rc = reconcile(mux, ctx, v, dkey, ev, err);
 		free(dkey);
 	}
