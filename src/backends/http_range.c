@@ -60,11 +60,41 @@ static uint64_t within(uint64_t size, uint64_t off, uint64_t len)
 	return len < size - off ? len : size - off;
 }
 
+/*
+ * The 206 @resp as the answer for bytes from @at (of an object of @size
+ * when @sized): its Content-Range usable, starting at @at and within the
+ * object. Sets what it covers (got_from, got_to, *@last) and the body it
+ * may bring (body_left); false with @r->bad set when it is not so.
+ */
+static bool partial_from(struct smux__http_range *r,
+			 const struct smux__http_resp *resp, uint64_t at,
+			 bool sized, uint64_t size, uint64_t *last)
+{
+	uint64_t first;
+
+	if (!content_range(resp->content_range, &first, last)) {
+		r->bad = "a 206 without a usable Content-Range";
+		return false;
+	}
+	r->got_from = first;
+	r->got_to = *last;
+	if (first != at) {
+		r->bad = "a 206 for another range";
+		return false;
+	}
+	if (sized && *last >= size) {
+		r->bad = "a 206 past the object's end";
+		return false;
+	}
+	r->body_left = *last - first + 1;
+	return true;
+}
+
 void smux__http_range_start(struct smux__http_range *r,
 			    const struct smux__http_resp *resp, uint64_t off,
 			    uint64_t len)
 {
-	uint64_t size = 0, first, last;
+	uint64_t size = 0, last;
 	bool sized = smux__http_answer_size(resp, &size);
 
 	memset(r, 0, sizeof(*r));
@@ -78,22 +108,9 @@ void smux__http_range_start(struct smux__http_range *r,
 			r->expect = (int64_t)within(size, off, len);
 		return;
 	}
-	if (!content_range(resp->content_range, &first, &last)) {
-		r->bad = "a 206 without a usable Content-Range";
+	if (!partial_from(r, resp, off, sized, size, &last))
 		return;
-	}
-	r->got_from = first;
-	r->got_to = last;
-	if (first != off) {
-		r->bad = "a 206 for another range";
-		return;
-	}
-	if (sized && last >= size) {
-		r->bad = "a 206 past the object's end";
-		return;
-	}
 	r->partial = true;
-	r->body_left = last - first + 1;
 	/* the range asked for, as far as the object goes; what this answer
 	 * covers of it must come, the rest is asked for again */
 	r->end = off +
@@ -112,7 +129,7 @@ void smux__http_range_start(struct smux__http_range *r,
 static void range_follow(struct smux__http_range *r,
 			 const struct smux__http_resp *resp, uint64_t at)
 {
-	uint64_t size = 0, first, last;
+	uint64_t size = 0, last;
 	bool sized = smux__http_answer_size(resp, &size);
 
 	r->got_from = r->got_to = 0;
@@ -120,21 +137,8 @@ static void range_follow(struct smux__http_range *r,
 		r->bad = "an answer that is no 206 to a follow-up of a 206";
 		return;
 	}
-	if (!content_range(resp->content_range, &first, &last)) {
-		r->bad = "a 206 without a usable Content-Range";
+	if (!partial_from(r, resp, at, sized, size, &last))
 		return;
-	}
-	r->got_from = first;
-	r->got_to = last;
-	if (first != at) {
-		r->bad = "a 206 for another range";
-		return;
-	}
-	if (sized && last >= size) {
-		r->bad = "a 206 past the object's end";
-		return;
-	}
-	r->body_left = last - first + 1;
 	/* another version than the first answer's: its bytes spliced to
 	 * those would be neither */
 	if ((r->etag[0] && strcmp(r->etag, resp->etag) != 0) ||

@@ -293,6 +293,36 @@ take_fg_daemon() {
 	_SMUX_FG_PIDS=("${keep[@]}")
 }
 
+# kill_between MNT HELD CALLS CMD...: runs CMD on the mount MNT (its daemon
+# taken to the foreground) with the CALLS system calls on the replica root
+# HELD delayed 3 s by strace (-P: calls naming that directory, so keys in
+# the mount's root), waits until the other replica made the change
+# ($DONE_ON_C1, 2 s at most), checks HELD did not yet ($NOT_ON_C2), and
+# kills the daemon: a crash between the two replicas' calls.
+kill_between() {
+	local mnt=$1 held=$2 calls=$3 spid cpid opid i
+	shift 3
+	take_fg_daemon "$mnt"
+	opid=$FG_PID
+	strace -f -qq -p "$opid" -P "$held" -e trace="$calls" \
+		-e inject="$calls":delay_enter=3000000 -o /dev/null &
+	spid=$!
+	sleep 1
+	"$@" 2>/dev/null &
+	cpid=$!
+	for ((i = 0; i < 100; i++)); do eval "$DONE_ON_C1" && break; sleep 0.02; done
+	eval "$DONE_ON_C1" || fail "the first replica did not make the change within 2 s: $*"
+	eval "$NOT_ON_C2" || fail "$held made the change before the kill (no window): $*"
+	kill -KILL "$opid"
+	wait "$opid" 2>/dev/null || true
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	wait "$cpid" 2>/dev/null || true
+	_smux_umount "$mnt" || true
+	_smux_forget_mount "$mnt"
+	log "killed $opid between the replicas: $*"
+}
+
 # check_sanitizers: fails if any daemon log or sanitizer file has a report.
 check_sanitizers() {
 	local f found=0

@@ -25,31 +25,10 @@ cfg_mux m mirror "c1 c2"
 cfg_file c1 "$T/c1"
 cfg_file c2 "$T/c2"
 
-# killed KIND CMD...: runs CMD on the mount with c2's KIND syscalls
-# (renameat or unlinkat) held 3 s, waits until c1 made the change (test
-# with $DONE_ON_C1), checks c2 did not yet, and kills the daemon.
+# killed CALLS CMD...: CMD with c2's CALLS held, killed between the
+# replicas (kill_between, lib.sh).
 killed() {
-	local calls=$1 spid cpid i
-	shift
-	take_fg_daemon "$M"
-	local opid=$FG_PID
-	strace -f -qq -p "$opid" -P "$T/c2" -e trace="$calls" \
-		-e inject="$calls":delay_enter=3000000 -o /dev/null &
-	spid=$!
-	sleep 1
-	"$@" 2>/dev/null &
-	cpid=$!
-	for ((i = 0; i < 100; i++)); do eval "$DONE_ON_C1" && break; sleep 0.02; done
-	eval "$DONE_ON_C1" || fail "c1 did not make the change within 2 s: $*"
-	eval "$NOT_ON_C2" || fail "c2 made the change before the kill (no window): $*"
-	kill -KILL "$opid"
-	wait "$opid" 2>/dev/null || true
-	kill "$spid" 2>/dev/null || true
-	wait "$spid" 2>/dev/null || true
-	wait "$cpid" 2>/dev/null || true
-	_smux_umount "$M" || true
-	_smux_forget_mount "$M"
-	log "killed $opid between the replicas: $*"
+	kill_between "$M" "$T/c2" "$@"
 }
 
 # agreed KEY TEST: after the remount, TEST holds within 10 s and an

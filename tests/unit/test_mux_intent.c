@@ -109,6 +109,34 @@ static void hard_link(const char *dir, const char *from, const char *to)
 	assert_int_equal(link(a, b), 0);
 }
 
+/* The daemon died during an in-place write of "hello" to k, a file of two
+ * names (k, k2) on each replica; b took a write of the same length a never
+ * saw (same inode), and both have the same mtime. */
+static void same_token_split(struct mf *t)
+{
+	struct smux_writer *w = open_inplace(t, "k");
+	struct smux_error err;
+
+	MH_OK(smux_writer_pwrite(w, &t->ctx, "hello", 5, 0, &err), &err);
+	hard_link(t->a, "k", "k2");
+	hard_link(t->b, "k", "k2");
+	write_behind(t->b, "k", "HELLO");
+	set_mtime(t->a, "k", 1700000000);
+	set_mtime(t->b, "k", 1700000000);
+	smux_writer_close(w); /* no commit: the daemon died */
+}
+
+/* After the repair: nothing pending, and "hello" in one file under both
+ * names on b. */
+static void same_token_repaired(struct mf *t)
+{
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
+	MH_HOLDS(t->fb, "k", "hello");
+	MH_HOLDS(t->fb, "k2", "hello");
+	mf_one_file(t->b, "k", "k2");
+}
+
 /* Replicas with the same size and mtime (the file backend's version
  * token) but other bytes are made the same, and a hard-linked file keeps
  * its names: an in-place write that reached one replica before the crash
@@ -120,27 +148,14 @@ static void hard_link(const char *dir, const char *from, const char *to)
 static void test_same_token_other_bytes(void **state)
 {
 	struct mf *t = *state;
-	struct smux_writer *w = open_inplace(t, "k");
 	unsigned replayed = 0, pending = 0;
 	struct smux_error err;
 
-	MH_OK(smux_writer_pwrite(w, &t->ctx, "hello", 5, 0, &err), &err);
-	hard_link(t->a, "k", "k2");
-	hard_link(t->b, "k", "k2");
-	/* b took a write of the same length a never saw (same inode) */
-	write_behind(t->b, "k", "HELLO");
-	set_mtime(t->a, "k", 1700000000);
-	set_mtime(t->b, "k", 1700000000);
-	smux_writer_close(w); /* no commit: the daemon died */
+	same_token_split(t);
 	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
 	      &err);
-	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
-	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
 	MH_HOLDS(t->fa, "k", "hello"); /* the first of two alike */
-	MH_HOLDS(t->fb, "k", "hello");
-	/* one file under both names on each replica */
-	MH_HOLDS(t->fb, "k2", "hello");
-	mf_one_file(t->b, "k", "k2");
+	same_token_repaired(t);
 }
 
 /* The background pass smux__reconcile_hook_copied runs once, between the
@@ -172,17 +187,10 @@ static void background_pass(struct smux_mux *mux, const char *key)
 static void test_stale_hint_not_replayed_meanwhile(void **state)
 {
 	struct mf *t = *state;
-	struct smux_writer *w = open_inplace(t, "k");
 	unsigned replayed = 0, pending = 0;
 	struct smux_error err;
 
-	MH_OK(smux_writer_pwrite(w, &t->ctx, "hello", 5, 0, &err), &err);
-	hard_link(t->a, "k", "k2");
-	hard_link(t->b, "k", "k2");
-	write_behind(t->b, "k", "HELLO");
-	set_mtime(t->a, "k", 1700000000);
-	set_mtime(t->b, "k", 1700000000);
-	smux_writer_close(w); /* no commit: the daemon died */
+	same_token_split(t);
 	bg_race.t = t;
 	bg_race.ran = false;
 	smux__reconcile_hook_copied = background_pass;
@@ -190,11 +198,7 @@ static void test_stale_hint_not_replayed_meanwhile(void **state)
 	      &err);
 	smux__reconcile_hook_copied = NULL;
 	assert_true(bg_race.ran);
-	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
-	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
-	MH_HOLDS(t->fb, "k", "hello");
-	MH_HOLDS(t->fb, "k2", "hello");
-	mf_one_file(t->b, "k", "k2");
+	same_token_repaired(t);
 }
 
 static void test_committed_nothing_left(void **state)
