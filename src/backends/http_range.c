@@ -185,6 +185,18 @@ int smux__http_range_write(struct smux__http_range *r, const void *data,
 	return rc;
 }
 
+/* BAD_RESPONSE when the answer under way delivered less than it said. */
+static int cut_short(const struct smux__http_range *r, const char *backend,
+		     const char *key, struct smux_error *err)
+{
+	if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
+		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
+				      "get \"%s\": the answer was cut short "
+				      "(%" PRIu64 " of %" PRId64 " bytes)",
+				      key, r->delivered, r->expect);
+	return 0;
+}
+
 int smux__http_range_check(struct smux__http_range *r, bool started,
 			   const struct smux__http_resp *resp, uint64_t off,
 			   uint64_t len, const char *backend, const char *key,
@@ -198,12 +210,7 @@ int smux__http_range_check(struct smux__http_range *r, bool started,
 				      "-%" PRIu64 " for a range from %" PRIu64
 				      ")",
 				      key, r->bad, r->got_from, r->got_to, off);
-	if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
-		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
-				      "get \"%s\": the answer was cut short "
-				      "(%" PRIu64 " of %" PRId64 " bytes)",
-				      key, r->delivered, r->expect);
-	return 0;
+	return cut_short(r, backend, key, err);
 }
 
 void smux__http_range_hdrs(struct smux__http_range_hdrs *h, const char *range,
@@ -264,12 +271,9 @@ int smux__http_range_rest(struct smux__http_range *r,
 	while (r->next < r->end) {
 		/* the rest starts where the bytes so far end, so the answer
 		 * before must be whole (cut short, its gap would be lost) */
-		if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
-			return smux_error_set(
-				err, SMUX_E_BAD_RESPONSE, backend,
-				"get \"%s\": the answer was cut short "
-				"(%" PRIu64 " of %" PRId64 " bytes in)",
-				key, r->delivered, r->expect);
+		rc = cut_short(r, backend, key, err);
+		if (rc)
+			return rc;
 		if (r->trickles >= SMUX__HTTP_RANGE_FOLLOWUPS)
 			return smux_error_set(
 				err, SMUX_E_BAD_RESPONSE, backend,
@@ -311,10 +315,5 @@ int smux__http_range_rest(struct smux__http_range *r,
 		    r->next < r->end)
 			r->trickles++;
 	}
-	if (r->expect >= 0 && r->delivered < (uint64_t)r->expect)
-		return smux_error_set(err, SMUX_E_BAD_RESPONSE, backend,
-				      "get \"%s\": the answer was cut short "
-				      "(%" PRIu64 " of %" PRId64 " bytes in)",
-				      key, r->delivered, r->expect);
-	return 0;
+	return cut_short(r, backend, key, err);
 }
