@@ -557,6 +557,11 @@ enum smux_writer_flags {
 	 * instead of creating it or its directories (open(2) without
 	 * O_CREAT) */
 	SMUX_WRITER_EXISTING = 8,
+	/* with SMUX_WRITER_INPLACE: the caller creates the object (a name it
+	 * saw absent: open(2) with O_CREAT of a new name). A mirror or shield
+	 * notes the creates its replicas make until every one returned (a
+	 * crash between two is reconciled); a backend ignores it */
+	SMUX_WRITER_CREATE = 16,
 };
 
 /* pwrite offset of an O_APPEND write: at the end of the object as it is

@@ -221,11 +221,15 @@ out:
 	return rc;
 }
 
-/* Whether @err says the replica refuses the change for good. */
+/* Whether @err says the replica refuses the change for good: it cannot
+ * keep it, or it is not allowed to (EPERM: a chown by a non-root daemon,
+ * a squashing NFS) - not a read-only remount or an expired token, which
+ * pass (the intent is tried again). */
 static bool unfixable(const struct smux_error *err)
 {
-	return err->e.code == SMUX_E_PERMISSION_DENIED ||
-	       err->e.code == SMUX_E_NOT_SUPPORTED;
+	return err->e.code == SMUX_E_NOT_SUPPORTED ||
+	       (err->e.code == SMUX_E_PERMISSION_DENIED &&
+		err->e.sys_errno == EPERM);
 }
 
 long smux__meta_fix(struct smux_mux *mux, const struct smux_ctx *ctx,

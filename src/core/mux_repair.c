@@ -524,8 +524,11 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 			rc = smux__meta_same_bytes(mux, ctx, v->m[src], v->m[i],
 						   key, info[src].size, &same,
 						   err);
-		/* (not under a writer's feet: as copy_if) */
-		if (rc == 0 && have[i] && same && !smux__intent_busy(mux, key))
+		/* not under a writer's feet (as copy_if): the intent stays
+		 * for a later pass - ended now, the difference would stay */
+		if (rc == 0 && have[i] && same)
+			rc = smux__replay_blocked(mux, key, err);
+		if (rc == 0 && have[i] && same)
 			rc = smux__meta_fix(mux, ctx, v->m[src], v->m[i], key,
 					    &info[src], &info[i], &fixed, err);
 		if (rc == 0 && fixed && ev->n_failed < SMUX_EVENT_MAX_FAILED)

@@ -964,13 +964,14 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		if (rc)
 			goto out_close;
 	}
-	/* an in-place open that may create makes the file replica by
-	 * replica: noted until every replica's open returned (a daemon
-	 * killed between two left an empty file on one for good; the note
-	 * is reconciled: mux_change.c, test_meta_crash.sh). Not synced, as
-	 * a rename's: a create asks no disk flush */
-	if (mw->inplace &&
-	    !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXISTING)))
+	/* an in-place create makes the file replica by replica: noted
+	 * until every replica's open returned (a daemon killed between two
+	 * left an empty file on one for good; the note is reconciled:
+	 * mux_change.c, test_meta_crash.sh). Not synced, as a rename's: a
+	 * create asks no disk flush. An open of an existing file notes
+	 * nothing; a truncating one has its write intent already */
+	if (mw->inplace && (flags & SMUX_WRITER_CREATE) &&
+	    !(flags & SMUX_WRITER_TRUNC))
 		(void)smux__change_begin_key(mux, key, &change, err);
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);

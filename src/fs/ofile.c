@@ -679,9 +679,11 @@ static int ofile_start(struct smuxfs *fs, struct smuxfs_ofile *of,
 		return 0;
 	wflags = (flags & SMUXFS_OF_TRUNC) ? SMUX_WRITER_TRUNC : 0;
 	if (of->inplace)
-		wflags |= SMUX_WRITER_INPLACE |
-			  ((flags & SMUXFS_OF_EXCL) ? SMUX_WRITER_EXCL : 0) |
-			  (existing ? SMUX_WRITER_EXISTING : 0);
+		wflags |=
+			SMUX_WRITER_INPLACE |
+			((flags & SMUXFS_OF_EXCL) ? SMUX_WRITER_EXCL : 0) |
+			((flags & SMUXFS_OF_CREATE) ? SMUX_WRITER_CREATE : 0) |
+			(existing ? SMUX_WRITER_EXISTING : 0);
 	rc = smux_backend_writer_open(fs->root, &ctx, of->key, wflags, &of->w,
 				      &err);
 	if (rc == 0) {

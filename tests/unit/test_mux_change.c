@@ -433,6 +433,39 @@ static void test_dir_plain_key_reconciled(void **state)
 	assert_string_equal(value, "v");
 }
 
+/*
+ * A reconcile that would fix only mode, owner or xattrs waits while an
+ * in-place writer holds the key (its intent stays): ended then, the
+ * difference stayed for good (a chmod killed between the replicas, and an
+ * appender opening the file before the repair pass).
+ */
+static void test_meta_fix_waits_for_writer(void **state)
+{
+	struct mf *t = *state;
+	unsigned replayed = 0, pending = 0;
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct stat st;
+
+	MH_OK(mh_put(t->mux, "k", "same", &err), &err);
+	die_in(t, SMUX__OP_SETATTR, "k", NULL);
+	assert_int_equal(chmod(backing(t->a, "k"), 0600), 0);
+	mf_mux(t, t->state);
+	smux__mux_bg_stop(smux__mux_of(t->mux));
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "k",
+				       SMUX_WRITER_INPLACE, &w, &err),
+	      &err);
+	(void)smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 1);
+	assert_int_equal(stat(backing(t->b, "k"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	smux_writer_close(w);
+	repair(t);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+	assert_int_equal(stat(backing(t->b, "k"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+}
+
 /* A mkdir made on a only is made on b; a directory both have, whose
  * mtimes differ (their entries'), is not copied: no replica updated. */
 static void test_mkdir_reconciled(void **state)
@@ -526,8 +559,8 @@ static int in_journal(struct mf *t, const char *s)
  * is noted until every replica's open returned (a daemon killed between
  * them left an empty file on one replica for good: test_meta_crash.sh),
  * then the note ends - no write intent, no reconcile for a create that
- * went well. An open of an existing file (SMUX_WRITER_EXISTING) makes
- * nothing and notes nothing.
+ * went well. An open of an existing file (no SMUX_WRITER_CREATE) notes
+ * nothing.
  */
 static void test_create_noted(void **state)
 {
@@ -538,7 +571,8 @@ static void test_create_noted(void **state)
 	int notes = in_journal(t, "\"key\":\"n\"");
 
 	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "n",
-				       SMUX_WRITER_INPLACE, &w, &err),
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE,
+				       &w, &err),
 	      &err);
 	assert_int_equal(in_journal(t, "\"key\":\"n\""), notes + 1);
 	assert_int_equal(changes_standing(t), 0);
@@ -547,9 +581,9 @@ static void test_create_noted(void **state)
 	smux_writer_close(w);
 	MH_HOLDS(t->fa, "n", "");
 	MH_HOLDS(t->fb, "n", "");
-	MH_OK(smux_backend_writer_open(
-		      t->mux, &t->ctx, "n",
-		      SMUX_WRITER_INPLACE | SMUX_WRITER_EXISTING, &w, &err),
+	/* as smuxfs opens an existing file on a mirror (no create) */
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "n",
+				       SMUX_WRITER_INPLACE, &w, &err),
 	      &err);
 	smux_writer_close(w);
 	assert_int_equal(in_journal(t, "\"key\":\"n\""), notes + 1);
@@ -628,6 +662,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symlink_owner_reconciled,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_dir_plain_key_reconciled,
+						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(test_meta_fix_waits_for_writer,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_reconciled, mf_setup,
 						mf_teardown),
