@@ -216,9 +216,9 @@ int smux__http_range_check(struct smux__http_range *r, bool started,
 void smux__http_range_hdrs(struct smux__http_range_hdrs *h, const char *range,
 			   const char *if_match)
 {
+	memset(h, 0, sizeof(*h));
 	snprintf(h->range, sizeof(h->range), "Range: %s", range);
 	h->list[0] = h->range;
-	h->list[1] = h->list[2] = NULL;
 	if (if_match) {
 		snprintf(h->if_match, sizeof(h->if_match), "If-Match: %s",
 			 if_match);
