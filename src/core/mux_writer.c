@@ -590,6 +590,7 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	mw->whole = (flags & SMUX_WRITER_TRUNC) != 0;
 	f->mux = mux;
 	smux__fan_eligible(f, v, &open, mw->whole, SMUX__WRITER_MAX);
+	mw->left_out = f->n < v->n; /* draining */
 	{
 		/* no replica to open on: one coming back (under the
 		 * background thread's probe) is waited for */
@@ -634,8 +635,10 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	 * given the creator's mode and owner at the commit) */
 	mw->base.found = false;
 	for (unsigned i = 0; i < mw->n; i++) {
-		if (!smux__mw_live(mw, i))
+		if (!smux__mw_live(mw, i)) {
+			mw->left_out = true;
 			continue;
+		}
 		mw->base.found = mw->s[i]->w && mw->s[i]->w->found;
 		if (!mw->base.found)
 			break;
@@ -977,14 +980,23 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = fanout_open(mw, &child, key, flags, err);
 	else
 		rc = smux__mw_single_open(mw, &child, flags, err);
-	smux__change_end(mux, change);
+	/* a replica left out of a create gets the file only from the
+	 * commit's hint: until then the key has its write intent, which a
+	 * crash (or a close without a commit) leaves to the repair - the
+	 * note ended here would leave the file on some replicas for good
+	 * (test_mux_change test_create_left_out_held) */
+	if (rc == 0 && change && mw->left_out)
+		rc = smux__intent_begin(mux, key, &mw->dirty, err);
 	if (rc)
 		goto out_close;
+	smux__change_end(mux, change);
 	*out = &mw->base;
 	return 0;
 out_close:
 	/* what the replicas that opened created goes: the open failed */
 	mw->base.unmade = true;
 	mw_close(&mw->base);
+	/* a crash in that cleanup leaves the note to the next start */
+	smux__change_end(mux, change);
 	return rc;
 }

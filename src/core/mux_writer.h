@@ -51,6 +51,10 @@ struct smux__mux_writer {
 	/* fan-out: the writer makes the whole content (opened truncating or
 	 * truncated to 0), not an edit of each replica's old copy */
 	bool whole;
+	/* fan-out: a replica of the mux was left out of the open (draining,
+	 * down, stale, or its open failed); it gets the key from the
+	 * commit's hint */
+	bool left_out;
 	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
 	 * change the object itself */
 	bool object;

@@ -592,6 +592,39 @@ static void test_create_noted(void **state)
 	assert_int_equal(mh_events_count(t->ev, SMUX_EV_RECONCILED), 0);
 }
 
+/*
+ * A create that leaves a replica out (draining here; down, or its open
+ * failed) makes the file on the others only, and the left-out replica
+ * gets it from the hint the commit records. Until then the key has a
+ * write intent: a daemon killed before the commit (here: a close without
+ * one) leaves it for the repair, which makes the file on b. The create's
+ * note alone ended when the open returned, and b never got the file.
+ */
+static void test_create_left_out_held(void **state)
+{
+	struct mf *t = *state;
+	struct smux_writer *w = NULL;
+	unsigned replayed = 0, pending = 0;
+	struct smux_error err;
+
+	MH_OK(smux_mux_drain(t->mux, "b", &t->ctx, &err), &err);
+	MH_OK(smux_backend_writer_open(t->mux, &t->ctx, "n",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE,
+				       &w, &err),
+	      &err);
+	assert_int_equal(smux_mux_pending_intents(t->mux), 1);
+	MH_HOLDS(t->fa, "n", "");
+	MH_LACKS(t->fb, "n");
+	smux_writer_close(w); /* no commit: as a crash leaves it */
+	assert_int_equal(changes_standing(t), 0);
+	MH_OK(smux_mux_undrain(t->mux, "b", &err), &err);
+	MH_OK(smux_mux_repair(t->mux, &t->ctx, &replayed, &pending, &err),
+	      &err);
+	assert_int_equal(pending, 0);
+	MH_HOLDS(t->fb, "n", "");
+	assert_int_equal(smux_mux_pending_intents(t->mux), 0);
+}
+
 /* Renames, deletes, links, puts, setattrs and xattrs through the mux end
  * their notes. */
 static void test_live_changes_end(void **state)
@@ -671,6 +704,8 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_create_noted, mf_setup,
 						mf_teardown),
+		cmocka_unit_test_setup_teardown(test_create_left_out_held,
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_live_changes_end, mf_setup,
 						mf_teardown),
 	};
