@@ -23,7 +23,8 @@
  * end lost) costs a look at the next start, nothing else.
  *
  * Notes standing when the mux opens were left by a dead daemon (the
- * newest per key: an older one whose end was lost is ended). They are
+ * newest per key; an older one of its keys is reconciled after it, see
+ * smux__changes_load). They are
  * rolled forward as the mux opens, before anyone uses it (a user write
  * made first would be undone by them). A member is asked whether the
  * change shows there (the key gone; a link: its new name a link of the
@@ -164,9 +165,16 @@ int smux__changes_load(struct smux_mux *mux)
 
 	if (n < 0)
 		return n;
-	/* newest first: a note whose end was lost (its write failed) is
-	 * older than a later change of one of its keys, and taking it for
-	 * a crash's would undo that change - it is ended instead */
+	/*
+	 * Newest first. An older note of one of a newer one's keys is either
+	 * one whose end was lost (its write failed: the change was made
+	 * everywhere, and rolling it forward now would undo the later
+	 * change) or a change in flight beside the newer one (a staged
+	 * commit of f and a rename over f): it is not rolled forward but its
+	 * keys are reconciled after the newer change, which makes replicas
+	 * that agree stay as they are and ones that differ agree
+	 * (test_older_overlapping_change_reconciled).
+	 */
 	for (int i = n - 1; i >= 0 && rc == 0; i--) {
 		struct mux_change *c, *k;
 
@@ -175,11 +183,6 @@ int smux__changes_load(struct smux_mux *mux)
 		for (k = mux->changes_left; k; k = k->next)
 			if (overlap(list[i].key, list[i].to, k->key, k->to))
 				break;
-		if (k) {
-			(void)smux__hints_note_end_lazy(mux->hints, &list[i].id,
-							1, NULL);
-			continue;
-		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			rc = -ENOMEM;
@@ -189,7 +192,7 @@ int smux__changes_load(struct smux_mux *mux)
 		c->key = list[i].key;
 		c->to = list[i].to;
 		c->link = list[i].link;
-		c->in_place = list[i].kind == SMUX__HINT_INTENT;
+		c->in_place = k || list[i].kind == SMUX__HINT_INTENT;
 		list[i].key = NULL; /* taken */
 		list[i].to = NULL;
 		*tail = c;
@@ -401,8 +404,14 @@ static long reconcile_later(struct smux_mux *mux, const struct mux_change *c,
 	 * (only after a journal failure at open can one be open by now) */
 	long rc = smux__replay_blocked(mux, c->key, err);
 
+	if (rc == 0 && c->to)
+		rc = smux__replay_blocked(mux, c->to, err);
 	if (rc == 0)
 		rc = smux__hints_add(mux->hints, SMUX__INTENT_ALL, c->key,
+				     SMUX__HINT_INTENT, NULL, err);
+	/* an older rename or link beside a newer change: both its names */
+	if (rc == 0 && c->to)
+		rc = smux__hints_add(mux->hints, SMUX__INTENT_ALL, c->to,
 				     SMUX__HINT_INTENT, NULL, err);
 	return rc;
 }

@@ -101,7 +101,8 @@ struct mux_change {
 	uint64_t note;	/* its journal note */
 	char *key, *to; /* to: a rename's or link's new name; NULL: delete */
 	bool link;
-	bool in_place; /* a put, setattr or xattr: reconciled (no to) */
+	bool in_place; /* a put, setattr or xattr, or an older note beside a
+			* newer one of its keys: its keys reconciled */
 	bool told;     /* its failure was told (an event) */
 	struct mux_change *next;
 };

@@ -308,6 +308,37 @@ static void test_older_note_of_key_ended(void **state)
 	MH_HOLDS(t->fb, "j", "data");
 }
 
+/*
+ * Two changes of one key in flight at a crash: a staged writer's commit
+ * of f (its note the older) and a rename of a over f, made on a only,
+ * where the commit then landed over it. Rolling the rename forward on b
+ * gives b a's bytes as f; a keeps the commit's. The older note, a change
+ * in place, was ended as if its end were lost, and f stayed different.
+ * It is reconciled after the rename instead: the newest f (the commit's)
+ * on both.
+ */
+static void test_older_overlapping_change_reconciled(void **state)
+{
+	struct mf *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_error err;
+	uint64_t commit = 0;
+
+	MH_OK(mh_put(t->mux, "a", "renamed", &err), &err);
+	MH_OK(mh_put(t->mux, "f", "old", &err), &err);
+	MH_OK(smux__change_begin_key(m, "f", &commit, &err), &err);
+	assert_true(commit > 0);
+	die_during(t, "a", "f");
+	MH_OK(smux_backend_rename(t->fa, &t->ctx, "a", "f", &err), &err);
+	MH_OK(mh_put(t->fa, "f", "commit", &err), &err);
+	mf_mux(t, t->state);
+	repair(t);
+	MH_LACKS(t->fa, "a");
+	MH_LACKS(t->fb, "a");
+	MH_HOLDS(t->fa, "f", "commit");
+	MH_HOLDS(t->fb, "f", "commit");
+}
+
 /* A name a link would make, already there on b as another file, is no
  * sign that the link happened there: it happened nowhere, a gets no
  * link. */
@@ -688,6 +719,9 @@ int main(void)
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_older_note_of_key_ended,
 						mf_setup, mf_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_older_overlapping_change_reconciled, mf_setup,
+			mf_teardown),
 		cmocka_unit_test_setup_teardown(test_link_name_there_before,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_reconciled,
