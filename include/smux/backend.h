@@ -186,6 +186,13 @@ enum smux_caps {
 	 * WebDAV hides them: a dot name a listing lacks may be there); a
 	 * mux has it when every member has it */
 	SMUX_CAP_LISTS_DOTNAMES = 4096,
+	/* a put of a symlink (mode S_IFLNK) is stored as one, natively or
+	 * as a marker object; a mux has it when every member has it (a
+	 * mirror with one member refusing them would hold a symlink on the
+	 * others only, its hint never replayable) */
+	SMUX_CAP_SYMLINK = 8192,
+	/* the same for FIFOs and sockets (S_IFIFO, S_IFSOCK) */
+	SMUX_CAP_FIFO = 16384,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */

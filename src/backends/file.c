@@ -1117,11 +1117,11 @@ static int fileb_link(struct smux_backend *b, const struct smux_ctx *ctx,
  * capability of one feature, added with it. */
 static unsigned fileb_caps(struct smux_backend *b)
 {
-	unsigned caps = SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK |
-			SMUX_CAP_DIR_RENAME | SMUX_CAP_OWNER | SMUX_CAP_XATTR |
-			SMUX_CAP_DIR_GROUP | SMUX_CAP_OPEN_EXISTING |
-			SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE |
-			SMUX_CAP_LISTS_DOTNAMES;
+	unsigned caps =
+		SMUX_CAP_INPLACE | SMUX_CAP_HARDLINK | SMUX_CAP_DIR_RENAME |
+		SMUX_CAP_OWNER | SMUX_CAP_XATTR | SMUX_CAP_DIR_GROUP |
+		SMUX_CAP_OPEN_EXISTING | SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE |
+		SMUX_CAP_LISTS_DOTNAMES | SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 
 	(void)b;
 	return caps;

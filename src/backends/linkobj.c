@@ -496,9 +496,11 @@ static int linkb_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
 
 static unsigned linkb_caps(struct smux_backend *b)
 {
-	/* a del here is two requests: no batch of them */
-	return smux_backend_caps(linkb_of(b)->inner) &
-	       ~(unsigned)SMUX_CAP_DEL_MANY;
+	/* a del here is two requests: no batch of them; symlinks are
+	 * NAME.rclonelink objects */
+	return (smux_backend_caps(linkb_of(b)->inner) &
+		~(unsigned)SMUX_CAP_DEL_MANY) |
+	       SMUX_CAP_SYMLINK;
 }
 
 /* A link's object name is longer than the link's by the suffix. */

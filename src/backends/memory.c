@@ -1010,7 +1010,8 @@ static int memb_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 static unsigned memb_caps(struct smux_backend *b)
 {
 	memb_from(b);
-	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR | SMUX_CAP_LISTS_DOTNAMES;
+	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR | SMUX_CAP_LISTS_DOTNAMES |
+	       SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 }
 
 static void memb_destroy(struct smux_backend *b)

@@ -862,7 +862,7 @@ static unsigned s3b_caps(struct smux_backend *b)
 	/* head("a") asks "a/" itself (smux__s3_head); many deletes are
 	 * one DeleteObjects request (s3_del.c) */
 	return SMUX_CAP_OWNER | SMUX_CAP_HEAD_DIR | SMUX_CAP_DEL_MANY |
-	       SMUX_CAP_LISTS_DOTNAMES;
+	       SMUX_CAP_LISTS_DOTNAMES | SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 }
 
 static void s3b_destroy(struct smux_backend *b)

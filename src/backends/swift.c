@@ -895,7 +895,9 @@ unsigned long smux_swift_orphan_count(struct smux_backend *b)
 static unsigned swiftb_caps(struct smux_backend *b)
 {
 	(void)b;
-	return SMUX_CAP_HEAD_DIR | SMUX_CAP_DEL_MANY | SMUX_CAP_LISTS_DOTNAMES;
+	/* symlinks and FIFOs: objects with their type in X-Object-Meta-Mode */
+	return SMUX_CAP_HEAD_DIR | SMUX_CAP_DEL_MANY | SMUX_CAP_LISTS_DOTNAMES |
+	       SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 }
 
 static const struct smux_backend_ops swiftb_ops = {

@@ -1153,6 +1153,8 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return op_leave(mux, span, rc, err);
 }
 
+static unsigned mux_caps(struct smux_backend *b);
+
 static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		   const char *key, const struct smux_source *src,
 		   const struct smux_put_opts *opts, struct smux_info *info,
@@ -1165,7 +1167,19 @@ static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		.put_opts = opts,
 		.info = info,
 	};
+	uint32_t type = opts ? opts->mode & S_IFMT : 0;
+	unsigned need = type == S_IFLNK			      ? SMUX_CAP_SYMLINK
+			: type == S_IFIFO || type == S_IFSOCK ? SMUX_CAP_FIFO
+							      : 0;
 
+	/* a member that cannot keep it would miss it for good (its hint
+	 * never replayable): refused on all, as one backend refuses it */
+	if (need && !(mux_caps(b) & need))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "put \"%s\": a member keeps no %s", key,
+				      need == SMUX_CAP_SYMLINK
+					      ? "symlinks"
+					      : "FIFOs or sockets");
 	return (int)route_write(smux__mux_of(b), ctx, &call, SMUX__HINT_PUT,
 				"put", err);
 }
@@ -1382,7 +1396,6 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
  * sticky-by-key moves the object through the mux, since the two keys may
  * live on two shards.
  */
-static unsigned mux_caps(struct smux_backend *b);
 
 /*
  * A replica that made a call of mux_every_member and could not undo it

@@ -1292,6 +1292,34 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 
 /* ---- special files and links ---- */
 
+/*
+ * A symlink, FIFO or socket on a tree with a backend that keeps none
+ * (WebDAV or Bunny without rclone_links; a mirror with one of them: the
+ * others alone would hold it): EPERM, as a filesystem without them
+ * answers (symlink(2), mknod(2)), with the reason logged once.
+ */
+static int special_refused(struct smuxfs *fs, uint32_t mode, const char *key)
+{
+	static atomic_bool told_link, told_fifo;
+	uint32_t type = mode & S_IFMT;
+	bool link = type == S_IFLNK;
+	unsigned need = link				      ? SMUX_CAP_SYMLINK
+			: type == S_IFIFO || type == S_IFSOCK ? SMUX_CAP_FIFO
+							      : 0;
+
+	if (!need || (smux_backend_caps(fs->root) & need))
+		return 0;
+	if (!atomic_exchange(link ? &told_link : &told_fifo, true))
+		smux_log(LOG_INFO,
+			 "%s %s: a backend of the tree keeps no %s; "
+			 "answering EPERM",
+			 link ? "symlink" : "mknod", key,
+			 link ? "symlinks (rclone_links = true keeps them on "
+				"http and bunny)"
+			      : "FIFOs or sockets");
+	return -EPERM;
+}
+
 /* Puts an object of type @mode (S_IFREG, S_IFLNK, S_IFIFO, S_IFSOCK) at
  * @path with @content (a symlink's target) unless something is there. */
 static int make_object(const char *path, uint32_t mode, const char *content,
@@ -1315,6 +1343,9 @@ static int make_object(const char *path, uint32_t mode, const char *content,
 		return rc;
 	if (is_root)
 		return -EEXIST;
+	rc = special_refused(fs, mode, key);
+	if (rc)
+		return rc;
 	rc = smuxfs_delq_wait(fs, key, NULL); /* a queued unlink first */
 	if (rc)
 		return rc;

@@ -49,6 +49,7 @@
 #   BENCH_RAW=FILE         every sample as TSV (also the requests by method)
 #   BENCH_SMUX_BACKEND="part_parallel = 8"  lines added to smuxfs's
 #                          [backend s] (to try an option against the peers)
+#   BENCH_SMUX_MOUNT="read_ahead = 128M"  lines added to its [mount]
 #   BENCH_PROBE_TIMEOUT=300  bound of every durability probe, seconds
 #
 # s3fs comes from scripts/install-deps.sh (the interop test needs it);
@@ -164,6 +165,7 @@ cat >"$BASE/smuxfs/smuxfs.conf" <<EOF
 root = s
 cache_dir = $BASE/smuxfs/cache
 state_dir = $BASE/smuxfs/state
+${BENCH_SMUX_MOUNT:-}
 
 [backend s]
 type = s3

@@ -119,7 +119,16 @@ void conf_test_symlink(void **state)
 	struct smux_info info;
 	/* the kept mtime: not where the storage sets its own */
 	bool mtimes = !(env->fx->flags & (CONF_F_NO_ATTRS | CONF_F_NO_MTIME));
+	unsigned caps = smux_backend_caps(env->b);
 
+	/* the capabilities say what a put of each type does (a mux over a
+	 * member that refuses them refuses them first: smuxfs answers
+	 * EPERM) */
+	assert_int_equal(!!(caps & SMUX_CAP_SYMLINK),
+			 !(env->fx->flags & CONF_F_NO_SPECIAL));
+	assert_int_equal(
+		!!(caps & SMUX_CAP_FIFO),
+		!(env->fx->flags & (CONF_F_NO_SPECIAL | CONF_F_LINKS_ONLY)));
 	if (env->fx->flags & CONF_F_NO_SPECIAL) {
 		/* refused plainly, never stored as a regular file */
 		smux_source_buf(&src, target, sizeof(target) - 1);

@@ -71,6 +71,20 @@ cmp "$S/d1/f3.dat" "$M/copy/d1/moved.dat"
 rm -r "$M/untar"
 [ ! -e "$M/untar" ] || fail "rm -r left untar"
 
+# WebDAV keeps no symlinks, FIFOs or sockets (rclone_links is off here):
+# the mirror refuses them as a filesystem without them does (EPERM), on
+# neither replica. ln -s returned 0 with the link on f only, and d's hint
+# for it stayed pending for good (no replay can store it there)
+expect_fail "Operation not permitted" ln -s target "$M/link"
+expect_fail "Operation not permitted" mkfifo "$M/fifo"
+for r in "$T/f" "$NG/root"; do
+	[ ! -e "$r/link" ] && [ ! -L "$r/link" ] && [ ! -e "$r/fifo" ] ||
+		fail "a refused symlink or FIFO is on $r"
+done
+[ "$(stats "$M" '.pendingHints')" = 0 ] ||
+	fail "hints pending after a refused ln -s: $(stats "$M" '.pendingHints')"
+log "ln -s and mkfifo: EPERM, on neither replica, no hint"
+
 # both replicas hold what the mount shows
 snap=$T/snap
 mkdir "$snap"

@@ -98,7 +98,7 @@ listing() {
 # request reaches the daemon); for the same reason a descriptor whose
 # name went may show attributes of up to one clock tick before a change
 # through the file's other name (attributes valid for 0 s still serve
-# within the tick they came; seed 41); on a mirror, fchmod, fchown and
+# within the tick they came; seed 41); on a mirror or failover, fchmod, fchown and
 # futimens through a read-only descriptor whose name went stay with the
 # descriptor (a reader holds one replica; test_posix_details leaves
 # nameless_reader_chmod out there).
