@@ -241,7 +241,8 @@ TSAN_TESTS := test_bulkhead test_events test_health test_hints test_memory \
 	test_mux_threads test_mux_writer_failover test_mux_zombie test_rcache \
 	test_stats test_sendq test_eventlog test_swift_auth test_dirnames test_linger \
 	test_mux_rejoin_fence test_mux_shield_drain test_mux_zombie_handoff test_mux_departed test_mux_notes_restart \
-	test_lose_nothing test_attrstore test_s3 test_mux_fallocate test_mux_del_many
+	test_lose_nothing test_attrstore test_s3 test_mux_fallocate test_mux_del_many \
+	test_mux_replay_types
 
 test-tsan: test-tsan-build
 	$(MAKE) --no-print-directory test-tsan-run

@@ -297,6 +297,8 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->mutate_lock);
 	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
+	smux__link_memo_free(mux);
+	pthread_mutex_destroy(&mux->link_lock);
 	pthread_mutex_destroy(&mux->replay_lock);
 	pthread_mutex_destroy(&mux->fence_lock);
 	pthread_cond_destroy(&mux->fence_cond);
@@ -394,6 +396,7 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	pthread_mutex_init(&mux->sel_lock, NULL);
 	pthread_mutex_init(&mux->bg_lock, NULL);
 	pthread_mutex_init(&mux->replay_lock, NULL);
+	pthread_mutex_init(&mux->link_lock, NULL);
 	pthread_mutex_init(&mux->fence_lock, NULL);
 	pthread_cond_init(&mux->fence_cond, NULL);
 	pthread_mutex_init(&mux->intent_lock, NULL);

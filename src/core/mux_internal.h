@@ -43,6 +43,8 @@
 
 /* Buckets of the replay fence (mux_fence.c): a power of two. */
 #define SMUX__FENCE_BUCKETS 64
+/* names of files of several names a mux remembers for replays */
+#define SMUX__LINK_MEMO 64
 
 struct mux_member {
 	atomic_int refs;
@@ -150,6 +152,19 @@ struct smux_mux {
 	 * at a time (mux_repair.c) */
 	pthread_mutex_t replay_lock;
 	struct mux_replay *replaying; /* protected by replay_lock */
+	/* the last names replays put on a replica for files of several
+	 * names on their source (member pointers compared, never followed;
+	 * checked again before use): the next name of such a file becomes a
+	 * link of it there (mux_repair.c); under replay_lock */
+	struct smux__link_memo {
+		char *key;
+		const struct mux_member *src, *dst;
+		uint64_t file_id;
+	} link_memo[SMUX__LINK_MEMO];
+	unsigned link_memo_next; /* under replay_lock */
+	/* one replay of such a file at a time: two names of it replayed by
+	 * two workers at once would each put a file of its own */
+	pthread_mutex_t link_lock;
 	/* user writes and replays of one (replica, key) never overlap
 	 * (mux_fence.c); counts per bucket of (member, key) */
 	pthread_mutex_t fence_lock;
@@ -526,6 +541,10 @@ extern void (*smux__list_hook_snapped)(struct smux_mux *mux);
  * @key and is about to write it to a replica that differs. */
 extern void (*smux__reconcile_hook_copied)(struct smux_mux *mux,
 					   const char *key);
+
+/* mux_repair.c: frees what replays remembered of linked files (at the
+ * mux's end). */
+void smux__link_memo_free(struct smux_mux *mux);
 
 /* mux_rejoin.c: a member added at run time to a mux that replicates */
 

@@ -111,6 +111,137 @@ static long source_get(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* ---- files of several names ---- */
+
+/*
+ * A replay knows one key. A file of several names whose names a replica
+ * all missed (cp -a or rsync -H of a tree while it was drained) got a
+ * file of its own per name there: the replay of each name now looks for
+ * a name of the same file (by @src's file id) that a replay put on @dst
+ * and links it, after checking that it is still that file on both.
+ */
+void smux__link_memo_free(struct smux_mux *mux)
+{
+	for (unsigned i = 0; i < SMUX__LINK_MEMO; i++) {
+		free(mux->link_memo[i].key);
+		mux->link_memo[i].key = NULL;
+	}
+}
+
+/* A replay put @key on @dst, a file of several names on @src. */
+static void link_memo_note(struct smux_mux *mux, const struct mux_member *src,
+			   const struct mux_member *dst,
+			   const struct smux_info *info, const char *key)
+{
+	struct smux__link_memo *e;
+	char *k;
+
+	if (!S_ISREG(info->mode) || info->nlink < 2 || !info->file_id)
+		return;
+	k = strdup(key);
+	if (!k)
+		return; /* a copy instead of a link, later */
+	pthread_mutex_lock(&mux->replay_lock);
+	e = &mux->link_memo[mux->link_memo_next++ % SMUX__LINK_MEMO];
+	free(e->key);
+	*e = (struct smux__link_memo){
+		.key = k, .src = src, .dst = dst, .file_id = info->file_id};
+	pthread_mutex_unlock(&mux->replay_lock);
+}
+
+/* A name on @dst remembered for @src's file @info (not @key), into
+ * @out. */
+static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
+			   const struct mux_member *dst,
+			   const struct smux_info *info, const char *key,
+			   char *out, size_t cap)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&mux->replay_lock);
+	for (unsigned i = 0; i < SMUX__LINK_MEMO && !found; i++) {
+		const struct smux__link_memo *e = &mux->link_memo[i];
+
+		found = e->key && e->src == src && e->dst == dst &&
+			e->file_id == info->file_id &&
+			strcmp(e->key, key) != 0 &&
+			snprintf(out, cap, "%s", e->key) < (int)cap;
+	}
+	pthread_mutex_unlock(&mux->replay_lock);
+	return found;
+}
+
+/*
+ * Makes @key on @dst a link of @other there, when @key is missing on
+ * @dst, @other is still that file on @src (@info: @src's file, read by
+ * the replay) and @dst's @other holds its version (size and mtime, as
+ * the replay put them). 0 once linked; else the replay copies.
+ */
+static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *src, struct mux_member *dst,
+		       const char *key, const struct smux_info *info)
+{
+	char other[SMUX_KEY_MAX + 1];
+	struct smux_info si = {0}, di = {0}, ki = {0};
+	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &ki};
+	struct smux__call link = {
+		.op = SMUX__OP_LINK, .key = other, .key2 = key};
+	struct smux_error e;
+
+	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK) ||
+	    !S_ISREG(info->mode) || info->nlink < 2 || !info->file_id ||
+	    !link_memo_find(mux, src, dst, info, key, other, sizeof(other)))
+		return -1;
+	if (smux__member_call(mux, ctx, dst, &head, false, &e) == 0 ||
+	    e.e.code != SMUX_E_KEY_NOT_FOUND)
+		return -1; /* there: the put replaces (or edits) it */
+	head.key = other;
+	head.info = &si;
+	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
+	    si.file_id != info->file_id)
+		return -1;
+	head.info = &di;
+	if (smux__member_call(mux, ctx, dst, &head, false, &e) ||
+	    !S_ISREG(di.mode) || di.size != info->size ||
+	    di.mtime_ns != info->mtime_ns)
+		return -1;
+	return smux__member_call(mux, ctx, dst, &link, false, &e) == 0 ? 0 : -1;
+}
+
+/*
+ * Whether @src's failure @err to read @key says that @src has no such key
+ * of that type: a name under a non-directory (NOT_DIRECTORY, or a
+ * symlink in the way of a file backend, which never follows one: asked
+ * again by the type of each ancestor), or a directory marker whose name
+ * is not a directory. A directory named by a plain key (IS_DIRECTORY) is
+ * not absent: replay() takes it as the directory.
+ */
+static bool not_there(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *src, const char *key,
+		      const struct smux_error *err)
+{
+	char up[SMUX_KEY_MAX + 1];
+
+	if (err->e.code == SMUX_E_NOT_DIRECTORY)
+		return true;
+	if (err->e.code != SMUX_E_PERMISSION_DENIED ||
+	    snprintf(up, sizeof(up), "%s", key) >= (int)sizeof(up))
+		return false;
+	for (char *s = strchr(up, '/'); s; s = strchr(s + 1, '/')) {
+		struct smux_info info = {0};
+		struct smux__call head = {
+			.op = SMUX__OP_HEAD, .key = up, .info = &info};
+		struct smux_error e;
+
+		*s = '\0';
+		if (smux__member_call(mux, ctx, src, &head, false, &e) == 0 &&
+		    !S_ISDIR(info.mode))
+			return true;
+		*s = '/';
+	}
+	return false;
+}
+
 /*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
@@ -176,26 +307,47 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (rc == 0 && (hinted ? still_pending(mux, dst, key)
 			       : !smux__intent_busy(mux, key))) {
 		/* a replica that missed a symlink gets a symlink; one that
-		 * missed a hard link gets a copy (a separate file: replay
-		 * knows one key, not the group of names; the HINT_REPLAYED
-		 * event names it); owner, mode and mtime are kept */
+		 * missed a hard link gets a link of a name of the file a
+		 * replay put there (link_replay), else a copy; owner, mode
+		 * and mtime are kept */
 		smux_put_opts_keep(&po, &info);
 		/* a reconcile repairs content: a hard-linked file keeps its
-		 * names (SMUX_PUT_INPLACE; the replica is marked stale) */
-		if (!hinted)
+		 * names (SMUX_PUT_INPLACE; the replica is marked stale). So
+		 * does a replay of a file that has other names on the
+		 * source: a new file renamed over the key split @dst's
+		 * group, and its other names kept the old bytes (an append
+		 * through one name while @dst was drained; s37-t1). One
+		 * without (its name made a file of its own since) gets a
+		 * file of its own */
+		if (!hinted || (S_ISREG(info.mode) && info.nlink > 1))
 			po.flags |= SMUX_PUT_INPLACE;
+		bool linked = hinted && S_ISREG(info.mode) && info.nlink > 1;
+
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
+		if (linked)	/* a name of it at a time (link_replay) */
+			pthread_mutex_lock(&mux->link_lock);
+		if (linked && !probe_dst &&
+		    link_replay(mux, ctx, src, dst, key, &info) == 0) {
+			pthread_mutex_unlock(&mux->link_lock);
+			goto out_fence; /* its other name has the xattrs */
+		}
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
+		if (rc == 0 && linked)
+			link_memo_note(mux, src, dst, &info, key);
+		if (linked)
+			pthread_mutex_unlock(&mux->link_lock);
 		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
 		    !S_ISSOCK(info.mode))
 			rc = smux__meta_copy_xattrs(mux, ctx, src, dst, key,
 						    err);
 		if (rc == 0 && put_done)
 			*put_done = true;
-	} else if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND) {
+	} else if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
+			      (!*got && not_there(mux, ctx, src, key, err)))) {
 		rc = -ENOENT;
 	}
+out_fence:
 	if (*got && hinted)
 		smux__replay_fence_exit(mux, dst, key);
 	close(fd);
@@ -216,11 +368,13 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
  * Copies @key to @dst from the first other up member that has it. Returns
  * 0; -ENOENT when every replica asked answered "not found" (the key is
  * gone); else an error (no replica to copy from is no reason to delete).
- * *@probe as copy_one().
+ * *@probe as copy_one(); *@dir: a member answered that the (plain) key is
+ * a directory there.
  */
 static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct mux_view *v, struct mux_member *dst,
-			   const char *key, bool *probe, struct smux_error *err)
+			   const char *key, bool *probe, bool *dir,
+			   struct smux_error *err)
 {
 	bool not_found = false, failed = false;
 	long rc;
@@ -238,6 +392,9 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = copy_one(mux, ctx, src, false, dst, key, probe, &got, err);
 		if (got)
 			return rc;
+		if (rc < 0 && err->e.code == SMUX_E_IS_DIRECTORY &&
+		    !smux_key_is_dir(key))
+			*dir = true;
 		if (rc == -ENOENT)
 			not_found = true;
 		else
@@ -335,6 +492,50 @@ static bool replicas_converge(const struct smux_mux *mux)
 }
 
 /*
+ * A plain key that names a directory on the replicas that have its latest
+ * state (a directory's setfattr is noted by its plain key; a file or FIFO
+ * replaced by a directory): @m's non-directory of that name goes, and the
+ * directory is replayed as its marker (made; mode, owner, mtime and
+ * extended attributes copied) under a hint of its own, done once it is.
+ * Read as a file, the key failed with IS_DIRECTORY at every pass (s37-t1).
+ */
+static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_view *v, struct mux_member *m,
+			  const char *key, bool *probe, struct smux_error *err)
+{
+	char marker[SMUX_KEY_MAX + 2];
+	struct smux_info info = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
+	struct smux_error e;
+	bool dir = false;
+	uint64_t id = 0;
+	long rc;
+
+	if (snprintf(marker, sizeof(marker), "%s/", key) >= (int)sizeof(marker))
+		return smux_error_set(err, SMUX_E_KEY_TOO_LONG, mux->base.name,
+				      "%s/", key);
+	smux__replay_fence_enter(mux, m, key);
+	rc = smux__replay_blocked(mux, key, err);
+	if (rc == 0 && still_pending(mux, m, key) &&
+	    smux__member_call(mux, ctx, m, &head, *probe, &e) == 0) {
+		*probe = false; /* the head reported to @m's health */
+		if (!S_ISDIR(info.mode))
+			rc = smux__member_call(mux, ctx, m, &del, false, err);
+	}
+	smux__replay_fence_exit(mux, m, key);
+	if (rc == 0)
+		rc = smux__hints_add(mux->hints, m->name, marker,
+				     SMUX__HINT_PUT, &id, err);
+	if (rc == 0)
+		rc = copy_from_peer(mux, ctx, v, m, marker, probe, &dir, err);
+	if (rc == 0)
+		(void)smux__hints_done(mux->hints, id, NULL);
+	return rc;
+}
+
+/*
  * Replays one hint; 0 when the replica has the key's state again (or a
  * later write reached it meanwhile). With @probe, @m is down and this
  * replay is its health probe: the first call on @m reports the outcome;
@@ -346,7 +547,7 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct smux_error *err)
 {
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
-	bool left = probe;
+	bool left = probe, dir = false;
 	long rc = 0;
 
 	if (strcmp(h->key, SMUX__REJOIN_KEY) == 0) { /* mux_rejoin.c */
@@ -357,7 +558,9 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT || replicas_converge(mux))
-		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, err);
+		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, &dir, err);
+	if (rc < 0 && rc != -ENOENT && dir)
+		rc = replay_as_dir(mux, ctx, v, m, h->key, &left, err);
 	/* a missed delete, or a key deleted everywhere since (converge on
 	 * that) - unless a later write reached the replica meanwhile */
 	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
