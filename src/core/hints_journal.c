@@ -763,6 +763,10 @@ struct compaction {
 	int n;
 	struct smux__note *notes; /* and of the standing notes */
 	int nnotes;
+	/* the last id given out before the snapshot, kept by a done record
+	 * when no pending record has it (mark) */
+	uint64_t last_id;
+	bool mark;
 };
 
 /* Writes the snapshot to the ".tmp" file and syncs it; the new file's fd
@@ -787,12 +791,22 @@ static int compact_build(struct smux__hints *h, const struct compaction *c,
 
 		if (jbuf_add_record(&b, o) != 0)
 			goto out_unlink;
-		if (b.len >= HINTS_CHUNK || i + 1 == c->n + c->nnotes) {
+		if (b.len >= HINTS_CHUNK) {
 			if (write_all(fd, b.p, b.len) != 0)
 				goto out_unlink;
 			*size += (off_t)b.len;
 			b.len = 0;
 		}
+	}
+	/* ids go on from the last one given out after a reopen, also when
+	 * its record was done and dropped here (a done record of an id no
+	 * record has is read as that: loading takes next_id from it) */
+	if (c->mark && hj_add_done(&b, c->last_id) != 0)
+		goto out_unlink;
+	if (b.len) {
+		if (write_all(fd, b.p, b.len) != 0)
+			goto out_unlink;
+		*size += (off_t)b.len;
 	}
 	if (fsync(fd) != 0)
 		goto out_unlink;
@@ -869,8 +883,8 @@ static void compact_run(struct compaction *c)
 		h->trunc_pending = false;
 		h->dir_dirty = dir_dirty;
 		h->lines = (unsigned long)c->n + (unsigned long)c->nnotes +
-			   cap_lines;
-		h->done_lines = cap_done;
+			   c->mark + cap_lines;
+		h->done_lines = c->mark + cap_done;
 		h->lazy_lines = 0;
 	}
 	h->syncing = false;
@@ -929,6 +943,12 @@ void hj_maybe_compact(struct smux__hints *h, bool now)
 	if (due) {
 		c->n = hx_snapshot(h, NULL, &c->list);
 		c->nnotes = c->n < 0 ? -ENOMEM : hn_snapshot(h, &c->notes);
+		c->last_id = h->next_id - 1;
+		c->mark = c->last_id > 0;
+		for (int i = 0; i < c->n && c->mark; i++)
+			c->mark = c->list[i].id != c->last_id;
+		for (int i = 0; i < c->nnotes && c->mark; i++)
+			c->mark = c->notes[i].id != c->last_id;
 		if (c->n < 0 || c->nnotes < 0) {
 			smux__hints_free_list(c->list, c->n);
 			c->list = NULL;
