@@ -45,6 +45,8 @@
 #define SMUX__FENCE_BUCKETS 64
 /* names of files of several names a mux remembers for replays */
 #define SMUX__LINK_MEMO 64
+/* the most names of one file a replay compares (mux_repair.c) */
+#define SMUX__GROUP_MAX 16
 
 struct mux_member {
 	atomic_int refs;

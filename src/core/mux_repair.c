@@ -208,6 +208,83 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return smux__member_call(mux, ctx, dst, &link, false, &e) == 0 ? 0 : -1;
 }
 
+/* The names in @prefix (a directory, no deeper) of the file @id. */
+struct group_names {
+	uint64_t id;
+	char *names[SMUX__GROUP_MAX];
+	unsigned n;
+	bool over; /* more than SMUX__GROUP_MAX, or out of memory */
+};
+
+static int group_collect(void *arg, const struct smux_list_entry *e)
+{
+	struct group_names *g = arg;
+
+	if (e->is_prefix || e->info.file_id != g->id)
+		return 0;
+	if (g->n == SMUX__GROUP_MAX || !(g->names[g->n] = strdup(e->key))) {
+		g->over = true;
+		return 1;
+	}
+	g->n++;
+	return 0;
+}
+
+static bool group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *m, const char *prefix,
+		       struct group_names *g)
+{
+	struct smux__call list = {.op = SMUX__OP_LIST,
+				  .key = prefix,
+				  .key2 = "/",
+				  .list_fn = group_collect,
+				  .list_arg = g};
+	struct smux_error e;
+
+	return smux__member_call(mux, ctx, m, &list, false, &e) == 0 &&
+	       !g->over;
+}
+
+/*
+ * Whether @key's file on @dst has the names its file on @src has (@info),
+ * all of them in @key's directory, and no writer holds one: a replay may
+ * then write @src's bytes into @dst's file, whose other names show them
+ * as @src's do. Another group (ln -f g f made f a name of g's file
+ * there) is left alone: its other names would take bytes they do not
+ * hold on @src.
+ */
+static bool same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *src, struct mux_member *dst,
+		       const char *key, const struct smux_info *info)
+{
+	struct group_names gs = {.id = info->file_id}, gd = {0};
+	struct smux_info di = {0};
+	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
+	const char *slash = strrchr(key, '/');
+	char prefix[SMUX_KEY_MAX + 1];
+	struct smux_error e;
+	bool same;
+
+	if (!info->file_id || info->nlink > SMUX__GROUP_MAX ||
+	    smux__member_call(mux, ctx, dst, &head, false, &e) != 0 ||
+	    !S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
+		return false;
+	snprintf(prefix, sizeof(prefix), "%.*s",
+		 slash ? (int)(slash - key + 1) : 0, key);
+	gd.id = di.file_id;
+	same = group_list(mux, ctx, src, prefix, &gs) &&
+	       group_list(mux, ctx, dst, prefix, &gd) && gs.n == info->nlink &&
+	       gd.n == gs.n;
+	for (unsigned i = 0; i < gs.n; i++) {
+		same = same && strcmp(gs.names[i], gd.names[i]) == 0 &&
+		       !smux__intent_busy(mux, gs.names[i]);
+		free(gs.names[i]);
+	}
+	for (unsigned i = 0; i < gd.n; i++)
+		free(gd.names[i]);
+	return same;
+}
+
 /*
  * Whether @src's failure @err to read @key says that @src has no such key
  * of that type: a name under a non-directory (NOT_DIRECTORY, or a
@@ -266,6 +343,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_put_opts po = {0};
 	struct smux_source source;
 	struct smux_sink sink;
+	bool linked = false;
 	struct smux__call get = {
 		.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
 		.key = key,
@@ -299,6 +377,11 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	*got = rc == 0;
 	if (rc == 0 && !hinted && smux__reconcile_hook_copied)
 		smux__reconcile_hook_copied(mux, key);
+	/* a name of a file of several names at a time (link_replay), taken
+	 * before the fence: one waiting holds no fence of its own */
+	linked = *got && hinted && S_ISREG(info.mode) && info.nlink > 1;
+	if (linked)
+		pthread_mutex_lock(&mux->link_lock);
 	/* the check and the write: no user write of (dst, key) between */
 	if (rc == 0 && hinted) {
 		smux__replay_fence_enter(mux, dst, key);
@@ -313,30 +396,22 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux_put_opts_keep(&po, &info);
 		/* a reconcile repairs content: a hard-linked file keeps its
 		 * names (SMUX_PUT_INPLACE; the replica is marked stale). So
-		 * does a replay of a file that has other names on the
-		 * source: a new file renamed over the key split @dst's
+		 * does a replay into a file of the same names as the
+		 * source's: a new file renamed over the key split @dst's
 		 * group, and its other names kept the old bytes (an append
-		 * through one name while @dst was drained; s37-t1). One
-		 * without (its name made a file of its own since) gets a
-		 * file of its own */
-		if (!hinted || (S_ISREG(info.mode) && info.nlink > 1))
+		 * through one name while @dst was drained; s37-t1). Any
+		 * other gets a file of its own */
+		if (!hinted || (linked && !probe_dst &&
+				same_group(mux, ctx, src, dst, key, &info)))
 			po.flags |= SMUX_PUT_INPLACE;
-		bool linked = hinted && S_ISREG(info.mode) && info.nlink > 1;
-
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		if (linked)	/* a name of it at a time (link_replay) */
-			pthread_mutex_lock(&mux->link_lock);
 		if (linked && !probe_dst &&
-		    link_replay(mux, ctx, src, dst, key, &info) == 0) {
-			pthread_mutex_unlock(&mux->link_lock);
+		    link_replay(mux, ctx, src, dst, key, &info) == 0)
 			goto out_fence; /* its other name has the xattrs */
-		}
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
 		if (rc == 0 && linked)
 			link_memo_note(mux, src, dst, &info, key);
-		if (linked)
-			pthread_mutex_unlock(&mux->link_lock);
 		if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
 		    !S_ISSOCK(info.mode))
 			rc = smux__meta_copy_xattrs(mux, ctx, src, dst, key,
@@ -350,6 +425,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 out_fence:
 	if (*got && hinted)
 		smux__replay_fence_exit(mux, dst, key);
+	if (linked)
+		pthread_mutex_unlock(&mux->link_lock);
 	close(fd);
 	return rc;
 }
@@ -509,7 +586,7 @@ static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
 	struct smux_error e;
-	bool dir = false;
+	bool dir = false, pending;
 	uint64_t id = 0;
 	long rc;
 
@@ -518,16 +595,20 @@ static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 				      "%s/", key);
 	smux__replay_fence_enter(mux, m, key);
 	rc = smux__replay_blocked(mux, key, err);
-	if (rc == 0 && still_pending(mux, m, key) &&
-	    smux__member_call(mux, ctx, m, &head, *probe, &e) == 0) {
+	/* not pending: a later write reached @m meanwhile */
+	pending = rc == 0 && still_pending(mux, m, key);
+	if (pending) {
+		long r = smux__member_call(mux, ctx, m, &head, *probe, &e);
+
 		*probe = false; /* the head reported to @m's health */
-		if (!S_ISDIR(info.mode))
+		if (r == 0 && !S_ISDIR(info.mode))
 			rc = smux__member_call(mux, ctx, m, &del, false, err);
 	}
 	smux__replay_fence_exit(mux, m, key);
-	if (rc == 0)
-		rc = smux__hints_add(mux->hints, m->name, marker,
-				     SMUX__HINT_PUT, &id, err);
+	if (rc || !pending)
+		return rc;
+	rc = smux__hints_add(mux->hints, m->name, marker, SMUX__HINT_PUT, &id,
+			     err);
 	if (rc == 0)
 		rc = copy_from_peer(mux, ctx, v, m, marker, probe, &dir, err);
 	if (rc == 0)

@@ -985,8 +985,9 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	 * crash (or a close without a commit) leaves to the repair - the
 	 * note ended here would leave the file on some replicas for good
 	 * (test_mux_change test_create_left_out_held) */
-	if (rc == 0 && change && mw->left_out)
-		rc = smux__intent_begin(mux, key, &mw->dirty, err);
+	if (rc == 0 && change && mw->left_out &&
+	    smux__intent_begin(mux, key, &mw->dirty, NULL) != 0)
+		change = 0; /* the journal failed: the note stays instead */
 	if (rc)
 		goto out_close;
 	smux__change_end(mux, change);

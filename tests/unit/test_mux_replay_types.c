@@ -127,6 +127,31 @@ static void test_unlinked_name_replayed_apart(void **state)
 	MH_HOLDS(t->fb, "h", "old\n");
 }
 
+/* f and h one file on both; ln -f g f on a while b was drained: f is now
+ * a name of g's file there, h keeps the old bytes. The replay of f must
+ * not write g's bytes into b's f - h's file too (a review of the fix
+ * above: its first version decided by a's link count alone). */
+static void test_other_group_not_written(void **state)
+{
+	struct mf *t = *state;
+
+	for (int i = 0; i < 2; i++) {
+		const char *dir = i ? t->b : t->a;
+
+		write_file(at(dir, "f"), "old\n");
+		assert_int_equal(link(at(dir, "f"), at(dir, "h")), 0);
+	}
+	write_file(at(t->a, "g"), "g bytes\n");
+	assert_int_equal(unlink(at(t->a, "f")), 0);
+	assert_int_equal(link(at(t->a, "g"), at(t->a, "f")), 0);
+	hint_b(t, "f", SMUX__HINT_PUT);
+	hint_b(t, "g", SMUX__HINT_PUT);
+	repair_all(t, 2);
+	MH_HOLDS(t->fb, "h", "old\n");
+	MH_HOLDS(t->fb, "f", "g bytes\n");
+	MH_HOLDS(t->fb, "g", "g bytes\n");
+}
+
 /* cp -a of a file of three names while b was drained: b missed every
  * name. Replayed one after the other, the later names become links of
  * the first on b (each got a file of its own). */
@@ -234,6 +259,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_unlinked_name_replayed_apart, mf_setup,
 			mf_teardown),
+		cmocka_unit_test_setup_teardown(test_other_group_not_written,
+						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_missed_link_group_linked,
 						mf_setup, mf_teardown),
 		cmocka_unit_test_setup_teardown(test_link_group_left_not_linked,
