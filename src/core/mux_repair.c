@@ -213,7 +213,8 @@ struct group_names {
 	uint64_t id;
 	char *names[SMUX__GROUP_MAX];
 	unsigned n;
-	bool over; /* more than SMUX__GROUP_MAX, or out of memory */
+	bool over; /* more than SMUX__GROUP_MAX */
+	bool oom;
 };
 
 static int group_collect(void *arg, const struct smux_list_entry *e)
@@ -222,62 +223,79 @@ static int group_collect(void *arg, const struct smux_list_entry *e)
 
 	if (e->is_prefix || e->info.file_id != g->id)
 		return 0;
-	if (g->n == SMUX__GROUP_MAX || !(g->names[g->n] = strdup(e->key))) {
+	if (g->n == SMUX__GROUP_MAX) {
 		g->over = true;
+		return 1;
+	}
+	g->names[g->n] = strdup(e->key);
+	if (!g->names[g->n]) {
+		g->oom = true;
 		return 1;
 	}
 	g->n++;
 	return 0;
 }
 
-static bool group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct mux_member *m, const char *prefix,
-		       struct group_names *g)
+/* Lists @g's names on @m: 0, or -1 when the listing failed (@err). */
+static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *m, const char *prefix,
+		      struct group_names *g, struct smux_error *err)
 {
 	struct smux__call list = {.op = SMUX__OP_LIST,
 				  .key = prefix,
 				  .key2 = "/",
 				  .list_fn = group_collect,
 				  .list_arg = g};
-	struct smux_error e;
-
-	return smux__member_call(mux, ctx, m, &list, false, &e) == 0 &&
-	       !g->over;
+	if (smux__member_call(mux, ctx, m, &list, false, err) != 0)
+		return -1;
+	if (g->oom) {
+		smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name, NULL);
+		return -1;
+	}
+	return 0;
 }
 
 /*
  * Whether @key's file on @dst has the names its file on @src has (@info),
- * all of them in @key's directory, and no writer holds one: a replay may
- * then write @src's bytes into @dst's file, whose other names show them
- * as @src's do. Another group (ln -f g f made f a name of g's file
- * there) is left alone: its other names would take bytes they do not
- * hold on @src.
+ * all of them in @key's directory, and no writer holds one: 1, and a
+ * replay may then write @src's bytes into @dst's file, whose other names
+ * show them as @src's do; 0 when not (another group - ln -f g f made f a
+ * name of g's file there - is replaced: its other names would take bytes
+ * they do not hold on @src; so is one of names elsewhere or of more than
+ * SMUX__GROUP_MAX); -1 with @err when a call failed (the replay fails and
+ * its hint stays: a copy would split a group it could not check).
  */
-static bool same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct mux_member *src, struct mux_member *dst,
-		       const char *key, const struct smux_info *info)
+static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *src, struct mux_member *dst,
+		      const char *key, const struct smux_info *info,
+		      struct smux_error *err)
 {
 	struct group_names gs = {.id = info->file_id}, gd = {0};
 	struct smux_info di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
 	const char *slash = strrchr(key, '/');
 	char prefix[SMUX_KEY_MAX + 1];
-	struct smux_error e;
-	bool same;
+	int same;
 
-	if (!info->file_id || info->nlink > SMUX__GROUP_MAX ||
-	    smux__member_call(mux, ctx, dst, &head, false, &e) != 0 ||
-	    !S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
-		return false;
+	if (!info->file_id || info->nlink > SMUX__GROUP_MAX)
+		return 0;
+	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
+		return err->e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+	if (!S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
+		return 0;
 	snprintf(prefix, sizeof(prefix), "%.*s",
 		 slash ? (int)(slash - key + 1) : 0, key);
 	gd.id = di.file_id;
-	same = group_list(mux, ctx, src, prefix, &gs) &&
-	       group_list(mux, ctx, dst, prefix, &gd) && gs.n == info->nlink &&
-	       gd.n == gs.n;
+	same = group_list(mux, ctx, src, prefix, &gs, err);
+	if (same == 0)
+		same = group_list(mux, ctx, dst, prefix, &gd, err);
+	if (same == 0)
+		same = !gs.over && !gd.over && gs.n == info->nlink &&
+		       gd.n == gs.n;
 	for (unsigned i = 0; i < gs.n; i++) {
-		same = same && strcmp(gs.names[i], gd.names[i]) == 0 &&
-		       !smux__intent_busy(mux, gs.names[i]);
+		if (same == 1)
+			same = strcmp(gs.names[i], gd.names[i]) == 0 &&
+			       !smux__intent_busy(mux, gs.names[i]);
 		free(gs.names[i]);
 	}
 	for (unsigned i = 0; i < gd.n; i++)
@@ -401,8 +419,17 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * group, and its other names kept the old bytes (an append
 		 * through one name while @dst was drained; s37-t1). Any
 		 * other gets a file of its own */
-		if (!hinted || (linked && !probe_dst &&
-				same_group(mux, ctx, src, dst, key, &info)))
+		int group =
+			linked ? same_group(mux, ctx, src, dst, key, &info, err)
+			       : 0;
+
+		if (group < 0) {
+			rc = -err->e.sys_errno; /* the hint stays */
+			if (rc == 0)
+				rc = -EIO;
+			goto out_fence;
+		}
+		if (!hinted || group == 1)
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
@@ -603,6 +630,10 @@ static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 		*probe = false; /* the head reported to @m's health */
 		if (r == 0 && !S_ISDIR(info.mode))
 			rc = smux__member_call(mux, ctx, m, &del, false, err);
+		else if (r != 0 && e.e.code != SMUX_E_KEY_NOT_FOUND) {
+			*err = e; /* no telling what is in the way: later */
+			rc = r;
+		}
 	}
 	smux__replay_fence_exit(mux, m, key);
 	if (rc || !pending)
