@@ -459,6 +459,9 @@ int smux_backend_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 			     struct smux_error *err);
 /* enum smux_caps of @b; 0 when ops->caps is NULL. */
 unsigned smux_backend_caps(struct smux_backend *b);
+/* The capability a put of @mode's file type needs: SMUX_CAP_SYMLINK,
+ * SMUX_CAP_FIFO (FIFOs, sockets), or 0 (files, directories). */
+unsigned smux_caps_for_mode(uint32_t mode);
 /* The longest key @b takes: ops->key_max, SMUX_KEY_MAX when NULL (never
  * more). A mux takes what its most limited member takes. */
 size_t smux_backend_key_max(struct smux_backend *b);

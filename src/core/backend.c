@@ -552,6 +552,19 @@ unsigned smux_backend_caps(struct smux_backend *b)
 	return b->ops->caps ? b->ops->caps(b) : 0;
 }
 
+unsigned smux_caps_for_mode(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFLNK:
+		return SMUX_CAP_SYMLINK;
+	case S_IFIFO:
+	case S_IFSOCK:
+		return SMUX_CAP_FIFO;
+	default:
+		return 0;
+	}
+}
+
 size_t smux_backend_key_max(struct smux_backend *b)
 {
 	size_t n = b->ops->key_max ? b->ops->key_max(b) : SMUX_KEY_MAX;

@@ -1170,10 +1170,7 @@ static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		.put_opts = opts,
 		.info = info,
 	};
-	uint32_t type = opts ? opts->mode & S_IFMT : 0;
-	unsigned need = type == S_IFLNK			      ? SMUX_CAP_SYMLINK
-			: type == S_IFIFO || type == S_IFSOCK ? SMUX_CAP_FIFO
-							      : 0;
+	unsigned need = opts ? smux_caps_for_mode(opts->mode) : 0;
 
 	/* a member that cannot keep it would miss it for good (its hint
 	 * never replayable): refused on all, as one backend refuses it */
@@ -1392,15 +1389,6 @@ static int mux_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 }
 
 /*
- * Rename: the members rename in the mode's write pattern (every replica in
- * shield and mirror, with hints for the ones that miss it; in failover the
- * first member with the latest versions of both keys, and hints - put the
- * destination, delete the source - for the members ahead of it);
- * sticky-by-key moves the object through the mux, since the two keys may
- * live on two shards.
- */
-
-/*
  * A replica that made a call of mux_every_member and could not undo it
  * holds another tree than the others: stale for every key until a full
  * resync from another member (a rejoin hint, mux_rejoin.c), which puts
@@ -1558,6 +1546,14 @@ static int mux_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/*
+ * Rename: the members rename in the mode's write pattern (every replica in
+ * shield and mirror, with hints for the ones that miss it; in failover the
+ * first member with the latest versions of both keys, and hints - put the
+ * destination, delete the source - for the members ahead of it);
+ * sticky-by-key moves the object through the mux, since the two keys may
+ * live on two shards.
+ */
 static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		      const char *src, const char *dst, struct smux_error *err)
 {

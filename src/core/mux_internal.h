@@ -157,15 +157,16 @@ struct smux_mux {
 	/* the last names replays put on a replica for files of several
 	 * names on their source (member pointers compared, never followed;
 	 * checked again before use): the next name of such a file becomes a
-	 * link of it there (mux_repair.c); under replay_lock */
+	 * link of it there (mux_repair.c); under link_lock */
 	struct smux__link_memo {
 		char *key;
 		const struct mux_member *src, *dst;
 		uint64_t file_id;
 	} link_memo[SMUX__LINK_MEMO];
-	unsigned link_memo_next; /* under replay_lock */
+	unsigned link_memo_next; /* under link_lock */
 	/* one replay of such a file at a time: two names of it replayed by
-	 * two workers at once would each put a file of its own */
+	 * two workers at once would each put a file of its own; and the
+	 * memo above */
 	pthread_mutex_t link_lock;
 	/* user writes and replays of one (replica, key) never overlap
 	 * (mux_fence.c); counts per bucket of (member, key) */

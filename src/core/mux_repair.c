@@ -118,8 +118,17 @@ static long source_get(struct smux_mux *mux, const struct smux_ctx *ctx,
  * all missed (cp -a or rsync -H of a tree while it was drained) got a
  * file of its own per name there: the replay of each name now looks for
  * a name of the same file (by @src's file id) that a replay put on @dst
- * and links it, after checking that it is still that file on both.
+ * and links it, after checking that it is still that file on both. Such
+ * replays run one at a time (mux->link_lock, which also guards the
+ * memo).
  */
+
+/* Whether @info is a file of several names, known by its file id. */
+static bool several_names(const struct smux_info *info)
+{
+	return S_ISREG(info->mode) && info->nlink > 1 && info->file_id;
+}
+
 void smux__link_memo_free(struct smux_mux *mux)
 {
 	for (unsigned i = 0; i < SMUX__LINK_MEMO; i++) {
@@ -128,74 +137,61 @@ void smux__link_memo_free(struct smux_mux *mux)
 	}
 }
 
-/* A replay put @key on @dst, a file of several names on @src. */
+/* A replay put @key on @dst, a file of several names on @src (@info);
+ * caller holds link_lock. */
 static void link_memo_note(struct smux_mux *mux, const struct mux_member *src,
 			   const struct mux_member *dst,
 			   const struct smux_info *info, const char *key)
 {
 	struct smux__link_memo *e;
-	char *k;
+	char *k = strdup(key);
 
-	if (!S_ISREG(info->mode) || info->nlink < 2 || !info->file_id)
-		return;
-	k = strdup(key);
 	if (!k)
 		return; /* a copy instead of a link, later */
-	pthread_mutex_lock(&mux->replay_lock);
 	e = &mux->link_memo[mux->link_memo_next++ % SMUX__LINK_MEMO];
 	free(e->key);
 	*e = (struct smux__link_memo){
 		.key = k, .src = src, .dst = dst, .file_id = info->file_id};
-	pthread_mutex_unlock(&mux->replay_lock);
 }
 
 /* A name on @dst remembered for @src's file @info (not @key), into
- * @out. */
+ * @out; caller holds link_lock. */
 static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
 			   const struct mux_member *dst,
 			   const struct smux_info *info, const char *key,
 			   char *out, size_t cap)
 {
-	bool found = false;
-
-	pthread_mutex_lock(&mux->replay_lock);
-	for (unsigned i = 0; i < SMUX__LINK_MEMO && !found; i++) {
+	for (unsigned i = 0; i < SMUX__LINK_MEMO; i++) {
 		const struct smux__link_memo *e = &mux->link_memo[i];
 
-		found = e->key && e->src == src && e->dst == dst &&
-			e->file_id == info->file_id &&
-			strcmp(e->key, key) != 0 &&
-			snprintf(out, cap, "%s", e->key) < (int)cap;
+		if (e->key && e->src == src && e->dst == dst &&
+		    e->file_id == info->file_id && strcmp(e->key, key) != 0 &&
+		    snprintf(out, cap, "%s", e->key) < (int)cap)
+			return true;
 	}
-	pthread_mutex_unlock(&mux->replay_lock);
-	return found;
+	return false;
 }
 
 /*
- * Makes @key on @dst a link of @other there, when @key is missing on
- * @dst, @other is still that file on @src (@info: @src's file, read by
- * the replay) and @dst's @other holds its version (size and mtime, as
- * the replay put them). 0 once linked; else the replay copies.
+ * Makes @key, missing on @dst, a link of @other there, when @other is
+ * still that file on @src (@info: @src's file, read by the replay) and
+ * @dst's @other holds its version (size and mtime, as the replay put
+ * them). 0 once linked; else the replay copies.
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
 		       const char *key, const struct smux_info *info)
 {
 	char other[SMUX_KEY_MAX + 1];
-	struct smux_info si = {0}, di = {0}, ki = {0};
-	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &ki};
+	struct smux_info si = {0}, di = {0};
+	struct smux__call head = {.op = SMUX__OP_HEAD, .key = other};
 	struct smux__call link = {
 		.op = SMUX__OP_LINK, .key = other, .key2 = key};
 	struct smux_error e;
 
 	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK) ||
-	    !S_ISREG(info->mode) || info->nlink < 2 || !info->file_id ||
 	    !link_memo_find(mux, src, dst, info, key, other, sizeof(other)))
 		return -1;
-	if (smux__member_call(mux, ctx, dst, &head, false, &e) == 0 ||
-	    e.e.code != SMUX_E_KEY_NOT_FOUND)
-		return -1; /* there: the put replaces (or edits) it */
-	head.key = other;
 	head.info = &si;
 	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
 	    si.file_id != info->file_id)
@@ -262,13 +258,14 @@ static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
  * show them as @src's do; 0 when not (another group - ln -f g f made f a
  * name of g's file there - is replaced: its other names would take bytes
  * they do not hold on @src; so is one of names elsewhere or of more than
- * SMUX__GROUP_MAX); -1 with @err when a call failed (the replay fails and
- * its hint stays: a copy would split a group it could not check).
+ * SMUX__GROUP_MAX; *@absent: @dst has no @key); -1 with @err when a call
+ * failed (the replay fails and its hint stays: a copy would split a
+ * group it could not check).
  */
 static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
 		      const char *key, const struct smux_info *info,
-		      struct smux_error *err)
+		      bool *absent, struct smux_error *err)
 {
 	struct group_names gs = {.id = info->file_id}, gd = {0};
 	struct smux_info di = {0};
@@ -277,10 +274,13 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	char prefix[SMUX_KEY_MAX + 1];
 	int same;
 
-	if (!info->file_id || info->nlink > SMUX__GROUP_MAX)
+	*absent = false;
+	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0) {
+		*absent = err->e.code == SMUX_E_KEY_NOT_FOUND;
+		return *absent ? 0 : -1;
+	}
+	if (info->nlink > SMUX__GROUP_MAX)
 		return 0;
-	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
-		return err->e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
 	if (!S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
 		return 0;
 	snprintf(prefix, sizeof(prefix), "%.*s",
@@ -397,7 +397,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		smux__reconcile_hook_copied(mux, key);
 	/* a name of a file of several names at a time (link_replay), taken
 	 * before the fence: one waiting holds no fence of its own */
-	linked = *got && hinted && S_ISREG(info.mode) && info.nlink > 1;
+	linked = *got && hinted && several_names(&info);
 	if (linked)
 		pthread_mutex_lock(&mux->link_lock);
 	/* the check and the write: no user write of (dst, key) between */
@@ -419,9 +419,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * group, and its other names kept the old bytes (an append
 		 * through one name while @dst was drained; s37-t1). Any
 		 * other gets a file of its own */
-		int group =
-			linked ? same_group(mux, ctx, src, dst, key, &info, err)
-			       : 0;
+		bool absent = false;
+		int group = linked ? same_group(mux, ctx, src, dst, key, &info,
+						&absent, err)
+				   : 0;
 
 		if (group < 0) {
 			rc = -err->e.sys_errno; /* the hint stays */
@@ -433,7 +434,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		if (linked && !probe_dst &&
+		if (absent && !probe_dst &&
 		    link_replay(mux, ctx, src, dst, key, &info) == 0)
 			goto out_fence; /* its other name has the xattrs */
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);

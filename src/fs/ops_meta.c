@@ -1301,11 +1301,8 @@ int smuxfs_statfs(const char *path, struct statvfs *st)
 static int special_refused(struct smuxfs *fs, uint32_t mode, const char *key)
 {
 	static atomic_bool told_link, told_fifo;
-	uint32_t type = mode & S_IFMT;
-	bool link = type == S_IFLNK;
-	unsigned need = link				      ? SMUX_CAP_SYMLINK
-			: type == S_IFIFO || type == S_IFSOCK ? SMUX_CAP_FIFO
-							      : 0;
+	unsigned need = smux_caps_for_mode(mode);
+	bool link = need == SMUX_CAP_SYMLINK;
 
 	if (!need || (smux_backend_caps(fs->root) & need))
 		return 0;
