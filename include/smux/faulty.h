@@ -67,6 +67,11 @@ struct smux_faulty_opts {
 	uint64_t get_fault_after;
 	uint64_t stream_chunk;
 	int64_t stream_chunk_ms;
+	/* Capabilities (enum smux_caps) hidden from what the wrapped
+	 * backend has, always (not only inside the window): a member that
+	 * keeps no symlinks, say, whose put of one is refused
+	 * (NOT_SUPPORTED) as such a backend refuses it. */
+	unsigned caps_off;
 };
 
 enum smux_faulty_op {

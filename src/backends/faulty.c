@@ -475,17 +475,28 @@ static int faultyb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	return rc;
 }
 
+static unsigned faultyb_caps(struct smux_backend *b);
+
 static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		       const char *key, const struct smux_source *src,
 		       const struct smux_put_opts *opts, struct smux_info *info,
 		       struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
+	unsigned need = opts ? smux_caps_for_mode(opts->mode) : 0;
 	struct smux_source own;
 	struct smux_ctx fresh;
 	void *buf = NULL;
 	int rc;
 
+	/* a type whose capability is hidden is refused, as a backend that
+	 * keeps no such type refuses it */
+	if (need && !(faultyb_caps(b) & need))
+		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
+				      "put \"%s\": keeps no %s", key,
+				      need == SMUX_CAP_SYMLINK
+					      ? "symlinks"
+					      : "FIFOs or sockets");
 	if (faultyb_lands(fb) && src) {
 		/* the request's body is on the wire before it hangs */
 		uint64_t len = src->length;
@@ -638,10 +649,16 @@ static int faultyb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	return smux_backend_statfs(fb->inner, ctx, out, err);
 }
 
-/* What the inner backend can, faulted like any call through it. */
+/* What the inner backend can, less what the options hide. */
 static unsigned faultyb_caps(struct smux_backend *b)
 {
-	return smux_backend_caps(faultyb_of(b)->inner);
+	struct faultyb *fb = faultyb_of(b);
+	unsigned off;
+
+	pthread_mutex_lock(&fb->lock);
+	off = fb->opts.caps_off;
+	pthread_mutex_unlock(&fb->lock);
+	return smux_backend_caps(fb->inner) & ~off;
 }
 
 static bool faultyb_key_refused(struct smux_backend *b, const char *key)

@@ -2,8 +2,9 @@
 /*
  * test_mux_mutate.c - runtime mutation (seed section 8): drain waits for
  * in-flight calls and new requests skip the draining member, undrain,
- * remove, add (and its name conflicts), set_weight (its checks, event and
- * effect).
+ * remove, add (and its name conflicts; a replica that keeps fewer file
+ * types than its peers), set_weight (its checks, event and effect); a
+ * symlink refused where a member keeps none.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "core/mux_internal.h"
 #include "mux_helpers.h"
 
 struct slow_get {
@@ -296,6 +298,166 @@ static void test_add(void **state)
 	mh_events_free(ev);
 }
 
+/* A put of a symlink or a FIFO: 0, or the error's code. */
+static int put_special(struct smux_backend *b, const char *key, uint32_t mode,
+		       struct smux_error *err)
+{
+	struct smux_put_opts po = {.mode = mode};
+	struct smux_source src;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	/* a symlink's body is its target; a FIFO has none */
+	smux_source_buf(&src, "target", S_ISLNK(mode) ? 6 : 0);
+	return smux_backend_put(b, &ctx, key, &src, &po, NULL, err);
+}
+
+/* A faulty wrapper of @inner that hides @caps_off. */
+static struct smux_backend *
+without(const char *name, struct smux_backend *inner, unsigned caps_off)
+{
+	struct smux_faulty_opts fo = {.caps_off = caps_off};
+
+	return mh_faulty(name, inner, &fo);
+}
+
+/* True when @r has a failed hint.replayed event of @replica for @key. */
+static bool replay_failed(struct mh_events *r, const char *replica,
+			  const char *key)
+{
+	bool found = false;
+
+	smux_events_flush(r->bus);
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < r->n && !found; i++)
+		found = r->ev[i].topic == SMUX_EV_HINT_REPLAYED &&
+			r->ev[i].has_cause &&
+			r->ev[i].cause.code == SMUX_E_NOT_SUPPORTED &&
+			strcmp(r->ev[i].name, replica) == 0 &&
+			strcmp(r->ev[i].key, key) == 0;
+	pthread_mutex_unlock(&r->lock);
+	return found;
+}
+
+/* True when @b holds @key as a file of type @type. */
+static bool holds_type(struct smux_backend *b, const char *key, unsigned type)
+{
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	return smux_backend_head(b, &ctx, key, &info, &err) == 0 &&
+	       (info.mode & S_IFMT) == type;
+}
+
+/*
+ * A replica that keeps no symlinks or FIFOs (WebDAV, say) added to a
+ * mirror, failover or shield whose member holds some: the resync copies
+ * what it can keep and leaves the rest on the member that keeps it, with
+ * a failed hint.replayed event per key; the new replica serves (the
+ * resync failed on the symlink's copy, and the replica stayed stale for
+ * every key, for good). The mux keeps no symlinks from then on. The first
+ * member removed and added back resyncs from the new one without losing
+ * its symlink and FIFO (the new one's listing cannot show them).
+ */
+static void test_add_member_keeping_fewer_types(void **state)
+{
+	static const enum smux_mode modes[] = {
+		SMUX_MODE_MIRROR, SMUX_MODE_FAILOVER, SMUX_MODE_SHIELD};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct smux_mux_opts o = {.mode = modes[i]};
+		struct smux_backend *a = mh_memory("a"), *dm = mh_memory("dm");
+		struct smux_backend *dav =
+			without("dav", dm, SMUX_CAP_SYMLINK | SMUX_CAP_FIFO);
+		struct mh_events *ev = mh_events_new();
+		struct smux_mux_member m = {.backend = dav};
+		struct smux_backend *mux;
+		struct smux_error err;
+		struct smux_ctx ctx;
+		struct mh_clock clk;
+		char *got;
+		int rc;
+
+		mh_clock_init(&clk, 10000);
+		o.clock = &clk.clock;
+		o.events = ev->bus;
+		mux = mh_mux("types", &o, &a, NULL, 1);
+		smux__mux_bg_stop(smux__mux_of(mux));
+		MH_OK(mh_put(mux, "d/k", "v", &err), &err);
+		MH_OK(put_special(mux, "d/ln", S_IFLNK | 0777, &err), &err);
+		MH_OK(put_special(mux, "ff", S_IFIFO | 0644, &err), &err);
+
+		MH_OK(smux_mux_add(mux, &m, &err), &err);
+		assert_int_equal(mh_repair(mux, &clk, 10), 0);
+		assert_true(holds_type(dm, "d/k", S_IFREG));
+		assert_false(holds_type(dm, "d/ln", S_IFLNK));
+		assert_false(holds_type(dm, "ff", S_IFIFO));
+		assert_true(replay_failed(ev, "dav", "d/ln"));
+		assert_true(replay_failed(ev, "dav", "ff"));
+		assert_false(smux_backend_caps(mux) & SMUX_CAP_SYMLINK);
+		MH_ERR(put_special(mux, "ln2", S_IFLNK | 0777, &err), &err,
+		       SMUX_E_NOT_SUPPORTED);
+
+		/* a out and back: resynced from dav, it keeps what dav
+		 * cannot hold */
+		smux_ctx_init(&ctx);
+		MH_OK(smux_mux_remove(mux, "a", &ctx, &err), &err);
+		MH_OK(mh_put(mux, "d/k", "w", &err), &err);
+		mh_add_back(mux, a);
+		assert_int_equal(mh_repair(mux, &clk, 10), 0);
+		assert_true(holds_type(a, "d/ln", S_IFLNK));
+		assert_true(holds_type(a, "ff", S_IFIFO));
+		got = mh_get(a, "d/k", &rc, &err);
+		MH_OK(rc, &err);
+		assert_string_equal(got, "w");
+		free(got);
+
+		smux_backend_unref(mux);
+		smux_backend_unref(dav);
+		smux_backend_unref(dm);
+		smux_backend_unref(a);
+		mh_events_free(ev);
+	}
+}
+
+/* A mux with a member that keeps no symlinks refuses a symlink on every
+ * member (one backend refuses it the same way): nothing stored, no hint
+ * that no replay could end. A FIFO, which it keeps, goes to both. */
+static void test_put_refused_where_a_member_keeps_none(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR};
+	struct smux_backend *a = mh_memory("a"), *bm = mh_memory("bm");
+	struct smux_backend *ms[2] = {a, without("b", bm, SMUX_CAP_SYMLINK)};
+	struct smux_backend *mux = mh_mux("refuse", &o, ms, NULL, 2);
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	assert_false(smux_backend_caps(mux) & SMUX_CAP_SYMLINK);
+	MH_ERR(put_special(mux, "ln", S_IFLNK | 0777, &err), &err,
+	       SMUX_E_NOT_SUPPORTED);
+	assert_non_null(strstr(err.e.message, "keeps no symlinks"));
+	MH_ERR(smux_backend_head(a, &ctx, "ln", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	MH_ERR(smux_backend_head(bm, &ctx, "ln", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
+	assert_int_equal(smux_mux_pending_hints(mux), 0);
+	MH_OK(put_special(mux, "fifo", S_IFIFO | 0644, &err), &err);
+	MH_OK(smux_backend_head(a, &ctx, "fifo", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFIFO);
+	MH_OK(smux_backend_head(bm, &ctx, "fifo", &info, &err), &err);
+	assert_int_equal(info.mode & S_IFMT, S_IFIFO);
+	smux_backend_unref(mux);
+	smux_backend_unref(ms[1]);
+	smux_backend_unref(bm);
+	smux_backend_unref(a);
+}
+
 /* A failover's member switched (added beside the old one while that one
  * could not resync it, the old one removed): the new one has nothing to
  * resync from, ever, and serves at once - writes right after a reload
@@ -412,6 +574,8 @@ int main(void)
 		cmocka_unit_test(test_drain_aborted),
 		cmocka_unit_test(test_remove),
 		cmocka_unit_test(test_add),
+		cmocka_unit_test(test_add_member_keeping_fewer_types),
+		cmocka_unit_test(test_put_refused_where_a_member_keeps_none),
 		cmocka_unit_test(test_switch_failover_member),
 		cmocka_unit_test(test_set_weight),
 	};
