@@ -450,10 +450,16 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
 		/* the first member without a hint holds the latest version */
 		return !smux__failover_holds(mux, m, key);
 	case SMUX_MODE_STICKY:
-		/* not the holder: home has a hint (else home would be the
-		 * holder), so @m is off home and its copy goes */
+		/* not the holder while home waits for a replay (its hint):
+		 * @m is off home, with an older copy, which goes. Home
+		 * the holder (no hint), a copy off home is a key placed
+		 * before the shard list grew, live where it is
+		 * (smux__sticky_placed): kept, as the holder's is (its
+		 * delete hint deleted the key's only copy) */
 		*kind = SMUX__HINT_DEL;
-		return !smux__sticky_holds(mux, m, key);
+		return v->n && !smux__sticky_holds(mux, m, key) &&
+		       !smux__sticky_holds(mux, v->m[smux__sticky_home(v, key)],
+					   key);
 	case SMUX_MODE_MIRROR:
 	case SMUX_MODE_SHIELD:
 		/* the hint converges @m on its peers' state either way; its

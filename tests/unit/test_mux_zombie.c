@@ -831,6 +831,42 @@ static void test_sticky_write_skips_zombie_home(void **state)
 	pair_release(&p);
 }
 
+/*
+ * Sticky-by-key: a key that lives off its home (placed before the shard
+ * list grew: its home is another shard now, and has no hint for it) is
+ * changed where it lives (a chmod); the call there is stuck, given up
+ * on, and lands later. The shard's copy is the key's only one: the
+ * zombie's end must not give it a delete hint (taken for a stale handoff
+ * copy, the repair deleted the file from every shard).
+ */
+static void test_sticky_zombie_off_home_kept(void **state)
+{
+	struct smux_setattr chmod = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct pair p;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned base = ends_now();
+	char key[16];
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_STICKY);
+	key_homed(p.mux, 0, key, sizeof(key));
+	/* placed on z1 before z0 was its home */
+	MH_OK(mh_put(p.mem[1], key, "v0", &err), &err);
+	MH_HOLDS(p.mux, key, "v0");
+	smux_ctx_init(&ctx);
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT); /* setattr counts as a put */
+	assert_true(smux_backend_setattr(p.mux, &ctx, key, &chmod, &err) < 0);
+	healthy(&p, 1);
+	smux_faulty_release_hangs(p.f[1]); /* the chmod lands on z1 */
+	wait_ends(base + 1);
+	later(&p);
+	repair(&p);
+	MH_HOLDS(p.mux, key, "v0");
+	MH_HOLDS(p.mem[1], key, "v0");
+	pair_release(&p);
+}
+
 /* ---- a member removed while its zombies end ---- */
 
 static pthread_mutex_t rh_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -924,6 +960,7 @@ int main(void)
 		cmocka_unit_test(test_failover_replay_waits_for_zombie),
 		cmocka_unit_test(test_failover_write_skips_zombie),
 		cmocka_unit_test(test_sticky_write_skips_zombie_home),
+		cmocka_unit_test(test_sticky_zombie_off_home_kept),
 		cmocka_unit_test(test_mirror_zombie_end_with_delete_hints),
 		cmocka_unit_test(test_mirror_commit_skips_replay_zombie),
 		cmocka_unit_test(test_round_robin_put_refused_while_zombie),
