@@ -49,7 +49,9 @@
  * same name added back fills the slot. A shard of a new name changes n
  * and so most homes; a key then lives off its new home until it is
  * written again, found by the lookup of keys placed before these rules.
- * No rebalancing.
+ * A writer that starts from such a key opens where it lives
+ * (smux__sticky_placed), and its commit hints home, whose replay moves the
+ * key there. No rebalancing of the others.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -185,13 +187,14 @@ static bool callers_end(const struct smux_ctx *ctx, enum smux_outcome o)
  * result, or without @dirs_only a final error other than "not found", is
  * returned); else 0, or the caller's abort as its error.
  */
-static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
-			  struct mux_view *v, unsigned home,
-			  struct smux__call *call, bool dirs_only,
-			  struct smux_span *span, bool *found,
-			  struct smux_error *err)
+static long find_off_home_at(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     struct mux_view *v, unsigned home,
+			     struct smux__call *call, bool dirs_only,
+			     struct smux_span *span, bool *found, int *at,
+			     struct smux_error *err)
 {
 	*found = false;
+	*at = -1;
 	for (unsigned k = 1; k < v->n; k++) {
 		struct mux_member *m = v->m[(home + k) % v->n];
 		enum smux_outcome o;
@@ -207,6 +210,7 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc >= 0 && (!dirs_only || smux_key_is_dir(call->key) ||
 				(call->info && S_ISDIR(call->info->mode)))) {
 			*found = true;
+			*at = (int)((home + k) % v->n);
 			return rc;
 		}
 		if (rc < 0 && callers_end(ctx, o)) {
@@ -229,6 +233,71 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 	}
 	return 0;
+}
+
+static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_view *v, unsigned home,
+			  struct smux__call *call, bool dirs_only,
+			  struct smux_span *span, bool *found,
+			  struct smux_error *err)
+{
+	int at;
+
+	return find_off_home_at(mux, ctx, v, home, call, dirs_only, span, found,
+				&at, err);
+}
+
+/*
+ * The shard a writer that starts from @key's object opens on (under the
+ * key's gate): the holder, when it is a handoff shard or holds the key;
+ * else (home answers "not found") the shard off home that holds it - a key
+ * placed before the shard list grew, which lives where it was written
+ * until it is written again (a writer opened on the new, empty home
+ * started from nothing: `>>` kept only the appended bytes, a truncate
+ * zeros). Its commit then hints home, whose replay moves the key there
+ * (smux__sticky_missed). NULL when no shard holds the latest version; a
+ * reference otherwise (smux__member_put).
+ */
+struct mux_member *smux__sticky_placed(struct smux_mux *mux,
+				       const struct smux_ctx *ctx,
+				       const char *key)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_member *m = NULL;
+	struct smux_info info;
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	enum smux_outcome o;
+	struct smux_error e;
+	unsigned home;
+	bool found;
+	int h, at;
+	long rc;
+
+	if (v->n == 0)
+		goto out;
+	home = smux__sticky_home(v, key);
+	h = holder_from(mux, v, home, 0, key);
+	if (h < 0)
+		goto out;
+	m = v->m[h];
+	if ((unsigned)h != home || !smux__health_is_up(&m->health))
+		goto out;
+	rc = smux__attempt(mux, ctx, &head, m, false, 0, NULL, &o, &e);
+	if (rc >= 0 || o != SMUX_OUTCOME_SEMANTIC ||
+	    e.e.code != SMUX_E_KEY_NOT_FOUND)
+		goto out;
+	head = (struct smux__call){
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	rc = find_off_home_at(mux, ctx, v, home, &head, false, NULL, &found,
+			      &at, &e);
+	if (rc >= 0 && found && at >= 0)
+		m = v->m[at];
+out:
+	if (m)
+		m = smux__member_get(m);
+	smux__view_put(v);
+	return m;
 }
 
 /* One routing of @call to the holder of its key (smux__sticky_route). */

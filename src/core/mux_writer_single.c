@@ -506,6 +506,12 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
 			   !from_spool &&
 			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
+	/* sticky-by-key: the shard that holds the object, which may be
+	 * off its home (a name the caller saw absent needs no look) */
+	struct mux_member *placed =
+		holder_only && !failover && !(flags & SMUX_WRITER_CREATE)
+			? smux__sticky_placed(mux, ctx, mw->base.key)
+			: NULL;
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
@@ -528,6 +534,7 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		    smux__member_zombie(mux, m, mw->base.key) ||
 		    (holder_only &&
 		     !(failover ? smux__failover_holds(mux, m, mw->base.key)
+		       : placed ? m == placed
 				: smux__sticky_holds(mux, m, mw->base.key)))) {
 			if (probe)
 				smux__health_probe_cancel(&m->health);
@@ -565,6 +572,8 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			break;
 	}
 	smux__cursor_release(&c);
+	if (placed)
+		smux__member_put(placed);
 	if (rc < 0 && mw->n) {
 		smux__mw_sub_retire(mw, 0);
 		mw->n = 0;

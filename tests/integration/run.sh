@@ -78,7 +78,7 @@ for m in s3-mirror s3-shield bunny swift; do tests+=("test_model.sh $m"); done
 for s in errors mirror-err hung hung-probe mirror-hung single-hung recovery midrun-mirror midrun-failover midrun-open; do
 	tests+=("test_failover.sh $s")
 done
-tests+=("test_sticky.sh")
+tests+=("test_sticky.sh" "test_sticky_grow.sh")
 tests+=("test_smuxdir.sh" "test_events.sh" "test_ctl.sh" "test_otlp.sh" "test_ro_perms.sh" "test_fstab.sh")
 tests+=("test_dirs.sh")
 for k in file mirror failover; do tests+=("test_local.sh $k"); done

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# test_sticky_grow.sh - sticky-by-key over file backends when the shard
+# list grows (`add` of a new shard at run time, or a remount with a longer
+# `backends` list): most keys' homes move, and each key lives on the shard
+# it was written to until it is written again (docs/modes.md). A change
+# that starts from the file must start from that copy:
+#   - `>>` appends, `dd conv=notrunc` in-place edits, `truncate -s`, a
+#     `touch -d` (an open with O_CREAT of an existing name, then futimens)
+#     and chmod of files whose home moved keep their content (they opened
+#     on the new, empty home: 13 of 20 files read only the appended line,
+#     a zero-filled truncate, an empty touched file; outside tester
+#     s38-t1-sticky-*.sh);
+#   - after the repair every file reads the same, and is on exactly one
+#     shard, also after a remount.
+. "$(dirname "$0")/lib.sh"
+
+N=20
+
+# on_shards NAME: how many of the shards hold NAME.
+on_shards() {
+	local n=0 s
+	for s in a b c; do
+		[ -e "$T/$s/$1" ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+
+# check MNT WHEN: every file reads as the model says.
+check() {
+	local m=$1 when=$2 i got bad=0
+	for ((i = 0; i < 5 * N; i++)); do
+		got=$(od -An -c "$m/f$i" 2>&1 | tr -s ' \n' ' ') || got="<unreadable>"
+		if [ "$got" != "${want[$i]}" ]; then
+			log "$when: f$i reads '$got', want '${want[$i]}'"
+			bad=$((bad + 1))
+		fi
+	done
+	[ "$bad" -eq 0 ] || fail "$when: $bad of $((5 * N)) files lost content"
+}
+
+# od_of FORMAT ARG...: od's view of what printf prints (the model's
+# spelling: trailing newlines kept)
+od_of() {
+	# shellcheck disable=SC2059
+	printf "$@" | od -An -c | tr -s ' \n' ' '
+}
+
+# edit MNT: the changes that start from each file, and the model
+edit() {
+	local m=$1 i
+	for ((i = 0; i < N; i++)); do
+		echo "new-$i" >>"$m/f$i" || fail "append to f$i failed"
+		want[i]=$(od_of 'old-%d\nnew-%d\n' "$i" "$i")
+	done
+	for ((i = N; i < 2 * N; i++)); do
+		printf 'XY' | dd of="$m/f$i" bs=1 seek=1 conv=notrunc status=none ||
+			fail "dd into f$i failed"
+		want[i]=$(od_of 'oXY-%d\n' "$i")
+	done
+	for ((i = 2 * N; i < 3 * N; i++)); do
+		truncate -s 5 "$m/f$i" || fail "truncate of f$i failed"
+		want[i]=$(od_of 'old-%.1s' "$i")
+	done
+	for ((i = 3 * N; i < 4 * N; i++)); do
+		touch -m -d 2001-01-01 "$m/f$i" || fail "touch of f$i failed"
+		[ "$(stat -c %Y "$m/f$i")" = "$(date -d 2001-01-01 +%s)" ] ||
+			fail "touch -d of f$i did not set its mtime"
+	done
+	for ((i = 4 * N; i < 5 * N; i++)); do
+		chmod 600 "$m/f$i" || fail "chmod of f$i failed"
+	done
+}
+
+# write MNT: every file written anew, and the model
+write() {
+	local m=$1 i
+	for ((i = 0; i < 5 * N; i++)); do
+		printf 'old-%d\n' "$i" >"$m/f$i" || fail "write of f$i failed"
+		want[i]=$(od_of 'old-%d\n' "$i")
+	done
+}
+
+# settle MNT: the repair moves every edited key home; then each file is on
+# one shard
+settle() {
+	local m=$1 i end=$((SECONDS + 30)) n
+	echo repair >"$m/.smux/ctl" || true
+	while [ "$(stats "$m" .pendingHints)" != 0 ]; do
+		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $(stats "$m" .pendingHints) after 30s"
+		echo repair >"$m/.smux/ctl" 2>/dev/null || true
+		sleep 0.2
+	done
+	for ((i = 0; i < 5 * N; i++)); do
+		n=$(on_shards "f$i")
+		[ "$n" -eq 1 ] || fail "f$i is on $n shards"
+	done
+}
+
+log "--- add of a third shard at run time"
+new_config "$T/g.conf" m
+cfg_mux m sticky-by-key "a b"
+cfg_file a "$T/a"
+cfg_file b "$T/b"
+cfg_file c "$T/c"
+mount_smux "$T/g.conf" "$T/m"
+write "$T/m"
+echo "add c" >"$T/m/.smux/ctl" || fail "add c refused"
+edit "$T/m"
+check "$T/m" "after the edits"
+settle "$T/m"
+check "$T/m" "after the repair"
+unmount_smux "$T/m"
+sed -i 's/^backends = a b$/backends = a b c/' "$T/g.conf"
+grep -q '^backends = a b c$' "$T/g.conf" || fail "g.conf: backends not changed"
+mount_smux "$T/g.conf" "$T/m"
+check "$T/m" "after a remount"
+unmount_smux "$T/m"
+
+log "--- a remount with a longer backends list"
+rm -rf "$T/a" "$T/b" "$T/c" "$T/state/g"
+mkdir -p "$T/a" "$T/b" "$T/c"
+sed -i 's/^backends = a b c$/backends = a b/' "$T/g.conf"
+mount_smux "$T/g.conf" "$T/m"
+write "$T/m"
+unmount_smux "$T/m"
+for ((i = 0; i < 5 * N; i++)); do
+	[ -e "$T/a/f$i" ] || [ -e "$T/b/f$i" ] || fail "f$i is on neither a nor b"
+done
+sed -i 's/^backends = a b$/backends = a b c/' "$T/g.conf"
+mount_smux "$T/g.conf" "$T/m"
+check "$T/m" "after the remount with c"
+edit "$T/m"
+check "$T/m" "after the edits"
+settle "$T/m"
+check "$T/m" "after the repair"
+unmount_smux "$T/m"
+mount_smux "$T/g.conf" "$T/m"
+check "$T/m" "after a remount"
+unmount_smux "$T/m"
+log "ok: $((5 * N)) files edited after the shard list grew, each read back whole"
