@@ -450,6 +450,18 @@ start_script_server() {
 # stats MNT JQ-FILTER: applies a jq filter to MNT/.smux/stats (raw output).
 stats() { jq -r "$2" "$1/.smux/stats"; }
 
+# repair_settled MNT SECONDS: asks MNT's mux for repairs until no hint is
+# pending; fails when some still are after SECONDS.
+repair_settled() {
+	local m=$1 end=$((SECONDS + $2))
+	until [ "$(stats "$m" .pendingHints)" = 0 ]; do
+		[ "$SECONDS" -lt "$end" ] ||
+			fail "hints still pending after ${2}s: $(stats "$m" .pendingHints)"
+		echo repair >"$m/.smux/ctl" 2>/dev/null || true
+		sleep 0.2
+	done
+}
+
 # backend_stat MNT NAME FIELD: one field of one member of the root mux.
 backend_stat() {
 	jq -r --arg n "$2" --arg f "$3" \

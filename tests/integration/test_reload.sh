@@ -184,12 +184,7 @@ echo reload >"$CTL" || fail "reload (add the http backend) refused"
 # nginx keeps no symlinks: hd's resync takes the rest in and ends (it
 # failed on the link, and hd stayed stale for every key), the link stays
 # on hf with an event saying so
-for ((i = 0; i < 100; i++)); do
-	[ "$(stats "$M" .pendingHints)" = 0 ] && break
-	echo repair >"$CTL" 2>/dev/null || true
-	sleep 0.1
-done
-[ "$(stats "$M" .pendingHints)" = 0 ] || fail "hd's resync never ended: $(stats "$M" .pendingHints) hints pending"
+repair_settled "$M" 10
 [ "$(curl -s "http://127.0.0.1:$PORT/before")" = before ] || fail "hd's resync did not copy before"
 [ "$(readlink "$M/link")" = before ] && [ -L "$T/hf/link" ] || fail "the link is gone"
 grep -q '"topic":"storage-mux.hint.replayed".*"name":"hd","key":"link".*STORAGE.NOT_SUPPORTED' "$M/.smux/events" ||

@@ -90,12 +90,7 @@ got = open(sys.argv[1], "rb").read()
 if got != want:
     sys.exit("%d bytes, want %d" % (len(got), len(want)))
 PY
-for ((k = 0; k < 100; k++)); do
-	[ "$(stats "$M" '.pendingHints')" = 0 ] && break
-	echo repair >"$CTL" 2>/dev/null || true
-	sleep 0.2
-done
-[ "$(stats "$M" '.pendingHints')" = 0 ] || fail "hints still pending: $(stats "$M" '.pendingHints')"
+repair_settled "$M" 20
 cmp "$M/log" "$T/a/log" || fail "replica a differs from the mount"
 cmp "$M/log" "$T/b/log" || fail "replica b differs from the mount"
 unmount_smux "$M"

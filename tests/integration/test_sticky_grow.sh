@@ -83,13 +83,8 @@ write() {
 # settle MNT: the repair moves every edited key home; then each file is on
 # one shard
 settle() {
-	local m=$1 i end=$((SECONDS + 30)) n
-	echo repair >"$m/.smux/ctl" || true
-	while [ "$(stats "$m" .pendingHints)" != 0 ]; do
-		[ "$SECONDS" -lt "$end" ] || fail "pendingHints still $(stats "$m" .pendingHints) after 30s"
-		echo repair >"$m/.smux/ctl" 2>/dev/null || true
-		sleep 0.2
-	done
+	local m=$1 i n
+	repair_settled "$m" 30
 	for ((i = 0; i < 5 * N; i++)); do
 		n=$(on_shards "f$i")
 		[ "$n" -eq 1 ] || fail "f$i is on $n shards"
