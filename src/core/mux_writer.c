@@ -277,6 +277,13 @@ static int rejoin_copy(struct smux__mux_writer *mw, unsigned i, unsigned j,
 	return rc < 0 ? (int)rc : 0;
 }
 
+/* The rejoin copy's calls on replica @i and source @j are over. */
+static void rejoin_leave(struct smux__mux_writer *mw, unsigned i, unsigned j)
+{
+	atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
+	atomic_fetch_sub(&mw->m[j]->health.in_flight, 1);
+}
+
 /*
  * Fan-out in place: a replica this writer dropped because it was being
  * drained, and that is up and serving again, takes the writer back: its
@@ -287,7 +294,10 @@ static int rejoin_copy(struct smux__mux_writer *mw, unsigned i, unsigned j,
  * hinted for the key while its copy is partial (a crash meanwhile
  * reconciles it from a complete one: mux_repair.c never takes a hinted
  * replica as the source) and the hint is done once the copy is whole.
- * A replica whose copy fails stays out, as it was.
+ * A replica whose copy fails stays out, as it was. The copy's calls count
+ * in flight on both replicas, as a user's call: a drain of either waits
+ * for them (it found neither busy, and the copy went on writing the
+ * replica it had drained).
  */
 static void rejoin_drained(struct smux__mux_writer *mw,
 			   const struct smux_ctx *ctx)
@@ -308,11 +318,18 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		uint64_t id = 0;
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		bool missed;
+		int rc;
 
 		if (!s->w || !s->failed ||
 		    s->err.e.code != SMUX_E_BACKEND_DRAINING ||
 		    !smux__health_is_up(&mw->m[i]->health))
 			continue;
+		if (!smux__member_enter(mw->m[i]))
+			continue; /* draining again */
+		if (!smux__member_enter(mw->m[src])) {
+			atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
+			return;
+		}
 		/* a hint it had for the key already (another change it
 		 * missed while drained: a chmod, an xattr) is left to the
 		 * repair, which copies the whole object */
@@ -322,6 +339,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		if (smux__hints_add(mux->hints, mw->m[i]->name, mw->base.key,
 				    SMUX__HINT_PUT, &id, &e)) {
 			s->err = e; /* not journaled: out until its close */
+			rejoin_leave(mw, i, (unsigned)src);
 			continue;
 		}
 		/* recorded, then replayed by the copy (or left to the
@@ -331,7 +349,12 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		snprintf(ev.key, sizeof(ev.key), "%s", mw->base.key);
 		smux_events_emit(mux->events, &ev);
 		ev.topic = SMUX_EV_HINT_REPLAYED;
-		if (rejoin_copy(mw, i, (unsigned)src, ctx, &e)) {
+		rc = rejoin_copy(mw, i, (unsigned)src, ctx, &e);
+		rejoin_leave(mw, i, (unsigned)src);
+		if (rc) {
+			/* its error names the replica that failed: the
+			 * source's read leaves the source in (its writes may
+			 * still go), as the replica's own write would */
 			ev.has_cause = true;
 			ev.cause = e.e;
 			smux_events_emit(mux->events, &ev);

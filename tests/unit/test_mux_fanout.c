@@ -595,6 +595,112 @@ static void test_drain_waits_for_writer_call(void **state)
 	fx_release(&x);
 }
 
+struct drain_named {
+	struct smux_backend *mux;
+	const char *name;
+	atomic_bool done;
+	int rc;
+};
+
+static void *drain_named_main(void *arg)
+{
+	struct drain_named *d = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	d->rc = smux_mux_drain(d->mux, d->name, &ctx, &err);
+	atomic_store(&d->done, true);
+	return NULL;
+}
+
+static void *write_three_main(void *arg)
+{
+	struct write_arg *a = arg;
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	a->rc = smux_writer_pwrite(a->w, &ctx, "three", 5, 6, &err);
+	return NULL;
+}
+
+/*
+ * An in-place writer of a mirror of two file replicas: r0 drained (the
+ * writer drops it), undrained, and taken back by the writer's next write
+ * (its file made a copy of r1's: rejoin_drained). A drain of r0 while
+ * that copy is under way waits for it, as for a user's call: the copy's
+ * calls were not counted in flight, the drain was over at once, and the
+ * copy went on writing the replica just drained.
+ */
+static void test_drain_waits_for_rejoin_copy(void **state)
+{
+	struct smux_faulty_opts hang = {
+		.hang_rate = 1.0,
+		.ops = 1u << SMUX_FAULTY_WRITER,
+	};
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_backend *inner[2], *f[2], *mux;
+	struct drain_named d = {.name = "r0"};
+	struct write_arg wa = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	char base[64], dir[96], name[16];
+	pthread_t dt, wt;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	snprintf(base, sizeof(base), "/tmp/smux-rejoin-XXXXXX");
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < 2; i++) {
+		snprintf(dir, sizeof(dir), "%s/r%d", base, i);
+		assert_int_equal(mkdir(dir, 0755), 0);
+		fo.path = dir;
+		snprintf(name, sizeof(name), "file%d", i);
+		MH_OK(smux_file_new(name, &fo, &inner[i], &err), &err);
+		snprintf(name, sizeof(name), "r%d", i);
+		f[i] = mh_faulty(name, inner[i], NULL);
+	}
+	mux = mh_mux("fan", &o, f, NULL, 2);
+	MH_OK(smux_backend_writer_open(mux, &ctx, "k",
+				       SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE,
+				       &wa.w, &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "one", 3, 0, &err), &err);
+	MH_OK(smux_mux_drain(mux, "r0", &ctx, &err), &err);
+	MH_OK(smux_writer_pwrite(wa.w, &ctx, "two", 3, 3, &err), &err);
+	MH_OK(smux_mux_undrain(mux, "r0", &err), &err);
+	/* the next write takes r0 back: its copy hangs on r0 */
+	smux_faulty_set(f[0], &hang);
+	assert_int_equal(pthread_create(&wt, NULL, write_three_main, &wa), 0);
+	while (smux_faulty_hanging(f[0]) == 0)
+		usleep(1000);
+	d.mux = mux;
+	atomic_init(&d.done, false);
+	assert_int_equal(pthread_create(&dt, NULL, drain_named_main, &d), 0);
+	while (member_status(mux, 0) != SMUX_STATUS_DRAINING)
+		usleep(1000);
+	usleep(50 * 1000);
+	/* the copy is in flight on r0: the drain cannot be over */
+	assert_false(atomic_load(&d.done));
+	smux_faulty_release_hangs(f[0]);
+	pthread_join(wt, NULL);
+	pthread_join(dt, NULL);
+	MH_OK(wa.rc, NULL);
+	MH_OK(d.rc, NULL);
+	MH_OK(smux_writer_commit(wa.w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(wa.w);
+	MH_HOLDS(inner[1], "k", "onetwothree");
+	MH_HOLDS(mux, "k", "onetwothree");
+	smux_backend_unref(mux);
+	for (int i = 0; i < 2; i++) {
+		smux_backend_unref(f[i]);
+		smux_backend_unref(inner[i]);
+	}
+	mh_rm_rf(base);
+}
+
 /* A member removed, written around, and added back: it is stale for
  * every key until its resync (it missed writes that left it no hint),
  * and the resync makes it equal: overwritten, new and deleted keys. */
@@ -1295,6 +1401,7 @@ int main(void)
 		cmocka_unit_test(test_mirror_writer_last_replica_removed),
 		cmocka_unit_test(test_remove_add_keeps_hints),
 		cmocka_unit_test(test_drain_waits_for_writer_call),
+		cmocka_unit_test(test_drain_waits_for_rejoin_copy),
 		cmocka_unit_test(test_rejoin_resyncs),
 		cmocka_unit_test(test_rejoin_keeps_delete),
 		cmocka_unit_test(test_rejoin_failover_listing),
