@@ -24,11 +24,9 @@
  * A write that reaches the member meanwhile wins over the copy (the copy
  * first checks that the member's version is still the one its listing
  * gave); the last window between that check and the copy's put is the one
- * every replay has (issue 9 item 3). A symlink or FIFO the member cannot
- * keep stays with the members that keep it (keeps_type).
+ * every replay has (issue 9 item 3).
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -517,42 +515,6 @@ static long plan_walk(struct smux_mux *mux, const struct keyset *want,
 	return 0;
 }
 
-/* True when @m keeps a key of @info's type (a symlink, a FIFO or socket
- * needs SMUX_CAP_SYMLINK or SMUX_CAP_FIFO). */
-static bool keeps_type(struct mux_member *m, const struct smux_info *info)
-{
-	unsigned need = smux_caps_for_mode(info->mode);
-
-	return !need || (smux_backend_caps(m->backend) & need);
-}
-
-/*
- * A member that keeps no symlinks (or FIFOs) joins a mux whose other
- * members hold some (WebDAV beside file backends: a mux keeps what every
- * member keeps, and refuses new ones from then on): it cannot take those
- * in, ever. They stay on the members that keep them, which serve them,
- * and the resync goes on (a copy that failed kept the member stale for
- * every key, for good). Said with a failed hint.replayed event naming
- * the key, each time a resync meets one.
- */
-static void type_not_kept(struct smux_mux *mux, struct mux_member *src,
-			  struct mux_member *dst, const char *key)
-{
-	struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
-	struct smux_error e;
-
-	smux_error_set(&e, SMUX_E_NOT_SUPPORTED, dst->name,
-		       "\"%s\": %s keeps no such type; it stays on %s and "
-		       "the other members that keep it",
-		       key, dst->name, src->name);
-	snprintf(ev.mux, sizeof(ev.mux), "%s", mux->base.name);
-	snprintf(ev.name, sizeof(ev.name), "%s", dst->name);
-	snprintf(ev.key, sizeof(ev.key), "%s", key);
-	ev.has_cause = true;
-	ev.cause = e.e;
-	smux_events_emit(mux->events, &ev);
-}
-
 /* Carries out one step of the plan on @dst. Returns 1 when the resync is
  * over (@dst no longer rejoining). */
 static long resync_step(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -576,18 +538,8 @@ static long resync_step(struct smux_mux *mux, const struct smux_ctx *ctx,
 	    smux__member_zombie(mux, dst, key) ||
 	    smux__fresh_has(mux, dst->name, key))
 		return 0;
-	if (st->want < 0) {
-		/* @src keeps no such type: its listing says nothing of
-		 * whether the member's is still wanted (the member was the
-		 * one keeping it, and stays so) */
-		if (!keeps_type(src, &have->info[st->have]))
-			return 0;
+	if (st->want < 0)
 		return drop_key(mux, ctx, v, src, dst, key, err);
-	}
-	if (!keeps_type(dst, &want->info[st->want])) {
-		type_not_kept(mux, src, dst, key);
-		return 0;
-	}
 	return copy_key(mux, ctx, v, src, dst, key,
 			st->have < 0 ? NULL : &have->info[st->have], err);
 }

@@ -14,8 +14,6 @@
 #     (its slot) and every key reads as before;
 #   - a reload adds and removes an http (WebDAV) backend on an nginx the
 #     test starts on loopback, which then takes (and stops taking) writes;
-#     a symlink of the mirror stays on the file replica (nginx keeps
-#     none), with an event, and the new replica's resync ends;
 #   - kill -9 of the daemon while a reload waits for a removed member's
 #     call in flight: the mount comes back with the edited file, every
 #     closed file intact, and the remaining replica takes writes.
@@ -177,18 +175,9 @@ url = http://127.0.0.1:$PORT/
 "
 mount_smux "$T/h.conf" "$M"
 echo before >"$M/before"
-ln -s before "$M/link"
 sed -i 's/^backends = hf$/backends = hf hd/' "$T/h.conf"
 echo reload >"$CTL" || fail "reload (add the http backend) refused"
 [ "$(members)" = '["hf","hd"]' ] || fail "members after adding hd: $(members)"
-# nginx keeps no symlinks: hd's resync takes the rest in and ends (it
-# failed on the link, and hd stayed stale for every key), the link stays
-# on hf with an event saying so
-repair_settled "$M" 10
-[ "$(curl -s "http://127.0.0.1:$PORT/before")" = before ] || fail "hd's resync did not copy before"
-[ "$(readlink "$M/link")" = before ] && [ -L "$T/hf/link" ] || fail "the link is gone"
-grep -q '"topic":"storage-mux.hint.replayed".*"name":"hd","key":"link".*STORAGE.NOT_SUPPORTED' "$M/.smux/events" ||
-	fail "no event says hd cannot keep link: $(grep hint.replayed "$M/.smux/events")"
 echo on-dav >"$M/after-add"
 [ "$(curl -s "http://127.0.0.1:$PORT/after-add")" = on-dav ] ||
 	fail "the http backend took no write after the reload"
