@@ -683,9 +683,11 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to);
  * both, but the kernel moved @from's node to @to, so what is open through
  * it goes by @to from now on (an unlink of @to the kernel sends through
  * that node is theirs). Re-keys the readers of @from, and its ofile when
- * none is open under @to.
+ * none is open under @to. Returns true when @from's ofile kept @from (one
+ * is open under @to too): its handles are on the node the kernel now
+ * calls @to, but go by @from.
  */
-void smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
+bool smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
 			       const char *to);
 
 /* Commits every dirty ofile whose key starts with @prefix (before a

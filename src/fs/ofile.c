@@ -939,6 +939,15 @@ static void ofile_shared_changed(struct smuxfs *fs, uint64_t file_id)
 		if (held[i]->file_id == file_id) {
 			held[i]->seen_ok = false;
 			held[i]->seen_gen++;
+			/* opened after the other names went (its file had
+			 * one name then): its writer may keep a copy of the
+			 * content (a single target's spool) that the write
+			 * just made stale, as after a link */
+			if (!held[i]->many) {
+				held[i]->many = true;
+				if (!held[i]->open_rc)
+					smux_writer_shared(held[i]->w);
+			}
 		}
 		pthread_mutex_unlock(&held[i]->lock);
 		smuxfs_ofile_release(fs, held[i]);
@@ -1768,11 +1777,12 @@ static struct smux_local_copy *local_copy_of(struct smuxfs_ofile *of,
 	return fd >= 0 ? smux_local_copy_new(from, fd, size) : NULL;
 }
 
-void smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
+bool smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
 			       const char *to)
 {
 	struct smuxfs_ofile *target = smuxfs_ofile_find(fs, to);
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, from);
+	bool kept = of && target;
 
 	/* one open under @to too (the node the kernel dropped, whose
 	 * handles stay nameless: smuxfs_fnode_unnamed): both stay as
@@ -1787,6 +1797,7 @@ void smuxfs_ofile_renamed_same(struct smuxfs *fs, const char *from,
 	if (target)
 		ofile_unref(fs, target);
 	readers_rekey(fs, from, to);
+	return kept;
 }
 
 int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)

@@ -895,7 +895,14 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		    finfo.file_id == tinfo.file_id && tinfo.nlink > 1 &&
 		    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK)) {
 			smuxfs_fnode_unnamed(fs, tkey, &tinfo);
-			smuxfs_ofile_renamed_same(fs, fkey, tkey);
+			/* @from's ofile stays @from's when one is open
+			 * under @to too: its handles, on the node the
+			 * kernel now calls @to, go to the file by @from
+			 * the same way (an unlink of @to through that node
+			 * finds no handle of @to's key to leave nameless,
+			 * and libfuse has no path for it: ESTALE) */
+			if (smuxfs_ofile_renamed_same(fs, fkey, tkey))
+				smuxfs_fnode_unnamed(fs, fkey, &finfo);
 			return 0;
 		}
 	}

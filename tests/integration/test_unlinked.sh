@@ -24,7 +24,11 @@
 #     `find -samefile` finds both names, and `du` counts the file once;
 #     two different files never share an inode number; an open file keeps
 #     its number once its name is gone; fstat of a file whose name went
-#     while open shows the names it has left (ln and rm of the others).
+#     while open shows the names it has left (ln and rm of the others);
+#   - a writer opened on a name whose file's nameless writer (ln, rm, mv
+#     back) then writes reads, maps and keeps those bytes;
+#   - rename(2) of a name over an open name of its file, then rm of the
+#     target: fstat, mmap, fchmod through the first name's descriptors.
 . "$(dirname "$0")/lib.sh"
 
 KIND=${1:-file}
@@ -292,6 +296,89 @@ for r in "${replicas[@]}"; do
 done
 expect "content after rm" "$(cat "$m/d/h2")" linked
 expect "the number after rm" "$(stat -c %i "$m/d/h2")" "$ino"
+
+# a writer whose name goes and comes back (ln, rm, mv of the new name
+# to the old): a writer opened on the name since reads what the first one
+# writes (failover kept a spool of the file, empty when it opened, which
+# the first writer, nameless, never changed: reads of 0 bytes, SIGBUS).
+# Not staged: each staged writer holds a copy of its own (a tree that
+# cannot write in place has no hard links)
+if [ "$KIND" != staging ]; then
+log "$KIND: a writer opened on a name its nameless writer's file came back to"
+py '
+import mmap, os, sys
+d = sys.argv[1]
+p = d + "/relinked"
+w0 = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+os.link(p, d + "/relinked2")
+os.unlink(p)
+os.rename(d + "/relinked2", p)
+w1 = os.open(p, os.O_RDWR)
+os.write(w0, b"x" * 70000)
+r = os.open(p, os.O_RDONLY)
+for fd in (w1, r):
+    assert os.fstat(fd).st_size == 70000, os.fstat(fd)
+    got = os.pread(fd, 100000, 0)
+    assert got == b"x" * 70000, "read %d bytes" % len(got)
+m = mmap.mmap(w1, 0)
+m[57187] = 65
+m.flush()
+m.close()
+os.pwrite(w1, b"B", 7)
+for fd in (w1, r):
+    got = os.pread(fd, 100000, 0)
+    assert len(got) == 70000 and got[57187:57188] == b"A" and got[7:8] == b"B", len(got)
+for fd in (w0, w1, r):
+    os.close(fd)
+with open(p, "rb") as f:
+    got = f.read()
+assert len(got) == 70000 and got[57187:57188] == b"A" and got[7:8] == b"B", len(got)
+' "$m"
+for r in "${replicas[@]}"; do
+	expect "$r/relinked size" "$(stat -c %s "$r/relinked")" 70000
+done
+fi
+
+# rename(2) of a name over another name of its file when both names are
+# open does nothing; the name renamed is the one the kernel then unlinks:
+# fstat, fchmod and mmap through the descriptors of the first name work
+# (the daemon knew them by the name that stays; libfuse had no path for
+# their node: ESTALE)
+log "$KIND: descriptors of a name renamed over an open name of its file"
+mkdir "$m/same"
+py '
+import mmap, os, sys
+d = sys.argv[1]
+w = os.open(d + "/e", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(w, b"hello")
+r = os.open(d + "/e", os.O_RDONLY)
+os.rename(d + "/e", d + "/a")
+os.link(d + "/a", d + "/b")
+w3 = os.open(d + "/b", os.O_WRONLY)
+os.rename(d + "/a", d + "/b")
+assert sorted(os.listdir(d)) == ["a", "b"], os.listdir(d)
+os.unlink(d + "/b")
+assert os.listdir(d) == ["a"], os.listdir(d)
+for fd in (r, w):
+    st = os.fstat(fd)
+    assert (st.st_size, st.st_nlink) == (5, 1), st
+m = mmap.mmap(r, 0, prot=mmap.PROT_READ)
+assert m[:] == b"hello", m[:]
+m.close()
+os.fchmod(r, 0o640)
+assert os.stat(d + "/a").st_mode & 0o777 == 0o640, oct(os.stat(d + "/a").st_mode)
+os.pwrite(w, b"HE", 0)
+assert os.pread(r, 10, 0) == b"HEllo"
+for fd in (w, r, w3):
+    os.close(fd)
+with open(d + "/a", "rb") as f:
+    assert f.read() == b"HEllo"
+assert os.stat(d + "/a").st_nlink == 1
+' "$m/same"
+for r in "${replicas[@]}"; do
+	expect "$r/same" "$(ls "$r/same" | tr '\n' ' ')" "a "
+	expect "$r/same/a" "$(cat "$r/same/a")" HEllo
+done
 
 unmount_smux "$m"
 log "$KIND: ok"
