@@ -146,6 +146,8 @@ struct merge_src {
 	/* sticky-by-key, every shard listed: a key only shards with a
 	 * pending delete hint for it list is not there (its holder has none) */
 	bool drop_deleted;
+	/* sticky-by-key: the view the members are in (NULL otherwise) */
+	struct mux_view *sticky;
 };
 
 /* The hint that makes member @i behind for @key (the latest), or NULL. */
@@ -162,6 +164,50 @@ static const struct smux__hint *behind(const struct merge_src *src, unsigned i,
 
 /* The smallest current key of the sorted member lists, each member's copy
  * of it passed over (NULL at the end). */
+
+/* Sticky-by-key: the place of member @i in the order the shards are asked
+ * for @key (home first, then home + 1, ...: reads, smux__sticky_route). */
+static unsigned sticky_rank(const struct merge_src *src, unsigned i,
+			    const char *key)
+{
+	const struct mux_view *v = src->sticky;
+	unsigned home = smux__sticky_home(v, key);
+
+	for (unsigned k = 0; k < v->n; k++)
+		if (v->m[k] == src->ms[i])
+			return (k + v->n - home) % v->n;
+	return v->n;
+}
+
+/*
+ * Sticky-by-key: of the members listing @key at their current place
+ * (@pos), not behind for it, the one reads ask first: the holder, or the
+ * first shard off home that holds it. Another may hold an older copy (a
+ * key placed before the shard list grew, then overwritten home): its
+ * size won when it came first in member order (ls -l showed the old
+ * size, and the kernel read the file short). -1 when none.
+ */
+static int sticky_pick(struct entries *es, const bool *ok, const size_t *pos,
+		       unsigned n, const struct merge_src *src, const char *key)
+{
+	unsigned best_rank = UINT32_MAX;
+	int best = -1;
+
+	for (unsigned i = 0; i < n && i < src->n_members; i++) {
+		unsigned r;
+
+		if (!ok[i] || pos[i] >= es[i].n ||
+		    strcmp(es[i].e[pos[i]].key, key) != 0 ||
+		    behind(src, i, key))
+			continue;
+		r = sticky_rank(src, i, key);
+		if (r < best_rank) {
+			best_rank = r;
+			best = (int)i;
+		}
+	}
+	return best;
+}
 
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 				unsigned n, const struct merge_src *src)
@@ -182,6 +228,15 @@ again:
 	if (best < 0)
 		return NULL;
 	e = &es[best].e[pos[best]];
+	if (src && src->sticky && !e->is_prefix) {
+		int pick = sticky_pick(es, ok, pos, n, src, e->key);
+
+		/* not behind: the hint check below keeps it */
+		if (pick >= 0) {
+			best = pick;
+			e = &es[best].e[pos[best]];
+		}
+	}
 	if (src && src->hinted && !e->is_prefix &&
 	    (h = behind(src, (unsigned)best, e->key)) != NULL) {
 		for (unsigned i = (unsigned)best + 1; i < n; i++)
@@ -356,18 +411,20 @@ static long fill_moved(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * Delivers the union of the @n listings @es of members @ms (those with
- * ok[i]); es[n] is free for the fill. Equal keys: the first member's
- * entry, in member order, unless it is behind for the key (a pending hint,
- * when the listing started @start or now). Sticky-by-key with every shard
+ * Delivers the union of the @n listings @es of members @ms of view @v
+ * (those with ok[i]); es[n] is free for the fill. Equal keys: the first
+ * member's entry, in member order (sticky-by-key: in the order reads ask
+ * the shards for the key, sticky_pick), unless it is behind for the key
+ * (a pending hint, when the listing started @start or now). Sticky-by-key with every shard
  * listed (@all): keys only behind shards with a delete hint list are not
  * there, and keys of put hints no shard listed are asked for.
  */
 static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct mux_member **ms, struct entries *es, bool *ok,
-			unsigned n, bool all, const struct hint_snap *start,
-			const char *prefix, const char *delimiter,
-			smux_list_fn fn, void *arg, struct smux_error *err)
+			struct mux_view *v, struct mux_member **ms,
+			struct entries *es, bool *ok, unsigned n, bool all,
+			const struct hint_snap *start, const char *prefix,
+			const char *delimiter, smux_list_fn fn, void *arg,
+			struct smux_error *err)
 {
 	struct hint_snap now = {NULL, 0};
 	struct merge_src src = {
@@ -376,6 +433,7 @@ static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.ms = ms,
 		.n_members = n,
 		.drop_deleted = all && mux->mode == SMUX_MODE_STICKY,
+		.sticky = mux->mode == SMUX_MODE_STICKY ? v : NULL,
 	};
 	unsigned nl = n;
 	long rc = 0;
@@ -479,8 +537,8 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (smux__list_hook_listed)
 		smux__list_hook_listed(mux);
-	rc = merge_union(mux, ctx, ms, es, ok, n, n_ok == v->n, &snap, prefix,
-			 delimiter, fn, arg, err);
+	rc = merge_union(mux, ctx, v, ms, es, ok, n, n_ok == v->n, &snap,
+			 prefix, delimiter, fn, arg, err);
 out:
 	for (unsigned i = 0; i <= n; i++) /* the members', the fill */
 		entries_free(&es[i]);

@@ -554,6 +554,30 @@ out:
 	return rc;
 }
 
+/*
+ * 0 when every shard is up; else unavailable. A directory is on every
+ * shard that holds a key under it, and a listing leaves out what a shard
+ * that is out holds: removing the directory then (rm -rf removed what it
+ * listed) acknowledged it with a delete hint for that shard, and the
+ * directory came back with the rest once the shard did.
+ */
+static long all_shards_in(struct smux_mux *mux, const char *dir,
+			  struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	long rc = 0;
+
+	for (unsigned i = 0; i < v->n && rc == 0; i++)
+		if (!smux__health_is_up(&v->m[i]->health))
+			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					    v->m[i]->name,
+					    "remove %s: shard %s is out, and "
+					    "may hold entries under it",
+					    dir, v->m[i]->name);
+	smux__view_put(v);
+	return rc;
+}
+
 long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, enum smux__hint_kind kind,
 			struct smux_span *span, struct smux_error *err)
@@ -564,7 +588,12 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	int hrc;
 
 	smux__sticky_gate_enter(mux, &g, call->key);
-	if (kind == SMUX__HINT_DEL) {
+	rc = kind == SMUX__HINT_DEL && smux_key_is_dir(call->key)
+		     ? all_shards_in(mux, call->key, err)
+		     : 0;
+	if (rc < 0) {
+		/* nothing removed */
+	} else if (kind == SMUX__HINT_DEL) {
 		/* every shard (a handoff copy goes too); one that misses it
 		 * gets a delete hint, and one that takes it is no longer
 		 * behind (smux__exec_fanout) */
