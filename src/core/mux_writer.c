@@ -297,7 +297,7 @@ static void rejoin_leave(struct smux__mux_writer *mw, unsigned i, unsigned j)
  * A replica whose copy fails stays out, as it was. The copy's calls count
  * in flight on both replicas, as a user's call: a drain of either waits
  * for them (it found neither busy, and the copy went on writing the
- * replica it had drained).
+ * replica it had drained); a replica draining again is not taken back.
  */
 static void rejoin_drained(struct smux__mux_writer *mw,
 			   const struct smux_ctx *ctx)
@@ -326,10 +326,11 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			continue;
 		if (!smux__member_enter(mw->m[i]))
 			continue; /* draining again */
-		if (!smux__member_enter(mw->m[src])) {
-			atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
-			return;
-		}
+		/* the source's reads are counted, not refused: they read
+		 * the writer's own file, and a source drained since this
+		 * writer opened is the only whole copy (a rolling drain:
+		 * b undrained, a drained, then the first call) */
+		atomic_fetch_add(&mw->m[src]->health.in_flight, 1);
 		/* a hint it had for the key already (another change it
 		 * missed while drained: a chmod, an xattr) is left to the
 		 * repair, which copies the whole object */
