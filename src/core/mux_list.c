@@ -162,9 +162,6 @@ static const struct smux__hint *behind(const struct merge_src *src, unsigned i,
 	return h ? h : snap_find(src->start, src->ms[i]->name, key);
 }
 
-/* The smallest current key of the sorted member lists, each member's copy
- * of it passed over (NULL at the end). */
-
 /* Sticky-by-key: the place of member @i in the order the shards are asked
  * for @key (home first, then home + 1, ...: reads, smux__sticky_route). */
 static unsigned sticky_rank(const struct merge_src *src, unsigned i,
@@ -209,26 +206,36 @@ static int sticky_pick(struct entries *es, const bool *ok, const size_t *pos,
 	return best;
 }
 
+/* The smallest current key of the sorted member lists, each member's copy
+ * of it passed over (NULL at the end). */
 static struct entry *merge_next(struct entries *es, const bool *ok, size_t *pos,
 				unsigned n, const struct merge_src *src)
 {
 	const struct smux__hint *h = NULL;
 	struct entry *e;
-	int best;
+	unsigned listers;
+	int best, c;
 
 again:
 	best = -1;
+	listers = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (!ok[i] || pos[i] >= es[i].n)
 			continue;
-		if (best < 0 ||
-		    strcmp(es[i].e[pos[i]].key, es[best].e[pos[best]].key) < 0)
+		c = best < 0 ? -1
+			     : strcmp(es[i].e[pos[i]].key,
+				      es[best].e[pos[best]].key);
+		if (c < 0) {
 			best = (int)i;
+			listers = 1;
+		} else if (c == 0) {
+			listers++;
+		}
 	}
 	if (best < 0)
 		return NULL;
 	e = &es[best].e[pos[best]];
-	if (src && src->sticky && !e->is_prefix) {
+	if (src && src->sticky && !e->is_prefix && listers > 1) {
 		int pick = sticky_pick(es, ok, pos, n, src, e->key);
 
 		/* not behind: the hint check below keeps it */
@@ -415,9 +422,10 @@ static long fill_moved(struct smux_mux *mux, const struct smux_ctx *ctx,
  * (those with ok[i]); es[n] is free for the fill. Equal keys: the first
  * member's entry, in member order (sticky-by-key: in the order reads ask
  * the shards for the key, sticky_pick), unless it is behind for the key
- * (a pending hint, when the listing started @start or now). Sticky-by-key with every shard
- * listed (@all): keys only behind shards with a delete hint list are not
- * there, and keys of put hints no shard listed are asked for.
+ * (a pending hint, when the listing started @start or now). Sticky-by-key
+ * with every shard listed (@all): keys only behind shards with a delete
+ * hint list are not there, and keys of put hints no shard listed are
+ * asked for.
  */
 static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct mux_view *v, struct mux_member **ms,

@@ -555,11 +555,16 @@ out:
 }
 
 /*
- * 0 when every shard is up; else unavailable. A directory is on every
- * shard that holds a key under it, and a listing leaves out what a shard
- * that is out holds: removing the directory then (rm -rf removed what it
- * listed) acknowledged it with a delete hint for that shard, and the
- * directory came back with the rest once the shard did.
+ * 0 when every shard is up (a shard removed at run time, its slot, aside);
+ * else NOT_EMPTY. A directory is on every shard that holds a key under
+ * it, and a listing leaves out what a shard that is out holds: removing
+ * the directory then (rm -rf removed what it listed) acknowledged it with
+ * a delete hint for that shard, and the directory came back with the rest
+ * once the shard did. NOT_EMPTY, not unavailable: the mux is not failing
+ * (a mux this one is a member of would take it down), the directory may
+ * hold entries nobody saw. A removed shard does not hold the removal up:
+ * it may be out for good (what it holds under the directory comes back
+ * with it).
  */
 static long all_shards_in(struct smux_mux *mux, const char *dir,
 			  struct smux_error *err)
@@ -568,9 +573,10 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
 	long rc = 0;
 
 	for (unsigned i = 0; i < v->n && rc == 0; i++)
-		if (!smux__health_is_up(&v->m[i]->health))
-			rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
-					    v->m[i]->name,
+		if (!smux__sticky_slot_empty(v->m[i]) &&
+		    !smux__health_is_up(&v->m[i]->health))
+			rc = smux_error_set(err, SMUX_E_NOT_EMPTY,
+					    mux->base.name,
 					    "remove %s: shard %s is out, and "
 					    "may hold entries under it",
 					    dir, v->m[i]->name);
