@@ -735,6 +735,18 @@ long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* a write that reached @m meanwhile has the latest version */
 	if (!smux__hints_has(mux->hints, m->name, h->key))
 		goto out;
+	/* a writer open in place on a copy (the holder's, or one off
+	 * home): a move home or a delete of that copy would leave its later
+	 * writes in a file no name reaches, and its commit's hint would then
+	 * find nothing to move (fsync'd writes lost). Once it is closed */
+	if (smux__intent_busy(mux, h->key)) {
+		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				    mux->base.name,
+				    "a writer of \"%s\" is open: replayed "
+				    "once it is closed",
+				    h->key);
+		goto out;
+	}
 	if (v->n && v->m[home] == m && h->kind == SMUX__HINT_PUT) {
 		rc = move_home(mux, ctx, v, home, h, &left, err);
 	} else if (v->n && v->m[home] != m &&

@@ -833,6 +833,12 @@ static void mw_close(struct smux_writer *w)
 		smux__mw_single_release(mw);
 	if (mw->inplace)
 		smux__intent_unhold(mw->mux, w->key, mw->dirty);
+	if (mw->sticky_held) {
+		smux__intent_unhold(mw->mux, w->key, false);
+		/* a replay it held back */
+		if (smux__hints_pending_replicas(mw->mux->hints) > 0)
+			smux__mux_kick(mw->mux);
+	}
 	smux_writer_release(&mw->base);
 	free(mw);
 }
@@ -1000,6 +1006,15 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (mw->inplace && (flags & SMUX_WRITER_CREATE) &&
 	    !(flags & SMUX_WRITER_TRUNC))
 		(void)smux__change_begin_key(mux, key, &change, err);
+	if (rc == 0 && mux->mode == SMUX_MODE_STICKY &&
+	    (flags & SMUX_WRITER_INPLACE)) {
+		/* before the open places the writer (under the key's gate):
+		 * a replay after it finds the key held */
+		rc = smux__intent_hold(mux, key, err);
+		mw->sticky_held = rc == 0;
+		if (rc)
+			goto out_close;
+	}
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);
 	else

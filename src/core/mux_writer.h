@@ -58,6 +58,10 @@ struct smux__mux_writer {
 	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
 	 * change the object itself */
 	bool object;
+	/* sticky-by-key in place: the key is held (smux__intent_hold)
+	 * while the writer is open, so no replay moves or deletes the file
+	 * it writes (smux__sticky_replay) */
+	bool sticky_held;
 	/* the single target's file is written behind the writer (its
 	 * descriptor given for kernel passthrough, mw_passthrough_fd) */
 	bool behind;

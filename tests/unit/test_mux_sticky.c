@@ -24,6 +24,7 @@
 
 #include "core/mux_internal.h"
 #include "mux_helpers.h"
+#include "smux/file.h"
 
 #define N 3
 
@@ -1551,6 +1552,69 @@ static void test_rmdir_with_shard_out(void **state)
 	shards_release(&s);
 }
 
+/*
+ * A key placed before the shard list grew lives off its home; a program
+ * keeps it open in place and commits twice (an fsync, then the close).
+ * The first commit hints home, but no replay moves the key while the
+ * writer is open: the move deleted the copy the writer's descriptor was
+ * on, the second write went to a file no name reached, and the next
+ * replay found nothing to move (the fsync'd second write lost; a
+ * reviewer's scenario).
+ */
+static void test_no_move_under_open_writer(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_STICKY, .cooldown_ms = 100};
+	struct smux_file_opts fo = {.no_fsync = true};
+	struct smux_backend *fb[N], *mux;
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	char base[64], dir[96], name[16], key[32];
+	unsigned home, off;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	snprintf(base, sizeof(base), "/tmp/smux-sticky-w-XXXXXX");
+	assert_non_null(mkdtemp(base));
+	for (int i = 0; i < N; i++) {
+		snprintf(dir, sizeof(dir), "%s/s%d", base, i);
+		assert_int_equal(mkdir(dir, 0755), 0);
+		fo.path = dir;
+		snprintf(name, sizeof(name), "s%d", i);
+		MH_OK(smux_file_new(name, &fo, &fb[i], &err), &err);
+	}
+	mux = mh_mux("st", &o, fb, NULL, N);
+	smux__mux_bg_stop(smux__mux_of(mux));
+	key_on(key, sizeof(key), "w", 0, 0);
+	home = 0;
+	off = 1; /* placed on s1 when s1 was its home */
+	MH_OK(mh_put(fb[off], key, "0123456789", &err), &err);
+	MH_HOLDS(mux, key, "0123456789");
+	MH_OK(smux_backend_writer_open(mux, &ctx, key, SMUX_WRITER_INPLACE, &w,
+				       &err),
+	      &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "A", 1, 0, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	assert_true(smux_mux_pending_hints(mux) >= 1);
+	/* the repair while the writer is open leaves the key where it is */
+	assert_true(mh_repair(mux, &clk, 3) >= 1);
+	MH_HOLDS(fb[off], key, "A123456789");
+	MH_OK(smux_writer_pwrite(w, &ctx, "B", 1, 1, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	assert_int_equal(mh_repair(mux, &clk, 5), 0);
+	MH_HOLDS(mux, key, "AB23456789");
+	MH_HOLDS(fb[home], key, "AB23456789");
+	MH_LACKS(fb[off], key);
+	smux_backend_unref(mux);
+	for (int i = 0; i < N; i++)
+		smux_backend_unref(fb[i]);
+	mh_rm_rf(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1578,6 +1642,7 @@ int main(void)
 		cmocka_unit_test(test_edit_open_meets_replay),
 		cmocka_unit_test(test_list_prefers_holder),
 		cmocka_unit_test(test_rmdir_with_shard_out),
+		cmocka_unit_test(test_no_move_under_open_writer),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
