@@ -496,8 +496,10 @@ static void test_remove_add_keeps_hints(void **state)
 	fx_release(&x);
 }
 
+/* A drain of member @name (NULL: "r1") in a thread of its own. */
 struct drain_arg {
 	struct smux_backend *mux;
+	const char *name;
 	atomic_bool done;
 	int rc;
 };
@@ -509,24 +511,29 @@ static void *drain_main(void *arg)
 	struct smux_ctx ctx;
 
 	smux_ctx_init(&ctx);
-	d->rc = smux_mux_drain(d->mux, "r1", &ctx, &err);
+	d->rc = smux_mux_drain(d->mux, d->name ? d->name : "r1", &ctx, &err);
 	atomic_store(&d->done, true);
 	return NULL;
 }
 
+/* A pwrite of @s (NULL: "two") at @off (0: 3) in a thread of its own. */
 struct write_arg {
 	struct smux_writer *w;
+	const char *s;
+	uint64_t off;
 	int rc;
 };
 
 static void *write_main(void *arg)
 {
 	struct write_arg *a = arg;
+	const char *s = a->s ? a->s : "two";
 	struct smux_error err;
 	struct smux_ctx ctx;
 
 	smux_ctx_init(&ctx);
-	a->rc = smux_writer_pwrite(a->w, &ctx, "two", 3, 3, &err);
+	a->rc = smux_writer_pwrite(a->w, &ctx, s, strlen(s),
+				   a->off ? a->off : 3, &err);
 	return NULL;
 }
 
@@ -595,36 +602,6 @@ static void test_drain_waits_for_writer_call(void **state)
 	fx_release(&x);
 }
 
-struct drain_named {
-	struct smux_backend *mux;
-	const char *name;
-	atomic_bool done;
-	int rc;
-};
-
-static void *drain_named_main(void *arg)
-{
-	struct drain_named *d = arg;
-	struct smux_error err;
-	struct smux_ctx ctx;
-
-	smux_ctx_init(&ctx);
-	d->rc = smux_mux_drain(d->mux, d->name, &ctx, &err);
-	atomic_store(&d->done, true);
-	return NULL;
-}
-
-static void *write_three_main(void *arg)
-{
-	struct write_arg *a = arg;
-	struct smux_error err;
-	struct smux_ctx ctx;
-
-	smux_ctx_init(&ctx);
-	a->rc = smux_writer_pwrite(a->w, &ctx, "three", 5, 6, &err);
-	return NULL;
-}
-
 /*
  * An in-place writer of a mirror of two file replicas: r0 drained (the
  * writer drops it), undrained, and taken back by the writer's next write
@@ -642,8 +619,8 @@ static void test_drain_waits_for_rejoin_copy(void **state)
 	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
 	struct smux_file_opts fo = {.no_fsync = true};
 	struct smux_backend *inner[2], *f[2], *mux;
-	struct drain_named d = {.name = "r0"};
-	struct write_arg wa = {0};
+	struct drain_arg d = {.name = "r0"};
+	struct write_arg wa = {.s = "three", .off = 6};
 	struct smux_error err;
 	struct smux_ctx ctx;
 	char base[64], dir[96], name[16];
@@ -673,12 +650,12 @@ static void test_drain_waits_for_rejoin_copy(void **state)
 	MH_OK(smux_mux_undrain(mux, "r0", &err), &err);
 	/* the next write takes r0 back: its copy hangs on r0 */
 	smux_faulty_set(f[0], &hang);
-	assert_int_equal(pthread_create(&wt, NULL, write_three_main, &wa), 0);
+	assert_int_equal(pthread_create(&wt, NULL, write_main, &wa), 0);
 	while (smux_faulty_hanging(f[0]) == 0)
 		usleep(1000);
 	d.mux = mux;
 	atomic_init(&d.done, false);
-	assert_int_equal(pthread_create(&dt, NULL, drain_named_main, &d), 0);
+	assert_int_equal(pthread_create(&dt, NULL, drain_main, &d), 0);
 	while (member_status(mux, 0) != SMUX_STATUS_DRAINING)
 		usleep(1000);
 	usleep(50 * 1000);
