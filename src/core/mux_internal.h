@@ -879,11 +879,12 @@ bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
 			const char *key);
 /* The shard a writer that starts from @key's object opens on: the holder,
  * or, when home lacks the key, the shard off home that holds it (a key
- * placed before the shard list grew). A reference, or NULL when no shard
- * holds the latest version. Asks home (and the others) with a head. */
-struct mux_member *smux__sticky_placed(struct smux_mux *mux,
-				       const struct smux_ctx *ctx,
-				       const char *key);
+ * placed before the shard list grew). *@out: a reference, or NULL when no
+ * shard holds the latest version. Asks home (and the others) with a head;
+ * unavailable when one that may hold the key could not be asked. */
+int smux__sticky_placed(struct smux_mux *mux, const struct smux_ctx *ctx,
+			const char *key, struct mux_member **out,
+			struct smux_error *err);
 /*
  * Reads (get, head, reader open, xattr reads) and in-place changes
  * (setattr, xattr writes, sync) of a key: on the shard that holds its

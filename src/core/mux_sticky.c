@@ -191,10 +191,11 @@ static long find_off_home_at(struct smux_mux *mux, const struct smux_ctx *ctx,
 			     struct mux_view *v, unsigned home,
 			     struct smux__call *call, bool dirs_only,
 			     struct smux_span *span, bool *found, int *at,
-			     struct smux_error *err)
+			     bool *missed, struct smux_error *err)
 {
 	*found = false;
 	*at = -1;
+	*missed = false;
 	for (unsigned k = 1; k < v->n; k++) {
 		struct mux_member *m = v->m[(home + k) % v->n];
 		enum smux_outcome o;
@@ -203,10 +204,15 @@ static long find_off_home_at(struct smux_mux *mux, const struct smux_ctx *ctx,
 		long rc;
 
 		/* requests never probe: the background thread does */
-		if (smux__member_stale(mux, m, call->key) ||
-		    !smux__health_is_up(&m->health))
+		if (smux__member_stale(mux, m, call->key))
 			continue;
+		if (!smux__health_is_up(&m->health)) {
+			*missed = true; /* it may hold the key */
+			continue;
+		}
 		rc = smux__attempt(mux, ctx, call, m, probe, k, span, &o, &e);
+		if (rc < 0 && o != SMUX_OUTCOME_SEMANTIC)
+			*missed = true;
 		if (rc >= 0 && (!dirs_only || smux_key_is_dir(call->key) ||
 				(call->info && S_ISDIR(call->info->mode)))) {
 			*found = true;
@@ -241,10 +247,11 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux_span *span, bool *found,
 			  struct smux_error *err)
 {
+	bool missed;
 	int at;
 
 	return find_off_home_at(mux, ctx, v, home, call, dirs_only, span, found,
-				&at, err);
+				&at, &missed, err);
 }
 
 /*
@@ -255,12 +262,14 @@ static long find_off_home(struct smux_mux *mux, const struct smux_ctx *ctx,
  * until it is written again (a writer opened on the new, empty home
  * started from nothing: `>>` kept only the appended bytes, a truncate
  * zeros). Its commit then hints home, whose replay moves the key there
- * (smux__sticky_missed). NULL when no shard holds the latest version; a
- * reference otherwise (smux__member_put).
+ * (smux__sticky_missed). *@out: a reference (smux__member_put), or NULL
+ * when no shard holds the latest version. Unavailable when home could not
+ * say, or said "not found" while a shard that may hold the key could not
+ * be asked: opened on home, the writer would start from nothing.
  */
-struct mux_member *smux__sticky_placed(struct smux_mux *mux,
-				       const struct smux_ctx *ctx,
-				       const char *key)
+int smux__sticky_placed(struct smux_mux *mux, const struct smux_ctx *ctx,
+			const char *key, struct mux_member **out,
+			struct smux_error *err)
 {
 	struct mux_view *v = smux__view_get(mux);
 	struct mux_member *m = NULL;
@@ -269,10 +278,10 @@ struct mux_member *smux__sticky_placed(struct smux_mux *mux,
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	enum smux_outcome o;
 	struct smux_error e;
+	bool found, missed;
 	unsigned home;
-	bool found;
-	int h, at;
-	long rc;
+	int h, at, rc = 0;
+	long r;
 
 	if (v->n == 0)
 		goto out;
@@ -283,21 +292,39 @@ struct mux_member *smux__sticky_placed(struct smux_mux *mux,
 	m = v->m[h];
 	if ((unsigned)h != home || !smux__health_is_up(&m->health))
 		goto out;
-	rc = smux__attempt(mux, ctx, &head, m, false, 0, NULL, &o, &e);
-	if (rc >= 0 || o != SMUX_OUTCOME_SEMANTIC ||
-	    e.e.code != SMUX_E_KEY_NOT_FOUND)
+	r = smux__attempt(mux, ctx, &head, m, false, 0, NULL, &o, &e);
+	if (r >= 0)
 		goto out;
+	if (o != SMUX_OUTCOME_SEMANTIC) {
+		*err = e;
+		rc = smux_error_wrap(
+			err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			"%s, the home of %s, did not answer", m->name, key);
+		m = NULL;
+		goto out;
+	}
+	if (e.e.code != SMUX_E_KEY_NOT_FOUND)
+		goto out; /* the open on home answers the same */
 	head = (struct smux__call){
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
-	rc = find_off_home_at(mux, ctx, v, home, &head, false, NULL, &found,
-			      &at, &e);
-	if (rc >= 0 && found && at >= 0)
+	r = find_off_home_at(mux, ctx, v, home, &head, false, NULL, &found, &at,
+			     &missed, &e);
+	if (r >= 0 && found && at >= 0) {
 		m = v->m[at];
+	} else if (r < 0 || missed) {
+		*err = e;
+		rc = r < 0 ? (int)r
+			   : smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+					    mux->base.name,
+					    "%s: a shard that may hold it is "
+					    "out",
+					    key);
+		m = NULL;
+	}
 out:
-	if (m)
-		m = smux__member_get(m);
+	*out = m ? smux__member_get(m) : NULL;
 	smux__view_put(v);
-	return m;
+	return rc;
 }
 
 /* One routing of @call to the holder of its key (smux__sticky_route). */

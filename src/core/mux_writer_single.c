@@ -506,17 +506,21 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
 			   !from_spool &&
 			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
-	/* sticky-by-key: the shard that holds the object, which may be
-	 * off its home (a name the caller saw absent needs no look) */
-	struct mux_member *placed =
-		holder_only && !failover && !(flags & SMUX_WRITER_CREATE)
-			? smux__sticky_placed(mux, ctx, mw->base.key)
-			: NULL;
+	struct mux_member *placed = NULL;
 	struct mux_member *m;
 	struct mux_cursor c;
 	bool probe = false;
 	int rc = 1;
 
+	/* sticky-by-key: the shard that holds the object, which may be
+	 * off its home (a name the caller saw absent needs no look) */
+	if (holder_only && !failover && !(flags & SMUX_WRITER_CREATE)) {
+		int prc = smux__sticky_placed(mux, ctx, mw->base.key, &placed,
+					      err);
+
+		if (prc)
+			return prc;
+	}
 	smux__cursor_init(&c, mux, mw->base.key, failover);
 	/* once no member is left, one being probed is waited for */
 	while (t->n < SMUX__WRITER_MAX &&

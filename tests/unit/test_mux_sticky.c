@@ -1615,6 +1615,42 @@ static void test_no_move_under_open_writer(void **state)
 	mh_rm_rf(base);
 }
 
+/*
+ * A key living off home (placed before the shard list grew) while the
+ * shard holding it fails: a writer that starts from the content is
+ * refused as unavailable. Opened on home, it started from nothing, and
+ * its commit made home's empty-based version the key's (a reviewer's
+ * scenario; the fault the same as a shard gone down since the lookup).
+ */
+static void test_placed_shard_out_unavailable(void **state)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct shards s;
+	char key[32];
+
+	(void)state;
+	shards_init(&s);
+	smux_ctx_init(&ctx);
+	key_on(key, sizeof(key), "p", 0, 0);
+	MH_OK(mh_put(s.mem[1], key, "old", &err), &err);
+	MH_HOLDS(s.mux, key, "old");
+	mh_fail(s.f[1], true);
+	MH_ERR(smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err), &err,
+	       SMUX_E_ALL_BACKENDS_DOWN);
+	assert_null(w);
+	MH_LACKS(s.mem[0], key);
+	mh_fail(s.f[1], false);
+	shards_later(&s);
+	MH_OK(smux_backend_writer_open(s.mux, &ctx, key, 0, &w, &err), &err);
+	MH_OK(smux_writer_pwrite(w, &ctx, "n", 1, 3, &err), &err);
+	MH_OK(smux_writer_commit(w, &ctx, NULL, NULL, &err), &err);
+	smux_writer_close(w);
+	MH_HOLDS(s.mux, key, "oldn");
+	shards_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1643,6 +1679,7 @@ int main(void)
 		cmocka_unit_test(test_list_prefers_holder),
 		cmocka_unit_test(test_rmdir_with_shard_out),
 		cmocka_unit_test(test_no_move_under_open_writer),
+		cmocka_unit_test(test_placed_shard_out_unavailable),
 	};
 
 	return cmocka_run_group_tests_name("mux sticky", tests, NULL, NULL);
