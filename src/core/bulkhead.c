@@ -1135,6 +1135,26 @@ static bool job_changes(const struct smux__job *job, const char **k1,
 	return *k1 != NULL;
 }
 
+/* True when @job changes an object that was there: a setattr or an
+ * xattr change, or a writer's call when the writer found its object (an
+ * edit), not a call that may have made it. */
+static bool job_edits(const struct smux__job *job)
+{
+	switch (job->op) {
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_REMOVEXATTR:
+		return true;
+	case SMUX__OP_W_PWRITE:
+	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_FALLOCATE:
+	case SMUX__OP_W_COMMIT:
+		return job->writer && job->writer->found;
+	default:
+		return false;
+	}
+}
+
 void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 {
 	struct smux_writer *orphan = NULL;
@@ -1146,8 +1166,8 @@ void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why)
 	job->abandoned = true;
 	/* a change the worker may still make: a zombie until it is over */
 	if (!job->done && job->bh->zhooks && job_changes(job, &k1, &k2))
-		job->zombie = job->bh->zhooks->begin(job->bh->zarg,
-						     job->bh->name, k1, k2);
+		job->zombie = job->bh->zhooks->begin(
+			job->bh->zarg, job->bh->name, k1, k2, job_edits(job));
 	/* A writer or reader opened before we gave up is ours to close. */
 	orphan = job->new_writer;
 	job->new_writer = NULL;

@@ -223,8 +223,11 @@ void smux__job_abandon(struct smux__job *job, enum smux_cancel_reason why);
  * when the bulkhead is freed.
  */
 struct smux__zombie_hooks {
+	/* @edit: the call changes an object that was there (a setattr, an
+	 * xattr change, a writer's call when the writer found the object),
+	 * not one it may have made (a put, a copy, a rename's target) */
 	void *(*begin)(void *arg, const char *member, const char *key,
-		       const char *key2);
+		       const char *key2, bool edit);
 	void (*end)(void *token, bool ran);
 	void (*release)(void *arg);
 };

@@ -62,6 +62,9 @@ struct zombie {
 	char *replica;
 	char *key;
 	unsigned n; /* zombies of this pair running */
+	/* of them, ones that may have made the object there (not edits of
+	 * one that was: smux__zombie_hooks) */
+	unsigned makes;
 	struct zombie *next;
 };
 
@@ -172,9 +175,10 @@ bool smux__zombie_shared(const struct smux_mux *mux)
 	       mux->mode == SMUX_MODE_WEIGHTED;
 }
 
-/* Counts one zombie of (@replica, @key); false on ENOMEM. */
+/* Counts one zombie of (@replica, @key) (@makes: one that may make the
+ * object there); false on ENOMEM. */
 static bool enlist(struct smux__zombies *z, const char *replica,
-		   const char *key)
+		   const char *key, bool makes)
 {
 	struct zombie *e;
 	bool ok = true;
@@ -200,6 +204,7 @@ static bool enlist(struct smux__zombies *z, const char *replica,
 		z->list = e;
 	}
 	e->n++;
+	e->makes += makes;
 	atomic_fetch_add(&z->running, 1);
 out:
 	pthread_rwlock_unlock(&z->lock);
@@ -233,18 +238,21 @@ static bool delist(struct smux__zombies *z, const char *replica,
 }
 
 /* True when the zombie of (@replica, @key) about to end is the pair's
- * last one running. */
+ * last one running; *@made: one of the pair's may have made the object
+ * there. */
 static bool pair_last(struct smux__zombies *z, const char *replica,
-		      const char *key)
+		      const char *key, bool *made)
 {
 	struct zombie *e;
 	bool last = false;
 
+	*made = false;
 	pthread_rwlock_rdlock(&z->lock);
 	for (e = z->list; e; e = e->next)
 		if (strcmp(e->key, key) == 0 &&
 		    strcmp(e->replica, replica) == 0) {
 			last = e->n == 1;
+			*made = e->makes > 0;
 			break;
 		}
 	pthread_rwlock_unlock(&z->lock);
@@ -260,7 +268,7 @@ static void ticket_free(struct zombie_ticket *t)
 }
 
 static void *zombie_begin(void *arg, const char *member, const char *key,
-			  const char *key2)
+			  const char *key2, bool edit)
 {
 	struct smux__zombies *z = arg;
 	struct zombie_ticket *t = calloc(1, sizeof(*t));
@@ -272,9 +280,9 @@ static void *zombie_begin(void *arg, const char *member, const char *key,
 	t->key[1] = key2 ? strdup(key2) : NULL;
 	if (!t->replica || !t->key[0] || (key2 && !t->key[1]))
 		goto out_free;
-	if (!enlist(z, t->replica, t->key[0]))
+	if (!enlist(z, t->replica, t->key[0], !edit))
 		goto out_free;
-	if (t->key[1] && !enlist(z, t->replica, t->key[1])) {
+	if (t->key[1] && !enlist(z, t->replica, t->key[1], !edit)) {
 		delist(z, t->replica, t->key[0]);
 		goto out_free;
 	}
@@ -441,7 +449,7 @@ static bool peer_missed_delete(struct smux_mux *mux, struct mux_view *v,
  * older than what the others have. See the file's comment for when not.
  */
 static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
-		       struct mux_member *m, const char *key,
+		       struct mux_member *m, const char *key, bool made,
 		       enum smux__hint_kind *kind)
 {
 	*kind = SMUX__HINT_PUT;
@@ -450,16 +458,19 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
 		/* the first member without a hint holds the latest version */
 		return !smux__failover_holds(mux, m, key);
 	case SMUX_MODE_STICKY:
-		/* not the holder while home waits for a replay (its hint):
-		 * @m is off home, with an older copy, which goes. Home
-		 * the holder (no hint), a copy off home is a key placed
-		 * before the shard list grew, live where it is
-		 * (smux__sticky_placed): kept, as the holder's is (its
-		 * delete hint deleted the key's only copy) */
+		/* not the holder: @m is off home, with an older copy or
+		 * one nobody acknowledged (a put that failed everywhere),
+		 * which goes - unless home is the holder (no hint) and
+		 * every zombie was an edit of the object @m held: a key
+		 * placed before the shard list grew, live where it is
+		 * (smux__sticky_placed), kept as the holder's is (its
+		 * delete hint deleted the key's only copy after a chmod
+		 * that timed out there) */
 		*kind = SMUX__HINT_DEL;
 		return v->n && !smux__sticky_holds(mux, m, key) &&
-		       !smux__sticky_holds(mux, v->m[smux__sticky_home(v, key)],
-					   key);
+		       (made ||
+			!smux__sticky_holds(
+				mux, v->m[smux__sticky_home(v, key)], key));
 	case SMUX_MODE_MIRROR:
 	case SMUX_MODE_SHIELD:
 		/* the hint converges @m on its peers' state either way; its
@@ -485,7 +496,7 @@ static bool needs_hint(struct smux_mux *mux, struct mux_view *v,
  * zombie (the storm's shield run: both stuck, repair never converged).
  */
 static void rehint(struct smux_mux *mux, struct mux_view *v,
-		   const char *replica, const char *key)
+		   const char *replica, const char *key, bool made)
 {
 	struct mux_member *m = NULL;
 	enum smux__hint_kind kind;
@@ -498,7 +509,7 @@ static void rehint(struct smux_mux *mux, struct mux_view *v,
 	/* a removed member's hints wait for its name to be added back; one
 	 * added back later is resynced whole (mux_rejoin.c) */
 	if (m && !smux__hints_has(mux->hints, replica, key) &&
-	    needs_hint(mux, v, m, key, &kind) &&
+	    needs_hint(mux, v, m, key, made, &kind) &&
 	    smux__hints_add(mux->hints, replica, key, kind, NULL, NULL) == 0) {
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 
@@ -529,10 +540,13 @@ static void zombie_end(void *token, bool ran)
 		 * shield run). Another zombie of the pair still running
 		 * decides (a new one beginning meanwhile finds the hint).
 		 */
-		if (pair_last(z, t->replica, t->key[k]) && ran && z->mux) {
+		bool made;
+
+		if (pair_last(z, t->replica, t->key[k], &made) && ran &&
+		    z->mux) {
 			if (!v)
 				v = smux__view_get(z->mux);
-			rehint(z->mux, v, t->replica, t->key[k]);
+			rehint(z->mux, v, t->replica, t->key[k], made);
 		}
 		hook = atomic_load(&smux__zombie_hook_handoff);
 		if (z->mux && hook)

@@ -867,6 +867,40 @@ static void test_sticky_zombie_off_home_kept(void **state)
 	pair_release(&p);
 }
 
+/*
+ * Sticky-by-key: a create whose put is stuck on home and on the next
+ * shard fails for the program (nothing acknowledged, no hint); the next
+ * shard's abandoned put lands later. Not an edit of an object that
+ * shard held: its copy goes (kept, the file the program was told failed
+ * appeared through the lookup of keys off home: the final review of
+ * test_sticky_zombie_off_home_kept's change).
+ */
+static void test_sticky_zombie_failed_create_goes(void **state)
+{
+	struct pair p;
+	struct smux_error err;
+	unsigned base = ends_now();
+	char key[16];
+	int rc;
+
+	(void)state;
+	pair_init(&p, SMUX_MODE_STICKY);
+	key_homed(p.mux, 0, key, sizeof(key));
+	stuck(&p, 0, 1u << SMUX_FAULTY_PUT);
+	stuck(&p, 1, 1u << SMUX_FAULTY_PUT);
+	assert_true(mh_put(p.mux, key, "failed", &err) < 0);
+	healthy(&p, 1);
+	smux_faulty_release_hangs(p.f[1]); /* lands on z1 */
+	wait_ends(base + 1);
+	MH_HOLDS(p.mem[1], key, "failed");
+	later(&p);
+	repair(&p);
+	MH_LACKS(p.mem[1], key);
+	assert_null(mh_get(p.mux, key, &rc, &err));
+	MH_ERR(rc, &err, SMUX_E_KEY_NOT_FOUND);
+	pair_release(&p);
+}
+
 /* ---- a member removed while its zombies end ---- */
 
 static pthread_mutex_t rh_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -961,6 +995,7 @@ int main(void)
 		cmocka_unit_test(test_failover_write_skips_zombie),
 		cmocka_unit_test(test_sticky_write_skips_zombie_home),
 		cmocka_unit_test(test_sticky_zombie_off_home_kept),
+		cmocka_unit_test(test_sticky_zombie_failed_create_goes),
 		cmocka_unit_test(test_mirror_zombie_end_with_delete_hints),
 		cmocka_unit_test(test_mirror_commit_skips_replay_zombie),
 		cmocka_unit_test(test_round_robin_put_refused_while_zombie),
