@@ -1062,6 +1062,14 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		replay_release(mux, &claim);
 		return 0;
 	}
+	/* sticky-by-key: a writer open in place on the key holds it until
+	 * its close, which kicks the repair (smux__sticky_replay checks it
+	 * again under the key's gate); passed over quietly, not failed at
+	 * every pass while a log stays open */
+	if (mux->mode == SMUX_MODE_STICKY && smux__intent_busy(mux, h->key)) {
+		replay_release(mux, &claim);
+		return 0;
+	}
 	/* an up replica, or a down one whose cooldown is over (the replay
 	 * probes it: a recovered replica needs no traffic of its own to be
 	 * repaired) */

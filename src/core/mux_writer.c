@@ -1006,14 +1006,13 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (mw->inplace && (flags & SMUX_WRITER_CREATE) &&
 	    !(flags & SMUX_WRITER_TRUNC))
 		(void)smux__change_begin_key(mux, key, &change, err);
-	if (rc == 0 && mux->mode == SMUX_MODE_STICKY &&
-	    (flags & SMUX_WRITER_INPLACE)) {
+	if (mux->mode == SMUX_MODE_STICKY && (flags & SMUX_WRITER_INPLACE)) {
 		/* before the open places the writer (under the key's gate):
 		 * a replay after it finds the key held */
 		rc = smux__intent_hold(mux, key, err);
-		mw->sticky_held = rc == 0;
 		if (rc)
 			goto out_close;
+		mw->sticky_held = true;
 	}
 	if (mw->fanout)
 		rc = fanout_open(mw, &child, key, flags, err);

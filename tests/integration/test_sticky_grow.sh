@@ -11,7 +11,11 @@
 #     a zero-filled truncate, an empty touched file; outside tester
 #     s38-t1-sticky-*.sh);
 #   - after the repair every file reads the same, and is on exactly one
-#     shard, also after a remount.
+#     shard, also after a remount;
+#   - logs held open, appended and fsync'd while repairs run and another
+#     descriptor follows them: no line lost (the repair moved a log home
+#     under its open writer, whose later writes went to a file no name
+#     reached), each on one shard once closed.
 . "$(dirname "$0")/lib.sh"
 
 N=20
@@ -131,5 +135,48 @@ check "$T/m" "after the repair"
 unmount_smux "$T/m"
 mount_smux "$T/g.conf" "$T/m"
 check "$T/m" "after a remount"
+
+# logs kept open across repairs: 12 logs written before the growth (most
+# live off their new home now), each appended and fsync'd 30 times
+# through one descriptor while another follows it (tail -f) and repairs
+# run; nothing moves under the open writer, every line is read, and once
+# closed each log goes home whole
+log "--- logs held open after the growth"
+for ((i = 0; i < 12; i++)); do printf 'start %d\n' "$i" >"$T/m/log$i"; done
 unmount_smux "$T/m"
-log "ok: $((5 * N)) files edited after the shard list grew, each read back whole"
+sed -i 's/^backends = a b c$/backends = a b c d/' "$T/g.conf"
+cfg_file d "$T/d"
+mount_smux "$T/g.conf" "$T/m"
+timeout 120 python3 - "$T/m" <<'PY' || fail "the logs held open lost lines"
+import os, sys
+m = sys.argv[1]
+ws = [os.open("%s/log%d" % (m, i), os.O_WRONLY | os.O_APPEND) for i in range(12)]
+rs = [open("%s/log%d" % (m, i), "rb") for i in range(12)]
+seen = [r.read() for r in rs]
+for n in range(30):
+    for i, w in enumerate(ws):
+        os.write(w, b"line %d %d\n" % (i, n))
+        os.fsync(w)
+    if n % 5 == 4:
+        with open(m + "/.smux/ctl", "w") as c:
+            c.write("repair\n")
+    for i, r in enumerate(rs):
+        seen[i] += r.read()
+for i in range(12):
+    want = b"start %d\n" % i + b"".join(b"line %d %d\n" % (i, n)
+                                       for n in range(30))
+    if seen[i] != want:
+        sys.exit("log%d followed: %r" % (i, seen[i][-60:]))
+for w in ws:
+    os.close(w)
+PY
+repair_settled "$T/m" 30
+for ((i = 0; i < 12; i++)); do
+	[ "$(wc -l <"$T/m/log$i")" -eq 31 ] || fail "log$i has $(wc -l <"$T/m/log$i") lines, want 31"
+	n=0
+	for s in a b c d; do [ -e "$T/$s/log$i" ] && n=$((n + 1)); done
+	[ "$n" -eq 1 ] || fail "log$i is on $n shards"
+done
+unmount_smux "$T/m"
+log "ok: $((5 * N)) files edited after the shard list grew, each read back whole; 12 logs held open"
+
