@@ -493,6 +493,19 @@ static void ofile_give_now_locked(struct smuxfs_ofile *of)
 		a.flags |= SMUX_SET_MODE;
 		a.mode = of->mode;
 	}
+	/* what the create made already needs no call (root's tar -x: the
+	 * daemon's owner is the creator's, and tar creates with 0600, the
+	 * mode an in-place create makes): two inode updates less a file */
+	if (of->w->has_info && (a.flags & SMUX_SET_OWNER) &&
+	    of->w->info.uid == a.uid && of->w->info.gid == a.gid) {
+		a.flags &= ~SMUX_SET_OWNER;
+		of->own = false;
+	}
+	if (of->w->has_info && (a.flags & SMUX_SET_MODE) &&
+	    (of->w->info.mode & 07777) == (a.mode & 07777)) {
+		a.flags &= ~SMUX_SET_MODE;
+		of->mode_chosen = false; /* given: a later chmod stands */
+	}
 	if (!a.flags)
 		return;
 	rc = ofile_setattr_fd_locked(of, &a);
