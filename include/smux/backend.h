@@ -462,6 +462,9 @@ unsigned smux_backend_caps(struct smux_backend *b);
 /* The capability a put of @mode's file type needs: SMUX_CAP_SYMLINK,
  * SMUX_CAP_FIFO (FIFOs, sockets), or 0 (files, directories). */
 unsigned smux_caps_for_mode(uint32_t mode);
+/* What a backend lacking @cap (smux_caps_for_mode's) cannot keep, for
+ * messages: "symlinks" or "FIFOs or sockets". */
+const char *smux_caps_kept_name(unsigned cap);
 /* The longest key @b takes: ops->key_max, SMUX_KEY_MAX when NULL (never
  * more). A mux takes what its most limited member takes. */
 size_t smux_backend_key_max(struct smux_backend *b);

@@ -494,9 +494,7 @@ static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (need && !(faultyb_caps(b) & need))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
 				      "put \"%s\": keeps no %s", key,
-				      need == SMUX_CAP_SYMLINK
-					      ? "symlinks"
-					      : "FIFOs or sockets");
+				      smux_caps_kept_name(need));
 	if (faultyb_lands(fb) && src) {
 		/* the request's body is on the wire before it hangs */
 		uint64_t len = src->length;

@@ -552,6 +552,11 @@ unsigned smux_backend_caps(struct smux_backend *b)
 	return b->ops->caps ? b->ops->caps(b) : 0;
 }
 
+const char *smux_caps_kept_name(unsigned cap)
+{
+	return cap == SMUX_CAP_SYMLINK ? "symlinks" : "FIFOs or sockets";
+}
+
 unsigned smux_caps_for_mode(uint32_t mode)
 {
 	switch (mode & S_IFMT) {

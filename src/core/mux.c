@@ -1177,9 +1177,7 @@ static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (need && !(mux_caps(b) & need))
 		return smux_error_set(err, SMUX_E_NOT_SUPPORTED, b->name,
 				      "put \"%s\": a member keeps no %s", key,
-				      need == SMUX_CAP_SYMLINK
-					      ? "symlinks"
-					      : "FIFOs or sockets");
+				      smux_caps_kept_name(need));
 	return (int)route_write(smux__mux_of(b), ctx, &call, SMUX__HINT_PUT,
 				"put", err);
 }
