@@ -65,6 +65,10 @@ struct smux_info {
 	 * over it clears has_blocks (smux_info_set_size). */
 	uint64_t blocks;
 	bool has_blocks;
+	/* mtime_ns, atime_ns and ctime_ns are the object's own times (a
+	 * file backend's stat): 0 is then the epoch (touch -d @0), not
+	 * "unknown" */
+	bool has_times;
 };
 
 /* Get everything from the offset on. */

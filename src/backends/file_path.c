@@ -296,6 +296,7 @@ void smux__file_fill_info(const struct stat *st, struct smux_info *info)
 	info->mtime_ns = smux_time_ns(st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
 	info->atime_ns = smux_time_ns(st->st_atim.tv_sec, st->st_atim.tv_nsec);
 	info->ctime_ns = smux_time_ns(st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	info->has_times = true;
 	info->uid = (uint32_t)st->st_uid;
 	info->gid = (uint32_t)st->st_gid;
 	info->has_owner = true;

@@ -325,7 +325,8 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	};
 	const struct smux_info *in = info ? info : &unknown;
 	uint32_t perm = in->mode & 07777;
-	int64_t t = in->mtime_ns ? in->mtime_ns : fs->mount_ns;
+	/* a time not known (0 without has_times): the mount's */
+	int64_t t = in->mtime_ns || in->has_times ? in->mtime_ns : fs->mount_ns;
 
 	memset(st, 0, sizeof(*st));
 	/* 0 is a mode like any other (chmod 000); only an unknown mode
@@ -363,8 +364,10 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 						  : (st->st_size + 511) / 512;
 	st->st_blksize = MIB;
 	smuxfs_timespec(t, &st->st_mtim);
-	smuxfs_timespec(in->atime_ns ? in->atime_ns : t, &st->st_atim);
-	smuxfs_timespec(in->ctime_ns ? in->ctime_ns : t, &st->st_ctim);
+	smuxfs_timespec(in->atime_ns || in->has_times ? in->atime_ns : t,
+			&st->st_atim);
+	smuxfs_timespec(in->ctime_ns || in->has_times ? in->ctime_ns : t,
+			&st->st_ctim);
 }
 
 mode_t smuxfs_caller_mode(struct smuxfs *fs, mode_t mode)
