@@ -1599,8 +1599,12 @@ bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns)
 	of->mtime_ns = mtime_ns;
 	if (of->dirty) {
 		/* the commit's mtime (in place: the same again, so replicas
-		 * agree on it) until a write moves it */
-		of->mtime_set = true;
+		 * agree on it) until a write moves it. Not on one copy when
+		 * given at once: its writes may pass the daemon by
+		 * (passthrough) and move the file's own mtime, which is then
+		 * the one to show and keep (a write after a utime) */
+		if (fold || !of->late)
+			of->mtime_set = true;
 		of->ctime_ns = realtime_ns();
 	}
 	pthread_mutex_unlock(&of->lock);
