@@ -532,22 +532,71 @@ static bool fits_under(const struct smuxfs *fs, const char *to, const char *rel)
 }
 
 /*
+ * A key-by-key move of @from to @to that failed half-way (move_keys),
+ * undone: the first @moved files of @w back under @from, newest first,
+ * then the first @made directory markers made under @to, children first,
+ * and @to itself unless it was there before (@to_was: an empty directory
+ * the rename replaces). A step of the undo that fails is logged and the
+ * rest goes on: what is left is under both names, never lost.
+ */
+static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
+		       const struct walk *w, size_t moved, size_t made,
+		       bool to_was)
+{
+	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2], msg[256];
+	struct smux_error err;
+	struct smux_ctx ctx;
+	int rc;
+
+	smuxfs_ctx(&ctx);
+	while (moved-- > 0) {
+		snprintf(a, sizeof(a), "%s%s", from, w->files[moved]);
+		snprintf(b, sizeof(b), "%s%s", to, w->files[moved]);
+		rc = smuxfs_ofile_rename(fs, b, a);
+		if (rc)
+			smux_log(LOG_ERR,
+				 "rename of %s to %s failed half-way; %s "
+				 "stays under the new name (%s)",
+				 from, to, b, strerror(-rc));
+	}
+	while (made-- > 0) {
+		snprintf(b, sizeof(b), "%s%s", to, w->dirs[made]);
+		if (smux_backend_del(fs->root, &ctx, b, &err))
+			smux_log(LOG_ERR,
+				 "rename of %s to %s failed half-way; "
+				 "directory %s stays (%s)",
+				 from, to, b,
+				 smux_error_format(&err, msg, sizeof(msg)));
+	}
+	if (!to_was && smux_backend_del(fs->root, &ctx, to, &err))
+		smux_log(LOG_ERR,
+			 "rename of %s to %s failed half-way; directory %s "
+			 "stays (%s)",
+			 from, to, to,
+			 smux_error_format(&err, msg, sizeof(msg)));
+}
+
+/*
  * Moves the directory @from ("a/") to @to ("b/") key by key: new markers
  * first (parents before children), then every object, then the old
  * markers, children before parents, and the old directory itself. Each
  * step can be done again: run once more on what is left (@redo, a rename
  * a crash interrupted: rename_journal.c), it finishes the move - an
  * object already moved is no longer listed under @from, and an old
- * marker already gone is not missed.
+ * marker already gone is not missed. A first run that fails half-way
+ * (a replica whose latest versions cannot be moved while it is out)
+ * puts back what it moved (undo_moves): nothing moved, as rename(2).
  */
 static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 		     bool redo)
 {
 	struct walk w = {.prefix = from, .prefix_len = strlen(from)};
 	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2];
+	size_t i, k, moved = 0, made = 0;
 	struct smux_error err;
+	struct smux_info info;
 	struct smux_ctx ctx;
-	size_t i, k;
+	bool to_was = false;
 	int rc;
 
 	smuxfs_ctx(&ctx);
@@ -581,6 +630,10 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 			rc = -ENAMETOOLONG;
 			goto out;
 		}
+	/* what was there before, for an undo (an empty directory
+	 * replaced keeps its name) */
+	to_was = !redo &&
+		 smux_backend_head(fs->root, &ctx, to, &info, &err) == 0;
 	rc = copy_marker(fs, from, to, redo);
 	for (i = 0; i < w.n_dirs && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]) >=
@@ -591,6 +644,8 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 			break;
 		}
 		rc = copy_marker(fs, a, b, redo);
+		if (!rc)
+			made = i + 1;
 	}
 	for (i = 0; i < w.n_files && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.files[i]) >=
@@ -606,6 +661,13 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 		 * replay) */
 		if (redo && rc == -ENOENT)
 			rc = 0;
+		if (!rc)
+			moved = i + 1;
+	}
+	if (rc && !redo) {
+		/* all or nothing, as rename(2): what moved goes back */
+		undo_moves(fs, from, to, &w, moved, made, to_was);
+		goto out;
 	}
 	for (i = w.n_dirs; i-- > 0 && !rc;) {
 		snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]);
@@ -700,7 +762,7 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 	if (rc)
 		return rc;
 	rc = move_keys(fs, from, to, false);
-	/* a move that failed half-way is reported, as it stands: the next
+	/* a move that failed half-way was undone and is reported: the next
 	 * mount must not finish what the program was told failed */
 	smuxfs_rjournal_end(fs, &rec);
 	return rc;
