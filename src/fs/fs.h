@@ -665,6 +665,18 @@ bool smuxfs_ofile_set_mtime(struct smuxfs_ofile *of, int64_t mtime_ns);
  */
 int smuxfs_ofile_setattr_now(struct smuxfs_ofile *of,
 			     const struct smux_setattr *a);
+/*
+ * What is left of a utimens (the atime) whose mtime went with @of's next
+ * commit (smuxfs_ofile_set_mtime folded it), for a file not committed
+ * since it was created or changed: through the writer when it writes the
+ * file in place (a failover's standby while the primary is out, which a
+ * change by name would not reach: the key's holder is the primary), or
+ * nothing when no version of it is stored yet (staged or streamed: its
+ * times are its commit's). 1 when done so, 0 when the caller changes the object by
+ * its name, or a negative errno.
+ */
+int smuxfs_ofile_setattr_open(struct smuxfs_ofile *of,
+			      const struct smux_setattr *a);
 
 /* unlink(2) of @key: deletes the object and, once that succeeded, takes
  * an open file of @key out of the table and marks it deleted, so nothing

@@ -1629,6 +1629,26 @@ int smuxfs_ofile_setattr_now(struct smuxfs_ofile *of,
 	return rc;
 }
 
+int smuxfs_ofile_setattr_open(struct smuxfs_ofile *of,
+			      const struct smux_setattr *a)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&of->lock);
+	if (!of->deleted && !of->open_rc && of->dirty) {
+		if (of->w && of->inplace) {
+			rc = smux_writer_setattr(of->w, a);
+			rc = rc == 0 ? 1 : rc == -ENOTSUP ? 0 : rc;
+		}
+		/* never put (staged or streamed): its times are its
+		 * commit's */
+		if (rc == 0 && of->unstored)
+			rc = 1;
+	}
+	pthread_mutex_unlock(&of->lock);
+	return rc;
+}
+
 /* ---- namespace changes ---- */
 
 static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);

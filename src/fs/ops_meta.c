@@ -1255,16 +1255,21 @@ int smuxfs_utimens(const char *path, const struct timespec tv[2],
 	if (of) {
 		rc = smuxfs_ofile_setattr_now(of, &attr);
 		fold = rc == 0 && smuxfs_ofile_set_mtime(of, attr.mtime_ns);
+		if (fold) {
+			/* the mtime goes with the next commit; the atime
+			 * now, to the file being written, else to the
+			 * object when it is already there */
+			attr.flags &= ~(unsigned)SMUX_SET_MTIME;
+			if (attr.flags)
+				rc = smuxfs_ofile_setattr_open(of, &attr);
+			else
+				rc = 1;
+		}
 		smuxfs_ofile_release(fs, of);
 		if (rc)
 			return rc > 0 ? 0 : rc;
 	}
 	if (fold) {
-		/* the mtime goes with the next commit; the atime now, to
-		 * the object when it is already there */
-		attr.flags &= ~(unsigned)SMUX_SET_MTIME;
-		if (!attr.flags)
-			return 0;
 		rc = set_attr(fs, key, is_root, true, &attr);
 		return rc == -ENOENT ? 0 : rc;
 	}

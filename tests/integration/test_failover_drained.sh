@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# test_dir_rename_refused.sh - a directory rename that cannot be done
-# whole is not done at all (found by an outside tester, s39-t3, on a
-# failover [s3, file] with the s3 primary stopped).
+# test_failover_drained.sh - a failover mount whose primary is out
+# (drained), found by an outside tester (s39-t3, failover [s3, file] with
+# the s3 primary stopped):
 #
+# 1. cp -a of new files: their times are set through the open descriptor
+# before close (futimens), which answered EIO (the time went to the key's
+# holder, the primary, not to the file being written on the standby), so
+# cp -a failed for every file.
+#
+# 2. A directory rename that cannot be done whole is not done at all.
 # failover [a, b] of file backends, b kept in sync as failover expects
 # (the files copied there), a drained: a file written meanwhile goes to
 # b (hinted for a), and `mv d d2` cannot be one call per replica, so the
@@ -29,6 +35,25 @@ mkdir -p "$T/b/d"
 cp -p "$T/a/d/old1" "$T/a/d/old2" "$T/b/d/"
 
 timeout 20 sh -c "echo 'drain a' >'$CTL'" || fail "drain a"
+
+# 1. new files' times through their open descriptors
+mkdir -p "$T/src"
+for i in 1 2 3; do echo "c$i" >"$T/src/c$i"; done
+touch -d @978307200 "$T/src/c2"
+timeout 60 cp -a "$T/src" "$M/copied" 2>"$T/cp.err" ||
+	fail "cp -a while a is drained: $(cat "$T/cp.err")"
+[ "$(stat -c %Y "$M/copied/c2")" = 978307200 ] ||
+	fail "cp -a kept no mtime: $(stat -c %Y "$M/copied/c2")"
+python3 - "$M/new-times" <<'PY' || fail "futimens on a new open file while a is drained"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, b"x")
+os.utime(fd, (978307200, 978307200))
+os.close(fd)
+assert os.stat(sys.argv[1]).st_mtime == 978307200, os.stat(sys.argv[1])
+PY
+
+# 2. mv d d2
 echo new1 >"$M/d/new1" || fail "write while a is drained"
 rc=0
 timeout 60 mv "$M/d" "$M/d2" 2>"$T/mv.err" || rc=$?
