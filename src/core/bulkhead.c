@@ -55,25 +55,12 @@
 /*
  * Hand-off without sleeping: a worker that finished a job watches the
  * queue (one worker at a time: the others sleep at once), and a caller
- * watches its job for BH_SPIN_NS, before blocking on a condition
- * variable. Waking a sleeping thread costs tens of microseconds on these
- * virtual machines; a member call on a local backend often takes less.
- *
- * How long the worker watches adapts (bh->watch_ns, between BH_SPIN_NS
- * and BH_WATCH_MAX_NS): a program's calls come one after the other with
- * its own work in between (tar -x: a LOOKUP, a CREATE and a RELEASE per
- * file, 100-300 us apart), and a fixed watch of 50 us missed nearly every
- * next one (LOOKUP 27 us in the daemon, 20 with 500 us; untar of 2000
- * files 10-35% faster, medians of 7-9 interleaved runs). A job seen late
- * after a watch was over makes the next one long enough to see it (up to
- * BH_WATCH_MAX_NS), a job later than that halves it: a fixed 500 us made
- * a lookup once a millisecond cost six times the CPU (half of one CPU
- * spinning), which the halving brings back to the short watch.
- * The watch yields the CPU to any runnable thread; an idle mux burns
- * nothing.
+ * watches its job, for this long before blocking on a condition variable.
+ * Waking a sleeping thread costs tens of microseconds on these virtual
+ * machines; a member call on a local backend often takes less. Bounded,
+ * so an idle mux burns no CPU.
  */
-#define BH_SPIN_NS	(50 * 1000LL)
-#define BH_WATCH_MAX_NS (500 * 1000LL)
+#define BH_SPIN_NS (50 * 1000LL)
 
 /* Lets another runnable thread have the CPU while we watch: with more
  * spinning workers than cores (a round-robin over several members), a
@@ -81,20 +68,6 @@
 static inline void cpu_relax(void)
 {
 	sched_yield();
-}
-
-/* The next watch, once a job came @gap ns after the last watch began
- * and that watch (of @watch ns) was over: long enough to see such a job
- * coming, when it came within BH_WATCH_MAX_NS, else halved, within
- * BH_SPIN_NS..BH_WATCH_MAX_NS. */
-static int64_t watch_after(int64_t watch, int64_t gap)
-{
-	if (gap > BH_WATCH_MAX_NS)
-		return watch / 2 > BH_SPIN_NS ? watch / 2 : BH_SPIN_NS;
-	gap += gap / 4;
-	if (gap > BH_WATCH_MAX_NS)
-		gap = BH_WATCH_MAX_NS;
-	return gap > watch ? gap : watch;
 }
 
 /* One worker thread. Fields protected by its bulkhead's lock. */
@@ -128,10 +101,6 @@ struct smux__bulkhead {
 	 * sleeping (at most one does: two idle workers spinning side by
 	 * side only hand the CPU to each other) */
 	bool spinning;
-	/* protected by lock: how long a worker watches (BH_SPIN_NS to
-	 * BH_WATCH_MAX_NS; see BH_SPIN_NS), and when the last watch began
-	 * (0: a job came since) */
-	int64_t watch_ns, watch_from;
 	/* set before the first job, read-only afterwards */
 	const struct smux__zombie_hooks *zhooks;
 	void *zarg;
@@ -210,8 +179,6 @@ struct smux__job {
 	bool in_queue;		       /* protected by bh->lock */
 
 	atomic_int refs; /* caller + worker side */
-	/* caller only: queued to a watching worker without waking one */
-	bool kick;
 };
 
 /* ---- time and condition variables ---- */
@@ -289,7 +256,6 @@ struct smux__bulkhead *smux__bulkhead_new(const char *name,
 	bh->max_inflight =
 		max_inflight ? max_inflight : SMUX_DEFAULT_MAX_INFLIGHT;
 	bh->refs = 1;
-	bh->watch_ns = BH_SPIN_NS;
 	smux__orphans_reap(); /* orphans of earlier bulkheads that left */
 	pthread_mutex_init(&bh->lock, NULL);
 	cond_init_monotonic(&bh->cond);
@@ -944,10 +910,8 @@ static void *worker_main(void *arg)
 		if (!bh->head && !bh->closing && !bh->spinning) {
 			/* watch the queue a moment before sleeping (one
 			 * worker at a time; the others sleep at once) */
-			int64_t spin_until;
+			int64_t spin_until = smux_now_ns() + BH_SPIN_NS;
 
-			bh->watch_from = smux_now_ns();
-			spin_until = bh->watch_from + bh->watch_ns;
 			bh->idle++; /* a spinning worker is an idle one */
 			bh->spinning = true;
 			pthread_mutex_unlock(&bh->lock);
@@ -1065,11 +1029,6 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 		goto out_unlock;
 	job->bh = bh;
 	bh->refs++;
-	/* a job no watching worker saw: would a longer watch have? */
-	if (!bh->spinning && bh->watch_from)
-		bh->watch_ns = watch_after(bh->watch_ns,
-					   smux_now_ns() - bh->watch_from);
-	bh->watch_from = 0;
 	queue_push(bh, job);
 	if (bh->queued > bh->idle && bh->workers < bh->max_inflight &&
 	    worker_spawn(bh) && bh->workers == 0) {
@@ -1079,27 +1038,17 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 		job->bh = NULL;
 		goto out_unlock;
 	}
-	/*
-	 * A worker watching the queue takes a lone job without a wake-up (it
-	 * sees queued_hint, or the job in the queue when its watch ends).
-	 * Woken as well, a sleeping worker took the other CPU of this
-	 * machine for nothing: a lookup cost 27 us in the daemon instead of
-	 * 19. A watcher that yielded its CPU under load may run again only
-	 * after every other runnable task had its turn, so the caller wakes
-	 * a sleeper after all if the job has not started by the end of its
-	 * own watch (job->kick, smux__job_finish). A job of a group (its
-	 * caller waits for the group) and a second job in the queue wake
-	 * one at once.
-	 */
-	job->kick = !g && bh->spinning && bh->queued == 1;
+	/* Wakes a sleeping worker even while one spins: a spinner that
+	 * yielded its CPU under load may run again only after every other
+	 * runnable task had its turn, a woken one is scheduled at once;
+	 * whichever comes second finds nothing and goes back. */
 	pthread_mutex_unlock(&bh->lock);
 	/* After the unlock: a spinning worker that saw the job then takes
 	 * the lock at once, instead of sleeping on it while this thread is
 	 * in the futex call, and waking 10-20 us later (measured here: the
 	 * average wait of a write job fell from 18 to 9 us, sqlite's 1000
 	 * inserts from 1.76 to 1.45 s). The job's reference keeps @bh. */
-	if (!job->kick)
-		pthread_cond_signal(&bh->cond);
+	pthread_cond_signal(&bh->cond);
 	threads_join(retired);
 	return job;
 
@@ -1375,9 +1324,6 @@ long smux__job_finish(struct smux__job *job, struct smux_error *err)
 	       smux_now_ns() < spin_until)
 		cpu_relax();
 	pthread_mutex_lock(&job->lock);
-	if (job->kick && !job->done && !job->run_ns)
-		pthread_cond_signal(
-			&job->bh->cond); /* see smux__bulkhead_start */
 	while (!job->done) {
 		enum job_stop_kind k;
 		int64_t now = smux_now_ns(),
