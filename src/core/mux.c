@@ -1182,13 +1182,55 @@ static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 				"put", err);
 }
 
+/*
+ * 0 unless @key is a directory whose listing may have lacked its dot
+ * names: in mirror and shield a listing is the union of the members that
+ * are up, and while every member whose listings show names starting with
+ * '.' is out, only those that hide them (nginx's WebDAV) answered. rm -r
+ * then saw no .hidden and removed the directory, with a hint whose replay
+ * left the .hidden (and so the directory) on the member that was out: the
+ * deleted file came back. NOT_EMPTY, nothing removed, as for sticky-by-key
+ * while a shard is out (mux_sticky.c).
+ */
+static long dotnames_unseen(struct smux_mux *mux, const char *key,
+			    struct smux_error *err)
+{
+	bool hides = false, shows = false, up = false;
+	struct mux_view *v;
+
+	if (!smux_key_is_dir(key) ||
+	    (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD))
+		return 0;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n; i++) {
+		if (!(smux_backend_caps(v->m[i]->backend) &
+		      SMUX_CAP_LISTS_DOTNAMES)) {
+			hides = true;
+			continue;
+		}
+		shows = true;
+		up = up || smux__health_is_up(&v->m[i]->health);
+	}
+	smux__view_put(v);
+	if (!hides || !shows || up)
+		return 0;
+	return smux_error_set(err, SMUX_E_NOT_EMPTY, mux->base.name,
+			      "remove %s: the members whose listings show "
+			      "names starting with '.' are out, and it may "
+			      "hold some",
+			      key);
+}
+
 static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		   const char *key, struct smux_error *err)
 {
 	struct smux__call call = {.op = SMUX__OP_DEL, .key = key};
+	struct smux_mux *mux = smux__mux_of(b);
+	long rc = dotnames_unseen(mux, key, err);
 
-	return (int)route_write(smux__mux_of(b), ctx, &call, SMUX__HINT_DEL,
-				"delete", err);
+	if (rc)
+		return (int)rc;
+	return (int)route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
 }
 
 /*
