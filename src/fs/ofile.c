@@ -516,6 +516,8 @@ static void ofile_give_now_locked(struct smuxfs_ofile *of)
 			 of->key, strerror(-rc));
 }
 
+static void ofile_changed_locked(struct smuxfs_ofile *of);
+
 /* An existing file opened: the mode to keep and the attributes to report
  * while it is open, from @info (a head's, or what the writer opened).
  * Caller holds of->lock. */
@@ -534,8 +536,12 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->seen.etag[0] = '\0';
 	of->seen_ok = info->nlink <= 1;
 	of->seen_ns = smux_now_ns();
-	if (flags & SMUXFS_OF_TRUNC) /* in place: truncated by the open */
+	if (flags & SMUXFS_OF_TRUNC) { /* in place: truncated by the open */
 		smux_info_set_size(&of->seen, 0);
+		/* its times move as a truncate's (a mirror showed the old
+		 * mtime until close, and committed it) */
+		ofile_changed_locked(of);
+	}
 }
 
 /* ofile_existing from a head of the key. Caller holds of->lock. */
