@@ -1182,43 +1182,89 @@ static int mux_put(struct smux_backend *b, const struct smux_ctx *ctx,
 				"put", err);
 }
 
+/* dotnames_unseen's listing: any entry under prefix? */
+struct dot_probe {
+	const char *prefix;
+	bool found;
+};
+
+/* Stops a listing at its first entry under @arg's prefix (the marker
+ * of the directory itself aside). */
+static int first_entry(void *arg, const struct smux_list_entry *le)
+{
+	struct dot_probe *p = arg;
+
+	if (strcmp(le->key, p->prefix) == 0)
+		return 0;
+	p->found = true;
+	return 1;
+}
+
 /*
  * 0 unless @key is a directory whose listing may have lacked its dot
- * names: in mirror and shield a listing is the union of the members that
- * are up, and while every member whose listings show names starting with
- * '.' is out, only those that hide them (nginx's WebDAV) answered. rm -r
- * then saw no .hidden and removed the directory, with a hint whose replay
- * left the .hidden (and so the directory) on the member that was out: the
- * deleted file came back. NOT_EMPTY, nothing removed, as for sticky-by-key
- * while a shard is out (mux_sticky.c).
+ * names: the listing a program saw came only from members whose listings
+ * hide names starting with '.' (nginx's WebDAV) - in mirror every member
+ * up (the union), in shield and failover the first one up - while another
+ * member keeps such names. rm -r then removed what it saw, and the
+ * removal of the directory left a .hidden on that member, where the
+ * replay of the removal failed or took the marker only: the directory
+ * came back with it. Then a member up whose listings show them is asked
+ * whether the directory holds anything (one listing, stopped at its
+ * first entry): NOT_EMPTY when it does or when none is up, and nothing
+ * is removed, as for sticky-by-key while a shard is out (mux_sticky.c).
  */
-static long dotnames_unseen(struct smux_mux *mux, const char *key,
-			    struct smux_error *err)
+static long dotnames_unseen(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *key, struct smux_error *err)
 {
-	bool hides = false, shows = false, up = false;
+	struct dot_probe probe = {.prefix = key};
+	bool keeps = false, seen = false, first = true;
+	struct smux__call call = {
+		.op = SMUX__OP_LIST,
+		.key = key,
+		.key2 = "/",
+		.list_fn = first_entry,
+		.list_arg = &probe,
+	};
+	struct mux_member *ask = NULL;
+	enum smux_outcome o;
 	struct mux_view *v;
+	long rc = 0;
 
 	if (!smux_key_is_dir(key) ||
-	    (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD))
+	    (mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD &&
+	     mux->mode != SMUX_MODE_FAILOVER))
 		return 0;
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n; i++) {
-		if (!(smux_backend_caps(v->m[i]->backend) &
-		      SMUX_CAP_LISTS_DOTNAMES)) {
-			hides = true;
+		bool dots = smux_backend_caps(v->m[i]->backend) &
+			    SMUX_CAP_LISTS_DOTNAMES;
+
+		keeps = keeps || dots;
+		if (!smux__health_is_up(&v->m[i]->health))
 			continue;
-		}
-		shows = true;
-		up = up || smux__health_is_up(&v->m[i]->health);
+		if (dots && !ask)
+			ask = v->m[i];
+		if (mux->mode == SMUX_MODE_MIRROR || first)
+			seen = seen || dots;
+		first = false;
+	}
+	if (!seen && keeps) {
+		rc = ask ? smux__attempt(mux, ctx, &call, ask, false, 0, NULL,
+					 &o, err)
+			 : 0;
+		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 0;
+		if (rc == 0 && (!ask || probe.found))
+			rc = smux_error_set(
+				err, SMUX_E_NOT_EMPTY, mux->base.name,
+				"remove %s: it may hold names starting with "
+				"'.' that its listing left out (%s)",
+				key,
+				ask ? "a member that lists them has some"
+				    : "the members that list them are out");
 	}
 	smux__view_put(v);
-	if (!hides || !shows || up)
-		return 0;
-	return smux_error_set(err, SMUX_E_NOT_EMPTY, mux->base.name,
-			      "remove %s: the members whose listings show "
-			      "names starting with '.' are out, and it may "
-			      "hold some",
-			      key);
+	return rc;
 }
 
 static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -1226,7 +1272,7 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct smux__call call = {.op = SMUX__OP_DEL, .key = key};
 	struct smux_mux *mux = smux__mux_of(b);
-	long rc = dotnames_unseen(mux, key, err);
+	long rc = dotnames_unseen(mux, ctx, key, err);
 
 	if (rc)
 		return (int)rc;

@@ -1644,7 +1644,16 @@ int smuxfs_ofile_setattr_open(struct smuxfs_ofile *of,
 	if (!of->deleted && !of->open_rc && of->dirty) {
 		if (of->w && of->inplace) {
 			rc = smux_writer_setattr(of->w, a);
-			rc = rc == 0 ? 1 : rc == -ENOTSUP ? 0 : rc;
+			/* EBUSY: a replica's writer is held by a call given
+			 * up on; the others have it */
+			rc = rc == 0 || rc == -EBUSY ? 1
+			     : rc == -ENOTSUP	     ? 0
+						     : rc;
+			if (rc == 1 && of->seen_ok &&
+			    (a->flags & SMUX_SET_ATIME)) {
+				of->seen.atime_ns = a->atime_ns;
+				of->seen_gen++;
+			}
 		}
 		/* never put (staged or streamed): its times are its
 		 * commit's */

@@ -533,15 +533,18 @@ static bool fits_under(const struct smuxfs *fs, const char *to, const char *rel)
 
 /*
  * A key-by-key move of @from to @to that failed half-way (move_keys),
- * undone: the first @moved files of @w back under @from, newest first,
- * then the first @made directory markers made under @to, children first,
- * and @to itself unless it was there before (@to_was: an empty directory
- * the rename replaces). A step of the undo that fails is logged and the
- * rest goes on: what is left is under both names, never lost.
+ * undone: the last @removed old directory markers of @w made again
+ * (parents first), the first @moved files back under @from, newest
+ * first, then the first @made directory markers made under @to, children
+ * first, and @to itself unless it was there before (@to_was: an empty
+ * directory the rename replaces, or one that could not be asked). A step
+ * of the undo that fails is logged and the rest goes on: what is left is
+ * under both names, never lost (a directory a mirror refuses to remove
+ * while the members that list dot names are out stays, empty).
  */
 static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
 		       const struct walk *w, size_t moved, size_t made,
-		       bool to_was)
+		       size_t removed, bool to_was)
 {
 	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2], msg[256];
 	struct smux_error err;
@@ -549,6 +552,16 @@ static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
 	int rc;
 
 	smuxfs_ctx(&ctx);
+	for (size_t i = w->n_dirs - removed; i < w->n_dirs; i++) {
+		snprintf(a, sizeof(a), "%s%s", from, w->dirs[i]);
+		snprintf(b, sizeof(b), "%s%s", to, w->dirs[i]);
+		rc = copy_marker(fs, b, a, false);
+		if (rc)
+			smux_log(LOG_ERR,
+				 "rename of %s to %s failed half-way; "
+				 "directory %s not made again (%s)",
+				 from, to, a, strerror(-rc));
+	}
 	while (moved-- > 0) {
 		snprintf(a, sizeof(a), "%s%s", from, w->files[moved]);
 		snprintf(b, sizeof(b), "%s%s", to, w->files[moved]);
@@ -561,14 +574,16 @@ static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
 	}
 	while (made-- > 0) {
 		snprintf(b, sizeof(b), "%s%s", to, w->dirs[made]);
-		if (smux_backend_del(fs->root, &ctx, b, &err))
+		if (smux_backend_del(fs->root, &ctx, b, &err) &&
+		    err.e.code != SMUX_E_KEY_NOT_FOUND)
 			smux_log(LOG_ERR,
 				 "rename of %s to %s failed half-way; "
 				 "directory %s stays (%s)",
 				 from, to, b,
 				 smux_error_format(&err, msg, sizeof(msg)));
 	}
-	if (!to_was && smux_backend_del(fs->root, &ctx, to, &err))
+	if (!to_was && smux_backend_del(fs->root, &ctx, to, &err) &&
+	    err.e.code != SMUX_E_KEY_NOT_FOUND)
 		smux_log(LOG_ERR,
 			 "rename of %s to %s failed half-way; directory %s "
 			 "stays (%s)",
@@ -592,7 +607,7 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 {
 	struct walk w = {.prefix = from, .prefix_len = strlen(from)};
 	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2];
-	size_t i, k, moved = 0, made = 0;
+	size_t i, k, moved = 0, made = 0, removed = 0;
 	struct smux_error err;
 	struct smux_info info;
 	struct smux_ctx ctx;
@@ -632,8 +647,10 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 		}
 	/* what was there before, for an undo (an empty directory
 	 * replaced keeps its name) */
-	to_was = !redo &&
-		 smux_backend_head(fs->root, &ctx, to, &info, &err) == 0;
+	if (!redo && smux_backend_head(fs->root, &ctx, to, &info, &err) != 0)
+		to_was = err.e.code != SMUX_E_KEY_NOT_FOUND; /* unknown: kept */
+	else
+		to_was = !redo;
 	rc = copy_marker(fs, from, to, redo);
 	for (i = 0; i < w.n_dirs && !rc; i++) {
 		if (snprintf(a, sizeof(a), "%s%s", from, w.dirs[i]) >=
@@ -666,7 +683,7 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 	}
 	if (rc && !redo) {
 		/* all or nothing, as rename(2): what moved goes back */
-		undo_moves(fs, from, to, &w, moved, made, to_was);
+		undo_moves(fs, from, to, &w, moved, made, 0, to_was);
 		goto out;
 	}
 	for (i = w.n_dirs; i-- > 0 && !rc;) {
@@ -674,10 +691,17 @@ static int move_keys(struct smuxfs *fs, const char *from, const char *to,
 		if (smux_backend_del(fs->root, &ctx, a, &err) &&
 		    !(redo && err.e.code == SMUX_E_KEY_NOT_FOUND))
 			rc = smuxfs_errno(&err, "rmdir (rename)", a);
+		else
+			removed++;
 	}
 	if (!rc && smux_backend_del(fs->root, &ctx, from, &err) &&
 	    !(redo && err.e.code == SMUX_E_KEY_NOT_FOUND))
 		rc = smuxfs_errno(&err, "rmdir (rename)", from);
+	/* an old directory that would not go (it holds what the listing
+	 * left out): everything goes back, the removed ones made again */
+	if (rc && !redo)
+		undo_moves(fs, from, to, &w, w.n_files, w.n_dirs, removed,
+			   to_was);
 out:
 	walk_free(&w);
 	return rc;

@@ -463,6 +463,44 @@ static void test_rmdir_dotnames_unseen(void **state)
 	}
 }
 
+/*
+ * The same with a third member that lists dot names and is up: in shield
+ * the listing came from the first member up (the WebDAV one) all the
+ * same, so the third is asked whether the directory holds anything: the
+ * removal is refused while it holds the .hidden, and done once it is gone.
+ * With every member up, the first (s3) gave the listing: no question.
+ */
+static void test_rmdir_dotnames_asked(void **state)
+{
+	struct smux_mux_opts o = {.mode = SMUX_MODE_SHIELD};
+	struct smux_backend *s3 = mh_memory("s3"), *dm = mh_memory("dm");
+	struct smux_backend *f = mh_memory("f");
+	struct smux_backend *ms[3] = {
+		s3, without("dav", dm, SMUX_CAP_LISTS_DOTNAMES), f};
+	struct smux_backend *mux = mh_mux("dots3", &o, ms, NULL, 3);
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(mux, "d/", "", &err), &err);
+	MH_OK(mh_put(mux, "d/.hidden", "secret", &err), &err);
+	MH_OK(mh_put(mux, "e/", "", &err), &err);
+	MH_OK(smux_mux_drain(mux, "s3", &ctx, &err), &err);
+	MH_ERR(del_key(mux, "d/", &err), &err, SMUX_E_NOT_EMPTY);
+	MH_HOLDS(f, "d/.hidden", "secret");
+	MH_OK(del_key(mux, "d/.hidden", &err), &err);
+	MH_OK(del_key(mux, "d/", &err), &err);
+	MH_LACKS(f, "d/");
+	MH_OK(smux_mux_undrain(mux, "s3", &err), &err);
+	MH_OK(del_key(mux, "e/", &err), &err);
+	smux_backend_unref(mux);
+	smux_backend_unref(ms[1]);
+	smux_backend_unref(f);
+	smux_backend_unref(dm);
+	smux_backend_unref(s3);
+}
+
 /* A mux with a member that keeps no symlinks refuses a symlink on every
  * member (one backend refuses it the same way): nothing stored, no hint
  * that no replay could end. A FIFO, which it keeps, goes to both. */
@@ -617,6 +655,7 @@ int main(void)
 		cmocka_unit_test(test_add_member_keeping_fewer_types),
 		cmocka_unit_test(test_put_refused_where_a_member_keeps_none),
 		cmocka_unit_test(test_rmdir_dotnames_unseen),
+		cmocka_unit_test(test_rmdir_dotnames_asked),
 		cmocka_unit_test(test_switch_failover_member),
 		cmocka_unit_test(test_set_weight),
 	};
