@@ -1204,20 +1204,21 @@ static int first_entry(void *arg, const struct smux_list_entry *le)
  * 0 unless @key is a directory whose listing may have lacked its dot
  * names: the listing a program saw came only from members whose listings
  * hide names starting with '.' (nginx's WebDAV) - in mirror every member
- * up (the union), in shield and failover the first one up - while another
- * member keeps such names. rm -r then removed what it saw, and the
- * removal of the directory left a .hidden on that member, where the
- * replay of the removal failed or took the marker only: the directory
- * came back with it. Then a member up whose listings show them is asked
- * whether the directory holds anything (one listing, stopped at its
- * first entry): NOT_EMPTY when it does or when none is up, and nothing
- * is removed, as for sticky-by-key while a shard is out (mux_sticky.c).
+ * up (the union), in shield and failover the first one up - while a
+ * member up past them keeps such names. rm -r then removed what it saw,
+ * and the removal of the directory left a .hidden on that member, where
+ * the directory came back with it. That member is asked whether the
+ * directory holds anything (one listing, stopped at its first entry):
+ * NOT_EMPTY when it does, and nothing is removed. With no such member up
+ * the removal goes on (refusing it would fail every rm -r on a mirror
+ * [s3, webdav] while S3 is out): a .hidden on a member that was out comes
+ * back with its directory (docs/operations.md).
  */
 static long dotnames_unseen(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    const char *key, struct smux_error *err)
 {
 	struct dot_probe probe = {.prefix = key};
-	bool keeps = false, seen = false, first = true;
+	bool seen = false, first = true;
 	struct smux__call call = {
 		.op = SMUX__OP_LIST,
 		.key = key,
@@ -1239,7 +1240,6 @@ static long dotnames_unseen(struct smux_mux *mux, const struct smux_ctx *ctx,
 		bool dots = smux_backend_caps(v->m[i]->backend) &
 			    SMUX_CAP_LISTS_DOTNAMES;
 
-		keeps = keeps || dots;
 		if (!smux__health_is_up(&v->m[i]->health))
 			continue;
 		if (dots && !ask)
@@ -1248,20 +1248,17 @@ static long dotnames_unseen(struct smux_mux *mux, const struct smux_ctx *ctx,
 			seen = seen || dots;
 		first = false;
 	}
-	if (!seen && keeps) {
-		rc = ask ? smux__attempt(mux, ctx, &call, ask, false, 0, NULL,
-					 &o, err)
-			 : 0;
+	if (!seen && ask) {
+		rc = smux__attempt(mux, ctx, &call, ask, false, 0, NULL, &o,
+				   err);
 		if (rc < 0 && err->e.code == SMUX_E_KEY_NOT_FOUND)
 			rc = 0;
-		if (rc == 0 && (!ask || probe.found))
+		if (rc == 0 && probe.found)
 			rc = smux_error_set(
 				err, SMUX_E_NOT_EMPTY, mux->base.name,
-				"remove %s: it may hold names starting with "
-				"'.' that its listing left out (%s)",
-				key,
-				ask ? "a member that lists them has some"
-				    : "the members that list them are out");
+				"remove %s: %s holds names under it that "
+				"the listing left out",
+				key, ask->name);
 	}
 	smux__view_put(v);
 	return rc;
