@@ -672,8 +672,8 @@ int smuxfs_ofile_setattr_now(struct smuxfs_ofile *of,
  * file in place (a failover's standby while the primary is out, which a
  * change by name would not reach: the key's holder is the primary), or
  * nothing when no version of it is stored yet (staged or streamed: its
- * times are its commit's). 1 when done so, 0 when the caller changes the object by
- * its name, or a negative errno.
+ * times are its commit's). 1 when done so, 0 when the caller changes the
+ * object by its name, or a negative errno.
  */
 int smuxfs_ofile_setattr_open(struct smuxfs_ofile *of,
 			      const struct smux_setattr *a);

@@ -531,6 +531,23 @@ static bool fits_under(const struct smuxfs *fs, const char *to, const char *rel)
 	return n <= kmax - 1 && n < SMUX_KEY_MAX;
 }
 
+/* undo_moves' removal of the directory marker @b it made; a failure is
+ * logged (the directory stays, empty). */
+static void undo_mkdir(struct smuxfs *fs, const struct smux_ctx *ctx,
+		       const char *from, const char *to, const char *b)
+{
+	struct smux_error err;
+	char msg[256];
+
+	if (smux_backend_del(fs->root, ctx, b, &err) &&
+	    err.e.code != SMUX_E_KEY_NOT_FOUND)
+		smux_log(LOG_ERR,
+			 "rename of %s to %s failed half-way; directory %s "
+			 "stays (%s)",
+			 from, to, b,
+			 smux_error_format(&err, msg, sizeof(msg)));
+}
+
 /*
  * A key-by-key move of @from to @to that failed half-way (move_keys),
  * undone: the last @removed old directory markers of @w made again
@@ -539,15 +556,13 @@ static bool fits_under(const struct smuxfs *fs, const char *to, const char *rel)
  * first, and @to itself unless it was there before (@to_was: an empty
  * directory the rename replaces, or one that could not be asked). A step
  * of the undo that fails is logged and the rest goes on: what is left is
- * under both names, never lost (a directory a mirror refuses to remove
- * while the members that list dot names are out stays, empty).
+ * under both names, never lost.
  */
 static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
 		       const struct walk *w, size_t moved, size_t made,
 		       size_t removed, bool to_was)
 {
-	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2], msg[256];
-	struct smux_error err;
+	char a[SMUX_KEY_MAX + 2], b[SMUX_KEY_MAX + 2];
 	struct smux_ctx ctx;
 	int rc;
 
@@ -574,21 +589,10 @@ static void undo_moves(struct smuxfs *fs, const char *from, const char *to,
 	}
 	while (made-- > 0) {
 		snprintf(b, sizeof(b), "%s%s", to, w->dirs[made]);
-		if (smux_backend_del(fs->root, &ctx, b, &err) &&
-		    err.e.code != SMUX_E_KEY_NOT_FOUND)
-			smux_log(LOG_ERR,
-				 "rename of %s to %s failed half-way; "
-				 "directory %s stays (%s)",
-				 from, to, b,
-				 smux_error_format(&err, msg, sizeof(msg)));
+		undo_mkdir(fs, &ctx, from, to, b);
 	}
-	if (!to_was && smux_backend_del(fs->root, &ctx, to, &err) &&
-	    err.e.code != SMUX_E_KEY_NOT_FOUND)
-		smux_log(LOG_ERR,
-			 "rename of %s to %s failed half-way; directory %s "
-			 "stays (%s)",
-			 from, to, to,
-			 smux_error_format(&err, msg, sizeof(msg)));
+	if (!to_was)
+		undo_mkdir(fs, &ctx, from, to, to);
 }
 
 /*
