@@ -99,7 +99,7 @@ for f in error hang; do tests+=("test_inplace_fail.sh $f"); done
 tests+=("test_crash.sh" "test_rename_crash.sh" "test_change_crash.sh" "test_meta_crash.sh" "test_sync.sh" "test_fanout.sh")
 tests+=("test_notes_restart.sh")
 tests+=("test_member_calls.sh" "test_passthrough.sh" "test_linger.sh" "test_stop_open.sh")
-tests+=("test_rolling_drain.sh" "test_drain_replay.sh" "test_failover_drained.sh")
+tests+=("test_rolling_drain.sh" "test_drain_replay.sh" "test_failover_drained.sh" "test_parallel_dirops.sh")
 for k in file mirror; do tests+=("test_member_calls_tree.sh $k"); done
 for s in file mirror; do tests+=("test_xattr.sh $s"); done
 for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done
@@ -186,7 +186,7 @@ test_failover-single-hung test_failover-hung-probe
 test_failover-midrun-open
 test_inplace_fail-hang test_s3_faults-hung test_linger test_passthrough
 test_crash test_rename_crash test_change_crash test_meta_crash test_nospace-mirror test_nospace-failover
-test_nofile-file test_nofile-failover
+test_nofile-file test_nofile-failover test_parallel_dirops
 test_s3_requests"
 
 # The normal lane (SMUX_IT_LANE=normal) leaves to the ASan lane the
