@@ -476,7 +476,9 @@ unsigned smux_events_recent(struct smux_events *bus, struct smux_event *out,
 
 /*
  * A JSON string of at most @max bytes of @s. jansson refuses invalid UTF-8
- * (keys and names are bytes), so such bytes become '?'.
+ * (keys and names are bytes). A string cut to its event's array may end
+ * in the middle of a character: that part goes (at most 3 bytes). Else
+ * every byte outside ASCII becomes '?'.
  */
 static json_t *jstr(const char *s, size_t max)
 {
@@ -484,6 +486,11 @@ static json_t *jstr(const char *s, size_t max)
 	json_t *j = json_stringn(s, len);
 	char *copy;
 
+	for (size_t cut = 1; !j && cut <= 3 && cut <= len; cut++)
+		if (((unsigned char)s[len - cut] & 0xc0) == 0xc0) {
+			j = json_stringn(s, len - cut); /* from its lead byte */
+			break;
+		}
 	if (j)
 		return j;
 	copy = malloc(len + 1);

@@ -798,6 +798,19 @@ static void test_json_hostile_strings(void **state)
 	assert_int_equal(strlen(jget_str(j, "name")), sizeof(ev.name));
 	json_decref(j);
 
+	/* a long UTF-8 key cut in the middle of a character by the event's
+	 * array: its whole characters stay (every one showed as ?) */
+	base_event(&ev, SMUX_EV_HINT_REPLAYED);
+	for (size_t i = 0; i + 2 < sizeof(ev.key); i += 2)
+		memcpy(ev.key + i, "\xc3\xa9", 2); /* é */
+	ev.key[sizeof(ev.key) - 2] = '\xc3';	   /* half of one */
+	ev.key[sizeof(ev.key) - 1] = '\0';
+	j = parse(&ev);
+	assert_int_equal(strlen(jget_str(j, "key")), sizeof(ev.key) - 2);
+	assert_null(strchr(jget_str(j, "key"), '?'));
+	assert_memory_equal(jget_str(j, "key"), "\xc3\xa9\xc3\xa9", 4);
+	json_decref(j);
+
 	assert_null(smux_event_to_json(NULL));
 }
 
