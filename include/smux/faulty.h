@@ -72,6 +72,12 @@ struct smux_faulty_opts {
 	 * keeps no symlinks, say, whose put of one is refused
 	 * (NOT_SUPPORTED) as such a backend refuses it. */
 	unsigned caps_off;
+	/* Non-empty: faults strike only calls that name this key (a get,
+	 * head, put or delete of it, a copy, rename or link from it, an
+	 * attribute call on it, a writer's open); every other call goes
+	 * straight through. A server that refuses one object and serves
+	 * the rest. */
+	char only_key[128];
 };
 
 enum smux_faulty_op {

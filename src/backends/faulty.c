@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "smux/faulty.h"
@@ -142,7 +143,7 @@ static void faultyb_window_start(struct faultyb *fb)
  * when not affected); *@win_end is the window's end (0: none).
  */
 static enum faultyb_fault faultyb_pick(struct faultyb *fb,
-				       enum smux_faulty_op op,
+				       enum smux_faulty_op op, const char *key,
 				       struct smux_faulty_opts *o,
 				       bool *affected, uint64_t *gen,
 				       int64_t *win_end)
@@ -159,7 +160,8 @@ static enum faultyb_fault faultyb_pick(struct faultyb *fb,
 	*win_end = fb->win_end_ns;
 	mask = o->ops ? o->ops : ~0u;
 	*affected = (mask & (1u << op)) != 0 && now >= fb->win_start_ns &&
-		    (!fb->win_end_ns || now < fb->win_end_ns);
+		    (!fb->win_end_ns || now < fb->win_end_ns) &&
+		    (!o->only_key[0] || (key && strcmp(key, o->only_key) == 0));
 	n = *affected ? fb->draws++ : 0;
 	pthread_mutex_unlock(&fb->lock);
 	if (!*affected)
@@ -255,7 +257,7 @@ struct faultyb_draw {
  * in @d instead of now.
  */
 static int faultyb_enter_draw(struct faultyb *fb, enum smux_faulty_op op,
-			      const struct smux_ctx *ctx,
+			      const char *key, const struct smux_ctx *ctx,
 			      struct faultyb_draw *d, struct smux_error *err)
 {
 	struct smux_faulty_opts o;
@@ -265,7 +267,7 @@ static int faultyb_enter_draw(struct faultyb *fb, enum smux_faulty_op op,
 	uint64_t gen;
 	int rc;
 
-	fault = faultyb_pick(fb, op, &o, &affected, &gen, &win_end);
+	fault = faultyb_pick(fb, op, key, &o, &affected, &gen, &win_end);
 	if (d) {
 		d->fault = fault;
 		d->o = o;
@@ -321,9 +323,10 @@ static int faultyb_apply(struct faultyb *fb, enum faultyb_fault fault,
 }
 
 static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
-			 const struct smux_ctx *ctx, struct smux_error *err)
+			 const char *key, const struct smux_ctx *ctx,
+			 struct smux_error *err)
 {
-	return faultyb_enter_draw(fb, op, ctx, NULL, err);
+	return faultyb_enter_draw(fb, op, key, ctx, NULL, err);
 }
 
 /*
@@ -333,11 +336,11 @@ static int faultyb_enter(struct faultyb *fb, enum smux_faulty_op op,
  * caller did meanwhile.
  */
 static int faultyb_enter_change(struct faultyb *fb, enum smux_faulty_op op,
-				const struct smux_ctx **ctx,
+				const char *key, const struct smux_ctx **ctx,
 				struct smux_ctx *fresh, struct smux_error *err)
 {
 	struct faultyb_draw d;
-	int rc = faultyb_enter_draw(fb, op, *ctx, &d, err);
+	int rc = faultyb_enter_draw(fb, op, key, *ctx, &d, err);
 
 	if (rc == 0 && d.affected && d.fault == FAULTYB_HANG &&
 	    d.o.hang_ignores_cancel && d.o.hang_lands) {
@@ -447,7 +450,7 @@ static int faultyb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct faultyb *fb = faultyb_of(b);
 	struct faultyb_stream st = {.fb = fb, .real = sink, .ctx = ctx};
 	struct smux_sink wrap;
-	int rc = faultyb_enter_draw(fb, SMUX_FAULTY_GET, ctx, &st.d, err);
+	int rc = faultyb_enter_draw(fb, SMUX_FAULTY_GET, key, ctx, &st.d, err);
 
 	if (rc)
 		return rc;
@@ -514,7 +517,7 @@ static int faultyb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 		smux_source_buf(&own, buf, len);
 		src = &own;
 	}
-	rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
+	rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, key, &ctx, &fresh, err);
 	if (rc == 0)
 		rc = smux_backend_put(fb->inner, ctx, key, src, opts, info,
 				      err);
@@ -527,7 +530,8 @@ static int faultyb_del(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_DEL, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_DEL, key, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -539,7 +543,7 @@ static int faultyb_head(struct smux_backend *b, const struct smux_ctx *ctx,
 			struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_HEAD, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_HEAD, key, ctx, err);
 
 	if (rc)
 		return rc;
@@ -551,7 +555,7 @@ static int faultyb_list(struct smux_backend *b, const struct smux_ctx *ctx,
 			smux_list_fn fn, void *arg, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_LIST, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_LIST, NULL, ctx, err);
 
 	if (rc)
 		return rc;
@@ -565,7 +569,8 @@ static int faultyb_copy(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, src, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -580,7 +585,8 @@ static int faultyb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, src, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -593,7 +599,8 @@ static int faultyb_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, a, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -606,7 +613,8 @@ static int faultyb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, key, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -617,7 +625,7 @@ static int faultyb_sync(struct smux_backend *b, const struct smux_ctx *ctx,
 			const char *key, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_PUT, key, ctx, err);
 
 	if (rc)
 		return rc;
@@ -629,7 +637,7 @@ static int faultyb_healthcheck(struct smux_backend *b,
 			       struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_HEALTHCHECK, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_HEALTHCHECK, NULL, ctx, err);
 
 	if (rc)
 		return rc;
@@ -640,7 +648,7 @@ static int faultyb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 			  struct smux_statfs *out, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_STATFS, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_STATFS, NULL, ctx, err);
 
 	if (rc)
 		return rc;
@@ -675,7 +683,8 @@ static int faultyb_link(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_COPY, src, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -689,7 +698,7 @@ static int faultyb_getxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			    struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, key, ctx, err);
 
 	if (rc)
 		return rc;
@@ -704,7 +713,8 @@ static int faultyb_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, key, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -717,7 +727,7 @@ static int faultyb_listxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			     size_t *out_len, struct smux_error *err)
 {
 	struct faultyb *fb = faultyb_of(b);
-	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, ctx, err);
+	int rc = faultyb_enter(fb, SMUX_FAULTY_GET, key, ctx, err);
 
 	if (rc)
 		return rc;
@@ -731,7 +741,8 @@ static int faultyb_removexattr(struct smux_backend *b,
 {
 	struct faultyb *fb = faultyb_of(b);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, &ctx, &fresh, err);
+	int rc = faultyb_enter_change(fb, SMUX_FAULTY_PUT, key, &ctx, &fresh,
+				      err);
 
 	if (rc)
 		return rc;
@@ -755,8 +766,9 @@ static int faultyb_wpwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(faultyb_of(w->backend),
-				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
+	int rc =
+		faultyb_enter_change(faultyb_of(w->backend), SMUX_FAULTY_WRITER,
+				     NULL, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -770,7 +782,7 @@ static long faultyb_wpread(struct smux_writer *w, void *buf, size_t len,
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
 	int rc = faultyb_enter(faultyb_of(w->backend), SMUX_FAULTY_WRITER, NULL,
-			       err);
+			       NULL, err);
 
 	if (rc)
 		return rc;
@@ -782,8 +794,9 @@ static int faultyb_wtruncate(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(faultyb_of(w->backend),
-				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
+	int rc =
+		faultyb_enter_change(faultyb_of(w->backend), SMUX_FAULTY_WRITER,
+				     NULL, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -796,8 +809,9 @@ static int faultyb_wfallocate(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(faultyb_of(w->backend),
-				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
+	int rc =
+		faultyb_enter_change(faultyb_of(w->backend), SMUX_FAULTY_WRITER,
+				     NULL, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -816,8 +830,9 @@ static int faultyb_wcommit(struct smux_writer *w, const struct smux_ctx *ctx,
 {
 	struct faultyb_writer *fw = faultyb_writer_of(w);
 	struct smux_ctx fresh;
-	int rc = faultyb_enter_change(faultyb_of(w->backend),
-				      SMUX_FAULTY_WRITER, &ctx, &fresh, err);
+	int rc =
+		faultyb_enter_change(faultyb_of(w->backend), SMUX_FAULTY_WRITER,
+				     NULL, &ctx, &fresh, err);
 
 	if (rc)
 		return rc;
@@ -861,7 +876,7 @@ static int faultyb_writer_open(struct smux_backend *b,
 	struct smux_writer *inner;
 	int rc;
 
-	rc = faultyb_enter(fb, SMUX_FAULTY_WRITER, ctx, err);
+	rc = faultyb_enter(fb, SMUX_FAULTY_WRITER, key, ctx, err);
 	if (rc)
 		return rc;
 	rc = smux_backend_writer_open(fb->inner, ctx, key, flags, &inner, err);

@@ -295,6 +295,8 @@ int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
 		list[i].id = e->id;
 		list[i].kind = e->kind;
 		list[i].at_ms = e->at_ms;
+		list[i].failures = e->failures;
+		list[i].retry_at_ms = e->retry_at_ms;
 		list[i].replica = strdup(e->rep->name);
 		list[i].key = strdup(e->key);
 		if (!list[i].replica || !list[i].key) {
@@ -634,6 +636,32 @@ void smux__hints_free_list(struct smux__hint *list, int n)
 const char *smux__hints_path(struct smux__hints *h)
 {
 	return h && h->path ? h->path : "";
+}
+
+/* The wait after a hint's first failed replay, and the longest. */
+#define HINT_RETRY_FIRST_MS 1000
+#define HINT_RETRY_MAX_MS   (5 * 60 * 1000)
+
+void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms)
+{
+	struct hint_entry *e;
+	int64_t wait = HINT_RETRY_FIRST_MS;
+
+	if (!h)
+		return;
+	pthread_rwlock_wrlock(&h->lock);
+	e = hx_find_id(h, id);
+	if (e) {
+		if (e->failures < UINT_MAX)
+			e->failures++;
+		for (unsigned i = 1;
+		     i < e->failures && wait < HINT_RETRY_MAX_MS; i++)
+			wait *= 2;
+		if (wait > HINT_RETRY_MAX_MS)
+			wait = HINT_RETRY_MAX_MS;
+		e->retry_at_ms = now_ms + wait;
+	}
+	pthread_rwlock_unlock(&h->lock);
 }
 
 bool smux__hints_has(struct smux__hints *h, const char *replica,

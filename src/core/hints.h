@@ -59,6 +59,11 @@ struct smux__hint {
 	int64_t at_ms;
 	char *replica;
 	char *key;
+	/* In memory only (a restart tries every hint at once): the replays
+	 * of this hint that failed, and the time (the caller's clock) before
+	 * which the background repair leaves it (smux__hints_failed). */
+	unsigned failures;
+	int64_t retry_at_ms;
 };
 
 struct smux__hints;
@@ -119,6 +124,16 @@ int smux__hints_done_lazy(struct smux__hints *h, uint64_t id,
  * the key reached the replica). */
 int smux__hints_supersede(struct smux__hints *h, const char *replica,
 			  const char *key, struct smux_error *err);
+
+/*
+ * Records that a replay of hint @id failed at @now_ms: the background
+ * repair leaves it for 1 s after its first failure, doubled at each
+ * failure after that up to 5 min, so that a key one replica refuses at
+ * every try (a name its server cannot store) is not retried every second
+ * forever. A later write of the key replaces the hint, and the new one
+ * starts afresh. Unknown ids are ignored.
+ */
+void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms);
 
 /* True when @replica has a pending hint for @key (reads avoid a replica
  * that missed the latest write of a key). */

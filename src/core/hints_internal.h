@@ -58,7 +58,9 @@ struct hint_entry {
 	char *key;
 	struct hint_replica *rep;
 	uint64_t rk_hash;
-	struct hint_entry *prev, *next;	  /* all pending, id order */
+	unsigned failures;		/* smux__hints_failed: in memory only */
+	int64_t retry_at_ms;		/* likewise */
+	struct hint_entry *prev, *next; /* all pending, id order */
 	struct hint_entry *rprev, *rnext; /* pending of rep, id order */
 	struct hint_entry *id_chain;	  /* h->by_id bucket */
 	struct hint_entry *rk_chain;	  /* h->by_rk bucket */

@@ -116,6 +116,10 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 						  smux_now_ns(), &down_for);
 			break;
 		}
+		/* a replay's failure may be its key's alone: judged after
+		 * the replay (mux_repair.c) */
+		if (err && !probe && smux__replay_judges(m))
+			break;
 		/* fall through */
 	case SMUX_OUTCOME_TIMEOUT:
 		/* always an error: only an error is transient; a call
@@ -153,7 +157,10 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 		ev.down_for_ms = down_for;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
-		smux__mux_kick(mux); /* replay the hints it missed */
+		/* replay the hints it missed, and those whose replay
+		 * failed while it was the source they needed */
+		atomic_store(&mux->retry_all, true);
+		smux__mux_kick(mux);
 	}
 	if (span) {
 		smux_span_str(mux->tracer, span, "mux.outcome",

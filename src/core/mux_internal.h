@@ -178,6 +178,9 @@ struct smux_mux {
 	pthread_mutex_t change_lock;
 	struct mux_change *changes_left; /* protected by change_lock */
 	atomic_uint nchanges_left;	 /* a lock-free "none" */
+	/* a member came back: the next background repair tries every hint,
+	 * those still waiting after a failed replay too (mux_repair.c) */
+	atomic_bool retry_all;
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */
@@ -309,6 +312,10 @@ long smux__attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
 		       bool probe, struct smux_error *err);
+/* True when a transient failure of @m (not a probe's) happened inside a
+ * hint's replay on this thread: its health is judged after the replay by
+ * a health check of @m (mux_repair.c), not by the key's failure. */
+bool smux__replay_judges(struct mux_member *m);
 
 /* mux_meta.c: whether two replicas of a key are the same */
 

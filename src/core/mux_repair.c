@@ -21,6 +21,15 @@
  * replica that missed a setxattr or removexattr is hinted like any write,
  * and its replay makes its attributes those of the source.
  *
+ * A replay that fails is tried again by the background repair after a
+ * wait that doubles at each failure (smux__hints_failed), and a hint
+ * that failed before is never the probe of a down replica. Its transient
+ * failures do not take a member down by themselves: a member may refuse
+ * one key at every try (a name its server cannot store) and serve every
+ * other, so after a failed replay each member whose call failed is asked
+ * for a health check, which decides (replay_judge). Timeouts count as
+ * they always do.
+ *
  * A write intent (mux_intent.c) still pending once its writer is gone is
  * reconciled: every member is asked for the key, the newest copy (latest
  * mtime, then the larger; a directory: the first) of a member without a
@@ -1024,6 +1033,50 @@ static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 	return 0;
 }
 
+/* The members whose transient failures this thread's replay left to
+ * judge (smux__replay_judges); a replay runs on one thread, and a member
+ * beyond the few kept here counts its failure as any call does. */
+#define JUDGE_MAX 4
+static __thread struct {
+	bool on;
+	unsigned n;
+	struct mux_member *m[JUDGE_MAX];
+} judged;
+
+bool smux__replay_judges(struct mux_member *m)
+{
+	if (!judged.on)
+		return false;
+	for (unsigned i = 0; i < judged.n; i++)
+		if (judged.m[i] == m)
+			return true;
+	if (judged.n == JUDGE_MAX)
+		return false;
+	judged.m[judged.n++] = m;
+	return true;
+}
+
+/* After a replay: a health check of each member whose call failed in it
+ * (counted as any call: a member that fails it goes down; one that
+ * answers refused the key alone, and stays up). */
+static void replay_judge(struct smux_mux *mux, const struct smux_ctx *ctx)
+{
+	unsigned n = judged.n;
+	struct mux_member *m[JUDGE_MAX];
+
+	memcpy(m, judged.m, n * sizeof(*m));
+	judged.on = false;
+	judged.n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+		struct smux_error e;
+
+		if (smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
+			break; /* stopping */
+		smux__member_call(mux, ctx, m[i], &call, false, &e);
+	}
+}
+
 /* Replays list[@i] of @run. 0, or @ctx's error. */
 static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 {
@@ -1078,12 +1131,23 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		replay_release(mux, &claim);
 		return 0;
 	}
+	/* a hint that failed before may fail for its key alone: the
+	 * background repair leaves the probe of a down replica to a hint
+	 * that has not, or to the health check */
+	if (probe && h->failures && !run->wait) {
+		smux__health_probe_cancel(&m->health);
+		run->refused[i] = true;
+		replay_release(mux, &claim);
+		return 0;
+	}
 	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 	snprintf(ev.key, sizeof(ev.key), "%s", h->key);
+	judged.on = true;
 	if ((mux->mode == SMUX_MODE_STICKY
 		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
 					   &e)
 		     : replay(mux, run->ctx, run->v, m, h, probe, &e)) == 0) {
+		replay_judge(mux, run->ctx); /* a peer that failed it */
 		if (smux__hints_done(mux->hints, h->id, NULL) == 0) {
 			atomic_fetch_add(&run->done, 1);
 			/* a rejoin hint: the member's resync is over */
@@ -1091,6 +1155,8 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 				smux__rejoin_over(mux, m);
 		}
 	} else {
+		replay_judge(mux, run->ctx);
+		smux__hints_failed(mux->hints, h->id, smux__mux_now(mux));
 		ev.has_cause = true;
 		ev.cause = e.e;
 	}
@@ -1145,6 +1211,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;
 	int n, rc = 0;
+	bool all;
 
 	if (replayed)
 		*replayed = 0;
@@ -1168,10 +1235,15 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	pthread_mutex_init(&run.err_lock, NULL);
 	run.v = smux__view_get(mux);
+	/* the background repair leaves a hint whose replay failed until its
+	 * wait is over (smux__hints_failed); a repair asked for, or the
+	 * first after a member came back, tries all */
+	all = wait || atomic_exchange(&mux->retry_all, false);
+	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		todo[i] = i;
+		if (all || run.list[i].retry_at_ms <= smux__mux_now(mux))
+			todo[run.ntodo++] = i;
 	run.todo = todo;
-	run.ntodo = n;
 	repair_pass(&run);
 	/* hints refused while their replica's probe (another of this pass)
 	 * was under way: again, now that it is over, if it came back */
