@@ -38,6 +38,8 @@ Fault knobs (no AccessKey needed; loopback tests only):
   POST /_emu/set?name=value[&name=value]   sets knobs, answers 200
   GET  /_emu/stats                          JSON counters
   knobs: range=0|1        honour Range (default 1)
+         range_cap=N      a 206 carries at most N bytes (0: no cap), as
+                          RFC 9110 lets a server answer less than asked
          burst429=N       the next N zone requests answer 429
          retry_after=S    Retry-After seconds on those 429s (-1: none)
          burst5xx=N       the next N zone requests answer 503
@@ -69,7 +71,7 @@ import urllib.parse
 import uuid
 
 lock = threading.Lock()
-knobs = {"range": 1, "describe_dirs": 1, "checksums": 1, "burst429": 0, "retry_after": -1, "burst5xx": 0,
+knobs = {"range": 1, "range_cap": 0, "describe_dirs": 1, "checksums": 1, "burst429": 0, "retry_after": -1, "burst5xx": 0,
          "bad_checksum": 0, "delay_ms": 0}
 stats = {"requests": 0, "by_method": {}, "served429": 0, "served5xx": 0,
          "checksum400": 0, "inflight_max": 0, "puts_with_checksum": 0,
@@ -339,6 +341,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 hdrs["Content-Range"] = "bytes */%d" % size
                 self.reply(416, b"", "application/octet-stream", hdrs)
                 return
+            if status == 206 and knobs["range_cap"] > 0:
+                end = min(end, start + knobs["range_cap"] - 1)
             if status == 206:
                 hdrs["Content-Range"] = "bytes %d-%d/%d" % (start, end, size)
         length = max(end - start + 1, 0)
