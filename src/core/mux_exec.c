@@ -118,7 +118,7 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		/* a replay's failure may be its key's alone: judged after
 		 * the replay (mux_repair.c) */
-		if (err && !probe && smux__replay_judges(m))
+		if (err && !probe && smux__replay_judges(mux, m))
 			break;
 		/* fall through */
 	case SMUX_OUTCOME_TIMEOUT:

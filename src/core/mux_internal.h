@@ -313,9 +313,9 @@ long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
 		       bool probe, struct smux_error *err);
 /* True when a transient failure of @m (not a probe's) happened inside a
- * hint's replay on this thread: its health is judged after the replay by
- * a health check of @m (mux_repair.c), not by the key's failure. */
-bool smux__replay_judges(struct mux_member *m);
+ * replay of @mux's on this thread: its health is judged after the replay
+ * by a health check of @m (mux_repair.c), not by the key's failure. */
+bool smux__replay_judges(struct smux_mux *mux, struct mux_member *m);
 
 /* mux_meta.c: whether two replicas of a key are the same */
 

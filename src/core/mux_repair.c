@@ -1033,19 +1033,20 @@ static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 	return 0;
 }
 
-/* The members whose transient failures this thread's replay left to
- * judge (smux__replay_judges); a replay runs on one thread, and a member
- * beyond the few kept here counts its failure as any call does. */
+/* The members of @mux whose transient failures this thread's replay
+ * left to judge (smux__replay_judges); a replay runs on one thread. A
+ * member beyond the few kept here, or one of a mux below (its own calls
+ * inside the replay's), counts its failure as any call does. */
 #define JUDGE_MAX 4
 static __thread struct {
-	bool on;
+	struct smux_mux *mux; /* replaying now; NULL: none */
 	unsigned n;
 	struct mux_member *m[JUDGE_MAX];
 } judged;
 
-bool smux__replay_judges(struct mux_member *m)
+bool smux__replay_judges(struct smux_mux *mux, struct mux_member *m)
 {
-	if (!judged.on)
+	if (judged.mux != mux)
 		return false;
 	for (unsigned i = 0; i < judged.n; i++)
 		if (judged.m[i] == m)
@@ -1065,7 +1066,7 @@ static void replay_judge(struct smux_mux *mux, const struct smux_ctx *ctx)
 	struct mux_member *m[JUDGE_MAX];
 
 	memcpy(m, judged.m, n * sizeof(*m));
-	judged.on = false;
+	judged.mux = NULL;
 	judged.n = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
@@ -1142,7 +1143,7 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	}
 	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
 	snprintf(ev.key, sizeof(ev.key), "%s", h->key);
-	judged.on = true;
+	judged.mux = mux;
 	if ((mux->mode == SMUX_MODE_STICKY
 		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
 					   &e)
