@@ -827,6 +827,15 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 				   info[i].size > info[src].size)))))
 			src = (int)i;
 	}
+	/* A replica without a hint holds every acknowledged write of the
+	 * key: when none of them has it, its latest state is "deleted" (an
+	 * rm or mv the hinted replicas missed, their hints' replay takes
+	 * it there), and a hinted replica's old copy is no source. Copied
+	 * back, every file rm had removed came back after a crash (s40-t3).
+	 * Only when every replica is hinted does the newest of them do. */
+	for (unsigned i = 0; rc == 0 && src >= 0 && stale[src] && i < v->n; i++)
+		if (!stale[i])
+			src = -1;
 	/* a plain key naming a directory (a setxattr of "d" reaches the
 	 * directory so): reconciled as the directory, "d/" - a GET of it
 	 * fails, and the intent would never end */
