@@ -414,6 +414,8 @@ again:
 				  reader_current(fs, fh, key, etag) == 0))) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
+		if (fh->reader->live)
+			etag[0] = '\0'; /* no version: the file as it is */
 	} else {
 		opts = (struct smux_get_opts){
 			.offset = (uint64_t)off,
@@ -424,18 +426,23 @@ again:
 		rc = smux_backend_get(fs->root, &ctx, key, &opts, &sink, NULL,
 				      &err);
 		n = rc ? rc : (long)sink.written;
-		/* fewer bytes of the pinned version than it holds there: a
-		 * short answer, never its content (the kernel takes a short
-		 * read for the end of the file, or fills pages with zeros) */
-		if (n >= 0 && etag[0] && (size_t)n < size &&
-		    (uint64_t)off + (uint64_t)n < psize) {
-			smux_log(LOG_WARNING,
-				 "read %s: %ld bytes at %lld, of a version of "
-				 "%llu bytes",
-				 key, n, (long long)off,
-				 (unsigned long long)psize);
-			return -EIO;
-		}
+	}
+	/* A pinned version holds psize bytes: a read of it gets what it
+	 * holds there, no fewer (a short answer: the kernel takes a short
+	 * read for the end of the file, or fills pages with zeros) and no
+	 * more (a server's error page answered as the whole object, the
+	 * version's own ETag on it, read as the file: s40-t2) */
+	if (n >= 0 && etag[0] &&
+	    (uint64_t)n != ((uint64_t)off >= psize
+				    ? 0
+				    : (psize - (uint64_t)off < size
+					       ? psize - (uint64_t)off
+					       : size))) {
+		smux_log(LOG_WARNING,
+			 "read %s: %ld bytes at %lld, of a version of %llu "
+			 "bytes: not its content",
+			 key, n, (long long)off, (unsigned long long)psize);
+		return -EIO;
 	}
 	if (n >= 0) {
 		atomic_store(&fh->served, true);

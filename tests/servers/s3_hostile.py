@@ -32,6 +32,10 @@ Buckets:
   errors     404 NoSuchKey, 403 SignatureDoesNotMatch (key "denied"),
              a copy answered 200 with an <Error> body
   stale      GET ignores If-Match and answers ETag "other"
+  errpage    objects "small" (6 bytes) and "big" (200000) that HEAD and
+             listings describe, whose GET answers 200 with a 62-byte
+             <Error> document under the object's own ETag (a whole-object
+             answer that is not the object)
   mpu        multipart: initiate works, every part answers 500; the
              number of open uploads is kept in the file PORTFILE.uploads
   okay       objects kept in memory: PUT, GET, HEAD, DELETE
@@ -159,6 +163,31 @@ class H(http.server.BaseHTTPRequestHandler):
         return self.xml(200, "<ListBucketResult><IsTruncated>false"
                         "</IsTruncated>%s</ListBucketResult>" % body)
 
+    def errpage(self, m, key, q):
+        sizes = {"small": 6, "big": 200000}
+        page = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
+                b'</Error>')
+        hdrs = [("ETag", '"e%s"' % key),
+                ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT")]
+        if key in sizes and m == "HEAD":
+            self.send_response(200)
+            for k, v in hdrs:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(sizes[key]))
+            self.end_headers()
+            return None
+        if key in sizes and m == "GET":
+            return self.reply(200, page, hdrs + [("Content-Type",
+                                                  "application/xml")])
+        if key or "list-type" not in q:
+            return self.error(404, "NoSuchKey")
+        body = "".join("<Contents><Key>%s</Key><Size>%d</Size>"
+                       "<LastModified>2024-01-01T00:00:00.000Z</LastModified>"
+                       "<ETag>\"e%s\"</ETag></Contents>" % (k, n, k)
+                       for k, n in sorted(sizes.items()))
+        return self.xml(200, "<ListBucketResult><IsTruncated>false"
+                        "</IsTruncated>%s</ListBucketResult>" % body)
+
     def range_answer(self, mode):
         data = bytes((i * 7 + 3) & 0xFF for i in range(100))
         range_faults.answer(self, mode, data, '"r"')
@@ -195,6 +224,8 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.range_answer(key)
         if bucket == "dots":
             return self.dots(m, key, q)
+        if bucket == "errpage":
+            return self.errpage(m, key, q)
         if bucket == "kms" and m == "PUT":
             return self.reply(200, b"", [
                 ("ETag", '"%s"' % hashlib.md5(b"kms" + data).hexdigest()),
