@@ -325,6 +325,7 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	};
 	const struct smux_info *in = info ? info : &unknown;
 	uint32_t perm = in->mode & 07777;
+	uint64_t size;
 	/* a time not known (0 without has_times): the mount's */
 	int64_t t = in->mtime_ns || in->has_times ? in->mtime_ns : fs->mount_ns;
 
@@ -359,9 +360,18 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	if (in->has_owner && in->gid != SMUX_ID_NONE &&
 	    !(fs->opts && fs->opts->has_gid))
 		st->st_gid = (gid_t)in->gid;
-	st->st_size = is_dir ? 0 : (off_t)in->size;
-	st->st_blocks = in->has_blocks && !is_dir ? (blkcnt_t)in->blocks
-						  : (st->st_size + 511) / 512;
+	/* a size no file can have (a server's listing said 2^63 - 1 or
+	 * more) shows as the largest off_t, its blocks counted without
+	 * overflow (UBSan stopped the daemon at (size + 511) / 512) */
+	size = in->size > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : in->size;
+	st->st_size = is_dir ? 0 : (off_t)size;
+	st->st_blocks =
+		in->has_blocks && !is_dir
+			? (blkcnt_t)(in->blocks > (uint64_t)INT64_MAX
+					     ? (uint64_t)INT64_MAX
+					     : in->blocks)
+			: (blkcnt_t)((uint64_t)st->st_size / 512 +
+				     ((uint64_t)st->st_size % 512 != 0));
 	st->st_blksize = MIB;
 	smuxfs_timespec(t, &st->st_mtim);
 	smuxfs_timespec(in->atime_ns || in->has_times ? in->atime_ns : t,
