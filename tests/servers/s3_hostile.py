@@ -32,6 +32,9 @@ Buckets:
   errors     404 NoSuchKey, 403 SignatureDoesNotMatch (key "denied"),
              a copy answered 200 with an <Error> body
   stale      GET ignores If-Match and answers ETag "other"
+  folder     listings of "res/..." hold the folder object "res/" itself
+             (0 bytes, as an S3 console's "Create folder" makes) and
+             "res/a" (5 bytes)
   errpage    objects "small" (6 bytes) and "big" (200000) that HEAD and
              listings describe, whose GET answers 200 with a 62-byte
              <Error> document under the object's own ETag (a whole-object
@@ -224,6 +227,15 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.range_answer(key)
         if bucket == "dots":
             return self.dots(m, key, q)
+        if bucket == "folder" and "list-type" in q:
+            prefix = q.get("prefix", [""])[0]
+            body = "".join("<Contents><Key>%s</Key><Size>%d</Size>"
+                           "<LastModified>2024-01-01T00:00:00.000Z"
+                           "</LastModified><ETag>\"f\"</ETag></Contents>"
+                           % (k, n) for k, n in (("res/", 0), ("res/a", 5))
+                           if k.startswith(prefix))
+            return self.xml(200, "<ListBucketResult><IsTruncated>false"
+                            "</IsTruncated>%s</ListBucketResult>" % body)
         if bucket == "errpage":
             return self.errpage(m, key, q)
         if bucket == "kms" and m == "PUT":
