@@ -74,4 +74,14 @@ smux__dav_parser_entry(const struct smux__dav_parser *p, size_t i);
 const struct smux__dav_entry *
 smux__dav_parser_self(const struct smux__dav_parser *p);
 
+/*
+ * The outcome a 207 Multi-Status answer to a change (DELETE, MOVE, COPY)
+ * reports in its body of @len bytes: 0 when every <response> and
+ * <propstat> status is 2xx, else the first status that is not (423
+ * Locked, 403...: the change did not happen there, whatever the 207
+ * says); -EBADMSG when the body is no DAV:multistatus (a DOCTYPE
+ * refused), -ENOMEM.
+ */
+long smux__dav_multistatus_failure(const char *body, size_t len);
+
 #endif /* SMUX_BACKENDS_HTTP_DAV_H */

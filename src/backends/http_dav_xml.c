@@ -10,6 +10,7 @@
  * one for properties the server does not have) is ignored.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -531,4 +532,102 @@ const struct smux__dav_entry *
 smux__dav_parser_self(const struct smux__dav_parser *p)
 {
 	return p->has_self ? &p->self : NULL;
+}
+
+/* ---- the outcome of a 207 to a change (DELETE, MOVE, COPY) ---- */
+
+/* What smux__dav_multistatus_failure reads: the first status that is no
+ * 2xx, of a <response> or a <propstat>. */
+struct ms_outcome {
+	XML_Parser xp;
+	unsigned depth;
+	bool root, in_status, bad;
+	char text[64];
+	size_t text_len;
+	long failure;
+};
+
+static void XMLCALL ms_start(void *arg, const XML_Char *name,
+			     const XML_Char **attrs)
+{
+	struct ms_outcome *o = arg;
+	enum el el = classify(name);
+
+	(void)attrs;
+	if (o->depth == 0 && el != EL_MULTISTATUS)
+		o->bad = true;
+	if (o->depth == 0)
+		o->root = true;
+	if (++o->depth > DEPTH_MAX)
+		o->bad = true;
+	if (o->bad) {
+		XML_StopParser(o->xp, XML_FALSE);
+		return;
+	}
+	o->in_status = el == EL_STATUS;
+	o->text_len = 0;
+}
+
+static void XMLCALL ms_text(void *arg, const XML_Char *s, int len)
+{
+	struct ms_outcome *o = arg;
+
+	if (!o->in_status || len <= 0 ||
+	    o->text_len + (size_t)len >= sizeof(o->text))
+		return;
+	memcpy(o->text + o->text_len, s, (size_t)len);
+	o->text_len += (size_t)len;
+}
+
+static void XMLCALL ms_end(void *arg, const XML_Char *name)
+{
+	struct ms_outcome *o = arg;
+	const char *s = o->text;
+	long st;
+
+	(void)name;
+	o->depth--;
+	if (!o->in_status)
+		return;
+	o->in_status = false;
+	o->text[o->text_len] = '\0';
+	while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+		s++;
+	st = status_of(s);
+	if (!o->failure && (st < 200 || st > 299))
+		o->failure = st ? st : 500; /* no status line: no success */
+}
+
+static void XMLCALL ms_doctype(void *arg, const XML_Char *name,
+			       const XML_Char *sysid, const XML_Char *pubid,
+			       int has_internal)
+{
+	struct ms_outcome *o = arg;
+
+	(void)name;
+	(void)sysid;
+	(void)pubid;
+	(void)has_internal;
+	o->bad = true;
+	XML_StopParser(o->xp, XML_FALSE);
+}
+
+long smux__dav_multistatus_failure(const char *body, size_t len)
+{
+	struct ms_outcome o = {0};
+	enum XML_Status st;
+
+	o.xp = XML_ParserCreateNS("UTF-8", NS_SEP);
+	if (!o.xp)
+		return -ENOMEM;
+	XML_SetUserData(o.xp, &o);
+	XML_SetElementHandler(o.xp, ms_start, ms_end);
+	XML_SetCharacterDataHandler(o.xp, ms_text);
+	XML_SetStartDoctypeDeclHandler(o.xp, ms_doctype);
+	XML_SetParamEntityParsing(o.xp, XML_PARAM_ENTITY_PARSING_NEVER);
+	st = XML_Parse(o.xp, body, len > INT_MAX ? INT_MAX : (int)len, 1);
+	XML_ParserFree(o.xp);
+	if (st != XML_STATUS_OK || o.bad || !o.root)
+		return -EBADMSG;
+	return o.failure;
 }

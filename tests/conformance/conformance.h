@@ -73,6 +73,12 @@ enum conf_flags {
 	/* Symlinks but no FIFOs or sockets (rclone_links: a link is an
 	 * object NAME.rclonelink): a put of a FIFO must be NOT_SUPPORTED. */
 	CONF_F_LINKS_ONLY = 1u << 13,
+	/* A put racing another put of the same key may fail BAD_RESPONSE
+	 * (WebDAV: neither answer names the version stored, and the size
+	 * found after it cannot tell the other writer's version from a body
+	 * the server cut, which must not be acknowledged): counted and
+	 * printed by conf_test_concurrent_same_key, not failed. */
+	CONF_F_RACY_PUT = 1u << 14,
 };
 
 /* Polls (bounded) until the wall clock's second changes: for fixtures

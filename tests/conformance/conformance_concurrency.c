@@ -48,6 +48,7 @@ struct conc_shared {
 	atomic_int busy; /* threads whose fixed work is not done yet */
 	atomic_long reads, pinned_misses;
 	atomic_long torn; /* torn reads a CONF_F_RACY_GET server served */
+	atomic_long raced_puts; /* CONF_F_RACY_PUT puts refused */
 	atomic_int failures;
 	pthread_mutex_t lock;
 	char first[256]; /* protected by lock: the first failure */
@@ -170,7 +171,12 @@ static void conc_writer(struct conc_thread *t, unsigned char *buf)
 		slow.len = conc_make(buf, v);
 		smux_source_cb(&src, conc_slow_read, &slow, slow.len);
 		if (smux_backend_put(env->b, &env->ctx, "conc/shared", &src,
-				     NULL, NULL, &err))
+				     NULL, NULL, &err) == 0)
+			continue;
+		if (err.e.code == SMUX_E_BAD_RESPONSE &&
+		    (env->fx->flags & CONF_F_RACY_PUT))
+			atomic_fetch_add(&t->sh->raced_puts, 1);
+		else
 			conc_fail(t->sh, "writer %u: put: %s", t->id,
 				  err.e.message);
 	}
@@ -319,6 +325,11 @@ static void conc_run(struct conc_shared *sh, void *(*fn)(void *), int busy)
 			      "(CONF_F_RACY_GET: the server's race, counted, "
 			      "not failed) ***\n",
 			      sh->env->fx->name, atomic_load(&sh->torn));
+	if (atomic_load(&sh->raced_puts))
+		print_message("  *** %s refused %ld puts that raced another "
+			      "(CONF_F_RACY_PUT: no version named, counted, "
+			      "not failed) ***\n",
+			      sh->env->fx->name, atomic_load(&sh->raced_puts));
 	if (atomic_load(&sh->failures))
 		print_error("%d failures; first: %s\n",
 			    atomic_load(&sh->failures), sh->first);

@@ -536,11 +536,11 @@ const struct conf_fixture conf_fixtures[] = {
 	{"http-nginx", conf_nginx_setup, conf_dav_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_NO_SPECIAL |
 		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES | CONF_F_NO_READER |
-		 CONF_F_NO_WRITER,
+		 CONF_F_NO_WRITER | CONF_F_RACY_PUT,
 	 0},
 	{"http-apache", conf_apache_setup, conf_dav_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_SPECIAL | CONF_F_RACY_GET |
-		 CONF_F_NO_READER | CONF_F_NO_WRITER,
+		 CONF_F_NO_READER | CONF_F_NO_WRITER | CONF_F_RACY_PUT,
 	 0},
 	/* the Bunny Storage emulator (tests/servers/bunny_emu.py): no modes,
 	 * no settable mtimes, no symlinks */
@@ -553,7 +553,7 @@ const struct conf_fixture conf_fixtures[] = {
 	{"http-nginx-links", conf_nginx_links_setup, conf_dav_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_LINKS_ONLY |
 		 CONF_F_COARSE_ETAG | CONF_F_NO_DOTFILES | CONF_F_NO_READER |
-		 CONF_F_NO_WRITER,
+		 CONF_F_NO_WRITER | CONF_F_RACY_PUT,
 	 0},
 	{"bunny-links", conf_bunny_links_setup, conf_nothing_teardown,
 	 CONF_F_NO_LARGE | CONF_F_NO_ATTRS | CONF_F_LINKS_ONLY |

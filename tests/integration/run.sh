@@ -110,7 +110,7 @@ tests+=("test_http_cut.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
-tests+=("test_s3_late.sh" "test_s3_dots.sh" "test_s3_errpage.sh")
+tests+=("test_s3_late.sh" "test_s3_dots.sh" "test_s3_errpage.sh" "test_dav_hostile.sh")
 for k in single mirror; do tests+=("test_delq.sh $k"); done
 for k in s3 bunny; do tests+=("test_dirnames.sh $k"); done
 tests+=("test_dirnames_outage.sh")
@@ -196,7 +196,7 @@ test_s3_requests"
 # ASan), test_cdn_faults, the mirror variants of the local-semantics
 # tests, and the model on an s3 mirror (53 s in the normal lane; the model
 # checks what a program sees, the same in both builds).
-normal_lane_leaves="test_model-s3-mirror test_s3_errpage test_rcache test_s3_attrstore test_swift_attrstore test_model-swift
+normal_lane_leaves="test_model-s3-mirror test_s3_errpage test_dav_hostile test_rcache test_s3_attrstore test_swift_attrstore test_model-swift
 test_model-bunny test_s3_apps-s3 test_delq-single
 test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
 test_s3_stream_swift test_swift_requests test_bunny_rename
