@@ -613,7 +613,76 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 /* ---- writes ---- */
 
 /* The longest 207 body to a change read for its outcome. */
-#define DAV_OUTCOME_MAX (64 * 1024)
+#define DAV_OUTCOME_MAX ((size_t)64 * 1024)
+
+/* The body of an answer to a change, kept (up to DAV_OUTCOME_MAX bytes,
+ * the rest dropped: a success page of any length is no error) for a 207's
+ * outcome. */
+struct dav_body {
+	char *buf;
+	size_t len, cap;
+	bool over; /* bytes were dropped */
+};
+
+static int dav_body_write(void *arg, const void *data, size_t len)
+{
+	struct dav_body *b = arg;
+
+	if (b->over || b->len + len > DAV_OUTCOME_MAX) {
+		b->over = true;
+		return 0;
+	}
+	if (b->len + len > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *nb;
+
+		while (cap < b->len + len)
+			cap *= 2;
+		nb = realloc(b->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		b->buf = nb;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, data, len);
+	b->len += len;
+	return 0;
+}
+
+static int dav_body_rewind(void *arg)
+{
+	struct dav_body *b = arg;
+
+	b->len = 0;
+	b->over = false;
+	return 0;
+}
+
+/*
+ * The outcome of a change answered 207 Multi-Status with @b: 0 when every
+ * status in it is 2xx; else a negative errno with @err filled for @what,
+ * and *@status the first status that is not 2xx (0 when the body is no
+ * readable multistatus, or one too long to read).
+ */
+static int dav_outcome(struct davb *d, const struct dav_body *b,
+		       const char *what, long *status, struct smux_error *err)
+{
+	long failed = b->over ? -EBADMSG
+			      : smux__dav_multistatus_failure(
+					b->buf ? b->buf : "", b->len);
+
+	*status = failed > 0 ? failed : 0;
+	if (failed == 0)
+		return 0;
+	if (failed == -ENOMEM)
+		return davb_nomem(d, err);
+	if (failed < 0)
+		return smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
+				      "%s: a 207 that is no readable "
+				      "multistatus",
+				      what);
+	return smux__http_status_error(err, failed, false, name_of(d), what);
+}
 
 /*
  * A request without a body (MKCOL, DELETE, MOVE, COPY) or with the given
@@ -629,38 +698,23 @@ static int davb_simple(struct davb *d, const struct smux_ctx *ctx,
 		       struct smux__http_resp *resp, struct smux_error *err)
 {
 	char what[256];
-	struct smux_sink body;
+	struct dav_body body = {0};
+	struct smux_sink sink;
 	struct smux__http_req req = {
 		.method = method,
 		.url = url,
 		.headers = hdrs,
 		.no_retry = no_retry,
-		.sink = &body,
-		.max_body = DAV_OUTCOME_MAX,
+		.sink = &sink,
 		.what = what_of(what, sizeof(what), method, key)};
-	unsigned char *doc;
-	size_t len = 0;
-	long failed;
+	long status;
 	int rc;
 
-	smux_sink_dyn(&body);
+	smux_sink_cb(&sink, dav_body_write, dav_body_rewind, &body);
 	rc = smux__http_do(d->http, ctx, &req, resp, err);
-	doc = smux_sink_dyn_take(&body, &len);
-	if (rc == 0 && resp->status == 207) {
-		failed = doc ? smux__dav_multistatus_failure((const char *)doc,
-							     len)
-			     : -EBADMSG;
-		if (failed == -EBADMSG)
-			rc = smux_error_set(
-				err, SMUX_E_BAD_RESPONSE, name_of(d),
-				"%s: a 207 that is no multistatus", what);
-		else if (failed < 0)
-			rc = davb_nomem(d, err);
-		else if (failed > 0)
-			rc = smux__http_status_error(err, failed, false,
-						     name_of(d), what);
-	}
-	free(doc);
+	if (rc == 0 && resp->status == 207)
+		rc = dav_outcome(d, &body, what, &status, err);
+	free(body.buf);
 	return rc;
 }
 
@@ -766,9 +820,9 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 	struct smux__http_resp resp;
 	struct smux_source body;
 	struct smux_sink out;
+	struct dav_body kept = {0};
 	char xml[512], mode[64] = "", mtime[64] = "", what[256];
-	unsigned char *doc;
-	size_t len = 0;
+	long status;
 	char *url;
 	int n, rc;
 
@@ -792,24 +846,23 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 	if (!url)
 		return davb_nomem(d, err);
 	smux_source_buf(&body, xml, (uint64_t)n);
-	smux_sink_dyn(&out);
+	smux_sink_cb(&out, dav_body_write, dav_body_rewind, &kept);
 	req.what = what_of(what, sizeof(what), "PROPPATCH", key);
 	req.url = url;
 	req.headers = hdrs;
 	req.body = &body;
 	req.sink = &out;
-	req.max_body = DAV_OUTCOME_MAX;
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
 	free(url);
-	doc = smux_sink_dyn_take(&out, &len);
 	/* a 207 whose propstat refused the properties (rclone serve
-	 * webdav: 403) kept nothing, as a 405 says */
-	if (rc == 0 && resp.status == 207 &&
-	    (!doc || smux__dav_multistatus_failure((const char *)doc, len))) {
-		resp.status = 403;
-		rc = -EPERM;
+	 * webdav: 403) kept nothing, as a 405 says; another refusal (a
+	 * lock: 423) is this put's, not the server's for good */
+	if (rc == 0 && resp.status == 207) {
+		rc = dav_outcome(d, &kept, what, &status, err);
+		if (rc < 0)
+			resp.status = status;
 	}
-	free(doc);
+	free(kept.buf);
 	if (rc < 0 &&
 	    (resp.status == 405 || resp.status == 501 || resp.status == 403)) {
 		atomic_store(&d->no_props, true);
@@ -918,6 +971,12 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 			"put \"%s\": answered %ld, yet the server "
 			"holds nothing there",
 			key, resp.status);
+	/* the check itself failed (a timeout, a 5xx): the PUT's answer
+	 * stands, unverified, unless its caller wanted what it stored */
+	if (rc < 0 && info == &hinfo) {
+		smux_error_clear(err);
+		return 0;
+	}
 	if (rc == 0 && info->size != src->length &&
 	    ((!resp.etag[0] && info->size < src->length) ||
 	     strcmp(strncmp(resp.etag, "W/", 2) == 0 ? resp.etag + 2

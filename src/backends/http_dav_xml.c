@@ -572,11 +572,16 @@ static void XMLCALL ms_text(void *arg, const XML_Char *s, int len)
 {
 	struct ms_outcome *o = arg;
 
-	if (!o->in_status || len <= 0 ||
-	    o->text_len + (size_t)len >= sizeof(o->text))
+	size_t room = sizeof(o->text) - 1 - o->text_len;
+
+	/* the status line's start is all it takes: a long reason phrase
+	 * is cut, not dropped */
+	if (!o->in_status || len <= 0)
 		return;
-	memcpy(o->text + o->text_len, s, (size_t)len);
-	o->text_len += (size_t)len;
+	if ((size_t)len < room)
+		room = (size_t)len;
+	memcpy(o->text + o->text_len, s, room);
+	o->text_len += room;
 }
 
 static void XMLCALL ms_end(void *arg, const XML_Char *name)

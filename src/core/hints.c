@@ -297,6 +297,7 @@ int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
 		list[i].at_ms = e->at_ms;
 		list[i].failures = e->failures;
 		list[i].retry_at_ms = e->retry_at_ms;
+		list[i].fail_gen = e->fail_gen;
 		list[i].replica = strdup(e->rep->name);
 		list[i].key = strdup(e->key);
 		if (!list[i].replica || !list[i].key) {
@@ -640,9 +641,10 @@ const char *smux__hints_path(struct smux__hints *h)
 
 /* The wait after a hint's first failed replay, and the longest. */
 #define HINT_RETRY_FIRST_MS 1000
-#define HINT_RETRY_MAX_MS   (5 * 60 * 1000)
+#define HINT_RETRY_MAX_MS   (INT64_C(5) * 60 * 1000)
 
-void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms)
+void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms,
+			unsigned gen)
 {
 	struct hint_entry *e;
 	int64_t wait = HINT_RETRY_FIRST_MS;
@@ -660,6 +662,7 @@ void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms)
 		if (wait > HINT_RETRY_MAX_MS)
 			wait = HINT_RETRY_MAX_MS;
 		e->retry_at_ms = now_ms + wait;
+		e->fail_gen = gen;
 	}
 	pthread_rwlock_unlock(&h->lock);
 }

@@ -64,6 +64,7 @@ struct smux__hint {
 	 * which the background repair leaves it (smux__hints_failed). */
 	unsigned failures;
 	int64_t retry_at_ms;
+	unsigned fail_gen; /* the caller's generation at the last failure */
 };
 
 struct smux__hints;
@@ -131,9 +132,12 @@ int smux__hints_supersede(struct smux__hints *h, const char *replica,
  * failure after that up to 5 min, so that a key one replica refuses at
  * every try (a name its server cannot store) is not retried every second
  * forever. A later write of the key replaces the hint, and the new one
- * starts afresh. Unknown ids are ignored.
+ * starts afresh. @gen is kept with it (fail_gen): the mux's count of its
+ * replica's recoveries, which makes it due again once the replica came
+ * back since. Unknown ids are ignored.
  */
-void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms);
+void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms,
+			unsigned gen);
 
 /* True when @replica has a pending hint for @key (reads avoid a replica
  * that missed the latest write of a key). */

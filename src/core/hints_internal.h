@@ -60,6 +60,7 @@ struct hint_entry {
 	uint64_t rk_hash;
 	unsigned failures;		/* smux__hints_failed: in memory only */
 	int64_t retry_at_ms;		/* likewise */
+	unsigned fail_gen;		/* likewise */
 	struct hint_entry *prev, *next; /* all pending, id order */
 	struct hint_entry *rprev, *rnext; /* pending of rep, id order */
 	struct hint_entry *id_chain;	  /* h->by_id bucket */

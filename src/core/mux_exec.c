@@ -157,9 +157,9 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 		ev.down_for_ms = down_for;
 		emit(mux, &ev);
 		smux__mux_reselect(mux);
-		/* replay the hints it missed, and those whose replay
-		 * failed while it was the source they needed */
-		atomic_store(&mux->retry_all, true);
+		/* replay the hints it missed, those whose replay failed
+		 * before it came back too */
+		atomic_fetch_add(&m->recoveries, 1);
 		smux__mux_kick(mux);
 	}
 	if (span) {

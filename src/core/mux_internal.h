@@ -63,6 +63,9 @@ struct mux_member {
 	 * (0: none yet) and when (the mux's clock, ms) */
 	atomic_uint misconf;
 	_Atomic int64_t misconf_ms;
+	/* how often it came back up: a hint of it whose replay failed
+	 * before its latest recovery is due again at once (mux_repair.c) */
+	atomic_uint recoveries;
 };
 
 struct mux_view {
@@ -178,9 +181,6 @@ struct smux_mux {
 	pthread_mutex_t change_lock;
 	struct mux_change *changes_left; /* protected by change_lock */
 	atomic_uint nchanges_left;	 /* a lock-free "none" */
-	/* a member came back: the next background repair tries every hint,
-	 * those still waiting after a failed replay too (mux_repair.c) */
-	atomic_bool retry_all;
 	/* keys with an open in-place fan-out writer (mux_intent.c) */
 	pthread_mutex_t intent_lock;
 	struct mux_busy *busy; /* protected by intent_lock */

@@ -1042,6 +1042,27 @@ static int repair_intent(struct repair_run *run, const struct smux__hint *h,
 	return 0;
 }
 
+/* The active health check of @m, counted as any call (a failure of it,
+ * whatever its class, is transient: HEALTHCHECK_FAILED). */
+static void health_check(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_member *m)
+{
+	struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
+	struct smux_error e;
+	int64_t t0 = smux_now_ns();
+	long rc;
+
+	if (!smux__member_enter(m))
+		return; /* draining: out of service */
+	call.backend = m->backend;
+	rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, &e);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	if (rc < 0 && smux_classify(&e.e) != SMUX_OUTCOME_ABORT)
+		smux_error_wrap(&e, SMUX_E_HEALTHCHECK_FAILED, m->name,
+				"health check failed");
+	smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? &e : NULL, NULL);
+}
+
 /* The members of @mux whose transient failures this thread's replay
  * left to judge (smux__replay_judges); a replay runs on one thread. A
  * member beyond the few kept here, or one of a mux below (its own calls
@@ -1068,23 +1089,22 @@ bool smux__replay_judges(struct smux_mux *mux, struct mux_member *m)
 
 /* After a replay: a health check of each member whose call failed in it
  * (counted as any call: a member that fails it goes down; one that
- * answers refused the key alone, and stays up). */
-static void replay_judge(struct smux_mux *mux, const struct smux_ctx *ctx)
+ * answers refused the key alone, and stays up). Returns how many. */
+static unsigned replay_judge(struct smux_mux *mux, const struct smux_ctx *ctx)
 {
 	unsigned n = judged.n;
 	struct mux_member *m[JUDGE_MAX];
 
-	memcpy(m, judged.m, n * sizeof(*m));
+	for (unsigned i = 0; i < n; i++)
+		m[i] = judged.m[i];
 	judged.mux = NULL;
 	judged.n = 0;
 	for (unsigned i = 0; i < n; i++) {
-		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
-		struct smux_error e;
-
 		if (smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
 			break; /* stopping */
-		smux__member_call(mux, ctx, m[i], &call, false, &e);
+		health_check(mux, ctx, m[i]);
 	}
+	return n;
 }
 
 /* Replays list[@i] of @run. 0, or @ctx's error. */
@@ -1165,8 +1185,15 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 				smux__rejoin_over(mux, m);
 		}
 	} else {
-		replay_judge(mux, run->ctx);
-		smux__hints_failed(mux->hints, h->id, smux__mux_now(mux));
+		/* a member's refusal waits longer at each try; a replay that
+		 * had to wait (a writer open on the key, no replica to copy
+		 * from, a key not moved home yet: the mux's own errors, no
+		 * member call failed) is tried again at the next pass */
+		if (replay_judge(mux, run->ctx) ||
+		    strcmp(e.e.backend, mux->base.name) != 0)
+			smux__hints_failed(mux->hints, h->id,
+					   smux__mux_now(mux),
+					   atomic_load(&m->recoveries));
 		ev.has_cause = true;
 		ev.cause = e.e;
 	}
@@ -1214,6 +1241,19 @@ static void repair_pass(struct repair_run *run)
 		pthread_join(th[t], NULL);
 }
 
+/* Whether the background repair replays @h now: never failed, its wait
+ * over, or its replica came back up since its last failure. */
+static bool hint_due(struct smux_mux *mux, const struct mux_view *v,
+		     const struct smux__hint *h)
+{
+	if (!h->failures || h->retry_at_ms <= smux__mux_now(mux))
+		return true;
+	for (unsigned j = 0; j < v->n; j++)
+		if (strcmp(v->m[j]->name, h->replica) == 0)
+			return atomic_load(&v->m[j]->recoveries) != h->fail_gen;
+	return false;
+}
+
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
@@ -1221,7 +1261,6 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;
 	int n, rc = 0;
-	bool all;
 
 	if (replayed)
 		*replayed = 0;
@@ -1246,12 +1285,11 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	pthread_mutex_init(&run.err_lock, NULL);
 	run.v = smux__view_get(mux);
 	/* the background repair leaves a hint whose replay failed until its
-	 * wait is over (smux__hints_failed); a repair asked for, or the
-	 * first after a member came back, tries all */
-	all = wait || atomic_exchange(&mux->retry_all, false);
+	 * wait is over (smux__hints_failed) or its replica came back since;
+	 * a repair asked for tries all */
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		if (all || run.list[i].retry_at_ms <= smux__mux_now(mux))
+		if (wait || hint_due(mux, run.v, &run.list[i]))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1299,22 +1337,7 @@ static void check_health(struct smux_mux *mux, const struct smux_ctx *ctx)
 
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n; i++) {
-		struct mux_member *m = v->m[i];
-		struct smux__call call = {.op = SMUX__OP_HEALTHCHECK};
-		struct smux_error e;
-		int64_t t0 = smux_now_ns();
-		long rc;
-
-		if (!smux__member_enter(m))
-			continue; /* draining: out of service */
-		call.backend = m->backend;
-		rc = smux__bulkhead_run(m->bh, ctx, mux->timeout_ms, &call, &e);
-		atomic_fetch_sub(&m->health.in_flight, 1);
-		if (rc < 0 && smux_classify(&e.e) != SMUX_OUTCOME_ABORT)
-			smux_error_wrap(&e, SMUX_E_HEALTHCHECK_FAILED, m->name,
-					"health check failed");
-		smux__attempt_done(mux, ctx, m, false, t0, rc < 0 ? &e : NULL,
-				   NULL);
+		health_check(mux, ctx, v->m[i]);
 		if (smux_ctx_state(ctx) != SMUX_CANCEL_NONE)
 			break; /* stopping */
 	}

@@ -438,11 +438,24 @@ again:
 				    : (psize - (uint64_t)off < size
 					       ? psize - (uint64_t)off
 					       : size))) {
-		smux_log(LOG_WARNING,
-			 "read %s: %ld bytes at %lld, of a version of %llu "
-			 "bytes: not its content",
-			 key, n, (long long)off, (unsigned long long)psize);
-		return -EIO;
+		struct smux_info cur;
+
+		/* another version under a token that did not tell (a
+		 * server whose GETs carry no validator): as a version
+		 * that changed, below; else no content of the pinned one */
+		if (smux_backend_head(fs->root, &ctx, key, &cur, &err) == 0 &&
+		    strcmp(cur.etag, etag) != 0) {
+			n = smux_error_set(&err, SMUX_E_PRECONDITION_FAILED,
+					   NULL, "read %s: version changed",
+					   key);
+		} else {
+			smux_log(LOG_WARNING,
+				 "read %s: %ld bytes at %lld, of a version of "
+				 "%llu bytes: not its content",
+				 key, n, (long long)off,
+				 (unsigned long long)psize);
+			return -EIO;
+		}
 	}
 	if (n >= 0) {
 		atomic_store(&fh->served, true);

@@ -47,7 +47,7 @@ struct conc_shared {
 	pthread_barrier_t start;
 	atomic_int busy; /* threads whose fixed work is not done yet */
 	atomic_long reads, pinned_misses;
-	atomic_long torn; /* torn reads a CONF_F_RACY_GET server served */
+	atomic_long torn;	/* torn reads a CONF_F_RACY_GET server served */
 	atomic_long raced_puts; /* CONF_F_RACY_PUT puts refused */
 	atomic_int failures;
 	pthread_mutex_t lock;

@@ -473,7 +473,7 @@ static void test_deleted_key_never_brought_back(void **state)
 	smux_mux_hold_repairs(true);
 	mf_mux(t, crashed);
 	m = smux__mux_of(t->mux);
-	smux__hints_failed(m->hints, del_id, smux__mux_now(m));
+	smux__hints_failed(m->hints, del_id, smux__mux_now(m), 0);
 	MH_OK(smux__mux_repair(m, &t->ctx, false, &replayed, &pending, &err),
 	      &err);
 	smux_mux_hold_repairs(false);
@@ -483,6 +483,38 @@ static void test_deleted_key_never_brought_back(void **state)
 	assert_int_equal(smux_mux_pending_hints(t->mux), 0);
 	MH_LACKS(t->fa, "gone");
 	MH_LACKS(t->fb, "gone");
+}
+
+/*
+ * A replay that must wait for a writer open on its key (PRECONDITION of
+ * the mux itself, no member refused) is not backed off: the wait of a
+ * failed replay (1 s, doubling to 5 min) is for a member's refusals,
+ * and a log kept open an hour left its replica without the key for up to
+ * 5 min after the close (review of session 40).
+ */
+static void test_blocked_replay_not_backed_off(void **state)
+{
+	struct mf *t = *state;
+	struct smux_mux *m = smux__mux_of(t->mux);
+	struct smux_writer *w = open_inplace(t, "log");
+	struct smux__hint *list = NULL;
+	struct smux_error err;
+	int n;
+
+	smux__mux_bg_stop(m); /* the repair below is the only one */
+	MH_OK(smux__hints_add(m->hints, "b", "other", SMUX__HINT_PUT, NULL,
+			      &err),
+	      &err);
+	MH_OK(smux__hints_add(m->hints, "b", "log", SMUX__HINT_PUT, NULL, &err),
+	      &err);
+	write_behind(t->a, "other", "x");
+	smux__mux_repair(m, &t->ctx, false, NULL, NULL, NULL);
+	n = smux__hints_list(m->hints, "b", &list);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0].key, "log");
+	assert_int_equal(list[0].failures, 0);
+	smux__hints_free_list(list, n);
+	smux_writer_close(w);
 }
 
 int main(void)
@@ -501,6 +533,9 @@ int main(void)
 						mf_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_deleted_key_never_brought_back, mf_setup,
+			mf_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_blocked_replay_not_backed_off, mf_setup,
 			mf_teardown),
 		cmocka_unit_test_setup_teardown(test_after_crash, mf_setup,
 						mf_teardown),
