@@ -469,20 +469,19 @@ void smuxfs_fnode_links_changed(struct smuxfs *fs, uint64_t file_id,
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* True when an open handle of @nodeid lost its name. */
-static bool fnode_orphaned(struct smuxfs *fs, uint64_t nodeid)
+/* True when a handle open on @nodeid is a directory's (@dir) or one
+ * whose name is gone (not @dir). */
+static bool fnode_has(struct smuxfs *fs, uint64_t nodeid, bool dir)
 {
 	struct smuxfs_fnodes *t = &fs->fnodes;
 	bool found = false;
 
 	pthread_mutex_lock(&t->lock);
-	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(nodeid)]; fh;
-	     fh = fh->nnext) {
-		if (fh->nodeid == nodeid && atomic_load(&fh->unlinked)) {
-			found = true;
-			break;
-		}
-	}
+	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(nodeid)];
+	     fh && !found; fh = fh->nnext)
+		found = fh->nodeid == nodeid &&
+			(dir ? fh->kind == SMUXFS_FH_DIR
+			     : atomic_load(&fh->unlinked));
 	pthread_mutex_unlock(&t->lock);
 	return found;
 }
@@ -712,20 +711,6 @@ static bool answer_ghost_dir(int fd, const struct fuse_in_header *in, size_t n)
 	return true;
 }
 
-/* True when a directory handle is open on @nodeid. */
-static bool fnode_open_dir(struct smuxfs *fs, uint64_t nodeid)
-{
-	struct smuxfs_fnodes *t = &fs->fnodes;
-	bool found = false;
-
-	pthread_mutex_lock(&t->lock);
-	for (struct smuxfs_fh *fh = t->buckets[fnode_bucket(nodeid)];
-	     fh && !found; fh = fh->nnext)
-		found = fh->nodeid == nodeid && fh->kind == SMUXFS_FH_DIR;
-	pthread_mutex_unlock(&t->lock);
-	return found;
-}
-
 /*
  * libfuse's ESTALE (no path: its node was removed) to a GETATTR of a node
  * a directory handle is open on, which the removal did not mark (the open
@@ -741,7 +726,7 @@ static bool stale_dir_getattr(int fd, const struct iovec *iov, int count)
 
 	if (!smuxfs_iov_at(iov, count, 0, &out, sizeof(out), false) ||
 	    out.unique != cur.unique || out.error != -ESTALE ||
-	    !fnode_open_dir(hook_fs, cur.nodeid))
+	    !fnode_has(hook_fs, cur.nodeid, true))
 		return false;
 	answer_ghost_getattr(fd, &in);
 	return true;
@@ -1024,7 +1009,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
 		ga = (struct fuse_getattr_in *)(in + 1);
 		if (!(ga->getattr_flags & FUSE_GETATTR_FH) &&
-		    fnode_orphaned(hook_fs, in->nodeid)) {
+		    fnode_has(hook_fs, in->nodeid, false)) {
 			ga->getattr_flags |= FUSE_GETATTR_FH;
 			ga->fh = 0;
 			cur.orphan = true;
@@ -1035,7 +1020,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 		sa = (struct fuse_setattr_in *)(in + 1);
 		chown_unchanged(sa);
 		if (!(sa->valid & FATTR_FH) &&
-		    fnode_orphaned(hook_fs, in->nodeid)) {
+		    fnode_has(hook_fs, in->nodeid, false)) {
 			sa->valid |= FATTR_FH;
 			sa->fh = 0;
 			cur.orphan = true;
