@@ -500,6 +500,26 @@ int smuxfs_write(const char *path, const char *buf, size_t size, off_t off,
 							      : (uint64_t)off);
 }
 
+/* truncate(2) of an open file whose name is gone (through its node, which
+ * the kernel still has: /proc/self/fd/N): the pending content of its
+ * writer, as ftruncate through that writer. A file only read has nothing
+ * of it to change: ESTALE. */
+static int truncate_nameless(struct smuxfs *fs, off_t size)
+{
+	struct smuxfs_ofile *of;
+	struct smux_info info;
+	int rc;
+
+	rc = smuxfs_fnode_orphan(fs, &of, &info);
+	if (rc)
+		return rc;
+	if (!of)
+		return -ESTALE;
+	rc = smuxfs_ofile_truncate(fs, of, (uint64_t)size);
+	smuxfs_ofile_release(fs, of);
+	return rc;
+}
+
 int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -522,6 +542,12 @@ int smuxfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc)
 			return rc;
+	} else if (!path && fi && !fi->fh) {
+		/* the channel hook's handle 0 (fnode.c): a truncate(2) of
+		 * /proc/self/fd/N of an open file whose name is gone, or by
+		 * the name a rename of another name of its file left */
+		if (smuxfs_fnode_named_key(fs, key, sizeof(key)) != 0)
+			return truncate_nameless(fs, size);
 	} else {
 		if (!path)
 			return -ESTALE;

@@ -640,7 +640,46 @@ def otrunc_mtime():
         "now" if st.st_mtime > 10**9 else st.st_mtime_ns)
 
 
-for fn in (otrunc_mtime, utime_then_write, epoch_times, fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
+def rename_same_file_truncate():
+    """Two names of one file, a writer open by each; a rename of one
+    over the other (nothing happens), then truncate(2) by each name
+    (s39-t2: ESTALE by the name the rename left, while both writers were
+    open: the kernel sent it through the node the rename had moved)."""
+    two_names("td", "tc", 0)
+    wd = os.open(p("td"), os.O_WRONLY)
+    wc = os.open(p("tc"), os.O_RDWR)
+    os.rename(p("td"), p("tc"))
+    r = [res(lambda: os.truncate(p("tc"), 5000))]
+    st = os.stat(p("tc"))
+    r.append("%d/%d fd:%d" % (st.st_size, st.st_nlink, os.fstat(wc).st_size))
+    r.append(res(lambda: os.truncate(p("td"), 10)))
+    r.append("%d %d" % (os.fstat(wd).st_size, os.stat(p("tc")).st_size))
+    os.close(wd)
+    os.close(wc)
+    r.append(res(lambda: os.truncate(p("tc"), 7)))
+    r.append("%d" % os.stat(p("td")).st_size)
+    return " ".join(r)
+
+
+def nameless_truncate_proc():
+    """truncate(2) of /proc/self/fd/N of an open file whose name is gone:
+    the kernel sends it without the handle."""
+    r = []
+    for name, links in (("nt1", False), ("nt2", True)):
+        fd = os.open(p(name), os.O_RDWR | os.O_CREAT, 0o644)
+        os.write(fd, b"x" * 100)
+        if links:
+            os.link(p(name), p(name + "l"))
+        os.unlink(p(name))
+        r.append(res(lambda: os.truncate("/proc/self/fd/%d" % fd, 7)))
+        r.append("%d" % os.fstat(fd).st_size)
+        os.close(fd)
+        if links:
+            r.append("%d" % os.stat(p(name + "l")).st_size)
+    return " ".join(r)
+
+
+for fn in (rename_same_file_truncate, nameless_truncate_proc, otrunc_mtime, utime_then_write, epoch_times, fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,
