@@ -139,5 +139,22 @@ ls -a "$M/c" >/dev/null
 	fail "c/.profile after an ls of c: $(cat "$M/c/.profile" 2>&1)"
 [ "$(cat "$M/proj2/.env" 2>&1)" = SECRET=1 ] || fail "proj2/.env after the remount"
 log "dot names nginx does not list: moved with their directory, looked up after a listing"
+
+# what a copy of new files costs: a PUT and the PROPFIND that checks it
+# per file, plus a few for the directory. A WebDAV server keeps no owner,
+# so a create asks nothing of its directory (its group matters only where
+# owners are kept): a PROPFIND of the directory per file came on top, as
+# the create before it had moved the directory's mtime
+mkdir "$T/cpsrc"
+for i in $(seq 1 30); do echo "file $i" >"$T/cpsrc/f$i"; done
+: >"$NG/access.log"
+cp -r "$T/cpsrc" "$M/cpdst"
+diff -r "$T/cpsrc" "$M/cpdst"
+puts=$(grep -c '"PUT ' "$NG/access.log" || true)
+finds=$(grep -c '"PROPFIND ' "$NG/access.log" || true)
+log "cp -r of 30 files: $puts PUT, $finds PROPFIND"
+[ "$puts" = 30 ] || fail "cp -r of 30 files sent $puts PUTs"
+[ "$finds" -le 40 ] ||
+	fail "cp -r of 30 files sent $finds PROPFINDs (30 checks of a PUT and a few for the directory expected): $(awk '$6 == "\"PROPFIND" {print $7}' "$NG/access.log" | sort | uniq -c | sort -rn | head -5 | tr '\n' ' ')"
 unmount_smux "$M"
 stop_nginx
