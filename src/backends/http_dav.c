@@ -1133,10 +1133,14 @@ static int davb_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	return davb_transfer(davb_from(b), ctx, "MOVE", src, dst, err);
 }
 
-/* A WebDAV server moves a collection in one MOVE (davb_transfer). */
+/* A WebDAV server moves a collection in one MOVE (davb_transfer), and
+ * its PROPFIND of "a" answers for the collection "a/" too (a 207 of the
+ * collection, or a redirect to "a/" that davb_head_dav follows): a name
+ * it does not know is neither. */
 static unsigned davb_caps(struct smux_backend *b)
 {
-	return davb_from(b)->webdav ? SMUX_CAP_DIR_RENAME : 0;
+	return davb_from(b)->webdav ? SMUX_CAP_DIR_RENAME | SMUX_CAP_HEAD_DIR
+				    : 0;
 }
 
 /* ---- list ---- */

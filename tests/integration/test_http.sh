@@ -156,5 +156,15 @@ log "cp -r of 30 files: $puts PUT, $finds PROPFIND"
 [ "$puts" = 30 ] || fail "cp -r of 30 files sent $puts PUTs"
 [ "$finds" -le 40 ] ||
 	fail "cp -r of 30 files sent $finds PROPFINDs (30 checks of a PUT and a few for the directory expected): $(awk '$6 == "\"PROPFIND" {print $7}' "$NG/access.log" | sort | uniq -c | sort -rn | head -5 | tr '\n' ' ')"
+
+# a name the server does not have is one PROPFIND: its answer for "a"
+# stands for the collection "a/" too (a second one asked for "a/"). In a
+# directory made on the server, whose names the daemon does not know
+mkdir "$NG/root/srvdir"
+: >"$NG/access.log"
+expect_fail "No such file or directory" stat "$M/srvdir/nosuch"
+finds=$(grep -c '"PROPFIND /srvdir/nosuch' "$NG/access.log" || true)
+[ "$finds" = 1 ] ||
+	fail "a lookup of an absent name sent $finds PROPFINDs: $(awk '{print $6, $7}' "$NG/access.log" | tr '\n' ' ')"
 unmount_smux "$M"
 stop_nginx
