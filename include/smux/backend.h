@@ -100,6 +100,9 @@ enum smux_put_flags {
 	 * the caller marks the replica stale for the key first. Backends
 	 * without hard links ignore it. */
 	SMUX_PUT_INPLACE = 8,
+	/* mtime_ns is meant as given: 0 is the epoch, not "now" (a copy of
+	 * a file whose time is 0: touch -d @0, SOURCE_DATE_EPOCH=0) */
+	SMUX_PUT_MTIME = 16,
 };
 
 struct smux_put_opts {
@@ -112,7 +115,7 @@ struct smux_put_opts {
 	 * keeps the type as a marker in the object's metadata (the stored
 	 * mode; docs/backends.md). Copies pass the type on. */
 	uint32_t mode;
-	int64_t mtime_ns;  /* mtime to keep (0 = now) */
+	int64_t mtime_ns;  /* mtime to keep (0 = now unless SMUX_PUT_MTIME) */
 	unsigned flags;	   /* enum smux_put_flags */
 	uint32_t uid, gid; /* owner with SMUX_PUT_OWNER */
 	/* Writer commit only: make the content durable (fsync) before
@@ -124,6 +127,13 @@ struct smux_put_opts {
 	 * before sending (bunny's Checksum) then reads the source once. */
 	const unsigned char *sha256;
 };
+
+/* Whether @o gives the mtime to keep (smux_put_opts.mtime_ns): a
+ * non-zero one, or 0 with SMUX_PUT_MTIME. */
+static inline bool smux_put_has_mtime(const struct smux_put_opts *o)
+{
+	return o && (o->mtime_ns != 0 || (o->flags & SMUX_PUT_MTIME));
+}
 
 /* What smux_backend_setattr changes. */
 enum smux_setattr_flags {

@@ -114,7 +114,7 @@ static int put_finish(const struct smux__file *fb, int fd,
 	if (smux__file_put_has_mode(opts) &&
 	    fchmod(fd, (mode_t)(opts->mode & 07777)) < 0)
 		return smux__file_fail(fb, err, errno, "chmod", key);
-	if (opts && opts->mtime_ns) {
+	if (smux_put_has_mtime(opts)) {
 		rc = smux__file_set_mtime(fd, opts->mtime_ns);
 		if (rc)
 			return smux__file_fail(fb, err, -rc, "set mtime of",
@@ -257,7 +257,9 @@ static int fileb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 			fb, &t,
 			smux__file_put_has_mode(opts) ? opts->mode
 						      : SMUX__FILE_DEFAULT_MODE,
-			opts ? opts->mtime_ns : 0, !fb->no_fsync, key, err);
+			smux_put_has_mtime(opts) ? opts->mtime_ns
+						 : SMUX__FILE_MTIME_NOW,
+			!fb->no_fsync, key, err);
 	if (!rc)
 		rc = smux__file_tmp_publish(fb, &t, name, !fb->no_fsync, key,
 					    info, err);

@@ -203,7 +203,7 @@ static int inplace_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 	/* after chown, which may clear set-id bits */
 	if (set_mode && fchmod(iw->fd, (mode_t)(opts->mode & 07777)) < 0)
 		return smux__file_fail(iw->fb, err, errno, "chmod", w->key);
-	if (opts && opts->mtime_ns) {
+	if (smux_put_has_mtime(opts)) {
 		rc = smux__file_set_mtime(iw->fd, opts->mtime_ns);
 		if (rc)
 			return smux__file_fail(iw->fb, err, -rc, "set mtime of",

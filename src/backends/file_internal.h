@@ -41,7 +41,10 @@
 
 /* Permission bits of a put without opts->mode, and of new directories. */
 #define SMUX__FILE_DEFAULT_MODE 0644
-#define SMUX__FILE_DIR_MODE	0755
+/* The mtime argument of smux__file_tmp_seal and smux__file_put_special
+ * that means "a unique now": 0 is a time like any other (the epoch). */
+#define SMUX__FILE_MTIME_NOW INT64_MIN
+#define SMUX__FILE_DIR_MODE  0755
 
 /* A file backend instance. Immutable after smux_file_new(). */
 struct smux__file {
@@ -204,7 +207,8 @@ int smux__file_tmp_create(const struct smux__file *fb, int dirfd,
 			  struct smux__file_tmp *t, const char *key,
 			  struct smux_error *err);
 /*
- * Gives the temp file @mode (permission bits), @mtime_ns (0: keep), and
+ * Gives the temp file @mode (permission bits), @mtime_ns
+ * (SMUX__FILE_MTIME_NOW: a unique now), and
  * fsyncs it when @sync.
  */
 int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
@@ -290,7 +294,8 @@ void smux__file_tmp_name(char *name);
 /*
  * Stores the special object @mode (S_IFLNK with @target, or S_IFIFO /
  * S_IFSOCK with @mode's permission bits) as @name of @dirfd: created
- * under a temp name in the work folder with @mtime_ns (0: a unique now)
+ * under a temp name in the work folder with @mtime_ns
+ * (SMUX__FILE_MTIME_NOW: a unique now)
  * and owner @uid/@gid (SMUX_ID_NONE: the daemon's), then renamed over
  * @name (replacing a file or special object atomically). Fills @info.
  */

@@ -148,7 +148,9 @@ int smux__file_put_special(const struct smux__file *fb, int dirfd,
 		.flags = SMUX_SET_MTIME,
 		.mode = mode & 07777,
 		/* always an explicit, unique mtime: it is half the etag */
-		.mtime_ns = mtime_ns ? mtime_ns : smux_unique_wall_ns(),
+		.mtime_ns = mtime_ns != SMUX__FILE_MTIME_NOW
+				    ? mtime_ns
+				    : smux_unique_wall_ns(),
 	};
 	struct stat st;
 	int rc;
@@ -205,7 +207,9 @@ int smux__file_put_special_src(const struct smux__file *fb, int dirfd,
 		mode |= SMUX__FILE_DEFAULT_MODE;
 	}
 	return smux__file_put_special(
-		fb, dirfd, name, key, mode, target, opts->mtime_ns,
+		fb, dirfd, name, key, mode, target,
+		smux_put_has_mtime(opts) ? opts->mtime_ns
+					 : SMUX__FILE_MTIME_NOW,
 		(opts->flags & SMUX_PUT_OWNER) ? opts->uid : SMUX_ID_NONE,
 		(opts->flags & SMUX_PUT_OWNER) ? opts->gid : SMUX_ID_NONE, info,
 		err);

@@ -169,8 +169,10 @@ int smux__file_tmp_seal(const struct smux__file *fb, struct smux__file_tmp *t,
 		return smux__file_fail(fb, err, errno, "chmod", key);
 	{
 		/* always an explicit, unique mtime: it is half the etag */
-		int rc = smux__file_set_mtime(
-			t->fd, mtime_ns ? mtime_ns : smux_unique_wall_ns());
+		int rc = smux__file_set_mtime(t->fd,
+					      mtime_ns != SMUX__FILE_MTIME_NOW
+						      ? mtime_ns
+						      : smux_unique_wall_ns());
 
 		if (rc)
 			return smux__file_fail(fb, err, -rc, "set mtime of",

@@ -252,7 +252,7 @@ static int fileb_writer_touch(struct fileb_writer *fw,
 					       key);
 		fw->mode = opts->mode & 07777;
 	}
-	if (opts && opts->mtime_ns) {
+	if (smux_put_has_mtime(opts)) {
 		int rc = smux__file_set_mtime(fw->fd, opts->mtime_ns);
 
 		if (rc)
@@ -312,7 +312,10 @@ static int fileb_writer_commit(struct smux_writer *w,
 	if (rc)
 		return smux__file_fail(fw->fb, err, -rc, "chown", w->key);
 	rc = smux__file_tmp_seal(fw->fb, &fw->tmp, mode,
-				 opts ? opts->mtime_ns : 0, sync, w->key, err);
+				 smux_put_has_mtime(opts)
+					 ? opts->mtime_ns
+					 : SMUX__FILE_MTIME_NOW,
+				 sync, w->key, err);
 	if (!rc)
 		rc = smux__file_tmp_publish(fw->fb, &fw->tmp, fw->name, sync,
 					    w->key, info, err);

@@ -160,6 +160,7 @@ static void memb_entry_info(const struct memb_entry *e, struct smux_info *info)
 	info->mode = e->mode;
 	info->atime_ns = e->atime_ns;
 	info->ctime_ns = e->ctime_ns;
+	info->has_times = true; /* kept as given, 0 included */
 	if (e->has_owner) {
 		info->uid = e->uid;
 		info->gid = e->gid;
@@ -308,7 +309,7 @@ static int memb_publish(struct memb_backend *m, const char *key,
 	uint32_t mode =
 		dir ? S_IFDIR | MEMB_DIR_MODE : S_IFREG | MEMB_FILE_MODE;
 	int64_t mtime =
-		opts && opts->mtime_ns ? opts->mtime_ns : memb_now_real_ns();
+		smux_put_has_mtime(opts) ? opts->mtime_ns : memb_now_real_ns();
 	struct memb_blob *old = NULL;
 	char *key_owned = strdup(key);
 	int rc;

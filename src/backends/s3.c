@@ -735,7 +735,7 @@ void smux__s3_put_attrs(const char *key, const struct smux_put_opts *opts,
 	smux_info_clear(info);
 	info->size = size;
 	info->mode = put_mode(key, opts);
-	info->mtime_ns = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
+	info->mtime_ns = smux_put_has_mtime(opts) ? opts->mtime_ns : now_ns();
 	if (owner) {
 		info->uid = opts->uid;
 		info->gid = opts->gid;

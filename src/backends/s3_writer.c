@@ -636,7 +636,7 @@ static bool s3w_same(const struct s3w *w, const struct smux_put_opts *opts,
 					  .uid = a->uid,
 					  .gid = a->gid,
 					  .has_owner = a->has_owner};
-	if (!opts || !opts->mtime_ns)
+	if (!smux_put_has_mtime(opts))
 		want.mtime_ns = a->mtime_ns;
 	if (want.mode == a->mode && want.mtime_ns == a->mtime_ns &&
 	    want.has_owner == a->has_owner &&

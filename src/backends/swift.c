@@ -209,7 +209,7 @@ static int swiftb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char **old_segs = NULL;
 	size_t n_old = 0;
 	uint32_t mode = 0;
-	int64_t mtime = opts && opts->mtime_ns ? opts->mtime_ns : now_ns();
+	int64_t mtime = smux_put_has_mtime(opts) ? opts->mtime_ns : now_ns();
 	size_t nh = 0;
 	char *path;
 	int rc;
@@ -770,6 +770,8 @@ static int swiftb_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 			return 0; /* the root keeps nothing */
 		po.mtime_ns = attr->flags & SMUX_SET_MTIME ? attr->mtime_ns
 							   : info.mtime_ns;
+		if (attr->flags & SMUX_SET_MTIME)
+			po.flags |= SMUX_PUT_MTIME;
 		if (attr->flags & SMUX_SET_MODE) {
 			po.mode = S_IFDIR | (attr->mode & 07777);
 			po.flags |= SMUX_PUT_MODE;

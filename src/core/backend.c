@@ -442,7 +442,10 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 			opts.mode = a->mode & 07777;
 			opts.flags |= SMUX_PUT_MODE;
 		}
-		opts.mtime_ns = (a->flags & SMUX_SET_MTIME) ? a->mtime_ns : 0;
+		if (a->flags & SMUX_SET_MTIME) {
+			opts.mtime_ns = a->mtime_ns;
+			opts.flags |= SMUX_PUT_MTIME;
+		}
 		if (a->flags & SMUX_SET_OWNER) {
 			opts.uid = a->uid;
 			opts.gid = a->gid;
@@ -469,8 +472,10 @@ static int setattr_fallback(struct smux_backend *b, const struct smux_ctx *ctx,
 		opts.mode = (opts.mode & S_IFMT) | (a->mode & 07777);
 		opts.flags |= SMUX_PUT_MODE;
 	}
-	if (a->flags & SMUX_SET_MTIME)
+	if (a->flags & SMUX_SET_MTIME) {
 		opts.mtime_ns = a->mtime_ns;
+		opts.flags |= SMUX_PUT_MTIME;
+	}
 	if (a->flags & SMUX_SET_OWNER) {
 		/* SMUX_ID_NONE keeps that one */
 		opts.uid = a->uid != SMUX_ID_NONE ? a->uid
@@ -746,6 +751,8 @@ void smux_put_opts_keep(struct smux_put_opts *po, const struct smux_info *info)
 {
 	memset(po, 0, sizeof(*po));
 	po->mtime_ns = info->mtime_ns;
+	if (info->has_times)
+		po->flags |= SMUX_PUT_MTIME; /* 0 is the epoch */
 	if (info->mode) {
 		po->mode = info->mode & (S_IFMT | 07777);
 		po->flags |= SMUX_PUT_MODE;

@@ -174,7 +174,7 @@ smux__attempt_done(struct smux_mux *mux, const struct smux_ctx *ctx,
 const struct smux_put_opts *
 smux__uniform_mtime(struct smux_put_opts *po, const struct smux_put_opts *opts)
 {
-	if (opts && opts->mtime_ns)
+	if (smux_put_has_mtime(opts))
 		return opts;
 	*po = opts ? *opts : (struct smux_put_opts){0};
 	po->mtime_ns = smux_unique_wall_ns();

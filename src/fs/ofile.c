@@ -1174,9 +1174,10 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		opts.flags |= SMUX_PUT_NEW;
 	/* a durable-only commit keeps the mtime it committed before; in
 	 * place, the file's own (others may have written it since) */
-	if (of->mtime_set)
+	if (of->mtime_set) { /* utimens chose it: the epoch too (cp -a) */
 		opts.mtime_ns = of->mtime_ns;
-	else if (of->late) /* its writes set it as they landed */
+		opts.flags |= SMUX_PUT_MTIME;
+	} else if (of->late) /* its writes set it as they landed */
 		opts.mtime_ns = 0;
 	else if (of->dirty)
 		opts.mtime_ns = of->inplace && of->mtime_written
@@ -1186,7 +1187,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		opts.mtime_ns = of->inplace ? 0 : of->mtime_ns;
 	opts.durable = durable;
 	smuxfs_ctx(&ctx);
-	if (of->w && of->late && !durable && !opts.mtime_ns &&
+	if (of->w && of->late && !durable && !smux_put_has_mtime(&opts) &&
 	    !(opts.flags & (SMUX_PUT_MODE | SMUX_PUT_OWNER))) {
 		/* in place on one copy, its writes stored as they returned
 		 * and nothing chosen to set: nothing to ask the member
@@ -1224,13 +1225,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	}
 	/* the commit set mode and times (in place on one copy: only what
 	 * was chosen, if anything) */
-	if (!of->late || opts.mtime_ns ||
+	if (!of->late || smux_put_has_mtime(&opts) ||
 	    (opts.flags & (SMUX_PUT_MODE | SMUX_PUT_OWNER)))
 		of->ctime_ns = realtime_ns();
 	of->own = false;	 /* given once: a later chown stays */
 	of->mode_chosen = false; /* applied: a later chmod stays too */
 	of->durable = of->w ? durable || of->durable : true;
-	if (opts.mtime_ns)
+	if (smux_put_has_mtime(&opts))
 		of->mtime_ns = opts.mtime_ns;
 	of->mtime_set = false;
 	smuxfs_etag_forget(fs, of->key);

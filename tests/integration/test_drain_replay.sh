@@ -34,6 +34,12 @@ mkdir -p "$S/d"
 echo linked >"$S/d/f1"
 ln "$S/d/f1" "$S/d/f2"
 ln "$S/d/f1" "$S/f3"
+# times at the epoch (touch -d @0, SOURCE_DATE_EPOCH=0 builds): cp -a
+# stored "now" on a (the mount showed 0 until a remount), and the
+# replay's copy got "now" on b (s39-t2)
+echo epoch >"$S/epoch"
+ln -s epoch "$S/epoch-link"
+touch -h -d @0 "$S/epoch" "$S/epoch-link"
 timeout 60 cp -a "$S" "$M/copy"
 echo new >>"$M/f"
 mkdir "$M/xd"
@@ -69,6 +75,12 @@ diff -u "$T/la" "$T/lb" >&2 || fail "b differs from a after the repair"
 	fail "user.dir of xd not on b"
 [ "$(stat -c %h "$T/b/copy/d/f1")" = 3 ] || fail "copy/d/f1 on b: $(stat -c %h "$T/b/copy/d/f1") names, want 3"
 [ "$(stat -c %i "$T/b/f")" = "$(stat -c %i "$T/b/h")" ] || fail "f and h are two files on b"
+for r in a b; do
+	for n in epoch epoch-link; do
+		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
+			fail "copy/$n on $r: mtime $(stat -c %Y "$T/$r/copy/$n"), want 0"
+	done
+done
 [ -L "$T/b/d2l" ] && [ -d "$T/b/f2d" ] && [ -d "$T/b/p2d" ] ||
 	fail "types on b: $(stat -c '%n %F' "$T/b/d2l" "$T/b/f2d" "$T/b/p2d")"
 

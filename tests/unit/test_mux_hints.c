@@ -1170,6 +1170,39 @@ static void test_replica_versions_agree(void **state)
 	rep_release(&r);
 }
 
+/* A file whose mtime is the epoch (touch -d @0, SOURCE_DATE_EPOCH=0
+ * builds) keeps it on the replica a replay copies it to: 0 is a time, not
+ * "now" (s39-t2: the copy got the replay's time, and the replicas never
+ * agreed on the file's version again). */
+static void test_epoch_mtime_replayed(void **state)
+{
+	struct smux_setattr epoch = {.flags = SMUX_SET_MTIME, .mtime_ns = 0};
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_ctx ctx;
+	unsigned pending;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	mh_fail(r.f[1], true);
+	MH_OK(smux_backend_put_buf(r.mux, &ctx, "k", "v1", 2, &err), &err);
+	MH_OK(smux_backend_setattr(r.mux, &ctx, "k", &epoch, &err), &err);
+	MH_OK(smux_backend_head(r.mem[0], &ctx, "k", &info, &err), &err);
+	assert_int_equal(info.mtime_ns, 0);
+	mh_fail(r.f[1], false);
+	rep_later(&r);
+	rep_repair(&r, &pending);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		MH_OK(smux_backend_head(r.mem[i], &ctx, "k", &info, &err),
+		      &err);
+		assert_int_equal(info.mtime_ns, 0);
+	}
+	rep_release(&r);
+}
+
 /* ---- links ---- */
 
 /* A replica that missed a symlink gets a symlink at the replay. */
@@ -1735,6 +1768,7 @@ int main(void)
 		cmocka_unit_test(test_aborted_fanout_hints),
 		cmocka_unit_test(test_drained_replica_hinted),
 		cmocka_unit_test(test_replica_versions_agree),
+		cmocka_unit_test(test_epoch_mtime_replayed),
 		cmocka_unit_test(test_replay_yields_to_newer_write),
 		cmocka_unit_test(test_replay_fenced_from_user_write),
 		cmocka_unit_test(test_replay_delete_fenced),
