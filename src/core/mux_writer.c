@@ -285,6 +285,33 @@ static void rejoin_leave(struct smux__mux_writer *mw, unsigned i, unsigned j)
 }
 
 /*
+ * After the rejoin copy of replica @i from @j, which misses nothing of the
+ * key: what the copy of the bytes leaves out - mode, owner, user.
+ * extended attributes (a chmod or setfattr @i missed while drained) -
+ * made @j's too, so @i holds the key's latest state as @j does. 0 or the
+ * first failure.
+ */
+static long rejoin_meta(struct smux__mux_writer *mw, unsigned i, unsigned j,
+			const struct smux_ctx *ctx, struct smux_error *err)
+{
+	struct smux_info si, di;
+	struct smux__call hs = {
+		.op = SMUX__OP_HEAD, .key = mw->base.key, .info = &si};
+	struct smux__call hd = {
+		.op = SMUX__OP_HEAD, .key = mw->base.key, .info = &di};
+	bool fixed;
+	long rc;
+
+	rc = smux__member_call(mw->mux, ctx, mw->m[j], &hs, false, err);
+	if (rc == 0)
+		rc = smux__member_call(mw->mux, ctx, mw->m[i], &hd, false, err);
+	if (rc == 0)
+		rc = smux__meta_fix(mw->mux, ctx, mw->m[j], mw->m[i],
+				    mw->base.key, &si, &di, &fixed, err);
+	return rc;
+}
+
+/*
  * Fan-out in place: a replica this writer dropped because it was being
  * drained, and that is up and serving again, takes the writer back: its
  * file is made a copy of a live replica's (its writer is still open on
@@ -298,12 +325,20 @@ static void rejoin_leave(struct smux__mux_writer *mw, unsigned i, unsigned j)
  * in flight on both replicas, as a user's call: a drain of either waits
  * for them (it found neither busy, and the copy went on writing the
  * replica it had drained); a replica draining again is not taken back.
+ *
+ * The source is a live replica that misses nothing of the key where there
+ * is one. The hints the rejoined replica had for the key (the writes it
+ * missed while drained) then end too, once its mode, owner and xattrs are
+ * the source's: it holds the key's latest state. Left for the repair,
+ * they made a rolling drain of three replicas (s41-t1) end with every
+ * replica hinted for a log held open - none had its latest write, so
+ * reads of it failed and no replay could ever run.
  */
 static void rejoin_drained(struct smux__mux_writer *mw,
 			   const struct smux_ctx *ctx)
 {
 	struct smux_mux *mux = mw->mux;
-	int src = -1;
+	int src = -1, clean = -1;
 
 	if (!mw->fanout || !mw->inplace)
 		return;
@@ -326,6 +361,15 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			continue;
 		if (!smux__member_enter(mw->m[i]))
 			continue; /* draining again */
+		if (clean < 0) { /* once a rejoin is due: a whole source */
+			for (unsigned j = 0; j < mw->n && clean < 0; j++)
+				if (j != i && smux__mw_live(mw, j) &&
+				    !smux__member_stale(mux, mw->m[j],
+							mw->base.key))
+					clean = (int)j;
+			if (clean >= 0)
+				src = clean;
+		}
 		/* the source's reads are counted, not refused: they read
 		 * the writer's own file, and a source drained since this
 		 * writer opened is the only whole copy (a rolling drain:
@@ -364,6 +408,13 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		}
 		s->failed = false;
 		smux_error_clear(&s->err);
+		if (missed && clean >= 0 &&
+		    rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0) {
+			/* every hint it had for the key ends, ours too */
+			smux__replica_wrote(mux, mw->m[i], mw->base.key);
+			smux_events_emit(mux->events, &ev);
+			continue;
+		}
 		if (missed)
 			continue;
 		(void)smux__hints_done(mux->hints, id, NULL);

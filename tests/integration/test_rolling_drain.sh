@@ -21,7 +21,9 @@ CTL=$M/.smux/ctl
 
 # the appender: one descriptor, a line every 20 ms, until told to stop;
 # each line is written with one write(2), and a failed one is reported
-python3 - "$M/log" "$T/stop" >"$T/appender.out" 2>&1 <<'PY' &
+start_appender() { # FILE: appends to FILE until $T/stop exists
+	rm -f "$T/stop" "$T/stop.pause"
+	python3 - "$1" "$T/stop" >"$T/appender.out" 2>&1 <<'PY' &
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 i, failed = 0, 0
@@ -37,7 +39,7 @@ while not os.path.exists(sys.argv[2]):
         print("append %d: %s" % (i, e), flush=True)
         if failed > 20:
             break
-    time.sleep(0.02)
+    time.sleep(float(os.environ.get("APPEND_EVERY", "0.02")))
 try:
     os.close(fd)
     print("close: ok", flush=True)
@@ -45,7 +47,9 @@ except OSError as e:
     print("close: %s" % e, flush=True)
 print("lines %d failed %d" % (i, failed), flush=True)
 PY
-apid=$!
+	apid=$!
+}
+start_appender "$M/log"
 
 lines_now() { if [ -e "$M/log" ]; then wc -l <"$M/log"; else echo 0; fi; }
 wait_lines() { # wait until N more lines than now are in the log
@@ -95,3 +99,67 @@ cmp "$M/log" "$T/a/log" || fail "replica a differs from the mount"
 cmp "$M/log" "$T/b/log" || fail "replica b differs from the mount"
 unmount_smux "$M"
 log "ok: $n lines"
+
+# appender_check FILE: the appender stopped with no failed append and
+# FILE through the mount holds exactly its lines
+appender_check() {
+	touch "$T/stop"
+	wait "$apid" || fail "the appender exited $?"
+	out=$(cat "$T/appender.out")
+	echo "$out" | grep -q "^lines [0-9]* failed 0$" || fail "appends failed: $out"
+	n=$(echo "$out" | sed -n 's/^lines \([0-9]*\) .*/\1/p')
+	python3 - "$1" "$n" <<'PY' || fail "$1 through the mount is not whole"
+import sys
+want = b"".join(b"line %06d\n" % i for i in range(int(sys.argv[2])))
+got = open(sys.argv[1], "rb").read()
+if got != want:
+    sys.exit("%d bytes, want %d" % (len(got), len(want)))
+PY
+}
+
+# Three replicas, each drained, undrained and repaired in turn while a
+# shell keeps a log open and appends a line every 5 ms (an operator's
+# rolling maintenance, s41-t1): each rejoined replica kept the hint of
+# the writes it had missed while drained, the copy that took it back
+# into the writer notwithstanding, so after c's turn every replica had a
+# hint for the log and none counted as holding its latest write: reads
+# of it EIO and 3 hints pending, for good (also after a remount).
+new_config "$T/c3.conf" root
+cfg_mux root mirror "a3 b3 c3" cooldown=1s healthcheck_interval=1s
+cfg_file a3 "$T/a3"
+cfg_file b3 "$T/b3"
+cfg_file c3 "$T/c3"
+mount_smux "$T/c3.conf" "$M"
+rm -f "$T/stop3"
+(
+	exec 3>>"$M/log3"
+	i=0
+	while [ ! -e "$T/stop3" ] && [ $i -lt 5000 ]; do
+		echo "line $i" >&3 || echo "append $i failed"
+		i=$((i + 1))
+		sleep 0.005
+	done
+	exec 3>&-
+	echo "lines $i"
+) >"$T/writer3.out" 2>&1 &
+wpid=$!
+for r in a3 b3 c3; do
+	sleep 1
+	echo "drain $r" >"$CTL" || fail "drain $r"
+	sleep 1
+	echo "undrain $r" >"$CTL" || fail "undrain $r"
+	echo repair >"$CTL" || fail "repair"
+done
+sleep 0.5
+touch "$T/stop3"
+wait "$wpid" || fail "the writer exited $?"
+grep -q failed "$T/writer3.out" && fail "appends failed: $(grep failed "$T/writer3.out" | head -3)"
+n=$(sed -n 's/^lines //p' "$T/writer3.out")
+[ "$(wc -l <"$M/log3")" = "$n" ] ||
+	fail "log3 through the mount: $(wc -l <"$M/log3" 2>&1), want $n lines ($(stats "$M" .pendingHints) hints pending)"
+repair_settled "$M" 20
+for r in a3 b3 c3; do
+	cmp "$M/log3" "$T/$r/log3" || fail "replica $r differs from the mount"
+done
+unmount_smux "$M"
+log "three replicas drained in turn: log3 ($n lines) whole on every replica, no hint left"
