@@ -174,6 +174,18 @@ int smux_config_build_member(struct smux_config *cfg, const char *name,
 			     struct smux_mux_member *out, char *errbuf,
 			     size_t errlen);
 
+/*
+ * `add` of section @added to the running mirror or shield @mux, whose
+ * members are the sections @members (@n): refused when a section below
+ * @added is one a member reaches already (the directory behind a faulty
+ * member, a wrapper of a member, a mux over one) - every write would be
+ * made on it twice, as the load refuses (smux__cfg_check). 0, or -EINVAL
+ * with @errbuf naming both, the file and @added's line.
+ */
+int smux_config_check_added_reach(struct smux_config *cfg, const char *added,
+				  const char *mux, const char *const *members,
+				  unsigned n, char *errbuf, size_t errlen);
+
 /* What `add` adds to a running tree (smux_config_check_dirs). */
 struct smux_config_added {
 	const char *name; /* the section added */

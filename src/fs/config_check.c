@@ -498,6 +498,60 @@ static int reached_twice(struct smux_config *cfg, char *errbuf, size_t errlen)
 	return 0;
 }
 
+/* Whether @t is @s or lies below it. */
+static bool reaches(struct smux__cfg_section *s,
+		    const struct smux__cfg_section *t, unsigned depth)
+{
+	struct smux__cfg_section **kids;
+	unsigned n;
+
+	if (s == t)
+		return true;
+	if (depth > SMUX__CFG_CHAIN_MAX)
+		return false;
+	n = children(s, &kids);
+	for (unsigned i = 0; i < n; i++)
+		if (reaches(kids[i], t, depth + 1))
+			return true;
+	return false;
+}
+
+int smux_config_check_added_reach(struct smux_config *cfg, const char *added,
+				  const char *mux, const char *const *members,
+				  unsigned n, char *errbuf, size_t errlen)
+{
+	struct smux__cfg_section *a = smux__cfg_find(cfg, added), *clash;
+	unsigned pass = cfg->n_secs + 1; /* no section's index + 1 */
+
+	if (!a)
+		return 0;
+	for (unsigned k = 0; k < cfg->n_secs; k++)
+		cfg->secs[k]->reach_pass = 0;
+	/* the running members as one: they run together already */
+	for (unsigned i = 0; i < n; i++) {
+		struct smux__cfg_section *m = smux__cfg_find(cfg, members[i]);
+
+		if (m)
+			(void)mark_reach(m, pass, 0);
+	}
+	clash = mark_reach(a, pass, 1);
+	if (!clash)
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct smux__cfg_section *m = smux__cfg_find(cfg, members[i]);
+
+		if (m && reaches(m, clash, 0))
+			return smux__cfg_errorf(
+				errbuf, errlen, cfg->path, a->line,
+				"[%s %s]: \"%s\" is reached through both "
+				"\"%s\", a member of %s, and \"%s\": every "
+				"write would be made on it twice",
+				a->kind == SMUX__CFG_MUX ? "mux" : "backend",
+				a->name, clash->name, m->name, mux, a->name);
+	}
+	return 0;
+}
+
 static void mark_used(struct smux__cfg_section *s)
 {
 	struct smux__cfg_section **kids;

@@ -363,6 +363,32 @@ static bool replicates(struct smux_backend *m)
 	return r;
 }
 
+/* A section reached through a member of the mirror or shield @m already
+ * is refused (smux_config_check_added_reach). */
+static int check_reach(struct smux_config *cfg, const char *name,
+		       struct smux_backend *m, char *errbuf, size_t errlen)
+{
+	struct smux_mux_stats *st = smux_mux_stats(m);
+	const char **names;
+	int rc;
+
+	if (!st)
+		return 0;
+	names = calloc(st->n_backends + 1, sizeof(*names));
+	if (!names) {
+		smux_mux_stats_free(st);
+		snprintf(errbuf, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < st->n_backends; i++)
+		names[i] = st->backends[i].name;
+	rc = smux_config_check_added_reach(cfg, name, st->name, names,
+					   st->n_backends, errbuf, errlen);
+	free(names);
+	smux_mux_stats_free(st);
+	return rc;
+}
+
 /* add NAME [to MUX]: builds the config file's section NAME (read again,
  * so a section written after the mount works) and makes it a member of
  * MUX, or of the root when the tree has one mux. */
@@ -421,6 +447,9 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		if (!rc)
 			rc = smux_config_check_dirs(cfg, &a, NULL, errbuf,
 						    sizeof(errbuf));
+		if (!rc && a.replicated)
+			rc = check_reach(cfg, name, target, errbuf,
+					 sizeof(errbuf));
 	}
 	if (!rc)
 		rc = smux_config_build_member(cfg, name, fs->events,

@@ -191,6 +191,19 @@ cfg_file c "$T/c"
 echo "add c to m" >"$CTL" || fail "add c to m (a section added to the file) failed"
 echo third >"$M/three"
 [ "$(cat "$T/c/three" 2>/dev/null)" = third ] || fail "c took no write"
+# a section the mirror reaches already - the directory behind f, a
+# wrapper of a, a mux over a - would take every write twice, as the load
+# refuses it (s41-t1: add returned 0 and an append was stored twice on b)
+cfg_faulty wa a
+cfg_mux sub failover "a"
+for n in b wa sub; do
+	expect_errno "Invalid argument" "add $n"
+	grep -q "\"command\":\"add $n\",\"result\":\"failed\".*reached through both" "$M/.smux/events" ||
+		fail "the refused add $n does not say why: $(grep "add $n" "$M/.smux/events" | tail -1)"
+done
+[ "$(jq '.backends | length' "$M/.smux/stats")" -eq 3 ] || fail "a refused add changed the tree"
+echo once >>"$M/three"
+[ "$(grep -c once "$T/b/three")" = 1 ] || fail "an append stored $(grep -c once "$T/b/three") times on b"
 # a section the file gets wrong is refused with its line
 cfg_raw "[backend d]"
 cfg_raw "type = file"
