@@ -147,6 +147,7 @@ void smuxfs_fnode_free_unreleased(struct smuxfs *fs)
 			free(fh->path);
 			free(fh->data);
 			pthread_mutex_destroy(&fh->pin_lock);
+			pthread_mutex_destroy(&fh->repin_lock);
 			free(fh);
 		}
 		t->buckets[b] = NULL;

@@ -761,6 +761,10 @@ struct smuxfs_fh {
 	 * (another client wrote within attr_timeout) */
 	atomic_bool pin_cached, served;
 	pthread_mutex_t pin_lock; /* etag and size of an open FILE handle */
+	/* FILE: held by the read that re-pins (ops_io.c repin), across its
+	 * head: a read beside it waits for the new pin, not reading the old
+	 * one's size as the end of the file */
+	pthread_mutex_t repin_lock;
 	/* this handle wrote (or created): only a handle that wrote
 	 * commits at close; set by concurrent writes, read by flush */
 	atomic_bool wrote;

@@ -2300,5 +2300,6 @@ void smuxfs_fh_free(struct smuxfs *fs, struct smuxfs_fh *fh)
 	free(fh->path);
 	free(fh->data);
 	pthread_mutex_destroy(&fh->pin_lock);
+	pthread_mutex_destroy(&fh->repin_lock);
 	free(fh);
 }

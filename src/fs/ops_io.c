@@ -45,6 +45,7 @@ static struct smuxfs_fh *fh_new(const char *key)
 	/* (other handles are calloc'ed: a zeroed mutex is an initialised
 	 * one in glibc, and smuxfs_fh_free destroys it for every kind) */
 	pthread_mutex_init(&fh->pin_lock, NULL);
+	pthread_mutex_init(&fh->repin_lock, NULL);
 	return fh;
 }
 
@@ -317,6 +318,10 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
  * from here on (the reader held the old version). A name unlinked or
  * replaced by a rename is another file: its handle keeps the old pin. A
  * failed head keeps the old pin too (the pinned read then says why).
+ * Reads of the handle side by side (the kernel's readahead sends several)
+ * wait for a re-pin in progress: one that read the old version's size as
+ * the end of the file answered 0 bytes at 1 MiB of a file just truncated
+ * up to 3, and the kernel took that for its end (s41-t3).
  */
 static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 {
@@ -324,12 +329,13 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	struct smux_error err;
 	struct smux_ctx ctx;
 
+	pthread_mutex_lock(&fh->repin_lock);
 	if (!atomic_exchange(&fh->repin, false) || atomic_load(&fh->unlinked))
-		return;
+		goto out;
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, key, &info, &err) ||
 	    S_ISDIR(info.mode))
-		return;
+		goto out;
 	pthread_mutex_lock(&fh->pin_lock);
 	memcpy(fh->etag, info.etag, sizeof(fh->etag));
 	fh->etag[sizeof(fh->etag) - 1] = '\0';
@@ -337,6 +343,8 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	pthread_mutex_unlock(&fh->pin_lock);
 	if (fh->reader)
 		atomic_store(&fh->reader_off, true);
+out:
+	pthread_mutex_unlock(&fh->repin_lock);
 }
 
 int smuxfs_read(const char *path, char *buf, size_t size, off_t off,

@@ -186,6 +186,44 @@ bound "the big file was fetched more than once ($got bytes)" \
 cmp "$NG/root/big" "$M/big"
 bound "the cache holds $(stats "$M" .readCache.bytes) bytes, over its 16 MiB" \
 	[ "$(stats "$M" .readCache.bytes)" -le $((16 * 1024 * 1024)) ]
+
+# a descriptor open on a 1-byte file while the file grows to 3 MiB
+# through the mount (truncate up, a rewrite): read to its end, it gives
+# the whole new content. The kernel reads ahead in several requests at
+# once; one that came beside the read re-pinning the new version read the
+# old one's size as the end of the file and answered 0 bytes at 1 MiB -
+# 1 MiB, then a silent end of file (s41-t3)
+python3 - "$M" <<'PY' || fail "a reader of a file grown through the mount"
+import os, sys
+M = sys.argv[1]
+def readall(fd):
+    out, off = b"", 0
+    while True:
+        b = os.pread(fd, 1 << 20, off)
+        if not b:
+            return out
+        out += b
+        off += len(b)
+for rnd in range(5):
+    for case in ("truncate-up", "rewrite"):
+        p = "%s/grow-%s-%d" % (M, case, rnd)
+        with open(p, "wb") as f:
+            f.write(b"q")
+        fd = os.open(p, os.O_RDONLY)
+        os.pread(fd, 10, 0)
+        if case == "rewrite":
+            with open(p, "wb") as f:
+                f.write(b"N" * 3145728)
+            want = b"N" * 3145728
+        else:
+            os.truncate(p, 3145728)
+            want = b"q" + bytes(3145727)
+        got = readall(fd)
+        os.close(fd)
+        if got != want:
+            sys.exit("%s round %d: %d bytes read to the end, want %d"
+                     % (case, rnd, len(got), len(want)))
+PY
 unmount_smux "$M"
 kill -TERM "$NGPID" 2>/dev/null || true
 wait "$NGPID" 2>/dev/null || true
