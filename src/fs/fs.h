@@ -632,6 +632,12 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
+/* The attributes of @key changed through the mount, its bytes did not
+ * (chmod, chown, utime): its clean readers pin the version there is now
+ * at their next read, as after a write through the mount - a new mtime
+ * is a new version token on a server that makes one of size and mtime
+ * (a WebDAV utime put the file again, and its readers got ESTALE). */
+void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key);
 /* @key was given another name (link): the writers of both change one
  * stored file, so an open file of @key reads back that file, never a
  * copy of its own writes (smux_writer_shared). No-op when not open. */

@@ -2260,6 +2260,11 @@ static void readers_written(struct smuxfs *fs, const char *key)
 	pthread_mutex_unlock(&fs->otable.lock);
 }
 
+void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key)
+{
+	readers_written(fs, key);
+}
+
 /* After an unlink of @key (or a rename over it): clean read handles of
  * it read on from what they hold, and say their file has no name. */
 static void readers_unlinked(struct smuxfs *fs, const char *key)

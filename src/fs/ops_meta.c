@@ -1184,6 +1184,7 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	smuxfs_etag_forget(fs, key);
 	if (!is_dir) {
 		smuxfs_ofile_forget_seen(fs, key);
+		smuxfs_ofile_readers_renew(fs, key);
 		links_changed(fs, key, attr);
 	}
 	return 0;
