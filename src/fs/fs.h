@@ -762,6 +762,9 @@ struct smuxfs_fh {
 	 * mount since the pin (ofile.c): the next read pins the new version,
 	 * as a local file's reader sees an append (tail -f) */
 	atomic_bool repin;
+	/* FILE, clean read-only: renames over its name in flight (ofile.c);
+	 * a read that overlapped one cannot tell which file it got */
+	atomic_uint replacing;
 	/* FILE, clean read-only: pinned from attrcache.c's entry, not asked
 	 * at open; until a read served, a version changed since re-pins
 	 * (another client wrote within attr_timeout) */

@@ -1669,6 +1669,7 @@ int smuxfs_ofile_setattr_open(struct smuxfs_ofile *of,
 
 static void readers_rekey(struct smuxfs *fs, const char *from, const char *to);
 static void readers_unlinked(struct smuxfs *fs, const char *key);
+static void readers_replacing(struct smuxfs *fs, const char *key, bool begin);
 
 /* The name of @of is gone (unlinked or replaced by a rename): nothing of
  * it is committed again, and the table forgets it. Its handles keep their
@@ -1893,13 +1894,17 @@ int smuxfs_ofile_rename(struct smuxfs *fs, const char *from, const char *to)
 			smux_backend_head(fs->root, &ctx, to, &was, &err) == 0;
 		ctx.local = local_copy_of(of, from, cached, csize);
 		cached = -1;
+		readers_replacing(fs, to, true);
 		rc = smux_backend_rename(fs->root, &ctx, from, to, &err);
 		smux_local_copy_unref(ctx.local);
-		if (rc)
+		if (rc) {
+			readers_replacing(fs, to, false);
 			rc = smuxfs_errno(&err, "rename", from);
+		}
 	}
 	if (rc == 0) {
 		readers_unlinked(fs, to);
+		readers_replacing(fs, to, false); /* unlinked first */
 		/* before @of takes the name */
 		smuxfs_fnode_unlinked(fs, to, was_known ? &was : NULL);
 		readers_rekey(fs, from, to);
@@ -2263,6 +2268,21 @@ static void readers_written(struct smuxfs *fs, const char *key)
 void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key)
 {
 	readers_written(fs, key);
+}
+
+/* A rename over @key begins (@begin) or ends: its clean readers' reads
+ * meanwhile may get either file (ops_io.c). */
+static void readers_replacing(struct smuxfs *fs, const char *key, bool begin)
+{
+	pthread_mutex_lock(&fs->otable.lock);
+	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
+		if (strcmp(fh->key, key) == 0) {
+			if (begin)
+				atomic_fetch_add(&fh->replacing, 1);
+			else if (atomic_load(&fh->replacing) > 0)
+				atomic_fetch_sub(&fh->replacing, 1);
+		}
+	pthread_mutex_unlock(&fs->otable.lock);
 }
 
 /* After an unlink of @key (or a rename over it): clean read handles of

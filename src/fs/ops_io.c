@@ -347,6 +347,23 @@ out:
 	pthread_mutex_unlock(&fh->repin_lock);
 }
 
+/*
+ * Whether a read of @fh that began with @replacing renames over its name
+ * in flight may have read another file: one was in flight then or is now,
+ * or one replaced its name since. A server whose version tokens are size
+ * and mtime in seconds names a file renamed over the name within the
+ * second, of the same size, as the one replaced: the pinned get cannot
+ * tell them apart, so the read is refused (ESTALE) rather than return
+ * bytes of either. A live local reader holds its own file.
+ */
+static bool replaced_meanwhile(struct smuxfs_fh *fh, unsigned replacing)
+{
+	if (fh->reader && fh->reader->live)
+		return false;
+	return replacing || atomic_load(&fh->replacing) ||
+	       atomic_load(&fh->unlinked);
+}
+
 int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -361,6 +378,7 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	char etag[SMUX_ETAG_MAX];
 	uint64_t psize;
 	bool retried = false;
+	unsigned replacing;
 	long n;
 	int rc;
 
@@ -399,6 +417,15 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 			smuxfs_ofile_release(fs, of);
 		return (int)n;
 	}
+	/* its name replaced or unlinked through the mount: nothing by that
+	 * name is its file any more, unless a local reader holds it. A get
+	 * by the name read the new file - under the old version's token
+	 * where a server makes it of size and mtime in seconds (nginx: a
+	 * temp file renamed over the name within the second, the same size):
+	 * reads stitched from two versions (s41-t3) */
+	if (atomic_load(&fh->unlinked) && !(fh->reader && fh->reader->live))
+		return -ESTALE;
+	replacing = atomic_load(&fh->replacing);
 again:
 	repin(fs, fh, key); /* written through the mount since the pin */
 	pthread_mutex_lock(&fh->pin_lock);
@@ -409,6 +436,8 @@ again:
 	if (fs->rcache && etag[0]) {
 		n = smuxfs_rcache_read_ra(fs->rcache, &fh->ra, key, etag, psize,
 					  buf, size, (uint64_t)off);
+		if (n >= 0 && replaced_meanwhile(fh, replacing))
+			return -ESTALE;
 		if (n >= 0) {
 			atomic_store(&fh->served, true);
 			return (int)n;
@@ -465,6 +494,8 @@ again:
 			return -EIO;
 		}
 	}
+	if (n >= 0 && replaced_meanwhile(fh, replacing))
+		return -ESTALE;
 	if (n >= 0) {
 		atomic_store(&fh->served, true);
 		return (int)n;
