@@ -185,6 +185,18 @@ struct smuxfs_passthrough {
 	struct smuxfs_pt_node *bucket[SMUXFS_PT_BUCKETS];
 };
 
+/* The inode number each kernel node was first shown (inopin.c). */
+#define SMUXFS_INOPIN_BUCKETS 1024
+struct smuxfs_inopin {
+	uint64_t nodeid, ino;
+	uint64_t nlookup; /* entries the kernel was given for the node */
+	struct smuxfs_inopin *next;
+};
+struct smuxfs_inopins {
+	pthread_mutex_t lock;
+	struct smuxfs_inopin *buckets[SMUXFS_INOPIN_BUCKETS];
+};
+
 struct smuxfs_fnodes {
 	pthread_mutex_t lock; /* protects buckets[] and every handle's
 				 nodeid, nnext, nlisted and gone */
@@ -312,6 +324,7 @@ struct smuxfs {
 	struct smuxfs_delq *delq;	    /* delq.c; NULL: off */
 	struct smuxfs_linger *linger;	    /* linger.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
+	struct smuxfs_inopins inopins;
 	struct smuxfs_passthrough pt;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
@@ -355,6 +368,17 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key);
  * backends said is not there; a create-like operation takes the note
  * (true: still fresh, nothing changed through the mount since; no need
  * to ask again). init/release with the tables. */
+/* inopin.c: a kernel node's inode number stays the first one shown */
+void smuxfs_inopin_init(struct smuxfs *fs);
+void smuxfs_inopin_release(struct smuxfs *fs);
+/* A reply shows @ino for the node @nodeid (@entry: a new entry of it, which
+ * the kernel counts until its FORGET): the number to show, the node's
+ * first file-id number (SMUXFS_INO_FILE_ID) where it had one. */
+uint64_t smuxfs_inopin_reply(struct smuxfs *fs, uint64_t nodeid, uint64_t ino,
+			     bool entry);
+/* The kernel forgot @nlookup entries of @nodeid. */
+void smuxfs_inopin_forget(struct smuxfs *fs, uint64_t nodeid, uint64_t nlookup);
+
 void smuxfs_absent_init(struct smuxfs *fs);
 void smuxfs_absent_release(struct smuxfs *fs);
 void smuxfs_absent_note(struct smuxfs *fs, const char *key);

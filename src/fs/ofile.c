@@ -226,6 +226,7 @@ int smuxfs_init_tables(struct smuxfs *fs)
 	pthread_mutex_init(&fs->fnodes.lock, NULL);
 	pthread_mutex_init(&fs->etags.lock, NULL);
 	smuxfs_absent_init(fs);
+	smuxfs_inopin_init(fs);
 	smuxfs_dircache_init(fs);
 	smuxfs_attrcache_init(fs);
 	smuxfs_dirnames_init(fs);
@@ -2198,6 +2199,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 	pthread_mutex_destroy(&fs->etags.lock);
 	pthread_mutex_destroy(&fs->fnodes.lock);
 	smuxfs_absent_release(fs);
+	smuxfs_inopin_release(fs);
 	smuxfs_dircache_release(fs);
 	smuxfs_attrcache_release(fs);
 	smuxfs_dirnames_release(fs);
