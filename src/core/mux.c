@@ -1431,6 +1431,45 @@ static int mux_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
 	return j.first;
 }
 
+/* The user. extended attributes of @src given to @dst (a copy through the
+ * mux: the put made a new object without them; rsync -aX on sticky-by-key
+ * kept none, s41-t2). Nothing where the tree keeps none. */
+static int copy_xattrs(struct smux_backend *b, const struct smux_ctx *ctx,
+		       const char *src, const char *dst, struct smux_error *err)
+{
+	char *names = NULL, *value = NULL;
+	size_t n_names = 0, n;
+	int rc = 0;
+
+	if (!(mux_caps(b) & SMUX_CAP_XATTR))
+		return 0;
+	names = malloc(SMUX_XATTR_SIZE_MAX);
+	value = malloc(SMUX_XATTR_SIZE_MAX);
+	if (!names || !value) {
+		rc = smux_error_set(err, SMUX_E_NO_MEMORY, b->name,
+				    "copy of %s: xattr buffers", src);
+		goto out;
+	}
+	rc = smux_backend_listxattr(b, ctx, src, names, SMUX_XATTR_SIZE_MAX,
+				    &n_names, err);
+	for (size_t at = 0; rc == 0 && at < n_names;
+	     at += strlen(names + at) + 1) {
+		rc = smux_backend_getxattr(b, ctx, src, names + at, value,
+					   SMUX_XATTR_SIZE_MAX, &n, err);
+		if (rc < 0 && err->e.code == SMUX_E_NO_ATTR) {
+			rc = 0; /* removed meanwhile */
+			continue;
+		}
+		if (rc == 0)
+			rc = smux_backend_setxattr(b, ctx, dst, names + at,
+						   value, n, 0, err);
+	}
+out:
+	free(value);
+	free(names);
+	return rc;
+}
+
 /* Copy through the mux itself (get into a temporary file, then put): for
  * sticky-by-key, where source and destination may live on two shards. */
 static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
@@ -1457,6 +1496,9 @@ static int copy_through(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = mux_put(b, ctx, dst, &source, &po, NULL, err);
 	}
 	close(fd);
+	if (rc == 0 && !S_ISLNK(info.mode) && !S_ISFIFO(info.mode) &&
+	    !S_ISSOCK(info.mode))
+		rc = copy_xattrs(b, ctx, src, dst, err);
 	return rc;
 }
 
@@ -1660,6 +1702,17 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	}
 
 	if (mux->mode == SMUX_MODE_STICKY) {
+		/* within one shard: one rename there (s41-t2: a copy split
+		 * the file's hard links, dropped its xattrs, filled its
+		 * holes); across two: a copy, then the delete */
+		lrc = op_enter(mux, ctx, &child, "rename", dst, "selected",
+			       &span, err);
+		if (lrc == 0)
+			lrc = smux__sticky_rename(mux, &child, &call, span,
+						  err);
+		if (lrc != 1)
+			return (int)op_leave(mux, span, lrc, err);
+		(void)op_leave(mux, span, 0, err);
 		rc = copy_through(b, ctx, src, dst, err);
 		return rc ? rc : mux_del(b, ctx, src, err);
 	}

@@ -904,6 +904,11 @@ int smux__sticky_placed(struct smux_mux *mux, const struct smux_ctx *ctx,
 long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, struct smux_span *span,
 			struct smux_error *err);
+/* A rename in sticky-by-key within one shard, in one call there (see
+ * mux_sticky.c); 1 when it does not apply: the caller copies. */
+long smux__sticky_rename(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct smux__call *call, struct smux_span *span,
+			 struct smux_error *err);
 /*
  * A hard link (@call: SMUX__OP_LINK, key -> key2) in sticky-by-key: on the
  * shard both names hash to, when that shard holds the source's latest

@@ -512,6 +512,54 @@ out:
 	return rc;
 }
 
+/*
+ * A rename of @call->key to @call->key2 whose names both hash to one
+ * shard, which holds the source and is up, with no hint pending anywhere
+ * in the mux (so neither name has a copy or a claim elsewhere): one rename
+ * on that shard - atomic, and the file keeps its inode, its other names,
+ * its extended attributes and its holes, as on a local disk. Returns 1
+ * when it does not apply (the caller copies through the mux), else 0 or
+ * the failure. Both names' gates are held (in name order, as nothing else
+ * takes two) so no write or replay of either comes in between.
+ */
+long smux__sticky_rename(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct smux__call *call, struct smux_span *span,
+			 struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	struct mux_sticky_gate g1, g2;
+	bool first = strcmp(call->key, call->key2) < 0;
+	enum smux_outcome o;
+	struct smux_error e;
+	unsigned home;
+	long rc = 1;
+
+	if (v->n == 0 || smux_mux_pending_hints(&mux->base) ||
+	    (home = smux__sticky_home(v, call->key)) !=
+		    smux__sticky_home(v, call->key2) ||
+	    !smux__health_is_up(&v->m[home]->health)) {
+		smux__view_put(v);
+		return 1;
+	}
+	smux__sticky_gate_enter(mux, &g1, first ? call->key : call->key2);
+	smux__sticky_gate_enter(mux, &g2, first ? call->key2 : call->key);
+	if (!smux_mux_pending_hints(&mux->base) &&
+	    smux__health_is_up(&v->m[home]->health)) {
+		rc = smux__attempt(mux, ctx, call, v->m[home], false, 0, span,
+				   &o, &e);
+		/* not there: placed before these rules, or gone; the copy
+		 * through the mux looks on every shard */
+		if (rc < 0 && e.e.code == SMUX_E_KEY_NOT_FOUND)
+			rc = 1;
+		else if (rc < 0)
+			*err = e;
+	}
+	smux__sticky_gate_leave(mux, &g2);
+	smux__sticky_gate_leave(mux, &g1);
+	smux__view_put(v);
+	return rc;
+}
+
 /* ---- writes ---- */
 
 /* Journals that @m missed @kind of @key (event hint.recorded). */

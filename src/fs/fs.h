@@ -190,11 +190,13 @@ struct smuxfs_passthrough {
 struct smuxfs_inopin {
 	uint64_t nodeid, ino;
 	uint64_t nlookup; /* entries the kernel was given for the node */
-	struct smuxfs_inopin *next;
+	struct smuxfs_inopin *next;  /* in buckets[], by node */
+	struct smuxfs_inopin *inext; /* in by_ino[], by number */
 };
 struct smuxfs_inopins {
 	pthread_mutex_t lock;
 	struct smuxfs_inopin *buckets[SMUXFS_INOPIN_BUCKETS];
+	struct smuxfs_inopin *by_ino[SMUXFS_INOPIN_BUCKETS];
 };
 
 struct smuxfs_fnodes {
@@ -378,6 +380,9 @@ uint64_t smuxfs_inopin_reply(struct smuxfs *fs, uint64_t nodeid, uint64_t ino,
 			     bool entry);
 /* The kernel forgot @nlookup entries of @nodeid. */
 void smuxfs_inopin_forget(struct smuxfs *fs, uint64_t nodeid, uint64_t nlookup);
+/* The file of identity @file_id was renamed through the mount: its nodes
+ * show the number their next reply gives (a copy is another file). */
+void smuxfs_inopin_drop(struct smuxfs *fs, uint64_t file_id);
 
 void smuxfs_absent_init(struct smuxfs *fs);
 void smuxfs_absent_release(struct smuxfs *fs);

@@ -15,7 +15,11 @@
  * counts the entries it was given for a node (LOOKUP, CREATE, MKNOD,
  * MKDIR, SYMLINK, LINK, READDIRPLUS) and gives them back with FORGET; so
  * does this table, and a node forgotten is dropped. A node looked up
- * again later gets the number then reported (as a remount would).
+ * again later gets the number then reported (as a remount would). A rename
+ * through the mount drops the pins of the file renamed
+ * (smuxfs_inopin_drop): where it was made by a copy (sticky-by-key across
+ * shards) the new name is another file, which must not show the number
+ * of the one its other names still are.
  *
  * Locks: inopins.lock, a leaf lock.
  */
@@ -28,6 +32,17 @@ static unsigned bucket_of(uint64_t nodeid)
 {
 	return (unsigned)((nodeid * UINT64_C(0x9e3779b97f4a7c15)) >> 40) %
 	       SMUXFS_INOPIN_BUCKETS;
+}
+
+/* Unlinks @p from its inode number's bucket. Caller holds the lock. */
+static void unlink_ino(struct smuxfs_inopins *t, struct smuxfs_inopin *p)
+{
+	struct smuxfs_inopin **pp = &t->by_ino[bucket_of(p->ino)];
+
+	while (*pp && *pp != p)
+		pp = &(*pp)->inext;
+	if (*pp)
+		*pp = p->inext;
 }
 
 void smuxfs_inopin_init(struct smuxfs *fs)
@@ -82,6 +97,9 @@ uint64_t smuxfs_inopin_reply(struct smuxfs *fs, uint64_t nodeid, uint64_t ino,
 			p->ino = ino;
 			p->next = t->buckets[b];
 			t->buckets[b] = p;
+			b = bucket_of(ino);
+			p->inext = t->by_ino[b];
+			t->by_ino[b] = p;
 		}
 	}
 	if (p) {
@@ -106,9 +124,37 @@ void smuxfs_inopin_forget(struct smuxfs *fs, uint64_t nodeid, uint64_t nlookup)
 			p->nlookup -= nlookup;
 		} else {
 			*pp = p->next;
+			unlink_ino(t, p);
 			free(p);
 		}
 		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void smuxfs_inopin_drop(struct smuxfs *fs, uint64_t file_id)
+{
+	struct smuxfs_inopins *t = &fs->inopins;
+	uint64_t ino = file_id | SMUXFS_INO_FILE_ID;
+	struct smuxfs_inopin **pp, *p;
+
+	if (!file_id)
+		return;
+	pthread_mutex_lock(&t->lock);
+	pp = &t->by_ino[bucket_of(ino)];
+	while ((p = *pp)) {
+		struct smuxfs_inopin **np;
+
+		if (p->ino != ino) {
+			pp = &p->inext;
+			continue;
+		}
+		*pp = p->inext;
+		for (np = &t->buckets[bucket_of(p->nodeid)]; *np != p;
+		     np = &(*np)->next)
+			;
+		*np = p->next;
+		free(p);
 	}
 	pthread_mutex_unlock(&t->lock);
 }

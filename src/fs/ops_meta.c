@@ -996,8 +996,12 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 			return 0;
 		}
 	}
-	if (!from_dir)
-		return smuxfs_ofile_rename(fs, fkey, tkey);
+	if (!from_dir) {
+		rc = smuxfs_ofile_rename(fs, fkey, tkey);
+		if (rc == 0) /* a rename made by a copy is another file */
+			smuxfs_inopin_drop(fs, finfo.file_id);
+		return rc;
+	}
 	rc = smuxfs_dir_prefix(fkey, fdir, sizeof(fdir));
 	if (!rc)
 		rc = smuxfs_dir_prefix(tkey, tdir, sizeof(tdir));

@@ -154,5 +154,47 @@ for f in "$T"/m2/in/ln*; do
 	[ "$(cat "$f")" = linked ] || fail "$f reads $(cat "$f") after rm of src"
 done
 log "hard links: $linked made on src's shard, $cross refused with EXDEV"
+
+# A rename within one shard is one rename there: the file keeps its
+# other names, its xattrs and its holes; across shards a copy keeps its
+# xattrs. Each rename was a copy and a delete: a hard link split into two
+# files, user.* attributes dropped (rsync -aX kept none), a sparse file
+# filled (s41-t2).
+shard_of() {
+	for s in s0 s1 s2; do [ ! -e "$T/$s/in/$1" ] || echo "$s"; done
+}
+printf 'two names\n' >"$T/m2/in/r0"
+home=$(shard_of r0)
+same=() other=""
+for ((i = 0; i < 80; i++)); do
+	[ "${#same[@]}" -lt 2 ] || [ -z "$other" ] || break
+	: >"$T/m2/in/p$i"
+	if [ "$(shard_of "p$i")" = "$home" ]; then
+		same+=("p$i")
+	elif [ -z "$other" ]; then
+		other=p$i
+	fi
+	rm "$T/m2/in/p$i"
+done
+[ "${#same[@]}" -eq 2 ] && [ -n "$other" ] || fail "no names found on r0's shard and off it"
+ln "$T/m2/in/r0" "$T/m2/in/${same[0]}" || fail "ln of r0 on its own shard"
+setfattr -n user.tag -v kept "$T/m2/in/r0"
+truncate -s 64M "$T/m2/in/r0"
+mv "$T/m2/in/r0" "$T/m2/in/${same[1]}" || fail "mv within a shard"
+new=$T/m2/in/${same[1]} link=$T/m2/in/${same[0]}
+[ "$(stat -c %i "$new")" = "$(stat -c %i "$link")" ] && [ "$(stat -c %h "$new")" = 2 ] ||
+	fail "the renamed file and its other name: inodes $(stat -c %i "$new" "$link" | tr '\n' ' ')links $(stat -c %h "$new")"
+[ "$(getfattr --only-values -n user.tag "$new" 2>/dev/null)" = kept ] ||
+	fail "user.tag after mv within a shard: $(getfattr -n user.tag "$new" 2>&1 | tail -1)"
+[ "$(du -k "$T/$home/in/${same[1]}" | cut -f1)" -lt 1024 ] ||
+	fail "a sparse file filled by mv: $(du -k "$T/$home/in/${same[1]}" | cut -f1) KiB"
+printf 'more\n' >>"$new"
+tail -c 5 "$link" | grep -q more || fail "an append through the new name does not show through the other"
+printf 'across\n' >"$T/m2/in/x0"
+setfattr -n user.tag -v across "$T/m2/in/x0"
+mv "$T/m2/in/x0" "$T/m2/in/$other" || fail "mv across shards"
+[ "$(getfattr --only-values -n user.tag "$T/m2/in/$other" 2>/dev/null)" = across ] ||
+	fail "user.tag after mv across shards: $(getfattr -n user.tag "$T/m2/in/$other" 2>&1 | tail -1)"
+log "mv within a shard keeps links, xattrs, holes; across shards xattrs"
 unmount_smux "$T/m2"
 log "ok: $ok overwrites during the outage acknowledged and kept, $eio refused with an error"
