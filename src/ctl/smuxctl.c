@@ -66,14 +66,19 @@ static int usage(FILE *out, int rc)
 	return rc;
 }
 
-/* True when @dir holds the .smux/ files of a mount. */
-static bool is_mount(const char *dir)
+/* True when @dir holds the .smux/ files of a mount; *@gone: @dir is a
+ * FUSE mount whose daemon is gone (ENOTCONN: killed, crashed). */
+static bool is_mount(const char *dir, bool *gone)
 {
 	char p[PATH_MAX + 32];
 	struct stat st;
 
 	snprintf(p, sizeof(p), "%s/.smux/stats", dir);
-	if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+	if (stat(p, &st) != 0) {
+		*gone = *gone || errno == ENOTCONN;
+		return false;
+	}
+	if (!S_ISREG(st.st_mode))
 		return false;
 	snprintf(p, sizeof(p), "%s/.smux/ctl", dir);
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -83,6 +88,7 @@ static bool is_mount(const char *dir)
  * printed). */
 static int find_mount(const char *path, char *mnt)
 {
+	bool gone = false;
 	char *slash;
 
 	if (!realpath(path, mnt)) {
@@ -90,11 +96,19 @@ static int find_mount(const char *path, char *mnt)
 		return -1;
 	}
 	for (;;) {
-		if (is_mount(mnt))
+		if (is_mount(mnt, &gone))
 			return 0;
+		if (gone) {
+			fprintf(stderr,
+				"smuxctl: %s: the mount's daemon is gone (%s): "
+				"unmount it (fusermount3 -u %s) and mount it "
+				"again\n",
+				mnt, strerror(ENOTCONN), mnt);
+			return -1;
+		}
 		slash = strrchr(mnt, '/');
 		if (!slash || slash == mnt) {
-			if (strcmp(mnt, "/") != 0 && is_mount("/")) {
+			if (strcmp(mnt, "/") != 0 && is_mount("/", &gone)) {
 				snprintf(mnt, PATH_MAX, "/");
 				return 0;
 			}

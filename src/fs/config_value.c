@@ -353,7 +353,8 @@ int smux__cfg_parse_weight(const char *s, double *d, char *why, size_t len)
 	/* 1e15 keeps sums of weights exact enough for the alias table */
 	if (!parse_decimal(s, strlen(s), d) || *d > 1e15) {
 		snprintf(why, len,
-			 "invalid weight %s (use a number from 0 to 1e15)",
+			 "invalid weight %s (use a decimal number from 0 to "
+			 "1000000000000000, as 1, 2.5 or 300)",
 			 Q(s, q));
 		return -EINVAL;
 	}

@@ -281,5 +281,16 @@ h2=$(backend_stat "$M" w2 hits)
 for ((i = 0; i < 40; i++)); do cat "$M/p" >/dev/null; stat "$M/p" >/dev/null; done
 [ "$(backend_stat "$M" w1 hits)" -eq "$h1" ] || fail "w1 at weight 0 still took calls"
 [ "$(backend_stat "$M" w2 hits)" -gt "$h2" ] || fail "w2 took no calls"
-unmount_smux "$M"
+
+# smuxctl on a mount whose daemon died says so (it said the path was not
+# inside a smuxfs mount, s41-t1)
+take_fg_daemon "$M"
+kill -KILL "$FG_PID"
+wait "$FG_PID" 2>/dev/null || true
+rc=0
+out=$("$SMUXCTL" -m "$M" status 2>&1) || rc=$?
+timeout 20 fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
+_smux_forget_mount "$M"
+[ "$rc" = 3 ] || fail "smuxctl on a dead mount: exit $rc, want 3 ($out)"
+case $out in *"daemon is gone"*) ;; *) fail "smuxctl on a dead mount: $out" ;; esac
 log "ok"
