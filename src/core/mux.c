@@ -1550,7 +1550,8 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	struct smux__fan *f;
 	struct mux_view *v;
-	bool found = false;
+	bool found = false, undone = true;
+	enum smux_outcome o = SMUX_OUTCOME_OK;
 	long rc = 0;
 
 	if (mux->mode == SMUX_MODE_STICKY || !(mux_caps(&mux->base) & cap))
@@ -1598,6 +1599,7 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 			/* nothing of it on a member is no failure */
 			*err = f->err[i];
 			rc = -err->e.sys_errno;
+			o = smux_classify(&err->e);
 		}
 	}
 	if (rc < 0) {
@@ -1608,8 +1610,25 @@ static long mux_every_member(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		smux__fan_run(f, ctx, NULL);
 		for (unsigned i = 0; i < f->n; i++)
-			if (f->go[i] && !f->ok[i])
+			if (f->go[i] && !f->ok[i]) {
 				undo_failed(mux, f->m[i]);
+				undone = false;
+			}
+		/* a member failing or hung (not refusing), the others as
+		 * they were: the caller does without the one call, as with
+		 * a member down - key by key, the failing one hinted. Its
+		 * error was the first directory mv's answer while a mirror's
+		 * or shield's copy started failing (s41-t2) */
+		if (undone && (o == SMUX_OUTCOME_TRANSIENT ||
+			       o == SMUX_OUTCOME_TIMEOUT)) {
+			struct smux_error_info cause = err->e;
+
+			rc = smux_error_set(
+				err, SMUX_E_NOT_SUPPORTED, mux->base.name,
+				"%s \"%s\": a member failed", what, call->key);
+			err->cause = cause;
+			err->has_cause = true;
+		}
 	} else if (!found) {
 		rc = smux_error_set(err, SMUX_E_KEY_NOT_FOUND, mux->base.name,
 				    "%s: no \"%s\"", what, call->key);

@@ -65,3 +65,27 @@ done
 unmount_smux "$M"
 [ "$bad" -eq 0 ] || fail "$bad of $N files differ (mount, r1 or r2)"
 log "all $N files equal on both replicas"
+
+# The first mv of a directory after r2 starts failing (up still, its
+# failures not counted yet): the one rename per replica fails on r2, is
+# undone on r1, and the mv goes on key by key with r2 hinted, as with r2
+# down. It answered EIO (ETIMEDOUT when r2 hung) and only a retry moved
+# the directory (s41-t2).
+for fault in error_rate=1 "hang_rate=1 hang=3s"; do
+	config latency=0s
+	mount_smux "$T/fan.conf" "$M"
+	rm -rf "$M/dm" "$M/dn"
+	mkdir "$M/dm"
+	echo inside >"$M/dm/f"
+	repair_settled "$M" 20
+	echo "fault r2 $fault" >"$M/.smux/ctl" || fail "fault r2 $fault"
+	timeout 60 mv "$M/dm" "$M/dn" || fail "the first mv of a directory with r2 failing ($fault)"
+	[ "$(cat "$M/dn/f")" = inside ] && [ ! -e "$M/dm" ] ||
+		fail "after the mv ($fault): $(ls "$M")"
+	echo "fault r2 off" >"$M/.smux/ctl"
+	repair_settled "$M" 30
+	[ "$(cat "$T/r2/dn/f" 2>&1)" = inside ] && [ ! -e "$T/r2/dm" ] ||
+		fail "r2 after the repair ($fault): $(ls "$T/r2")"
+	unmount_smux "$M"
+done
+log "a directory mv with r2 starting to fail: done key by key, r2 repaired"
