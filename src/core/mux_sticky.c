@@ -659,6 +659,40 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
 	return rc;
 }
 
+/*
+ * A directory made through the mount (its marker put where the walk put
+ * it, @acked) is made on every other shard that is up too, as far as it
+ * takes it: a lookup of it is answered by any shard, so while the shard
+ * holding the files under it is out the directory still shows. Found
+ * absent then, a file of its name was created over it (s41-t2: `echo >
+ * d14` succeeded, and after the shard came back d14/inside, an
+ * acknowledged write, answered "Not a directory"). Best effort, no hint:
+ * a shard without the marker holds nothing under it (or its keys imply
+ * the directory), and a removal goes to every shard.
+ */
+static void spread_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  const struct smux__call *call,
+			  const struct mux_member *acked,
+			  struct smux_span *span)
+{
+	struct mux_view *v = smux__view_get(mux);
+
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *m = v->m[i];
+		struct smux__call c = *call;
+		enum smux_outcome o;
+		struct smux_error e;
+
+		if (m == acked || smux__sticky_slot_empty(m) ||
+		    !smux__health_is_up(&m->health) ||
+		    smux__member_stale(mux, m, call->key))
+			continue;
+		c.info = NULL;
+		(void)smux__attempt(mux, ctx, &c, m, false, i, span, &o, &e);
+	}
+	smux__view_put(v);
+}
+
 long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, enum smux__hint_kind kind,
 			struct smux_span *span, struct smux_error *err)
@@ -691,6 +725,9 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			if (hrc)
 				rc = hrc;
 		}
+		if (rc >= 0 && acked && call->op == SMUX__OP_PUT &&
+		    smux_key_is_dir(call->key))
+			spread_marker(mux, ctx, call, acked, span);
 		smux__member_put(acked);
 	}
 	smux__sticky_gate_leave(mux, &g);
