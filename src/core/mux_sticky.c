@@ -534,7 +534,8 @@ long smux__sticky_rename(struct smux_mux *mux, const struct smux_ctx *ctx,
 	unsigned home;
 	long rc = 1;
 
-	if (v->n == 0 || smux_mux_pending_hints(&mux->base) ||
+	if (v->n == 0 || strcmp(call->key, call->key2) == 0 ||
+	    smux_mux_pending_hints(&mux->base) ||
 	    (home = smux__sticky_home(v, call->key)) !=
 		    smux__sticky_home(v, call->key2) ||
 	    !smux__health_is_up(&v->m[home]->health)) {

@@ -791,6 +791,10 @@ struct smuxfs_fh {
 	 * mount since the pin (ofile.c): the next read pins the new version,
 	 * as a local file's reader sees an append (tail -f) */
 	atomic_bool repin;
+	/* with repin: only attributes changed through the mount (chmod,
+	 * chown, utime), so the version there now has the pinned size, or
+	 * it is another one (written elsewhere): the old pin stays */
+	atomic_bool repin_meta;
 	/* FILE, clean read-only: renames over its name in flight (ofile.c);
 	 * a read that overlapped one cannot tell which file it got */
 	atomic_uint replacing;

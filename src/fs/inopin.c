@@ -15,7 +15,9 @@
  * counts the entries it was given for a node (LOOKUP, CREATE, MKNOD,
  * MKDIR, SYMLINK, LINK, READDIRPLUS) and gives them back with FORGET; so
  * does this table, and a node forgotten is dropped. A node looked up
- * again later gets the number then reported (as a remount would). A rename
+ * again later gets the number then reported (as a remount would). Only
+ * where the tree has replicas (a mux of several members): with one copy
+ * of each file a number that changes is another file. A rename
  * through the mount drops the pins of the file renamed
  * (smuxfs_inopin_drop): where it was made by a copy (sticky-by-key across
  * shards) the new name is another file, which must not show the number
@@ -83,8 +85,13 @@ uint64_t smuxfs_inopin_reply(struct smuxfs *fs, uint64_t nodeid, uint64_t ino,
 	struct smuxfs_inopins *t = &fs->inopins;
 	struct smuxfs_inopin *p;
 
-	/* a kernel node's own id is stable: nothing to keep for it */
-	if (!nodeid || !(ino & SMUXFS_INO_FILE_ID))
+	/* a kernel node's own id is stable: nothing to keep for it; nor
+	 * where one copy holds each file (one backend, a mux of one
+	 * member): its number changes only when the file behind the name
+	 * does (replaced behind the mount), and a kept one would then name
+	 * two files alike - tar -c made one a hard link of the other */
+	if (!nodeid || !(ino & SMUXFS_INO_FILE_ID) ||
+	    (smux_backend_caps(fs->root) & SMUX_CAP_ONE_COPY))
 		return ino;
 	pthread_mutex_lock(&t->lock);
 	p = find(t, nodeid);

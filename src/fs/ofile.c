@@ -2258,18 +2258,27 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 /* After a commit of new content of @key through the mount (the same
  * file, written in place or staged): clean read handles of it take the
  * new version at their next read instead of failing with ESTALE. */
-static void readers_written(struct smuxfs *fs, const char *key)
+static void readers_repin(struct smuxfs *fs, const char *key, bool meta)
 {
 	pthread_mutex_lock(&fs->otable.lock);
 	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
-		if (strcmp(fh->key, key) == 0)
+		if (strcmp(fh->key, key) == 0) {
+			/* a write since: any version is the file's */
+			if (!meta || !atomic_load(&fh->repin))
+				atomic_store(&fh->repin_meta, meta);
 			atomic_store(&fh->repin, true);
+		}
 	pthread_mutex_unlock(&fs->otable.lock);
+}
+
+static void readers_written(struct smuxfs *fs, const char *key)
+{
+	readers_repin(fs, key, false);
 }
 
 void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key)
 {
-	readers_written(fs, key);
+	readers_repin(fs, key, true);
 }
 
 /* A rename over @key begins (@begin) or ends: its clean readers' reads

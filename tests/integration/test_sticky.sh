@@ -165,18 +165,13 @@ shard_of() {
 }
 printf 'two names\n' >"$T/m2/in/r0"
 home=$(shard_of r0)
-same=() other=""
-for ((i = 0; i < 80; i++)); do
-	[ "${#same[@]}" -lt 2 ] || [ -z "$other" ] || break
+same=()
+for ((i = 0; i < 80 && ${#same[@]} < 2; i++)); do
 	: >"$T/m2/in/p$i"
-	if [ "$(shard_of "p$i")" = "$home" ]; then
-		same+=("p$i")
-	elif [ -z "$other" ]; then
-		other=p$i
-	fi
+	[ "$(shard_of "p$i")" != "$home" ] || same+=("p$i")
 	rm "$T/m2/in/p$i"
 done
-[ "${#same[@]}" -eq 2 ] && [ -n "$other" ] || fail "no names found on r0's shard and off it"
+[ "${#same[@]}" -eq 2 ] || fail "no two names found on r0's shard"
 ln "$T/m2/in/r0" "$T/m2/in/${same[0]}" || fail "ln of r0 on its own shard"
 setfattr -n user.tag -v kept "$T/m2/in/r0"
 truncate -s 64M "$T/m2/in/r0"
@@ -192,7 +187,16 @@ printf 'more\n' >>"$new"
 tail -c 5 "$link" | grep -q more || fail "an append through the new name does not show through the other"
 printf 'across\n' >"$T/m2/in/x0"
 setfattr -n user.tag -v across "$T/m2/in/x0"
+xshard=$(shard_of x0) other=""
+for ((i = 0; i < 80; i++)); do
+	: >"$T/m2/in/q$i"
+	[ "$(shard_of "q$i")" = "$xshard" ] || other=q$i
+	rm "$T/m2/in/q$i"
+	[ -z "$other" ] || break
+done
+[ -n "$other" ] || fail "no name found off x0's shard"
 mv "$T/m2/in/x0" "$T/m2/in/$other" || fail "mv across shards"
+[ "$(shard_of "$other")" != "$xshard" ] || fail "the mv across shards stayed on $xshard"
 [ "$(getfattr --only-values -n user.tag "$T/m2/in/$other" 2>/dev/null)" = across ] ||
 	fail "user.tag after mv across shards: $(getfattr -n user.tag "$T/m2/in/$other" 2>&1 | tail -1)"
 log "mv within a shard keeps links, xattrs, holes; across shards xattrs"
