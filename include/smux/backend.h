@@ -234,6 +234,11 @@ struct smux_statfs {
 	 * own work folder): the mount root's link count */
 	bool has_root_dirs;
 	uint64_t root_dirs;
+	/* which filesystem holds the data, when has_fsid (a local
+	 * directory's st_dev): members on one filesystem count once in a
+	 * mux's sum */
+	bool has_fsid;
+	uint64_t fsid;
 };
 
 struct smux_backend;

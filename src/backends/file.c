@@ -1052,6 +1052,10 @@ static int fileb_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 		out->has_root_dirs = true;
 		out->root_dirs = dirs > own ? dirs - own : 0;
 	}
+	if (fstat(fb->root_fd, &st) == 0) {
+		out->has_fsid = true;
+		out->fsid = (uint64_t)st.st_dev;
+	}
 	return 0;
 }
 

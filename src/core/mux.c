@@ -1976,6 +1976,56 @@ static int mux_healthcheck(struct smux_backend *b, const struct smux_ctx *ctx,
 	return (int)op_leave(mux, span, rc, err);
 }
 
+/*
+ * The space of a mux that spreads keys over its members (sticky-by-key,
+ * round-robin, weighted): what every member that is up holds, summed, a
+ * filesystem two members share counted once (as mergerfs sums its
+ * branches). df on a sticky mount of three shards showed the first
+ * shard's alone (s41-t2). 0 when one member answered, else its error.
+ */
+static long statfs_sum(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct smux_statfs *out, struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	uint64_t seen[SMUX__FAN_MAX];
+	unsigned n_seen = 0, got = 0;
+	long rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+				 "no backend is available");
+
+	memset(out, 0, sizeof(*out));
+	out->has_avail = true;
+	for (unsigned i = 0; i < v->n; i++) {
+		struct smux_statfs one = {0};
+		struct smux__call call = {.op = SMUX__OP_STATFS,
+					  .statfs = &one};
+		struct smux_error e;
+		bool dup = false;
+
+		if (!smux__health_is_up(&v->m[i]->health) ||
+		    smux__member_call(mux, ctx, v->m[i], &call, false, &e) < 0)
+			continue;
+		for (unsigned k = 0; one.has_fsid && k < n_seen; k++)
+			dup = dup || seen[k] == one.fsid;
+		if (dup)
+			continue;
+		if (one.has_fsid && n_seen < SMUX__FAN_MAX)
+			seen[n_seen++] = one.fsid;
+		out->total_bytes += one.total_bytes;
+		out->free_bytes += one.free_bytes;
+		out->avail_bytes +=
+			one.has_avail ? one.avail_bytes : one.free_bytes;
+		out->total_files += one.total_files;
+		out->free_files += one.free_files;
+		got++;
+	}
+	smux__view_put(v);
+	if (got) {
+		smux_error_clear(err);
+		rc = 0;
+	}
+	return rc;
+}
+
 static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 		      struct smux_statfs *out, struct smux_error *err)
 {
@@ -1983,11 +2033,16 @@ static int mux_statfs(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux__call call = {.op = SMUX__OP_STATFS, .statfs = out};
 	struct smux_span *span;
 	struct smux_ctx child;
+	bool spread = mux->mode == SMUX_MODE_STICKY ||
+		      mux->mode == SMUX_MODE_ROUND_ROBIN ||
+		      mux->mode == SMUX_MODE_WEIGHTED;
 	long rc;
 
-	rc = op_enter(mux, ctx, &child, "statfs", NULL, "sequential", &span,
-		      err);
-	if (rc == 0)
+	rc = op_enter(mux, ctx, &child, "statfs", NULL,
+		      spread ? "all" : "sequential", &span, err);
+	if (rc == 0 && spread)
+		rc = statfs_sum(mux, &child, out, err);
+	else if (rc == 0)
 		rc = smux__exec_sequential(mux, &child, &call, true, span, err);
 	/* shards hold different directories: one's count is not the tree's */
 	if (rc == 0 && mux->mode == SMUX_MODE_STICKY)

@@ -224,4 +224,36 @@ for ((i = 0; i < 12; i++)); do
 done
 log "directories show with the shard of their files drained"
 unmount_smux "$T/m2"
+
+# df of a mux that spreads keys over its members: the members' space
+# summed, a filesystem two members share counted once (it showed the
+# first shard's alone, s41-t2). Three tmpfs of 8, 16 and 24 MiB, and a
+# round-robin over three directories of one of them.
+for s in 8 16 24; do
+	mkdir -p "$T/fs$s"
+	mount -t tmpfs -o size=${s}m tmpfs "$T/fs$s"
+done
+new_config "$T/df.conf" m
+cfg_mux m sticky-by-key "d8 d16 d24"
+cfg_file d8 "$T/fs8"
+cfg_file d16 "$T/fs16"
+cfg_file d24 "$T/fs24"
+mount_smux "$T/df.conf" "$T/m3"
+want=$(($(df -B1 --output=size "$T/fs8" "$T/fs16" "$T/fs24" | tail -n +2 | paste -sd+)))
+got=$(df -B1 --output=size "$T/m3" | tail -1 | tr -d ' ')
+[ "$got" = "$want" ] || fail "df of the sticky mount: $got bytes, want the shards' $want"
+unmount_smux "$T/m3"
+mkdir -p "$T/fs8/r1" "$T/fs8/r2" "$T/fs8/r3"
+new_config "$T/rr.conf" m
+cfg_mux m round-robin "r1 r2 r3"
+cfg_file r1 "$T/fs8/r1"
+cfg_file r2 "$T/fs8/r2"
+cfg_file r3 "$T/fs8/r3"
+mount_smux "$T/rr.conf" "$T/m3"
+want=$(df -B1 --output=size "$T/fs8" | tail -1 | tr -d ' ')
+got=$(df -B1 --output=size "$T/m3" | tail -1 | tr -d ' ')
+[ "$got" = "$want" ] || fail "df of a round-robin over one filesystem: $got bytes, want $want"
+unmount_smux "$T/m3"
+for s in 8 16 24; do umount "$T/fs$s"; done
+log "df sums the shards, one filesystem once"
 log "ok: $ok overwrites during the outage acknowledged and kept, $eio refused with an error"
