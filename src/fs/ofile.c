@@ -471,19 +471,22 @@ static int ofile_setattr_fd_locked(struct smuxfs_ofile *of,
 }
 
 /*
- * A file just created in place on one copy gets its mode and owner now,
- * as a local create makes the file with them, not at its first commit:
- * nothing is left to give at close, so its closes need no FLUSH
- * (smuxfs_ofile_noflush: one round trip less per file tar extracts) and
- * nothing moves its ctime after close(2) returned (git's index, make).
- * A failure leaves them to the commit, as before. Caller holds of->lock.
+ * A file just created in place gets its mode and owner now, as a local
+ * create makes the file with them, not at its first commit: nothing is
+ * left to give at close, so its closes need no FLUSH on one copy
+ * (smuxfs_ofile_noflush: one round trip less per file tar extracts),
+ * nothing moves its ctime after close(2) returned (git's index, make),
+ * and a crash before the commit does not leave it with the private mode
+ * the create made (0600: an sqlite journal on a shield or sticky mount,
+ * s41-t2). On several replicas the writer sets it on each descriptor. A
+ * failure leaves them to the commit, as before. Caller holds of->lock.
  */
 static void ofile_give_now_locked(struct smuxfs_ofile *of)
 {
 	struct smux_setattr a = {0};
 	int rc;
 
-	if (!of->late || !of->w)
+	if (!of->w || !of->inplace)
 		return;
 	if (of->own) {
 		a.flags |= SMUX_SET_OWNER;
