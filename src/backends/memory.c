@@ -308,8 +308,8 @@ static int memb_publish(struct memb_backend *m, const char *key,
 	bool dir = smux_key_is_dir(key);
 	uint32_t mode =
 		dir ? S_IFDIR | MEMB_DIR_MODE : S_IFREG | MEMB_FILE_MODE;
-	int64_t mtime =
-		smux_put_has_mtime(opts) ? opts->mtime_ns : memb_now_real_ns();
+	int64_t mtime = opts && smux_put_has_mtime(opts) ? opts->mtime_ns
+							 : memb_now_real_ns();
 	struct memb_blob *old = NULL;
 	char *key_owned = strdup(key);
 	int rc;

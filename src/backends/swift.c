@@ -209,7 +209,8 @@ static int swiftb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	char **old_segs = NULL;
 	size_t n_old = 0;
 	uint32_t mode = 0;
-	int64_t mtime = smux_put_has_mtime(opts) ? opts->mtime_ns : now_ns();
+	int64_t mtime =
+		opts && smux_put_has_mtime(opts) ? opts->mtime_ns : now_ns();
 	size_t nh = 0;
 	char *path;
 	int rc;

@@ -361,7 +361,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			continue;
 		if (!smux__member_enter(mw->m[i]))
 			continue; /* draining again */
-		if (clean < 0) { /* once a rejoin is due: a whole source */
+		if (clean < 0) {  /* once a rejoin is due: a whole source */
 			for (unsigned j = 0; j < mw->n && clean < 0; j++)
 				if (j != i && smux__mw_live(mw, j) &&
 				    !smux__member_stale(mux, mw->m[j],

@@ -452,6 +452,7 @@ void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 	bool pdir = false, sgid = false;
 	size_t n = slash ? (size_t)(slash - key) : 0;
 
+	smux_info_clear(&pinfo);
 	/* a file takes nothing of a set-group-ID directory but its group,
 	 * and only where owners are given: no lookup of the directory (on
 	 * a WebDAV server one PROPFIND a create, each create having moved
