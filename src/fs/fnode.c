@@ -976,35 +976,6 @@ static void ask_init_flags(const struct iovec *iov, int count)
 				   "in parallel (FUSE_PARALLEL_DIROPS)");
 }
 
-/* FORGET and BATCH_FORGET: the kernel gives back a node's entries (the
- * inode numbers kept for them: inopin.c). */
-static void note_forget(const struct fuse_in_header *in, size_t n)
-{
-	const char *body = (const char *)(in + 1);
-	size_t len = n - sizeof(*in);
-
-	if (in->opcode == FUSE_FORGET && len >= sizeof(struct fuse_forget_in)) {
-		struct fuse_forget_in f;
-
-		memcpy(&f, body, sizeof(f));
-		smuxfs_inopin_forget(hook_fs, in->nodeid, f.nlookup);
-	} else if (in->opcode == FUSE_BATCH_FORGET &&
-		   len >= sizeof(struct fuse_batch_forget_in)) {
-		struct fuse_batch_forget_in b;
-		size_t at = sizeof(b);
-
-		memcpy(&b, body, sizeof(b));
-		for (uint32_t i = 0;
-		     i < b.count && at + sizeof(struct fuse_forget_one) <= len;
-		     i++, at += sizeof(struct fuse_forget_one)) {
-			struct fuse_forget_one one;
-
-			memcpy(&one, body + at, sizeof(one));
-			smuxfs_inopin_forget(hook_fs, one.nodeid, one.nlookup);
-		}
-	}
-}
-
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct fuse_in_header *in = buf;
@@ -1034,7 +1005,6 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	cur.nodeid = in->nodeid;
 	cur.read_ns = smux_now_ns();
 	note_kill_suidgid(in, (size_t)n);
-	note_forget(in, (size_t)n);
 	smuxfs_special_request(in, (size_t)n);
 	if (in->opcode == FUSE_GETATTR &&
 	    (size_t)n >= sizeof(*in) + sizeof(*ga)) {
@@ -1138,20 +1108,6 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
 		smuxfs_iov_at(iov, count, off, &to, sizeof(to), true);
 }
 
-/* The st_ino at byte @off of a reply for node @nodeid made the node's first
- * one (inopin.c); @entry: the reply gives the kernel an entry of it. */
-static void pin_ino(const struct iovec *iov, int count, size_t off,
-		    uint64_t nodeid, bool entry)
-{
-	uint64_t ino, pinned;
-
-	if (!smuxfs_iov_at(iov, count, off, &ino, sizeof(ino), false))
-		return;
-	pinned = smuxfs_inopin_reply(hook_fs, nodeid, ino, entry);
-	if (pinned != ino)
-		smuxfs_iov_at(iov, count, off, &pinned, sizeof(pinned), true);
-}
-
 /* offsets of st_ino in an entry and in GETATTR's attributes */
 #define ENTRY_INO                                \
 	(offsetof(struct fuse_entry_out, attr) + \
@@ -1222,8 +1178,6 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
 				&nodeid, sizeof(nodeid), false);
 			if (nodeid) {
 				fill_zero(iov, count, off + ENTRY_INO, nodeid);
-				pin_ino(iov, count, off + ENTRY_INO, nodeid,
-					true);
 				entry_linked_uncached(iov, count, off);
 				smuxfs_special_entry(iov, count, off);
 			}
@@ -1263,14 +1217,12 @@ static void patch_inos(const struct iovec *iov, int count)
 				  &nodeid, sizeof(nodeid), false) &&
 		    nodeid) {
 			fill_zero(iov, count, h + ENTRY_INO, nodeid);
-			pin_ino(iov, count, h + ENTRY_INO, nodeid, true);
 			entry_linked_uncached(iov, count, h);
 		}
 		break;
 	case FUSE_GETATTR:
 	case FUSE_SETATTR:
 		fill_zero(iov, count, h + ATTR_OUT_INO, cur.nodeid);
-		pin_ino(iov, count, h + ATTR_OUT_INO, cur.nodeid, false);
 		linked_uncached(
 			iov, count, h + offsetof(struct fuse_attr_out, attr),
 			h + offsetof(struct fuse_attr_out, attr_valid),

@@ -185,20 +185,6 @@ struct smuxfs_passthrough {
 	struct smuxfs_pt_node *bucket[SMUXFS_PT_BUCKETS];
 };
 
-/* The inode number each kernel node was first shown (inopin.c). */
-#define SMUXFS_INOPIN_BUCKETS 1024
-struct smuxfs_inopin {
-	uint64_t nodeid, ino;
-	uint64_t nlookup; /* entries the kernel was given for the node */
-	struct smuxfs_inopin *next;  /* in buckets[], by node */
-	struct smuxfs_inopin *inext; /* in by_ino[], by number */
-};
-struct smuxfs_inopins {
-	pthread_mutex_t lock;
-	struct smuxfs_inopin *buckets[SMUXFS_INOPIN_BUCKETS];
-	struct smuxfs_inopin *by_ino[SMUXFS_INOPIN_BUCKETS];
-};
-
 struct smuxfs_fnodes {
 	pthread_mutex_t lock; /* protects buckets[] and every handle's
 				 nodeid, nnext, nlisted and gone */
@@ -326,7 +312,6 @@ struct smuxfs {
 	struct smuxfs_delq *delq;	    /* delq.c; NULL: off */
 	struct smuxfs_linger *linger;	    /* linger.c; NULL: off */
 	struct smuxfs_fnodes fnodes;
-	struct smuxfs_inopins inopins;
 	struct smuxfs_passthrough pt;
 	/* cache_dir/read (rcache.c), NULL when read_cache is off */
 	struct smuxfs_rcache *rcache;
@@ -370,20 +355,6 @@ void smuxfs_etag_forget(struct smuxfs *fs, const char *key);
  * backends said is not there; a create-like operation takes the note
  * (true: still fresh, nothing changed through the mount since; no need
  * to ask again). init/release with the tables. */
-/* inopin.c: a kernel node's inode number stays the first one shown */
-void smuxfs_inopin_init(struct smuxfs *fs);
-void smuxfs_inopin_release(struct smuxfs *fs);
-/* A reply shows @ino for the node @nodeid (@entry: a new entry of it, which
- * the kernel counts until its FORGET): the number to show, the node's
- * first file-id number (SMUXFS_INO_FILE_ID) where it had one. */
-uint64_t smuxfs_inopin_reply(struct smuxfs *fs, uint64_t nodeid, uint64_t ino,
-			     bool entry);
-/* The kernel forgot @nlookup entries of @nodeid. */
-void smuxfs_inopin_forget(struct smuxfs *fs, uint64_t nodeid, uint64_t nlookup);
-/* The file of identity @file_id was renamed through the mount: its nodes
- * show the number their next reply gives (a copy is another file). */
-void smuxfs_inopin_drop(struct smuxfs *fs, uint64_t file_id);
-
 void smuxfs_absent_init(struct smuxfs *fs);
 void smuxfs_absent_release(struct smuxfs *fs);
 void smuxfs_absent_note(struct smuxfs *fs, const char *key);
@@ -661,12 +632,6 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
-/* The attributes of @key changed through the mount, its bytes did not
- * (chmod, chown, utime): its clean readers pin the version there is now
- * at their next read, as after a write through the mount - a new mtime
- * is a new version token on a server that makes one of size and mtime
- * (a WebDAV utime put the file again, and its readers got ESTALE). */
-void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key);
 /* @key was given another name (link): the writers of both change one
  * stored file, so an open file of @key reads back that file, never a
  * copy of its own writes (smux_writer_shared). No-op when not open. */
@@ -791,10 +756,6 @@ struct smuxfs_fh {
 	 * mount since the pin (ofile.c): the next read pins the new version,
 	 * as a local file's reader sees an append (tail -f) */
 	atomic_bool repin;
-	/* with repin: only attributes changed through the mount (chmod,
-	 * chown, utime), so the version there now has the pinned size, or
-	 * it is another one (written elsewhere): the old pin stays */
-	atomic_bool repin_meta;
 	/* FILE, clean read-only: renames over its name in flight (ofile.c);
 	 * a read that overlapped one cannot tell which file it got */
 	atomic_uint replacing;

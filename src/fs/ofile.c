@@ -226,7 +226,6 @@ int smuxfs_init_tables(struct smuxfs *fs)
 	pthread_mutex_init(&fs->fnodes.lock, NULL);
 	pthread_mutex_init(&fs->etags.lock, NULL);
 	smuxfs_absent_init(fs);
-	smuxfs_inopin_init(fs);
 	smuxfs_dircache_init(fs);
 	smuxfs_attrcache_init(fs);
 	smuxfs_dirnames_init(fs);
@@ -2202,7 +2201,6 @@ void smuxfs_release_tables(struct smuxfs *fs)
 	pthread_mutex_destroy(&fs->etags.lock);
 	pthread_mutex_destroy(&fs->fnodes.lock);
 	smuxfs_absent_release(fs);
-	smuxfs_inopin_release(fs);
 	smuxfs_dircache_release(fs);
 	smuxfs_attrcache_release(fs);
 	smuxfs_dirnames_release(fs);
@@ -2261,27 +2259,13 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 /* After a commit of new content of @key through the mount (the same
  * file, written in place or staged): clean read handles of it take the
  * new version at their next read instead of failing with ESTALE. */
-static void readers_repin(struct smuxfs *fs, const char *key, bool meta)
+static void readers_written(struct smuxfs *fs, const char *key)
 {
 	pthread_mutex_lock(&fs->otable.lock);
 	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
-		if (strcmp(fh->key, key) == 0) {
-			/* a write since: any version is the file's */
-			if (!meta || !atomic_load(&fh->repin))
-				atomic_store(&fh->repin_meta, meta);
+		if (strcmp(fh->key, key) == 0)
 			atomic_store(&fh->repin, true);
-		}
 	pthread_mutex_unlock(&fs->otable.lock);
-}
-
-static void readers_written(struct smuxfs *fs, const char *key)
-{
-	readers_repin(fs, key, false);
-}
-
-void smuxfs_ofile_readers_renew(struct smuxfs *fs, const char *key)
-{
-	readers_repin(fs, key, true);
 }
 
 /* A rename over @key begins (@begin) or ends: its clean readers' reads

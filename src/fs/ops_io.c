@@ -328,24 +328,15 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	struct smux_info info;
 	struct smux_error err;
 	struct smux_ctx ctx;
-	bool meta;
 
 	pthread_mutex_lock(&fh->repin_lock);
 	if (!atomic_exchange(&fh->repin, false) || atomic_load(&fh->unlinked))
 		goto out;
-	meta = atomic_exchange(&fh->repin_meta, false);
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, key, &info, &err) ||
 	    S_ISDIR(info.mode))
 		goto out;
 	pthread_mutex_lock(&fh->pin_lock);
-	/* after a chmod, chown or utime only: the same bytes, so the same
-	 * size; another size is a write from elsewhere, which the old pin
-	 * answers (ESTALE), as before */
-	if (meta && info.size != fh->size) {
-		pthread_mutex_unlock(&fh->pin_lock);
-		goto out;
-	}
 	memcpy(fh->etag, info.etag, sizeof(fh->etag));
 	fh->etag[sizeof(fh->etag) - 1] = '\0';
 	fh->size = info.size;

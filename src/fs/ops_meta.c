@@ -997,10 +997,7 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		}
 	}
 	if (!from_dir) {
-		rc = smuxfs_ofile_rename(fs, fkey, tkey);
-		if (rc == 0) /* a rename made by a copy is another file */
-			smuxfs_inopin_drop(fs, finfo.file_id);
-		return rc;
+		return smuxfs_ofile_rename(fs, fkey, tkey);
 	}
 	rc = smuxfs_dir_prefix(fkey, fdir, sizeof(fdir));
 	if (!rc)
@@ -1188,7 +1185,6 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	smuxfs_etag_forget(fs, key);
 	if (!is_dir) {
 		smuxfs_ofile_forget_seen(fs, key);
-		smuxfs_ofile_readers_renew(fs, key);
 		links_changed(fs, key, attr);
 	}
 	return 0;

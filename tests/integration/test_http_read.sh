@@ -225,22 +225,6 @@ for rnd in range(5):
                      % (case, rnd, len(got), len(want)))
 PY
 
-# touch of a file another process reads: on nginx a utime is a new mtime,
-# so a new version token, for the same bytes - the reader read on, as on
-# a local disk, where it got ESTALE (s41-t3)
-python3 - "$M" <<'PY' || fail "a reader of a file touched through the mount"
-import os, sys
-p = sys.argv[1] + "/touched"
-for size in (1, 3000000):
-    with open(p, "wb") as f:
-        f.write(b"y" * size)
-    fd = os.open(p, os.O_RDONLY)
-    os.utime(p, (1335742434, 1335742434))
-    n = len(os.pread(fd, size, 0))
-    os.close(fd)
-    if n != size:
-        sys.exit("%d bytes read of %d after the utime" % (n, size))
-PY
 
 # a reader of a file replaced by a rename over its name (save by temp
 # file and rename) of the same size and mtime: nginx's version token is
