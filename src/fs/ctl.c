@@ -363,6 +363,35 @@ static bool replicates(struct smux_backend *m)
 	return r;
 }
 
+/* Whether @target is @b or lies below it, with a mirror or shield on the
+ * way (@above: one above @b). NULL-safe walk of the running tree. */
+static bool replicated_at(struct smux_backend *b, struct smux_backend *target,
+			  bool above, unsigned depth)
+{
+	struct smux_mux_stats *st;
+	bool rep, found = false;
+
+	if (!b || !smux_is_mux(b))
+		return false;
+	rep = above || replicates(b);
+	if (b == target)
+		return rep;
+	if (depth > 16)
+		return false;
+	st = smux_mux_stats(b);
+	for (unsigned i = 0; st && i < st->n_backends && !found; i++) {
+		struct smux_backend *m;
+
+		if (!st->backends[i].child)
+			continue;
+		m = smux_mux_member(b, st->backends[i].name);
+		found = replicated_at(m, target, rep, depth + 1);
+		smux_backend_unref(m);
+	}
+	smux_mux_stats_free(st);
+	return found;
+}
+
 /* A section reached through a member of the mirror or shield @m already
  * is refused (smux_config_check_added_reach). */
 static int check_reach(struct smux_config *cfg, const char *name,
@@ -437,10 +466,14 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	}
 	/* its directories must not overlap the running ones' */
 	if (!rc) {
-		struct smux_config_added a = {.name = name,
-					      .replicated = replicates(target),
-					      .running = in_tree,
-					      .arg = fs};
+		/* a mirror or shield above the target writes it too: a
+		 * directory of the tree added under a failover inside a
+		 * mirror took every write twice (s41-t4) */
+		struct smux_config_added a = {
+			.name = name,
+			.replicated = replicated_at(fs->root, target, false, 0),
+			.running = in_tree,
+			.arg = fs};
 
 		rc = smux_config_check_under_mount(cfg, name, fs->mount_path,
 						   errbuf, sizeof(errbuf));

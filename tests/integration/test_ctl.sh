@@ -293,4 +293,19 @@ timeout 20 fusermount3 -u "$M" 2>/dev/null || umount -l "$M"
 _smux_forget_mount "$M"
 [ "$rc" = 3 ] || fail "smuxctl on a dead mount: exit $rc, want 3 ($out)"
 case $out in *"daemon is gone"*) ;; *) fail "smuxctl on a dead mount: $out" ;; esac
+
+# add into a failover that a mirror holds: the mirror writes it too, so a
+# directory of the tree added there takes every write twice (s41-t4: the
+# add was accepted, and an append was stored twice on r1 once fa failed)
+new_config "$T/nest.conf" m
+cfg_mux m mirror "r1 sub"
+cfg_file r1 "$T/r1"
+cfg_mux sub failover "fa"
+cfg_faulty fa na
+cfg_file na "$T/na"
+cfg_file samepath "$T/r1"
+mount_smux "$T/nest.conf" "$M"
+CTL=$M/.smux/ctl
+expect_errno "Invalid argument" "add samepath to sub"
+unmount_smux "$M"
 log "ok"
