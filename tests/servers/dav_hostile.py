@@ -25,6 +25,8 @@ import threading
 import time
 import urllib.parse
 
+from quiet_handler import QuietHandler  # tests/servers, beside this script
+
 lock = threading.Lock()
 tree = {"": None}  # path without slashes at either end -> bytes, or None
 mtimes = {}
@@ -41,28 +43,11 @@ def parent(p):
     return p.rsplit("/", 1)[0] if "/" in p else ""
 
 
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def reply(self, status, body=b"", headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class H(QuietHandler):
 
     def path_of(self, url):
         p = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
         return p.strip("/")
-
-    def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
 
     def entry(self, p, v):
         href = urllib.parse.quote("/" + p + ("/" if v is None and p else ""))
@@ -80,7 +65,7 @@ class H(http.server.BaseHTTPRequestHandler):
                 "</D:response>" % (href, props, t))
 
     def do_PROPFIND(self):
-        self.body()
+        self.read_body()
         p = self.path_of(self.path)
         with lock:
             if p not in tree:
@@ -93,7 +78,7 @@ class H(http.server.BaseHTTPRequestHandler):
                    [("Content-Type", "application/xml")])
 
     def do_MKCOL(self):
-        self.body()
+        self.read_body()
         p = self.path_of(self.path)
         with lock:
             if p in tree:
@@ -105,7 +90,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.reply(201)
 
     def do_PUT(self):
-        data = self.body()
+        data = self.read_body()
         p = self.path_of(self.path)
         top = p.split("/", 1)[0]
         with lock:
@@ -150,7 +135,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.reply(207, doc.encode(), [("Content-Type", "application/xml")])
 
     def do_DELETE(self):
-        self.body()
+        self.read_body()
         p = self.path_of(self.path)
         with lock:
             if p not in tree:
@@ -162,7 +147,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.reply(204)
 
     def transfer(self, move):
-        self.body()
+        self.read_body()
         src = self.path_of(self.path)
         dst = self.path_of(self.headers.get("Destination", ""))
         with lock:

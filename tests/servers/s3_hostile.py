@@ -83,6 +83,7 @@ import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
 import range_faults  # tests/servers, beside this script
+from quiet_handler import QuietHandler  # likewise
 
 lock = threading.Lock()
 uploads = set()
@@ -116,20 +117,7 @@ def etag_of(data):
     return hashlib.md5(data).hexdigest()
 
 
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def reply(self, status, body=b"", headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+class H(QuietHandler):
 
     def xml(self, status, text):
         self.reply(status, text.encode(), [("Content-Type", "application/xml")])
@@ -137,10 +125,6 @@ class H(http.server.BaseHTTPRequestHandler):
     def error(self, status, code):
         self.xml(status, "<?xml version=\"1.0\"?><Error><Code>%s</Code>"
                  "<Message>scripted</Message></Error>" % code)
-
-    def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
 
     def dots(self, m, key, q):
         keys = ["../evil", "d/./x", "d/../y", "d/ok"]
@@ -201,7 +185,7 @@ class H(http.server.BaseHTTPRequestHandler):
         parts = u.path.split("/", 2)
         bucket = parts[1] if len(parts) > 1 else ""
         key = urllib.parse.unquote(parts[2]) if len(parts) > 2 else ""
-        data = self.body()
+        data = self.read_body()
         if len(data) != int(self.headers.get("Content-Length") or 0):
             # the client gave up inside the body: S3 stores nothing (a
             # torn part stored late would replace a newer send of it)
