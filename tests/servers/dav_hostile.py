@@ -17,15 +17,12 @@ and serves until killed or its parent dies (checked every 200 ms).
 """
 import email.utils
 import hashlib
-import http.server
-import os
-import socketserver
 import sys
 import threading
 import time
 import urllib.parse
 
-from quiet_handler import QuietHandler  # tests/servers, beside this script
+from quiet_handler import QuietHandler, Server, serve  # tests/servers
 
 lock = threading.Lock()
 tree = {"": None}  # path without slashes at either end -> bytes, or None
@@ -177,25 +174,8 @@ class H(QuietHandler):
         self.transfer(False)
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        pass  # a client that hung up is no news
-
-
 def main():
-    srv = Server(("127.0.0.1", 0), H)
-    tmp = sys.argv[1] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, sys.argv[1])
-    ppid = os.getppid()
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    while os.getppid() == ppid:
-        time.sleep(0.2)
+    serve(Server(("127.0.0.1", 0), H), sys.argv[1])
 
 
 if __name__ == "__main__":

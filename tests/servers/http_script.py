@@ -42,15 +42,12 @@ of it):
 """
 import base64
 import ssl  # noqa: F401 (HTTPS when given a certificate)
-import http.server
-import os
-import socketserver
 import sys
 import threading
 import time
 
 import range_faults  # tests/servers, beside this script
-from quiet_handler import QuietHandler  # likewise
+from quiet_handler import QuietHandler, Server, serve  # likewise
 
 hits = {}
 conns = set()
@@ -184,32 +181,14 @@ class Handler(QuietHandler):
         self.handle_any()
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        pass  # a client that gave up (cancel, timeout) is expected
-
-
 def main():
-    portfile = sys.argv[1]
-    parent = os.getppid()
     srv = Server(("127.0.0.1", 0), Handler)
     if len(sys.argv) == 4:
         import ssl
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(sys.argv[2], sys.argv[3])
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-    tmp = portfile + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, portfile)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    srv.shutdown()
+    serve(srv, sys.argv[1])
 
 
 if __name__ == "__main__":

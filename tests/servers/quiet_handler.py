@@ -7,8 +7,16 @@ reply(status, body, headers): a whole answer with its Content-Length (no
 body sent to a HEAD).
 read_body(): the request's body, as many bytes as its Content-Length says
 or as many as came before the client closed.
+
+Server: threaded, quiet about clients that hang up. serve(srv, portfile):
+writes the port to @portfile (atomically: the test waits for the file)
+and serves until the process that started this one is gone.
 """
 import http.server
+import os
+import socketserver
+import threading
+import time
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):
@@ -35,3 +43,24 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
                 break
             data += chunk
         return data
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up (cancel, timeout) is expected
+
+
+def serve(srv, portfile):
+    parent = os.getppid()
+    tmp = portfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, portfile)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    srv.shutdown()

@@ -72,18 +72,15 @@ client gave up inside it) answers 400 IncompleteBody and stores nothing.
 """
 import base64
 import hashlib
-import http.server
 import os
-import socketserver
 import sys
 import threading
-import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
 import range_faults  # tests/servers, beside this script
-from quiet_handler import QuietHandler  # likewise
+from quiet_handler import QuietHandler, Server, serve  # likewise
 
 lock = threading.Lock()
 uploads = set()
@@ -496,29 +493,12 @@ class H(QuietHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 
 
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        pass  # a client that hung up (a cancelled part) is no news
-
-
 def main():
     global count_file
     count_file = sys.argv[1] + ".uploads"
     save_count()
     save_parts()
-    srv = Server(("127.0.0.1", 0), H)
-    tmp = sys.argv[1] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, sys.argv[1])
-    ppid = os.getppid()
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    while os.getppid() == ppid:
-        time.sleep(0.2)
+    serve(Server(("127.0.0.1", 0), H), sys.argv[1])
 
 
 if __name__ == "__main__":
