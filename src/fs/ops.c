@@ -452,14 +452,16 @@ void smuxfs_caller_owner(struct smuxfs *fs, const char *key, bool is_dir,
 	bool pdir = false, sgid = false;
 	size_t n = slash ? (size_t)(slash - key) : 0;
 
-	smux_info_clear(&pinfo);
 	/* a file takes nothing of a set-group-ID directory but its group,
 	 * and only where owners are given: no lookup of the directory (on
 	 * a WebDAV server one PROPFIND a create, each create having moved
 	 * the directory's mtime) */
-	if (!is_dir &&
-	    (geteuid() != 0 || !(smux_backend_caps(fs->root) & SMUX_CAP_OWNER)))
-		n = sizeof(parent);
+	if (!is_dir && (geteuid() != 0 ||
+			!(smux_backend_caps(fs->root) & SMUX_CAP_OWNER))) {
+		owner_fill(fs, false, false, SMUX_ID_NONE, po);
+		return;
+	}
+	smux_info_clear(&pinfo);
 	if (n < sizeof(parent)) {
 		memcpy(parent, key, n);
 		parent[n] = '\0';
