@@ -256,4 +256,38 @@ got=$(df -B1 --output=size "$T/m3" | tail -1 | tr -d ' ')
 unmount_smux "$T/m3"
 for s in 8 16 24; do umount "$T/fs$s"; done
 log "df sums the shards, one filesystem once"
+
+# What modes.md says of a file open for writing when its shard starts
+# failing: a writer holding the file's whole content (a new file) hands
+# off to the next shard; one changing an existing file in place gets EIO
+# (its older content is only there); nothing acknowledged is lost.
+new_config "$T/ho.conf" h
+cfg_mux h sticky-by-key "ha hb" cooldown=200ms
+cfg_faulty ha ha_in
+cfg_file ha_in "$T/ha"
+cfg_file hb "$T/hb"
+mount_smux "$T/ho.conf" "$T/m4"
+homed=()
+for ((i = 0; i < 40 && ${#homed[@]} < 2; i++)); do
+	echo base >"$T/m4/n$i"
+	[ ! -e "$T/ha/n$i" ] || homed+=("n$i")
+done
+[ "${#homed[@]}" -eq 2 ] || fail "no two names homed on ha"
+old=${homed[0]} new=${homed[1]}
+rm "$T/m4/$new"
+exec 5>>"$T/m4/$old" 6>"$T/m4/$new"
+echo one >&5
+echo one >&6
+echo "fault ha error_rate=1" >"$T/m4/.smux/ctl"
+if (echo two >&5) 2>/dev/null; then
+	fail "an in-place append to $old went on with its shard failing"
+fi
+(echo two >&6) || fail "the new file's write did not hand off"
+exec 5>&- 6>&-
+echo "fault ha off" >"$T/m4/.smux/ctl"
+repair_settled "$T/m4" 20 # ha back, the handoff moved home
+[ "$(tr '\n' ' ' <"$T/m4/$new")" = "one two " ] || fail "$new: $(cat "$T/m4/$new")"
+[ "$(tr '\n' ' ' <"$T/m4/$old")" = "base one " ] || fail "$old: $(cat "$T/m4/$old")"
+unmount_smux "$T/m4"
+log "sticky handoff: a new file's writes go on, an in-place append gets EIO"
 log "ok: $ok overwrites during the outage acknowledged and kept, $eio refused with an error"
