@@ -676,6 +676,39 @@ static void test_reads_avoid_stale(void **state)
 	rep_release(&r);
 }
 
+/*
+ * A directory is made by a put of its marker ("dir/"), and looked up by
+ * its name ("dir"): a replica that missed the marker's put (a hint for
+ * "dir/") is as stale for a head of "dir" as for one of "dir/". Before,
+ * it was asked first, answered "not found", and that answer was final:
+ * `cat r5/note` failed with ENOENT on a mirror of s3 and WebDAV whose s3
+ * was back from an outage with its hints not replayed yet (CI of stop 43,
+ * test_s3_faults-stop).
+ */
+static void test_dir_head_avoids_stale(void **state)
+{
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	smux__mux_bg_stop(smux__mux_of(r.mux)); /* no replay */
+	mh_fail(r.f[0], true);
+	MH_OK(mh_put(r.mux, "dir/", "", &err), &err);
+	MH_OK(mh_put(r.mux, "dir/f", "v", &err), &err);
+	MH_LACKS(r.mem[0], "dir/");
+	mh_fail(r.f[0], false);
+	rep_later(&r); /* r0 up again, first in order, hints pending */
+	MH_OK(smux_backend_head(r.mux, &ctx, "dir", &info, &err), &err);
+	assert_true(S_ISDIR(info.mode));
+	MH_OK(smux_backend_head(r.mux, &ctx, "dir/f", &info, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(r.mux), 2);
+	rep_release(&r);
+}
+
 /* Only one replica is both fresh and available: the read goes to it, not
  * to an up replica that missed the key's last write. */
 static void test_single_fresh_replica(void **state)
@@ -1764,6 +1797,7 @@ int main(void)
 		cmocka_unit_test(test_crash_safety),
 		cmocka_unit_test(test_hint_superseded),
 		cmocka_unit_test(test_reads_avoid_stale),
+		cmocka_unit_test(test_dir_head_avoids_stale),
 		cmocka_unit_test(test_single_fresh_replica),
 		cmocka_unit_test(test_aborted_fanout_hints),
 		cmocka_unit_test(test_drained_replica_hinted),
