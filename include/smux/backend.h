@@ -779,6 +779,12 @@ struct smux_reader_ops {
 	 * descriptor's file, also once its name is gone), on every copy the
 	 * tree keeps of it. NULL: -ENOTSUP. */
 	int (*setattr)(struct smux_reader *r, const struct smux_setattr *a);
+	/* Optional: whether the version opened is still the object's
+	 * current one under @key (its name now), asked of the store the
+	 * reader reads, by that store's own version token. NULL: a head of
+	 * @key on r->backend, its token compared with r->info's. */
+	int (*current)(struct smux_reader *r, const struct smux_ctx *ctx,
+		       const char *key, struct smux_error *err);
 };
 
 /* One version of one object, open for reading. pread may run on several
@@ -819,6 +825,14 @@ int smux_reader_stat(struct smux_reader *r, struct smux_info *info);
 /* Applies @a to the object @r opened (ops->setattr): 0, -ENOTSUP when the
  * kind cannot, or another negative errno. */
 int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a);
+/* Whether @key (the name of the object @r opened, now) still holds the
+ * version @r opened (ops->current): 0; PRECONDITION_FAILED when another
+ * version is current there (a write since, also one the store @r reads
+ * missed); another error when it cannot tell. A live reader follows its
+ * object: 0. Each store compares its own tokens: a mux reader asks the
+ * member it reads, whose token is not another member's (mux_version.c). */
+int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,
+			const char *key, struct smux_error *err);
 
 #ifdef __cplusplus
 }

@@ -1014,6 +1014,33 @@ int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a)
 	return r && r->ops->setattr ? r->ops->setattr(r, a) : -ENOTSUP;
 }
 
+int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,
+			const char *key, struct smux_error *err)
+{
+	struct smux_info now;
+	int rc;
+
+	LOCAL_ERR(err);
+	smux_error_clear(err);
+	if (r->live)
+		return 0;
+	rc = smux_ctx_check(ctx, r->backend->name, err);
+	if (rc)
+		return rc;
+	if (r->ops->current)
+		return finish(r->backend, r->ops->current(r, ctx, key, err),
+			      err);
+	rc = smux_backend_head(r->backend, ctx, key, &now, err);
+	if (rc)
+		return rc;
+	if (now.size == r->info.size && strcmp(now.etag, r->info.etag) == 0)
+		return 0;
+	return smux_error_set(err, SMUX_E_PRECONDITION_FAILED, r->backend->name,
+			      "\"%s\": another version (etag \"%s\", opened "
+			      "\"%s\")",
+			      key, now.etag, r->info.etag);
+}
+
 void smux_reader_release(struct smux_reader *r)
 {
 	smux_backend_unref(r->backend);

@@ -289,27 +289,28 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
  * The reader holds the version opened. After a change through the mount
  * (fs->mutations moved), check that @key still has that version: a new
  * one means ESTALE, as a pinned get would say, never old bytes after new
- * ones. A name gone (unlinked) keeps its open version readable, as on a
- * local filesystem; a failed check reads on (the reader is whole).
+ * ones. The reader's own store answers, by its own token (a head of the
+ * mux could be answered by another replica, whose token never matches:
+ * smux_reader_current). A name gone (unlinked) keeps its open version
+ * readable, as on a local filesystem; a failed check reads on (the
+ * reader is whole).
  */
 static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
-			  const char *key, const char *etag)
+			  const char *key)
 {
 	unsigned long now = atomic_load(&fs->mutations);
-	struct smux_info info;
 	struct smux_error err;
 	struct smux_ctx ctx;
 
 	if (atomic_load(&fh->mutations) == now)
 		return 0;
 	smuxfs_ctx(&ctx);
-	if (smux_backend_head(fs->root, &ctx, key, &info, &err) == 0 &&
-	    strcmp(info.etag, etag) != 0)
+	if (smux_reader_current(fh->reader, &ctx, key, &err) < 0 &&
+	    err.e.code == SMUX_E_PRECONDITION_FAILED)
 		return -ESTALE;
 	atomic_store(&fh->mutations, now);
 	return 0;
 }
-
 /*
  * The file of @fh was written through the mount since its version was
  * pinned (fh->repin, set by the commit): the same file, so its reader sees
@@ -448,7 +449,7 @@ again:
 	 * as a local one would: no version to pin */
 	if (fh->reader &&
 	    (fh->reader->live || (!atomic_load(&fh->reader_off) &&
-				  reader_current(fs, fh, key, etag) == 0))) {
+				  reader_current(fs, fh, key) == 0))) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
 		if (fh->reader->live)

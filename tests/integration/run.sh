@@ -106,7 +106,7 @@ for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
 for k in mirror s3 http bunny; do tests+=("test_dbench.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_dotnames_rename.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
-tests+=("test_http_cut.sh")
+tests+=("test_http_cut.sh" "test_mixed_readers.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
@@ -200,7 +200,7 @@ normal_lane_leaves="test_model-s3-mirror test_s3_errpage test_dav_hostile test_r
 test_model-bunny test_s3_apps-s3 test_delq-single
 test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
 test_s3_stream_swift test_swift_requests test_bunny_rename
-test_http_read test_fallocate-s3 test_tls test_odd_names-s3
+test_http_read test_mixed_readers test_fallocate-s3 test_tls test_odd_names-s3
 test_odd_names-http test_odd_names-bunny test_cdn_misconfig
 test_cdn_faults test_local-mirror test_apps-mirror test_dirs test_events test_fstab
 test_fanout test_perms-mirror test_xattr-mirror test_otlp test_reload

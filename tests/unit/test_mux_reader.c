@@ -935,6 +935,60 @@ static const struct smux_faulty_opts puts_refused = {
 	.ops = 1u << SMUX_FAULTY_PUT,
 };
 
+/*
+ * smux_reader_current asks the member the reader reads, by that member's
+ * own token. A mirror of a file (m0) and an object store (m1); the reader
+ * opened on each in turn (the other drained at the open, then back, so a
+ * head of the mux is answered by m0, first in order): the version is
+ * current. A write through the mux makes it another; so does a write its
+ * member missed (the member's token unchanged, a hint kept for it).
+ */
+static void test_kinds_current(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 35), *v2 = pattern(LEN, 36);
+	struct smux_reader *r;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct kinds k;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	for (int on = 0; on < 2; on++) {
+		kinds_init(&k, SMUX_MODE_MIRROR);
+		put_on(k.mux, "k", v1, LEN, 0);
+		for (int missed = 0; missed < 2; missed++) {
+			MH_OK(smux_mux_drain(k.mux, k.m[1 - on]->name, &ctx,
+					     &err),
+			      &err);
+			r = ropen(k.mux, "k");
+			MH_OK(smux_mux_undrain(k.mux, k.m[1 - on]->name, &err),
+			      &err);
+			read_range(r, missed ? v2 : v1, 0, 1000, 1000);
+			if (on == 1) {
+				struct smux_info h;
+
+				/* a head of the mux: m0's token, not the one
+				 * opened (the check before this one) */
+				MH_OK(smux_backend_head(k.mux, &ctx, "k", &h,
+							&err),
+				      &err);
+				assert_string_not_equal(h.etag, r->info.etag);
+			}
+			MH_OK(smux_reader_current(r, &ctx, "k", &err), &err);
+			if (missed)
+				smux_faulty_set(k.m[on], &puts_refused);
+			put_on(k.mux, "k", missed ? v1 : v2, LEN, 0);
+			MH_ERR(smux_reader_current(r, &ctx, "k", &err), &err,
+			       SMUX_E_PRECONDITION_FAILED);
+			smux_reader_close(r);
+		}
+		kinds_release(&k);
+	}
+	free(v1);
+	free(v2);
+}
+
 static void test_hints_mirror(void **state)
 {
 	struct set_opts so = {.wrap = true};
@@ -1271,6 +1325,7 @@ int main(void)
 		cmocka_unit_test(test_other_version),
 		cmocka_unit_test(test_kinds_same_version),
 		cmocka_unit_test(test_kinds_other_version),
+		cmocka_unit_test(test_kinds_current),
 		cmocka_unit_test(test_hints_mirror),
 		cmocka_unit_test(test_hints_failover),
 		cmocka_unit_test(test_stats),
