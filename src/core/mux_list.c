@@ -143,8 +143,9 @@ struct merge_src {
 	const struct hint_snap *start, *now;
 	struct mux_member **ms;
 	unsigned n_members; /* lists past them (the fill) are never behind */
-	/* sticky-by-key, every shard listed: a key only shards with a
-	 * pending delete hint for it list is not there (its holder has none) */
+	/* a key only members with a pending delete hint for it list is not
+	 * there: mirror (the replicas without one took the delete); sticky-
+	 * by-key with every shard listed (its holder has none) */
 	bool drop_deleted;
 	/* sticky-by-key: the view the members are in (NULL otherwise) */
 	struct mux_view *sticky;
@@ -244,7 +245,8 @@ again:
 			e = &es[best].e[pos[best]];
 		}
 	}
-	if (src && src->hinted && !e->is_prefix &&
+	/* (a directory's prefix: behind for it is a hint for its marker) */
+	if (src && src->hinted &&
 	    (h = behind(src, (unsigned)best, e->key)) != NULL) {
 		for (unsigned i = (unsigned)best + 1; i < n; i++)
 			if (ok[i] && pos[i] < es[i].n &&
@@ -259,8 +261,8 @@ again:
 		if (ok[i] && pos[i] < es[i].n &&
 		    strcmp(es[i].e[pos[i]].key, e->key) == 0)
 			pos[i]++;
-	/* deleted while those shards were out; a missed put says only that
-	 * the shard may have an older version, and the key is there */
+	/* deleted while those members were out; a missed put says only
+	 * that the member may have an older version, and the key is there */
 	if (h && src->drop_deleted && h->kind == SMUX__HINT_DEL)
 		goto again;
 	return e;
@@ -440,7 +442,10 @@ static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.now = &now,
 		.ms = ms,
 		.n_members = n,
-		.drop_deleted = all && mux->mode == SMUX_MODE_STICKY,
+		/* mirror: a delete reached the replicas without a hint,
+		 * whether or not they all listed */
+		.drop_deleted = mux->mode == SMUX_MODE_MIRROR ||
+				(all && mux->mode == SMUX_MODE_STICKY),
 		.sticky = mux->mode == SMUX_MODE_STICKY ? v : NULL,
 	};
 	unsigned nl = n;
