@@ -336,10 +336,12 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * what it delivered through it */
 	struct smux__call copy = *orig, *call = &copy;
 	struct list_count lc = {orig->list_fn, orig->list_arg, 0};
-	struct smux_error last = {0}, e;
+	struct smux_error last = {0}, other_version = {0}, e;
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
 	bool all_timeouts = true, gave_up = false, probe;
+	bool pinned = call->op == SMUX__OP_GET && call->get_opts &&
+		      call->get_opts->if_match && call->get_opts->if_match[0];
 	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
@@ -414,6 +416,20 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			err->e.attempts = attempts;
 			goto out;
 		}
+		/* A get pinned to a version token: a token is one member's
+		 * own (mux_version.c), so another member's "not that
+		 * version" says nothing of the version, and the next member
+		 * may hold it under that token (failover of a local
+		 * directory and WebDAV: the version opened on WebDAV while
+		 * the directory was out, read on once it was back). The
+		 * answer when none holds it. */
+		if (rc < 0 && pinned &&
+		    e.e.code == SMUX_E_PRECONDITION_FAILED) {
+			if (other_version.e.code == SMUX_OK)
+				other_version = e;
+			smux__member_put(m);
+			continue;
+		}
 		/* a semantic answer is final; a failure on the caller's side
 		 * (LOCAL) would fail the same way on the next member */
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
@@ -463,7 +479,12 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_LIST && lc.n > 0)
 			break;
 	}
-	if (attempts == 0 && stale > 0)
+	if (other_version.e.code != SMUX_OK) {
+		/* none holds the version pinned: that, whatever else failed */
+		*err = other_version;
+		err->e.attempts = attempts;
+		rc = -err->e.sys_errno;
+	} else if (attempts == 0 && stale > 0)
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
 				    "no backend with the latest write of %s is "

@@ -926,6 +926,45 @@ static void test_kinds_other_version(void **state)
 	free(v2);
 }
 
+/*
+ * A get pinned to a member's token (if_match) walks on past members whose
+ * answer is "not that version": a token is one member's own, another's
+ * refusal says nothing of the version. Failover over a file (m0) and an
+ * object store (m1) holding one version: a get pinned to m1's token (the
+ * version opened while m0 was out) is served by m1, m0 back and first in
+ * order; a token neither holds is still PRECONDITION_FAILED.
+ */
+static void test_kinds_pinned_get(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 37), buf[100];
+	struct smux_get_opts o = {.offset = 0, .length = sizeof(buf)};
+	struct smux_info t;
+	struct smux_error err;
+	struct smux_sink sink;
+	struct smux_ctx ctx;
+	struct kinds k;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	kinds_init(&k, SMUX_MODE_FAILOVER);
+	put_on(k.file, "k", v1, LEN, SAME_MTIME);
+	put_on(k.store, "k", v1, LEN, SAME_MTIME);
+	MH_OK(smux_backend_head(k.m[1], &ctx, "k", &t, &err), &err);
+	o.if_match = t.etag;
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	MH_OK(smux_backend_get(k.mux, &ctx, "k", &o, &sink, NULL, &err), &err);
+	assert_int_equal(sink.written, sizeof(buf));
+	assert_memory_equal(buf, v1, sizeof(buf));
+	o.if_match = "\"nobody's\"";
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	MH_ERR(smux_backend_get(k.mux, &ctx, "k", &o, &sink, NULL, &err), &err,
+	       SMUX_E_PRECONDITION_FAILED);
+	assert_int_equal(sink.written, 0);
+	kinds_release(&k);
+	free(v1);
+}
+
 /* ---- hints: a replica that missed the key's latest write ---- */
 
 /* Puts on the member fail with a semantic error: it misses writes (and
@@ -1326,6 +1365,7 @@ int main(void)
 		cmocka_unit_test(test_kinds_same_version),
 		cmocka_unit_test(test_kinds_other_version),
 		cmocka_unit_test(test_kinds_current),
+		cmocka_unit_test(test_kinds_pinned_get),
 		cmocka_unit_test(test_hints_mirror),
 		cmocka_unit_test(test_hints_failover),
 		cmocka_unit_test(test_stats),
