@@ -780,9 +780,8 @@ struct smux_reader_ops {
 	 * tree keeps of it. NULL: -ENOTSUP. */
 	int (*setattr)(struct smux_reader *r, const struct smux_setattr *a);
 	/* Optional: whether the version opened is still the object's
-	 * current one under @key (its name now), asked of the store the
-	 * reader reads, by that store's own version token. NULL: a head of
-	 * @key on r->backend, its token compared with r->info's. */
+	 * current one under @key (its name now): smux_reader_current. NULL:
+	 * a head of @key on r->backend, its token compared with r->info's. */
 	int (*current)(struct smux_reader *r, const struct smux_ctx *ctx,
 		       const char *key, struct smux_error *err);
 };
@@ -829,8 +828,10 @@ int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a);
  * version @r opened (ops->current): 0; PRECONDITION_FAILED when another
  * version is current there (a write since, also one the store @r reads
  * missed); another error when it cannot tell. A live reader follows its
- * object: 0. Each store compares its own tokens: a mux reader asks the
- * member it reads, whose token is not another member's (mux_version.c). */
+ * object: 0. A token is compared only with one of the same store: a mux
+ * reader opens the key again as a get is routed now and compares by the
+ * member's token when it is the one read, else by size and mtime
+ * (mux_version.c). */
 int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,
 			const char *key, struct smux_error *err);
 

@@ -123,7 +123,7 @@ struct smux__job {
 	unsigned flags;
 	struct smux_writer *writer;   /* W_*: the caller's writer */
 	pthread_mutex_t *writer_lock; /* W_*: the caller's lock, or NULL */
-	struct smux_reader *reader;   /* R_PREAD, R_CURRENT: the caller's reader */
+	struct smux_reader *reader;   /* R_PREAD: the caller's reader */
 	int (*open_reader)(struct smux_backend *b, const struct smux_ctx *ctx,
 			   const char *key, struct smux_reader **out,
 			   struct smux_error *err); /* READER_OPEN */
@@ -722,8 +722,7 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	if (!w && op_is_writer(job->op) && job->op != SMUX__OP_W_CLOSE)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
 				      "writer call without a writer");
-	if (!job->reader &&
-	    (job->op == SMUX__OP_R_PREAD || job->op == SMUX__OP_R_CURRENT))
+	if (!job->reader && job->op == SMUX__OP_R_PREAD)
 		return smux_error_set(err, SMUX_E_INVALID_ARGUMENT, name,
 				      "reader call without a reader");
 	switch (job->op) {
@@ -790,8 +789,6 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 	case SMUX__OP_R_PREAD:
 		return smux_reader_pread(job->reader, ctx, job->buf, job->len,
 					 job->off, err);
-	case SMUX__OP_R_CURRENT:
-		return smux_reader_current(job->reader, ctx, job->key, err);
 	case SMUX__OP_GETXATTR:
 	case SMUX__OP_LISTXATTR:
 		return job_xattr_read(job, err);

@@ -54,7 +54,6 @@ enum smux__op {
 	SMUX__OP_W_CLOSE,
 	SMUX__OP_READER_OPEN,
 	SMUX__OP_R_PREAD,
-	SMUX__OP_R_CURRENT, /* smux_reader_current of @reader, @key */
 	SMUX__OP_LINK,
 	SMUX__OP_GETXATTR,
 	SMUX__OP_SETXATTR,
@@ -114,8 +113,7 @@ struct smux__call {
 			   const char *key, struct smux_reader **out,
 			   struct smux_error *err);
 	struct smux_reader **reader_out;
-	/* R_PREAD, R_CURRENT: the reader; it must live until @done is
-	 * called */
+	/* R_PREAD: the reader; it must live until @done is called */
 	struct smux_reader *reader;
 	struct smux_span *span; /* parent span for the worker ctx */
 	/* A mux's routing of reads (READER_OPEN): members (by backend) that

@@ -323,6 +323,24 @@ static long zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 _Atomic(smux__fanout_hook_fn) smux__walk_hook_next;
 
+/* A directory is made by a put of its marker ("dir/") and looked up by its
+ * name ("dir"): whether @m has a hint pending for @key's marker, so that
+ * its "not found" for @key may be a directory it missed (a store of
+ * prefixes lacks it until something under it is replayed). */
+static bool marker_missed(struct smux_mux *mux, struct mux_member *m,
+			  const char *key)
+{
+	char marker[SMUX_KEY_MAX + 2];
+	size_t len = strlen(key);
+
+	if (len == 0 || key[len - 1] == '/' || len + 2 > sizeof(marker) ||
+	    smux__hints_pending(mux->hints, m->name) == 0)
+		return false;
+	memcpy(marker, key, len);
+	memcpy(marker + len, "/", 2);
+	return smux__hints_has(mux->hints, m->name, marker);
+}
+
 /*
  * The sequential walk: the members in the mode's (or member) order,
  * falling through on transient errors; with w->skip_stale, passing over
@@ -336,12 +354,16 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * what it delivered through it */
 	struct smux__call copy = *orig, *call = &copy;
 	struct list_count lc = {orig->list_fn, orig->list_arg, 0};
-	struct smux_error last = {0}, other_version = {0}, e;
+	/* an answer that does not end the walk, given when none is better */
+	struct smux_error last = {0}, deferred = {0}, e;
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
 	bool all_timeouts = true, gave_up = false, probe;
-	bool pinned = call->op == SMUX__OP_GET && call->get_opts &&
-		      call->get_opts->if_match && call->get_opts->if_match[0];
+	/* in member order (failover, shield): round-robin and weighted
+	 * members are gateways of one store, whose answer is the store's */
+	bool pinned = w->by_order && call->op == SMUX__OP_GET &&
+		      call->get_opts && call->get_opts->if_match &&
+		      call->get_opts->if_match[0];
 	unsigned attempts = 0, stale = 0;
 	long rc = 0;
 
@@ -423,10 +445,16 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * directory and WebDAV: the version opened on WebDAV while
 		 * the directory was out, read on once it was back). The
 		 * answer when none holds it. */
-		if (rc < 0 && pinned &&
-		    e.e.code == SMUX_E_PRECONDITION_FAILED) {
-			if (other_version.e.code == SMUX_OK)
-				other_version = e;
+		if ((rc < 0 && pinned &&
+		     e.e.code == SMUX_E_PRECONDITION_FAILED) ||
+		    /* a directory this member may have missed (its
+		     * marker's hint pending): not found here only
+		     * (test_dir_head_avoids_stale) */
+		    (rc < 0 && call->op == SMUX__OP_HEAD &&
+		     e.e.code == SMUX_E_KEY_NOT_FOUND &&
+		     marker_missed(mux, m, call->key))) {
+			if (deferred.e.code == SMUX_OK)
+				deferred = e;
 			smux__member_put(m);
 			continue;
 		}
@@ -479,9 +507,9 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_LIST && lc.n > 0)
 			break;
 	}
-	if (other_version.e.code != SMUX_OK) {
-		/* none holds the version pinned: that, whatever else failed */
-		*err = other_version;
+	if (deferred.e.code != SMUX_OK) {
+		/* none gave a better answer: that, whatever else failed */
+		*err = deferred;
 		err->e.attempts = attempts;
 		rc = -err->e.sys_errno;
 	} else if (attempts == 0 && stale > 0)
@@ -842,29 +870,6 @@ bool smux__caller_failed(const struct smux_ctx *ctx, const struct smux_error *e)
 	       smux_ctx_state(ctx) != SMUX_CANCEL_NONE;
 }
 
-/* A directory is made by a put of its marker ("dir/") and looked up by
- * its name ("dir"): a member that missed the marker's put may lack the
- * directory (a store of prefixes: until a child is replayed there), and
- * its "not found" would be final (test_dir_head_avoids_stale). */
-static bool dir_marker_missed(struct smux_mux *mux, struct mux_member *m,
-			      const char *key)
-{
-	size_t len = strlen(key);
-	char *marker;
-	bool missed;
-
-	if (len == 0 || key[len - 1] == '/')
-		return false;
-	marker = malloc(len + 2);
-	if (!marker)
-		return true; /* cannot tell: not asked */
-	memcpy(marker, key, len);
-	memcpy(marker + len, "/", 2);
-	missed = smux__hints_has(mux->hints, m->name, marker);
-	free(marker);
-	return missed;
-}
-
 bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 			const char *key)
 {
@@ -876,10 +881,8 @@ bool smux__member_stale(struct smux_mux *mux, struct mux_member *m,
 	if (!key || smux__hints_pending(mux->hints, m->name) == 0)
 		return false;
 	/* a member rejoining the mux missed every key (mux_rejoin.c) */
-	if (smux__hints_has(mux->hints, m->name, key) ||
-	    smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY))
-		return true;
-	return dir_marker_missed(mux, m, key);
+	return smux__hints_has(mux->hints, m->name, key) ||
+	       smux__hints_has(mux->hints, m->name, SMUX__REJOIN_KEY);
 }
 
 static void record_partial(struct smux_mux *mux, struct mux_member **m,

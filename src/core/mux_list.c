@@ -455,7 +455,9 @@ static long merge_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (src.hinted && snap_take(mux, &now))
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
-	if (src.drop_deleted && start->n) {
+	/* (sticky-by-key only: a mirror replica's missed put does not move
+	 * the key, the replicas that took it list it) */
+	if (src.sticky && src.drop_deleted && start->n) {
 		rc = fill_moved(mux, ctx, start, prefix ? prefix : "",
 				delimiter && *delimiter ? delimiter : NULL, es,
 				ok, n, &es[n], err);

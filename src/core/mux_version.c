@@ -48,3 +48,23 @@ bool smux__same_version(const struct smux_backend *had_on,
 		return had->mtime_ns == now->mtime_ns;
 	return same_token;
 }
+
+/* An mtime kept to the second only (0 ns within it). */
+static bool whole_second(int64_t ns)
+{
+	return ns % 1000000000LL == 0;
+}
+
+bool smux__version_current(const struct smux_backend *had_on,
+			   const struct smux_info *had,
+			   const struct smux_backend *now_on,
+			   const struct smux_info *now)
+{
+	if (smux__same_version(had_on, had, now_on, now))
+		return true;
+	if (had_on == now_on || had->size != now->size || !had->mtime_ns ||
+	    !now->mtime_ns ||
+	    !(whole_second(had->mtime_ns) || whole_second(now->mtime_ns)))
+		return false;
+	return had->mtime_ns / 1000000000LL == now->mtime_ns / 1000000000LL;
+}

@@ -289,9 +289,9 @@ int smuxfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
  * The reader holds the version opened. After a change through the mount
  * (fs->mutations moved), check that @key still has that version: a new
  * one means ESTALE, as a pinned get would say, never old bytes after new
- * ones. The reader's own store answers, by its own token (a head of the
- * mux could be answered by another replica, whose token never matches:
- * smux_reader_current). A name gone (unlinked) keeps its open version
+ * ones, decided where the key is read now (smux_reader_current: a head
+ * of the mux compared with the pinned token could be another member's
+ * token, which never matches). A name gone (unlinked) keeps its open version
  * readable, as on a local filesystem; a failed check reads on (the
  * reader is whole).
  */
@@ -311,6 +311,7 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
 	atomic_store(&fh->mutations, now);
 	return 0;
 }
+
 /*
  * The file of @fh was written through the mount since its version was
  * pinned (fh->repin, set by the commit): the same file, so its reader sees

@@ -709,6 +709,44 @@ static void test_dir_head_avoids_stale(void **state)
 	rep_release(&r);
 }
 
+/*
+ * ...but only its "not found" is passed over: a replica with a hint for a
+ * marker is asked, and answers when it has the name. r0 missed a second
+ * put of "d/" (a chmod of the directory), then is the only replica up: a
+ * head of "d" finds it. r0 missed the delete of "e/", then took the put
+ * of a file "e": a head of "e" finds the file there. (A rule that passed
+ * over such a replica whatever it said left no replica to ask: EIO.)
+ */
+static void test_marker_hinted_replica_answers(void **state)
+{
+	struct smux_info info;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct rep r;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	smux__mux_bg_stop(smux__mux_of(r.mux)); /* no replay */
+	MH_OK(mh_put(r.mux, "d/", "", &err), &err);
+	MH_OK(mh_put(r.mux, "e/", "", &err), &err);
+	mh_fail(r.f[0], true);
+	MH_OK(mh_put(r.mux, "d/", "", &err), &err);
+	MH_OK(smux_backend_del(r.mux, &ctx, "e/", &err), &err);
+	mh_fail(r.f[0], false);
+	rep_later(&r);
+	MH_OK(mh_put(r.mux, "e", "file", &err), &err);
+	MH_HOLDS(r.mem[0], "e", "file");
+	mh_fail(r.f[1], true);
+	mh_fail(r.f[2], true);
+	MH_OK(smux_backend_head(r.mux, &ctx, "d", &info, &err), &err);
+	assert_true(S_ISDIR(info.mode));
+	MH_OK(smux_backend_head(r.mux, &ctx, "e", &info, &err), &err);
+	assert_true(S_ISREG(info.mode));
+	assert_int_equal(info.size, 4);
+	rep_release(&r);
+}
+
 /* Appends each listed key and a space to the buffer @arg (256 bytes). */
 static int names_cb(void *arg, const struct smux_list_entry *e)
 {
@@ -1851,6 +1889,7 @@ int main(void)
 		cmocka_unit_test(test_hint_superseded),
 		cmocka_unit_test(test_reads_avoid_stale),
 		cmocka_unit_test(test_dir_head_avoids_stale),
+		cmocka_unit_test(test_marker_hinted_replica_answers),
 		cmocka_unit_test(test_list_skips_missed_delete),
 		cmocka_unit_test(test_single_fresh_replica),
 		cmocka_unit_test(test_aborted_fanout_hints),

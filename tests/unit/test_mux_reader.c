@@ -1028,6 +1028,96 @@ static void test_kinds_current(void **state)
 	free(v2);
 }
 
+/*
+ * ...and in failover, where a write goes to the first member only: a
+ * reader opened on the standby (m1, m0 drained at the open) reads on once
+ * m0 is back holding the same version (the same size and mtime), and
+ * its version is another once a write through the mux landed on m0 (the
+ * standby never sees it, nor a hint: its own token says nothing).
+ */
+static void test_kinds_current_standby(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 38), *v2 = pattern(LEN, 39);
+	struct smux_reader *r;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct kinds k;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	kinds_init(&k, SMUX_MODE_FAILOVER);
+	put_on(k.file, "k", v1, LEN, SAME_MTIME);
+	put_on(k.store, "k", v1, LEN, SAME_MTIME);
+	MH_OK(smux_mux_drain(k.mux, k.m[0]->name, &ctx, &err), &err);
+	r = ropen(k.mux, "k");
+	MH_OK(smux_mux_undrain(k.mux, k.m[0]->name, &err), &err);
+	read_range(r, v1, 0, 1000, 1000);
+	MH_OK(smux_reader_current(r, &ctx, "k", &err), &err);
+	put_on(k.mux, "k", v2, LEN, 0);
+	{ /* the write went to m0 only */
+		unsigned char *got;
+		size_t len;
+
+		MH_OK(smux_backend_get_all(k.store, &ctx, "k", &got, &len,
+					   &err),
+		      &err);
+		assert_int_equal(len, LEN);
+		assert_memory_equal(got, v1, LEN);
+		free(got);
+	}
+	MH_ERR(smux_reader_current(r, &ctx, "k", &err), &err,
+	       SMUX_E_PRECONDITION_FAILED);
+	smux_reader_close(r);
+	kinds_release(&k);
+	free(v1);
+	free(v2);
+}
+
+/*
+ * A reader opened on the store of a mirror [file, store] whose file member
+ * is no wrapper (its own reader is live: the file as it is): the store
+ * fails mid-read and the reader goes on, on the file's live reader. A
+ * write through the mux since is still another version: a live reader's
+ * token is compared as any other.
+ */
+static void test_current_live_pin(void **state)
+{
+	enum { LEN = 20000 };
+	unsigned char *v1 = pattern(LEN, 40), *v2 = pattern(LEN, 41);
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR,
+				  .cooldown_ms = 600000};
+	struct smux_backend *members[2], *mux;
+	struct smux_reader *r;
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct kinds k;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	kinds_init(&k, SMUX_MODE_MIRROR);
+	members[0] = k.file;
+	members[1] = k.m[1];
+	mux = mh_mux("mux2", &o, members, NULL, 2);
+	put_on(mux, "k", v1, LEN, 0);
+	MH_OK(smux_mux_drain(mux, "origin", &ctx, &err), &err);
+	r = ropen(mux, "k");
+	MH_OK(smux_mux_undrain(mux, "origin", &err), &err);
+	assert_false(r->live);
+	read_range(r, v1, 0, 1000, 1000);
+	mh_fail(k.m[1], true);
+	read_range(r, v1, 1000, 2000, 1000); /* on the file now */
+	MH_OK(smux_reader_current(r, &ctx, "k", &err), &err);
+	put_on(mux, "k", v2, LEN, 0);
+	MH_ERR(smux_reader_current(r, &ctx, "k", &err), &err,
+	       SMUX_E_PRECONDITION_FAILED);
+	smux_reader_close(r);
+	smux_backend_unref(mux);
+	kinds_release(&k);
+	free(v1);
+	free(v2);
+}
+
 static void test_hints_mirror(void **state)
 {
 	struct set_opts so = {.wrap = true};
@@ -1365,6 +1455,8 @@ int main(void)
 		cmocka_unit_test(test_kinds_same_version),
 		cmocka_unit_test(test_kinds_other_version),
 		cmocka_unit_test(test_kinds_current),
+		cmocka_unit_test(test_kinds_current_standby),
+		cmocka_unit_test(test_current_live_pin),
 		cmocka_unit_test(test_kinds_pinned_get),
 		cmocka_unit_test(test_hints_mirror),
 		cmocka_unit_test(test_hints_failover),
