@@ -829,7 +829,7 @@ int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a);
  * version is current there (a write since, also one the store @r reads
  * missed); another error when it cannot tell. A live reader follows its
  * object: 0. A token is compared only with one of the same store: a mux
- * reader opens the key again as a get is routed now and compares by the
+ * reader heads the key where it is read now and compares by the
  * member's token when it is the one read, else by size and mtime
  * (mux_version.c). */
 int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,

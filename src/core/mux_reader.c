@@ -565,10 +565,11 @@ static int mr_setattr(struct smux_reader *r, const struct smux_setattr *a)
 
 /*
  * Whether @key still holds the version opened, for a reader to read on
- * after a change through the mount: the key is opened again, routed as a
- * get is now (past members with a pending hint for it; failover: the
- * member that takes the writes, which a standby the reader reads never
- * sees), and compared with what the member serving the reader opened -
+ * after a change through the mount: the key is headed where a head is
+ * routed now (mirror, failover, shield: in order, past members with a
+ * pending hint for it - failover: the member that takes the writes, which
+ * a standby the reader reads never sees; the other modes: opened as a get
+ * is routed), and compared with what the member serving the reader opened -
  * by its own token when the same member answers, else by size and mtime
  * (smux__version_current). A head of the mux compared with the token
  * pinned could only match when the same member answered: a reader of a
@@ -581,24 +582,54 @@ static int mr_current_version(struct smux_reader *r, const struct smux_ctx *ctx,
 {
 	struct mux_reader *mr = mr_of(r);
 	struct smux_mux *mux = mr->mux;
-	struct pin *p, *fresh;
-	int rc = 0;
+	struct mux_member *at = NULL;
+	struct pin *p, *fresh = NULL;
+	struct smux_info now;
+	int rc;
 
-	fresh = pin_open(mux, ctx, key, "reader_current", NULL, 0, err);
-	if (!fresh)
-		return -err->e.sys_errno;
+	if (mux->mode == SMUX_MODE_MIRROR || mux->mode == SMUX_MODE_FAILOVER ||
+	    mux->mode == SMUX_MODE_SHIELD) {
+		/* one head, where a head is routed (in order, past members
+		 * with a pending hint): not a race of opens */
+		struct smux__call call = {
+			.op = SMUX__OP_HEAD, .key = key, .info = &now};
+		struct smux_span *span = NULL;
+		struct smux_ctx child;
+
+		rc = smux__mux_op_enter(mux, ctx, &child, "reader_current", key,
+					"sequential", &span, err);
+		if (rc == 0)
+			rc = (int)smux__exec_walk(mux, &child, &call, true, &at,
+						  span, err);
+		rc = (int)smux__mux_op_leave(mux, span, rc, err);
+	} else {
+		fresh = pin_open(mux, ctx, key, "reader_current", NULL, 0, err);
+		rc = fresh ? 0 : -err->e.sys_errno;
+		if (fresh) {
+			at = smux__member_get(fresh->m);
+			now = fresh->r->info;
+		}
+	}
+	pin_put(fresh);
+	if (rc < 0 || !at) {
+		smux__member_put(at);
+		return rc < 0 ? rc
+			      : smux_error_set(err, SMUX_E_UNKNOWN,
+					       mux->base.name,
+					       "\"%s\": no member answered", key);
+	}
 	p = mr_current(mr);
-	if (!smux__version_current(p->m->backend, &p->r->info,
-				   fresh->m->backend, &fresh->r->info))
+	if (!smux__version_current(p->m->backend, &p->r->info, at->backend,
+				   &now))
 		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				    mux->base.name,
 				    "\"%s\": backend \"%s\" holds another "
 				    "version (etag \"%s\", opened \"%s\" on "
 				    "\"%s\")",
-				    key, fresh->m->name, fresh->r->info.etag,
-				    p->r->info.etag, p->m->name);
+				    key, at->name, now.etag, p->r->info.etag,
+				    p->m->name);
 	pin_put(p);
-	pin_put(fresh);
+	smux__member_put(at);
 	return rc;
 }
 
