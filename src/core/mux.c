@@ -1273,7 +1273,10 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	if (rc)
 		return (int)rc;
-	return (int)route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
+	rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
+	if (rc == 0) /* an open in-place writer's file has no name now */
+		smux__intent_replaced(mux, key);
+	return (int)rc;
 }
 
 /*
@@ -1405,6 +1408,9 @@ static int mux_del_many(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	rc = del_many_one(smux__mux_of(b), ctx, keys, n, rcs, err);
 	if (rc != 1) {
+		for (size_t i = 0; i < n; i++)
+			if (rcs[i] == 0) /* as mux_del */
+				smux__intent_replaced(smux__mux_of(b), keys[i]);
 		/* what the batch left: keys an abandoned call may change */
 		for (size_t i = 0; i < n; i++) {
 			struct smux_error one;
@@ -1733,9 +1739,16 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			return (int)op_leave(mux, span, lrc, err);
 		(void)op_leave(mux, span, 0, err);
 		rc = copy_through(b, ctx, src, dst, err);
-		return rc ? rc : mux_del(b, ctx, src, err);
+		rc = rc ? rc : mux_del(b, ctx, src, err);
+	} else {
+		rc = (int)route_write(mux, ctx, &call, SMUX__HINT_PUT,
+				      "rename", err);
 	}
-	return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename", err);
+	/* an open in-place writer of @dst writes a file without the name
+	 * now (one of @src follows its file: the caller reopens it) */
+	if (rc == 0)
+		smux__intent_replaced(mux, dst);
+	return rc;
 }
 
 /*

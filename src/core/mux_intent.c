@@ -41,6 +41,10 @@ struct mux_busy {
 				writers that left without a commit */
 	uint64_t intent;  /* journal id, 0 = none */
 	int64_t clean_ns; /* when ndirty last fell to 0 */
+	/* times the key's name went to another object (a rename over it, a
+	 * delete) while held: a writer that holds an older one writes a
+	 * file without that name (smux__intent_replaced) */
+	uint64_t gen;
 	struct mux_busy *next;
 };
 
@@ -67,7 +71,7 @@ static void busy_free(struct smux_mux *mux, struct mux_busy *b)
 	free(b);
 }
 
-int smux__intent_hold(struct smux_mux *mux, const char *key,
+int smux__intent_hold(struct smux_mux *mux, const char *key, uint64_t *gen,
 		      struct smux_error *err)
 {
 	struct mux_busy *b;
@@ -88,16 +92,27 @@ int smux__intent_hold(struct smux_mux *mux, const char *key,
 		mux->busy = b;
 	}
 	b->refs++;
+	*gen = b->gen;
 	pthread_mutex_unlock(&mux->intent_lock);
 	return 0;
 }
 
-void smux__intent_unhold(struct smux_mux *mux, const char *key, bool dirty)
+/* Caller holds intent_lock. A writer holding @key at @gen writes a file
+ * the name no longer has. */
+static bool detached(struct mux_busy *b, uint64_t gen)
+{
+	return b && b->gen != gen;
+}
+
+void smux__intent_unhold(struct smux_mux *mux, const char *key, uint64_t gen,
+			 bool dirty)
 {
 	struct mux_busy *b;
 
 	pthread_mutex_lock(&mux->intent_lock);
 	b = busy_find(mux, key);
+	if (detached(b, gen))
+		dirty = false; /* its changes are not the key's */
 	if (b) {
 		b->refs--;
 		/* a writer that leaves dirty keeps ndirty up: reconcile */
@@ -109,8 +124,8 @@ void smux__intent_unhold(struct smux_mux *mux, const char *key, bool dirty)
 		smux__mux_kick(mux);
 }
 
-int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
-		       struct smux_error *err)
+int smux__intent_begin(struct smux_mux *mux, const char *key, uint64_t gen,
+		       bool *dirty, struct smux_error *err)
 {
 	struct mux_busy *b;
 	int rc = 0;
@@ -119,6 +134,12 @@ int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
 		return 0;
 	pthread_mutex_lock(&mux->intent_lock);
 	b = busy_find(mux, key); /* held by the caller: never NULL */
+	if (detached(b, gen)) {
+		/* its changes reach no file of the key (but on a replica
+		 * that missed the rename or delete, hinted for it) */
+		pthread_mutex_unlock(&mux->intent_lock);
+		return 0;
+	}
 	if (b && !b->intent)
 		rc = smux__hints_add(mux->hints, SMUX__INTENT_ALL, key,
 				     SMUX__HINT_INTENT, &b->intent, err);
@@ -130,7 +151,8 @@ int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
 	return rc;
 }
 
-void smux__intent_end(struct smux_mux *mux, const char *key, bool *dirty)
+void smux__intent_end(struct smux_mux *mux, const char *key, uint64_t gen,
+		      bool *dirty)
 {
 	struct mux_busy *b;
 
@@ -138,7 +160,7 @@ void smux__intent_end(struct smux_mux *mux, const char *key, bool *dirty)
 		return;
 	pthread_mutex_lock(&mux->intent_lock);
 	b = busy_find(mux, key);
-	if (b && b->ndirty && --b->ndirty == 0)
+	if (!detached(b, gen) && b && b->ndirty && --b->ndirty == 0)
 		b->clean_ns = smux_now_ns();
 	pthread_mutex_unlock(&mux->intent_lock);
 	*dirty = false;
@@ -178,6 +200,35 @@ void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id)
 		b->ndirty = 0;
 	}
 	pthread_mutex_unlock(&mux->intent_lock);
+}
+
+void smux__intent_replaced(struct smux_mux *mux, const char *key)
+{
+	struct mux_busy *b;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	if (b && b->refs) {
+		b->gen++;
+		/* what its writers left uncommitted is no longer the key's
+		 * content: nothing of the key to reconcile (the replicas that
+		 * took the change hold the new object, the others a hint) */
+		if (b->ndirty) {
+			b->ndirty = 0;
+			b->clean_ns = smux_now_ns();
+		}
+	}
+	pthread_mutex_unlock(&mux->intent_lock);
+}
+
+bool smux__intent_detached(struct smux_mux *mux, const char *key, uint64_t gen)
+{
+	bool d;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	d = detached(busy_find(mux, key), gen);
+	pthread_mutex_unlock(&mux->intent_lock);
+	return d;
 }
 
 bool smux__intent_busy(struct smux_mux *mux, const char *key)

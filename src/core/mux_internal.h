@@ -773,22 +773,35 @@ bool smux__change_waits(struct smux_mux *mux, const char *key);
 /* mux_intent.c: write intents of in-place fan-out writers */
 
 /* @key has an open in-place writer (refcounted): its intent is not
- * reconciled meanwhile. 0 or NO_MEMORY. */
-int smux__intent_hold(struct smux_mux *mux, const char *key,
+ * reconciled meanwhile. *@gen: the hold's generation, which the writer
+ * passes back. 0 or NO_MEMORY. */
+int smux__intent_hold(struct smux_mux *mux, const char *key, uint64_t *gen,
 		      struct smux_error *err);
 /* Ends a hold; @dirty: the writer leaves changes it never committed (the
  * repair is woken to reconcile them). */
-void smux__intent_unhold(struct smux_mux *mux, const char *key, bool dirty);
+void smux__intent_unhold(struct smux_mux *mux, const char *key, uint64_t gen,
+			 bool dirty);
+/* The name @key went to another object (a rename over it, a delete, that
+ * the mux acknowledged): the writers holding it write a file without
+ * that name, their uncommitted changes are nothing of the key to
+ * reconcile, and their later changes begin no intent (s42-t2: a writer
+ * open across a drain made the file renamed over its name the "newest
+ * copy" of its own bytes, on every replica). */
+void smux__intent_replaced(struct smux_mux *mux, const char *key);
+/* Whether a writer holding @key at @gen writes a file without the name. */
+bool smux__intent_detached(struct smux_mux *mux, const char *key,
+			   uint64_t gen);
 /* True while a writer holds @key. */
 bool smux__intent_busy(struct smux_mux *mux, const char *key);
 /* Before a writer's change: unless *@dirty, makes sure the key's intent
  * is journaled (durable before it returns) and marks the writer dirty.
  * The caller holds @key. 0 or the journal's failure. */
-int smux__intent_begin(struct smux_mux *mux, const char *key, bool *dirty,
-		       struct smux_error *err);
+int smux__intent_begin(struct smux_mux *mux, const char *key, uint64_t gen,
+		       bool *dirty, struct smux_error *err);
 /* After a commit that met the write policy: the writer is clean again
  * (the intent lingers, then ends: mux_intent.c). */
-void smux__intent_end(struct smux_mux *mux, const char *key, bool *dirty);
+void smux__intent_end(struct smux_mux *mux, const char *key, uint64_t gen,
+		      bool *dirty);
 
 enum smux__intent_state {
 	SMUX__INTENT_BUSY,	/* writers at it, or a clean one lingering */

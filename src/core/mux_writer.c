@@ -342,6 +342,11 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 
 	if (!mw->fanout || !mw->inplace)
 		return;
+	/* its file lost the name (a rename over it, an unlink): a replica
+	 * taken back by the name would get its bytes over the file that has
+	 * the name now, and lose the hint that brings that one (s42-t2) */
+	if (smux__intent_detached(mux, mw->base.key, mw->intent_gen))
+		return;
 	for (unsigned j = 0; j < mw->n && src < 0; j++)
 		if (smux__mw_live(mw, j))
 			src = (int)j;
@@ -583,6 +588,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	struct smux_put_opts po;
 	uint64_t change = 0;
 	int info_from = -1;
+	bool nameless;
 	long rc;
 
 	if (!f)
@@ -596,6 +602,10 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	if (!mw->inplace)
 		(void)smux__change_begin_key(mux, key, &change, err);
 	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
+	/* a file that lost the name commits nothing of the key: the hints
+	 * that bring the key's new object stay */
+	nameless = mw->inplace &&
+		   smux__intent_detached(mux, key, mw->intent_gen);
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
 		if (!f->go[i]) {
@@ -622,7 +632,8 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		 * writer was open keeps its hint unless the writer made the
 		 * whole content (truncating): an edit of its old copy is
 		 * not the latest version */
-		if (f->ok[i] && smux__fan_renews(&commit, mw->whole))
+		if (f->ok[i] && smux__fan_renews(&commit, mw->whole) &&
+		    !nameless)
 			smux__replica_wrote(mux, mw->m[i], key);
 	}
 	/* unfenced once the hints are recorded (as smux__exec_fanout) */
@@ -633,7 +644,7 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	free(f);
 	/* the replicas that missed it have hints: the intent is over */
 	if (rc == 0)
-		smux__intent_end(mux, key, &mw->dirty);
+		smux__intent_end(mux, key, mw->intent_gen, &mw->dirty);
 	if (rc == 0 && info && info_from >= 0)
 		*info = infos[info_from];
 	return (int)rc;
@@ -742,7 +753,8 @@ static long mw_change(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	long rc = 0;
 
 	if (mw->inplace)
-		rc = smux__intent_begin(mw->mux, mw->base.key, &mw->dirty, err);
+		rc = smux__intent_begin(mw->mux, mw->base.key, mw->intent_gen,
+					 &mw->dirty, err);
 	if (rc)
 		return rc;
 	if (mw->fanout)
@@ -883,9 +895,9 @@ static void mw_close(struct smux_writer *w)
 	if (!mw->fanout)
 		smux__mw_single_release(mw);
 	if (mw->inplace)
-		smux__intent_unhold(mw->mux, w->key, mw->dirty);
+		smux__intent_unhold(mw->mux, w->key, mw->intent_gen, mw->dirty);
 	if (mw->sticky_held) {
-		smux__intent_unhold(mw->mux, w->key, false);
+		smux__intent_unhold(mw->mux, w->key, mw->intent_gen, false);
 		/* a replay it held back */
 		if (smux__hints_pending_replicas(mw->mux->hints) > 0)
 			smux__mux_kick(mw->mux);
@@ -1035,7 +1047,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	mw->base.appends = true; /* each member writer appends its way */
 	atomic_fetch_add(&mux->total_calls, 1);
 	if (mw->fanout && (flags & SMUX_WRITER_INPLACE)) {
-		rc = smux__intent_hold(mux, key, err);
+		rc = smux__intent_hold(mux, key, &mw->intent_gen, err);
 		if (rc)
 			goto out_close;
 		mw->inplace = true;
@@ -1044,7 +1056,8 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		smux__fence_wait_replays(mux, key);
 		/* a truncating open changes every replica already */
 		if (flags & SMUX_WRITER_TRUNC)
-			rc = smux__intent_begin(mux, key, &mw->dirty, err);
+			rc = smux__intent_begin(mux, key, mw->intent_gen, &mw->dirty,
+						 err);
 		if (rc)
 			goto out_close;
 	}
@@ -1060,7 +1073,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (mux->mode == SMUX_MODE_STICKY && (flags & SMUX_WRITER_INPLACE)) {
 		/* before the open places the writer (under the key's gate):
 		 * a replay after it finds the key held */
-		rc = smux__intent_hold(mux, key, err);
+		rc = smux__intent_hold(mux, key, &mw->intent_gen, err);
 		if (rc)
 			goto out_close;
 		mw->sticky_held = true;
@@ -1075,7 +1088,8 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	 * note ended here would leave the file on some replicas for good
 	 * (test_mux_change test_create_left_out_held) */
 	if (rc == 0 && change && mw->left_out &&
-	    smux__intent_begin(mux, key, &mw->dirty, NULL) != 0)
+	    smux__intent_begin(mux, key, mw->intent_gen, &mw->dirty,
+			       NULL) != 0)
 		change = 0; /* the journal failed: the note stays instead */
 	if (rc)
 		goto out_close;

@@ -48,6 +48,7 @@ struct smux__mux_writer {
 	 * changes not yet committed under the write policy */
 	bool inplace;
 	bool dirty;
+	uint64_t intent_gen; /* of its hold (smux__intent_hold) */
 	/* fan-out: the writer makes the whole content (opened truncating or
 	 * truncated to 0), not an edit of each replica's old copy */
 	bool whole;
