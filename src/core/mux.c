@@ -1188,13 +1188,18 @@ struct dot_probe {
 	bool found;
 };
 
-/* Stops a listing at its first entry under @arg's prefix (the marker
- * of the directory itself aside). */
-static int first_entry(void *arg, const struct smux_list_entry *le)
+/* Stops a listing at its first entry under @arg's prefix whose name
+ * starts with '.' (what a listing hiding dot names left out). Other names
+ * were in the listing the program saw, or are a failover standby's older
+ * copies: a directory renamed key by key on the first member, or emptied
+ * there by rm -r, is not refused for them (s42-t1: `mv dir1 ren1` on a
+ * failover of WebDAV and s3 failed with ENOTEMPTY, s3 holding dir1/file). */
+static int dot_entry(void *arg, const struct smux_list_entry *le)
 {
 	struct dot_probe *p = arg;
+	size_t n = strlen(p->prefix);
 
-	if (strcmp(le->key, p->prefix) == 0)
+	if (strncmp(le->key, p->prefix, n) != 0 || le->key[n] != '.')
 		return 0;
 	p->found = true;
 	return 1;
@@ -1208,7 +1213,7 @@ static int first_entry(void *arg, const struct smux_list_entry *le)
  * member up past them keeps such names. rm -r then removed what it saw,
  * and the removal of the directory left a .hidden on that member, where
  * the directory came back with it. That member is asked whether the
- * directory holds anything (one listing, stopped at its first entry):
+ * directory holds a dot name (a listing, stopped at the first one):
  * NOT_EMPTY when it does, and nothing is removed. With no such member up
  * the removal goes on (refusing it would fail every rm -r on a mirror
  * [s3, webdav] while S3 is out): a .hidden on a member that was out comes
@@ -1223,7 +1228,7 @@ static long dotnames_unseen(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.op = SMUX__OP_LIST,
 		.key = key,
 		.key2 = "/",
-		.list_fn = first_entry,
+		.list_fn = dot_entry,
 		.list_arg = &probe,
 	};
 	struct mux_member *ask = NULL;
