@@ -380,8 +380,13 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 		fresh = pin_open(mux, ctx, mr->key, "reader_reopen", NULL, 0,
 				 err);
 	rc = fresh ? 0 : -err->e.sys_errno;
-	if (fresh && !smux__same_version(mr->origin->backend, &mr->base.info,
-					 fresh->m->backend, &fresh->r->info)) {
+	/* (to the second where a member keeps no more: smux__version_current;
+	 * a write through the caller re-pins its readers before this could
+	 * stitch it, and one behind it within the second is what that
+	 * member's own token cannot tell either) */
+	if (fresh && !smux__version_current(mr->origin->backend, &mr->base.info,
+					    fresh->m->backend,
+					    &fresh->r->info)) {
 		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				    mux->base.name,
 				    "read \"%s\": backend \"%s\" holds another "

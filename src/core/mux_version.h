@@ -24,11 +24,12 @@ bool smux__same_version(const struct smux_backend *had_on,
  * Whether a reader of @had on @had_on may read on: @now (on @now_on, where
  * a read of the key goes now) is that version as smux__same_version says,
  * or, across members one of which keeps mtimes to the second only (an
- * HTTP server's Last-Modified), the same size and second. Looser than
- * smux__same_version on purpose: the reader keeps reading its own
- * member's bytes, so the worst a false match does is serve the version
- * opened after a same-size rewrite within its second, never bytes of two
- * versions; a reader's failover onto another member keeps the exact rule.
+ * HTTP server's Last-Modified), the same size and second. Used for a
+ * reader's version check and its failover onto another member: a false
+ * match needs a rewrite of the same size within that second behind the
+ * caller (a rewrite through it re-pins its readers), which the member's
+ * own token (nginx: size and mtime in seconds) cannot tell either. With
+ * exact mtimes on both sides it is smux__same_version.
  */
 bool smux__version_current(const struct smux_backend *had_on,
 			   const struct smux_info *had,

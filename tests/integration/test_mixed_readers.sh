@@ -136,3 +136,29 @@ for mode in mirror failover; do
 	scenario $mode on
 	scenario $mode off
 done
+
+# A reader on d when nginx stops answering (SIGSTOP): it goes on reading
+# f's copy of the same write (f keeps the mtime to the nanosecond, nginx
+# to the second: the same write there). Before, ESTALE for every read
+# until nginx was back (s42-t1).
+new_config "$T/c-stop.conf" m read_cache=off
+cfg_mux m mirror "f d" backend_timeout=2s
+cfg_file f "$T/f-stop"
+cfg_raw "[backend d]
+type = http
+url = $DAV_URL/stop/
+"
+mkdir -p "$T/ng/root/stop" "$T/f-stop"
+M=$T/mnt-stop
+mount_smux "$T/c-stop.conf" "$M"
+cp "$T/want" "$M/x"
+open_on d f x
+kill -STOP "$NGINX_PID"
+rc=0
+timeout 60 cat <&3 >"$T/rest" 2>"$T/cat.err" || rc=$?
+kill -CONT "$NGINX_PID"
+exec 3<&-
+[ "$rc" = 0 ] || fail "a reader on d, nginx stopped: rc $rc ($(cat "$T/cat.err"))"
+tail -c +101 "$T/want" | cmp - "$T/rest" || fail "a reader on d, nginx stopped: wrong bytes"
+log "a reader on d read on from f while nginx was stopped"
+unmount_smux "$M"
