@@ -1808,6 +1808,8 @@ static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = op_enter(mux, ctx, &child, "setattr", key, "selected", &span, err);
 	if (rc == 0)
 		rc = smux__sticky_route(mux, &child, &call, span, err);
+	if (rc >= 0 && smux_key_is_dir(key)) /* on every shard it is on */
+		smux__sticky_spread_dir(mux, &child, &call, NULL, span);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1911,6 +1913,8 @@ static int mux_xattr_write(struct smux_backend *b, const struct smux_ctx *ctx,
 	rc = op_enter(mux, ctx, &child, op, call->key, "selected", &span, err);
 	if (rc == 0)
 		rc = smux__sticky_route(mux, &child, call, span, err);
+	if (rc >= 0 && smux_key_is_dir(call->key)) /* as mux_setattr */
+		smux__sticky_spread_dir(mux, &child, call, NULL, span);
 	return (int)op_leave(mux, span, rc, err);
 }
 

@@ -770,6 +770,15 @@ int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
  * would build on a state the change may yet undo. */
 bool smux__change_waits(struct smux_mux *mux, const char *key);
 
+/* mux_sticky.c: @call (a directory's marker put, or its setattr or
+ * xattr change) made on every shard up but @acked (NULL: every one) that
+ * takes it, best effort: a lookup of a directory is answered by any
+ * shard. */
+void smux__sticky_spread_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     const struct smux__call *call,
+			     const struct mux_member *acked,
+			     struct smux_span *span);
+
 /* mux_intent.c: write intents of in-place fan-out writers */
 
 /* @key has an open in-place writer (refcounted): its intent is not

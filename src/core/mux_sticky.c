@@ -663,7 +663,9 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
 /*
  * A directory made through the mount (its marker put where the walk put
  * it, @acked) is made on every other shard that is up too, as far as it
- * takes it: a lookup of it is answered by any shard, so while the shard
+ * takes it (and its mode, times and xattrs set there as where they were
+ * set: mux.c, s42-t2 - a stat is answered by any shard, and `chmod 700
+ * d` showed 755): a lookup of it is answered by any shard, so while the shard
  * holding the files under it is out the directory still shows. Found
  * absent then, a file of its name was created over it (s41-t2: `echo >
  * d14` succeeded, and after the shard came back d14/inside, an
@@ -671,10 +673,10 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
  * a shard without the marker holds nothing under it (or its keys imply
  * the directory), and a removal goes to every shard.
  */
-static void spread_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
-			  const struct smux__call *call,
-			  const struct mux_member *acked,
-			  struct smux_span *span)
+void smux__sticky_spread_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     const struct smux__call *call,
+			     const struct mux_member *acked,
+			     struct smux_span *span)
 {
 	struct mux_view *v = smux__view_get(mux);
 
@@ -728,7 +730,7 @@ long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		if (rc >= 0 && acked && call->op == SMUX__OP_PUT &&
 		    smux_key_is_dir(call->key))
-			spread_marker(mux, ctx, call, acked, span);
+			smux__sticky_spread_dir(mux, ctx, call, acked, span);
 		smux__member_put(acked);
 	}
 	smux__sticky_gate_leave(mux, &g);

@@ -351,11 +351,19 @@ _smux_cleanup() {
 	for m in "${_SMUX_MOUNTS[@]}"; do
 		_smux_umount "$m"
 	done
-	while read -r _ m _; do
+	# (a test's own tmpfs too: umount, not fusermount3's 10 s of tries;
+	# the list read before anything is unmounted)
+	while read -r _ m t _; do
 		case $m in
-		"$T"/*) log "leftover mount $m"; _smux_umount "$m" ;;
+		"$T"/*)
+			log "leftover mount $m ($t)"
+			case $t in
+			fuse*) _smux_umount "$m" ;;
+			*) umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ;;
+			esac
+			;;
 		esac
-	done </proc/mounts
+	done < <(cat /proc/mounts)
 	# 2. foreground daemons: give them time to exit, then kill by pid
 	for e in "${_SMUX_FG_PIDS[@]}"; do
 		IFS=: read -r pid m logf <<<"$e"

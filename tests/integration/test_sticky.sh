@@ -242,6 +242,16 @@ mount_smux "$T/df.conf" "$T/m3"
 want=$(($(df -B1 --output=size "$T/fs8" "$T/fs16" "$T/fs24" | tail -n +2 | paste -sd+)))
 got=$(df -B1 --output=size "$T/m3" | tail -1 | tr -d ' ')
 [ "$got" = "$want" ] || fail "df of the sticky mount: $got bytes, want the shards' $want"
+# a directory's mode, times and xattrs are the same on every shard it is
+# on: a stat is answered by any of them (s42-t2: chmod 700 showed 755)
+for d in d0 d1 dir-x; do
+	mkdir "$T/m3/$d"
+	chmod 700 "$T/m3/$d"
+	touch -d @1000000000 "$T/m3/$d"
+	got=$(stat -c '%a %Y' "$T/m3/$d")
+	[ "$got" = "700 1000000000" ] ||
+		fail "$d after chmod 700 and touch -d @1000000000: $got (shards: $(stat -c '%a %Y' "$T"/fs*/"$d" | tr '\n' ' '))"
+done
 unmount_smux "$T/m3"
 mkdir -p "$T/fs8/r1" "$T/fs8/r2" "$T/fs8/r3"
 new_config "$T/rr.conf" m
