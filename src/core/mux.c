@@ -1746,8 +1746,8 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 		rc = copy_through(b, ctx, src, dst, err);
 		rc = rc ? rc : mux_del(b, ctx, src, err);
 	} else {
-		rc = (int)route_write(mux, ctx, &call, SMUX__HINT_PUT,
-				      "rename", err);
+		rc = (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename",
+				      err);
 	}
 	/* an open in-place writer of @dst writes a file without the name
 	 * now (one of @src follows its file: the caller reopens it) */

@@ -798,8 +798,7 @@ void smux__intent_unhold(struct smux_mux *mux, const char *key, uint64_t gen,
  * copy" of its own bytes, on every replica). */
 void smux__intent_replaced(struct smux_mux *mux, const char *key);
 /* Whether a writer holding @key at @gen writes a file without the name. */
-bool smux__intent_detached(struct smux_mux *mux, const char *key,
-			   uint64_t gen);
+bool smux__intent_detached(struct smux_mux *mux, const char *key, uint64_t gen);
 /* True while a writer holds @key. */
 bool smux__intent_busy(struct smux_mux *mux, const char *key);
 /* Before a writer's change: unless *@dirty, makes sure the key's intent

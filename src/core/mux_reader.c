@@ -384,9 +384,9 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	 * a write through the caller re-pins its readers before this could
 	 * stitch it, and one behind it within the second is what that
 	 * member's own token cannot tell either) */
-	if (fresh && !smux__version_current(mr->origin->backend, &mr->base.info,
-					    fresh->m->backend,
-					    &fresh->r->info)) {
+	if (fresh &&
+	    !smux__version_current(mr->origin->backend, &mr->base.info,
+				   fresh->m->backend, &fresh->r->info)) {
 		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				    mux->base.name,
 				    "read \"%s\": backend \"%s\" holds another "
@@ -619,20 +619,19 @@ static int mr_current_version(struct smux_reader *r, const struct smux_ctx *ctx,
 	if (rc < 0 || !at) {
 		smux__member_put(at);
 		return rc < 0 ? rc
-			      : smux_error_set(err, SMUX_E_UNKNOWN,
-					       mux->base.name,
-					       "\"%s\": no member answered", key);
+			      : smux_error_set(
+					err, SMUX_E_UNKNOWN, mux->base.name,
+					"\"%s\": no member answered", key);
 	}
 	p = mr_current(mr);
 	if (!smux__version_current(p->m->backend, &p->r->info, at->backend,
 				   &now))
-		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
-				    mux->base.name,
-				    "\"%s\": backend \"%s\" holds another "
-				    "version (etag \"%s\", opened \"%s\" on "
-				    "\"%s\")",
-				    key, at->name, now.etag, p->r->info.etag,
-				    p->m->name);
+		rc = smux_error_set(
+			err, SMUX_E_PRECONDITION_FAILED, mux->base.name,
+			"\"%s\": backend \"%s\" holds another "
+			"version (etag \"%s\", opened \"%s\" on "
+			"\"%s\")",
+			key, at->name, now.etag, p->r->info.etag, p->m->name);
 	pin_put(p);
 	smux__member_put(at);
 	return rc;

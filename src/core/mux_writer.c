@@ -604,8 +604,8 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	smux__write_fence(mux, mw->m, mw->n, key, NULL); /* mux_fence.c */
 	/* a file that lost the name commits nothing of the key: the hints
 	 * that bring the key's new object stay */
-	nameless = mw->inplace &&
-		   smux__intent_detached(mux, key, mw->intent_gen);
+	nameless =
+		mw->inplace && smux__intent_detached(mux, key, mw->intent_gen);
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
 		if (!f->go[i]) {
@@ -754,7 +754,7 @@ static long mw_change(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 
 	if (mw->inplace)
 		rc = smux__intent_begin(mw->mux, mw->base.key, mw->intent_gen,
-					 &mw->dirty, err);
+					&mw->dirty, err);
 	if (rc)
 		return rc;
 	if (mw->fanout)
@@ -1056,8 +1056,8 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 		smux__fence_wait_replays(mux, key);
 		/* a truncating open changes every replica already */
 		if (flags & SMUX_WRITER_TRUNC)
-			rc = smux__intent_begin(mux, key, mw->intent_gen, &mw->dirty,
-						 err);
+			rc = smux__intent_begin(mux, key, mw->intent_gen,
+						&mw->dirty, err);
 		if (rc)
 			goto out_close;
 	}
@@ -1088,8 +1088,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	 * note ended here would leave the file on some replicas for good
 	 * (test_mux_change test_create_left_out_held) */
 	if (rc == 0 && change && mw->left_out &&
-	    smux__intent_begin(mux, key, mw->intent_gen, &mw->dirty,
-			       NULL) != 0)
+	    smux__intent_begin(mux, key, mw->intent_gen, &mw->dirty, NULL) != 0)
 		change = 0; /* the journal failed: the note stays instead */
 	if (rc)
 		goto out_close;

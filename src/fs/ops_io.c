@@ -379,7 +379,7 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 	char key[SMUX_KEY_MAX + 2];
 	char etag[SMUX_ETAG_MAX];
 	uint64_t psize;
-	bool retried = false;
+	bool retried = false, live;
 	unsigned replacing;
 	long n;
 	int rc;
@@ -447,13 +447,20 @@ again:
 	}
 	smuxfs_ctx(&ctx);
 	/* a live reader (a local file kept open) reads the file as it is,
-	 * as a local one would: no version to pin */
+	 * as a local one would: no version to pin - until the file was
+	 * written through the mount (re-pinned: reader_off), unless its
+	 * name went: a write of a mirror with a member that cannot write in
+	 * place (s3) puts a new file on the local one too, and the reader's
+	 * descriptor kept the old one (`tail -f` printed the log's first
+	 * line for good, s42-t1) */
+	live = fh->reader && fh->reader->live &&
+	       (!atomic_load(&fh->reader_off) || atomic_load(&fh->unlinked));
 	if (fh->reader &&
-	    (fh->reader->live || (!atomic_load(&fh->reader_off) &&
-				  reader_current(fs, fh, key) == 0))) {
+	    (live || (!fh->reader->live && !atomic_load(&fh->reader_off) &&
+		      reader_current(fs, fh, key) == 0))) {
 		n = smux_reader_pread(fh->reader, &ctx, buf, size,
 				      (uint64_t)off, &err);
-		if (fh->reader->live)
+		if (live)
 			etag[0] = '\0'; /* no version: the file as it is */
 	} else {
 		opts = (struct smux_get_opts){

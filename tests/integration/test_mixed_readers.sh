@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_mixed_readers.sh - readers of a mirror whose replicas are of
-# different kinds: a local directory (f) and nginx WebDAV (d). Their
+# different kinds: a local directory (f) and nginx WebDAV (d) (and an
+# s3rver, for tail -f). Their
 # version tokens differ (f: size and mtime; nginx: its own ETag), so a
 # reader's version is checked on the replica it reads, by that replica's
 # token (smux_reader_current).
@@ -161,4 +162,45 @@ exec 3<&-
 [ "$rc" = 0 ] || fail "a reader on d, nginx stopped: rc $rc ($(cat "$T/cat.err"))"
 tail -c +101 "$T/want" | cmp - "$T/rest" || fail "a reader on d, nginx stopped: wrong bytes"
 log "a reader on d read on from f while nginx was stopped"
+
+unmount_smux "$M"
+
+# tail -f of a log appended through the mount (`echo >>`, each a commit)
+# on a mirror [s3, local], read cache off: a member that cannot write in
+# place (s3) makes every append a new file on the local one too; tail's
+# reader, opened on the local file (a descriptor, which follows its
+# file), had kept the first one: it printed the log's first line, or the
+# first few, for good (s42-t1: 3 rounds in 6)
+use_s3rver
+new_config "$T/c-tail.conf" m read_cache=off
+cfg_mux m mirror "s f"
+cfg_file f "$T/f-tail"
+cfg_raw "[backend s]
+type = s3
+endpoint = $S3_EP
+bucket = $S3_BUCKET
+credentials_env = S3RV
+"
+M=$T/mnt-tail
+mount_smux "$T/c-tail.conf" "$M"
+echo "line 0" >"$M/log"
+timeout 60 tail -f "$M/log" >"$T/tail.out" 2>"$T/tail.err" &
+tailpid=$!
+(
+	for ((i = 1; i <= 40; i++)); do
+		echo "line $i" >>"$M/log" || echo "append $i failed" >&2
+		sleep 0.2 # pacing: appends tail sees one by one, not a wait
+	done
+) &
+wait $!
+for ((i = 0; i < 50; i++)); do
+	[ "$(tail -n 1 "$T/tail.out" 2>/dev/null)" = "line 40" ] && break
+	sleep 0.2
+done
+kill "$tailpid" 2>/dev/null || true
+wait "$tailpid" 2>/dev/null || true
+seq 0 40 | sed 's/^/line /' >"$T/tail.want"
+cmp "$T/tail.want" "$T/tail.out" ||
+	fail "tail -f printed $(wc -l <"$T/tail.out") lines, the last '$(tail -n 1 "$T/tail.out")' (want line 40): $(cat "$T/tail.err")"
+log "tail -f of a log appended through the mount: all 41 lines"
 unmount_smux "$M"
