@@ -333,11 +333,11 @@ static bool marker_missed(struct smux_mux *mux, struct mux_member *m,
 	char marker[SMUX_KEY_MAX + 2];
 	size_t len = strlen(key);
 
-	if (len == 0 || key[len - 1] == '/' || len + 2 > sizeof(marker) ||
-	    smux__hints_pending(mux->hints, m->name) == 0)
+	if (len == 0 || key[len - 1] == '/' ||
+	    smux__hints_pending(mux->hints, m->name) == 0 ||
+	    snprintf(marker, sizeof(marker), "%s/", key) !=
+		    (int)(len + 1)) /* (too long for a key: none) */
 		return false;
-	memcpy(marker, key, len);
-	memcpy(marker + len, "/", 2);
 	return smux__hints_has(mux->hints, m->name, marker);
 }
 
@@ -446,7 +446,13 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * the directory was out, read on once it was back). The
 		 * answer when none holds it. */
 		if ((rc < 0 && pinned &&
-		     e.e.code == SMUX_E_PRECONDITION_FAILED) ||
+		     (e.e.code == SMUX_E_PRECONDITION_FAILED ||
+		      /* past the member that answered "another
+		       * version": any other answer of a member that
+		       * lacks the version (not found: s42-t3, ENOENT
+		       * for an open file replaced meanwhile) */
+		      (o == SMUX_OUTCOME_SEMANTIC &&
+		       deferred.e.code == SMUX_E_PRECONDITION_FAILED))) ||
 		    /* a directory this member may have missed (its
 		     * marker's hint pending): not found here only
 		     * (test_dir_head_avoids_stale) */

@@ -751,12 +751,10 @@ static void test_marker_hinted_replica_answers(void **state)
 static int names_cb(void *arg, const struct smux_list_entry *e)
 {
 	char *buf = arg;
+	size_t used = strlen(buf);
+	int n = snprintf(buf + used, 256 - used, "%s ", e->key);
 
-	if (strlen(buf) + strlen(e->key) + 2 > 256)
-		return 1;
-	strcat(buf, e->key);
-	strcat(buf, " ");
-	return 0;
+	return n < 0 || (size_t)n >= 256 - used; /* stop when it is full */
 }
 
 /*

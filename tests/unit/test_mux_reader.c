@@ -961,6 +961,16 @@ static void test_kinds_pinned_get(void **state)
 	MH_ERR(smux_backend_get(k.mux, &ctx, "k", &o, &sink, NULL, &err), &err,
 	       SMUX_E_PRECONDITION_FAILED);
 	assert_int_equal(sink.written, 0);
+	/* a version m0 replaced since, a key m1 never had: the version is
+	 * gone (PRECONDITION_FAILED), not the key (s42-t3: ENOENT for a
+	 * file open, replaced meanwhile) */
+	put_on(k.file, "k2", v1, LEN, SAME_MTIME);
+	MH_OK(smux_backend_head(k.m[0], &ctx, "k2", &t, &err), &err);
+	put_on(k.file, "k2", v1, LEN, SAME_MTIME + 1);
+	o.if_match = t.etag;
+	smux_sink_buf(&sink, buf, sizeof(buf));
+	MH_ERR(smux_backend_get(k.mux, &ctx, "k2", &o, &sink, NULL, &err),
+	       &err, SMUX_E_PRECONDITION_FAILED);
 	kinds_release(&k);
 	free(v1);
 }
