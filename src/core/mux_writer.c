@@ -339,14 +339,17 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 {
 	struct smux_mux *mux = mw->mux;
 	int src = -1, clean = -1;
+	bool nameless;
 
 	if (!mw->fanout || !mw->inplace)
 		return;
-	/* its file lost the name (a rename over it, an unlink): a replica
-	 * taken back by the name would get its bytes over the file that has
-	 * the name now, and lose the hint that brings that one (s42-t2) */
-	if (smux__intent_detached(mux, mw->base.key, mw->intent_gen))
-		return;
+	/* its file lost the name (a rename over it, an unlink): the copy
+	 * goes to the replica's own file as ever (its other names, hard
+	 * links, show the writes there too: s42-t3), but the replica's
+	 * hints for the name stay - they bring the file that has the name
+	 * now, or its delete (s42-t2: ended, a file renamed over the name
+	 * was lost) */
+	nameless = smux__intent_detached(mux, mw->base.key, mw->intent_gen);
 	for (unsigned j = 0; j < mw->n && src < 0; j++)
 		if (smux__mw_live(mw, j))
 			src = (int)j;
@@ -413,7 +416,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		}
 		s->failed = false;
 		smux_error_clear(&s->err);
-		if (missed && clean >= 0 &&
+		if (missed && clean >= 0 && !nameless &&
 		    rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0) {
 			/* every hint it had for the key ends, ours too */
 			smux__replica_wrote(mux, mw->m[i], mw->base.key);
