@@ -667,6 +667,21 @@ void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms,
 	pthread_rwlock_unlock(&h->lock);
 }
 
+bool smux__hints_kind(struct smux__hints *h, const char *replica,
+		      const char *key, enum smux__hint_kind *kind)
+{
+	const struct hint_entry *e;
+
+	if (!h || !replica || !key)
+		return false;
+	pthread_rwlock_rdlock(&h->lock);
+	e = hx_find_rk(h, hx_find_replica(h, replica), key);
+	if (e)
+		*kind = e->kind;
+	pthread_rwlock_unlock(&h->lock);
+	return e != NULL;
+}
+
 bool smux__hints_has(struct smux__hints *h, const char *replica,
 		     const char *key)
 {

@@ -139,6 +139,9 @@ int smux__hints_supersede(struct smux__hints *h, const char *replica,
 void smux__hints_failed(struct smux__hints *h, uint64_t id, int64_t now_ms,
 			unsigned gen);
 
+/* True when @replica has a pending hint for @key, its kind in *@kind. */
+bool smux__hints_kind(struct smux__hints *h, const char *replica,
+		      const char *key, enum smux__hint_kind *kind);
 /* True when @replica has a pending hint for @key (reads avoid a replica
  * that missed the latest write of a key). */
 bool smux__hints_has(struct smux__hints *h, const char *replica,

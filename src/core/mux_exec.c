@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/mux_internal.h"
 #include "core/mux_probe_wait.h"
@@ -324,11 +325,12 @@ static long zombie_wait(struct smux_mux *mux, const struct smux_ctx *ctx,
 _Atomic(smux__fanout_hook_fn) smux__walk_hook_next;
 
 /* A directory is made by a put of its marker ("dir/") and looked up by its
- * name ("dir"): whether @m has a hint pending for @key's marker, so that
- * its "not found" for @key may be a directory it missed (a store of
- * prefixes lacks it until something under it is replayed). */
+ * name ("dir"): whether @m has a hint pending for @key's marker (its kind
+ * in *@kind), so that its "not found" for @key may be a directory it
+ * missed (a store of prefixes lacks it until something under it is
+ * replayed), and its directory one whose removal it missed. */
 static bool marker_missed(struct smux_mux *mux, struct mux_member *m,
-			  const char *key)
+			  const char *key, enum smux__hint_kind *kind)
 {
 	char marker[SMUX_KEY_MAX + 2];
 	size_t len = strlen(key);
@@ -338,7 +340,7 @@ static bool marker_missed(struct smux_mux *mux, struct mux_member *m,
 	    snprintf(marker, sizeof(marker), "%s/", key) !=
 		    (int)(len + 1)) /* (too long for a key: none) */
 		return false;
-	return smux__hints_has(mux->hints, m->name, marker);
+	return smux__hints_kind(mux->hints, m->name, marker, kind);
 }
 
 /*
@@ -365,6 +367,7 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      call->get_opts && call->get_opts->if_match &&
 		      call->get_opts->if_match[0];
 	unsigned attempts = 0, stale = 0;
+	enum smux__hint_kind mk;
 	long rc = 0;
 
 	if (w->acked)
@@ -458,9 +461,24 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     * (test_dir_head_avoids_stale) */
 		    (rc < 0 && call->op == SMUX__OP_HEAD &&
 		     e.e.code == SMUX_E_KEY_NOT_FOUND &&
-		     marker_missed(mux, m, call->key))) {
+		     marker_missed(mux, m, call->key, &mk))) {
 			if (deferred.e.code == SMUX_OK)
 				deferred = e;
+			smux__member_put(m);
+			continue;
+		}
+		/* ...and the directory of a member that missed its removal is
+		 * none (s42-t3: a directory removed while the replica was out
+		 * answered stat and mkdir from it, while listings hid it) */
+		if (rc >= 0 && call->op == SMUX__OP_HEAD && call->info &&
+		    S_ISDIR(call->info->mode) &&
+		    marker_missed(mux, m, call->key, &mk) &&
+		    mk == SMUX__HINT_DEL) {
+			if (deferred.e.code == SMUX_OK)
+				smux_error_set(&deferred, SMUX_E_KEY_NOT_FOUND,
+					       m->name,
+					       "%s: removed (%s missed it)",
+					       call->key, m->name);
 			smux__member_put(m);
 			continue;
 		}

@@ -715,7 +715,8 @@ static void test_dir_head_avoids_stale(void **state)
  * put of "d/" (a chmod of the directory), then is the only replica up: a
  * head of "d" finds it. r0 missed the delete of "e/", then took the put
  * of a file "e": a head of "e" finds the file there. (A rule that passed
- * over such a replica whatever it said left no replica to ask: EIO.)
+ * over such a replica whatever it said left no replica to ask: EIO.) A
+ * replica that missed the removal of "x/" has no directory "x".
  */
 static void test_marker_hinted_replica_answers(void **state)
 {
@@ -744,6 +745,22 @@ static void test_marker_hinted_replica_answers(void **state)
 	MH_OK(smux_backend_head(r.mux, &ctx, "e", &info, &err), &err);
 	assert_true(S_ISREG(info.mode));
 	assert_int_equal(info.size, 4);
+	rep_release(&r);
+
+	/* r0 missed the removal of "x/" and is the only replica up: its
+	 * directory is none (s42-t3: stat and mkdir found it, listings
+	 * hid it) */
+	rep_init(&r, SMUX_MODE_MIRROR, 0, false, false);
+	smux__mux_bg_stop(smux__mux_of(r.mux));
+	MH_OK(mh_put(r.mux, "x/", "", &err), &err);
+	mh_fail(r.f[0], true);
+	MH_OK(smux_backend_del(r.mux, &ctx, "x/", &err), &err);
+	mh_fail(r.f[0], false);
+	rep_later(&r);
+	mh_fail(r.f[1], true);
+	mh_fail(r.f[2], true);
+	MH_ERR(smux_backend_head(r.mux, &ctx, "x", &info, &err), &err,
+	       SMUX_E_KEY_NOT_FOUND);
 	rep_release(&r);
 }
 
