@@ -325,6 +325,19 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
  * the end of the file answered 0 bytes at 1 MiB of a file just truncated
  * up to 3, and the kernel took that for its end (s41-t3).
  */
+/* A live reader's file (a local member's descriptor) that a write through
+ * the mount replaced rather than changed: a member that cannot write in
+ * place (s3, WebDAV) in the mux makes every commit a new file on the
+ * local one too, and the descriptor keeps the old one, linked nowhere.
+ * One written in place (appends, also behind the mount) is still named. */
+static bool live_file_gone(struct smux_reader *r)
+{
+	struct smux_info now;
+
+	return smux_reader_stat(r, &now) == 0 && now.nlink == 0 &&
+	       now.has_times;
+}
+
 static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 {
 	struct smux_info info;
@@ -343,7 +356,7 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	fh->etag[sizeof(fh->etag) - 1] = '\0';
 	fh->size = info.size;
 	pthread_mutex_unlock(&fh->pin_lock);
-	if (fh->reader)
+	if (fh->reader && (!fh->reader->live || live_file_gone(fh->reader)))
 		atomic_store(&fh->reader_off, true);
 out:
 	pthread_mutex_unlock(&fh->repin_lock);
@@ -447,12 +460,12 @@ again:
 	}
 	smuxfs_ctx(&ctx);
 	/* a live reader (a local file kept open) reads the file as it is,
-	 * as a local one would: no version to pin - until the file was
-	 * written through the mount (re-pinned: reader_off), unless its
-	 * name went: a write of a mirror with a member that cannot write in
-	 * place (s3) puts a new file on the local one too, and the reader's
-	 * descriptor kept the old one (`tail -f` printed the log's first
-	 * line for good, s42-t1) */
+	 * as a local one would: no version to pin - unless a write through
+	 * the mount replaced its file (reader_off, set by repin: a mirror
+	 * with a member that cannot write in place puts a new file on the
+	 * local one too, and `tail -f` printed the log's first line for
+	 * good, s42-t1), but not when its name was unlinked (it is the
+	 * open file of a name that is gone, as on a local filesystem) */
 	live = fh->reader && fh->reader->live &&
 	       (!atomic_load(&fh->reader_off) || atomic_load(&fh->unlinked));
 	if (fh->reader &&
