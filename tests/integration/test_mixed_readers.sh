@@ -43,6 +43,22 @@ os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$M/$3"
 	fail "$2 not up 10 s after its undrain: $(backend_stat "$M" "$2" status)"
 }
 
+# rest_or_estale WANT WHAT: the rest of fd 3 (its first 100 bytes read)
+# is WANT's, or the read fails with ESTALE - never bytes of another
+# version; fd 3 is closed
+rest_or_estale() {
+	local rc=0
+	cat <&3 >"$T/rest" 2>"$T/cat.err" || rc=$?
+	exec 3<&-
+	if [ "$rc" = 0 ]; then
+		tail -c +101 "$1" | cmp - "$T/rest" || fail "$2: bytes of another version"
+		log "$2: read whole"
+	else
+		grep -q "Stale file handle" "$T/cat.err" || fail "$2: rc $rc ($(cat "$T/cat.err"))"
+		log "$2: $(cat "$T/cat.err")"
+	fi
+}
+
 # scenario MODE on|off: the runs on a MODE mux of [f, d], with the read
 # cache on or off
 scenario() {
@@ -94,18 +110,7 @@ url = $DAV_URL/$mode-$cache/
 	printf 'changed\n' | dd of="$T/ng/root/$mode-$cache/x-d" bs=1 seek=$((size - 300)) conv=notrunc status=none
 	echo appended >>"$T/ng/root/$mode-$cache/x-d"
 	echo again >"$M/elsewhere-d"
-	rc=0
-	cat <&3 >"$T/rest" 2>"$T/cat.err" || rc=$?
-	exec 3<&-
-	if [ "$rc" = 0 ]; then
-		tail -c +101 "$T/want" | cmp - "$T/rest" ||
-			fail "a reader of d's copy changed behind the mount read bytes of another version"
-		log "$mode, read_cache $cache: a reader of a copy changed behind the mount read the version it opened"
-	else
-		grep -q "Stale file handle" "$T/cat.err" ||
-			fail "a reader of d's copy changed behind the mount: rc $rc ($(cat "$T/cat.err"))"
-		log "$mode, read_cache $cache: a reader of a copy changed behind the mount: $(cat "$T/cat.err")"
-	fi
+	rest_or_estale "$T/want" "$mode, read_cache $cache: a reader of a copy changed behind the mount"
 
 	# the file rewritten through the mount while a reader reads d's copy
 	# (failover: the write goes to f, which d never sees): the reader
@@ -114,18 +119,7 @@ url = $DAV_URL/$mode-$cache/
 	place x-w
 	open_on d f x-w
 	cp "$T/want2" "$M/x-w"
-	rc=0
-	cat <&3 >"$T/rest" 2>"$T/cat.err" || rc=$?
-	exec 3<&-
-	if [ "$rc" = 0 ]; then
-		tail -c +101 "$T/want2" | cmp - "$T/rest" ||
-			fail "a reader of d's copy, the file rewritten through the mount: bytes of the old version (or of neither)"
-		log "$mode, read_cache $cache: a reader of a file rewritten through the mount reads the new version on"
-	else
-		grep -q "Stale file handle" "$T/cat.err" ||
-			fail "a reader of d's copy, the file rewritten through the mount: rc $rc ($(cat "$T/cat.err"))"
-		log "$mode, read_cache $cache: a reader of a file rewritten through the mount: $(cat "$T/cat.err")"
-	fi
+	rest_or_estale "$T/want2" "$mode, read_cache $cache: a reader of a file rewritten through the mount"
 	unmount_smux "$M"
 }
 

@@ -969,8 +969,8 @@ static void test_kinds_pinned_get(void **state)
 	put_on(k.file, "k2", v1, LEN, SAME_MTIME + 1);
 	o.if_match = t.etag;
 	smux_sink_buf(&sink, buf, sizeof(buf));
-	MH_ERR(smux_backend_get(k.mux, &ctx, "k2", &o, &sink, NULL, &err),
-	       &err, SMUX_E_PRECONDITION_FAILED);
+	MH_ERR(smux_backend_get(k.mux, &ctx, "k2", &o, &sink, NULL, &err), &err,
+	       SMUX_E_PRECONDITION_FAILED);
 	kinds_release(&k);
 	free(v1);
 }
