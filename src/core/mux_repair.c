@@ -268,8 +268,8 @@ static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
  * name of g's file there - is replaced: its other names would take bytes
  * they do not hold on @src; so is one of names elsewhere or of more than
  * SMUX__GROUP_MAX; *@absent: @dst has no @key); -1 with @err when a call
- * failed (the replay fails and its hint stays: a copy would split a
- * group it could not check).
+ * failed or a writer holds one of the names (the replay fails and its
+ * hint stays: a copy would split a group it could not check).
  */
 static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
@@ -303,8 +303,12 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       gd.n == gs.n;
 	for (unsigned i = 0; i < gs.n; i++) {
 		if (same == 1)
-			same = strcmp(gs.names[i], gd.names[i]) == 0 &&
-			       !smux__intent_busy(mux, gs.names[i]);
+			same = strcmp(gs.names[i], gd.names[i]) == 0;
+		/* a writer that opened a name since the replay's check (or
+		 * holds another name): the replay waits for its close - a
+		 * file of its own would split @dst's names for good */
+		if (same == 1 && smux__replay_blocked(mux, gs.names[i], err))
+			same = -1;
 		free(gs.names[i]);
 	}
 	for (unsigned i = 0; i < gd.n; i++)

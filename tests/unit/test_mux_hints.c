@@ -1468,6 +1468,97 @@ static void test_link_fanout(void **state)
 	mh_rm_rf(base);
 }
 
+/* A writer that opens a name of a linked file while its replay checks
+ * the replica (the check hook: after smux__replay_blocked, before the
+ * group of names is compared). */
+static uint64_t link_hold_gen;
+static _Atomic bool link_held;
+
+static void link_hold_hook(struct smux_mux *mux, const char *replica,
+			   const char *key)
+{
+	struct smux_error e;
+
+	(void)replica;
+	if (!link_held &&
+	    smux__intent_hold(mux, key, &link_hold_gen, &e) == 0)
+		link_held = true;
+}
+
+/* Whether @dir's "a" and "b" are one file of two names. */
+static void assert_linked(const char *dir)
+{
+	char path[256];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "%s/a", dir);
+	assert_int_equal(stat(path, &a), 0);
+	snprintf(path, sizeof(path), "%s/b", dir);
+	assert_int_equal(stat(path, &b), 0);
+	assert_int_equal(a.st_ino, b.st_ino);
+	assert_int_equal(a.st_nlink, 2);
+}
+
+/* A replay of a chmod a replica missed on a file of two names, while a
+ * writer opens the name: the replay waits for the writer's close (the
+ * hint stays), it does not put a file of its own on the name - that split
+ * the replica's names, and writes through the other one never reached it
+ * (s42-t2: chmod of a hard-linked file while a replica was drained, an
+ * append right after the undrain). */
+static void test_link_replay_writer_opens(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	char base[] = "/tmp/smux-linkw-XXXXXX", dir[3][64];
+	struct smux_setattr chmod600 = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+	unsigned pending;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	file_replicas(base, dir, fb, ff);
+	mux = mh_mux("linkw", &o, ff, NULL, 3);
+	MH_OK(mh_put(mux, "a", "shared", &err), &err);
+	MH_OK(smux_backend_link(mux, &ctx, "a", "b", &err), &err);
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_setattr(mux, &ctx, "a", &chmod600, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	mh_fail(ff[2], false);
+	mh_clock_set(&clk, 100000);
+
+	link_held = false;
+	smux__replay_check_hook = link_hold_hook;
+	smux_mux_repair(mux, &ctx, NULL, &pending, &err);
+	smux__replay_check_hook = NULL;
+	assert_true(link_held);
+	assert_int_equal(pending, 1); /* replayed after the writer */
+	assert_linked(dir[2]);
+
+	smux__intent_unhold(smux__mux_of(mux), "a", link_hold_gen, false);
+	mh_clock_set(&clk, 200000);
+	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
+	assert_int_equal(pending, 0);
+	for (int i = 0; i < 3; i++) {
+		char path[256];
+		struct stat st;
+
+		assert_linked(dir[i]);
+		snprintf(path, sizeof(path), "%s/b", dir[i]);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0600);
+	}
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 /* Extended attributes over three file replicas: a setxattr or removexattr
  * reaches every replica in mirror; one that misses a replica (down) is
  * acknowledged with a hint, and reads of the key avoid that replica until
@@ -1917,6 +2008,7 @@ int main(void)
 		cmocka_unit_test(test_replay_parallel),
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
+		cmocka_unit_test(test_link_replay_writer_opens),
 		cmocka_unit_test(test_xattr_fanout),
 		cmocka_unit_test(test_rename_dir_fanout),
 		cmocka_unit_test(test_exchange_fanout),
