@@ -186,6 +186,22 @@ unsigned smux_mux_pending_intents(struct smux_backend *mux);
  */
 void smux_mux_hold_repairs(bool hold);
 
+/*
+ * Whether a listing of @prefix through @b shows every key under it now:
+ * 0, or ALL_BACKENDS_DOWN naming a member that is out (down, in its
+ * cooldown, draining) and may hold keys under @prefix that no other
+ * member lists - in failover one ahead of the first member up (the
+ * members after it hold only what it missed, which its hints list), in
+ * sticky-by-key any shard; a member that is a mux is asked in turn.
+ * Replicas (mirror, shield) and gateways of one store (round-robin,
+ * weighted) list whole from any member up, and a backend that is no mux
+ * always does. A directory moved key by key is moved only when its
+ * listing is whole: else the keys of the member out stay under the old
+ * name, and come back there with it.
+ */
+int smux_mux_list_whole(struct smux_backend *b, const char *prefix,
+			struct smux_error *err);
+
 /* Runs the active health checks once now (what the interval timer does). */
 void smux_mux_check_health(struct smux_backend *mux);
 

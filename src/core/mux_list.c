@@ -743,3 +743,40 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 	snap_free(&snap);
 	return rc;
 }
+
+/* ---- whether a listing is whole ---- */
+
+int smux_mux_list_whole(struct smux_backend *b, const char *prefix,
+			struct smux_error *err)
+{
+	struct smux_mux *mux;
+	struct mux_view *v;
+	int rc = 0;
+
+	if (!smux_is_mux(b))
+		return 0;
+	mux = smux__mux_of(b);
+	if (mux->mode != SMUX_MODE_FAILOVER && mux->mode != SMUX_MODE_STICKY)
+		return 0;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && rc == 0; i++) {
+		struct mux_member *m = v->m[i];
+
+		if (mux->mode == SMUX_MODE_STICKY &&
+		    smux__sticky_slot_empty(m))
+			continue;
+		if (smux__health_status(&m->health) == SMUX_STATUS_UP) {
+			rc = smux_mux_list_whole(m->backend, prefix, err);
+			if (mux->mode == SMUX_MODE_FAILOVER)
+				break; /* it answers the listing */
+			continue;
+		}
+		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
+				    mux->base.name,
+				    "%s is out and may hold keys under \"%s\" "
+				    "that no other member lists",
+				    m->name, prefix);
+	}
+	smux__view_put(v);
+	return rc;
+}

@@ -786,6 +786,14 @@ static int rename_dir(struct smuxfs *fs, const char *from, const char *to)
 		/* NOT_SUPPORTED (a replica not up, a hint pending): key by
 		 * key, with hints */
 	}
+	/* key by key moves what the listing shows: a member out that may
+	 * hold more (failover's first member, a sticky shard) would keep
+	 * them under @from, which comes back with them (s42-t3) */
+	if (smux_mux_list_whole(fs->root, from, &err) != 0) {
+		if (journaled)
+			smuxfs_rjournal_end(fs, &rec);
+		return smuxfs_errno(&err, "rename", from);
+	}
 	rc = journaled ? 0 : smuxfs_rjournal_begin(fs, from, to, &rec);
 	if (rc)
 		return rc;
