@@ -1806,10 +1806,10 @@ static int mux_setattr(struct smux_backend *b, const struct smux_ctx *ctx,
 		return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT,
 					"setattr", err);
 	rc = op_enter(mux, ctx, &child, "setattr", key, "selected", &span, err);
-	if (rc == 0)
+	if (rc == 0 && smux_key_is_dir(key)) /* on every shard */
+		rc = smux__sticky_change_dir(mux, &child, &call, span, err);
+	else if (rc == 0)
 		rc = smux__sticky_route(mux, &child, &call, span, err);
-	if (rc >= 0 && smux_key_is_dir(key)) /* on every shard it is on */
-		smux__sticky_spread_dir(mux, &child, &call, NULL, span);
 	return (int)op_leave(mux, span, rc, err);
 }
 
@@ -1911,10 +1911,10 @@ static int mux_xattr_write(struct smux_backend *b, const struct smux_ctx *ctx,
 		return (int)route_write(mux, ctx, call, SMUX__HINT_PUT, op,
 					err);
 	rc = op_enter(mux, ctx, &child, op, call->key, "selected", &span, err);
-	if (rc == 0)
+	if (rc == 0 && smux_key_is_dir(call->key)) /* as mux_setattr */
+		rc = smux__sticky_change_dir(mux, &child, call, span, err);
+	else if (rc == 0)
 		rc = smux__sticky_route(mux, &child, call, span, err);
-	if (rc >= 0 && smux_key_is_dir(call->key)) /* as mux_setattr */
-		smux__sticky_spread_dir(mux, &child, call, NULL, span);
 	return (int)op_leave(mux, span, rc, err);
 }
 

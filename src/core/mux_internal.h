@@ -770,10 +770,9 @@ int smux__changes_recover(struct smux_mux *mux, const struct smux_ctx *ctx,
  * would build on a state the change may yet undo. */
 bool smux__change_waits(struct smux_mux *mux, const char *key);
 
-/* mux_sticky.c: @call (a directory's marker put, or its setattr or
- * xattr change) made on every shard up but @acked (NULL: every one) that
- * takes it, best effort: a lookup of a directory is answered by any
- * shard. */
+/* mux_sticky.c: @call (a directory's marker put) made on every shard up
+ * but @acked that takes it, best effort: a lookup of a directory is
+ * answered by any shard. */
 void smux__sticky_spread_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 			     const struct smux__call *call,
 			     const struct mux_member *acked,
@@ -913,6 +912,24 @@ bool smux__sticky_holds(struct smux_mux *mux, struct mux_member *m,
 int smux__sticky_placed(struct smux_mux *mux, const struct smux_ctx *ctx,
 			const char *key, struct mux_member **out,
 			struct smux_error *err);
+/* mux_repair.c: the replay of a put hint of a directory marker @key on
+ * @dst, in sticky-by-key: the marker (mode, owner, times, xattrs) copied
+ * from the first other shard up that has it, without a hint for it; 0
+ * when no shard has it (@dst keeps its own). *@probe as a replay's. */
+long smux__replay_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 const char *key, bool *probe, struct smux_error *err);
+/*
+ * mux_sticky.c: a change of a directory (@call: a setattr or xattr change
+ * of its marker key), which is on every shard: made on every shard up
+ * that has it, and a put hint for every other one (out, behind on the
+ * marker, or failing), whose replay copies the marker from a shard that
+ * took it (smux__replay_marker). 0 once a shard took it; else the first
+ * shard's error, and no hint.
+ */
+long smux__sticky_change_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     struct smux__call *call, struct smux_span *span,
+			     struct smux_error *err);
 /*
  * Reads (get, head, reader open, xattr reads) and in-place changes
  * (setattr, xattr writes, sync) of a key: on the shard that holds its

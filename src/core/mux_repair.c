@@ -527,6 +527,16 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+long smux__replay_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 const char *key, bool *probe, struct smux_error *err)
+{
+	bool dir = false;
+	long rc = copy_from_peer(mux, ctx, v, dst, key, probe, &dir, err);
+
+	return rc == -ENOENT ? 0 : rc; /* on no other shard: @dst keeps it */
+}
+
 _Atomic(smux__fanout_hook_fn) smux__failover_hook_source;
 
 /*

@@ -663,9 +663,9 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
 /*
  * A directory made through the mount (its marker put where the walk put
  * it, @acked) is made on every other shard that is up too, as far as it
- * takes it (and its mode, times and xattrs set there as where they were
- * set: mux.c, s42-t2 - a stat is answered by any shard, and `chmod 700
- * d` showed 755): a lookup of it is answered by any shard, so while the shard
+ * takes it (its later changes go to every shard too, with hints:
+ * smux__sticky_change_dir): a lookup of it is answered by any shard, so
+ * while the shard
  * holding the files under it is out the directory still shows. Found
  * absent then, a file of its name was created over it (s41-t2: `echo >
  * d14` succeeded, and after the shard came back d14/inside, an
@@ -694,6 +694,69 @@ void smux__sticky_spread_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 		(void)smux__attempt(mux, ctx, &c, m, false, i, span, &o, &e);
 	}
 	smux__view_put(v);
+}
+
+long smux__sticky_change_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     struct smux__call *call, struct smux_span *span,
+			     struct smux_error *err)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool *behind = calloc(v->n ? v->n : 1, sizeof(*behind));
+	bool answered = false;
+	struct mux_sticky_gate g;
+	unsigned home, took = 0;
+	struct smux_error e;
+	long rc;
+
+	if (!behind) {
+		smux__view_put(v);
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	}
+	smux__sticky_gate_enter(mux, &g, call->key);
+	home = v->n ? smux__sticky_home(v, call->key) : 0;
+	rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN, mux->base.name,
+			    "no shard is available for %s", call->key);
+	for (unsigned k = 0; k < v->n; k++) {
+		unsigned i = (home + k) % v->n;
+		struct mux_member *m = v->m[i];
+		struct smux__call c = *call;
+		enum smux_outcome o = SMUX_OUTCOME_TRANSIENT;
+		long r;
+
+		if (smux__sticky_slot_empty(m))
+			continue;
+		if (smux__health_is_up(&m->health) &&
+		    !smux__member_stale(mux, m, call->key)) {
+			r = smux__attempt(mux, ctx, &c, m, false, k, span, &o,
+					  &e);
+			if (r >= 0) {
+				took++;
+				continue;
+			}
+			if (!answered) { /* the answer when none takes it */
+				*err = e;
+				rc = r;
+				answered = true;
+			}
+			/* no directory there: nothing under it either */
+			if (o == SMUX_OUTCOME_SEMANTIC &&
+			    e.e.code == SMUX_E_KEY_NOT_FOUND)
+				continue;
+		}
+		behind[i] = true; /* out, behind, or failing */
+	}
+	if (took) {
+		rc = 0;
+		for (unsigned i = 0; i < v->n && rc == 0; i++)
+			if (behind[i])
+				rc = hint(mux, v->m[i], call->key,
+					  SMUX__HINT_PUT, err);
+	}
+	smux__sticky_gate_leave(mux, &g);
+	free(behind);
+	smux__view_put(v);
+	return rc;
 }
 
 long smux__sticky_write(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -862,7 +925,11 @@ long smux__sticky_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 				    h->key);
 		goto out;
 	}
-	if (v->n && v->m[home] == m && h->kind == SMUX__HINT_PUT) {
+	if (smux_key_is_dir(h->key) && h->kind == SMUX__HINT_PUT) {
+		/* a directory is on every shard: its marker's mode, times
+		 * and xattrs from a shard that has them */
+		rc = smux__replay_marker(mux, ctx, v, m, h->key, &left, err);
+	} else if (v->n && v->m[home] == m && h->kind == SMUX__HINT_PUT) {
 		rc = move_home(mux, ctx, v, home, h, &left, err);
 	} else if (v->n && v->m[home] != m &&
 		   smux__member_stale(mux, v->m[home], h->key)) {

@@ -1552,6 +1552,63 @@ static void test_rmdir_with_shard_out(void **state)
 	shards_release(&s);
 }
 
+/* The mode of "d/" on shard @i. */
+static unsigned marker_mode(struct shards *s, int i)
+{
+	struct smux_info info = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(smux_backend_head(s->mem[i], &ctx, "d/", &info, &err), &err);
+	return info.mode & 07777;
+}
+
+/*
+ * A directory is on every shard; a chmod of it while a shard is out
+ * (drained: home, then another) reaches that shard by its replay, and
+ * reads of the directory meanwhile show the new mode. Before, the shard
+ * out got no hint: after the undrain stat showed the old mode again, for
+ * good (s42-t3: chmod 711 + touch of a directory acknowledged, lost).
+ */
+static void test_dir_change_shard_out(void **state)
+{
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE};
+	struct smux_info info = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	unsigned pending, out;
+	char name[8];
+	struct shards s;
+
+	(void)state;
+	shards_init(&s);
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(s.mux, "d/", "", &err), &err);
+	for (int i = 0; i < N; i++) /* on every shard */
+		assert_int_equal(marker_mode(&s, i), 0755);
+	for (unsigned k = 0; k < 2; k++) {
+		out = (home_of("d/") + k) % N;
+		snprintf(name, sizeof(name), "s%u", out);
+		attr.mode = 0700 - 0100 * k;
+		MH_OK(smux_mux_drain(s.mux, name, &ctx, &err), &err);
+		MH_OK(smux_backend_setattr(s.mux, &ctx, "d/", &attr, &err),
+		      &err);
+		assert_int_equal(smux_mux_pending_hints(s.mux), 1);
+		MH_OK(smux_backend_head(s.mux, &ctx, "d/", &info, &err), &err);
+		assert_int_equal(info.mode & 07777, attr.mode);
+		MH_OK(smux_mux_undrain(s.mux, name, &err), &err);
+		MH_OK(smux_backend_head(s.mux, &ctx, "d/", &info, &err), &err);
+		assert_int_equal(info.mode & 07777, attr.mode);
+		shards_later(&s);
+		shards_repair(&s, &pending);
+		assert_int_equal(pending, 0);
+		for (int i = 0; i < N; i++)
+			assert_int_equal(marker_mode(&s, i), attr.mode);
+	}
+	shards_release(&s);
+}
+
 /*
  * A key placed before the shard list grew lives off its home; a program
  * keeps it open in place and commits twice (an fsync, then the close).
@@ -1684,6 +1741,7 @@ int main(void)
 		cmocka_unit_test(test_edit_open_meets_replay),
 		cmocka_unit_test(test_list_prefers_holder),
 		cmocka_unit_test(test_rmdir_with_shard_out),
+		cmocka_unit_test(test_dir_change_shard_out),
 		cmocka_unit_test(test_no_move_under_open_writer),
 		cmocka_unit_test(test_placed_shard_out_unavailable),
 	};
