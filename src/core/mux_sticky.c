@@ -390,8 +390,11 @@ static long route_once(struct smux_mux *mux, const struct smux_ctx *ctx,
 			     m->name, call->key);
 	err->e.attempts = 1;
 dirs:
-	/* a directory is on every shard that holds a key under it */
-	if (call->op == SMUX__OP_HEAD) {
+	/* a directory is on every shard that holds a key under it, with
+	 * its attributes (smux__sticky_change_dir) */
+	if (call->op == SMUX__OP_HEAD ||
+	    (smux_key_is_dir(call->key) && (call->op == SMUX__OP_GETXATTR ||
+					    call->op == SMUX__OP_LISTXATTR))) {
 		*call = orig;
 		r2 = find_off_home(mux, ctx, v, home, call, true, span, &found,
 				   &e);

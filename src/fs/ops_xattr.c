@@ -58,11 +58,33 @@ static int commit_pending(struct smuxfs *fs, const char *key)
 	return rc;
 }
 
-/* A directory on a store without real directories is its "a/" marker. */
+/* Whether @key names a directory of a tree of real directories (file
+ * backends), whose marker key is then in @dkey. */
+static bool real_dir(struct smuxfs *fs, const char *key, char *dkey,
+		     size_t cap)
+{
+	struct smux_info info;
+	bool is_dir = false;
+
+	return fs->real_dirs &&
+	       smuxfs_lookup(fs, key, false, &is_dir, &info) == 0 && is_dir &&
+	       smuxfs_dir_prefix(key, dkey, cap) == 0;
+}
+
+/*
+ * Whether a read of @key's attributes that failed (@err) is asked again
+ * of the directory marker @dkey: on a store without real directories a
+ * directory is its "a/" marker; on real ones the name's shard may be out
+ * (sticky-by-key), while any shard answers for the marker (a change of a
+ * directory went to every one: xattr_change).
+ */
 static bool try_dir(struct smuxfs *fs, const char *key,
 		    const struct smux_error *err, char *dkey, size_t cap)
 {
-	return !fs->real_dirs && err->e.code == SMUX_E_KEY_NOT_FOUND &&
+	if (fs->real_dirs)
+		return err->e.code == SMUX_E_ALL_BACKENDS_DOWN &&
+		       real_dir(fs, key, dkey, cap);
+	return err->e.code == SMUX_E_KEY_NOT_FOUND &&
 	       smuxfs_dir_prefix(key, dkey, cap) == 0;
 }
 
@@ -137,7 +159,11 @@ static int xattr_change(const char *path, const char *name, const char *value,
 	if (rc)
 		return rc;
 	smuxfs_ctx(&ctx);
-	for (k = key;; k = dkey) {
+	/* a directory's change goes to its marker: in sticky-by-key to
+	 * every shard, with hints for those out (s42-t3: an xattr of a
+	 * directory was on one shard, EIO while it was drained) */
+	k = real_dir(fs, key, dkey, sizeof(dkey)) ? dkey : key;
+	for (;; k = dkey) {
 		rc = remove ? smux_backend_removexattr(fs->root, &ctx, k, name,
 						       &err)
 			    : smux_backend_setxattr(fs->root, &ctx, k, name,
