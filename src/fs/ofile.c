@@ -1137,6 +1137,14 @@ int smuxfs_ofile_fallocate(struct smuxfs *fs, struct smuxfs_ofile *of, int mode,
 	return rc;
 }
 
+/* Whether an owner, mode or mtime chosen for @of waits for its commit
+ * (a create's, when ofile_give_now_locked could not give them). Caller
+ * holds of->lock. */
+static bool ofile_given_later_locked(const struct smuxfs_ofile *of)
+{
+	return of->own || of->mode_chosen || of->mtime_set;
+}
+
 /* Commit with of->lock held. */
 static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 			       bool durable)
@@ -1196,6 +1204,13 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		 * and nothing chosen to set: nothing to ask the member
 		 * (`echo >> log`: no member call at its release) */
 		rc = 0;
+	} else if (of->w && !changed && !of->unstored && !of->fresh &&
+		   !ofile_given_later_locked(of)) {
+		/* in place, nothing written or chosen since the last commit
+		 * (fsync of a descriptor that wrote nothing: `sync FILE`):
+		 * only made durable where it is, its mtime kept - a commit
+		 * gave every replica one mtime, now (s43-t1) */
+		rc = smux_backend_sync(fs->root, &ctx, of->key, &err);
 	} else if (of->w) {
 		rc = smux_writer_commit(of->w, &ctx, &opts, NULL, &err);
 	} else {
@@ -1252,14 +1267,6 @@ int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
 	rc = ofile_commit_locked(fs, of, durable);
 	pthread_mutex_unlock(&of->lock);
 	return rc;
-}
-
-/* Whether an owner, mode or mtime chosen for @of waits for its commit
- * (a create's, when ofile_give_now_locked could not give them). Caller
- * holds of->lock. */
-static bool ofile_given_later_locked(const struct smuxfs_ofile *of)
-{
-	return of->own || of->mode_chosen || of->mtime_set;
 }
 
 bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)

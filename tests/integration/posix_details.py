@@ -12,6 +12,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 D = sys.argv[1]
 os.umask(0)
@@ -623,6 +624,25 @@ def utime_then_write():
     return " ".join(r)
 
 
+def fsync_clean_mtime():
+    # fsync of a descriptor that wrote nothing (`sync FILE`: read-only;
+    # or read-write) makes the file durable, its mtime stays (s43-t1:
+    # mirror and shield set it to now on every replica), also once the
+    # attributes are asked again (attr_timeout) and after a later close
+    r = []
+    for name, flags in (("fc1", os.O_RDONLY), ("fc2", os.O_RDWR)):
+        with open(p(name), "wb") as f:
+            f.write(b"x" * 10)
+        os.utime(p(name), ns=(1, 300000000000))
+        fd = os.open(p(name), flags)
+        os.fsync(fd)
+        os.close(fd)
+    time.sleep(1.5)
+    for name in ("fc1", "fc2"):
+        r.append("%s %d" % (name, os.stat(p(name)).st_mtime_ns))
+    return " ".join(r)
+
+
 def otrunc_mtime():
     # open(O_TRUNC) of a file with an old mtime: stat while it is open
     # shows size 0 and mtime now, as ext4 does (s39-t2: mirror kept the
@@ -679,7 +699,7 @@ def nameless_truncate_proc():
     return " ".join(r)
 
 
-for fn in (rename_same_file_truncate, nameless_truncate_proc, otrunc_mtime, utime_then_write, epoch_times, fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
+for fn in (fsync_clean_mtime, rename_same_file_truncate, nameless_truncate_proc, otrunc_mtime, utime_then_write, epoch_times, fifo_setid, chown_unchanged, fsync_unlinked, unlinked_owner,
            unlinked_size_after_writer, replaced_reader, open_dir_renamed,
            removed_dir, link_chmod_open, link_writer_nameless,
            gone_creator_owner, nameless_links_size, link_chown_open,

@@ -9,6 +9,8 @@
 #                              with group execute) of a file, not a dir's
 #   fsync_unlinked             fsync/fdatasync of a reader of an unlinked
 #                              file succeed
+#   fsync_clean_mtime          fsync of a descriptor that wrote nothing
+#                              leaves mtime as it was
 #   unlinked_owner             fstat of an unlinked open file shows its owner
 #   unlinked_size_after_writer a reader of an unlinked file shows the size
 #                              its last writer left
