@@ -363,6 +363,7 @@ struct get_state {
 	struct smux__http_range range; /* what of the body is asked for */
 	bool checked;
 	bool stale; /* the answer is another version than if_match */
+	bool bad;   /* an answer of no version: not the object's size */
 	struct smux_info info;
 };
 
@@ -386,7 +387,7 @@ static int get_check(struct get_state *g)
 	bool told;
 
 	if (g->checked)
-		return g->stale ? -ECANCELED : 0;
+		return g->stale || g->bad ? -ECANCELED : 0;
 	g->checked = true;
 	get_answer_info(g);
 	/* an answer without the validator the version token is made of
@@ -397,8 +398,22 @@ static int get_check(struct get_state *g)
 	told = atomic_load(&g->d->etags) == DAVB_ETAGS_SERVER
 		       ? g->resp->etag[0] != '\0'
 		       : g->resp->last_modified[0] != '\0';
-	if (!told && g->if_match && g->if_match[0])
+	if (!told && g->if_match && g->if_match[0]) {
+		unsigned long long tsize, tsec;
+		uint64_t size;
+
+		/* a token of size and mtime (davb_fill_info) tells the size:
+		 * an answer of another size that does not say its version is
+		 * no answer (a proxy's error page sent as a 200: s43-t2),
+		 * and the read goes to another member */
+		if (atomic_load(&g->d->etags) != DAVB_ETAGS_SERVER &&
+		    sscanf(g->if_match, "%llx-%llx", &tsize, &tsec) == 2 &&
+		    smux__http_answer_size(g->resp, &size) && size != tsize) {
+			g->bad = true;
+			return -ECANCELED;
+		}
 		snprintf(g->info.etag, sizeof(g->info.etag), "%s", g->if_match);
+	}
 	if (told && g->if_match && g->if_match[0] &&
 	    strcmp(g->if_match, g->info.etag) != 0) {
 		g->stale = true;
@@ -418,7 +433,7 @@ static int get_sink_write(void *arg, const void *data, size_t len)
 			return rc;
 		/* a server that ignored the Range sends it all (200) */
 		smux__http_range_start(&g->range, g->resp, g->off, g->len);
-	} else if (g->stale) {
+	} else if (g->stale || g->bad) {
 		return -ECANCELED;
 	}
 	return smux__http_range_write(&g->range, data, len, g->out);
@@ -430,7 +445,21 @@ static int get_sink_rewind(void *arg)
 
 	g->checked = false;
 	g->stale = false;
+	g->bad = false;
 	return smux_sink_rewind(g->out);
+}
+
+/* BAD_RESPONSE for @g's answer, which names no version and is not of
+ * the version's size. */
+static int bad_answer(struct davb *d, const char *key,
+		      const struct get_state *g, struct smux_error *err)
+{
+	return smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
+			      "get \"%s\": a %ld answer of %llu bytes without "
+			      "ETag or Last-Modified for a version of another "
+			      "size (%s)",
+			      key, g->resp->status,
+			      (unsigned long long)g->info.size, g->if_match);
 }
 
 /* A follow-up of a ranged GET (smux__http_range_rest). */
@@ -538,6 +567,8 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				      name_of(d), "get \"%s\": version changed",
 				      key);
+	if (g.bad)
+		return bad_answer(d, key, &g, err);
 	if (g.range.bad) /* not the range asked for: refused */
 		return smux__http_range_check(&g.range, true, &resp, off, len,
 					      name_of(d), key, err);
@@ -579,9 +610,11 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	started = g.checked;
 	if (get_check(&g) < 0) /* an empty answer reaches no sink write */
-		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
-				      name_of(d), "get \"%s\": version changed",
-				      key);
+		return g.bad ? bad_answer(d, key, &g, err)
+			     : smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+					      name_of(d),
+					      "get \"%s\": version changed",
+					      key);
 	/* every byte of the range came (a body cut short is no content) */
 	rc = smux__http_range_check(&g.range, started, &resp, off, len,
 				    name_of(d), key, err);

@@ -485,6 +485,7 @@ struct get_state {
 	uint64_t off, len;
 	struct smux__http_range range;
 	bool checked, stale;
+	bool bad; /* an answer without ETag: no object store's */
 };
 
 static int get_check(struct get_state *g)
@@ -492,9 +493,16 @@ static int get_check(struct get_state *g)
 	char etag[SMUX_ETAG_MAX];
 
 	if (g->checked)
-		return g->stale ? -ECANCELED : 0;
+		return g->stale || g->bad ? -ECANCELED : 0;
 	g->checked = true;
 	smux__s3_etag_copy(etag, sizeof(etag), g->c->resp.etag);
+	/* an object store's GET always names its version: one without
+	 * (a proxy's error page sent as a 200: s43-t2) is no answer, and
+	 * the read goes to another member, not ESTALE */
+	if (!etag[0]) {
+		g->bad = true;
+		return -ECANCELED;
+	}
 	if (g->if_match && g->if_match[0] && strcmp(g->if_match, etag) != 0) {
 		g->stale = true;
 		return -ECANCELED;
@@ -513,7 +521,7 @@ static int get_sink_write(void *arg, const void *data, size_t len)
 			return rc;
 		/* a server that ignored the Range sends it all (200) */
 		smux__http_range_start(&g->range, &g->c->resp, g->off, g->len);
-	} else if (g->stale) {
+	} else if (g->stale || g->bad) {
 		return -ECANCELED;
 	}
 	return smux__http_range_write(&g->range, data, len, g->out);
@@ -525,6 +533,7 @@ static int get_sink_rewind(void *arg)
 
 	g->checked = false;
 	g->stale = false;
+	g->bad = false;
 	return smux_sink_rewind(g->out);
 }
 
@@ -540,6 +549,18 @@ static int stale_error(struct s3b *s, const char *key, struct smux_error *err)
 {
 	return smux_error_set(err, SMUX_E_PRECONDITION_FAILED, s->base.name,
 			      "get \"%s\": version changed", key);
+}
+
+/* The error of @g's answer: BAD_RESPONSE for one without ETag, else
+ * another version (stale_error). */
+static int answer_error(struct s3b *s, const char *key,
+			const struct get_state *g, struct smux_error *err)
+{
+	if (!g->bad)
+		return stale_error(s, key, err);
+	return smux_error_set(err, SMUX_E_BAD_RESPONSE, s->base.name,
+			      "get \"%s\": a %ld answer without ETag", key,
+			      g->c->resp.status);
 }
 
 /* No bytes wanted (or none there): the version check and info only. */
@@ -639,8 +660,8 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		     smux_sink_can_rewind(sink) ? get_sink_rewind : NULL, &g);
 	c.sink = &wrap;
 	rc = smux__s3_call(&c, ctx, err);
-	if (g.stale) {
-		rc = stale_error(s, key, err);
+	if (g.stale || g.bad) {
+		rc = answer_error(s, key, &g, err);
 		goto out;
 	}
 	if (g.range.bad) { /* not the range asked for: refused */
@@ -678,7 +699,7 @@ static int s3b_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		goto out;
 	started = g.checked;
 	if (get_check(&g) < 0) { /* an empty answer reaches no sink write */
-		rc = stale_error(s, key, err);
+		rc = answer_error(s, key, &g, err);
 		goto out;
 	}
 	/* every byte of the range came (a body cut short is no content) */

@@ -82,5 +82,28 @@ for k in a b c; do
 		fail "locked/$k: file replica $inf, WebDAV $ind, and no hint pending"
 done
 unmount_smux "$M"
-kill "$SCRIPT_PID"
 log "mirror: a refused rm or mv leaves the replicas alike or hinted"
+
+# portal/: GETs answered 200 with an HTML page without validators, on a
+# failover [d, f] whose f holds the same file (its mtime the server's, to
+# the second): the read goes to f. Every read was EIO ("not its
+# content") and f was never asked (s43-t2).
+curl -sf -X MKCOL "http://127.0.0.1:$SCRIPT_PORT/portal/" >/dev/null
+curl -sf -T "$T/data" "http://127.0.0.1:$SCRIPT_PORT/portal/f" >/dev/null
+lm=$(curl -sfI "http://127.0.0.1:$SCRIPT_PORT/portal/f" |
+	sed -n 's/^Last-Modified: *//Ip' | tr -d '\r')
+mkdir -p "$T/pf"
+cp "$T/data" "$T/pf/f"
+touch -d "$lm" "$T/pf/f"
+new_config "$T/portal.conf" m read_cache=off
+cfg_mux m failover "d f"
+cfg_raw "[backend d]
+type = http
+url = http://127.0.0.1:$SCRIPT_PORT/portal/
+"
+cfg_file f "$T/pf"
+mount_smux "$T/portal.conf" "$M"
+timeout 30 cmp "$T/data" "$M/f" || fail "portal: f not read from the file member"
+unmount_smux "$M"
+kill "$SCRIPT_PID"
+log "failover: a 200 page without validators from d, the read served by f"

@@ -39,4 +39,29 @@ credentials_env = ERRP
 		fail "$opts: no log line names big"
 	log "$opts: a 200 with an error document under the ETag is EIO"
 done
+
+# The same page sent without an ETag (a captive portal's, a proxy's) on a
+# failover [s, f] whose f holds the objects: the read goes to f. Before,
+# every read failed (ESTALE; EIO on WebDAV) and f was never asked
+# (s43-t2).
+new_config "$T/fo.conf" m read_cache=off
+cfg_mux m failover "s f"
+cfg_raw "[backend s]
+type = s3
+endpoint = http://127.0.0.1:$SCRIPT_PORT
+bucket = portal
+path_style = true
+credentials_env = ERRP
+"
+cfg_file f "$T/f"
+mkdir -p "$T/f"
+printf 'small\n' >"$T/f/small"
+head -c 200000 /dev/urandom >"$T/f/big"
+touch -d '2024-01-01 00:00:00 UTC' "$T/f/small" "$T/f/big"
+mount_smux "$T/fo.conf" "$M"
+for f in small big; do
+	timeout 30 cmp "$T/f/$f" "$M/$f" || fail "failover: $f not read from f"
+done
+unmount_smux "$M"
+log "failover: a 200 page without ETag from s, the read served by f"
 kill "$SCRIPT_PID"

@@ -11,6 +11,9 @@ do:
            response says 423 Locked, and nothing changes
   noetag/  a GET carries neither ETag nor Last-Modified (lighttpd's
            mod_webdav), while PROPFIND gives getetag
+  portal/  PROPFIND gives no getetag (as nginx's dav-ext); a GET of a
+           file answers 200 with an HTML page and no validators (a
+           captive portal's or a proxy's error page), HEAD as it should
 Usage: dav_hostile.py PORTFILE
 Binds 127.0.0.1 on a free port, writes the port to PORTFILE (atomically)
 and serves until killed or its parent dies (checked every 200 ms).
@@ -49,13 +52,15 @@ class H(QuietHandler):
     def entry(self, p, v):
         href = urllib.parse.quote("/" + p + ("/" if v is None and p else ""))
         t = email.utils.formatdate(mtimes.get(p, 0), usegmt=True)
+        tag = p.split("/", 1)[0] != "portal"
         if v is None:
             props = ("<D:resourcetype><D:collection/></D:resourcetype>"
-                     "<D:getetag>\"c\"</D:getetag>")
+                     + ("<D:getetag>\"c\"</D:getetag>" if tag else ""))
         else:
             props = ("<D:resourcetype/><D:getcontentlength>%d"
-                     "</D:getcontentlength><D:getetag>\"%s\"</D:getetag>"
-                     % (len(v), etag(v)))
+                     "</D:getcontentlength>" % len(v)
+                     + ("<D:getetag>\"%s\"</D:getetag>" % etag(v)
+                        if tag else ""))
         return ("<D:response><D:href>%s</D:href><D:propstat><D:prop>%s"
                 "<D:getlastmodified>%s</D:getlastmodified></D:prop>"
                 "<D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
@@ -106,8 +111,16 @@ class H(QuietHandler):
             v = tree.get(p)
         if v is None:
             return self.reply(404)
+        top = p.split("/", 1)[0]
+        if top == "portal" and self.command == "GET":
+            return self.reply(200, b"<html><body>Gateway error, please "
+                              b"retry</body></html>",
+                              [("Content-Type", "text/html")])
         hdrs = []
-        if p.split("/", 1)[0] != "noetag":
+        if top == "portal":
+            hdrs = [("Last-Modified",
+                     email.utils.formatdate(mtimes[p], usegmt=True))]
+        elif top != "noetag":
             hdrs = [("ETag", '"%s"' % etag(v)),
                     ("Last-Modified",
                      email.utils.formatdate(mtimes[p], usegmt=True))]

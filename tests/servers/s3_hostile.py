@@ -39,6 +39,8 @@ Buckets:
              listings describe, whose GET answers 200 with a 62-byte
              <Error> document under the object's own ETag (a whole-object
              answer that is not the object)
+  portal     as errpage, but the GET answers 200 with an HTML page and no
+             ETag (a captive portal's or a proxy's error page)
   mpu        multipart: initiate works, every part answers 500; the
              number of open uploads is kept in the file PORTFILE.uploads
   okay       objects kept in memory: PUT, GET, HEAD, DELETE
@@ -147,7 +149,7 @@ class H(QuietHandler):
         return self.xml(200, "<ListBucketResult><IsTruncated>false"
                         "</IsTruncated>%s</ListBucketResult>" % body)
 
-    def errpage(self, m, key, q):
+    def errpage(self, m, key, q, portal=False):
         sizes = {"small": 6, "big": 200000}
         page = (b'<?xml version="1.0"?><Error><Code>InternalError</Code>'
                 b'</Error>')
@@ -160,6 +162,10 @@ class H(QuietHandler):
             self.send_header("Content-Length", str(sizes[key]))
             self.end_headers()
             return None
+        if key in sizes and m == "GET" and portal:
+            return self.reply(200, b"<html><body>Gateway error, please "
+                              b"retry</body></html>",
+                              [("Content-Type", "text/html")])
         if key in sizes and m == "GET":
             return self.reply(200, page, hdrs + [("Content-Type",
                                                   "application/xml")])
@@ -217,8 +223,8 @@ class H(QuietHandler):
                            if k.startswith(prefix))
             return self.xml(200, "<ListBucketResult><IsTruncated>false"
                             "</IsTruncated>%s</ListBucketResult>" % body)
-        if bucket == "errpage":
-            return self.errpage(m, key, q)
+        if bucket in ("errpage", "portal"):
+            return self.errpage(m, key, q, bucket == "portal")
         if bucket == "kms" and m == "PUT":
             return self.reply(200, b"", [
                 ("ETag", '"%s"' % hashlib.md5(b"kms" + data).hexdigest()),
