@@ -1776,9 +1776,13 @@ static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_ctx child;
 	long rc;
 
-	if (mux->mode != SMUX_MODE_STICKY)
-		return (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "link",
-					err);
+	if (mux->mode != SMUX_MODE_STICKY) {
+		rc = route_write(mux, ctx, &call, SMUX__HINT_PUT, "link", err);
+		/* a replica that missed it links at the replay, not copies */
+		if (rc >= 0 && smux__hints_pending_replicas(mux->hints) > 0)
+			smux__link_memo_missed(mux, ctx, src, dst);
+		return (int)rc;
+	}
 	rc = op_enter(mux, ctx, &child, "link", dst, "selected", &span, err);
 	if (rc == 0)
 		rc = smux__sticky_link(mux, &child, &call, span, err);

@@ -555,6 +555,14 @@ extern void (*smux__reconcile_hook_copied)(struct smux_mux *mux,
 /* mux_repair.c: frees what replays remembered of linked files (at the
  * mux's end). */
 void smux__link_memo_free(struct smux_mux *mux);
+/* mux_repair.c: after a link of @from to @to through the mux, for each
+ * replica that missed it (a hint for @to) and has @from as the others do:
+ * remembers @from as the name of the file there, so that the replay of
+ * @to links it instead of making a copy (whose name then kept old bytes
+ * when the file was written through the other; s43-t1). Best effort: a
+ * restart forgets, and the replay copies. */
+void smux__link_memo_missed(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *from, const char *to);
 
 /* mux_rejoin.c: a member added at run time to a mux that replicates */
 

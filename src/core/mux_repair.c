@@ -163,6 +163,43 @@ static void link_memo_note(struct smux_mux *mux, const struct mux_member *src,
 		.key = k, .src = src, .dst = dst, .file_id = info->file_id};
 }
 
+void smux__link_memo_missed(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *from, const char *to)
+{
+	struct mux_view *v = smux__view_get(mux);
+
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *dst = v->m[i];
+
+		if (!smux__hints_has(mux->hints, dst->name, to) ||
+		    smux__member_stale(mux, dst, from) ||
+		    !(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK))
+			continue;
+		/* the file's number on each replica a replay may copy from */
+		for (unsigned j = 0; j < v->n; j++) {
+			struct mux_member *src = v->m[j];
+			struct smux_info info = {0};
+			struct smux__call head = {
+				.op = SMUX__OP_HEAD, .key = from, .info = &info};
+			struct smux_error e;
+
+			if (src == dst ||
+			    smux__health_status(&src->health) !=
+				    SMUX_STATUS_UP ||
+			    smux__member_stale(mux, src, from) ||
+			    smux__member_stale(mux, src, to) ||
+			    smux__member_call(mux, ctx, src, &head, false,
+					      &e) != 0 ||
+			    !several_names(&info))
+				continue;
+			pthread_mutex_lock(&mux->link_lock);
+			link_memo_note(mux, src, dst, &info, from);
+			pthread_mutex_unlock(&mux->link_lock);
+		}
+	}
+	smux__view_put(v);
+}
+
 /* A name on @dst remembered for @src's file @info (not @key), into
  * @out; caller holds link_lock. */
 static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
@@ -189,11 +226,13 @@ static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
-		       const char *key, const struct smux_info *info)
+		       const char *key, const struct smux_info *info,
+		       bool *probe)
 {
 	char other[SMUX_KEY_MAX + 1];
 	struct smux_info si = {0}, di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = other};
+	long rc;
 	struct smux__call link = {
 		.op = SMUX__OP_LINK, .key = other, .key2 = key};
 	struct smux_error e;
@@ -206,8 +245,9 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	    si.file_id != info->file_id)
 		return -1;
 	head.info = &di;
-	if (smux__member_call(mux, ctx, dst, &head, false, &e) ||
-	    !S_ISREG(di.mode) || di.size != info->size ||
+	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
+	*probe = false; /* the head reported @dst's probe */
+	if (rc || !S_ISREG(di.mode) || di.size != info->size ||
 	    di.mtime_ns != info->mtime_ns)
 		return -1;
 	return smux__member_call(mux, ctx, dst, &link, false, &e) == 0 ? 0 : -1;
@@ -447,8 +487,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		if (absent && !probe_dst &&
-		    link_replay(mux, ctx, src, dst, key, &info) == 0)
+		if (absent &&
+		    link_replay(mux, ctx, src, dst, key, &info, &probe_dst) == 0)
 			goto out_fence; /* its other name has the xattrs */
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
 		if (rc == 0 && linked)

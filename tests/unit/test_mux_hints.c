@@ -1399,8 +1399,10 @@ static void file_replicas(char *base, char dir[3][64],
 }
 
 /* Hard links fan out like a rename over file replicas: each links in its
- * own tree; a replica that missed it gets the destination at the replay
- * (a copy, not a link). Links that cannot be made say so. */
+ * own tree; a replica that missed it gets the destination at the replay,
+ * a link of its own copy of the source (s43-t1: a copy, whose name then
+ * kept old bytes when the file was written through the other one). Links
+ * that cannot be made say so. */
 static void test_link_fanout(void **state)
 {
 	struct smux_backend *fb[3], *ff[3], *mux, *sticky, *mem;
@@ -1440,6 +1442,12 @@ static void test_link_fanout(void **state)
 	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
 	assert_int_equal(pending, 0);
 	MH_HOLDS(fb[2], "sub/b", "shared");
+	snprintf(path, sizeof(path), "%s/a", dir[2]);
+	assert_int_equal(stat(path, &a), 0);
+	snprintf(path, sizeof(path), "%s/sub/b", dir[2]);
+	assert_int_equal(stat(path, &b), 0);
+	assert_int_equal(a.st_ino, b.st_ino); /* one file, as on r0 and r1 */
+	assert_int_equal(b.st_nlink, 2);
 
 	/* sticky-by-key: links on the shard both names hash to; two names
 	 * on two shards are EXDEV (test_mux_sticky test_link_shards) */
