@@ -712,6 +712,54 @@ static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
+ * After a replay of @key on @dst (mirror, shield; a replica of real
+ * directories): the directory holding @key gets the mtime it has on a
+ * replica with its latest state - the put, link or delete just made
+ * moved it to now on @dst, after the replay of the directory's own
+ * change may have set it (s43-t1: cp -a or rsync -a while a replica was
+ * drained; its directories then showed the replay's time there). Best
+ * effort: a failure leaves the time, never the replay, wrong.
+ */
+static void parent_mtime(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_view *v, struct mux_member *dst,
+			 const char *key)
+{
+	size_t len = strlen(key);
+	char parent[SMUX_KEY_MAX + 2];
+	struct smux_setattr attr = {.flags = SMUX_SET_MTIME};
+	struct smux__call set = {
+		.op = SMUX__OP_SETATTR, .key = parent, .setattr = &attr};
+	struct smux_error e;
+
+	if ((mux->mode != SMUX_MODE_MIRROR && mux->mode != SMUX_MODE_SHIELD) ||
+	    !(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK))
+		return;
+	if (len && key[len - 1] == '/') /* a marker: its directory's */
+		len--;
+	while (len && key[len - 1] != '/')
+		len--;
+	if (!len || (size_t)snprintf(parent, sizeof(parent), "%.*s",
+				     (int)len, key) != len ||
+	    smux__member_stale(mux, dst, parent))
+		return; /* the root; or its own replay sets it */
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *src = v->m[i];
+		struct smux_info info = {0};
+		struct smux__call head = {
+			.op = SMUX__OP_HEAD, .key = parent, .info = &info};
+
+		if (src == dst ||
+		    smux__health_status(&src->health) != SMUX_STATUS_UP ||
+		    smux__member_stale(mux, src, parent) ||
+		    smux__member_call(mux, ctx, src, &head, false, &e) != 0)
+			continue;
+		attr.mtime_ns = info.mtime_ns;
+		(void)smux__member_call(mux, ctx, dst, &set, false, &e);
+		return;
+	}
+}
+
+/*
  * Replays one hint; 0 when the replica has the key's state again (or a
  * later write reached it meanwhile). With @probe, @m is down and this
  * replay is its health probe: the first call on @m reports the outcome;
@@ -751,6 +799,8 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (left)
 		smux__health_probe_cancel(&m->health);
+	if (rc == 0)
+		parent_mtime(mux, ctx, v, m, h->key);
 	return rc;
 }
 

@@ -9,7 +9,8 @@
 #   - setfattr on a new directory: its hint failed at every pass
 #     (IS_DIRECTORY), pendingHints never 0;
 #   - a file and a FIFO replaced by directories, a directory by a
-#     symlink: never converged (ls -l EIO, rm -rf left names behind).
+#     symlink: never converged (ls -l EIO, rm -rf left names behind);
+#   - (s43-t1) the times of directories cp -a made: b had the replay's.
 . "$(dirname "$0")/lib.sh"
 
 new_config "$T/c.conf" root
@@ -40,6 +41,10 @@ ln "$S/d/f1" "$S/f3"
 echo epoch >"$S/epoch"
 ln -s epoch "$S/epoch-link"
 touch -h -d @0 "$S/epoch" "$S/epoch-link"
+# directories' times: cp -a sets them last; the replays of the files in
+# them moved them to the replay's time on b (s43-t1: rsync -a then saw
+# every directory changed once b answered)
+touch -d @978307200 "$S/d" "$S"
 timeout 60 cp -a "$S" "$M/copy"
 echo new >>"$M/f"
 mkdir "$M/xd"
@@ -80,6 +85,10 @@ for r in a b; do
 		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
 			fail "copy/$n on $r: mtime $(stat -c %Y "$T/$r/copy/$n"), want 0"
 	done
+done
+for dir in copy copy/d; do
+	[ "$(stat -c %Y "$T/b/$dir")" = 978307200 ] ||
+		fail "$dir on b: mtime $(stat -c %Y "$T/b/$dir"), want 978307200 (as on a: $(stat -c %Y "$T/a/$dir"))"
 done
 [ -L "$T/b/d2l" ] && [ -d "$T/b/f2d" ] && [ -d "$T/b/p2d" ] ||
 	fail "types on b: $(stat -c '%n %F' "$T/b/d2l" "$T/b/f2d" "$T/b/p2d")"
