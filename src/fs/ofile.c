@@ -2275,6 +2275,11 @@ static void readers_written(struct smuxfs *fs, const char *key)
 	pthread_mutex_unlock(&fs->otable.lock);
 }
 
+void smuxfs_readers_restamped(struct smuxfs *fs, const char *key)
+{
+	readers_written(fs, key);
+}
+
 /* A rename over @key begins (@begin) or ends: its clean readers' reads
  * meanwhile may get either file (ops_io.c). */
 static void readers_replacing(struct smuxfs *fs, const char *key, bool begin)
