@@ -361,6 +361,9 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct mux_member *m, *prev = NULL;
 	struct mux_cursor c;
 	bool all_timeouts = true, gave_up = false, probe;
+	/* a directory's head from a member behind on its attributes */
+	struct smux_info old_info;
+	bool dir_old = false;
 	/* in member order (failover, shield): round-robin and weighted
 	 * members are gateways of one store, whose answer is the store's */
 	bool pinned = w->by_order && call->op == SMUX__OP_GET &&
@@ -482,10 +485,27 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 			smux__member_put(m);
 			continue;
 		}
+		/* ...and one that missed a change of it (chmod, touch,
+		 * xattrs: its marker's put hint) has its old attributes:
+		 * the answer only when no other member gives one (s43
+		 * review) */
+		if (rc >= 0 && call->op == SMUX__OP_HEAD && call->info &&
+		    S_ISDIR(call->info->mode) && !w->acked && !dir_old &&
+		    marker_missed(mux, m, call->key, &mk) &&
+		    mk == SMUX__HINT_PUT) {
+			old_info = *call->info;
+			dir_old = true;
+			smux__member_put(m);
+			continue;
+		}
 		/* a semantic answer is final; a failure on the caller's side
 		 * (LOCAL) would fail the same way on the next member */
 		if (rc >= 0 || o == SMUX_OUTCOME_SEMANTIC ||
 		    o == SMUX_OUTCOME_LOCAL) {
+			if (rc < 0 && dir_old) { /* the directory it has */
+				smux__member_put(m);
+				break;
+			}
 			if (rc < 0) {
 				*err = e;
 				err->e.attempts = attempts;
@@ -531,7 +551,11 @@ static long sequential(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (call->op == SMUX__OP_LIST && lc.n > 0)
 			break;
 	}
-	if (deferred.e.code != SMUX_OK) {
+	if (dir_old) {
+		/* none else answered: the directory as that member has it */
+		*call->info = old_info;
+		rc = 0;
+	} else if (deferred.e.code != SMUX_OK) {
 		/* none gave a better answer: that, whatever else failed */
 		*err = deferred;
 		err->e.attempts = attempts;

@@ -931,9 +931,10 @@ long smux__replay_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
  * mux_sticky.c: a change of a directory (@call: a setattr or xattr change
  * of its marker key), which is on every shard: made on every shard up
  * that has it, and a put hint for every other one (out, behind on the
- * marker, or failing), whose replay copies the marker from a shard that
- * took it (smux__replay_marker). 0 once a shard took it; else the first
- * shard's error, and no hint.
+ * marker, failing, or without the directory; none for one that refuses
+ * the change), whose replay copies the marker from a shard that took it
+ * (smux__replay_marker). 0 once a shard took it; else the first shard's
+ * error, and no hint.
  */
 long smux__sticky_change_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 			     struct smux__call *call, struct smux_span *span,

@@ -408,6 +408,44 @@ out:
 	return rc;
 }
 
+/*
+ * A head of directory @call->key (a name, as a lookup asks) answered with
+ * @call->info: when a shard missed a change of the directory (a put hint
+ * for its marker: chmod, touch, xattrs), the shard that answered may be
+ * that one, its attributes old until the replay (s43 review: the shard
+ * undrained showed the mode from before the chmod). The marker's holder,
+ * the first shard from its home without that hint, answers instead.
+ */
+static void dir_head_behind(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    struct mux_view *v, const struct smux__call *call,
+			    struct smux_span *span)
+{
+	char marker[SMUX_KEY_MAX + 2];
+	struct smux_info info = {0};
+	struct smux__call mc = *call;
+	enum smux__hint_kind kind;
+	struct smux_error e;
+	bool behind = false;
+	int h;
+
+	if (smux_key_is_dir(call->key) ||
+	    smux__hints_pending_replicas(mux->hints) == 0 ||
+	    snprintf(marker, sizeof(marker), "%s/", call->key) >=
+		    (int)sizeof(marker))
+		return;
+	for (unsigned i = 0; i < v->n && !behind; i++)
+		behind = smux__hints_kind(mux->hints, v->m[i]->name, marker,
+					  &kind) &&
+			 kind == SMUX__HINT_PUT;
+	if (!behind)
+		return;
+	mc.key = marker;
+	mc.info = &info;
+	if (route_once(mux, ctx, v, &mc, span, &h, &e) >= 0 &&
+	    S_ISDIR(info.mode))
+		*call->info = info;
+}
+
 long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct smux__call *call, struct smux_span *span,
 			struct smux_error *err)
@@ -446,6 +484,9 @@ long smux__sticky_route(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (changes)
 		smux__sticky_gate_leave(mux, &g);
+	if (rc >= 0 && orig.op == SMUX__OP_HEAD && orig.info &&
+	    S_ISDIR(orig.info->mode))
+		dir_head_behind(mux, ctx, v, &orig, span);
 	smux__view_put(v);
 	return rc;
 }
@@ -742,12 +783,17 @@ long smux__sticky_change_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 				rc = r;
 				answered = true;
 			}
-			/* no directory there: nothing under it either */
+			/* a shard that refuses it (no user xattrs there, a
+			 * value too large) refuses its replay too: no hint
+			 * that never ends. One without the directory gets
+			 * one: a file put under it later makes it there
+			 * with a mode of its own, which must not be the
+			 * source of a replay (s43 review) */
 			if (o == SMUX_OUTCOME_SEMANTIC &&
-			    e.e.code == SMUX_E_KEY_NOT_FOUND)
+			    e.e.code != SMUX_E_KEY_NOT_FOUND)
 				continue;
 		}
-		behind[i] = true; /* out, behind, or failing */
+		behind[i] = true; /* out, behind, failing, or without it */
 	}
 	if (took) {
 		rc = 0;

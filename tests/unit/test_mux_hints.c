@@ -1481,6 +1481,7 @@ static void test_link_fanout(void **state)
  * group of names is compared). */
 static uint64_t link_hold_gen;
 static _Atomic bool link_held;
+static const char *link_hold_name; /* the name opened: NULL, the key's */
 
 static void link_hold_hook(struct smux_mux *mux, const char *replica,
 			   const char *key)
@@ -1489,7 +1490,8 @@ static void link_hold_hook(struct smux_mux *mux, const char *replica,
 
 	(void)replica;
 	if (!link_held &&
-	    smux__intent_hold(mux, key, &link_hold_gen, &e) == 0)
+	    smux__intent_hold(mux, link_hold_name ? link_hold_name : key,
+			      &link_hold_gen, &e) == 0)
 		link_held = true;
 }
 
@@ -1513,7 +1515,7 @@ static void assert_linked(const char *dir)
  * the replica's names, and writes through the other one never reached it
  * (s42-t2: chmod of a hard-linked file while a replica was drained, an
  * append right after the undrain). */
-static void test_link_replay_writer_opens(void **state)
+static void link_replay_writer_case(const char *hold)
 {
 	struct smux_backend *fb[3], *ff[3], *mux;
 	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
@@ -1524,12 +1526,12 @@ static void test_link_replay_writer_opens(void **state)
 	struct mh_clock clk;
 	unsigned pending;
 
-	(void)state;
 	smux_ctx_init(&ctx);
 	mh_clock_init(&clk, 10000);
 	o.clock = &clk.clock;
 	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("linkw", &o, ff, NULL, 3);
+	link_hold_name = hold;
 	MH_OK(mh_put(mux, "a", "shared", &err), &err);
 	MH_OK(smux_backend_link(mux, &ctx, "a", "b", &err), &err);
 	mh_fail(ff[2], true);
@@ -1546,7 +1548,8 @@ static void test_link_replay_writer_opens(void **state)
 	assert_int_equal(pending, 1); /* replayed after the writer */
 	assert_linked(dir[2]);
 
-	smux__intent_unhold(smux__mux_of(mux), "a", link_hold_gen, false);
+	smux__intent_unhold(smux__mux_of(mux), hold ? hold : "a",
+			    link_hold_gen, false);
 	mh_clock_set(&clk, 200000);
 	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
 	assert_int_equal(pending, 0);
@@ -1559,6 +1562,62 @@ static void test_link_replay_writer_opens(void **state)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 07777, 0600);
 	}
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
+/* ... the name replayed, or the file's other name */
+static void test_link_replay_writer_opens(void **state)
+{
+	(void)state;
+	link_replay_writer_case(NULL);
+	link_replay_writer_case("b");
+}
+
+/* (s43 review) A mirror's head of a directory's name ("d", what a lookup
+ * asks) on file replicas goes to the first replica in order; one that
+ * missed a chmod of it (a put hint for its marker "d/") answered with the
+ * mode from before until the replay. Another replica's answer comes
+ * first now; alone, its own. */
+static void test_dir_head_name_replica_behind(void **state)
+{
+	struct smux_backend *fb[3], *ff[3], *mux;
+	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
+	struct smux_setattr attr = {.flags = SMUX_SET_MODE, .mode = 0700};
+	char base[] = "/tmp/smux-dhead-XXXXXX", dir[3][64];
+	struct smux_info info = {0};
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct mh_clock clk;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	mh_clock_init(&clk, 10000);
+	o.clock = &clk.clock;
+	file_replicas(base, dir, fb, ff);
+	mux = mh_mux("dhead", &o, ff, NULL, 3);
+	smux_mux_hold_repairs(true); /* the hint stays through the heads */
+	MH_OK(mh_put(mux, "d/", "", &err), &err);
+	mh_fail(ff[0], true);
+	MH_OK(smux_backend_setattr(mux, &ctx, "d/", &attr, &err), &err);
+	mh_fail(ff[0], false);
+	mh_clock_set(&clk, 100000);
+	smux_mux_check_health(mux); /* r0 up, its hint pending */
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	MH_OK(smux_backend_head(mux, &ctx, "d", &info, &err), &err);
+	assert_true(S_ISDIR(info.mode));
+	assert_int_equal(info.mode & 07777, 0700);
+	mh_fail(ff[1], true); /* r0 alone: the directory as it has it */
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_head(mux, &ctx, "d", &info, &err), &err);
+	assert_true(S_ISDIR(info.mode));
+	mh_fail(ff[1], false);
+	mh_fail(ff[2], false);
+	smux_mux_hold_repairs(false);
 	smux_backend_unref(mux);
 	for (int i = 0; i < 3; i++) {
 		smux_backend_unref(ff[i]);
@@ -2017,6 +2076,7 @@ int main(void)
 		cmocka_unit_test(test_symlink_replayed),
 		cmocka_unit_test(test_link_fanout),
 		cmocka_unit_test(test_link_replay_writer_opens),
+		cmocka_unit_test(test_dir_head_name_replica_behind),
 		cmocka_unit_test(test_xattr_fanout),
 		cmocka_unit_test(test_rename_dir_fanout),
 		cmocka_unit_test(test_exchange_fanout),
