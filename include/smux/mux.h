@@ -192,10 +192,11 @@ void smux_mux_hold_repairs(bool hold);
  * cooldown, draining) and may hold keys under @prefix that no other
  * member lists - in failover one ahead of the first member up (the
  * members after it hold only what it missed, which its hints list), in
- * sticky-by-key any shard; a member that is a mux is asked in turn.
- * Replicas (mirror, shield) and gateways of one store (round-robin,
- * weighted) list whole from any member up, and a backend that is no mux
- * always does. A directory moved key by key is moved only when its
+ * sticky-by-key any shard; not one that missed the making of @prefix (a
+ * put hint for it: made while it was out). A failover or sticky-by-key
+ * member that is a mux is asked in turn. Replicas (mirror, shield) and
+ * gateways of one store (round-robin, weighted) list whole from any
+ * member up, and a backend that is no mux always does. A directory moved key by key is moved only when its
  * listing is whole: else the keys of the member out stay under the old
  * name, and come back there with it.
  */

@@ -48,6 +48,12 @@ timeout 30 mv "$M/D" "$M/E" 2>"$T/mv.err" || rc=$?
 grep -q "Input/output error" "$T/mv.err" || fail "mv D E with d out: $(cat "$T/mv.err")"
 [ ! -e "$M/E" ] || fail "mv D E failed, yet E exists: $(tree E)"
 log "mv D E with d out: $(cat "$T/mv.err")"
+# ... but a directory made while d is out holds nothing on d: `mv x.tmp
+# x` of a tree built during the outage works (s43 review)
+mkdir "$M/N.tmp" "$M/N.tmp/sub"
+echo n >"$M/N.tmp/sub/n"
+timeout 30 mv "$M/N.tmp" "$M/N" || fail "mv N.tmp N, a directory made with d out"
+[ "$(tree N)" = "N/sub/n=n " ] || fail "after mv N.tmp N: $(tree N)"
 
 # d back (a repair probes it and replays f's write of D/two): mv works
 # and moves all of D
@@ -65,6 +71,9 @@ repair_settled "$M" 30
 got=$(tree E)
 [ "$got" = "$want" ] || fail "after the repair: '$got', want '$want'"
 [ ! -e "$M/D" ] || fail "D is back after the repair: $(tree D)"
+[ "$(tree N)" = "N/sub/n=n " ] || fail "N after the repair: $(tree N)"
+[ ! -e "$M/N.tmp" ] || fail "N.tmp is back after the repair: $(tree N.tmp)"
+[ "$(cat "$T/ng/root/m/N/sub/n")" = n ] || fail "N/sub/n not on d after the repair"
 [ ! -e "$T/ng/root/m/D" ] || fail "d still holds D: $(cd "$T/ng/root/m" && find D)"
 got=$(cd "$T/ng/root/m" && find E -type f | sort | tr '\n' ' ')
 [ "$got" = "E/one E/sub/s E/two " ] || fail "d holds '$got' under E"
