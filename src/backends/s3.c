@@ -496,10 +496,11 @@ static int get_check(struct get_state *g)
 		return g->stale || g->bad ? -ECANCELED : 0;
 	g->checked = true;
 	smux__s3_etag_copy(etag, sizeof(etag), g->c->resp.etag);
-	/* an object store's GET always names its version: one without
-	 * (a proxy's error page sent as a 200: s43-t2) is no answer, and
-	 * the read goes to another member, not ESTALE */
-	if (!etag[0]) {
+	/* an object store's GET always names its version: a read of a
+	 * version that gets an answer naming none (a proxy's error page
+	 * sent as a 200: s43-t2) got no answer, and goes to another
+	 * member, not ESTALE */
+	if (!etag[0] && g->if_match && g->if_match[0]) {
 		g->bad = true;
 		return -ECANCELED;
 	}

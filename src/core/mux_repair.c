@@ -222,12 +222,13 @@ static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
  * Makes @key, missing on @dst, a link of @other there, when @other is
  * still that file on @src (@info: @src's file, read by the replay) and
  * @dst's @other holds its version (size and mtime, as the replay put
- * them). 0 once linked; else the replay copies.
+ * them). 0 once linked; -2 with @err when @dst failed (*@probe: the first
+ * call on @dst reports its probe); else -1, and the replay copies.
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
 		       const char *key, const struct smux_info *info,
-		       bool *probe)
+		       bool *probe, struct smux_error *err)
 {
 	char other[SMUX_KEY_MAX + 1];
 	struct smux_info si = {0}, di = {0};
@@ -247,6 +248,10 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	head.info = &di;
 	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
 	*probe = false; /* the head reported @dst's probe */
+	if (rc && e.e.code != SMUX_E_KEY_NOT_FOUND) {
+		*err = e; /* @dst failing: no copy either */
+		return -2;
+	}
 	if (rc || !S_ISREG(di.mode) || di.size != info->size ||
 	    di.mtime_ns != info->mtime_ns)
 		return -1;
@@ -487,9 +492,16 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		if (absent &&
-		    link_replay(mux, ctx, src, dst, key, &info, &probe_dst) == 0)
+		int linked_rc = absent ? link_replay(mux, ctx, src, dst, key,
+						     &info, &probe_dst, err)
+				       : -1;
+
+		if (linked_rc == 0)
 			goto out_fence; /* its other name has the xattrs */
+		if (linked_rc == -2) { /* @dst failed: the hint stays */
+			rc = err->e.sys_errno ? -err->e.sys_errno : -EIO;
+			goto out_fence;
+		}
 		rc = smux__member_call(mux, ctx, dst, &put, probe_dst, err);
 		if (rc == 0 && linked)
 			link_memo_note(mux, src, dst, &info, key);
@@ -753,6 +765,8 @@ static void parent_mtime(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    smux__member_stale(mux, src, parent) ||
 		    smux__member_call(mux, ctx, src, &head, false, &e) != 0)
 			continue;
+		if (!info.has_times && !info.mtime_ns)
+			return; /* a time it does not know */
 		attr.mtime_ns = info.mtime_ns;
 		(void)smux__member_call(mux, ctx, dst, &set, false, &e);
 		return;

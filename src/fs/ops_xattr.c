@@ -162,7 +162,9 @@ static int xattr_change(const char *path, const char *name, const char *value,
 	/* a directory's change goes to its marker: in sticky-by-key to
 	 * every shard, with hints for those out (s42-t3: an xattr of a
 	 * directory was on one shard, EIO while it was drained) */
-	k = real_dir(fs, key, dkey, sizeof(dkey)) ? dkey : key;
+	k = !pending(fs, key) && real_dir(fs, key, dkey, sizeof(dkey))
+		    ? dkey
+		    : key; /* (a file open: no lookup; cp -a, rsync -X) */
 	for (;; k = dkey) {
 		rc = remove ? smux_backend_removexattr(fs->root, &ctx, k, name,
 						       &err)
