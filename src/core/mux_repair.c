@@ -200,62 +200,108 @@ void smux__link_memo_missed(struct smux_mux *mux, const struct smux_ctx *ctx,
 	smux__view_put(v);
 }
 
-/* A name on @dst remembered for @src's file @info (not @key), into
- * @out; caller holds link_lock. */
+/* The next name (from *@at on) on @dst remembered for @src's file @info
+ * (not @key), into @out; caller holds link_lock. */
 static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
 			   const struct mux_member *dst,
 			   const struct smux_info *info, const char *key,
-			   char *out, size_t cap)
+			   unsigned *at, char *out, size_t cap)
 {
-	for (unsigned i = 0; i < SMUX__LINK_MEMO; i++) {
+	for (unsigned i = *at; i < SMUX__LINK_MEMO; i++) {
 		const struct smux__link_memo *e = &mux->link_memo[i];
 
 		if (e->key && e->src == src && e->dst == dst &&
 		    e->file_id == info->file_id && strcmp(e->key, key) != 0 &&
-		    snprintf(out, cap, "%s", e->key) < (int)cap)
+		    snprintf(out, cap, "%s", e->key) < (int)cap) {
+			*at = i + 1;
 			return true;
+		}
 	}
 	return false;
 }
 
 /*
- * Makes @key, missing on @dst, a link of @other there, when @other is
- * still that file on @src (@info: @src's file, read by the replay) and
- * @dst's @other holds its version (size and mtime, as the replay put
- * them). 0 once linked; -2 with @err when @dst failed (*@probe: the first
- * call on @dst reports its probe); else -1, and the replay copies.
+ * @dst's file of @other (@di: one name, not hinted, no writer) missed
+ * writes made through @key, a name of the same file on @src, while @dst
+ * missed the link (ln a b, then echo >> b): it gets the bytes the replay
+ * read (@fd, @len; @info: mode and mtime), in place. 0, or -1 with @err.
+ */
+static int link_refresh(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *dst, const char *other,
+			const struct smux_info *info, int fd, uint64_t len,
+			struct smux_error *err)
+{
+	struct smux_put_opts po = {0};
+	struct smux_source source;
+	struct smux__call put = {
+		.op = SMUX__OP_PUT,
+		.key = other,
+		.src = &source,
+		.put_opts = &po,
+	};
+
+	smux_put_opts_keep(&po, info);
+	po.flags |= SMUX_PUT_INPLACE;
+	smux_source_fd(&source, fd, 0, len);
+	return smux__member_call(mux, ctx, dst, &put, false, err) == 0 ? 0
+									 : -1;
+}
+
+/*
+ * Makes @key, missing on @dst, a link of a name @other a link through
+ * the mux or a replay remembered for it (link_memo_*), when @other is
+ * still that file on @src (@info: @src's file, read by the replay into
+ * @fd, @len bytes) and @dst's @other holds its version (size and mtime,
+ * as the replay put them) - or is that file of one name that missed the
+ * writes made through @key (link_refresh). Every name remembered is
+ * tried (ln a b; mv a c while @dst was out: a is gone, b is the name).
+ * 0 once linked; -2 with @err when @dst failed (*@probe: the first call
+ * on @dst reports its probe); else -1, and the replay copies.
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
-		       const char *key, const struct smux_info *info,
-		       bool *probe, struct smux_error *err)
+		       const char *key, const struct smux_info *info, int fd,
+		       uint64_t len, bool *probe, struct smux_error *err)
 {
 	char other[SMUX_KEY_MAX + 1];
-	struct smux_info si = {0}, di = {0};
+	struct smux_info si, di;
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = other};
-	long rc;
 	struct smux__call link = {
 		.op = SMUX__OP_LINK, .key = other, .key2 = key};
 	struct smux_error e;
+	unsigned at = 0;
+	long rc;
 
-	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK) ||
-	    !link_memo_find(mux, src, dst, info, key, other, sizeof(other)))
+	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK))
 		return -1;
-	head.info = &si;
-	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
-	    si.file_id != info->file_id)
-		return -1;
-	head.info = &di;
-	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
-	*probe = false; /* the head reported @dst's probe */
-	if (rc && e.e.code != SMUX_E_KEY_NOT_FOUND) {
-		*err = e; /* @dst failing: no copy either */
-		return -2;
+	while (link_memo_find(mux, src, dst, info, key, &at, other,
+			      sizeof(other))) {
+		si = (struct smux_info){0};
+		di = (struct smux_info){0};
+		head.info = &si;
+		if (smux__member_call(mux, ctx, src, &head, false, &e) ||
+		    si.file_id != info->file_id)
+			continue;
+		head.info = &di;
+		rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
+		*probe = false; /* the head reported @dst's probe */
+		if (rc && e.e.code != SMUX_E_KEY_NOT_FOUND) {
+			*err = e; /* @dst failing: no copy either */
+			return -2;
+		}
+		if (rc || !S_ISREG(di.mode))
+			continue;
+		if ((di.size != info->size || di.mtime_ns != info->mtime_ns) &&
+		    (di.nlink != 1 || info->nlink != 2 ||
+		     smux__hints_has(mux->hints, dst->name, other) ||
+		     smux__intent_busy(mux, other) ||
+		     link_refresh(mux, ctx, dst, other, info, fd, len, &e)))
+			continue;
+		return smux__member_call(mux, ctx, dst, &link, false, &e) == 0
+			       ? 0
+			       : -1;
 	}
-	if (rc || !S_ISREG(di.mode) || di.size != info->size ||
-	    di.mtime_ns != info->mtime_ns)
-		return -1;
-	return smux__member_call(mux, ctx, dst, &link, false, &e) == 0 ? 0 : -1;
+	return -1;
 }
 
 /* The names in @prefix (a directory, no deeper) of the file @id. */
@@ -492,9 +538,11 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		int linked_rc = absent ? link_replay(mux, ctx, src, dst, key,
-						     &info, &probe_dst, err)
-				       : -1;
+		int linked_rc =
+			absent ? link_replay(mux, ctx, src, dst, key, &info, fd,
+					     marker ? 0 : sink.written,
+					     &probe_dst, err)
+			       : -1;
 
 		if (linked_rc == 0)
 			goto out_fence; /* its other name has the xattrs */

@@ -28,6 +28,8 @@ echo 1 >"$M/f2d"
 mkfifo "$M/p2d"
 mkdir -p "$M/d2l/sub" "$M/tgt"
 echo in >"$M/d2l/sub/in"
+echo old >"$M/la"
+echo old >"$M/lm"
 
 timeout 20 sh -c "echo 'drain b' >'$CTL'" || fail "drain b"
 S=$T/src
@@ -54,6 +56,13 @@ mkdir "$M/f2d" "$M/p2d"
 echo y >"$M/f2d/y"
 rm -r "$M/d2l"
 ln -s tgt "$M/d2l"
+# links b missed: a write through the new name, and a rename of the old
+# one (s43-t3: b got the new name as a copy, and its old name kept the
+# old bytes for good; a rename made it pick a name no longer there)
+ln "$M/la" "$M/lb"
+echo y >>"$M/lb"
+ln "$M/lm" "$M/ln"
+mv "$M/lm" "$M/lm3"
 timeout 20 sh -c "echo 'undrain b' >'$CTL'" || fail "undrain b"
 
 end=$((SECONDS + 30))
@@ -80,6 +89,9 @@ diff -u "$T/la" "$T/lb" >&2 || fail "b differs from a after the repair"
 	fail "user.dir of xd not on b"
 [ "$(stat -c %h "$T/b/copy/d/f1")" = 3 ] || fail "copy/d/f1 on b: $(stat -c %h "$T/b/copy/d/f1") names, want 3"
 [ "$(stat -c %i "$T/b/f")" = "$(stat -c %i "$T/b/h")" ] || fail "f and h are two files on b"
+[ "$(stat -c %i "$T/b/la")" = "$(stat -c %i "$T/b/lb")" ] || fail "la and lb are two files on b"
+[ "$(cat "$T/b/la")" = "$(printf 'old\ny')" ] || fail "la on b: $(cat "$T/b/la")"
+[ "$(stat -c %i "$T/b/ln")" = "$(stat -c %i "$T/b/lm3")" ] || fail "ln and lm3 are two files on b"
 for r in a b; do
 	for n in epoch epoch-link; do
 		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
