@@ -449,11 +449,21 @@ static int get_sink_rewind(void *arg)
 	return smux_sink_rewind(g->out);
 }
 
-/* BAD_RESPONSE for @g's answer, which names no version and is not of
- * the version's size. */
-static int bad_answer(struct davb *d, const char *key,
+/* @g's answer names no version and is not of the version's size: the
+ * version changed (a head says so: PRECONDITION_FAILED, as a told answer
+ * would; s43-t3), else no answer of the object (BAD_RESPONSE). */
+static int bad_answer(struct smux_backend *b, const struct smux_ctx *ctx,
+		      struct davb *d, const char *key,
 		      const struct get_state *g, struct smux_error *err)
 {
+	struct smux_info now;
+	struct smux_error e;
+
+	if (davb_head(b, ctx, key, &now, &e) == 0 &&
+	    strcmp(now.etag, g->if_match) != 0)
+		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				      name_of(d),
+				      "get \"%s\": version changed", key);
 	return smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
 			      "get \"%s\": a %ld answer of %llu bytes without "
 			      "ETag or Last-Modified for a version of another "
@@ -568,7 +578,7 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 				      name_of(d), "get \"%s\": version changed",
 				      key);
 	if (g.bad)
-		return bad_answer(d, key, &g, err);
+		return bad_answer(b, ctx, d, key, &g, err);
 	if (g.range.bad) /* not the range asked for: refused */
 		return smux__http_range_check(&g.range, true, &resp, off, len,
 					      name_of(d), key, err);
@@ -610,7 +620,7 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		return rc;
 	started = g.checked;
 	if (get_check(&g) < 0) /* an empty answer reaches no sink write */
-		return g.bad ? bad_answer(d, key, &g, err)
+		return g.bad ? bad_answer(b, ctx, d, key, &g, err)
 			     : smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 					      name_of(d),
 					      "get \"%s\": version changed",

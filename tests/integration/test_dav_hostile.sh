@@ -105,5 +105,34 @@ cfg_file f "$T/pf"
 mount_smux "$T/portal.conf" "$M"
 timeout 30 cmp "$T/data" "$M/f" || fail "portal: f not read from the file member"
 unmount_smux "$M"
+
+# plain/: no getetag, GETs without validators: a file another client
+# replaced (another size) while a reader reads it is ESTALE for the
+# reader, as a told change is - not EIO, which the check for a wrong
+# page above first made of it (s43-t3)
+new_config "$T/plain.conf" d read_cache=off
+cfg_raw "[backend d]
+type = http
+url = http://127.0.0.1:$SCRIPT_PORT/plain/
+"
+curl -sf -X MKCOL "http://127.0.0.1:$SCRIPT_PORT/plain/" >/dev/null
+mount_smux "$T/plain.conf" "$M"
+head -c 400000 /dev/zero | tr '\0' A >"$M/f"
+got=$(timeout 30 python3 - "$M/f" "http://127.0.0.1:$SCRIPT_PORT/plain/f" <<'PY'
+import errno, os, sys, urllib.request
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.pread(fd, 10, 0)
+urllib.request.urlopen(urllib.request.Request(
+    sys.argv[2], data=b"B" * 500000, method="PUT")).read()
+try:
+    b = os.pread(fd, 100, 300000)
+    print("read", b[:3].decode(), len(b))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PY
+)
+[ "$got" = ESTALE ] || fail "plain: a reader of a file replaced behind the mount: $got"
+unmount_smux "$M"
 kill "$SCRIPT_PID"
 log "failover: a 200 page without validators from d, the read served by f"
+log "plain: a file replaced behind the mount is ESTALE for its reader"

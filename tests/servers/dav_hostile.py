@@ -11,6 +11,8 @@ do:
            response says 423 Locked, and nothing changes
   noetag/  a GET carries neither ETag nor Last-Modified (lighttpd's
            mod_webdav), while PROPFIND gives getetag
+  plain/   PROPFIND gives no getetag (as nginx's dav-ext) and a GET
+           neither ETag nor Last-Modified (as lighttpd's mod_webdav)
   portal/  PROPFIND gives no getetag (as nginx's dav-ext); a GET of a
            file answers 200 with an HTML page and no validators (a
            captive portal's or a proxy's error page), HEAD as it should
@@ -52,7 +54,7 @@ class H(QuietHandler):
     def entry(self, p, v):
         href = urllib.parse.quote("/" + p + ("/" if v is None and p else ""))
         t = email.utils.formatdate(mtimes.get(p, 0), usegmt=True)
-        tag = p.split("/", 1)[0] != "portal"
+        tag = p.split("/", 1)[0] not in ("portal", "plain")
         if v is None:
             props = ("<D:resourcetype><D:collection/></D:resourcetype>"
                      + ("<D:getetag>\"c\"</D:getetag>" if tag else ""))
@@ -120,7 +122,7 @@ class H(QuietHandler):
         if top == "portal":
             hdrs = [("Last-Modified",
                      email.utils.formatdate(mtimes[p], usegmt=True))]
-        elif top != "noetag":
+        elif top not in ("noetag", "plain"):
             hdrs = [("ETag", '"%s"' % etag(v)),
                     ("Last-Modified",
                      email.utils.formatdate(mtimes[p], usegmt=True))]
