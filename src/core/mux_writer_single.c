@@ -502,10 +502,14 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	 * starts on the member that holds its newest version, or not at all
 	 * (another would start from an older copy or from nothing, and the
 	 * replay would carry that over the newer one); an exclusive create
-	 * starts a new object and may go anywhere */
+	 * starts a new object and may go anywhere - in failover so does a
+	 * create of a name the caller saw absent (the members up answered
+	 * so: touch, >> of a new log while the first member was out were
+	 * EIO, s43-t4) */
 	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
 			   !from_spool &&
-			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
+			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL)) &&
+			   !(failover && (flags & SMUX_WRITER_CREATE));
 	struct mux_member *placed = NULL;
 	struct mux_member *m;
 	struct mux_cursor c;
