@@ -1003,6 +1003,12 @@ static long reconcile(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; rc == 0 && src >= 0 && stale[src] && i < v->n; i++)
 		if (!stale[i])
 			src = -1;
+	/* shield: every acknowledged write is the origin's; a copy newer
+	 * than it holds a change the origin refused, never acknowledged
+	 * (s43-t4: an O_TRUNC open the origin refused truncated the copies,
+	 * and their empty file was reconciled over the origin's) */
+	if (rc == 0 && mux->mode == SMUX_MODE_SHIELD && v->n && !stale[0])
+		src = have[0] ? 0 : -1;
 	/* a plain key naming a directory (a setxattr of "d" reaches the
 	 * directory so): reconciled as the directory, "d/" - a GET of it
 	 * fails, and the intent would never end */

@@ -178,6 +178,8 @@ int smux__mw_open_subs(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 			.flags = flags,
 			.writer_out = &mw->s[i]->w,
 		};
+		if (!acquired[i] && mw->s[i]->w && !mw->s[i]->failed)
+			continue; /* opened already (fanout_open's origin) */
 		if (!acquired[i]) {
 			/* left out: down, or (fanout_open) stale */
 			if (!mw->s[i]->failed)
@@ -654,6 +656,52 @@ static int fanout_commit(struct smux__mux_writer *mw,
 }
 
 /*
+ * Shield: an open that changes the object by itself (truncating, or
+ * creating it) opens on the origin first, alone, and on the copies only
+ * once the origin took it - else the copies were truncated (or made)
+ * while the origin refused, and a reconcile carried that change, never
+ * acknowledged, over the origin (s43-t4: "before" gone from every
+ * replica after a refused `echo new > existing`). The origin's slot in
+ * @acquired and @probes is cleared once it is open (smux__mw_open_subs
+ * then leaves it); every copy's is the open's to come. 0, or the
+ * origin's failure with no copy opened.
+ */
+static int shield_origin_first(struct smux__mux_writer *mw,
+			       const struct smux_ctx *ctx, const char *key,
+			       unsigned flags, bool *acquired, bool *probes,
+			       const bool *cooled, struct smux_error *err)
+{
+	bool only[SMUX__WRITER_MAX] = {0}, oprobe[SMUX__WRITER_MAX] = {0};
+	int rc;
+
+	if (!(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_CREATE)) ||
+	    mw->n < 2 || !acquired[0] ||
+	    !smux__shield_origin(mw->mux, mw->m, mw->n))
+		return 0;
+	only[0] = true;
+	oprobe[0] = probes[0];
+	rc = smux__mw_open_subs(mw, ctx, key, flags, only, oprobe, cooled,
+				err);
+	/* the copies, not asked yet, are not failed ones */
+	for (unsigned i = 1; i < mw->n; i++)
+		if (acquired[i]) {
+			mw->s[i]->failed = false;
+			memset(&mw->s[i]->err, 0, sizeof(mw->s[i]->err));
+		}
+	if (rc == 0 && !smux__mw_live(mw, 0)) {
+		/* refused: the copies' probes given back, none opened */
+		for (unsigned i = 1; i < mw->n; i++)
+			if (acquired[i] && probes[i])
+				smux__health_probe_cancel(&mw->m[i]->health);
+		*err = mw->s[0]->err;
+		return -err->e.sys_errno;
+	}
+	acquired[0] = false;
+	probes[0] = false;
+	return rc;
+}
+
+/*
  * Shield/mirror: a writer on every replica that is not draining, except
  * that a writer that starts from the object (not truncating) is not
  * opened on a replica that missed the key's latest write: it would build
@@ -712,8 +760,11 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	}
 	free(f);
 	smux__view_put(v);
-	rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes, cooled,
-				err);
+	rc = shield_origin_first(mw, ctx, key, flags, acquired, probes, cooled,
+				 err);
+	if (rc == 0)
+		rc = smux__mw_open_subs(mw, ctx, key, flags, acquired, probes,
+					cooled, err);
 	if (rc)
 		return rc;
 	if (smux__shield_origin(mux, mw->m, mw->n) && !smux__mw_live(mw, 0)) {
