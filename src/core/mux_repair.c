@@ -221,7 +221,7 @@ static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
 }
 
 /*
- * @dst's file of @other (@di: one name, not hinted, no writer) missed
+ * @dst's file of @other (@di: one name, no writer) missed
  * writes made through @key, a name of the same file on @src, while @dst
  * missed the link (ln a b, then echo >> b): it gets the bytes the replay
  * read (@fd, @len; @info: mode and mtime), in place. 0, or -1 with @err.
@@ -291,9 +291,10 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		if (rc || !S_ISREG(di.mode))
 			continue;
+		/* (a hint @dst has for @other - a write through it it
+		 * missed too - is met by these bytes, src's file now) */
 		if ((di.size != info->size || di.mtime_ns != info->mtime_ns) &&
 		    (di.nlink != 1 || info->nlink != 2 ||
-		     smux__hints_has(mux->hints, dst->name, other) ||
 		     smux__intent_busy(mux, other) ||
 		     link_refresh(mux, ctx, dst, other, info, fd, len, &e)))
 			continue;

@@ -29,6 +29,7 @@ mkfifo "$M/p2d"
 mkdir -p "$M/d2l/sub" "$M/tgt"
 echo in >"$M/d2l/sub/in"
 echo old >"$M/la"
+echo old >"$M/la2"
 echo old >"$M/lm"
 
 timeout 20 sh -c "echo 'drain b' >'$CTL'" || fail "drain b"
@@ -61,6 +62,8 @@ ln -s tgt "$M/d2l"
 # old bytes for good; a rename made it pick a name no longer there)
 ln "$M/la" "$M/lb"
 echo y >>"$M/lb"
+ln "$M/la2" "$M/lb2" # ... and through the old name (its own hint too)
+echo y >>"$M/la2"
 ln "$M/lm" "$M/ln"
 mv "$M/lm" "$M/lm3"
 timeout 20 sh -c "echo 'undrain b' >'$CTL'" || fail "undrain b"
@@ -92,6 +95,7 @@ diff -u "$T/la" "$T/lb" >&2 || fail "b differs from a after the repair"
 [ "$(stat -c %i "$T/b/la")" = "$(stat -c %i "$T/b/lb")" ] || fail "la and lb are two files on b"
 [ "$(cat "$T/b/la")" = "$(printf 'old\ny')" ] || fail "la on b: $(cat "$T/b/la")"
 [ "$(stat -c %i "$T/b/ln")" = "$(stat -c %i "$T/b/lm3")" ] || fail "ln and lm3 are two files on b"
+[ "$(stat -c %i "$T/b/la2")" = "$(stat -c %i "$T/b/lb2")" ] || fail "la2 and lb2 are two files on b"
 for r in a b; do
 	for n in epoch epoch-link; do
 		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
