@@ -462,8 +462,8 @@ static int bad_answer(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (davb_head(b, ctx, key, &now, &e) == 0 &&
 	    strcmp(now.etag, g->if_match) != 0)
 		return smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
-				      name_of(d),
-				      "get \"%s\": version changed", key);
+				      name_of(d), "get \"%s\": version changed",
+				      key);
 	return smux_error_set(err, SMUX_E_BAD_RESPONSE, name_of(d),
 			      "get \"%s\": a %ld answer of %llu bytes without "
 			      "ETag or Last-Modified for a version of another "

@@ -763,8 +763,7 @@ int smux_mux_list_whole(struct smux_backend *b, const char *prefix,
 	for (unsigned i = 0; i < v->n && rc == 0; i++) {
 		struct mux_member *m = v->m[i];
 
-		if (mux->mode == SMUX_MODE_STICKY &&
-		    smux__sticky_slot_empty(m))
+		if (mux->mode == SMUX_MODE_STICKY && smux__sticky_slot_empty(m))
 			continue;
 		if (smux__health_status(&m->health) == SMUX_STATUS_UP) {
 			rc = smux_mux_list_whole(m->backend, prefix, err);

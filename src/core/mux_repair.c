@@ -179,8 +179,9 @@ void smux__link_memo_missed(struct smux_mux *mux, const struct smux_ctx *ctx,
 		for (unsigned j = 0; j < v->n; j++) {
 			struct mux_member *src = v->m[j];
 			struct smux_info info = {0};
-			struct smux__call head = {
-				.op = SMUX__OP_HEAD, .key = from, .info = &info};
+			struct smux__call head = {.op = SMUX__OP_HEAD,
+						  .key = from,
+						  .info = &info};
 			struct smux_error e;
 
 			if (src == dst ||
@@ -243,8 +244,7 @@ static int link_refresh(struct smux_mux *mux, const struct smux_ctx *ctx,
 	smux_put_opts_keep(&po, info);
 	po.flags |= SMUX_PUT_INPLACE;
 	smux_source_fd(&source, fd, 0, len);
-	return smux__member_call(mux, ctx, dst, &put, false, err) == 0 ? 0
-									 : -1;
+	return smux__member_call(mux, ctx, dst, &put, false, err) == 0 ? 0 : -1;
 }
 
 /*
@@ -547,7 +547,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		if (linked_rc == 0)
 			goto out_fence; /* its other name has the xattrs */
-		if (linked_rc == -2) { /* @dst failed: the hint stays */
+		if (linked_rc == -2) {	/* @dst failed: the hint stays */
 			rc = err->e.sys_errno ? -err->e.sys_errno : -EIO;
 			goto out_fence;
 		}
@@ -801,8 +801,8 @@ static void parent_mtime(struct smux_mux *mux, const struct smux_ctx *ctx,
 		len--;
 	/* (also while the directory's own replay is pending: that one may
 	 * set its time before this put lands in it, s43-t3) */
-	if (!len || (size_t)snprintf(parent, sizeof(parent), "%.*s",
-				     (int)len, key) != len)
+	if (!len || (size_t)snprintf(parent, sizeof(parent), "%.*s", (int)len,
+				     key) != len)
 		return; /* the root */
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *src = v->m[i];

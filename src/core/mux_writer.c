@@ -674,14 +674,12 @@ static int shield_origin_first(struct smux__mux_writer *mw,
 	bool only[SMUX__WRITER_MAX] = {0}, oprobe[SMUX__WRITER_MAX] = {0};
 	int rc;
 
-	if (!(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_CREATE)) ||
-	    mw->n < 2 || !acquired[0] ||
-	    !smux__shield_origin(mw->mux, mw->m, mw->n))
+	if (!(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_CREATE)) || mw->n < 2 ||
+	    !acquired[0] || !smux__shield_origin(mw->mux, mw->m, mw->n))
 		return 0;
 	only[0] = true;
 	oprobe[0] = probes[0];
-	rc = smux__mw_open_subs(mw, ctx, key, flags, only, oprobe, cooled,
-				err);
+	rc = smux__mw_open_subs(mw, ctx, key, flags, only, oprobe, cooled, err);
 	/* the copies, not asked yet, are not failed ones */
 	for (unsigned i = 1; i < mw->n; i++)
 		if (acquired[i]) {

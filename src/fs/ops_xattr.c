@@ -60,8 +60,7 @@ static int commit_pending(struct smuxfs *fs, const char *key)
 
 /* Whether @key names a directory of a tree of real directories (file
  * backends), whose marker key is then in @dkey. */
-static bool real_dir(struct smuxfs *fs, const char *key, char *dkey,
-		     size_t cap)
+static bool real_dir(struct smuxfs *fs, const char *key, char *dkey, size_t cap)
 {
 	struct smux_info info;
 	bool is_dir = false;

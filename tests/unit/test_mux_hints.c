@@ -1548,8 +1548,8 @@ static void link_replay_writer_case(const char *hold)
 	assert_int_equal(pending, 1); /* replayed after the writer */
 	assert_linked(dir[2]);
 
-	smux__intent_unhold(smux__mux_of(mux), hold ? hold : "a",
-			    link_hold_gen, false);
+	smux__intent_unhold(smux__mux_of(mux), hold ? hold : "a", link_hold_gen,
+			    false);
 	mh_clock_set(&clk, 200000);
 	MH_OK(smux_mux_repair(mux, &ctx, NULL, &pending, &err), &err);
 	assert_int_equal(pending, 0);

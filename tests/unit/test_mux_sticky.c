@@ -1753,8 +1753,7 @@ static void test_dir_head_name_shard_behind(void **state)
 		assert_int_equal(info.mode & 07777, attr.mode);
 		smux_mux_hold_repairs(false);
 		mh_clock_set(&s.clk, 100000 * (k + 2));
-		MH_OK(smux_mux_repair(s.mux, &ctx, NULL, &pending, &err),
-		      &err);
+		MH_OK(smux_mux_repair(s.mux, &ctx, NULL, &pending, &err), &err);
 		assert_int_equal(pending, 0);
 		smux_mux_hold_repairs(true);
 	}
