@@ -1752,7 +1752,7 @@ static void test_dir_head_name_shard_behind(void **state)
 		assert_true(S_ISDIR(info.mode));
 		assert_int_equal(info.mode & 07777, attr.mode);
 		smux_mux_hold_repairs(false);
-		mh_clock_set(&s.clk, 100000 * (k + 2));
+		mh_clock_set(&s.clk, 100000 * (int64_t)(k + 2));
 		MH_OK(smux_mux_repair(s.mux, &ctx, NULL, &pending, &err), &err);
 		assert_int_equal(pending, 0);
 		smux_mux_hold_repairs(true);
