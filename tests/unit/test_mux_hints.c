@@ -1398,6 +1398,19 @@ static void file_replicas(char *base, char dir[3][64],
 	}
 }
 
+/* Releases @mux and file_replicas' backends, removes @base. */
+static void file_replicas_release(struct smux_backend *mux, char *base,
+				  struct smux_backend *fb[3],
+				  struct smux_backend *ff[3])
+{
+	smux_backend_unref(mux);
+	for (int i = 0; i < 3; i++) {
+		smux_backend_unref(ff[i]);
+		smux_backend_unref(fb[i]);
+	}
+	mh_rm_rf(base);
+}
+
 /* Hard links fan out like a rename over file replicas: each links in its
  * own tree; a replica that missed it gets the destination at the replay,
  * a link of its own copy of the source (s43-t1: a copy, whose name then
@@ -1468,12 +1481,7 @@ static void test_link_fanout(void **state)
 	       SMUX_E_NOT_SUPPORTED);
 	smux_backend_unref(mem);
 	smux_backend_unref(sticky);
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* A writer that opens a name of a linked file while its replay checks
@@ -1562,12 +1570,7 @@ static void link_replay_writer_case(const char *hold)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 07777, 0600);
 	}
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* ... the name replayed, or the file's other name */
@@ -1618,12 +1621,7 @@ static void test_dir_head_name_replica_behind(void **state)
 	mh_fail(ff[1], false);
 	mh_fail(ff[2], false);
 	smux_mux_hold_repairs(false);
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* Extended attributes over three file replicas: a setxattr or removexattr
@@ -1766,12 +1764,7 @@ static void test_xattr_fanout(void **state)
 	smux_backend_unref(memmux);
 	smux_backend_unref(mem);
 	smux_backend_unref(fo);
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* A directory rename is one rename(2) per file replica, all or nothing:
@@ -1835,12 +1828,7 @@ static void test_rename_dir_fanout(void **state)
 	smux_backend_unref(mmux);
 	smux_backend_unref(mem[0]);
 	smux_backend_unref(mem[1]);
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* A directory deleted while a file replica was out does not come back on
@@ -1885,12 +1873,7 @@ static void test_rejoin_prunes_dirs(void **state)
 	snprintf(path, sizeof(path), "%s/k/s", dir[2]);
 	assert_int_equal(stat(path, &st), 0);
 	MH_HOLDS(fb[2], "k/w", "4");
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 /* An exchange is one renameat2 per file replica, all or nothing: a
@@ -2036,12 +2019,7 @@ static void test_exchange_fanout(void **state)
 	smux_backend_unref(mmux);
 	smux_backend_unref(mem[0]);
 	smux_backend_unref(mem[1]);
-	smux_backend_unref(mux);
-	for (int i = 0; i < 3; i++) {
-		smux_backend_unref(ff[i]);
-		smux_backend_unref(fb[i]);
-	}
-	mh_rm_rf(base);
+	file_replicas_release(mux, base, fb, ff);
 }
 
 int main(void)
