@@ -192,9 +192,10 @@ void smux_mux_hold_repairs(bool hold);
  * cooldown, draining) and may hold keys under @prefix that no other
  * member lists - in failover one ahead of the first member up (the
  * members after it hold only what it missed, which its hints list), in
- * sticky-by-key any shard; not one that missed the making of @prefix (a
- * put hint for it: made while it was out). A failover or sticky-by-key
- * member that is a mux is asked in turn. Replicas (mirror, shield) and
+ * sticky-by-key any shard (also for a directory made while it was out:
+ * an older one of that name may be there, with keys a removal through
+ * the mount did not see; s43-t5). A failover or sticky-by-key member
+ * that is a mux is asked in turn. Replicas (mirror, shield) and
  * gateways of one store (round-robin, weighted) list whole from any
  * member up, and a backend that is no mux always does. A directory moved key by key is moved only when its
  * listing is whole: else the keys of the member out stay under the old

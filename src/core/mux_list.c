@@ -749,7 +749,6 @@ long smux__exec_list_failover(struct smux_mux *mux, const struct smux_ctx *ctx,
 int smux_mux_list_whole(struct smux_backend *b, const char *prefix,
 			struct smux_error *err)
 {
-	enum smux__hint_kind kind;
 	struct smux_mux *mux;
 	struct mux_view *v;
 	int rc = 0;
@@ -771,14 +770,6 @@ int smux_mux_list_whole(struct smux_backend *b, const char *prefix,
 				break; /* it answers the listing */
 			continue;
 		}
-		/* a directory made while it was out (a put hint for its
-		 * marker: the mkdir went elsewhere, and a removal of an
-		 * older one there hinted each of its keys) holds nothing
-		 * there no other member lists - `mv x.tmp x` of a tree built
-		 * during the outage (s43 review) */
-		if (smux__hints_kind(mux->hints, m->name, prefix, &kind) &&
-		    kind == SMUX__HINT_PUT)
-			continue;
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
 				    "%s is out and may hold keys under \"%s\" "

@@ -502,14 +502,13 @@ static int single_place(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	 * starts on the member that holds its newest version, or not at all
 	 * (another would start from an older copy or from nothing, and the
 	 * replay would carry that over the newer one); an exclusive create
-	 * starts a new object and may go anywhere - in failover so does a
-	 * create of a name the caller saw absent (the members up answered
-	 * so: touch, >> of a new log while the first member was out were
-	 * EIO, s43-t4) */
+	 * starts a new object and may go anywhere. Not a create of a name
+	 * the caller saw absent: absent on the members up says nothing of
+	 * the first one out (s43-t5: touch of a file only it held made an
+	 * empty one on the standby, replayed over its data) */
 	bool holder_only = (mux->mode == SMUX_MODE_STICKY || failover) &&
 			   !from_spool &&
-			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL)) &&
-			   !(failover && (flags & SMUX_WRITER_CREATE));
+			   !(flags & (SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL));
 	struct mux_member *placed = NULL;
 	struct mux_member *m;
 	struct mux_cursor c;

@@ -48,12 +48,15 @@ timeout 30 mv "$M/D" "$M/E" 2>"$T/mv.err" || rc=$?
 grep -q "Input/output error" "$T/mv.err" || fail "mv D E with d out: $(cat "$T/mv.err")"
 [ ! -e "$M/E" ] || fail "mv D E failed, yet E exists: $(tree E)"
 log "mv D E with d out: $(cat "$T/mv.err")"
-# ... but a directory made while d is out holds nothing on d: `mv x.tmp
-# x` of a tree built during the outage works (s43 review)
+# ... also one made while d is out: d may hold an older directory of
+# that name, with files a removal through the mount never saw (s43-t5:
+# rm -rf y; mkdir y; mv y ym left d's y/recent behind, a hint that never
+# ended and a broken entry)
 mkdir "$M/N.tmp" "$M/N.tmp/sub"
 echo n >"$M/N.tmp/sub/n"
-timeout 30 mv "$M/N.tmp" "$M/N" || fail "mv N.tmp N, a directory made with d out"
-[ "$(tree N)" = "N/sub/n=n " ] || fail "after mv N.tmp N: $(tree N)"
+rc=0
+timeout 30 mv "$M/N.tmp" "$M/N" 2>/dev/null || rc=$?
+[ "$rc" != 0 ] || fail "mv N.tmp N with d out succeeded"
 
 # d back (a repair probes it and replays f's write of D/two): mv works
 # and moves all of D
@@ -71,9 +74,8 @@ repair_settled "$M" 30
 got=$(tree E)
 [ "$got" = "$want" ] || fail "after the repair: '$got', want '$want'"
 [ ! -e "$M/D" ] || fail "D is back after the repair: $(tree D)"
-[ "$(tree N)" = "N/sub/n=n " ] || fail "N after the repair: $(tree N)"
-[ ! -e "$M/N.tmp" ] || fail "N.tmp is back after the repair: $(tree N.tmp)"
-[ "$(cat "$T/ng/root/m/N/sub/n")" = n ] || fail "N/sub/n not on d after the repair"
+[ "$(tree N.tmp)" = "N.tmp/sub/n=n " ] || fail "N.tmp after the repair: $(tree N.tmp)"
+[ "$(cat "$T/ng/root/m/N.tmp/sub/n")" = n ] || fail "N.tmp/sub/n not on d after the repair"
 [ ! -e "$T/ng/root/m/D" ] || fail "d still holds D: $(cd "$T/ng/root/m" && find D)"
 got=$(cd "$T/ng/root/m" && find E -type f | sort | tr '\n' ' ')
 [ "$got" = "E/one E/sub/s E/two " ] || fail "d holds '$got' under E"
