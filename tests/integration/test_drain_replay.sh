@@ -30,6 +30,8 @@ mkdir -p "$M/d2l/sub" "$M/tgt"
 echo in >"$M/d2l/sub/in"
 echo old >"$M/la"
 echo old >"$M/la2"
+echo old >"$M/l3"
+echo old >"$M/lc"
 echo old >"$M/lm"
 
 timeout 20 sh -c "echo 'drain b' >'$CTL'" || fail "drain b"
@@ -64,6 +66,11 @@ ln "$M/la" "$M/lb"
 echo y >>"$M/lb"
 ln "$M/la2" "$M/lb2" # ... and through the old name (its own hint too)
 echo y >>"$M/la2"
+ln "$M/l3" "$M/l3b" # a group of three (s43-t5: split)
+ln "$M/l3" "$M/l3c"
+echo y >>"$M/l3b"
+ln "$M/lc" "$M/lcb" # a chmod through the new name (s43-t5: never on b)
+chmod 600 "$M/lcb"
 ln "$M/lm" "$M/ln"
 mv "$M/lm" "$M/lm3"
 timeout 20 sh -c "echo 'undrain b' >'$CTL'" || fail "undrain b"
@@ -96,6 +103,9 @@ diff -u "$T/la" "$T/lb" >&2 || fail "b differs from a after the repair"
 [ "$(cat "$T/b/la")" = "$(printf 'old\ny')" ] || fail "la on b: $(cat "$T/b/la")"
 [ "$(stat -c %i "$T/b/ln")" = "$(stat -c %i "$T/b/lm3")" ] || fail "ln and lm3 are two files on b"
 [ "$(stat -c %i "$T/b/la2")" = "$(stat -c %i "$T/b/lb2")" ] || fail "la2 and lb2 are two files on b"
+[ "$(stat -c '%i %h' "$T/b/l3" "$T/b/l3b" "$T/b/l3c" | sort -u | wc -l)" = 1 ] ||
+	fail "l3, l3b, l3c on b: $(stat -c '%n %i %h' "$T/b/l3" "$T/b/l3b" "$T/b/l3c" | tr '\n' ' ')"
+[ "$(stat -c %a "$T/b/lc")" = 600 ] || fail "lc on b: mode $(stat -c %a "$T/b/lc"), want 600"
 for r in a b; do
 	for n in epoch epoch-link; do
 		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
