@@ -1621,13 +1621,13 @@ struct fshards {
 static void fshards_init(struct fshards *s)
 {
 	struct smux_mux_opts o = {.mode = SMUX_MODE_STICKY, .cooldown_ms = 100};
+	char name[16], base[sizeof(s->base)] = "/tmp/smux-stf-XXXXXX";
 	struct smux_error err;
-	char name[16];
 
 	memset(s, 0, sizeof(*s));
-	snprintf(s->base, sizeof(s->base), "/tmp/smux-stf-XXXXXX");
-	assert_non_null(mkdtemp(s->base));
-	snprintf(s->state, sizeof(s->state), "%s/state", s->base);
+	assert_non_null(mkdtemp(base));
+	memcpy(s->base, base, sizeof(base));
+	snprintf(s->state, sizeof(s->state), "%s/state", base);
 	assert_int_equal(mkdir(s->state, 0755), 0);
 	mh_clock_init(&s->clk, 10000);
 	o.clock = &s->clk.clock;
@@ -1636,7 +1636,7 @@ static void fshards_init(struct fshards *s)
 		struct smux_file_opts fo = {.path = s->dir[i],
 					    .no_fsync = true};
 
-		snprintf(s->dir[i], sizeof(s->dir[i]), "%s/s%d", s->base, i);
+		snprintf(s->dir[i], sizeof(s->dir[i]), "%s/s%d", base, i);
 		assert_int_equal(mkdir(s->dir[i], 0755), 0);
 		snprintf(name, sizeof(name), "file%d", i);
 		MH_OK(smux_file_new(name, &fo, &s->fb[i], &err), &err);
