@@ -103,7 +103,7 @@ mount_smux "$T/mc.conf" "$M"
 agreed x 'getfattr --absolute-names --only-values -n user.k %s/x'
 unmount_smux "$M"
 
-log "--- setfattr on a directory (its plain key), killed between the replicas"
+log "--- setfattr on a directory (its marker key dd/ since s43), killed between the replicas"
 mount_smux "$T/mc.conf" "$M"
 mkdir "$M/dd"
 touch -d @1000000000 "$T/c1/dd" # the replicas' directory mtimes differ
@@ -111,7 +111,7 @@ DONE_ON_C1='getfattr --absolute-names -n user.k "$T/c1/dd" >/dev/null 2>&1'
 NOT_ON_C2='! getfattr --absolute-names -n user.k "$T/c2/dd" >/dev/null 2>&1'
 killed openat2 setfattr -n user.k -v w "$M/dd"
 mount_smux "$T/mc.conf" "$M"
-agreed dd 'getfattr --absolute-names --only-values -n user.k %s/dd'
+agreed dd/ 'getfattr --absolute-names --only-values -n user.k %s/dd'
 unmount_smux "$M"
 
 log "--- touch n (a create, no write), killed between the replicas"
