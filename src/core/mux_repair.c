@@ -318,10 +318,11 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		}
 		if (rc || !S_ISREG(di.mode))
 			continue;
-		/* (a hint @dst has for @other - a write through it it
-		 * missed too - is met by these bytes, src's file now) */
-		/* (its only name there: no other name takes bytes it does
-		 * not hold on @src; s43-t5: a group of three split) */
+		/* another version there: refreshed when @other is its only
+		 * name there (no other name takes bytes it does not hold on
+		 * @src; s43-t5: a group of three split), also when @dst has
+		 * a hint for @other (a write through it it missed too: these
+		 * bytes are @src's file now) */
 		if ((di.size != info->size || di.mtime_ns != info->mtime_ns) &&
 		    (di.nlink != 1 || info->nlink < 2 ||
 		     smux__intent_busy(mux, other) ||

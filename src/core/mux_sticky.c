@@ -709,8 +709,8 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
  * it, @acked) is made on every other shard that is up too, as far as it
  * takes it (its later changes go to every shard too, with hints:
  * smux__sticky_change_dir): a lookup of it is answered by any shard, so
- * while the shard
- * holding the files under it is out the directory still shows. Found
+ * while the shard holding the files under it is out the directory still
+ * shows. Found
  * absent then, a file of its name was created over it (s41-t2: `echo >
  * d14` succeeded, and after the shard came back d14/inside, an
  * acknowledged write, answered "Not a directory"). Best effort, no hint:

@@ -686,13 +686,16 @@ static int shield_origin_first(struct smux__mux_writer *mw,
 			mw->s[i]->failed = false;
 			memset(&mw->s[i]->err, 0, sizeof(mw->s[i]->err));
 		}
-	if (rc == 0 && !smux__mw_live(mw, 0)) {
+	if (rc != 0 || !smux__mw_live(mw, 0)) {
 		/* refused: the copies' probes given back, none opened */
 		for (unsigned i = 1; i < mw->n; i++)
 			if (acquired[i] && probes[i])
 				smux__health_probe_cancel(&mw->m[i]->health);
-		*err = mw->s[0]->err;
-		return -err->e.sys_errno;
+		if (rc == 0) {
+			*err = mw->s[0]->err;
+			rc = -err->e.sys_errno;
+		}
+		return rc;
 	}
 	acquired[0] = false;
 	probes[0] = false;

@@ -629,11 +629,11 @@ bool smuxfs_ofile_set_mode(struct smuxfs_ofile *of, uint32_t mode);
  * a failure is logged (what fstat shows is kept with the handle). */
 void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
 				   const struct smux_setattr *a);
-/* A change of @key's attributes through the mount (setattr, xattrs)
- * that left its content as it was: its open readers pin the version there
- * is now at their next read (a touch on WebDAV is another version of the
- * same bytes; every read after it was ESTALE). */
-void smuxfs_readers_restamped(struct smuxfs *fs, const char *key);
+/* @key was changed through the mount (a commit; a setattr, which left
+ * its content as it was): its open readers pin the version there is now
+ * at their next read (a touch on WebDAV is another version of the same
+ * bytes; every read after it was ESTALE). */
+void smuxfs_readers_written(struct smuxfs *fs, const char *key);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);

@@ -912,8 +912,6 @@ out:
 	return n;
 }
 
-static void readers_written(struct smuxfs *fs, const char *key);
-
 /*
  * A reference on every ofile in the table but @skip's (NULL: none), taken
  * under the table lock and looked at outside it: an ofile's lock comes
@@ -1028,7 +1026,7 @@ static void ofile_written_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
 {
 	ofile_changed_locked(of);
 	if (of->late)
-		readers_written(fs, of->key);
+		smuxfs_readers_written(fs, of->key);
 }
 
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
@@ -1254,7 +1252,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->mtime_set = false;
 	smuxfs_etag_forget(fs, of->key);
 	if (changed)
-		readers_written(fs, of->key);
+		smuxfs_readers_written(fs, of->key);
 	return 0;
 }
 
@@ -1354,7 +1352,7 @@ void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (dirty)
 			ofile_written_locked(fs, of);
 		else if (of->late)
-			readers_written(fs, of->key);
+			smuxfs_readers_written(fs, of->key);
 	}
 	pthread_mutex_unlock(&of->lock);
 	ofile_changed_shared(fs, of);
@@ -2179,7 +2177,7 @@ void smuxfs_release_tables(struct smuxfs *fs)
 	/* No FUSE request runs any more. Handles the kernel never released
 	 * (stopped under an open file: a signal, umount -l) are freed after
 	 * the last commits, which tell the clean readers among them
-	 * (readers_written walks otable.readers) */
+	 * (smuxfs_readers_written walks otable.readers) */
 	for (unsigned b = 0; b < SMUXFS_OFILE_BUCKETS; b++) {
 		struct smuxfs_ofile *of;
 
@@ -2263,21 +2261,15 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 	pthread_mutex_unlock(&fs->otable.lock);
 }
 
-/* After a commit of new content of @key through the mount (the same
- * file, written in place or staged): clean read handles of it take the
- * new version at their next read instead of failing with ESTALE. */
-static void readers_written(struct smuxfs *fs, const char *key)
+/* Clean read handles of @key take the version there is now at their next
+ * read instead of failing with ESTALE (fs.h). */
+void smuxfs_readers_written(struct smuxfs *fs, const char *key)
 {
 	pthread_mutex_lock(&fs->otable.lock);
 	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
 		if (strcmp(fh->key, key) == 0)
 			atomic_store(&fh->repin, true);
 	pthread_mutex_unlock(&fs->otable.lock);
-}
-
-void smuxfs_readers_restamped(struct smuxfs *fs, const char *key)
-{
-	readers_written(fs, key);
 }
 
 /* A rename over @key begins (@begin) or ends: its clean readers' reads

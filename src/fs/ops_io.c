@@ -312,19 +312,6 @@ static int reader_current(struct smuxfs *fs, struct smuxfs_fh *fh,
 	return 0;
 }
 
-/*
- * The file of @fh was written through the mount since its version was
- * pinned (fh->repin, set by the commit): the same file, so its reader sees
- * the new content as a reader of a local file sees an append (tail -f),
- * rather than ESTALE. Pins the version there is now; reads go by gets
- * from here on (the reader held the old version). A name unlinked or
- * replaced by a rename is another file: its handle keeps the old pin. A
- * failed head keeps the old pin too (the pinned read then says why).
- * Reads of the handle side by side (the kernel's readahead sends several)
- * wait for a re-pin in progress: one that read the old version's size as
- * the end of the file answered 0 bytes at 1 MiB of a file just truncated
- * up to 3, and the kernel took that for its end (s41-t3).
- */
 /* A live reader's file (a local member's descriptor) that a write through
  * the mount replaced rather than changed: a member that cannot write in
  * place (s3, WebDAV) in the mux makes every commit a new file on the
@@ -338,6 +325,19 @@ static bool live_file_gone(struct smux_reader *r)
 	       now.has_times;
 }
 
+/*
+ * The file of @fh was written through the mount since its version was
+ * pinned (fh->repin, set by the commit): the same file, so its reader sees
+ * the new content as a reader of a local file sees an append (tail -f),
+ * rather than ESTALE. Pins the version there is now; reads go by gets
+ * from here on (the reader held the old version). A name unlinked or
+ * replaced by a rename is another file: its handle keeps the old pin. A
+ * failed head keeps the old pin too (the pinned read then says why).
+ * Reads of the handle side by side (the kernel's readahead sends several)
+ * wait for a re-pin in progress: one that read the old version's size as
+ * the end of the file answered 0 bytes at 1 MiB of a file just truncated
+ * up to 3, and the kernel took that for its end (s41-t3).
+ */
 static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 {
 	struct smux_info info;

@@ -1194,7 +1194,7 @@ static int set_attr(struct smuxfs *fs, const char *key, bool is_root,
 	if (!is_dir) {
 		smuxfs_ofile_forget_seen(fs, key);
 		links_changed(fs, key, attr);
-		smuxfs_readers_restamped(fs, key);
+		smuxfs_readers_written(fs, key);
 	}
 	return 0;
 }
