@@ -283,7 +283,8 @@ static void link_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
  * writes made through @key (link_refresh). Every name remembered is
  * tried (ln a b; mv a c while @dst was out: a is gone, b is the name).
  * 0 once linked; -2 with @err when @dst failed (*@probe: the first call
- * on @dst reports its probe); else -1, and the replay copies.
+ * on @dst reports its probe) or the refresh must wait for a writer of
+ * @other; else -1, and the replay copies.
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
@@ -323,10 +324,19 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * @src; s43-t5: a group of three split), also when @dst has
 		 * a hint for @other (a write through it it missed too: these
 		 * bytes are @src's file now) */
-		if ((di.size != info->size || di.mtime_ns != info->mtime_ns) &&
-		    (di.nlink != 1 || info->nlink < 2 ||
-		     smux__intent_busy(mux, other) ||
-		     link_refresh(mux, ctx, dst, other, info, fd, len, &e)))
+		bool behind =
+			di.size != info->size || di.mtime_ns != info->mtime_ns;
+		bool refresh = behind && di.nlink == 1 && info->nlink >= 2;
+
+		/* ... but not under @other's open writer (an append through
+		 * it right after the undrain): the replay waits for its
+		 * close, and its hint stays; a copy now split the names for
+		 * good, @other on @dst without the writes through @key
+		 * (s43-t5) */
+		if (refresh && smux__replay_blocked(mux, other, err))
+			return -2;
+		if (behind && (!refresh || link_refresh(mux, ctx, dst, other,
+							info, fd, len, &e)))
 			continue;
 		if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
 			return -1;
@@ -578,7 +588,8 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		if (linked_rc == 0)
 			goto out_fence; /* its other name has the xattrs */
-		if (linked_rc == -2) {	/* @dst failed: the hint stays */
+		if (linked_rc == -2) {	/* @dst failed, or a writer is open:
+					  the hint stays */
 			rc = err->e.sys_errno ? -err->e.sys_errno : -EIO;
 			goto out_fence;
 		}

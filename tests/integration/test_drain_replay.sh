@@ -33,6 +33,7 @@ echo old >"$M/la2"
 echo old >"$M/l3"
 echo old >"$M/lc"
 echo old >"$M/lm"
+echo old >"$M/lw"
 
 timeout 20 sh -c "echo 'drain b' >'$CTL'" || fail "drain b"
 S=$T/src
@@ -73,7 +74,23 @@ ln "$M/lc" "$M/lcb" # a chmod through the new name (s43-t5: never on b)
 chmod 600 "$M/lcb"
 ln "$M/lm" "$M/ln"
 mv "$M/lm" "$M/lm3"
-timeout 20 sh -c "echo 'undrain b' >'$CTL'" || fail "undrain b"
+ln "$M/lw" "$M/lx"
+echo w >>"$M/lx"
+# ... and an append through the old name held open across the undrain:
+# the replay of lx found lw's writer open and copied, b's lw got the
+# append without w and lx stayed a file of its own (s43-t5)
+timeout 30 python3 - "$M" <<'PY' || fail "undrain b with lw open"
+import sys, time
+m = sys.argv[1]
+with open(m + "/.smux/ctl", "w") as c:
+    c.write("undrain b\n")
+with open(m + "/lw", "a") as f:
+    f.write("c\n")
+    f.flush()
+    with open(m + "/.smux/ctl", "w") as c:
+        c.write("repair\n")
+    time.sleep(1)
+PY
 
 end=$((SECONDS + 30))
 while :; do
@@ -106,6 +123,8 @@ diff -u "$T/la" "$T/lb" >&2 || fail "b differs from a after the repair"
 [ "$(stat -c '%i %h' "$T/b/l3" "$T/b/l3b" "$T/b/l3c" | sort -u | wc -l)" = 1 ] ||
 	fail "l3, l3b, l3c on b: $(stat -c '%n %i %h' "$T/b/l3" "$T/b/l3b" "$T/b/l3c" | tr '\n' ' ')"
 [ "$(stat -c %a "$T/b/lc")" = 600 ] || fail "lc on b: mode $(stat -c %a "$T/b/lc"), want 600"
+[ "$(stat -c %i "$T/b/lw")" = "$(stat -c %i "$T/b/lx")" ] || fail "lw and lx are two files on b"
+[ "$(cat "$T/b/lw")" = "$(printf 'old\nw\nc')" ] || fail "lw on b: $(cat "$T/b/lw")"
 for r in a b; do
 	for n in epoch epoch-link; do
 		[ "$(stat -c %Y "$T/$r/copy/$n")" = 0 ] ||
