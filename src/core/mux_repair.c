@@ -274,78 +274,6 @@ static void link_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
 		(void)smux__member_call(mux, ctx, dst, &set, false, &e);
 }
 
-/*
- * Makes @key, missing on @dst, a link of a name @other a link through
- * the mux or a replay remembered for it (link_memo_*), when @other is
- * still that file on @src (@info: @src's file, read by the replay into
- * @fd, @len bytes) and @dst's @other holds its version (size and mtime,
- * as the replay put them) - or is that file of one name that missed the
- * writes made through @key (link_refresh). Every name remembered is
- * tried (ln a b; mv a c while @dst was out: a is gone, b is the name).
- * 0 once linked; -2 with @err when @dst failed (*@probe: the first call
- * on @dst reports its probe) or the refresh must wait for a writer of
- * @other; else -1, and the replay copies.
- */
-static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
-		       struct mux_member *src, struct mux_member *dst,
-		       const char *key, const struct smux_info *info, int fd,
-		       uint64_t len, bool *probe, struct smux_error *err)
-{
-	char other[SMUX_KEY_MAX + 1];
-	struct smux_info si, di;
-	struct smux__call head = {.op = SMUX__OP_HEAD, .key = other};
-	struct smux__call link = {
-		.op = SMUX__OP_LINK, .key = other, .key2 = key};
-	struct smux_error e;
-	unsigned at = 0;
-	long rc;
-
-	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK))
-		return -1;
-	while (link_memo_find(mux, src, dst, info, key, &at, other,
-			      sizeof(other))) {
-		si = (struct smux_info){0};
-		di = (struct smux_info){0};
-		head.info = &si;
-		if (smux__member_call(mux, ctx, src, &head, false, &e) ||
-		    si.file_id != info->file_id)
-			continue;
-		head.info = &di;
-		rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
-		*probe = false; /* the head reported @dst's probe */
-		if (rc && e.e.code != SMUX_E_KEY_NOT_FOUND) {
-			*err = e; /* @dst failing: no copy either */
-			return -2;
-		}
-		if (rc || !S_ISREG(di.mode))
-			continue;
-		/* another version there: refreshed when @other is its only
-		 * name there (no other name takes bytes it does not hold on
-		 * @src; s43-t5: a group of three split), also when @dst has
-		 * a hint for @other (a write through it it missed too: these
-		 * bytes are @src's file now) */
-		bool behind =
-			di.size != info->size || di.mtime_ns != info->mtime_ns;
-		bool refresh = behind && di.nlink == 1 && info->nlink >= 2;
-
-		/* ... but not under @other's open writer (an append through
-		 * it right after the undrain): the replay waits for its
-		 * close, and its hint stays; a copy now split the names for
-		 * good, @other on @dst without the writes through @key
-		 * (s43-t5) */
-		if (refresh && smux__replay_blocked(mux, other, err))
-			return -2;
-		if (behind && (!refresh || link_refresh(mux, ctx, dst, other,
-							info, fd, len, &e)))
-			continue;
-		if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
-			return -1;
-		link_meta(mux, ctx, dst, key, &di, info);
-		return 0;
-	}
-	return -1;
-}
-
 /* The names in @prefix (a directory, no deeper) of the file @id. */
 struct group_names {
 	uint64_t id;
@@ -391,6 +319,109 @@ static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * link_replay's try of @other, a name of @key's file on @src (@info):
+ * 0 once @key is linked to it on @dst; -2 with @err when @dst failed or
+ * the refresh must wait for a writer of @other; -1 when @other is not
+ * that file there (the next name is tried).
+ */
+static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *src, struct mux_member *dst,
+		      const char *key, const char *other,
+		      const struct smux_info *info, int fd, uint64_t len,
+		      bool *probe, struct smux_error *err)
+{
+	struct smux_info si = {0}, di = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = other, .info = &si};
+	struct smux__call link = {
+		.op = SMUX__OP_LINK, .key = other, .key2 = key};
+	struct smux_error e;
+	long rc;
+
+	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
+	    si.file_id != info->file_id)
+		return -1;
+	head.info = &di;
+	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
+	*probe = false; /* the head reported @dst's probe */
+	if (rc && e.e.code != SMUX_E_KEY_NOT_FOUND) {
+		*err = e; /* @dst failing: no copy either */
+		return -2;
+	}
+	if (rc || !S_ISREG(di.mode))
+		return -1;
+	/* another version there: refreshed when @other is its only name
+	 * there (no other name takes bytes it does not hold on @src;
+	 * s43-t5: a group of three split), also when @dst has a hint for
+	 * @other (a write through it it missed too: these bytes are @src's
+	 * file now) */
+	bool behind = di.size != info->size || di.mtime_ns != info->mtime_ns;
+	bool refresh = behind && di.nlink == 1 && info->nlink >= 2;
+
+	/* ... but not under @other's open writer (an append through it
+	 * right after the undrain): the replay waits for its close, and its
+	 * hint stays; a copy now split the names for good, @other on @dst
+	 * without the writes through @key (s43-t5) */
+	if (refresh && smux__replay_blocked(mux, other, err))
+		return -2;
+	if (behind &&
+	    (!refresh || link_refresh(mux, ctx, dst, other, info, fd, len, &e)))
+		return -1;
+	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
+		return -1;
+	link_meta(mux, ctx, dst, key, &di, info);
+	return 0;
+}
+
+/*
+ * Makes @key, missing on @dst, a link of another name of its file there:
+ * a name linked through the mux or put by a replay (remembered:
+ * link_memo_*), else one of the file's names in @key's directory on @src
+ * (a listing: the memo is gone after a restart, and a rename of a name
+ * @dst had a hint for made the new name a copy there; s43-t3) - when
+ * that name is still the file on @src (@info: @src's file, read by the
+ * replay into @fd, @len bytes) and @dst's holds its version (size and
+ * mtime, as the replay put them), or is that file of one name that
+ * missed the writes made through @key (link_refresh). Every name is
+ * tried (ln a b; mv a c while @dst was out: a is gone, b is the name).
+ * 0 once linked; -2 with @err when @dst failed (*@probe: the first call
+ * on @dst reports its probe) or the refresh must wait for a writer of a
+ * name; else -1, and the replay copies.
+ */
+static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
+		       struct mux_member *src, struct mux_member *dst,
+		       const char *key, const struct smux_info *info, int fd,
+		       uint64_t len, bool *probe, struct smux_error *err)
+{
+	char other[SMUX_KEY_MAX + 1], prefix[SMUX_KEY_MAX + 1];
+	struct group_names g = {.id = info->file_id};
+	const char *slash = strrchr(key, '/');
+	struct smux_error e;
+	unsigned at = 0;
+	int rc = -1;
+
+	if (!(smux_backend_caps(dst->backend) & SMUX_CAP_HARDLINK))
+		return -1;
+	while (rc == -1 && link_memo_find(mux, src, dst, info, key, &at, other,
+					  sizeof(other)))
+		rc = link_other(mux, ctx, src, dst, key, other, info, fd, len,
+				probe, err);
+	if (rc != -1)
+		return rc;
+	snprintf(prefix, sizeof(prefix), "%.*s",
+		 slash ? (int)(slash - key + 1) : 0, key);
+	if (group_list(mux, ctx, src, prefix, &g, &e) == 0)
+		for (unsigned i = 0; i < g.n && rc == -1; i++)
+			if (strcmp(g.names[i], key) != 0)
+				rc = link_other(mux, ctx, src, dst, key,
+						g.names[i], info, fd, len,
+						probe, err);
+	for (unsigned i = 0; i < g.n; i++)
+		free(g.names[i]);
+	return rc;
 }
 
 /*
