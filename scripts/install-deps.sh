@@ -22,6 +22,7 @@ clang-format:/usr/bin/clang-format
 clang-tidy:/usr/bin/clang-tidy
 cppcheck:/usr/bin/cppcheck
 rsync:/usr/bin/rsync
+rclone:/usr/bin/rclone
 attr:/usr/bin/setfattr
 sqlite3:/usr/bin/sqlite3
 git:/usr/bin/git

@@ -956,12 +956,17 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	req.body = src;
 	req.what = what_of(what, sizeof(what), "PUT", key);
 	rc = smux__http_do(d->http, ctx, &req, &resp, err);
-	/* a missing parent collection (Apache; nginx without
-	 * create_full_put_path): make it and put again - a few times, as
-	 * writers of keys under the same new directory race to make it
+	/* a missing parent collection (409: Apache, lighttpd; nginx
+	 * without create_full_put_path; 404: rclone serve webdav, Go's
+	 * x/net/webdav): make it and put again - a few times, as writers
+	 * of keys under the same new directory race to make it
 	 * (conf_test_concurrent_keys on Apache: a put still answered 409
-	 * right after another thread's MKCOL of its parent) */
-	for (int tries = 0; rc < 0 && resp.status == 409 && tries < 3;
+	 * right after another thread's MKCOL of its parent). A 404 of a
+	 * key at the root is no missing parent: the error stands */
+	for (int tries = 0;
+	     rc < 0 &&
+	     (resp.status == 409 || (resp.status == 404 && strchr(key, '/'))) &&
+	     tries < 3;
 	     tries++) {
 		parent_of(key, parent, sizeof(parent));
 		smux_error_clear(err);

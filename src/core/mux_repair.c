@@ -633,6 +633,13 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 						    err);
 		if (rc == 0 && put_done)
 			*put_done = true;
+		/* @dst's "not found" (a WebDAV server's 404 to a put into a
+		 * collection it lacks) says nothing of the key: -ENOENT is
+		 * @src's answer that the key is gone, which the replay
+		 * takes to delete it on @dst and end the hint (s44-t2:
+		 * files missing on the replica, their hints done) */
+		if (rc == -ENOENT)
+			rc = -EIO;
 	} else if (rc < 0 && (err->e.code == SMUX_E_KEY_NOT_FOUND ||
 			      (!*got && not_there(mux, ctx, src, key, err)))) {
 		rc = -ENOENT;
