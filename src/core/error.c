@@ -348,6 +348,8 @@ int smux_error_from_http(struct smux_error *err, int status,
 			sys_errno = ETIMEDOUT;
 		else if (status == 429 || status == 503)
 			sys_errno = EAGAIN;
+		else if (status == 423) /* WebDAV: locked by another client */
+			sys_errno = EBUSY;
 		else if (status >= 400 && status < 500)
 			sys_errno = EINVAL;
 	}

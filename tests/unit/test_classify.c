@@ -102,6 +102,12 @@ static void test_from_helpers(void **state)
 	assert_int_equal(smux_classify(&err.e), SMUX_OUTCOME_TRANSIENT);
 	smux_error_from_http(&err, 503, "b", "get");
 	assert_int_equal(smux_classify(&err.e), SMUX_OUTCOME_TRANSIENT);
+	/* a WebDAV lock held by another client (s44-t2: EINVAL, and mv
+	 * said "cannot move to a subdirectory of itself") */
+	assert_int_equal(smux_error_from_http(&err, 423, "b", "del"), -EBUSY);
+	assert_int_equal(err.e.sys_errno, EBUSY);
+	assert_int_equal(smux_classify(&err.e), SMUX_OUTCOME_SEMANTIC);
+	assert_int_equal(smux_error_from_http(&err, 400, "b", "put"), -EINVAL);
 	smux_error_from_errno(&err, ECONNRESET, "b", "read");
 	assert_int_equal(smux_classify(&err.e), SMUX_OUTCOME_TRANSIENT);
 	smux_error_from_errno(&err, ENOENT, "b", "open");
