@@ -35,6 +35,8 @@ dbench:/usr/bin/dbench
 nginx:/usr/sbin/nginx
 libnginx-mod-http-dav-ext:/usr/lib/nginx/modules/ngx_http_dav_ext_module.so
 apache2-bin:/usr/sbin/apache2
+lighttpd:/usr/sbin/lighttpd
+lighttpd-mod-webdav:/usr/lib/lighttpd/mod_webdav.so
 openssl:/usr/bin/openssl
 go-md2man:/usr/bin/go-md2man
 lintian:/usr/bin/lintian

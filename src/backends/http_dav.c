@@ -50,6 +50,9 @@ struct davb {
 	/* the server refused PROPPATCH once (nginx): modes and exact mtimes
 	 * are not kept, and not asked for again */
 	atomic_bool no_props;
+	/* the server kept only one property of a PROPPATCH of two and said
+	 * 2xx (lighttpd 1.4.69): one property per PROPPATCH from then on */
+	atomic_bool one_prop;
 };
 
 /* Where version tokens come from, for the whole instance (head, list and
@@ -362,8 +365,9 @@ struct get_state {
 	uint64_t off, len;	       /* the range asked for */
 	struct smux__http_range range; /* what of the body is asked for */
 	bool checked;
-	bool stale; /* the answer is another version than if_match */
-	bool bad;   /* an answer of no version: not the object's size */
+	bool stale;  /* the answer is another version than if_match */
+	bool bad;    /* an answer of no version: not the object's size */
+	bool untold; /* the answer carried no validator (lighttpd) */
 	struct smux_info info;
 };
 
@@ -398,6 +402,7 @@ static int get_check(struct get_state *g)
 	told = atomic_load(&g->d->etags) == DAVB_ETAGS_SERVER
 		       ? g->resp->etag[0] != '\0'
 		       : g->resp->last_modified[0] != '\0';
+	g->untold = !told;
 	if (!told && g->if_match && g->if_match[0]) {
 		unsigned long long tsize, tsec;
 		uint64_t size;
@@ -639,13 +644,21 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (info && d->webdav && !atomic_load(&d->no_props) &&
 	    atomic_load(&d->etags) == DAVB_ETAGS_SERVER) {
 		/* the kept mode and mtime live in properties a GET does not
-		 * carry: one PROPFIND, taken when it names the same version */
+		 * carry: one PROPFIND, taken when it names the same version
+		 * - or, after an answer that named none and no version was
+		 * asked for (lighttpd), one of the size received, with its
+		 * token: a setattr that rewrites the object (utimensat of a
+		 * closed file) put it back with the GET's default mode and
+		 * made every 0600 file 0644 (s44-t2) */
 		struct smux_error e2 = {0};
+		bool any = g.untold && !(g.if_match && g.if_match[0]);
 
 		if (davb_head_dav(d, ctx, key, &hinfo, &e2) == 0 &&
-		    strcmp(hinfo.etag, g.info.etag) == 0) {
+		    (strcmp(hinfo.etag, g.info.etag) == 0 ||
+		     (any && hinfo.size == g.info.size))) {
 			g.info.mode = hinfo.mode;
 			g.info.mtime_ns = hinfo.mtime_ns;
+			memcpy(g.info.etag, hinfo.etag, sizeof(g.info.etag));
 		}
 	}
 	if (info)
@@ -847,15 +860,29 @@ static void date_header(int64_t mtime_ns, char *out, size_t cap)
 	strftime(out, cap, "Date: %a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
-/*
- * Keeps the mtime and mode of a put as smuxfs dead properties (one
- * PROPPATCH; Apache stores them, COPY and MOVE carry them). A server
- * without PROPPATCH (nginx: 405) is remembered and not asked again; it
- * keeps the mtime of the Date header at best.
- */
-static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
-			  const char *key, const struct smux_put_opts *opts,
-			  struct smux_error *err)
+/* The smuxfs properties of a put's @opts, as PROPPATCH elements ("" when
+ * not asked for). */
+static void prop_mtime(const struct smux_put_opts *opts, char *out, size_t cap)
+{
+	out[0] = '\0';
+	if (opts->mtime_ns > 0)
+		snprintf(out, cap, "<S:mtime>%lld</S:mtime>",
+			 (long long)opts->mtime_ns);
+}
+
+static void prop_mode(const struct smux_put_opts *opts, char *out, size_t cap)
+{
+	out[0] = '\0';
+	if ((opts->flags & SMUX_PUT_MODE) || (opts->mode & 07777))
+		snprintf(out, cap, "<S:mode>%u</S:mode>",
+			 (unsigned)(opts->mode & 07777));
+}
+
+/* One PROPPATCH setting @props (smuxfs elements) on @key. A server
+ * without PROPPATCH (nginx: 405) is remembered and not asked again. */
+static int davb_proppatch_send(struct davb *d, const struct smux_ctx *ctx,
+			       const char *key, const char *props,
+			       struct smux_error *err)
 {
 	const char *hdrs[] = {
 		"Content-Type: application/xml; charset=\"utf-8\"", NULL};
@@ -864,27 +891,17 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 	struct smux_source body;
 	struct smux_sink out;
 	struct dav_body kept = {0};
-	char xml[512], mode[64] = "", mtime[64] = "", what[256];
+	char xml[512], what[256];
 	long status;
 	char *url;
 	int n, rc;
 
-	if (atomic_load(&d->no_props))
-		return 0;
-	if (opts->mtime_ns > 0)
-		snprintf(mtime, sizeof(mtime), "<S:mtime>%lld</S:mtime>",
-			 (long long)opts->mtime_ns);
-	if ((opts->flags & SMUX_PUT_MODE) || (opts->mode & 07777))
-		snprintf(mode, sizeof(mode), "<S:mode>%u</S:mode>",
-			 (unsigned)(opts->mode & 07777));
-	if (!mode[0] && !mtime[0])
-		return 0;
 	n = snprintf(xml, sizeof(xml),
 		     "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
 		     "<D:propertyupdate xmlns:D=\"DAV:\" xmlns:S=\"%s\">"
-		     "<D:set><D:prop>%s%s</D:prop></D:set>"
+		     "<D:set><D:prop>%s</D:prop></D:set>"
 		     "</D:propertyupdate>\n",
-		     SMUX__DAV_NS, mtime, mode);
+		     SMUX__DAV_NS, props);
 	url = davb_url(d, key, false);
 	if (!url)
 		return davb_nomem(d, err);
@@ -912,6 +929,75 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 		smux_error_clear(err);
 		return 0;
 	}
+	return rc;
+}
+
+/*
+ * Keeps the mtime and mode of a put as smuxfs dead properties (one
+ * PROPPATCH, or one per property on a server that keeps only one of
+ * several; Apache stores them, COPY and MOVE carry them). A server without
+ * PROPPATCH keeps the mtime of the Date header at best.
+ */
+static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
+			  const char *key, const struct smux_put_opts *opts,
+			  struct smux_error *err)
+{
+	char mode[64], mtime[64], both[128];
+
+	if (atomic_load(&d->no_props))
+		return 0;
+	prop_mtime(opts, mtime, sizeof(mtime));
+	prop_mode(opts, mode, sizeof(mode));
+	if (!mode[0] || !mtime[0])
+		return mode[0] || mtime[0]
+			       ? davb_proppatch_send(d, ctx, key,
+						     mode[0] ? mode : mtime,
+						     err)
+			       : 0;
+	if (atomic_load(&d->one_prop)) {
+		int rc = davb_proppatch_send(d, ctx, key, mtime, err);
+
+		return rc < 0 ? rc
+			      : davb_proppatch_send(d, ctx, key, mode, err);
+	}
+	snprintf(both, sizeof(both), "%s%s", mtime, mode);
+	return davb_proppatch_send(d, ctx, key, both, err);
+}
+
+/*
+ * After a put's PROPPATCH of both properties and its PROPFIND (@info, the
+ * put's own version): a property the server answered 2xx for but did not
+ * keep (lighttpd 1.4.69 keeps the first of a PROPPATCH's properties only:
+ * install -m 755 made a 0644 file, s44-t2) is set again on its own, and
+ * the server is asked one property at a time from then on.
+ */
+static int davb_props_recheck(struct davb *d, const struct smux_ctx *ctx,
+			      const char *key, const struct smux_put_opts *opts,
+			      struct smux_info *info, struct smux_error *err)
+{
+	char mode[64], mtime[64];
+	bool lost_mode, lost_mtime;
+	int rc = 0;
+
+	if (atomic_load(&d->no_props) || atomic_load(&d->one_prop))
+		return 0;
+	prop_mtime(opts, mtime, sizeof(mtime));
+	prop_mode(opts, mode, sizeof(mode));
+	if (!mode[0] || !mtime[0])
+		return 0; /* one property was sent, and kept or refused */
+	lost_mode = (info->mode & 07777) != (opts->mode & 07777);
+	lost_mtime = info->mtime_ns != opts->mtime_ns;
+	if (!lost_mode && !lost_mtime)
+		return 0;
+	atomic_store(&d->one_prop, true);
+	if (lost_mtime)
+		rc = davb_proppatch_send(d, ctx, key, mtime, err);
+	if (rc == 0 && lost_mtime && !atomic_load(&d->no_props))
+		info->mtime_ns = opts->mtime_ns;
+	if (rc == 0 && lost_mode)
+		rc = davb_proppatch_send(d, ctx, key, mode, err);
+	if (rc == 0 && lost_mode && !atomic_load(&d->no_props))
+		info->mode = S_IFREG | (opts->mode & 07777);
 	return rc;
 }
 
@@ -1035,6 +1121,9 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 				      "of the %llu sent",
 				      key, (unsigned long long)info->size,
 				      (unsigned long long)src->length);
+	/* its properties: only on what looks like this put's version */
+	if (rc == 0 && opts && info->size == src->length)
+		rc = davb_props_recheck(d, ctx, key, opts, info, err);
 	return rc;
 }
 

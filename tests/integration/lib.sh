@@ -679,6 +679,30 @@ start_nginx_dav() {
 	log "nginx WebDAV on $DAV_URL (pid $NGINX_PID)"
 }
 
+# start_lighttpd_dav DIR: starts lighttpd's mod_webdav on a free port with
+# its files under DIR (documents in DIR/root); sets DAV_URL and
+# LIGHTTPD_PID once it answers.
+start_lighttpd_dav() {
+	local dir=$1 port i
+	[ -x /usr/sbin/lighttpd ] && [ -f /usr/lib/lighttpd/mod_webdav.so ] ||
+		fail "lighttpd or lighttpd-mod-webdav missing (scripts/install-deps.sh installs them)"
+	mkdir -p "$dir/root" "$dir/tmp"
+	port=$(free_port)
+	sed -e "s#@DIR@#$dir#g; s#@ROOT@#$dir/root#g; s#@PORT@#$port#g" \
+		"$SMUX_REPO/tests/servers/lighttpd-dav.conf" >"$dir/lighttpd.conf"
+	/usr/sbin/lighttpd -D -f "$dir/lighttpd.conf" >"$dir/server.log" 2>&1 </dev/null &
+	LIGHTTPD_PID=$!
+	DAV_URL=http://127.0.0.1:$port
+	for ((i = 0; i < 200; i++)); do
+		curl -s -o /dev/null "$DAV_URL/" && break
+		kill -0 "$LIGHTTPD_PID" 2>/dev/null ||
+			{ cat "$dir/server.log" >&2; fail "lighttpd exited"; }
+		sleep 0.1
+	done
+	curl -s -o /dev/null "$DAV_URL/" || fail "lighttpd on $DAV_URL did not answer"
+	log "lighttpd WebDAV on $DAV_URL (pid $LIGHTTPD_PID)"
+}
+
 # use_s3rver: sets S3_EP to the endpoint of the s3rver `make check` shares,
 # or of one of its own under $T/s3rver; then makes a bucket of this run's
 # own (smux-it-PID-RANDOM) and sets S3_BUCKET. s3rver checks the access key
@@ -922,7 +946,7 @@ url = $DAV_URL/
 # anyway, noisily; Swift's watcher stops it when the test's shell ends).
 stop_net_servers() {
 	local pid
-	for pid in ${NGINX_PID:-} ${BUNNY_PID:-} ${IDN_PID:-}; do
+	for pid in ${NGINX_PID:-} ${LIGHTTPD_PID:-} ${BUNNY_PID:-} ${IDN_PID:-}; do
 		kill -TERM "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
@@ -932,5 +956,5 @@ stop_net_servers() {
 	if [ -n "${SWIFT_OWN:-}" ]; then
 		"$SMUX_REPO/tests/servers/swift.sh" stop "$SWIFT_OWN" >/dev/null 2>&1 || true
 	fi
-	NGINX_PID='' BUNNY_PID='' IDN_PID='' S3_OWN='' SWIFT_OWN=''
+	NGINX_PID='' LIGHTTPD_PID='' BUNNY_PID='' IDN_PID='' S3_OWN='' SWIFT_OWN=''
 }
