@@ -1066,6 +1066,14 @@ extern void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err);
+/*
+ * Replays now, waiting for a replay under way, the pending hints of @key
+ * whose replica is up (an in-place writer's open: a replica behind on the
+ * key is made current before the writer opens, so the writer takes it).
+ * 0, or the first replay's error (the hint stays).
+ */
+int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 const char *key, struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
 /*

@@ -1508,9 +1508,22 @@ static bool hint_due(struct smux_mux *mux, const struct mux_view *v,
 	return false;
 }
 
-int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
-		     bool wait, unsigned *replayed, unsigned *pending,
-		     struct smux_error *err)
+/* Whether @h's replica is up now (in @v). */
+static bool hint_replica_up(const struct mux_view *v,
+			    const struct smux__hint *h)
+{
+	for (unsigned j = 0; j < v->n; j++)
+		if (strcmp(v->m[j]->name, h->replica) == 0)
+			return smux__health_status(&v->m[j]->health) ==
+			       SMUX_STATUS_UP;
+	return false;
+}
+
+/* smux__mux_repair, or with @key (not NULL) only that key's hints whose
+ * replica is up, and no recovery of a dead daemon's changes. */
+static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
+			bool wait, const char *key, unsigned *replayed,
+			unsigned *pending, struct smux_error *err)
 {
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;
@@ -1520,7 +1533,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		*replayed = 0;
 	/* a dead daemon's renames, deletes and links first (those that
 	 * waited at open): completing one may hint a replica */
-	rc = smux__changes_recover(mux, ctx, err);
+	rc = key ? 0 : smux__changes_recover(mux, ctx, err);
 	if (rc)
 		return rc;
 	n = smux__hints_list(mux->hints, NULL, &run.list);
@@ -1543,7 +1556,9 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * a repair asked for tries all */
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		if (wait || hint_due(mux, run.v, &run.list[i]))
+		if (key ? strcmp(run.list[i].key, key) == 0 &&
+				    hint_replica_up(run.v, &run.list[i])
+			: wait || hint_due(mux, run.v, &run.list[i]))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1582,6 +1597,19 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		*pending = smux__hints_pending_replicas(mux->hints) +
 			   atomic_load(&mux->nchanges_left);
 	return rc;
+}
+
+int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
+		     bool wait, unsigned *replayed, unsigned *pending,
+		     struct smux_error *err)
+{
+	return repair_hints(mux, ctx, wait, NULL, replayed, pending, err);
+}
+
+int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 const char *key, struct smux_error *err)
+{
+	return repair_hints(mux, ctx, true, key, NULL, NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */
