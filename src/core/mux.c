@@ -728,6 +728,17 @@ int smux_mux_drain(struct smux_backend *b, const char *name,
 	m = find_member(mux, name, err);
 	if (!m)
 		return -smux_code_errno(SMUX_E_BACKEND_NOT_FOUND);
+	/* the members that stay are made current first, where a replay can
+	 * run (a key a writer holds waits for its close): a rolling drain
+	 * (drain a, undrain a, drain b) took b out while a still missed
+	 * what was written during its own drain, and every open of those
+	 * files failed (EIO) until b was back (s44-t1). Best effort: the
+	 * drain goes on whatever is left pending */
+	if (smux__hints_pending_replicas(mux->hints) > 0) {
+		struct smux_error e;
+
+		(void)smux__mux_repair_up(mux, ctx, &e);
+	}
 	started = smux__mux_now(mux);
 	smux__health_drain(&m->health, started);
 	/* pairs with smux__member_enter: a call either sees "draining" or

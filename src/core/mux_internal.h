@@ -1074,6 +1074,10 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
  */
 int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, struct smux_error *err);
+/* The same for every key: a drain's first step (the members staying in
+ * service are made current where they can be). */
+int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
 /*

@@ -1519,11 +1519,13 @@ static bool hint_replica_up(const struct mux_view *v,
 	return false;
 }
 
-/* smux__mux_repair, or with @key (not NULL) only that key's hints whose
- * replica is up, and no recovery of a dead daemon's changes. */
+/* smux__mux_repair; with @up_only only the hints whose replica is up,
+ * and with @key (not NULL) only that key's of those, and no recovery of
+ * a dead daemon's changes. */
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
-			bool wait, const char *key, unsigned *replayed,
-			unsigned *pending, struct smux_error *err)
+			bool wait, bool up_only, const char *key,
+			unsigned *replayed, unsigned *pending,
+			struct smux_error *err)
 {
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;
@@ -1556,9 +1558,9 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * a repair asked for tries all */
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		if (key ? strcmp(run.list[i].key, key) == 0 &&
-				    hint_replica_up(run.v, &run.list[i])
-			: wait || hint_due(mux, run.v, &run.list[i]))
+		if (up_only ? (!key || strcmp(run.list[i].key, key) == 0) &&
+				      hint_replica_up(run.v, &run.list[i])
+			    : wait || hint_due(mux, run.v, &run.list[i]))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1603,13 +1605,20 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
-	return repair_hints(mux, ctx, wait, NULL, replayed, pending, err);
+	return repair_hints(mux, ctx, wait, false, NULL, replayed, pending,
+			    err);
 }
 
 int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, struct smux_error *err)
 {
-	return repair_hints(mux, ctx, true, key, NULL, NULL, err);
+	return repair_hints(mux, ctx, true, true, key, NULL, NULL, err);
+}
+
+int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct smux_error *err)
+{
+	return repair_hints(mux, ctx, true, true, NULL, NULL, NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */

@@ -104,7 +104,10 @@ int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
 	if (smux_log_enabled(level))
 		smux_log(level, "%s %s: %s", op, key ? key : "",
 			 smux_error_format(err, msg, sizeof(msg)));
-	return -e;
+	/* a file's calls block: EAGAIN (a member draining, a server's 429
+	 * or 503) tells a program to retry a non-blocking descriptor, and
+	 * write(2) on a file answered it (s44-t1) */
+	return e == EAGAIN ? -EIO : -e;
 }
 
 /*

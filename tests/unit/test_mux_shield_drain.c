@@ -226,9 +226,11 @@ static void test_stale_origin_fails_mirror_draining(void **state)
 	/* r0 misses v1 (draining): a hint, stale for k */
 	fx_drain_origin(&x);
 	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
-	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
-	/* r2 drains; r0 fails v2, r1 takes it */
+	/* r2 drains (before r0's undrain: a drain replays the hints of the
+	 * members up, which would make r0 current); r0 fails v2, r1 takes
+	 * it */
 	MH_OK(smux_mux_drain(x.mux, "r2", &ctx, &err), &err);
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
 	mh_fail(x.f[0], true);
 	assert_true(mh_put(x.mux, "k", "v2", &err) < 0); /* unknown */
 	MH_HOLDS(x.inner[1], "k", "v2");
@@ -238,6 +240,32 @@ static void test_stale_origin_fails_mirror_draining(void **state)
 	/* the replicas agree, on the newest content a replica took */
 	for (int i = 0; i < N; i++)
 		MH_HOLDS(x.inner[i], "k", "v2");
+	fx_release(&x);
+}
+
+/* A rolling drain without a repair between its steps: r0 missed v1 while
+ * drained; right after its undrain r1 drains. The drain replays the
+ * hints of the members up first, so r0 holds v1 before r1 leaves, and a
+ * read of k is served (s44-t1: opens of such files failed with EIO
+ * while the next member was drained). */
+static void test_drain_replays_members_up_first(void **state)
+{
+	struct smux_error err;
+	struct smux_ctx ctx;
+	struct fx x;
+
+	(void)state;
+	smux_ctx_init(&ctx);
+	fx_init(&x);
+	smux__mux_bg_stop(smux__mux_of(x.mux)); /* repairs: the drain's */
+	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
+	fx_drain_origin(&x);
+	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	MH_HOLDS(x.inner[0], "k", "v0");
+	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
+	MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
+	MH_HOLDS(x.inner[0], "k", "v1");
+	MH_OK(smux_mux_undrain(x.mux, "r1", &err), &err);
 	fx_release(&x);
 }
 
@@ -390,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_writer_mirror_first_fails),
 		cmocka_unit_test(test_origin_fails_rolls_back),
 		cmocka_unit_test(test_stale_origin_fails_mirror_draining),
+		cmocka_unit_test(test_drain_replays_members_up_first),
 		cmocka_unit_test(test_rename_origin_zombie_mirror_rejoins),
 		cmocka_unit_test(test_rollback_member_added_meanwhile),
 	};
