@@ -225,6 +225,21 @@ int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
 			    size_t errlen);
 
 /*
+ * Claims, for the daemon's lifetime, every file backend directory under a
+ * mux that keeps repair hints (mirror, shield, failover, sticky-by-key of
+ * two members or more): an exclusive lock in its work folder
+ * (replica_lock.c). A directory another daemon holds so is waited for a
+ * few seconds, then -EBUSY with @errbuf naming the key, its line and the
+ * other daemon's pid. What this process holds already is skipped.
+ */
+int smuxfs_replica_claim(const struct smux_config *cfg, char *errbuf,
+			 size_t errlen);
+/* The same for member @name's tree, added at run time under a mux that
+ * keeps hints. */
+int smuxfs_replica_claim_member(const struct smux_config *cfg, const char *name,
+				char *errbuf, size_t errlen);
+
+/*
  * Refuses a file backend whose path is the mount point @mnt (resolved) or
  * lies under it, at run time (reload: every backend of the tree; @added:
  * that section's): the daemon would write through its own mount. Never

@@ -365,6 +365,18 @@ static bool replicates(struct smux_backend *m)
 
 /* Whether @target is @b or lies below it, with a mirror or shield on the
  * way (@above: one above @b). NULL-safe walk of the running tree. */
+/* Whether mux @b records repair hints for its members (every mode but
+ * round-robin and weighted). */
+static bool keeps_hints(struct smux_backend *b)
+{
+	struct smux_mux_stats *st = smux_mux_stats(b);
+	bool keeps = st && st->mode != SMUX_MODE_ROUND_ROBIN &&
+		     st->mode != SMUX_MODE_WEIGHTED;
+
+	smux_mux_stats_free(st);
+	return keeps;
+}
+
 static bool replicated_at(struct smux_backend *b, struct smux_backend *target,
 			  bool above, unsigned depth)
 {
@@ -488,13 +500,26 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		rc = smux_config_build_member(cfg, name, fs->events,
 					      smuxfs_otlp_tracer(fs), &m,
 					      errbuf, sizeof(errbuf));
+	/* under a mux that keeps hints: one daemon keeps replicas in a
+	 * directory at a time (replica_lock.c) */
+	if (!rc && keeps_hints(target)) {
+		rc = smuxfs_replica_claim_member(cfg, name, errbuf,
+						 sizeof(errbuf));
+		if (rc) {
+			smux_backend_unref(m.backend);
+			m.backend = NULL;
+		}
+	}
 	remote = rc ? NULL : smux_config_remote_file_in(cfg, name);
 	if (remote)
 		snprintf(remote_path, sizeof(remote_path), "%s", remote);
 	smux_config_free(cfg);
 	if (rc) {
 		smux_backend_unref(target);
-		return fail(c, rc == -ENOENT || rc == -ENOMEM ? rc : -EINVAL,
+		return fail(c,
+			    rc == -ENOENT || rc == -ENOMEM || rc == -EBUSY
+				    ? rc
+				    : -EINVAL,
 			    "%s", errbuf);
 	}
 	rc = smux_mux_add(target, &m, &err);

@@ -469,6 +469,11 @@ static int start(struct daemon *d, struct status_msg *sm)
 			       sizeof(errbuf));
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
+	/* the backends made their work folders: one daemon keeps replicas
+	 * in a directory at a time (replica_lock.c) */
+	rc = smuxfs_replica_claim(d->cfg, errbuf, sizeof(errbuf));
+	if (rc)
+		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
 	fs->key_max = smux_backend_key_max(fs->root);
 
 	/* a directory rename a crash cut short is finished before anyone
