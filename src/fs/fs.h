@@ -634,6 +634,12 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
  * at their next read (a touch on WebDAV is another version of the same
  * bytes; every read after it was ESTALE). */
 void smuxfs_readers_written(struct smuxfs *fs, const char *key);
+/* The same after a write in place into the file @file_id (the writer's
+ * own, when it knows it; 0: unknown): a reader of that very file whose
+ * name went to another file meanwhile (renamed over behind the mount)
+ * reads on from it. */
+void smuxfs_readers_written_id(struct smuxfs *fs, const char *key,
+			       uint64_t file_id);
 /* Something changed the object @key through the mount (setattr, link):
  * an open file of it looks the object up again. */
 void smuxfs_ofile_forget_seen(struct smuxfs *fs, const char *key);
@@ -761,6 +767,8 @@ struct smuxfs_fh {
 	 * mount since the pin (ofile.c): the next read pins the new version,
 	 * as a local file's reader sees an append (tail -f) */
 	atomic_bool repin;
+	/* the file the write that set repin went to (0: unknown) */
+	_Atomic uint64_t repin_id;
 	/* FILE, clean read-only: renames over its name in flight (ofile.c);
 	 * a read that overlapped one cannot tell which file it got */
 	atomic_uint replacing;

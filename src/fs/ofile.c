@@ -1019,6 +1019,12 @@ static void ofile_size_unknown_locked(struct smuxfs_ofile *of)
 	of->seen_gen++;
 }
 
+/* The file @of's writer writes in place, when it says (0: unknown). */
+static uint64_t written_id(const struct smuxfs_ofile *of)
+{
+	return of->w && of->w->has_info ? of->w->info.file_id : 0;
+}
+
 /* After a write landed: dirty, times moved, and readers of a file stored
  * as it is written (late: no close commits it soon) see it now, as
  * readers of a local file do. Caller holds lock. */
@@ -1026,7 +1032,7 @@ static void ofile_written_locked(struct smuxfs *fs, struct smuxfs_ofile *of)
 {
 	ofile_changed_locked(of);
 	if (of->late)
-		smuxfs_readers_written(fs, of->key);
+		smuxfs_readers_written_id(fs, of->key, written_id(of));
 }
 
 long smuxfs_ofile_write(struct smuxfs *fs, struct smuxfs_ofile *of,
@@ -1252,7 +1258,8 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	of->mtime_set = false;
 	smuxfs_etag_forget(fs, of->key);
 	if (changed)
-		smuxfs_readers_written(fs, of->key);
+		smuxfs_readers_written_id(fs, of->key,
+					  of->late ? written_id(of) : 0);
 	return 0;
 }
 
@@ -1352,7 +1359,7 @@ void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
 		if (dirty)
 			ofile_written_locked(fs, of);
 		else if (of->late)
-			smuxfs_readers_written(fs, of->key);
+			smuxfs_readers_written_id(fs, of->key, written_id(of));
 	}
 	pthread_mutex_unlock(&of->lock);
 	ofile_changed_shared(fs, of);
@@ -2263,13 +2270,21 @@ static void readers_rekey(struct smuxfs *fs, const char *from, const char *to)
 
 /* Clean read handles of @key take the version there is now at their next
  * read instead of failing with ESTALE (fs.h). */
-void smuxfs_readers_written(struct smuxfs *fs, const char *key)
+void smuxfs_readers_written_id(struct smuxfs *fs, const char *key,
+			       uint64_t file_id)
 {
 	pthread_mutex_lock(&fs->otable.lock);
 	for (struct smuxfs_fh *fh = fs->otable.readers; fh; fh = fh->rnext)
-		if (strcmp(fh->key, key) == 0)
+		if (strcmp(fh->key, key) == 0) {
+			atomic_store(&fh->repin_id, file_id);
 			atomic_store(&fh->repin, true);
+		}
 	pthread_mutex_unlock(&fs->otable.lock);
+}
+
+void smuxfs_readers_written(struct smuxfs *fs, const char *key)
+{
+	smuxfs_readers_written_id(fs, key, 0);
 }
 
 /* A rename over @key begins (@begin) or ends: its clean readers' reads

@@ -347,6 +347,21 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	pthread_mutex_lock(&fh->repin_lock);
 	if (!atomic_exchange(&fh->repin, false) || atomic_load(&fh->unlinked))
 		goto out;
+	if (fh->reader && fh->reader->live && atomic_load(&fh->repin_id) != 0 &&
+	    atomic_load(&fh->repin_id) == fh->reader->info.file_id &&
+	    live_file_gone(fh->reader)) {
+		/* the file written in place lost its name behind the mount
+		 * (a rename over it, an unlink): the name is another file
+		 * now, and the reader reads on from the one it opened, as a
+		 * descriptor of a local file does, its size as it is now
+		 * (s44-t1: pinned to the name's new file, it read that) */
+		if (smux_reader_stat(fh->reader, &info) == 0) {
+			pthread_mutex_lock(&fh->pin_lock);
+			fh->size = info.size;
+			pthread_mutex_unlock(&fh->pin_lock);
+		}
+		goto out;
+	}
 	smuxfs_ctx(&ctx);
 	if (smux_backend_head(fs->root, &ctx, key, &info, &err) ||
 	    S_ISDIR(info.mode))
@@ -356,6 +371,8 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	fh->etag[sizeof(fh->etag) - 1] = '\0';
 	fh->size = info.size;
 	pthread_mutex_unlock(&fh->pin_lock);
+	/* a file replaced through the mount (a temp file renamed over it
+	 * by a commit): the name's new file is the one written */
 	if (fh->reader && (!fh->reader->live || live_file_gone(fh->reader)))
 		atomic_store(&fh->reader_off, true);
 out:

@@ -214,6 +214,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		gone = true;
 		rc = 0;
 	} else if (fh && fh->kind == SMUXFS_FH_FILE) {
+		struct smux_info mine;
+
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
@@ -222,6 +224,17 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		if (rc == -ENOENT && fh->reader && fh->reader->live &&
 		    smux_reader_stat(fh->reader, &info) == 0)
 			return fill_behind(fs, &info, st);
+		/* ... or names another file now (renamed over behind the
+		 * mount): this handle's attributes are its own file's, as
+		 * fstat of a local descriptor (the kernel asks them with the
+		 * handle before a read past the size it knew; the new file's
+		 * size cut the reader's reads at it, s44-t1) */
+		if (rc == 0 && fh->reader && fh->reader->live && info.file_id &&
+		    fh->reader->info.file_id &&
+		    info.file_id != fh->reader->info.file_id &&
+		    smux_reader_stat(fh->reader, &mine) == 0 &&
+		    mine.nlink == 0 && mine.has_times)
+			return fill_behind(fs, &mine, st);
 	} else {
 		if (!path && fi && !fh) {
 			/* nameless, unless its file kept the name */
