@@ -1168,11 +1168,16 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 	changed = of->dirty;
 	/* in place on one copy, the object has its mode: only a chosen one
 	 * is given (a chmod behind the mount while the file is open stands,
-	 * as on a local disk); on several copies every replica gets it (a
-	 * failover writer that moved made its file on the next member, a
-	 * fan-out writer one on a replica that lacked it); a staged commit
-	 * replaces the object */
-	if (!of->late || of->mode_chosen) {
+	 * as on a local disk); so on several copies when every replica's
+	 * writer found the file there (s44-t1: a chmod 600 of the open
+	 * file went back to 0644 at its close, on a mirror and a
+	 * failover); else every replica gets it (a failover writer that
+	 * moved made its file on the next member, a fan-out writer one on
+	 * a replica that lacked it); a staged commit replaces the object */
+	bool has_mode = of->late ||
+			(of->inplace && of->w && of->w->found && !of->unstored);
+
+	if (!has_mode || of->mode_chosen) {
 		opts.mode = of->mode;
 		if (of->mode_set)
 			opts.flags |= SMUX_PUT_MODE;
