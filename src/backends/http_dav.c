@@ -940,10 +940,11 @@ static int davb_proppatch_send(struct davb *d, const struct smux_ctx *ctx,
  */
 static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 			  const char *key, const struct smux_put_opts *opts,
-			  struct smux_error *err)
+			  bool *sent_both, struct smux_error *err)
 {
 	char mode[64], mtime[64], both[128];
 
+	*sent_both = false;
 	if (atomic_load(&d->no_props))
 		return 0;
 	prop_mtime(opts, mtime, sizeof(mtime));
@@ -961,13 +962,15 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
 			      : davb_proppatch_send(d, ctx, key, mode, err);
 	}
 	snprintf(both, sizeof(both), "%s%s", mtime, mode);
+	*sent_both = true;
 	return davb_proppatch_send(d, ctx, key, both, err);
 }
 
 /*
- * After a put's PROPPATCH of both properties and its PROPFIND (@info, the
- * put's own version): a property the server answered 2xx for but did not
- * keep (lighttpd 1.4.69 keeps the first of a PROPPATCH's properties only:
+ * After a put's PROPPATCH of both properties (this put's: a put of another
+ * thread that did the same sets one_prop meanwhile) and its PROPFIND
+ * (@info, the put's own version): a property the server answered 2xx for
+ * but did not keep (lighttpd 1.4.69 keeps the first of a PROPPATCH's properties only:
  * install -m 755 made a 0644 file, s44-t2) is set again on its own, and
  * the server is asked one property at a time from then on.
  */
@@ -979,12 +982,10 @@ static int davb_props_recheck(struct davb *d, const struct smux_ctx *ctx,
 	bool lost_mode, lost_mtime;
 	int rc = 0;
 
-	if (atomic_load(&d->no_props) || atomic_load(&d->one_prop))
+	if (atomic_load(&d->no_props))
 		return 0;
 	prop_mtime(opts, mtime, sizeof(mtime));
 	prop_mode(opts, mode, sizeof(mode));
-	if (!mode[0] || !mtime[0])
-		return 0; /* one property was sent, and kept or refused */
 	lost_mode = (info->mode & 07777) != (opts->mode & 07777);
 	lost_mtime = info->mtime_ns != opts->mtime_ns;
 	if (!lost_mode && !lost_mtime)
@@ -992,12 +993,12 @@ static int davb_props_recheck(struct davb *d, const struct smux_ctx *ctx,
 	atomic_store(&d->one_prop, true);
 	if (lost_mtime)
 		rc = davb_proppatch_send(d, ctx, key, mtime, err);
-	if (rc == 0 && lost_mtime && !atomic_load(&d->no_props))
-		info->mtime_ns = opts->mtime_ns;
 	if (rc == 0 && lost_mode)
 		rc = davb_proppatch_send(d, ctx, key, mode, err);
-	if (rc == 0 && lost_mode && !atomic_load(&d->no_props))
-		info->mode = S_IFREG | (opts->mode & 07777);
+	/* what the server keeps now, not what was asked (one that answers
+	 * 2xx and keeps no property at all shows its defaults) */
+	if (rc == 0)
+		rc = davb_head_dav(d, ctx, key, info, err);
 	return rc;
 }
 
@@ -1013,6 +1014,7 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	const char *hdrs[3] = {"Content-Type: application/octet-stream", NULL,
 			       NULL};
 	struct smux_info hinfo = {0};
+	bool both = false;
 	char *url;
 	int rc;
 
@@ -1078,7 +1080,7 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc < 0)
 		return rc;
 	if (opts) {
-		rc = davb_proppatch(d, ctx, key, opts, err);
+		rc = davb_proppatch(d, ctx, key, opts, &both, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -1122,7 +1124,7 @@ static int davb_put(struct smux_backend *b, const struct smux_ctx *ctx,
 				      key, (unsigned long long)info->size,
 				      (unsigned long long)src->length);
 	/* its properties: only on what looks like this put's version */
-	if (rc == 0 && opts && info->size == src->length)
+	if (rc == 0 && both && info->size == src->length)
 		rc = davb_props_recheck(d, ctx, key, opts, info, err);
 	return rc;
 }

@@ -712,6 +712,9 @@ static int wait_idle(struct smux_mux *mux, struct mux_member *m,
 	return 0;
 }
 
+/* The most a drain spends replaying the other members' hints first. */
+#define DRAIN_REPAIR_NS (30 * 1000000000LL)
+
 int smux_mux_drain(struct smux_backend *b, const char *name,
 		   const struct smux_ctx *ctx, struct smux_error *err)
 {
@@ -736,8 +739,11 @@ int smux_mux_drain(struct smux_backend *b, const char *name,
 	 * drain goes on whatever is left pending */
 	if (smux__hints_pending_replicas(mux->hints) > 0) {
 		struct smux_error e;
+		struct smux_ctx rc_ctx;
 
-		(void)smux__mux_repair_up(mux, ctx, &e);
+		/* bounded: the drain's own wait keeps the rest of @ctx */
+		if (smux_ctx_derive(&rc_ctx, ctx, DRAIN_REPAIR_NS, NULL) == 0)
+			(void)smux__mux_repair_up(mux, &rc_ctx, m->name, &e);
 	}
 	started = smux__mux_now(mux);
 	smux__health_drain(&m->health, started);

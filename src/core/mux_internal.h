@@ -1067,17 +1067,19 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err);
 /*
- * Replays now, waiting for a replay under way, the pending hints of @key
- * whose replica is up (an in-place writer's open: a replica behind on the
- * key is made current before the writer opens, so the writer takes it).
- * 0, or the first replay's error (the hint stays).
+ * Replays now, waiting for a replay under way, the due pending hints of
+ * @key whose replica is up (an in-place writer's open: a replica behind
+ * on the key is made current before the writer opens, so the writer
+ * takes it). A replay that fails leaves its hint, with its wait; 0 unless
+ * @ctx ended or memory ran out.
  */
 int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, struct smux_error *err);
-/* The same for every key: a drain's first step (the members staying in
- * service are made current where they can be). */
+/* The same for every key and every replica up but @skip (may be NULL): a
+ * drain's first step (the members staying in service are made current
+ * where they can be). */
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct smux_error *err);
+			const char *skip, struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);
 void smux__mux_bg_stop(struct smux_mux *mux);
 /*

@@ -329,7 +329,7 @@ static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
  */
 static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
-		      const char *key, const char *other,
+		      const char *key, const char *other, bool listed,
 		      const struct smux_info *info, int fd, uint64_t len,
 		      bool *probe, struct smux_error *err)
 {
@@ -343,6 +343,12 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
 	    si.file_id != info->file_id)
+		return -1;
+	/* a name found by a listing of @src (@listed), not a link the mux
+	 * made: @dst's file of it is that file only when @dst missed
+	 * nothing of the name (else it may be an older, unrelated file of
+	 * the same size and mtime: an empty one, one tar kept the time of) */
+	if (listed && smux__hints_has(mux->hints, dst->name, other))
 		return -1;
 	head.info = &di;
 	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
@@ -407,8 +413,8 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return -1;
 	while (rc == -1 && link_memo_find(mux, src, dst, info, key, &at, other,
 					  sizeof(other)))
-		rc = link_other(mux, ctx, src, dst, key, other, info, fd, len,
-				probe, err);
+		rc = link_other(mux, ctx, src, dst, key, other, false, info, fd,
+				len, probe, err);
 	if (rc != -1)
 		return rc;
 	snprintf(prefix, sizeof(prefix), "%.*s",
@@ -417,7 +423,7 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		for (unsigned i = 0; i < g.n && rc == -1; i++)
 			if (strcmp(g.names[i], key) != 0)
 				rc = link_other(mux, ctx, src, dst, key,
-						g.names[i], info, fd, len,
+						g.names[i], true, info, fd, len,
 						probe, err);
 	for (unsigned i = 0; i < g.n; i++)
 		free(g.names[i]);
@@ -1519,12 +1525,12 @@ static bool hint_replica_up(const struct mux_view *v,
 	return false;
 }
 
-/* smux__mux_repair; with @up_only only the hints whose replica is up,
- * and with @key (not NULL) only that key's of those, and no recovery of
- * a dead daemon's changes. */
+/* smux__mux_repair; with @up_only only the due hints whose replica is up
+ * (and not @skip, when not NULL), with @key (not NULL) only that key's of
+ * those, and no recovery of a dead daemon's changes. */
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 			bool wait, bool up_only, const char *key,
-			unsigned *replayed, unsigned *pending,
+			const char *skip, unsigned *replayed, unsigned *pending,
 			struct smux_error *err)
 {
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
@@ -1559,7 +1565,10 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
 		if (up_only ? (!key || strcmp(run.list[i].key, key) == 0) &&
-				      hint_replica_up(run.v, &run.list[i])
+				      (!skip || strcmp(run.list[i].replica,
+						       skip) != 0) &&
+				      hint_replica_up(run.v, &run.list[i]) &&
+				      hint_due(mux, run.v, &run.list[i])
 			    : wait || hint_due(mux, run.v, &run.list[i]))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
@@ -1605,20 +1614,24 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
-	return repair_hints(mux, ctx, wait, false, NULL, replayed, pending,
-			    err);
+	return repair_hints(mux, ctx, wait, false, NULL, NULL, replayed,
+			    pending, err);
 }
 
 int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, struct smux_error *err)
 {
-	return repair_hints(mux, ctx, true, true, key, NULL, NULL, err);
+	return repair_hints(mux, ctx, true, true, key, NULL, NULL, NULL, err);
 }
 
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
-			struct smux_error *err)
+			const char *skip, struct smux_error *err)
 {
-	return repair_hints(mux, ctx, true, true, NULL, NULL, NULL, err);
+	/* no wait for a replay another repair runs: a drain may come from
+	 * within a repair (a hook, a remove), whose own claims it would
+	 * wait for; that replay makes its member current anyway */
+	return repair_hints(mux, ctx, false, true, NULL, skip, NULL, NULL,
+			    err);
 }
 
 /* The active health checks of every member in service, under @ctx. */

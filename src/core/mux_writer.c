@@ -1079,7 +1079,9 @@ static const struct smux_writer_ops mux_writer_ops = {
  * time (`echo >> log` in a loop) never gave the repair a moment without
  * a writer: the replica stayed behind, and at a rolling drain's next
  * step (drain b) every append failed (s44-t1). Best effort: a replay
- * that fails leaves the replica out of this writer as before.
+ * that fails leaves the replica out of this writer as before, and its
+ * hint waits as ever before it is tried again (a full replica is not
+ * copied to at every open).
  */
 static void catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     const char *key)
@@ -1088,7 +1090,9 @@ static void catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_error e;
 	bool behind = false;
 
-	if (smux__hints_pending_replicas(mux->hints) == 0)
+	/* not below another mux: its call's deadline would cut the copy,
+	 * and the next open would start it again */
+	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
 		return;
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n && !behind; i++)

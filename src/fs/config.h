@@ -224,11 +224,14 @@ int smux_config_check_read_ahead(const struct smux_config *cfg, char *errbuf,
 int smux_config_check_paths(const struct smux_config *cfg, char *errbuf,
 			    size_t errlen);
 
+/* Whether a mux of @mode and @members members records repair hints (and
+ * claims its file directories): every mode but round-robin and weighted,
+ * two members or more. */
+bool smux_mode_keeps_hints(enum smux_mode mode, unsigned members);
 /*
  * Claims, for the daemon's lifetime, every file backend directory under a
- * mux that keeps repair hints (mirror, shield, failover, sticky-by-key of
- * two members or more): an exclusive lock in its work folder
- * (replica_lock.c). A directory another daemon holds so is waited for a
+ * mux that keeps repair hints (smux_mode_keeps_hints): an exclusive flock
+ * on the directory (replica_lock.c). A directory another daemon holds so is waited for a
  * few seconds, then -EBUSY with @errbuf naming the key, its line and the
  * other daemon's pid. What this process holds already is skipped.
  */

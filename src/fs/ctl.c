@@ -363,20 +363,66 @@ static bool replicates(struct smux_backend *m)
 	return r;
 }
 
-/* Whether @target is @b or lies below it, with a mirror or shield on the
- * way (@above: one above @b). NULL-safe walk of the running tree. */
-/* Whether mux @b records repair hints for its members (every mode but
- * round-robin and weighted). */
-static bool keeps_hints(struct smux_backend *b)
+/* Whether mux @b records repair hints for its members once it has
+ * @extra more (smux_mode_keeps_hints, replica_lock.c). */
+static bool keeps_hints(struct smux_backend *b, unsigned extra)
 {
 	struct smux_mux_stats *st = smux_mux_stats(b);
-	bool keeps = st && st->mode != SMUX_MODE_ROUND_ROBIN &&
-		     st->mode != SMUX_MODE_WEIGHTED;
+	bool keeps =
+		st && smux_mode_keeps_hints(st->mode, st->n_backends + extra);
 
 	smux_mux_stats_free(st);
 	return keeps;
 }
 
+/* Whether a member added to @target is written by hint-keeping mux: the
+ * target (with the member) or one above it. NULL-safe walk of the
+ * running tree from @b (@above: one above @b keeps hints). */
+static bool hints_at(struct smux_backend *b, struct smux_backend *target,
+		     bool above, unsigned depth)
+{
+	struct smux_mux_stats *st;
+	bool keeps, found = false;
+
+	if (!b || !smux_is_mux(b))
+		return false;
+	keeps = above || keeps_hints(b, b == target ? 1 : 0);
+	if (b == target)
+		return keeps;
+	if (depth > 16)
+		return false;
+	st = smux_mux_stats(b);
+	for (unsigned i = 0; st && i < st->n_backends && !found; i++) {
+		struct smux_backend *m;
+
+		if (!st->backends[i].child)
+			continue;
+		m = smux_mux_member(b, st->backends[i].name);
+		found = hints_at(m, target, keeps, depth + 1);
+		smux_backend_unref(m);
+	}
+	smux_mux_stats_free(st);
+	return found;
+}
+
+/* The members of @target and the one named @name being added, claimed
+ * (replica_lock.c): a mux that keeps hints from this add on has them all
+ * (a mirror of one member claimed nothing at its mount). */
+static int claim_added(struct smux_config *cfg, struct smux_backend *target,
+		       const char *name, char *errbuf, size_t cap)
+{
+	struct smux_mux_stats *st = smux_mux_stats(target);
+	int rc = smuxfs_replica_claim_member(cfg, name, errbuf, cap);
+
+	for (unsigned i = 0; st && i < st->n_backends && !rc; i++)
+		rc = smuxfs_replica_claim_member(cfg, st->backends[i].name,
+						 errbuf, cap);
+	smux_mux_stats_free(st);
+	return rc;
+}
+
+/* Whether @target is @b or lies below it, with a mirror or shield on the
+ * way (@above: one above @b). NULL-safe walk of the running tree. */
 static bool replicated_at(struct smux_backend *b, struct smux_backend *target,
 			  bool above, unsigned depth)
 {
@@ -496,20 +542,15 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 			rc = check_reach(cfg, name, target, errbuf,
 					 sizeof(errbuf));
 	}
+	/* under a mux that keeps hints: one daemon keeps replicas in a
+	 * directory at a time, claimed before it is built
+	 * (replica_lock.c) */
+	if (!rc && hints_at(fs->root, target, false, 0))
+		rc = claim_added(cfg, target, name, errbuf, sizeof(errbuf));
 	if (!rc)
 		rc = smux_config_build_member(cfg, name, fs->events,
 					      smuxfs_otlp_tracer(fs), &m,
 					      errbuf, sizeof(errbuf));
-	/* under a mux that keeps hints: one daemon keeps replicas in a
-	 * directory at a time (replica_lock.c) */
-	if (!rc && keeps_hints(target)) {
-		rc = smuxfs_replica_claim_member(cfg, name, errbuf,
-						 sizeof(errbuf));
-		if (rc) {
-			smux_backend_unref(m.backend);
-			m.backend = NULL;
-		}
-	}
 	remote = rc ? NULL : smux_config_remote_file_in(cfg, name);
 	if (remote)
 		snprintf(remote_path, sizeof(remote_path), "%s", remote);

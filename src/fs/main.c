@@ -465,13 +465,14 @@ static int start(struct daemon *d, struct status_msg *sm)
 	/* no background repair until the crash's directory renames are
 	 * complete (smuxfs_rjournal_recover below) */
 	smux_mux_hold_repairs(true);
-	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
-			       sizeof(errbuf));
+	/* one daemon keeps replicas in a directory at a time, claimed
+	 * before the tree is built: a mux built recovers its journal's
+	 * changes on the members at once (replica_lock.c) */
+	rc = smuxfs_replica_claim(d->cfg, errbuf, sizeof(errbuf));
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
-	/* the backends made their work folders: one daemon keeps replicas
-	 * in a directory at a time (replica_lock.c) */
-	rc = smuxfs_replica_claim(d->cfg, errbuf, sizeof(errbuf));
+	rc = smux_config_build(d->cfg, fs->events, &fs->root, errbuf,
+			       sizeof(errbuf));
 	if (rc)
 		FAIL(EXIT_BACKEND, "%s", errbuf[0] ? errbuf : strerror(-rc));
 	fs->key_max = smux_backend_key_max(fs->root);

@@ -535,6 +535,10 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 						   why, cap);
 	if (!rc)
 		rc = smux_config_check_dirs(nc, NULL, NULL, why, cap);
+	/* one daemon keeps replicas in a directory at a time, claimed
+	 * before a member is built (replica_lock.c) */
+	if (!rc)
+		rc = smuxfs_replica_claim(nc, why, cap);
 	if (!rc && nc->root->kind == SMUX__CFG_MUX)
 		rc = plan_mux(fs, nc, fs->root, p);
 	else if (!rc && oc->root->kind == SMUX__CFG_MUX)
@@ -543,10 +547,6 @@ int smuxfs_reload(struct smuxfs *fs, char *why, size_t cap)
 			    "remount to change it");
 	if (!rc)
 		rc = plan_faults(fs, oc, nc, p);
-	/* the members it builds made their work folders: one daemon keeps
-	 * replicas in a directory at a time (replica_lock.c) */
-	if (!rc)
-		rc = smuxfs_replica_claim(nc, why, cap);
 	if (!rc) {
 		rc = apply(p, why, cap);
 		/* members came or went (what applied stays on a failure):

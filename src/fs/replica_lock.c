@@ -160,9 +160,8 @@ static int walk(const struct smux__cfg_section *s, bool kept, unsigned depth,
 	if (!s || depth > 64)
 		return 0;
 	if (s->kind == SMUX__CFG_MUX) {
-		enum smux_mode m = (enum smux_mode)s->v[SMUX__XK_MODE].i;
-		bool keeps = s->n_members >= 2 && m != SMUX_MODE_ROUND_ROBIN &&
-			     m != SMUX_MODE_WEIGHTED;
+		bool keeps = smux_mode_keeps_hints(
+			(enum smux_mode)s->v[SMUX__XK_MODE].i, s->n_members);
 
 		for (unsigned i = 0; i < s->n_members && !rc; i++)
 			if (s->member_secs)
@@ -180,6 +179,12 @@ static int walk(const struct smux__cfg_section *s, bool kept, unsigned depth,
 	default:
 		return 0;
 	}
+}
+
+bool smux_mode_keeps_hints(enum smux_mode mode, unsigned members)
+{
+	return members >= 2 && mode != SMUX_MODE_ROUND_ROBIN &&
+	       mode != SMUX_MODE_WEIGHTED;
 }
 
 int smuxfs_replica_claim(const struct smux_config *cfg, char *errbuf,

@@ -25,6 +25,9 @@ for ((i = 0; i < 100; i++)); do
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data x "http://127.0.0.1:$port/nodir/x")
 log "rclone serve webdav on port $port: a PUT into a missing collection answers $code"
+# the case this test is for (another rclone may answer otherwise)
+[ "$code" = 404 ] || fail "rclone answered $code to a PUT into a missing collection, not 404"
+rm -rf "$T/dav/nodir"
 
 new_config "$T/c.conf" m
 cfg_mux m shield "origin dav" backend_timeout=5s

@@ -33,8 +33,11 @@ echo e >"$M/E/e"
 mkdir -p "$T/s/D" "$T/s/E"
 echo x >"$T/s/D/x"
 
-# round 1: p failing (every call errs), so reads fail over to s
+# round 1: p failing (every call errs), so reads fail over to s; a
+# listing marks it down
 echo "fault p error_rate=1" >"$CTL"
+ls "$M" >/dev/null
+[ "$(backend_stat "$M" p status)" = down ] || fail "p not down: $(backend_stat "$M" p status)"
 rc=0
 timeout 30 rm -rf "$M/D" 2>"$T/rm.err" || rc=$?
 log "rm -rf D with p failing: rc $rc: $(tr '\n' ' ' <"$T/rm.err")"
@@ -42,8 +45,9 @@ log "rm -rf D with p failing: rc $rc: $(tr '\n' ' ' <"$T/rm.err")"
 grep -q "Directory not empty" "$T/rm.err" || fail "rm -rf D with p out: $(cat "$T/rm.err")"
 [ ! -e "$T/s/D/x" ] || fail "D/x, which s listed, was not removed"
 rc=0
-timeout 30 rmdir "$M/E" 2>/dev/null || rc=$?
+timeout 30 rmdir "$M/E" 2>"$T/rmdir.err" || rc=$?
 [ "$rc" != 0 ] || fail "rmdir E (empty on s) with p out succeeded"
+grep -q "Directory not empty" "$T/rmdir.err" || fail "rmdir E with p out: $(cat "$T/rmdir.err")"
 echo "fault p off" >"$CTL"
 repair_settled "$M" 30
 [ "$(cat "$M/D/one")" = one ] || fail "D/one after p came back: $(ls -la "$M/D" 2>&1)"
@@ -61,13 +65,15 @@ echo f >"$M/F/f"
 mkdir -p "$T/s/F"
 timeout 20 sh -c "echo 'drain p' >'$CTL'" || fail "drain p"
 rc=0
-timeout 30 rm -rf "$M/F" 2>/dev/null || rc=$?
+timeout 30 rm -rf "$M/F" 2>"$T/rm.err" || rc=$?
 [ "$rc" != 0 ] || fail "rm -rf F with p drained succeeded"
+grep -q "Directory not empty" "$T/rm.err" || fail "rm -rf F with p drained: $(cat "$T/rm.err")"
 mkdir "$M/N"
 echo n >"$M/N/n"
 rc=0
-timeout 30 rm -rf "$M/N" 2>/dev/null || rc=$?
+timeout 30 rm -rf "$M/N" 2>"$T/rm.err" || rc=$?
 [ "$rc" != 0 ] || fail "rm -rf N (made while p was drained) succeeded"
+grep -q "Directory not empty" "$T/rm.err" || fail "rm -rf N with p drained: $(cat "$T/rm.err")"
 timeout 20 sh -c "echo 'undrain p' >'$CTL'" || fail "undrain p"
 repair_settled "$M" 30
 [ "$(cat "$M/F/f")" = f ] || fail "F/f after the undrain"

@@ -48,5 +48,23 @@ unmount_smux "$T/m3"
 crash_smux "$T/m1"
 mount_smux "$T/c2.conf" "$T/m2"
 [ "$(cat "$T/m2/f")" = one ] || fail "f through the second mount"
+
+# `add` of a's directory to a mirror of one member (which claimed
+# nothing at its mount) is refused while the second daemon holds it
+new_config "$T/c4.conf" m4
+cfg_mux m4 mirror "x"
+cfg_file x "$T/x"
+cfg_raw "[backend y]
+type = file
+path = $T/a
+"
+mount_smux "$T/c4.conf" "$T/m4"
+rc=0
+timeout 30 sh -c "echo 'add y' >'$T/m4/.smux/ctl'" 2>"$T/add.err" || rc=$?
+[ "$rc" != 0 ] || fail "add of a directory another daemon keeps replicas in succeeded"
+grep -qs "another smuxfs daemon (pid [0-9]*) keeps replicas there" "$T"/smuxfs.*.log ||
+	fail "add y was refused, but not for the claim: $(cat "$T/add.err")"
+[ "$(jq -r '.backends | length' "$T/m4/.smux/stats")" = 1 ] || fail "m4 has $(jq -r '.backends | length' "$T/m4/.smux/stats") members"
+unmount_smux "$T/m4"
 [ -z "$(ls -A "$T/a/.smuxfs-tmp")" ] || fail "files in a's work folder: $(ls -A "$T/a/.smuxfs-tmp")"
 unmount_smux "$T/m2"
