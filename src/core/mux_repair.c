@@ -1630,8 +1630,7 @@ int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* no wait for a replay another repair runs: a drain may come from
 	 * within a repair (a hook, a remove), whose own claims it would
 	 * wait for; that replay makes its member current anyway */
-	return repair_hints(mux, ctx, false, true, NULL, skip, NULL, NULL,
-			    err);
+	return repair_hints(mux, ctx, false, true, NULL, skip, NULL, NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */
