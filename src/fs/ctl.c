@@ -375,20 +375,34 @@ static bool keeps_hints(struct smux_backend *b, unsigned extra)
 	return keeps;
 }
 
-/* Whether a member added to @target is written by hint-keeping mux: the
- * target (with the member) or one above it. NULL-safe walk of the
- * running tree from @b (@above: one above @b keeps hints). */
-static bool hints_at(struct smux_backend *b, struct smux_backend *target,
-		     bool above, unsigned depth)
+/* The steps of on_path: whether mux @b (@target when @is_target) counts. */
+static bool step_replicates(struct smux_backend *b, bool is_target)
+{
+	(void)is_target;
+	return replicates(b);
+}
+
+/* ... counting the member being added to @target */
+static bool step_keeps_hints(struct smux_backend *b, bool is_target)
+{
+	return keeps_hints(b, is_target ? 1 : 0);
+}
+
+/* Whether @target is @b or lies below it with a mux that @counts on the
+ * way, @target included (@above: one above @b counted). NULL-safe walk
+ * of the running tree. */
+static bool on_path(struct smux_backend *b, struct smux_backend *target,
+		    bool above, unsigned depth,
+		    bool (*counts)(struct smux_backend *b, bool is_target))
 {
 	struct smux_mux_stats *st;
-	bool keeps, found = false;
+	bool on, found = false;
 
 	if (!b || !smux_is_mux(b))
 		return false;
-	keeps = above || keeps_hints(b, b == target ? 1 : 0);
+	on = above || counts(b, b == target);
 	if (b == target)
-		return keeps;
+		return on;
 	if (depth > 16)
 		return false;
 	st = smux_mux_stats(b);
@@ -398,7 +412,7 @@ static bool hints_at(struct smux_backend *b, struct smux_backend *target,
 		if (!st->backends[i].child)
 			continue;
 		m = smux_mux_member(b, st->backends[i].name);
-		found = hints_at(m, target, keeps, depth + 1);
+		found = on_path(m, target, on, depth + 1, counts);
 		smux_backend_unref(m);
 	}
 	smux_mux_stats_free(st);
@@ -419,35 +433,6 @@ static int claim_added(struct smux_config *cfg, struct smux_backend *target,
 						 errbuf, cap);
 	smux_mux_stats_free(st);
 	return rc;
-}
-
-/* Whether @target is @b or lies below it, with a mirror or shield on the
- * way (@above: one above @b). NULL-safe walk of the running tree. */
-static bool replicated_at(struct smux_backend *b, struct smux_backend *target,
-			  bool above, unsigned depth)
-{
-	struct smux_mux_stats *st;
-	bool rep, found = false;
-
-	if (!b || !smux_is_mux(b))
-		return false;
-	rep = above || replicates(b);
-	if (b == target)
-		return rep;
-	if (depth > 16)
-		return false;
-	st = smux_mux_stats(b);
-	for (unsigned i = 0; st && i < st->n_backends && !found; i++) {
-		struct smux_backend *m;
-
-		if (!st->backends[i].child)
-			continue;
-		m = smux_mux_member(b, st->backends[i].name);
-		found = replicated_at(m, target, rep, depth + 1);
-		smux_backend_unref(m);
-	}
-	smux_mux_stats_free(st);
-	return found;
 }
 
 /* A section reached through a member of the mirror or shield @m already
@@ -529,7 +514,8 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 		 * mirror took every write twice (s41-t4) */
 		struct smux_config_added a = {
 			.name = name,
-			.replicated = replicated_at(fs->root, target, false, 0),
+			.replicated = on_path(fs->root, target, false, 0,
+					      step_replicates),
 			.running = in_tree,
 			.arg = fs};
 
@@ -545,7 +531,7 @@ static int cmd_add(struct smuxfs *fs, struct ctl_cmd *c)
 	/* under a mux that keeps hints: one daemon keeps replicas in a
 	 * directory at a time, claimed before it is built
 	 * (replica_lock.c) */
-	if (!rc && hints_at(fs->root, target, false, 0))
+	if (!rc && on_path(fs->root, target, false, 0, step_keeps_hints))
 		rc = claim_added(cfg, target, name, errbuf, sizeof(errbuf));
 	if (!rc)
 		rc = smux_config_build_member(cfg, name, fs->events,

@@ -655,7 +655,7 @@ free_port() {
 # NGINX_PID once it answers. Fails the test when nginx or its dav-ext
 # module is missing.
 start_nginx_dav() {
-	local dir=$1 nginx port i
+	local dir=$1 nginx port
 	nginx=$(command -v nginx || echo /usr/sbin/nginx)
 	if [ ! -x "$nginx" ] || [ ! -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ]; then
 		fail "nginx or libnginx-mod-http-dav-ext missing (scripts/install-deps.sh installs them)"
@@ -669,21 +669,27 @@ start_nginx_dav() {
 		>"$dir/server.log" 2>&1 </dev/null &
 	NGINX_PID=$!
 	DAV_URL=http://127.0.0.1:$port
+	_dav_wait nginx "$NGINX_PID" "$dir/server.log"
+}
+
+# _dav_wait NAME PID LOG: waits until the server at DAV_URL answers; fails
+# the test (with LOG) when PID exits first or 20 s pass.
+_dav_wait() {
+	local i
 	for ((i = 0; i < 200; i++)); do
 		curl -s -o /dev/null "$DAV_URL/" && break
-		kill -0 "$NGINX_PID" 2>/dev/null ||
-			{ cat "$dir/server.log" >&2; fail "nginx exited"; }
+		kill -0 "$2" 2>/dev/null || { cat "$3" >&2; fail "$1 exited"; }
 		sleep 0.1
 	done
-	curl -s -o /dev/null "$DAV_URL/" || fail "nginx on $DAV_URL did not answer"
-	log "nginx WebDAV on $DAV_URL (pid $NGINX_PID)"
+	curl -s -o /dev/null "$DAV_URL/" || fail "$1 on $DAV_URL did not answer"
+	log "$1 WebDAV on $DAV_URL (pid $2)"
 }
 
 # start_lighttpd_dav DIR: starts lighttpd's mod_webdav on a free port with
 # its files under DIR (documents in DIR/root); sets DAV_URL and
 # LIGHTTPD_PID once it answers.
 start_lighttpd_dav() {
-	local dir=$1 port i
+	local dir=$1 port
 	[ -x /usr/sbin/lighttpd ] && [ -f /usr/lib/lighttpd/mod_webdav.so ] ||
 		fail "lighttpd or lighttpd-mod-webdav missing (scripts/install-deps.sh installs them)"
 	mkdir -p "$dir/root" "$dir/tmp"
@@ -693,14 +699,7 @@ start_lighttpd_dav() {
 	/usr/sbin/lighttpd -D -f "$dir/lighttpd.conf" >"$dir/server.log" 2>&1 </dev/null &
 	LIGHTTPD_PID=$!
 	DAV_URL=http://127.0.0.1:$port
-	for ((i = 0; i < 200; i++)); do
-		curl -s -o /dev/null "$DAV_URL/" && break
-		kill -0 "$LIGHTTPD_PID" 2>/dev/null ||
-			{ cat "$dir/server.log" >&2; fail "lighttpd exited"; }
-		sleep 0.1
-	done
-	curl -s -o /dev/null "$DAV_URL/" || fail "lighttpd on $DAV_URL did not answer"
-	log "lighttpd WebDAV on $DAV_URL (pid $LIGHTTPD_PID)"
+	_dav_wait lighttpd "$LIGHTTPD_PID" "$dir/server.log"
 }
 
 # use_s3rver: sets S3_EP to the endpoint of the s3rver `make check` shares,
