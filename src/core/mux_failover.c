@@ -184,34 +184,6 @@ static bool builds_on_object(const struct smux__call *call)
 	}
 }
 
-/*
- * 0 unless the first member is out (down, in its cooldown, draining):
- * then NOT_EMPTY for the removal of directory @dir.
- * The first member up answers listings, and one ahead of it holds the
- * tree: a directory whose files only it held listed empty, rm -rf
- * removed the directory with a delete hint for it, and that hint failed
- * (the directory not empty there) at every replay from then on, the
- * directory shown but not listable (s43-t5). NOT_EMPTY, as on a sticky
- * mux with a shard out (mux_sticky.c): the mux is not failing, the
- * directory may hold names nobody saw; what the listing showed was
- * removed, with hints. Also for a directory made during the outage: the
- * member out may hold an older one of that name.
- */
-static long dir_removal_blocked(struct smux_mux *mux, const char *dir,
-				struct smux_error *err)
-{
-	struct mux_view *v = smux__view_get(mux);
-	long rc = 0;
-
-	if (v->n > 0 && !smux__health_is_up(&v->m[0]->health))
-		rc = smux_error_set(err, SMUX_E_NOT_EMPTY, mux->base.name,
-				    "remove %s: %s is out, and may hold "
-				    "entries under it",
-				    dir, v->m[0]->name);
-	smux__view_put(v);
-	return rc;
-}
-
 long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct smux__call *call, enum smux__hint_kind kind,
 			  struct smux_span *span, struct smux_error *err)
@@ -227,11 +199,6 @@ long smux__failover_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * any older version of the key. A rename, copy or attribute change
 	 * made there would carry that old version back over the holder's
 	 * newer one at the replay; it runs on the holder or not at all. */
-	if (kind == SMUX__HINT_DEL && smux_key_is_dir(call->key)) {
-		rc = dir_removal_blocked(mux, call->key, err);
-		if (rc < 0)
-			return rc;
-	}
 	if (builds_on_object(call))
 		rc = smux__exec_walk_holder(mux, ctx, call, &acked, span, err);
 	else

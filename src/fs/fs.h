@@ -1018,6 +1018,8 @@ int smuxfs_path_key(struct smuxfs *fs, const char *path, char *key, size_t cap);
 /* The negative errno of a libsmux error (EIO when it has none). Logs
  * errors other than "not found" at debug level with @op and @key. */
 int smuxfs_errno(const struct smux_error *err, const char *op, const char *key);
+/* The same, without the log line. */
+int smuxfs_errno_of(const struct smux_error *err);
 /* A context for one backend call (the mux bulkhead bounds it). */
 void smuxfs_ctx(struct smux_ctx *ctx);
 /* The directory prefix of a directory key: "" for "", else key + "/".

@@ -1237,7 +1237,7 @@ static int ofile_commit_locked(struct smuxfs *fs, struct smuxfs_ofile *of,
 		smuxfs_attrcache_changed(fs);
 		smux_log(LOG_ERR, "commit of %s failed: %s", of->key,
 			 smux_error_format(&err, msg, sizeof(msg)));
-		return err.e.sys_errno > 0 ? -err.e.sys_errno : -EIO;
+		return smuxfs_errno_of(&err);
 	}
 	of->dirty = false;
 	of->unstored = false;

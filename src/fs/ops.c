@@ -87,9 +87,20 @@ int smuxfs_dir_prefix(const char *key, char *out, size_t cap)
 	return 0;
 }
 
-int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
+int smuxfs_errno_of(const struct smux_error *err)
 {
 	int e = err->e.sys_errno > 0 ? err->e.sys_errno : EIO;
+
+	/* a file's calls block: EAGAIN (a member draining, a server's 429
+	 * or 503) tells a program to retry a non-blocking descriptor, and
+	 * write(2), fsync(2) and close(2) of a file answered it (s44-t1,
+	 * s44-t4) */
+	return e == EAGAIN ? -EIO : -e;
+}
+
+int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
+{
+	int e = -smuxfs_errno_of(err);
 	int level;
 	char msg[512];
 
@@ -104,10 +115,7 @@ int smuxfs_errno(const struct smux_error *err, const char *op, const char *key)
 	if (smux_log_enabled(level))
 		smux_log(level, "%s %s: %s", op, key ? key : "",
 			 smux_error_format(err, msg, sizeof(msg)));
-	/* a file's calls block: EAGAIN (a member draining, a server's 429
-	 * or 503) tells a program to retry a non-blocking descriptor, and
-	 * write(2) on a file answered it (s44-t1) */
-	return e == EAGAIN ? -EIO : -e;
+	return -e;
 }
 
 /*
