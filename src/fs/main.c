@@ -233,6 +233,14 @@ static int apply_opts(struct cli *c, struct smux_config *cfg,
 			}
 		}
 	}
+	/* last, so they win: mount(8) turns fstab's "defaults" into
+	 * "suid,dev", and a root mount from fstab had neither (s44-t4);
+	 * the daemon grants no set-id bit and serves no device
+	 * (docs/configuration.md) */
+	if (fuse_opt(args, "nosuid") || fuse_opt(args, "nodev")) {
+		fprintf(stderr, "smuxfs: out of memory\n");
+		return -1;
+	}
 	return 0;
 }
 

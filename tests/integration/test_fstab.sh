@@ -85,6 +85,12 @@ printf '# test fstab\n%s %s fuse.smuxfs defaults,_netdev,allow_other 0 0\n' \
 sys_mount "$M1" mount -T "$T/fstab" "$M1"
 grep " $M1 " /proc/mounts | grep -q allow_other ||
 	fail "allow_other not in the mount options: $(grep " $M1 " /proc/mounts)"
+# fstab's "defaults" is "suid,dev" to mount(8): the mount is nosuid and
+# nodev all the same (s44-t4: a root fstab mount had neither)
+for o in nosuid nodev; do
+	grep " $M1 " /proc/mounts | grep -q "[ ,]$o[ ,]" ||
+		fail "$o not in the fstab mount's options: $(grep " $M1 " /proc/mounts)"
+done
 [ "$(cat "$M1/pre.txt")" = "from the backend" ]
 echo written >"$M1/new.txt"
 [ "$(cat "$T/a/new.txt")" = written ] && [ "$(cat "$T/b/new.txt")" = written ] ||
