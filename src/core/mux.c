@@ -1161,7 +1161,12 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * change noted until every replica's call returned (a crash
 		 * between two is rolled forward or reconciled) */
 		uint64_t change;
+		const char *from = smux__fan_built_from(call);
 
+		/* a replica behind on what the change builds on is made
+		 * current first, where it can be */
+		if (from && call->op != SMUX__OP_WRITER_OPEN)
+			smux__catch_up(mux, &child, from);
 		(void)smux__change_begin(mux, call, &change, err);
 		rc = smux__exec_fanout(mux, &child, call, kind, span, err);
 		smux__change_end(mux, change);

@@ -51,6 +51,11 @@ static const char *built_from(const struct smux__call *call, bool whole)
 	}
 }
 
+const char *smux__fan_built_from(const struct smux__call *call)
+{
+	return built_from(call, false);
+}
+
 bool smux__fan_renews(const struct smux__call *call, bool whole)
 {
 	switch (call->op) {

@@ -1075,6 +1075,13 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
  */
 int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, struct smux_error *err);
+/* Replays @key for a replica that is up but behind on it, before a
+ * change of it fans out (mux_repair.c); best effort. */
+void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    const char *key);
+/* The key a fanned-out @call builds on (its object's content or
+ * existence), or NULL (mux_fanout.c). */
+const char *smux__fan_built_from(const struct smux__call *call);
 /* The same for every key and every replica up but @skip (may be NULL): a
  * drain's first step (the members staying in service are made current
  * where they can be). */

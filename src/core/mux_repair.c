@@ -1635,6 +1635,43 @@ int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return repair_hints(mux, ctx, true, true, key, NULL, NULL, NULL, err);
 }
 
+/*
+ * Before an in-place writer of @key opens on the replicas, or a change
+ * that builds on its object (setattr, xattrs, rename, copy, link) fans
+ * out: a replica that is up but behind on the key (its hint pending: it
+ * was drained or down when the key changed) gets the key's replay now,
+ * unless a writer holds the key (the replay then waits for it, as
+ * ever). A shield's chmod right after the origin's undrain failed (EIO)
+ * while the origin's replay of the file was still to come (s44-t4). Without it the writer
+ * left that replica out, and a program that reopens the file all the
+ * time (`echo >> log` in a loop) never gave the repair a moment without
+ * a writer: the replica stayed behind, and at a rolling drain's next
+ * step (drain b) every append failed (s44-t1). Best effort: a replay
+ * that fails leaves the replica out of this writer as before, and its
+ * hint waits as ever before it is tried again (a full replica is not
+ * copied to at every open).
+ */
+void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
+		    const char *key)
+{
+	struct mux_view *v;
+	struct smux_error e;
+	bool behind = false;
+
+	/* not below another mux: its call's deadline would cut the copy,
+	 * and the next open would start it again */
+	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
+		return;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n && !behind; i++)
+		behind = smux__health_status(&v->m[i]->health) ==
+				 SMUX_STATUS_UP &&
+			 smux__hints_has(mux->hints, v->m[i]->name, key);
+	smux__view_put(v);
+	if (behind && !smux__intent_busy(mux, key))
+		(void)smux__mux_repair_key(mux, ctx, key, &e);
+}
+
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			const char *skip, struct smux_error *err)
 {
