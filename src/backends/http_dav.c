@@ -970,9 +970,9 @@ static int davb_proppatch(struct davb *d, const struct smux_ctx *ctx,
  * After a put's PROPPATCH of both properties (this put's: a put of another
  * thread that did the same sets one_prop meanwhile) and its PROPFIND
  * (@info, the put's own version): a property the server answered 2xx for
- * but did not keep (lighttpd 1.4.69 keeps the first of a PROPPATCH's properties only:
- * install -m 755 made a 0644 file, s44-t2) is set again on its own, and
- * the server is asked one property at a time from then on.
+ * but did not keep (lighttpd 1.4.69 keeps only the first of a PROPPATCH's
+ * properties: install -m 755 made a 0644 file, s44-t2) is set again on
+ * its own, and the server is asked one property at a time from then on.
  */
 static int davb_props_recheck(struct davb *d, const struct smux_ctx *ctx,
 			      const char *key, const struct smux_put_opts *opts,

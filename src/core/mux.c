@@ -1165,7 +1165,7 @@ static long route_write(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 		/* a replica behind on what the change builds on is made
 		 * current first, where it can be */
-		if (from && call->op != SMUX__OP_WRITER_OPEN)
+		if (from)
 			smux__catch_up(mux, &child, from);
 		(void)smux__change_begin(mux, call, &change, err);
 		rc = smux__exec_fanout(mux, &child, call, kind, span, err);

@@ -1066,25 +1066,18 @@ extern void (*smux__zombie_hook_wait)(struct smux_mux *mux, const char *key);
 int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err);
-/*
- * Replays now, waiting for a replay under way, the due pending hints of
- * @key whose replica is up (an in-place writer's open: a replica behind
- * on the key is made current before the writer opens, so the writer
- * takes it). A replay that fails leaves its hint, with its wait; 0 unless
- * @ctx ended or memory ran out.
- */
-int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-			 const char *key, struct smux_error *err);
-/* Replays @key for a replica that is up but behind on it, before a
- * change of it fans out (mux_repair.c); best effort. */
+/* Replays @key's due hints for the replicas that are up but behind on
+ * it, before an in-place writer of it opens or a change of it fans out
+ * (mux_repair.c); best effort. */
 void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    const char *key);
 /* The key a fanned-out @call builds on (its object's content or
  * existence), or NULL (mux_fanout.c). */
 const char *smux__fan_built_from(const struct smux__call *call);
-/* The same for every key and every replica up but @skip (may be NULL): a
- * drain's first step (the members staying in service are made current
- * where they can be). */
+/* Replays the due hints of every replica up but @skip (may be NULL),
+ * waiting for no replay under way: a drain's first step (the members
+ * staying in service are made current where they can be). 0 unless @ctx
+ * ended or memory ran out. */
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			const char *skip, struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);

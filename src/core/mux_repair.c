@@ -274,6 +274,14 @@ static void link_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
 		(void)smux__member_call(mux, ctx, dst, &set, false, &e);
 }
 
+/* @key's directory as a prefix ("a/b/" of "a/b/c", "" at the root). */
+static void key_dir(const char *key, char *out, size_t cap)
+{
+	const char *slash = strrchr(key, '/');
+
+	snprintf(out, cap, "%.*s", slash ? (int)(slash - key + 1) : 0, key);
+}
+
 /* The names in @prefix (a directory, no deeper) of the file @id. */
 struct group_names {
 	uint64_t id;
@@ -404,7 +412,6 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 {
 	char other[SMUX_KEY_MAX + 1], prefix[SMUX_KEY_MAX + 1];
 	struct group_names g = {.id = info->file_id};
-	const char *slash = strrchr(key, '/');
 	struct smux_error e;
 	unsigned at = 0;
 	int rc = -1;
@@ -417,8 +424,7 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 				len, probe, err);
 	if (rc != -1)
 		return rc;
-	snprintf(prefix, sizeof(prefix), "%.*s",
-		 slash ? (int)(slash - key + 1) : 0, key);
+	key_dir(key, prefix, sizeof(prefix));
 	if (group_list(mux, ctx, src, prefix, &g, &e) == 0)
 		for (unsigned i = 0; i < g.n && rc == -1; i++)
 			if (strcmp(g.names[i], key) != 0)
@@ -449,7 +455,6 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct group_names gs = {.id = info->file_id}, gd = {0};
 	struct smux_info di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
-	const char *slash = strrchr(key, '/');
 	char prefix[SMUX_KEY_MAX + 1];
 	int same;
 
@@ -462,8 +467,7 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return 0;
 	if (!S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
 		return 0;
-	snprintf(prefix, sizeof(prefix), "%.*s",
-		 slash ? (int)(slash - key + 1) : 0, key);
+	key_dir(key, prefix, sizeof(prefix));
 	gd.id = di.file_id;
 	same = group_list(mux, ctx, src, prefix, &gs, err);
 	if (same == 0)
@@ -1378,13 +1382,23 @@ static unsigned replay_judge(struct smux_mux *mux, const struct smux_ctx *ctx)
 	return n;
 }
 
+/* The member of @v that @h is for, or NULL (no longer a member). */
+static struct mux_member *hint_member(const struct mux_view *v,
+				      const struct smux__hint *h)
+{
+	for (unsigned j = 0; j < v->n; j++)
+		if (strcmp(v->m[j]->name, h->replica) == 0)
+			return v->m[j];
+	return NULL;
+}
+
 /* Replays list[@i] of @run. 0, or @ctx's error. */
 static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 {
 	struct smux_mux *mux = run->mux;
 	const struct smux__hint *h = &run->list[i];
 	struct smux_event ev = {.topic = SMUX_EV_HINT_REPLAYED};
-	struct mux_member *m = NULL;
+	struct mux_member *m;
 	struct smux_error e = {0};
 	struct mux_replay claim;
 	bool probe = false;
@@ -1399,9 +1413,7 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		return 0;
 	if (h->kind == SMUX__HINT_INTENT)
 		return repair_intent(run, h, err);
-	for (unsigned j = 0; j < run->v->n && !m; j++)
-		if (strcmp(run->v->m[j]->name, h->replica) == 0)
-			m = run->v->m[j];
+	m = hint_member(run->v, h);
 	/* no longer a member: its hints are kept, so that the same name
 	 * added back is repaired before it serves those keys (they are
 	 * replayed once it is a member again) */
@@ -1517,23 +1529,35 @@ static void repair_pass(struct repair_run *run)
 static bool hint_due(struct smux_mux *mux, const struct mux_view *v,
 		     const struct smux__hint *h)
 {
+	struct mux_member *m;
+
 	if (!h->failures || h->retry_at_ms <= smux__mux_now(mux))
 		return true;
-	for (unsigned j = 0; j < v->n; j++)
-		if (strcmp(v->m[j]->name, h->replica) == 0)
-			return atomic_load(&v->m[j]->recoveries) != h->fail_gen;
-	return false;
+	m = hint_member(v, h);
+	return m && atomic_load(&m->recoveries) != h->fail_gen;
 }
 
 /* Whether @h's replica is up now (in @v). */
 static bool hint_replica_up(const struct mux_view *v,
 			    const struct smux__hint *h)
 {
-	for (unsigned j = 0; j < v->n; j++)
-		if (strcmp(v->m[j]->name, h->replica) == 0)
-			return smux__health_status(&v->m[j]->health) ==
-			       SMUX_STATUS_UP;
-	return false;
+	struct mux_member *m = hint_member(v, h);
+
+	return m && smux__health_status(&m->health) == SMUX_STATUS_UP;
+}
+
+/* Whether a repair replays @h: every due hint, all of them when asked
+ * (@wait); with @up_only only due hints whose replica is up, of @key
+ * (when not NULL), not of replica @skip (when not NULL). */
+static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
+		      const struct smux__hint *h, bool wait, bool up_only,
+		      const char *key, const char *skip)
+{
+	if (!up_only)
+		return wait || hint_due(mux, v, h);
+	return (!key || strcmp(h->key, key) == 0) &&
+	       (!skip || strcmp(h->replica, skip) != 0) &&
+	       hint_replica_up(v, h) && hint_due(mux, v, h);
 }
 
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
@@ -1575,12 +1599,8 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * a repair asked for tries all */
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		if (up_only ? (!key || strcmp(run.list[i].key, key) == 0) &&
-				      (!skip || strcmp(run.list[i].replica,
-						       skip) != 0) &&
-				      hint_replica_up(run.v, &run.list[i]) &&
-				      hint_due(mux, run.v, &run.list[i])
-			    : wait || hint_due(mux, run.v, &run.list[i]))
+		if (hint_todo(mux, run.v, &run.list[i], wait, up_only, key,
+			      skip))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1590,12 +1610,8 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 		int again = 0;
 
 		for (int i = 0; i < n; i++) {
-			struct mux_member *m = NULL;
+			struct mux_member *m = hint_member(run.v, &run.list[i]);
 
-			for (unsigned j = 0; j < run.v->n && !m; j++)
-				if (strcmp(run.v->m[j]->name,
-					   run.list[i].replica) == 0)
-					m = run.v->m[j];
 			if (run.refused[i] && m &&
 			    smux__health_status(&m->health) == SMUX_STATUS_UP)
 				todo[again++] = i;
@@ -1629,26 +1645,21 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    pending, err);
 }
 
-int smux__mux_repair_key(struct smux_mux *mux, const struct smux_ctx *ctx,
-			 const char *key, struct smux_error *err)
-{
-	return repair_hints(mux, ctx, true, true, key, NULL, NULL, NULL, err);
-}
-
 /*
  * Before an in-place writer of @key opens on the replicas, or a change
  * that builds on its object (setattr, xattrs, rename, copy, link) fans
  * out: a replica that is up but behind on the key (its hint pending: it
- * was drained or down when the key changed) gets the key's replay now,
- * unless a writer holds the key (the replay then waits for it, as
- * ever). A shield's chmod right after the origin's undrain failed (EIO)
- * while the origin's replay of the file was still to come (s44-t4). Without it the writer
- * left that replica out, and a program that reopens the file all the
- * time (`echo >> log` in a loop) never gave the repair a moment without
- * a writer: the replica stayed behind, and at a rolling drain's next
- * step (drain b) every append failed (s44-t1). Best effort: a replay
- * that fails leaves the replica out of this writer as before, and its
- * hint waits as ever before it is tried again (a full replica is not
+ * was drained or down when the key changed) gets the key's due replay
+ * now, waiting for one under way, unless a writer holds the key (the
+ * replay then waits for its close, as ever). Without it:
+ *  - a writer left that replica out, and a program that reopens the file
+ *    all the time (`echo >> log` in a loop) never gave the repair a
+ *    moment without a writer; at a rolling drain's next step (drain b)
+ *    every append failed (s44-t1);
+ *  - a shield's chmod right after the origin's undrain failed (EIO)
+ *    while the origin's replay of the file was still to come (s44-t4).
+ * Best effort: a replay that fails leaves the replica out as before, and
+ * its hint waits as ever before it is tried again (a full replica is not
  * copied to at every open).
  */
 void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1662,6 +1673,7 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * and the next open would start it again */
 	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
 		return;
+	/* the cheap look first: the repair lists every pending hint */
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n && !behind; i++)
 		behind = smux__health_status(&v->m[i]->health) ==
@@ -1669,7 +1681,8 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 smux__hints_has(mux->hints, v->m[i]->name, key);
 	smux__view_put(v);
 	if (behind && !smux__intent_busy(mux, key))
-		(void)smux__mux_repair_key(mux, ctx, key, &e);
+		(void)repair_hints(mux, ctx, true, true, key, NULL, NULL, NULL,
+				   &e);
 }
 
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,

@@ -710,10 +710,10 @@ static long all_shards_in(struct smux_mux *mux, const char *dir,
  * takes it (its later changes go to every shard too, with hints:
  * smux__sticky_change_dir): a lookup of it is answered by any shard, so
  * while the shard holding the files under it is out the directory still
- * shows. Found
- * absent then, a file of its name was created over it (s41-t2: `echo >
- * d14` succeeded, and after the shard came back d14/inside, an
- * acknowledged write, answered "Not a directory"). Best effort, no hint:
+ * shows. Found absent then, a file of its name was created over it
+ * (s41-t2: `echo > d14` succeeded, and after the shard came back
+ * d14/inside, an acknowledged write, answered "Not a directory"). Best
+ * effort, no hint:
  * a shard without the marker holds nothing under it (or its keys imply
  * the directory), and a removal goes to every shard.
  */

@@ -231,9 +231,10 @@ bool smux_mode_keeps_hints(enum smux_mode mode, unsigned members);
 /*
  * Claims, for the daemon's lifetime, every file backend directory under a
  * mux that keeps repair hints (smux_mode_keeps_hints): an exclusive flock
- * on the directory (replica_lock.c). A directory another daemon holds so is waited for a
- * few seconds, then -EBUSY with @errbuf naming the key, its line and the
- * other daemon's pid. What this process holds already is skipped.
+ * on the directory (replica_lock.c). A directory another daemon holds so
+ * is waited for a few seconds, then -EBUSY with @errbuf naming the key,
+ * its line and the other daemon's pid. What this process holds already
+ * is skipped.
  */
 int smuxfs_replica_claim(const struct smux_config *cfg, char *errbuf,
 			 size_t errlen);

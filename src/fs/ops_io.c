@@ -340,6 +340,7 @@ static bool live_file_gone(struct smux_reader *r)
  */
 static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 {
+	uint64_t written = atomic_load(&fh->repin_id);
 	struct smux_info info;
 	struct smux_error err;
 	struct smux_ctx ctx;
@@ -347,19 +348,18 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	pthread_mutex_lock(&fh->repin_lock);
 	if (!atomic_exchange(&fh->repin, false) || atomic_load(&fh->unlinked))
 		goto out;
-	if (fh->reader && fh->reader->live && atomic_load(&fh->repin_id) != 0 &&
-	    atomic_load(&fh->repin_id) == fh->reader->info.file_id &&
-	    live_file_gone(fh->reader)) {
-		/* the file written in place lost its name behind the mount
-		 * (a rename over it, an unlink): the name is another file
-		 * now, and the reader reads on from the one it opened, as a
-		 * descriptor of a local file does, its size as it is now
-		 * (s44-t1: pinned to the name's new file, it read that) */
-		if (smux_reader_stat(fh->reader, &info) == 0) {
-			pthread_mutex_lock(&fh->pin_lock);
-			fh->size = info.size;
-			pthread_mutex_unlock(&fh->pin_lock);
-		}
+	/* the file written in place lost its name behind the mount (a
+	 * rename over it, an unlink): the name is another file now, and the
+	 * reader reads on from the one it opened, as a descriptor of a local
+	 * file does, its size as it is now (s44-t1: pinned to the name's new
+	 * file, it read that) */
+	if (fh->reader && fh->reader->live && written &&
+	    written == fh->reader->info.file_id &&
+	    smux_reader_stat(fh->reader, &info) == 0 && info.nlink == 0 &&
+	    info.has_times) {
+		pthread_mutex_lock(&fh->pin_lock);
+		fh->size = info.size;
+		pthread_mutex_unlock(&fh->pin_lock);
 		goto out;
 	}
 	smuxfs_ctx(&ctx);

@@ -15,10 +15,10 @@
  * never keeps the next mount away; nothing is written there; the holder's
  * pid, for the message a second daemon gets, comes from /proc/locks). On
  * a file system where a directory takes no flock (NFS) nothing is
- * claimed. A plain file backend, or a round-robin or
- * weighted pool, claims nothing: those keep no state of their own, and
- * two of them (or a program) on one directory see each other's writes as
- * on any local disk.
+ * claimed. A plain file backend, or a round-robin or weighted pool,
+ * claims nothing: those keep no state of their own, and two of them (or
+ * a program) on one directory see each other's writes as on any local
+ * disk.
  *
  * Claimed once per directory (device, inode) per process: a reload or an
  * `add` walks the whole new tree again, and what this daemon holds
@@ -47,7 +47,7 @@
 struct claim {
 	dev_t dev;
 	ino_t ino;
-	int fd; /* the lock file, held until exit */
+	int fd; /* the directory, its flock held until exit */
 };
 
 static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -21,6 +21,17 @@ url = $DAV_URL/
 M=$T/mnt
 mount_smux "$T/c.conf" "$M"
 
+# first, files created side by side with a mode: the puts that sent both
+# properties before the first of them learned that lighttpd keeps one
+# each check their own (a check skipped once another had learned it left
+# 0644 files)
+seq 1 32 | timeout 60 xargs -P 8 -I{} install -m 755 /bin/true "$M/par{}" ||
+	fail "parallel install -m 755"
+unmount_smux "$M" # what the server keeps, not the daemon's memory
+mount_smux "$T/c.conf" "$M"
+bad=$(cd "$M" && stat -c '%n %a' par* | grep -v ' 755$' || true)
+[ -z "$bad" ] || fail "parallel install -m 755 left: $(echo "$bad" | tr '\n' ' ')"
+
 install -m 755 /bin/true "$M/script"
 [ "$(stat -c %a "$M/script")" = 755 ] || fail "install -m 755: mode $(stat -c %a "$M/script")"
 python3 - "$M/x" <<'PY' || fail "open(O_CREAT, 0750)"

@@ -208,6 +208,19 @@ static void test_origin_fails_rolls_back(void **state)
 	fx_release(&x);
 }
 
+/* @x with only the test's repairs, k "v0" everywhere, then "v1" on r1
+ * and r2 while r0 (the origin) is drained: r0 has a hint for k. */
+static void fx_origin_missed(struct fx *x)
+{
+	struct smux_error err;
+
+	fx_init(x);
+	smux__mux_bg_stop(smux__mux_of(x->mux));
+	MH_OK(mh_put(x->mux, "k", "v0", &err), &err);
+	fx_drain_origin(x);
+	MH_OK(mh_put(x->mux, "k", "v1", &err), &err);
+}
+
 /* A mirror drains while the origin - stale for k - fails a put the other
  * mirror takes: the write stays on that mirror (the origin is no source
  * to roll back to), so the draining mirror, which missed it, needs a
@@ -220,12 +233,7 @@ static void test_stale_origin_fails_mirror_draining(void **state)
 
 	(void)state;
 	smux_ctx_init(&ctx);
-	fx_init(&x);
-	smux__mux_bg_stop(smux__mux_of(x.mux)); /* repairs: this test's */
-	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
-	/* r0 misses v1 (draining): a hint, stale for k */
-	fx_drain_origin(&x);
-	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_origin_missed(&x); /* r0 stale for k */
 	/* r2 drains (before r0's undrain: a drain replays the hints of the
 	 * members up, which would make r0 current); r0 fails v2, r1 takes
 	 * it */
@@ -256,11 +264,7 @@ static void test_drain_replays_members_up_first(void **state)
 
 	(void)state;
 	smux_ctx_init(&ctx);
-	fx_init(&x);
-	smux__mux_bg_stop(smux__mux_of(x.mux)); /* repairs: the drain's */
-	MH_OK(mh_put(x.mux, "k", "v0", &err), &err);
-	fx_drain_origin(&x);
-	MH_OK(mh_put(x.mux, "k", "v1", &err), &err);
+	fx_origin_missed(&x); /* repairs: only the drain's */
 	MH_HOLDS(x.inner[0], "k", "v0");
 	MH_OK(smux_mux_undrain(x.mux, "r0", &err), &err);
 	MH_OK(smux_mux_drain(x.mux, "r1", &ctx, &err), &err);
