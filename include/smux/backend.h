@@ -207,6 +207,13 @@ enum smux_caps {
 	SMUX_CAP_SYMLINK = 8192,
 	/* the same for FIFOs and sockets (S_IFIFO, S_IFSOCK) */
 	SMUX_CAP_FIFO = 16384,
+	/* its calls are the kernel's own local I/O (a file backend on a
+	 * local disk file system): a mux runs the short ones on the
+	 * caller's thread while none of them looks stuck (bulkhead.h),
+	 * saving two thread hand-offs a call. A mux and a wrapper never
+	 * have it (a mux's call may wait for probes, a fault injector's
+	 * may hang on purpose). */
+	SMUX_CAP_INLINE = 32768,
 };
 
 /* One entry of a listing. Pointers are valid during the callback only. */

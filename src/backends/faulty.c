@@ -664,7 +664,9 @@ static unsigned faultyb_caps(struct smux_backend *b)
 	pthread_mutex_lock(&fb->lock);
 	off = fb->opts.caps_off;
 	pthread_mutex_unlock(&fb->lock);
-	return smux_backend_caps(fb->inner) & ~off;
+	/* a hang or a latency it injects must meet the bulkhead's deadline,
+	 * never hold a caller's thread (SMUX_CAP_INLINE) */
+	return smux_backend_caps(fb->inner) & ~off & ~(unsigned)SMUX_CAP_INLINE;
 }
 
 static bool faultyb_key_refused(struct smux_backend *b, const char *key)

@@ -24,10 +24,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -1129,8 +1131,34 @@ static unsigned fileb_caps(struct smux_backend *b)
 		SMUX_CAP_OPEN_EXISTING | SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE |
 		SMUX_CAP_LISTS_DOTNAMES | SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 
-	(void)b;
+	if (smux__file_from(b)->local_disk)
+		caps |= SMUX_CAP_INLINE;
 	return caps;
+}
+
+/*
+ * Whether the directory @fd is on a local disk file system, whose calls
+ * take the kernel's own I/O time and nothing else: its short calls may
+ * run on the caller's thread (SMUX_CAP_INLINE). A network or FUSE file
+ * system (NFS, SMB, Ceph, sshfs, another smuxfs), or an overlay over
+ * one, can hang a call for good: those always go through the bulkhead's
+ * workers with their deadline.
+ */
+static bool on_local_disk(int fd)
+{
+	static const unsigned long local[] = {
+		EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC,
+		TMPFS_MAGIC,	  RAMFS_MAGIC,	   F2FS_SUPER_MAGIC,
+		0x2fc12fc1UL, /* ZFS */
+	};
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) != 0)
+		return false;
+	for (size_t i = 0; i < sizeof(local) / sizeof(*local); i++)
+		if ((unsigned long)sf.f_type == local[i])
+			return true;
+	return false;
 }
 
 static void fileb_destroy(struct smux_backend *b)
@@ -1270,6 +1298,7 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 	fb->root_fd = fd;
 	fb->no_fsync = opts->no_fsync;
 	fb->read_only = opts->read_only;
+	fb->local_disk = on_local_disk(fd) && !getenv("SMUX_FILE_NO_INLINE");
 	rc = smux__file_work_open(fb, err);
 	if (rc) {
 		fb->work_fd = -1;

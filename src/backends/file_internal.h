@@ -56,7 +56,8 @@ struct smux__file {
 	int work_errno;		  /* why work_fd is -1 */
 	unsigned swept;		  /* leftovers removed at open */
 	bool no_fsync;
-	bool read_only; /* smux_file_opts.read_only */
+	bool read_only;	 /* smux_file_opts.read_only */
+	bool local_disk; /* the root is on a local disk file system */
 	/*
 	 * Directory fsyncs (smux__file_sync_dir). Every call that may add,
 	 * remove or rename an entry of any directory bumps ns_gen once it

@@ -61,6 +61,13 @@
  * so an idle mux burns no CPU.
  */
 #define BH_SPIN_NS (50 * 1000LL)
+/*
+ * Calls on the caller's thread (bulkhead.h, smux__bulkhead_start): not
+ * while a call of the member has been running this long - the member
+ * may be stuck, and a stuck call on the caller's thread would hold the
+ * request it serves past every deadline.
+ */
+#define BH_INLINE_STUCK_NS (200 * NS_PER_MS)
 
 /* Lets another runnable thread have the CPU while we watch: with more
  * spinning workers than cores (a round-robin over several members), a
@@ -76,6 +83,7 @@ struct bh_thread {
 	pthread_t tid;		     /* immutable once started */
 	struct bh_thread *next;	     /* on bh->threads until joined/detached */
 	bool busy;		     /* running a member call (job_run) */
+	int64_t run_ns;		     /* when it took its current job */
 	bool exited;		     /* worker_main is returning: join it */
 	bool detached;		     /* off the list; the thread frees this */
 	struct smux__orphan *orphan; /* set with detached; NULL: detached */
@@ -101,6 +109,9 @@ struct smux__bulkhead {
 	 * sleeping (at most one does: two idle workers spinning side by
 	 * side only hand the CPU to each other) */
 	bool spinning;
+	/* protected by lock: the calls running on their callers' threads
+	 * (struct bh_inline, on those threads' stacks) */
+	struct bh_inline *inlined;
 	/* set before the first job, read-only afterwards */
 	const struct smux__zombie_hooks *zhooks;
 	void *zarg;
@@ -179,6 +190,12 @@ struct smux__job {
 	bool in_queue;		       /* protected by bh->lock */
 
 	atomic_int refs; /* caller + worker side */
+};
+
+/* A call running on its caller's thread (on that thread's stack). */
+struct bh_inline {
+	int64_t start_ns;
+	struct bh_inline *next; /* protected by bh->lock */
 };
 
 /* ---- time and condition variables ---- */
@@ -806,24 +823,26 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 
 /* Runs @job (counted in bh->running) on worker @self and publishes its
  * outcome; drops the worker's reference. */
-static void job_run(struct smux__job *job, struct bh_thread *self)
-{
-	struct smux_writer *opened = NULL, *orphan = NULL;
-	struct smux_reader *ropened = NULL, *rorphan = NULL;
+/* What running a job yields, from job_execute to job_complete. */
+struct job_result {
+	long rc;
 	struct smux_error err;
-	void *zombie;
-	bool called;
-	long rc = 0;
+	struct smux_writer *opened;
+	struct smux_reader *ropened;
+	bool called; /* the backend was called */
+};
 
-	smux_error_clear(&err);
-	/* the budget starts now: time in the queue is ours, not the
-	 * member's (a caller sleeping on the queue deadline re-reads it) */
+/* Runs the member call of @job, its writer_lock (if any) held by the
+ * caller: the budget starts now, time in the queue is ours, not the
+ * member's (a caller sleeping on the queue deadline re-reads it). */
+static void job_execute(struct smux__job *job, struct job_result *r)
+{
+	*r = (struct job_result){0};
+	smux_error_clear(&r->err);
 	pthread_mutex_lock(&job->lock);
 	job->run_ns = smux_now_ns();
 	pthread_cond_broadcast(&job->cond);
 	pthread_mutex_unlock(&job->lock);
-	if (job->writer_lock)
-		pthread_mutex_lock(job->writer_lock);
 	/*
 	 * A job abandoned before it ran does not run, W_CLOSE excepted (it
 	 * must not leak the writer). Checked under writer_lock: the caller
@@ -832,31 +851,29 @@ static void job_run(struct smux__job *job, struct bh_thread *self)
 	 * close sees its token fired here and never touches the writer.
 	 */
 	if (job->op != SMUX__OP_W_CLOSE)
-		rc = smux_ctx_check(&job->wctx, job->bh->name, &err);
-	called = rc == 0;
-	if (rc == 0)
-		rc = job_call(job, &opened, &ropened, &err);
-	if (job->writer_lock)
-		pthread_mutex_unlock(job->writer_lock);
+		r->rc = smux_ctx_check(&job->wctx, job->bh->name, &r->err);
+	r->called = r->rc == 0;
+	if (r->rc == 0)
+		r->rc = job_call(job, &r->opened, &r->ropened, &r->err);
+}
 
-	/* No longer busy once the caller can see the result: the member
-	 * call is over, so a free from here on joins this worker (what is
-	 * left to do here never waits for a backend) */
-	pthread_mutex_lock(&job->bh->lock);
-	job->bh->running--;
-	self->busy = false;
-	pthread_cond_broadcast(&job->bh->changed);
-	pthread_mutex_unlock(&job->bh->lock);
+/* Publishes what job_execute yielded to the caller (or drops it when the
+ * caller stopped waiting) and lets the job go. */
+static void job_complete(struct smux__job *job, struct job_result *r)
+{
+	struct smux_writer *orphan = NULL;
+	struct smux_reader *rorphan = NULL;
+	void *zombie;
 
 	pthread_mutex_lock(&job->lock);
-	job->rc = rc;
-	job->err = err;
+	job->rc = r->rc;
+	job->err = r->err;
 	if (job->abandoned) {
-		orphan = opened; /* nobody will take them */
-		rorphan = ropened;
+		orphan = r->opened; /* nobody will take them */
+		rorphan = r->ropened;
 	} else {
-		job->new_writer = opened;
-		job->new_reader = ropened;
+		job->new_writer = r->opened;
+		job->new_reader = r->ropened;
 	}
 	job->done = true;
 	atomic_store_explicit(&job->done_hint, true, memory_order_release);
@@ -878,10 +895,32 @@ static void job_run(struct smux__job *job, struct bh_thread *self)
 	smux_writer_close(orphan);
 	smux_reader_close(rorphan);
 	if (zombie)
-		job->bh->zhooks->end(zombie, called);
+		job->bh->zhooks->end(zombie, r->called);
 	if (job->on_done)
 		job->on_done(job->on_done_arg);
 	job_put(job);
+}
+
+/* Runs @job on the worker @self. */
+static void job_run(struct smux__job *job, struct bh_thread *self)
+{
+	struct job_result r;
+
+	if (job->writer_lock)
+		pthread_mutex_lock(job->writer_lock);
+	job_execute(job, &r);
+	if (job->writer_lock)
+		pthread_mutex_unlock(job->writer_lock);
+
+	/* No longer busy once the caller can see the result: the member
+	 * call is over, so a free from here on joins this worker (what is
+	 * left to do here never waits for a backend) */
+	pthread_mutex_lock(&job->bh->lock);
+	job->bh->running--;
+	self->busy = false;
+	pthread_cond_broadcast(&job->bh->changed);
+	pthread_mutex_unlock(&job->bh->lock);
+	job_complete(job, &r);
 }
 
 /* ---- workers ---- */
@@ -939,6 +978,7 @@ static void *worker_main(void *arg)
 		queue_unlink(bh, job);
 		bh->running++;
 		self->busy = true;
+		self->run_ns = smux_now_ns();
 		pthread_cond_broadcast(&bh->changed);
 		pthread_mutex_unlock(&bh->lock);
 
@@ -1005,6 +1045,100 @@ static int worker_spawn(struct smux__bulkhead *bh)
 	return -rc;
 }
 
+/* ---- calls on the caller's thread ---- */
+
+/* The calls short enough to run on the caller's thread: metadata, and
+ * reads and writes through a writer or reader (a page-cache copy). Not a
+ * stream (GET, PUT), a COPY or a SYNC (a file's worth of I/O), a commit
+ * (it may fsync), a fallocate, a statfs or a health check (the probe
+ * must answer within its deadline whatever the member does). */
+static bool op_inlines(enum smux__op op)
+{
+	switch (op) {
+	case SMUX__OP_HEAD:
+	case SMUX__OP_DEL:
+	case SMUX__OP_LIST:
+	case SMUX__OP_RENAME:
+	case SMUX__OP_SETATTR:
+	case SMUX__OP_WRITER_OPEN:
+	case SMUX__OP_W_PWRITE:
+	case SMUX__OP_W_PREAD:
+	case SMUX__OP_W_TRUNCATE:
+	case SMUX__OP_W_CLOSE:
+	case SMUX__OP_READER_OPEN:
+	case SMUX__OP_R_PREAD:
+	case SMUX__OP_LINK:
+	case SMUX__OP_GETXATTR:
+	case SMUX__OP_SETXATTR:
+	case SMUX__OP_LISTXATTR:
+	case SMUX__OP_REMOVEXATTR:
+	case SMUX__OP_EXCHANGE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether a call of @bh's member has been running for longer than
+ * BH_INLINE_STUCK_NS, on a worker or on a caller's thread. bh->lock
+ * held. */
+static bool bh_stuck_locked(const struct smux__bulkhead *bh, int64_t now)
+{
+	for (const struct bh_thread *t = bh->threads; t; t = t->next)
+		if (t->busy && now - t->run_ns > BH_INLINE_STUCK_NS)
+			return true;
+	for (const struct bh_inline *r = bh->inlined; r; r = r->next)
+		if (now - r->start_ns > BH_INLINE_STUCK_NS)
+			return true;
+	return false;
+}
+
+/*
+ * Whether @job runs on the caller's thread: nothing queued before it
+ * (it would overtake), no call of the member stuck, and its writer (if
+ * any) not in another call (its worker may be stuck there: we never wait
+ * for it here). On true, @rec is on bh->inlined, counted as running, and
+ * the writer's lock is held. bh->lock held.
+ */
+static bool inline_begin(struct smux__bulkhead *bh, struct smux__job *job,
+			 struct bh_inline *rec)
+{
+	int64_t now;
+
+	if (bh->head)
+		return false;
+	now = smux_now_ns();
+	if (bh_stuck_locked(bh, now))
+		return false;
+	if (job->writer_lock && pthread_mutex_trylock(job->writer_lock) != 0)
+		return false;
+	rec->start_ns = now;
+	rec->next = bh->inlined;
+	bh->inlined = rec;
+	bh->running++;
+	return true;
+}
+
+/* Runs @job, which inline_begin admitted, on this thread. */
+static void inline_run(struct smux__bulkhead *bh, struct smux__job *job,
+		       struct bh_inline *rec)
+{
+	struct bh_inline **pp;
+	struct job_result r;
+
+	job_execute(job, &r);
+	if (job->writer_lock)
+		pthread_mutex_unlock(job->writer_lock);
+	pthread_mutex_lock(&bh->lock);
+	for (pp = &bh->inlined; *pp != rec; pp = &(*pp)->next)
+		;
+	*pp = rec->next;
+	bh->running--;
+	pthread_cond_broadcast(&bh->changed);
+	pthread_mutex_unlock(&bh->lock);
+	job_complete(job, &r);
+}
+
 /* ---- the caller's side ---- */
 
 struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
@@ -1015,12 +1149,16 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 {
 	struct smux__job *job = job_new();
 	struct bh_thread *retired;
+	struct bh_inline rec;
+	bool may_inline;
 
 	if (!job)
 		return NULL;
 	if (job_fill(job, ctx, timeout_ms, call))
 		goto out_free;
 	job->group = g;
+	may_inline = op_inlines(call->op) && !job->streaming && call->backend &&
+		     (smux_backend_caps(call->backend) & SMUX_CAP_INLINE);
 
 	pthread_mutex_lock(&bh->lock);
 	/* workers that retired when idle: joined outside the lock below */
@@ -1029,6 +1167,12 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 		goto out_unlock;
 	job->bh = bh;
 	bh->refs++;
+	if (may_inline && inline_begin(bh, job, &rec)) {
+		pthread_mutex_unlock(&bh->lock);
+		threads_join(retired);
+		inline_run(bh, job, &rec); /* done: finish returns at once */
+		return job;
+	}
 	queue_push(bh, job);
 	if (bh->queued > bh->idle && bh->workers < bh->max_inflight &&
 	    worker_spawn(bh) && bh->workers == 0) {

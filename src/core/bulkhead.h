@@ -21,6 +21,20 @@
  * smux__job_finish(). The worker's context holds the job's own token and
  * deadline, never the caller's tokens.
  *
+ * Calls on the caller's thread: a member whose backend has
+ * SMUX_CAP_INLINE (a file backend on a local disk file system) runs the
+ * short calls (metadata, a writer's or reader's page-cache reads and
+ * writes; not a stream, copy, sync, commit, fallocate or probe) on the
+ * caller's thread inside smux__bulkhead_start, which returns the job
+ * done: two thread hand-offs fewer (an untar through the mount spent
+ * more CPU handing calls over than in them). Only while nothing is
+ * queued, no call of the member has been running for 200 ms (a worker's
+ * or another caller's: the member may be stuck, and a stuck call on the
+ * caller's thread would hold its request past every deadline), and the
+ * writer's lock is free; else the call goes to a worker as any other.
+ * A directory on a network or FUSE file system never has the
+ * capability: there a call can hang for good.
+ *
  * Lock order: job lock, then whatever the caller's sink/callback takes.
  * No bulkhead lock is held while a backend operation runs.
  */

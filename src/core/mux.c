@@ -2111,6 +2111,9 @@ static unsigned mux_caps(struct smux_backend *b)
 	if (v->n != 1)
 		caps &= ~(unsigned)SMUX_CAP_ONE_COPY;
 	smux__view_put(v);
+	/* a mux's call may wait for probes and retries: never run on a
+	 * parent's caller thread (backend.h) */
+	caps &= ~(unsigned)SMUX_CAP_INLINE;
 	/* two shards: "a" and "a/" may route to different members (hard
 	 * links stay: on the shard both names hash to, mux_link) */
 	if (smux__mux_of(b)->mode == SMUX_MODE_STICKY)

@@ -45,9 +45,12 @@ struct fake {
 	atomic_int overlap;	/* writer operations that overlapped */
 	atomic_int w_opened;	/* writers opened */
 	atomic_int w_closed;	/* writers closed */
-	pthread_mutex_t lock;	/* protects last_put, last_pwrite */
-	char last_put[64];	/* protected by lock */
-	char last_pwrite[64];	/* protected by lock */
+	unsigned caps;		/* what fake_caps answers */
+	_Atomic unsigned long last_tid; /* pthread_self() of the last head
+					   or pwrite */
+	pthread_mutex_t lock;		/* protects last_put, last_pwrite */
+	char last_put[64];		/* protected by lock */
+	char last_pwrite[64];		/* protected by lock */
 };
 
 struct fake_writer {
@@ -201,6 +204,7 @@ static int fake_head(struct smux_backend *b, const struct smux_ctx *ctx,
 	int rc = 0;
 
 	enter_op(f);
+	atomic_store(&f->last_tid, (unsigned long)pthread_self());
 	if (strcmp(key, "block") == 0)
 		block_in_read(f, ctx);
 	if (strcmp(key, "ok") == 0 || strcmp(key, "block") == 0)
@@ -266,6 +270,7 @@ static int fw_pwrite(struct smux_writer *w, const struct smux_ctx *ctx,
 	struct fake_writer *fw = (struct fake_writer *)w;
 
 	w_enter(fw->f);
+	atomic_store(&fw->f->last_tid, (unsigned long)pthread_self());
 	if (len >= 5 && memcmp(buf, "BLOCK", 5) == 0) {
 		block_in_read(fw->f, ctx);
 		usleep(20000); /* widen the window a concurrent close needs */
@@ -436,7 +441,13 @@ static int fake_setxattr(struct smux_backend *b, const struct smux_ctx *ctx,
 	return 0;
 }
 
+static unsigned fake_caps(struct smux_backend *b)
+{
+	return to_fake(b)->caps;
+}
+
 static const struct smux_backend_ops fake_ops = {
+	.caps = fake_caps,
 	.kind = "fake",
 	.get = fake_get,
 	.put = fake_put,
@@ -1084,6 +1095,113 @@ static long wcall(struct smux__bulkhead *bh, struct smux__call *c,
 	return smux__bulkhead_run(bh, NULL, timeout_ms, c, err);
 }
 
+/* Whether the last head or pwrite of @f ran on this thread. */
+static bool ran_here(struct fake *f)
+{
+	return pthread_equal((pthread_t)atomic_load(&f->last_tid),
+			     pthread_self());
+}
+
+/*
+ * SMUX_CAP_INLINE: a short call runs on the caller's thread, and no
+ * worker starts for it; a stream, a member without the capability, a
+ * member with a call running for longer than 200 ms (maybe stuck) and a
+ * writer whose lock is taken go through a worker, with their deadline.
+ */
+static void test_inline_calls(void **state)
+{
+	struct fake *f = fake_new("m1"), *g = fake_new("m2");
+	struct smux__bulkhead *bh = smux__bulkhead_new("m1", 4);
+	struct smux__bulkhead *bg = smux__bulkhead_new("m2", 4);
+	pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
+	struct smux_writer *w = NULL;
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .backend = &f->base, .key = "ok"};
+	struct smux__call c;
+	struct smux_error err;
+	struct smux_info info;
+	struct smux_sink sink;
+	struct smux__job *stuck, *job;
+	char got[64] = {0};
+	int64_t t0;
+
+	f->caps = SMUX_CAP_INLINE;
+	head.info = &info;
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &head, &err), 0);
+	assert_int_equal(info.size, 11);
+	assert_true(ran_here(f));
+	assert_int_equal(threads_now(), base_threads); /* no worker */
+	/* errors come back the same way */
+	head.key = "missing";
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &head, &err),
+			 -ENOENT);
+	assert_int_equal(err.e.code, SMUX_E_KEY_NOT_FOUND);
+	head.key = "ok";
+
+	/* without the capability: a worker */
+	head.backend = &g->base;
+	assert_int_equal(smux__bulkhead_run(bg, NULL, 1000, &head, &err), 0);
+	assert_false(ran_here(g));
+	head.backend = &f->base;
+
+	/* a writer's calls inline, unless its lock is taken */
+	c = (struct smux__call){.op = SMUX__OP_WRITER_OPEN,
+				.backend = &f->base,
+				.key = "w",
+				.writer_out = &w};
+	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
+	assert_non_null(w);
+	c = (struct smux__call){.op = SMUX__OP_W_PWRITE,
+				.backend = &f->base,
+				.writer = w,
+				.writer_lock = &wlock,
+				.wbuf = "abc",
+				.len = 3};
+	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
+	assert_true(ran_here(f));
+	pthread_mutex_lock(&wlock);
+	job = smux__bulkhead_start(bh, NULL, 1000, &c, NULL);
+	assert_non_null(job);
+	usleep(20000);
+	assert_false(smux__job_done(job)); /* the worker waits for the lock */
+	pthread_mutex_unlock(&wlock);
+	assert_int_equal(smux__job_finish(job, &err), 0);
+	assert_false(ran_here(f));
+
+	/* a stream always goes to a worker; one blocked for longer than
+	 * 200 ms makes every call of the member go there too, each with
+	 * its deadline: a head that blocks as well times out */
+	smux_sink_buf(&sink, got, sizeof(got));
+	c = get_call(f, "block", &sink, NULL);
+	stuck = smux__bulkhead_start(bh, NULL, 0, &c, NULL);
+	assert_non_null(stuck);
+	ASSERT_SOON(atomic_load(&f->blocked) == 1, 2000);
+	usleep(250 * 1000);
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &head, &err), 0);
+	assert_false(ran_here(f));
+	head.key = "block";
+	t0 = smux_now_ns();
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 100, &head, &err),
+			 -smux_code_errno(SMUX_E_BACKEND_TIMEOUT));
+	assert_int_equal(err.e.code, SMUX_E_BACKEND_TIMEOUT);
+	assert_true(ms_since(t0) < 1000);
+	unblock(f, 2);
+	assert_int_equal(smux__job_finish(stuck, &err), 0);
+	ASSERT_SOON(atomic_load(&f->blocked) == 0, 2000);
+	/* nothing running: inline again */
+	head.key = "ok";
+	assert_int_equal(smux__bulkhead_run(bh, NULL, 1000, &head, &err), 0);
+	assert_true(ran_here(f));
+
+	c = (struct smux__call){
+		.op = SMUX__OP_W_CLOSE, .backend = &f->base, .writer = w};
+	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
+	smux__bulkhead_free(bh);
+	smux__bulkhead_free(bg);
+	smux_backend_unref(&f->base);
+	smux_backend_unref(&g->base);
+}
+
 /* Writer operations: outputs, and serialisation through writer_lock. */
 static void test_writer_ops(void **state)
 {
@@ -1423,6 +1541,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_race_group, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_ops, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_inline_calls, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_open_abandoned,
 						setup, teardown),
