@@ -596,6 +596,15 @@ struct smuxfs_ofile_attr {
 	/* the stored file's identity last seen (smux_info.file_id, 0 none):
 	 * it keeps its inode number once its name is gone */
 	uint64_t file_id;
+	/* the identity its st_ino showed first while open (0 none yet).
+	 * Where the tree keeps copies (smuxfs_pin_ino), every answer about
+	 * the open file shows it: the replica that answers is another file
+	 * of another file system after a drain (the next one up answers),
+	 * and a new file after a replay rewrote a copy, and a program that
+	 * holds the file checks its path still names it (sqlite refuses to
+	 * write a database whose path's st_ino differs from its
+	 * descriptor's: SQLITE_READONLY_DBMOVED, s44-t4) */
+	uint64_t ino_id;
 	/* seen_ok: the object as it was at open (owner, times, links; no
 	 * etag), still true (nothing changed it through the mount); else
 	 * look it up. ctime_ns: its last change through the ofile, 0 none */
@@ -1031,6 +1040,12 @@ int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
  * (an object, or a file open through the mount and not yet committed).
  * Fills @info when not NULL. 0 or a negative errno (-ENOENT).
  */
+/* Whether an open file's st_ino stays the one it showed first
+ * (smuxfs_ofile_attr.ino_id): where the tree may keep more than one copy
+ * of a file (no SMUX_CAP_ONE_COPY). On one copy a changed identity is a
+ * file replaced behind the mount, which a program must see (tail -F). */
+bool smuxfs_pin_ino(struct smuxfs *fs);
+
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info);
 /* smuxfs_lookup of a file the caller has open as @of, whose attributes

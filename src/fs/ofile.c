@@ -99,6 +99,10 @@ struct smuxfs_ofile {
 	bool durable;	  /* everything committed is durable */
 	bool deleted;	  /* unlinked or replaced: never commit again */
 	uint64_t file_id; /* the stored file's identity last seen, 0 none */
+	/* the identity its st_ino showed first while open (0: none yet),
+	 * shown for as long as it is open where the tree keeps copies
+	 * (smuxfs_ofile_attr.ino_id) */
+	uint64_t ino_id;
 	/* what the object was at open (its owner, times, links), kept while
 	 * it is open so a GETATTR of the open file (every O_APPEND write
 	 * asks for the size) costs no backend call; seen_ok false: look it
@@ -406,6 +410,8 @@ static void ofile_seen_at_create(struct smuxfs_ofile *of)
 	of->seen_ok = of->seen.nlink <= 1;
 	of->seen_ns = smux_now_ns();
 	of->file_id = of->seen.file_id;
+	if (!of->ino_id)
+		of->ino_id = of->file_id;
 }
 
 /* ofile_start's: the create's group is the one the writer's directory
@@ -530,6 +536,8 @@ static void ofile_existing(struct smuxfs_ofile *of, unsigned flags,
 	of->mode = info->mode & 07777;
 	of->mode_set = info->mode != 0;
 	of->file_id = info->file_id;
+	if (!of->ino_id)
+		of->ino_id = of->file_id;
 	of->many = info->nlink > 1;
 	of->mtime_ns = info->mtime_ns;
 	of->dirty = flags & SMUXFS_OF_TRUNC;
@@ -1424,6 +1432,9 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->unstored = of->unstored;
 	a->deleted = of->deleted;
 	a->file_id = of->file_id;
+	/* a file of several names shows its identity, as its other names
+	 * do (rsync -H, tar pair names by it) */
+	a->ino_id = of->many || of->shared ? 0 : of->ino_id;
 	a->seen_ok = of->seen_ok;
 	a->seen_gen = of->seen_gen;
 	if (of->seen_ok)
@@ -1614,6 +1625,8 @@ void smuxfs_ofile_set_file_id(struct smuxfs_ofile *of, uint64_t file_id)
 	pthread_mutex_lock(&of->lock);
 	if (!of->deleted) /* a name gone names another file now */
 		of->file_id = file_id;
+	if (!of->ino_id)
+		of->ino_id = file_id;
 	pthread_mutex_unlock(&of->lock);
 }
 

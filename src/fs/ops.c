@@ -154,6 +154,11 @@ static uint64_t ofile_size(const struct smuxfs_ofile_attr *a,
 
 /* smuxfs_lookup, with @known's attributes taken as @ka when @known is
  * the open file of @key (NULL: none). */
+bool smuxfs_pin_ino(struct smuxfs *fs)
+{
+	return !(smux_backend_caps(fs->root) & SMUX_CAP_ONE_COPY);
+}
+
 static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  struct smuxfs_ofile *known,
 		  const struct smuxfs_ofile_attr *ka, bool *is_dir,
@@ -239,6 +244,8 @@ static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 					info->gid = a.gid;
 				info->has_owner = true;
 			}
+			if (a.ino_id && smuxfs_pin_ino(fs))
+				info->file_id = a.ino_id;
 		}
 		smuxfs_ofile_release(fs, of);
 		if (rc == 0)

@@ -82,6 +82,8 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 		smuxfs_ofile_set_file_id(of, info.file_id);
 	else
 		info.file_id = a.file_id; /* its inode number stays */
+	if (a.ino_id && smuxfs_pin_ino(fs))
+		info.file_id = a.ino_id;
 	if (a.mode_set || !info.mode)
 		info.mode = S_IFREG | a.mode;
 	info.mtime_ns = a.mtime_ns;
