@@ -1123,6 +1123,7 @@ static void test_inline_calls(void **state)
 	struct smux_sink sink;
 	struct smux__job *stuck, *job;
 	char got[64] = {0};
+	char *big;
 	int64_t t0;
 
 	f->caps = SMUX_CAP_INLINE;
@@ -1159,6 +1160,17 @@ static void test_inline_calls(void **state)
 				.len = 3};
 	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
 	assert_true(ran_here(f));
+	/* more than 64 KiB: a worker (a fan-out copies in parallel) */
+	big = calloc(1, 64 * 1024 + 1);
+	assert_non_null(big);
+	c.wbuf = big;
+	c.len = 64 * 1024 + 1;
+	assert_int_equal(wcall(bh, &c, 1000, &err),
+			 -smux_code_errno(SMUX_E_NO_SPACE)); /* the fake's */
+	assert_false(ran_here(f));
+	free(big);
+	c.wbuf = "abc";
+	c.len = 3;
 	pthread_mutex_lock(&wlock);
 	job = smux__bulkhead_start(bh, NULL, 1000, &c, NULL);
 	assert_non_null(job);
