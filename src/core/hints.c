@@ -275,6 +275,20 @@ void hx_entry_unlink(struct smux__hints *h, struct hint_entry *e)
 	hx_entry_free(e);
 }
 
+/* Copies @e into @d (strings duplicated). 0 or -ENOMEM. */
+static int hx_copy(struct smux__hint *d, const struct hint_entry *e)
+{
+	d->id = e->id;
+	d->kind = e->kind;
+	d->at_ms = e->at_ms;
+	d->failures = e->failures;
+	d->retry_at_ms = e->retry_at_ms;
+	d->fail_gen = e->fail_gen;
+	d->replica = strdup(e->rep->name);
+	d->key = strdup(e->key);
+	return d->replica && d->key ? 0 : -ENOMEM;
+}
+
 int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
 		struct smux__hint **out)
 {
@@ -292,15 +306,7 @@ int hx_snapshot(const struct smux__hints *h, const struct hint_replica *r,
 	if (!list)
 		return -ENOMEM;
 	for (; e; e = r ? e->rnext : e->next, i++) {
-		list[i].id = e->id;
-		list[i].kind = e->kind;
-		list[i].at_ms = e->at_ms;
-		list[i].failures = e->failures;
-		list[i].retry_at_ms = e->retry_at_ms;
-		list[i].fail_gen = e->fail_gen;
-		list[i].replica = strdup(e->rep->name);
-		list[i].key = strdup(e->key);
-		if (!list[i].replica || !list[i].key) {
+		if (hx_copy(&list[i], e)) {
 			smux__hints_free_list(list, i + 1);
 			return -ENOMEM;
 		}
@@ -621,6 +627,49 @@ int smux__hints_list(struct smux__hints *h, const char *replica,
 		rc = hx_snapshot(h, r, out);
 	pthread_rwlock_unlock(&h->lock);
 	return rc;
+}
+
+int smux__hints_list_key(struct smux__hints *h, const char *key,
+			 struct smux__hint **out)
+{
+	struct smux__hint *list = NULL;
+	unsigned nrep = 0;
+	int n = 0;
+
+	*out = NULL;
+	if (!h || !key)
+		return 0;
+	pthread_rwlock_rdlock(&h->lock);
+	for (const struct hint_replica *r = h->replicas; r; r = r->next)
+		nrep++;
+	if (nrep)
+		list = calloc(nrep, sizeof(*list));
+	for (const struct hint_replica *r = h->replicas; list && r;
+	     r = r->next) {
+		const struct hint_entry *e = hx_find_rk(h, r, key);
+
+		if (e && hx_copy(&list[n++], e)) {
+			smux__hints_free_list(list, n);
+			list = NULL;
+		}
+	}
+	pthread_rwlock_unlock(&h->lock);
+	if (nrep && !list)
+		return -ENOMEM;
+	/* oldest first, as smux__hints_list: insertion sort of a few */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && list[j].id < list[j - 1].id; j--) {
+			struct smux__hint t = list[j];
+
+			list[j] = list[j - 1];
+			list[j - 1] = t;
+		}
+	if (n == 0) {
+		free(list);
+		list = NULL;
+	}
+	*out = list;
+	return n;
 }
 
 void smux__hints_free_list(struct smux__hint *list, int n)

@@ -165,6 +165,10 @@ static inline unsigned smux__hints_pending_replicas(struct smux__hints *h)
  */
 int smux__hints_list(struct smux__hints *h, const char *replica,
 		     struct smux__hint **out);
+/* The same for the pending hints of @key, one per replica at most: a
+ * look up in the index per replica, whatever the backlog. */
+int smux__hints_list_key(struct smux__hints *h, const char *key,
+			 struct smux__hint **out);
 void smux__hints_free_list(struct smux__hint *list, int n);
 
 /*

@@ -1579,7 +1579,10 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = key ? 0 : smux__changes_recover(mux, ctx, err);
 	if (rc)
 		return rc;
-	n = smux__hints_list(mux->hints, NULL, &run.list);
+	/* one key's (a catch-up before an open): its hints only, not a
+	 * copy of a backlog of thousands at every open of the file */
+	n = key ? smux__hints_list_key(mux->hints, key, &run.list)
+		: smux__hints_list(mux->hints, NULL, &run.list);
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);

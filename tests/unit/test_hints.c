@@ -255,6 +255,36 @@ static void test_memory_add_done_supersede(void **state)
 	assert_int_equal(l[1].id, c);
 	smux__hints_free_list(l, n);
 
+	/* one key's, oldest first, whatever replica */
+	n = smux__hints_list_key(h, "k/1", &l);
+	assert_int_equal(n, 2);
+	assert_int_equal(l[0].id, a);
+	assert_string_equal(l[0].replica, "r1");
+	assert_string_equal(l[0].key, "k/1");
+	assert_int_equal(l[1].id, b);
+	assert_string_equal(l[1].replica, "r2");
+	assert_int_equal(l[1].kind, SMUX__HINT_DEL);
+	smux__hints_free_list(l, n);
+	n = smux__hints_list_key(h, "k/2", &l);
+	assert_int_equal(n, 1);
+	assert_int_equal(l[0].id, c);
+	smux__hints_free_list(l, n);
+	assert_int_equal(smux__hints_list_key(h, "k/", &l), 0);
+	assert_null(l);
+	assert_int_equal(smux__hints_list_key(NULL, "k/1", &l), 0);
+	{ /* the replicas in either order of their hints' age */
+		uint64_t d = add_ok(h, "r2", "k/3", SMUX__HINT_PUT);
+		uint64_t e = add_ok(h, "r1", "k/3", SMUX__HINT_PUT);
+
+		n = smux__hints_list_key(h, "k/3", &l);
+		assert_int_equal(n, 2);
+		assert_int_equal(l[0].id, d);
+		assert_int_equal(l[1].id, e);
+		smux__hints_free_list(l, n);
+		done_ok(h, d);
+		done_ok(h, e);
+	}
+
 	assert_true(smux__hints_has(h, "r1", "k/1"));
 	assert_true(smux__hints_has(h, "r2", "k/1"));
 	assert_false(smux__hints_has(h, "r2", "k/2"));
