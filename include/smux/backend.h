@@ -791,6 +791,13 @@ struct smux_reader_ops {
 	 * a head of @key on r->backend, its token compared with r->info's. */
 	int (*current)(struct smux_reader *r, const struct smux_ctx *ctx,
 		       const char *key, struct smux_error *err);
+	/* Optional, for a live reader that may move to another copy (a
+	 * mux's): the object was written in place through the caller since
+	 * the open, and @info is what it is now (a head's answer): a move
+	 * to another copy requires that version from now on, not the one
+	 * opened (the reader reads one file that changed, as a descriptor
+	 * of a local file does). NULL: nothing to do. */
+	void (*rebase)(struct smux_reader *r, const struct smux_info *info);
 };
 
 /* One version of one object, open for reading. pread may run on several
@@ -841,6 +848,9 @@ int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a);
  * (mux_version.c). */
 int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,
 			const char *key, struct smux_error *err);
+/* ops->rebase: @r's object was written in place through the caller and is
+ * @info now. NULL @r, or a kind without it: a no-op. */
+void smux_reader_rebase(struct smux_reader *r, const struct smux_info *info);
 
 #ifdef __cplusplus
 }

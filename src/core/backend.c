@@ -1014,6 +1014,12 @@ int smux_reader_setattr(struct smux_reader *r, const struct smux_setattr *a)
 	return r && r->ops->setattr ? r->ops->setattr(r, a) : -ENOTSUP;
 }
 
+void smux_reader_rebase(struct smux_reader *r, const struct smux_info *info)
+{
+	if (r && r->ops->rebase)
+		r->ops->rebase(r, info);
+}
+
 int smux_reader_current(struct smux_reader *r, const struct smux_ctx *ctx,
 			const char *key, struct smux_error *err)
 {

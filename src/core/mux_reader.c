@@ -310,6 +310,11 @@ struct mux_reader {
 	 * compared on it only (mux_version.c) */
 	struct mux_member *origin;
 	bool reopening; /* protected by lock */
+	/* protected by lock: written in place through the caller since the
+	 * open (mr_rebase): a re-open requires @now, seen on a member not
+	 * known, instead of base.info on origin */
+	bool rebased;
+	struct smux_info now;
 };
 
 static const struct smux_reader_ops mux_reader_ops;
@@ -360,6 +365,8 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 {
 	struct smux_mux *mux = mr->mux;
 	struct pin *fresh = NULL, *old = NULL;
+	struct smux_info want;
+	bool rebased;
 	long rc;
 
 	pthread_mutex_lock(&mr->lock);
@@ -370,6 +377,9 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 		return 0;
 	}
 	mr->reopening = true;
+	rebased = mr->rebased;
+	if (rebased)
+		want = mr->now;
 	pthread_mutex_unlock(&mr->lock);
 
 	/* first among the members this read has not seen fail: one that
@@ -385,8 +395,11 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	 * stitch it, and one behind it within the second is what that
 	 * member's own token cannot tell either) */
 	if (fresh &&
-	    !smux__version_current(mr->origin->backend, &mr->base.info,
-				   fresh->m->backend, &fresh->r->info)) {
+	    !(rebased ? smux__version_current(NULL, &want, fresh->m->backend,
+					      &fresh->r->info)
+		      : smux__version_current(mr->origin->backend,
+					      &mr->base.info, fresh->m->backend,
+					      &fresh->r->info))) {
 		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
 				    mux->base.name,
 				    "read \"%s\": backend \"%s\" holds another "
@@ -568,6 +581,26 @@ static int mr_setattr(struct smux_reader *r, const struct smux_setattr *a)
 	return rc;
 }
 
+/* A live reader's file was written in place through the caller: a move
+ * to another replica looks for @info from now on (by size and mtime: the
+ * member that answered the head is not known), and so does the pinned
+ * member's own reader when it is a mux's. */
+static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
+{
+	struct mux_reader *mr = mr_of(r);
+	struct pin *p;
+
+	if (!r->live)
+		return;
+	pthread_mutex_lock(&mr->lock);
+	mr->rebased = true;
+	mr->now = *info;
+	pthread_mutex_unlock(&mr->lock);
+	p = mr_current(mr);
+	smux_reader_rebase(p->r, info);
+	pin_put(p);
+}
+
 /*
  * Whether @key still holds the version opened, for a reader to read on
  * after a change through the mount: the key is headed where a head is
@@ -643,6 +676,7 @@ static const struct smux_reader_ops mux_reader_ops = {
 	.stat = mr_stat,
 	.setattr = mr_setattr,
 	.current = mr_current_version,
+	.rebase = mr_rebase,
 };
 
 int smux__mux_reader_open(struct smux_backend *b, const struct smux_ctx *ctx,
