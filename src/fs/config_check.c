@@ -26,7 +26,12 @@ int64_t smux__cfg_mux_ms(const struct smux__cfg_section *s, int key)
 		return s->v[key].i;
 	switch (key) {
 	case SMUX__XK_BACKEND_TIMEOUT:
-		return SMUX_DEFAULT_BACKEND_TIMEOUT_MS;
+		/* [mount] backend_timeout is every mux's default: a mount
+		 * with `backend_timeout = 2s` over a mirror waited 30 s for
+		 * a hung replica (s45-t1) */
+		return s->opts && s->opts->backend_timeout_ms
+			       ? (int64_t)s->opts->backend_timeout_ms
+			       : SMUX_DEFAULT_BACKEND_TIMEOUT_MS;
 	case SMUX__XK_COOLDOWN:
 		return SMUX_DEFAULT_COOLDOWN_MS;
 	case SMUX__XK_MAX_COOLDOWN:

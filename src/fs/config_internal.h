@@ -201,6 +201,9 @@ struct smux__cfg_section {
 	char *name; /* NULL for [mount] */
 	int line;   /* of the [header] */
 	struct smux__cfg_value v[SMUX__CFG_KEYS_MAX];
+	/* the config's mount options (borrowed; they outlive it): a mux
+	 * without its own backend_timeout takes the mount's */
+	const struct smux_fs_opts *opts;
 	char **members; /* [mux] backends, in order (owned) */
 	unsigned n_members;
 
@@ -300,7 +303,8 @@ char *smux__cfg_fmt_duration(int64_t ms, char *buf, size_t len);
 /* 1073741824 -> "1G", 4096 -> "4K", 1000 -> "1000". Returns @buf. */
 char *smux__cfg_fmt_size(uint64_t bytes, char *buf, size_t len);
 
-/* Effective [mux] values (defaults filled in). */
+/* Effective [mux] values (defaults filled in; backend_timeout: the
+ * mount's, from [mount] or -o, when the mux sets none). */
 int64_t smux__cfg_mux_ms(const struct smux__cfg_section *s, int key);
 unsigned smux__cfg_mux_count(const struct smux__cfg_section *s, int key);
 

@@ -179,6 +179,7 @@ static struct smux__cfg_section *section_add(struct cfg_parser *p,
 		return NULL;
 	s->kind = kind;
 	s->line = p->lineno;
+	s->opts = &cfg->opts;
 	if (name && !(s->name = strndup(name, n))) {
 		free(s);
 		return NULL;

@@ -8,7 +8,8 @@
 # another smuxfs mount whose daemon is stopped (SIGSTOP: every call into
 # it waits): a lookup and a create through the outer mount answer an
 # error within a few backend_timeouts, and the mount serves again once
-# the inner daemon runs. (The outer backend is a subdirectory of the
+# the inner daemon runs; and a mirror with that directory as its second
+# replica answers from the first. (The outer backend is a subdirectory of the
 # inner mount: the root of a file backend's directory keeps its work
 # folder, a name the inner mount keeps for its own.)
 . "$(dirname "$0")/lib.sh"
@@ -64,5 +65,29 @@ done
 [ "$(cat "$M/f")" = hello ] || fail "f does not read back after the directory came back"
 echo again >"$M/g" || fail "no create after the directory came back"
 [ "$(cat "$T/r/d/g")" = again ] || fail "g is not in the inner backend"
+unmount_smux "$M"
+
+# The same for a mirror whose second replica is that directory, under
+# [mount] backend_timeout, the default of every mux (s45-t1: the mux kept
+# its own 30 s and a listing waited that long): ls and a create answer
+# within a few of those, from the first replica.
+mkdir -p "$IN/e"
+new_config "$T/mir.conf" m backend_timeout=1s attr_timeout=0 \
+	entry_timeout=0 negative_timeout=0
+cfg_mux m mirror "l h"
+cfg_file l "$T/l"
+cfg_file h "$IN/e"
+mount_smux "$T/mir.conf" "$M"
+echo one >"$M/one"
+kill -STOP "$ipid"
+timed ls "$M"
+ls_rc=$rc ls_ms=$ms
+timed sh -c "echo two >'$M/two'"
+create_rc=$rc create_ms=$ms
+kill -CONT "$ipid"
+log "mirror with its second replica stopped: ls rc $ls_rc in $ls_ms ms, create rc $create_rc in $create_ms ms"
+[ "$ls_ms" -lt 10000 ] || fail "ls of the mirror took $ls_ms ms with backend_timeout = 1s"
+[ "$create_ms" -lt 10000 ] || fail "a create on the mirror took $create_ms ms with backend_timeout = 1s"
+[ "$ls_rc" = 0 ] || fail "ls of the mirror failed with one replica stopped"
 unmount_smux "$M"
 unmount_smux "$IN"

@@ -277,6 +277,18 @@ static void test_mux_values_and_defaults(void **state)
 	assert_null(json_object_get(m, "weight"));
 	json_decref(j);
 	smux_config_free(c);
+
+	/* [mount] backend_timeout is the default of every mux (s45-t1: a
+	 * mirror under `backend_timeout = 2s` waited 30 s for a replica) */
+	c = must_load(&t, "[mount]\nroot = m\nbackend_timeout = 2s\n\n"
+			  "[mux m]\nmode = mirror\nbackends = a n\n\n"
+			  "[mux n]\nmode = failover\nbackends = b\n"
+			  "backend_timeout = 5s\n\n" MEM("a") MEM("b"));
+	j = json_of(c);
+	assert_string_equal(jstr(j, "mux", "m", "backend_timeout"), "2s");
+	assert_string_equal(jstr(j, "mux", "n", "backend_timeout"), "5s");
+	json_decref(j);
+	smux_config_free(c);
 	tmp_release(&t);
 }
 
