@@ -499,7 +499,7 @@ static unsigned linkb_caps(struct smux_backend *b)
 	/* a del here is two requests: no batch of them; symlinks are
 	 * NAME.rclonelink objects */
 	return (smux_backend_caps(linkb_of(b)->inner) &
-		~(unsigned)SMUX_CAP_DEL_MANY) |
+		~(unsigned)(SMUX_CAP_DEL_MANY | SMUX_CAP_INLINE)) |
 	       SMUX_CAP_SYMLINK;
 }
 

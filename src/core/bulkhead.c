@@ -829,8 +829,6 @@ static long job_call(struct smux__job *job, struct smux_writer **opened,
 			      "unknown bulkhead operation %d", (int)job->op);
 }
 
-/* Runs @job (counted in bh->running) on worker @self and publishes its
- * outcome; drops the worker's reference. */
 /* What running a job yields, from job_execute to job_complete. */
 struct job_result {
 	long rc;
@@ -909,7 +907,8 @@ static void job_complete(struct smux__job *job, struct job_result *r)
 	job_put(job);
 }
 
-/* Runs @job on the worker @self. */
+/* Runs @job (counted in bh->running) on worker @self and publishes its
+ * outcome; drops the worker's reference. */
 static void job_run(struct smux__job *job, struct bh_thread *self)
 {
 	struct job_result r;
@@ -1055,14 +1054,15 @@ static int worker_spawn(struct smux__bulkhead *bh)
 
 /* ---- calls on the caller's thread ---- */
 
-/* The calls that run on the caller's thread: metadata, reads and writes
- * of up to 64 KiB through a writer or reader (a page-cache copy), and a
- * sync or commit (an fsync: a wait on the disk the caller waits for in
- * any case; sqlite's three per insert each cost a hand-off, 1000 inserts
- * 1.94 s through the workers, 1.80 s here). Not a stream (GET, PUT) or a
- * COPY (a whole file's I/O in one call: a deadline's worth), a
- * fallocate, a statfs or a health check (the probe must answer within
- * its deadline whatever the member does). */
+/* The calls that run on the caller's thread: metadata, and reads and
+ * writes of up to 64 KiB through a writer or reader (a page-cache copy).
+ * Not a stream (GET, PUT) or a COPY (a whole file's I/O in one call), a
+ * sync or a commit (an fsync: a mirror's replicas flush in parallel on
+ * workers, and a replica whose flush outlasts backend_timeout is left
+ * out and hinted instead of holding the caller; tried in session 45:
+ * sqlite's 1000 inserts 1.94 -> 1.80 s on one copy, reverted for
+ * those), a fallocate, a statfs or a health check (the probe must answer
+ * within its deadline whatever the member does). */
 static bool op_inlines(enum smux__op op, size_t len)
 {
 	switch (op) {
@@ -1085,8 +1085,6 @@ static bool op_inlines(enum smux__op op, size_t len)
 	case SMUX__OP_LISTXATTR:
 	case SMUX__OP_REMOVEXATTR:
 	case SMUX__OP_EXCHANGE:
-	case SMUX__OP_SYNC:
-	case SMUX__OP_W_COMMIT:
 		return true;
 	default:
 		return false;
@@ -1171,9 +1169,11 @@ struct smux__job *smux__bulkhead_start(struct smux__bulkhead *bh,
 	if (job_fill(job, ctx, timeout_ms, call))
 		goto out_free;
 	job->group = g;
+	/* not once the caller gave up (a queued job then ends at once) */
 	may_inline = op_inlines(call->op, call->len) && !job->streaming &&
 		     call->backend &&
-		     (smux_backend_caps(call->backend) & SMUX_CAP_INLINE);
+		     (smux_backend_caps(call->backend) & SMUX_CAP_INLINE) &&
+		     (!ctx || smux_ctx_state(ctx) == SMUX_CANCEL_NONE);
 
 	pthread_mutex_lock(&bh->lock);
 	/* workers that retired when idle: joined outside the lock below */

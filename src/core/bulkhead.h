@@ -24,8 +24,8 @@
  * Calls on the caller's thread: a member whose backend has
  * SMUX_CAP_INLINE (a file backend on a local disk file system) runs the
  * short calls (metadata, a writer's or reader's page-cache reads and
- * writes of up to 64 KiB, a sync or commit; not a stream, copy,
- * fallocate or probe) on the
+ * writes of up to 64 KiB; not a stream, copy, sync, commit, fallocate
+ * or probe) on the
  * caller's thread inside smux__bulkhead_start, which returns the job
  * done: two thread hand-offs fewer (an untar through the mount spent
  * more CPU handing calls over than in them). Only while nothing is
@@ -37,7 +37,9 @@
  * capability: there a call can hang for good.
  *
  * Lock order: job lock, then whatever the caller's sink/callback takes.
- * No bulkhead lock is held while a backend operation runs.
+ * No bulkhead lock is held while a backend operation runs; a call on the
+ * caller's thread only try-locks its writer's lock under the bulkhead's
+ * (never waits for it there).
  */
 #ifndef SMUX_CORE_BULKHEAD_H
 #define SMUX_CORE_BULKHEAD_H

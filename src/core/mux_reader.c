@@ -315,6 +315,7 @@ struct mux_reader {
 	 * known, instead of base.info on origin */
 	bool rebased;
 	struct smux_info now;
+	unsigned rebase_gen; /* protected by lock: rebases so far */
 };
 
 static const struct smux_reader_ops mux_reader_ops;
@@ -366,6 +367,7 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	struct smux_mux *mux = mr->mux;
 	struct pin *fresh = NULL, *old = NULL;
 	struct smux_info want;
+	unsigned gen;
 	bool rebased;
 	long rc;
 
@@ -380,6 +382,7 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	rebased = mr->rebased;
 	if (rebased)
 		want = mr->now;
+	gen = mr->rebase_gen;
 	pthread_mutex_unlock(&mr->lock);
 
 	/* first among the members this read has not seen fail: one that
@@ -418,6 +421,19 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	}
 
 	pthread_mutex_lock(&mr->lock);
+	/* rebased meanwhile (a write through the caller landed): what the
+	 * file is now decides, or the read fails and is asked again */
+	if (fresh && mr->rebase_gen != gen &&
+	    !smux__version_current(NULL, &mr->now, fresh->m->backend,
+				   &fresh->r->info)) {
+		rc = smux_error_set(err, SMUX_E_PRECONDITION_FAILED,
+				    mux->base.name,
+				    "read \"%s\": written while it moved to "
+				    "backend \"%s\"",
+				    mr->key, fresh->m->name);
+		old = fresh;
+		fresh = NULL;
+	}
 	if (fresh) {
 		old = mr->cur;
 		mr->cur = fresh;
@@ -595,6 +611,7 @@ static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
 	pthread_mutex_lock(&mr->lock);
 	mr->rebased = true;
 	mr->now = *info;
+	mr->rebase_gen++;
 	pthread_mutex_unlock(&mr->lock);
 	p = mr_current(mr);
 	smux_reader_rebase(p->r, info);

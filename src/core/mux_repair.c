@@ -1676,7 +1676,7 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * and the next open would start it again */
 	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
 		return;
-	/* the cheap look first: the repair lists every pending hint */
+	/* the cheap look first: one index lookup per member */
 	v = smux__view_get(mux);
 	for (unsigned i = 0; i < v->n && !behind; i++)
 		behind = smux__health_status(&v->m[i]->health) ==

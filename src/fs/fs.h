@@ -1034,18 +1034,24 @@ void smuxfs_ctx(struct smux_ctx *ctx);
 /* The directory prefix of a directory key: "" for "", else key + "/".
  * -ENAMETOOLONG when it does not fit @cap. */
 int smuxfs_dir_prefix(const char *key, char *out, size_t cap);
+/* Whether a file opened now keeps the st_ino it shows first for as long
+ * as it is open (smuxfs_ofile_attr.ino_id): where the tree may keep more
+ * than one copy of a file (no SMUX_CAP_ONE_COPY), decided at its open. On
+ * one copy a changed identity is a file replaced behind the mount, which
+ * a program must see (tail -F). */
+bool smuxfs_pin_ino(struct smuxfs *fs);
+/* What the kernel is told of @key's identity: @info->file_id, or the
+ * number its open file keeps (smuxfs_pin_ino). Only for replies: inside
+ * the daemon a file's identity is the backend's. */
+void smuxfs_shown_ino(struct smuxfs *fs, const char *key,
+		      struct smux_info *info);
+
 /*
  * What a path's key is: a directory (the root, an object the backend
  * calls a directory, a marker or an implied directory "key/") or a file
  * (an object, or a file open through the mount and not yet committed).
  * Fills @info when not NULL. 0 or a negative errno (-ENOENT).
  */
-/* Whether an open file's st_ino stays the one it showed first
- * (smuxfs_ofile_attr.ino_id): where the tree may keep more than one copy
- * of a file (no SMUX_CAP_ONE_COPY). On one copy a changed identity is a
- * file replaced behind the mount, which a program must see (tail -F). */
-bool smuxfs_pin_ino(struct smuxfs *fs);
-
 int smuxfs_lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  bool *is_dir, struct smux_info *info);
 /* smuxfs_lookup of a file the caller has open as @of, whose attributes

@@ -103,6 +103,7 @@ struct smuxfs_ofile {
 	 * shown for as long as it is open where the tree keeps copies
 	 * (smuxfs_ofile_attr.ino_id) */
 	uint64_t ino_id;
+	bool pin_ino; /* smuxfs_pin_ino at its open: ino_id is shown */
 	/* what the object was at open (its owner, times, links), kept while
 	 * it is open so a GETATTR of the open file (every O_APPEND write
 	 * asks for the size) costs no backend call; seen_ok false: look it
@@ -856,6 +857,9 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	of->fd = -1;
 	of->linger_wd = -1;
 	of->refs = 1;
+	/* decided once: a tree that drops to one copy while it is open
+	 * (a replica removed) must not change its number then (reviewer) */
+	of->pin_ino = smuxfs_pin_ino(fs);
 	pthread_mutex_init(&of->lock, NULL);
 	/* Locked before anyone can find it, so a concurrent open of the key
 	 * waits for the result. Nobody else can hold it yet: a trylock that
@@ -1434,7 +1438,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->file_id = of->file_id;
 	/* a file of several names shows its identity, as its other names
 	 * do (rsync -H, tar pair names by it) */
-	a->ino_id = of->many || of->shared ? 0 : of->ino_id;
+	a->ino_id = of->many || of->shared || !of->pin_ino ? 0 : of->ino_id;
 	a->seen_ok = of->seen_ok;
 	a->seen_gen = of->seen_gen;
 	if (of->seen_ok)

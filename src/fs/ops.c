@@ -152,13 +152,26 @@ static uint64_t ofile_size(const struct smuxfs_ofile_attr *a,
 	return a->seen_ok && a->seen.size > a->size ? a->seen.size : a->size;
 }
 
-/* smuxfs_lookup, with @known's attributes taken as @ka when @known is
- * the open file of @key (NULL: none). */
 bool smuxfs_pin_ino(struct smuxfs *fs)
 {
 	return !(smux_backend_caps(fs->root) & SMUX_CAP_ONE_COPY);
 }
 
+void smuxfs_shown_ino(struct smuxfs *fs, const char *key,
+		      struct smux_info *info)
+{
+	struct smuxfs_ofile_attr a = {0};
+	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+
+	if (!of)
+		return;
+	if (smuxfs_ofile_attr(of, &a) == 0 && a.ino_id)
+		info->file_id = a.ino_id;
+	smuxfs_ofile_release(fs, of);
+}
+
+/* smuxfs_lookup, with @known's attributes taken as @ka when @known is
+ * the open file of @key (NULL: none). */
 static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 		  struct smuxfs_ofile *known,
 		  const struct smuxfs_ofile_attr *ka, bool *is_dir,
@@ -244,8 +257,6 @@ static int lookup(struct smuxfs *fs, const char *key, bool is_root,
 					info->gid = a.gid;
 				info->has_owner = true;
 			}
-			if (a.ino_id && smuxfs_pin_ino(fs))
-				info->file_id = a.ino_id;
 		}
 		smuxfs_ofile_release(fs, of);
 		if (rc == 0)

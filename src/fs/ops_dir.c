@@ -313,6 +313,8 @@ static void pending_info(const struct pending *p, struct smux_info *info)
 	if (p->a.mode_set || !info->mode)
 		info->mode = S_IFREG | p->a.mode;
 	info->mtime_ns = p->a.mtime_ns;
+	if (p->a.ino_id) /* ls -i as stat shows it (smuxfs_shown_ino) */
+		info->file_id = p->a.ino_id;
 }
 
 static int list_entry(void *arg, const struct smux_list_entry *e)

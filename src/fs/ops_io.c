@@ -375,10 +375,12 @@ static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 	 * by a commit): the name's new file is the one written */
 	if (fh->reader && (!fh->reader->live || live_file_gone(fh->reader)))
 		atomic_store(&fh->reader_off, true);
-	else if (fh->reader) /* written in place: a move to another replica
-				looks for what it is now (s45-t2: tail -f of
-				a mirror's log died with ESTALE at the first
-				append after a drain of the first replica) */
+	else if (fh->reader && !atomic_load(&fh->replacing))
+		/* written in place: a move to another replica looks for
+		 * what it is now (s45-t2: tail -f of a mirror's log died
+		 * with ESTALE at the first append after a drain of the
+		 * first replica); not while a rename over its name is in
+		 * flight: the head may have seen the file coming in */
 		smux_reader_rebase(fh->reader, &info);
 out:
 	pthread_mutex_unlock(&fh->repin_lock);

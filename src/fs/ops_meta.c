@@ -82,7 +82,7 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 		smuxfs_ofile_set_file_id(of, info.file_id);
 	else
 		info.file_id = a.file_id; /* its inode number stays */
-	if (a.ino_id && smuxfs_pin_ino(fs))
+	if (a.ino_id) /* shown, not kept: of->file_id stays the backend's */
 		info.file_id = a.ino_id;
 	if (a.mode_set || !info.mode)
 		info.mode = S_IFREG | a.mode;
@@ -264,6 +264,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		st->st_nlink = links;
 		return 0;
 	}
+	if (!is_dir && !is_root)
+		smuxfs_shown_ino(fs, key, &info);
 	smuxfs_fill_stat(fs, st, is_dir, &info);
 	if (is_root)
 		st->st_nlink = root_nlink(fs);
