@@ -75,7 +75,7 @@
  * 750 ms with 1 MiB writes on the caller's thread, one replica after the
  * other, 640 ms through the workers).
  */
-#define BH_INLINE_MAX_BYTES (64 * 1024)
+#define BH_INLINE_MAX_BYTES ((size_t)64 * 1024)
 
 /* Lets another runnable thread have the CPU while we watch: with more
  * spinning workers than cores (a round-robin over several members), a

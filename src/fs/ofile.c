@@ -103,7 +103,6 @@ struct smuxfs_ofile {
 	 * shown for as long as it is open where the tree keeps copies
 	 * (smuxfs_ofile_attr.ino_id) */
 	uint64_t ino_id;
-	bool pin_ino; /* smuxfs_pin_ino at its open: ino_id is shown */
 	/* what the object was at open (its owner, times, links), kept while
 	 * it is open so a GETATTR of the open file (every O_APPEND write
 	 * asks for the size) costs no backend call; seen_ok false: look it
@@ -114,6 +113,7 @@ struct smuxfs_ofile {
 	 * writes go one at a time with those of every such file
 	 * (shared_write_lock; here for the struct's packing) */
 	bool many;
+	bool pin_ino;	   /* smuxfs_pin_ino at its open: ino_id is shown */
 	unsigned seen_gen; /* moved by every forget: a lookup racing one
 			      does not keep what it saw */
 	/* in place, the stored file is the content and others may append to
