@@ -1095,6 +1095,22 @@ static long wcall(struct smux__bulkhead *bh, struct smux__call *c,
 	return smux__bulkhead_run(bh, NULL, timeout_ms, c, err);
 }
 
+/* A writer of @key on @f, opened through @bh. */
+static struct smux_writer *wopen(struct smux__bulkhead *bh, struct fake *f,
+				 const char *key)
+{
+	struct smux_writer *w = NULL;
+	struct smux_error err;
+	struct smux__call c = {.op = SMUX__OP_WRITER_OPEN,
+			       .backend = &f->base,
+			       .key = key,
+			       .writer_out = &w};
+
+	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
+	assert_non_null(w);
+	return w;
+}
+
 /* Whether the last head or pwrite of @f ran on this thread. */
 static bool ran_here(struct fake *f)
 {
@@ -1146,12 +1162,7 @@ static void test_inline_calls(void **state)
 	head.backend = &f->base;
 
 	/* a writer's calls inline, unless its lock is taken */
-	c = (struct smux__call){.op = SMUX__OP_WRITER_OPEN,
-				.backend = &f->base,
-				.key = "w",
-				.writer_out = &w};
-	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
-	assert_non_null(w);
+	w = wopen(bh, f, "w");
 	c = (struct smux__call){.op = SMUX__OP_W_PWRITE,
 				.backend = &f->base,
 				.writer = w,
@@ -1229,12 +1240,7 @@ static void test_writer_ops(void **state)
 	char *wbuf;
 	long nread = 0;
 
-	c = (struct smux__call){.op = SMUX__OP_WRITER_OPEN,
-				.backend = &f->base,
-				.key = "obj",
-				.writer_out = &w};
-	assert_int_equal(wcall(bh, &c, 1000, &err), 0);
-	assert_non_null(w);
+	w = wopen(bh, f, "obj");
 
 	c = (struct smux__call){.op = SMUX__OP_W_PWRITE,
 				.backend = &f->base,
