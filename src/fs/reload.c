@@ -418,7 +418,15 @@ static int check_unchangeable(struct smuxfs *fs, struct smux_config *oc,
 		for (unsigned k = 0; k < n; k++) {
 			if (applied_key(s->kind, k, faulty))
 				continue;
-			if (value_changed(keys[k].vt, &o->v[k], &s->v[k]))
+			/* a mux's timeout as it runs: its own, or the
+			 * mount's (writing the mount's value into the mux
+			 * changes nothing; s45-t3) */
+			if (s->kind == SMUX__CFG_MUX &&
+					    k == SMUX__XK_BACKEND_TIMEOUT
+				    ? smux__cfg_mux_ms(o, (int)k) !=
+					      smux__cfg_mux_ms(s, (int)k)
+				    : value_changed(keys[k].vt, &o->v[k],
+						    &s->v[k]))
 				return refuse(
 					p, -EINVAL,
 					"%s %s changed: a running %s "

@@ -232,4 +232,22 @@ done
 echo after >"$M/after-crash"
 [ "$(cat "$T/ka/after-crash")" = after ] || fail "ka takes no write after the restart"
 unmount_smux "$M"
+
+log "--- a mux's backend_timeout is the mount's unless it sets its own"
+new_config "$T/q.conf" q backend_timeout=4s
+cfg_mux q mirror "qa qb"
+cfg_file qa "$T/qa"
+cfg_file qb "$T/qb"
+mount_smux "$T/q.conf" "$M"
+[ "$(jq -r .mux.q.backend_timeout "$M/.smux/config")" = 4s ] ||
+	fail "the mux's backend_timeout under [mount] 4s: $(jq -c .mux.q "$M/.smux/config")"
+before=$(members)
+# the value it runs with, written into its section: nothing changes (s45-t3)
+sed -i '/^\[mux q\]$/a backend_timeout = 4s' "$T/q.conf"
+echo reload >"$CTL" || fail "a reload that writes the mux's running backend_timeout was refused"
+sed -i 's/^backend_timeout = 4s$/backend_timeout = 6s/' "$T/q.conf"
+sed -i '0,/^backend_timeout = 6s$/s//backend_timeout = 4s/' "$T/q.conf"
+grep -q "^backend_timeout = 6s" "$T/q.conf" || fail "test setup: no 6s in the mux"
+refused_reload '\[mux q\] backend_timeout changed'
+unmount_smux "$M"
 log "ok"
