@@ -1131,7 +1131,10 @@ static unsigned fileb_caps(struct smux_backend *b)
 		SMUX_CAP_OPEN_EXISTING | SMUX_CAP_ONE_COPY | SMUX_CAP_EXCHANGE |
 		SMUX_CAP_LISTS_DOTNAMES | SMUX_CAP_SYMLINK | SMUX_CAP_FIFO;
 
-	if (smux__file_from(b)->local_disk)
+	/* not while another file system is mounted below the root: a
+	 * lookup of its mount point would go there (s45-t3) */
+	if (smux__file_from(b)->local_disk &&
+	    !smux__file_mounts_below(smux__file_from(b)))
 		caps |= SMUX_CAP_INLINE;
 	return caps;
 }
@@ -1169,6 +1172,7 @@ static void fileb_destroy(struct smux_backend *b)
 		return;
 	if (fb->work_fd >= 0)
 		close(fb->work_fd); /* drops its flock */
+	smux__file_mounts_close(fb);
 	close(fb->root_fd);
 	pthread_mutex_destroy(&fb->dsync_lock);
 	smux_backend_release(&fb->base);
@@ -1299,6 +1303,10 @@ int smux_file_new(const char *name, const struct smux_file_opts *opts,
 	fb->no_fsync = opts->no_fsync;
 	fb->read_only = opts->read_only;
 	fb->local_disk = on_local_disk(fd) && !getenv("SMUX_FILE_NO_INLINE");
+	fb->mounts.fd = -1;
+	pthread_mutex_init(&fb->mounts.lock, NULL);
+	if (fb->local_disk && smux__file_mounts_open(fb) != 0)
+		fb->local_disk = false; /* unknown: the workers, as ever */
 	rc = smux__file_work_open(fb, err);
 	if (rc) {
 		fb->work_fd = -1;

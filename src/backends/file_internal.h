@@ -47,6 +47,15 @@
 #define SMUX__FILE_DIR_MODE  0755
 
 /* A file backend instance. Immutable after smux_file_new(). */
+/* What is mounted below a root (file_mounts.c). */
+struct smux__file_mounts {
+	char *root;			 /* the root's path in this namespace */
+	int fd;				 /* /proc/self/mountinfo, -1: none */
+	pthread_mutex_t lock;		 /* one re-read at a time */
+	atomic_bool below;		 /* a mount point below root */
+	atomic_int_least64_t checked_ns; /* last look (CLOCK_MONOTONIC) */
+};
+
 struct smux__file {
 	struct smux_backend base; /* first: downcast by smux__file_from */
 	int root_fd;		  /* O_PATH|O_DIRECTORY on the root */
@@ -58,6 +67,7 @@ struct smux__file {
 	bool no_fsync;
 	bool read_only;	 /* smux_file_opts.read_only */
 	bool local_disk; /* the root is on a local disk file system */
+	struct smux__file_mounts mounts; /* local_disk only */
 	/*
 	 * Directory fsyncs (smux__file_sync_dir). Every call that may add,
 	 * remove or rename an entry of any directory bumps ns_gen once it
@@ -77,6 +87,15 @@ struct smux__file {
 	uint64_t dsync_gen;		  /* protected by dsync_lock */
 	atomic_uint_least64_t dir_fsyncs; /* done (tests read it) */
 };
+
+/* file_mounts.c: whether a file system is mounted below @fb's root, as
+ * /proc/self/mountinfo said when last read (again when it changed, at
+ * most every 100 ms); true when it cannot be read. Open (root_fd set,
+ * mounts.fd -1 and mounts.lock initialised by the caller): 0 or -errno;
+ * close frees what open made, also after a failed one, and the lock. */
+int smux__file_mounts_open(struct smux__file *fb);
+bool smux__file_mounts_below(struct smux__file *fb);
+void smux__file_mounts_close(struct smux__file *fb);
 
 /* After a call that may have changed the entries of a directory (create,
  * unlink, rename, link, mkdir, rmdir, symlink, mknod), failed or not. */

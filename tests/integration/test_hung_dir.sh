@@ -8,8 +8,9 @@
 # another smuxfs mount whose daemon is stopped (SIGSTOP: every call into
 # it waits): a lookup and a create through the outer mount answer an
 # error within a few backend_timeouts, and the mount serves again once
-# the inner daemon runs; and a mirror with that directory as its second
-# replica answers from the first. (The outer backend is a subdirectory of the
+# the inner daemon runs; a mirror with that directory as its second
+# replica answers from the first; and a local disk's backend with such a
+# mount below its root does not look it up on the request's thread. (The outer backend is a subdirectory of the
 # inner mount: the root of a file backend's directory keeps its work
 # folder, a name the inner mount keeps for its own.)
 . "$(dirname "$0")/lib.sh"
@@ -91,3 +92,36 @@ log "mirror with its second replica stopped: ls rc $ls_rc in $ls_ms ms, create r
 [ "$ls_rc" = 0 ] || fail "ls of the mirror failed with one replica stopped"
 unmount_smux "$M"
 unmount_smux "$IN"
+
+# A local disk's backend with a FUSE file system mounted below its root
+# after the mount started (s45-t3): its calls ran on the request's thread
+# (the root is ext4), and a lookup of the mount point hung with it. The
+# backend reads the mount table again when it changes.
+new_config "$T/loc.conf" lr backend_timeout=1s attr_timeout=0 \
+	entry_timeout=0 negative_timeout=0
+cfg_file lr "$T/lr"
+mount_smux "$T/loc.conf" "$M"
+echo here >"$M/here"
+mkdir -p "$T/lr/sub"
+new_config "$T/sub.conf" s
+cfg_file s "$T/s"
+mount_smux "$T/sub.conf" "$T/lr/sub"
+spid=$(daemon_pids_for "$T/lr/sub" | head -1)
+[ -n "$spid" ] || fail "no daemon for $T/lr/sub"
+sleep 0.3 # the table is looked at again at most every 100 ms
+kill -STOP "$spid"
+timed ls "$M/sub/"
+sub_rc=$rc sub_ms=$ms
+# a file beside it reads once the member's cooldown (the breaker a timed
+# out call trips) is over
+here=
+for _ in $(seq 1 50); do
+	here=$(timeout -k 5 10 cat "$M/here" 2>/dev/null) && break
+	sleep 0.1
+done
+kill -CONT "$spid"
+log "local backend, FUSE mount below its root stopped: ls rc $sub_rc in $sub_ms ms, a file beside it reads '$here'"
+[ "$sub_ms" -lt 10000 ] || fail "ls of a hung mount point below a local backend took $sub_ms ms"
+[ "$here" = here ] || fail "a file beside the hung mount point is unreadable"
+unmount_smux "$T/lr/sub"
+unmount_smux "$M"
