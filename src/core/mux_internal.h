@@ -670,7 +670,8 @@ long smux__exec_list_union(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   smux_list_fn fn, void *arg, struct smux_span *span,
 			   struct smux_error *err);
 /*
- * Lists of failover: the first member that answers, as the walk finds it;
+ * Lists of failover and shield: the first member that answers, as the
+ * walk finds it;
  * while hints are pending, that member's listing is corrected by its own
  * hints (keys it missed are added with the info of the member that has
  * them, keys deleted while it was out are left out).
