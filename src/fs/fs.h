@@ -626,6 +626,8 @@ struct smuxfs_ofile_attr {
 };
 /* 0, or the negative errno with which the ofile failed to open. */
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a);
+/* smuxfs_ofile_attr's ino_id alone (no stat of its writer). */
+uint64_t smuxfs_ofile_shown_id(struct smuxfs_ofile *of);
 
 /* chmod / utimens on an open file. Stored in the ofile (what it reports,
  * and the next commit's). Returns true when the change waits for that

@@ -1418,6 +1418,24 @@ void smuxfs_ofile_release(struct smuxfs *fs, struct smuxfs_ofile *of)
 	ofile_unref(fs, of);
 }
 
+/* The number the open file shows (smuxfs_ofile_attr.ino_id): a file of
+ * several names shows its identity, as its other names do (rsync -H, tar
+ * pair names by it). Caller holds of->lock. */
+static uint64_t shown_id_locked(const struct smuxfs_ofile *of)
+{
+	return of->many || of->shared || !of->pin_ino ? 0 : of->ino_id;
+}
+
+uint64_t smuxfs_ofile_shown_id(struct smuxfs_ofile *of)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&of->lock);
+	id = shown_id_locked(of);
+	pthread_mutex_unlock(&of->lock);
+	return id;
+}
+
 int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 {
 	struct smux_info now;
@@ -1436,9 +1454,7 @@ int smuxfs_ofile_attr(struct smuxfs_ofile *of, struct smuxfs_ofile_attr *a)
 	a->unstored = of->unstored;
 	a->deleted = of->deleted;
 	a->file_id = of->file_id;
-	/* a file of several names shows its identity, as its other names
-	 * do (rsync -H, tar pair names by it) */
-	a->ino_id = of->many || of->shared || !of->pin_ino ? 0 : of->ino_id;
+	a->ino_id = shown_id_locked(of);
 	a->seen_ok = of->seen_ok;
 	a->seen_gen = of->seen_gen;
 	if (of->seen_ok)

@@ -160,13 +160,16 @@ bool smuxfs_pin_ino(struct smuxfs *fs)
 void smuxfs_shown_ino(struct smuxfs *fs, const char *key,
 		      struct smux_info *info)
 {
-	struct smuxfs_ofile_attr a = {0};
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
+	uint64_t id;
 
 	if (!of)
 		return;
-	if (smuxfs_ofile_attr(of, &a) == 0 && a.ino_id)
-		info->file_id = a.ino_id;
+	/* the number alone: the attributes (a writer's fstat) were read
+	 * by the lookup this getattr made */
+	id = smuxfs_ofile_shown_id(of);
+	if (id)
+		info->file_id = id;
 	smuxfs_ofile_release(fs, of);
 }
 
