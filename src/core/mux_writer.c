@@ -313,6 +313,82 @@ static long rejoin_meta(struct smux__mux_writer *mw, unsigned i, unsigned j,
 	return rc;
 }
 
+/* Whether @m is a member of @mux now (not removed since). */
+static bool in_view(struct smux_mux *mux, const struct mux_member *m)
+{
+	struct mux_view *v = smux__view_get(mux);
+	bool in = false;
+
+	for (unsigned i = 0; i < v->n && !in; i++)
+		in = v->m[i] == m;
+	smux__view_put(v);
+	return in;
+}
+
+/*
+ * A replica that was draining when the writer opened, and that is up and
+ * in the mux again, joins it: a writer of its own is opened on the key
+ * (created there when absent: a file made while it was drained), and the
+ * sub is left as one dropped for draining, so rejoin_drained makes its
+ * file a copy of a live replica's and takes it in. Without it a file
+ * created (or opened) while one replica was drained had the other one
+ * only, and a rolling drain (undrain it, drain the other) left the open
+ * file with no replica: git's index.lock and sqlite's journal failed
+ * their writes and close with EIO (s45-t4). Not for a file that lost its
+ * name: the key names another file now, or none.
+ */
+static void join_late(struct smux__mux_writer *mw, const struct smux_ctx *ctx)
+{
+	unsigned flags =
+		(mw->flags & ~(unsigned)(SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL |
+					 SMUX_WRITER_EXISTING)) |
+		SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE;
+
+	for (unsigned k = 0; k < mw->n_late && mw->n < SMUX__WRITER_MAX; k++) {
+		struct mux_member *m = mw->late[k];
+		struct smux__mw_sub *s;
+		struct smux__call open = {
+			.op = SMUX__OP_WRITER_OPEN,
+			.key = mw->base.key,
+			.flags = flags,
+		};
+		long rc;
+
+		if (!m || !smux__health_is_up(&m->health) ||
+		    !in_view(mw->mux, m))
+			continue;
+		if (!smux__member_enter(m))
+			continue; /* draining again */
+		open.backend = m->backend;
+		if (smux__mw_add_sub(mw, m)) {
+			atomic_fetch_sub(&m->health.in_flight, 1);
+			return;
+		}
+		mw->late[k] = NULL;
+		smux__member_put(m); /* the sub holds one */
+		s = mw->s[mw->n - 1];
+		s->late = true;
+		s->failed = true;
+		open.writer_out = &s->w;
+		rc = smux__mw_sub_run(mw, mw->n - 1, ctx, &open, &s->err);
+		atomic_fetch_sub(&m->health.in_flight, 1);
+		if (rc < 0) /* out until its close, which hints it */
+			continue;
+		if (s->w && smux__intent_detached(mw->mux, mw->base.key,
+						  mw->intent_gen)) {
+			/* renamed or unlinked while it opened: what the open
+			 * made goes at its close */
+			s->w->unmade = true;
+			smux_error_set(&s->err, SMUX_E_KEY_NOT_FOUND, m->name,
+				       "%s lost its name", mw->base.key);
+			continue;
+		}
+		/* as one dropped for draining: rejoin_drained copies */
+		smux_error_set(&s->err, SMUX_E_BACKEND_DRAINING, m->name,
+			       "joins the writer");
+	}
+}
+
 /*
  * Fan-out in place: a replica this writer dropped because it was being
  * drained, and that is up and serving again, takes the writer back: its
@@ -357,12 +433,14 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			src = (int)j;
 	if (src < 0)
 		return;
+	if (!nameless && mw->n_late)
+		join_late(mw, ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
 		struct smux__mw_sub *s = mw->s[i];
 		struct smux_error e;
 		uint64_t id = 0;
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
-		bool missed;
+		bool missed, meta, late = s->late;
 		int rc;
 
 		if (!s->w || !s->failed ||
@@ -418,15 +496,19 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		}
 		s->failed = false;
 		smux_error_clear(&s->err);
-		if (missed && clean >= 0 && !nameless &&
-		    rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0) {
+		/* a late joiner's file may be one its open just made: its
+		 * mode, owner and xattrs are the source's too */
+		meta = (missed || s->late) && clean >= 0 && !nameless &&
+		       rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0;
+		s->late = false;
+		if (missed && meta) {
 			/* every hint it had for the key ends, ours too */
 			smux__replica_wrote(mux, mw->m[i], mw->base.key);
 			smux_events_emit(mux->events, &ev);
 			continue;
 		}
-		if (missed)
-			continue;
+		if (missed || (late && !meta))
+			continue; /* the hint stays, for the repair */
 		(void)smux__hints_done(mux->hints, id, NULL);
 		smux_events_emit(mux->events, &ev);
 	}
@@ -527,14 +609,15 @@ static long fan(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		const struct smux__call *proto, struct smux_error *err)
 {
 	struct smux_mux *mux = mw->mux;
-	struct smux__fan *f = fan_new(mw);
+	struct smux__fan *f;
 	long result = 0;
 	int first_fail = -1;
 
+	rejoin_drained(mw, ctx); /* first: it may add replicas */
+	f = fan_new(mw);
 	if (!f)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
-	rejoin_drained(mw, ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
 		f->go[i] = smux__mw_live(mw, i);
 		if (f->go[i])
@@ -709,6 +792,21 @@ static int shield_origin_first(struct smux__mux_writer *mw,
  * the new content from that replica's old copy. That replica is left out
  * like a failed one and keeps (gets) its hint at commit.
  */
+/* The members of @v that smux__fan_eligible passed over in @f (draining):
+ * each may join the writer once it is back (join_late). */
+static void note_late(struct smux__mux_writer *mw, const struct mux_view *v,
+		      const struct smux__fan *f)
+{
+	for (unsigned i = 0; i < v->n && mw->n_late < SMUX__WRITER_MAX; i++) {
+		bool in = false;
+
+		for (unsigned k = 0; k < f->n && !in; k++)
+			in = f->m[k] == v->m[i];
+		if (!in)
+			mw->late[mw->n_late++] = smux__member_get(v->m[i]);
+	}
+}
+
 static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, struct smux_error *err)
 {
@@ -729,6 +827,8 @@ static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 	f->mux = mux;
 	smux__fan_eligible(f, v, &open, mw->whole, SMUX__WRITER_MAX);
 	mw->left_out = f->n < v->n; /* draining */
+	if (mw->inplace)
+		note_late(mw, v, f);
 	{
 		/* no replica to open on: one coming back (under the
 		 * background thread's probe) is waited for */
@@ -947,6 +1047,9 @@ static void mw_close(struct smux_writer *w)
 		smux__mw_sub_put(s);
 		smux__member_put(mw->m[i]);
 	}
+	for (unsigned k = 0; k < mw->n_late; k++)
+		if (mw->late[k])
+			smux__member_put(mw->late[k]);
 	if (!mw->fanout)
 		smux__mw_single_release(mw);
 	if (mw->inplace)
@@ -1092,6 +1195,7 @@ int smux__mux_writer_open(struct smux_backend *b, const struct smux_ctx *ctx,
 	child.depth = ctx->depth + 1;
 	mw->mux = mux;
 	mw->object = flags & SMUX_WRITER_INPLACE;
+	mw->flags = flags;
 	mw->fanout =
 		mux->mode == SMUX_MODE_SHIELD || mux->mode == SMUX_MODE_MIRROR;
 	rc = smux_writer_init(&mw->base, &mux_writer_ops, b, key);

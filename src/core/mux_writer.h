@@ -26,6 +26,9 @@ struct smux__mw_sub {
 	pthread_mutex_t lock;
 	struct smux_writer *w; /* NULL when it never opened */
 	bool failed;
+	/* opened after the writer, on a replica that was draining then
+	 * (join_late): its file is a copy the writer made */
+	bool late;
 	struct smux_error err; /* why it failed */
 };
 
@@ -56,6 +59,12 @@ struct smux__mux_writer {
 	 * down, stale, or its open failed); it gets the key from the
 	 * commit's hint */
 	bool left_out;
+	/* fan-out in place: the replicas left out of the open because they
+	 * were draining (references; NULL once joined), and the open's
+	 * flags: one undrained later joins the writer (join_late) */
+	struct mux_member *late[SMUX__WRITER_MAX];
+	unsigned n_late;
+	unsigned flags;
 	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
 	 * change the object itself */
 	bool object;
