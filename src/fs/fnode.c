@@ -1125,10 +1125,10 @@ static void fill_zero(const struct iovec *iov, int count, size_t off,
  * its validity.
  */
 static void linked_uncached(const struct iovec *iov, int count, size_t attr,
-			    size_t valid, size_t nsec)
+			    size_t valid, size_t nsec, uint64_t nodeid)
 {
-	uint64_t ino, zero64 = 0;
-	uint32_t nlink, zero32 = 0;
+	uint64_t ino = 0, zero64 = 0, valid_s = 0;
+	uint32_t nlink, zero32 = 0, valid_ns = 0;
 
 	/* a file whose name is gone: its link count changes with the
 	 * names left (ln, rm of another name), which reach other nodes */
@@ -1139,20 +1139,29 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 	    !smuxfs_iov_at(iov, count, attr + offsetof(struct fuse_attr, nlink),
 			   &nlink, sizeof(nlink), false) ||
 	    !(ino & SMUXFS_INO_FILE_ID) ||
-	    (nlink < 2 && !nameless_open(hook_fs, ino)))
+	    (nlink < 2 && !nameless_open(hook_fs, ino))) {
+		/* the number the kernel holds now, until when (told.c) */
+		smuxfs_iov_at(iov, count, valid, &valid_s, sizeof(valid_s),
+			      false);
+		smuxfs_iov_at(iov, count, nsec, &valid_ns, sizeof(valid_ns),
+			      false);
+		smuxfs_told_note(nodeid, ino, valid_s, valid_ns);
 		return;
+	}
 uncached:
 	smuxfs_iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
 	smuxfs_iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
+	smuxfs_told_note(nodeid, ino, 0, 0);
 }
 
 /* linked_uncached for the entry at byte @off */
 static void entry_linked_uncached(const struct iovec *iov, int count,
-				  size_t off)
+				  size_t off, uint64_t nodeid)
 {
 	linked_uncached(iov, count, off + offsetof(struct fuse_entry_out, attr),
 			off + offsetof(struct fuse_entry_out, attr_valid),
-			off + offsetof(struct fuse_entry_out, attr_valid_nsec));
+			off + offsetof(struct fuse_entry_out, attr_valid_nsec),
+			nodeid);
 }
 
 /* Directory entries from byte @off to @end: d_ino 0 becomes the node's
@@ -1178,7 +1187,7 @@ static void patch_dirents(const struct iovec *iov, int count, size_t off,
 				&nodeid, sizeof(nodeid), false);
 			if (nodeid) {
 				fill_zero(iov, count, off + ENTRY_INO, nodeid);
-				entry_linked_uncached(iov, count, off);
+				entry_linked_uncached(iov, count, off, nodeid);
 				smuxfs_special_entry(iov, count, off);
 			}
 		}
@@ -1217,7 +1226,7 @@ static void patch_inos(const struct iovec *iov, int count)
 				  &nodeid, sizeof(nodeid), false) &&
 		    nodeid) {
 			fill_zero(iov, count, h + ENTRY_INO, nodeid);
-			entry_linked_uncached(iov, count, h);
+			entry_linked_uncached(iov, count, h, nodeid);
 		}
 		break;
 	case FUSE_GETATTR:
@@ -1226,7 +1235,8 @@ static void patch_inos(const struct iovec *iov, int count)
 		linked_uncached(
 			iov, count, h + offsetof(struct fuse_attr_out, attr),
 			h + offsetof(struct fuse_attr_out, attr_valid),
-			h + offsetof(struct fuse_attr_out, attr_valid_nsec));
+			h + offsetof(struct fuse_attr_out, attr_valid_nsec),
+			cur.nodeid);
 		break;
 	case FUSE_READDIR:
 	case FUSE_READDIRPLUS:
@@ -1268,6 +1278,11 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		smuxfs_special_reply(iov, count, cur.opcode, cur.nodeid);
 	time_request(iov, count);
 	return writev(fd, iov, count);
+}
+
+uint64_t smuxfs_fnode_told_id(void)
+{
+	return cur.opcode == FUSE_OPEN ? smuxfs_told_id(cur.nodeid) : 0;
 }
 
 void smuxfs_fnode_inval_attr(void)

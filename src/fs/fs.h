@@ -857,6 +857,19 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
  * the channel hook puts the kernel node's id in its place (use_ino = 1). */
 #define SMUXFS_INO_FILE_ID (UINT64_C(1) << 63)
 
+/* ---- the inode numbers the kernel holds (told.c) ---- */
+
+/* A reply told the kernel @ino (st_ino) for node @nodeid, valid for
+ * @valid_s seconds and @valid_ns nanoseconds. */
+void smuxfs_told_note(uint64_t nodeid, uint64_t ino, uint64_t valid_s,
+		      uint32_t valid_ns);
+/* The file identity (SMUXFS_INO_FILE_ID cleared) the kernel may still
+ * show for @nodeid from its attribute cache; 0 when none. */
+uint64_t smuxfs_told_id(uint64_t nodeid);
+/* smuxfs_told_id of the node the current request (an OPEN) opens; 0
+ * when there is none (fnode.c). */
+uint64_t smuxfs_fnode_told_id(void);
+
 /* Tells the kernel the attributes of the current request's node are
  * stale (a change the request made that its reply does not carry: the
  * set-id bits a WRITE cleared). */

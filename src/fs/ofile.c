@@ -860,6 +860,11 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	/* decided once: a tree that drops to one copy while it is open
 	 * (a replica removed) must not change its number then (reviewer) */
 	of->pin_ino = smuxfs_pin_ino(fs);
+	/* the number the kernel may still show for the node from its cache
+	 * (told.c): another replica's, just drained, would make fstat now
+	 * and the path's next stat disagree */
+	if (of->pin_ino)
+		of->ino_id = smuxfs_fnode_told_id();
 	pthread_mutex_init(&of->lock, NULL);
 	/* Locked before anyone can find it, so a concurrent open of the key
 	 * waits for the result. Nobody else can hold it yet: a trylock that
