@@ -1297,12 +1297,16 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux__call call = {.op = SMUX__OP_DEL, .key = key};
 	struct smux_mux *mux = smux__mux_of(b);
 	long rc = dotnames_unseen(mux, ctx, key, err);
+	bool held;
 
 	if (rc)
 		return (int)rc;
+	held = smux__intent_replacing(mux, key);
 	rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
 	if (rc == 0) /* an open in-place writer's file has no name now */
 		smux__intent_replaced(mux, key);
+	if (held)
+		smux__intent_replacing_end(mux, key);
 	return (int)rc;
 }
 
@@ -1716,11 +1720,53 @@ static int mux_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 	struct smux_ctx child;
 	long rc;
 
+	bool held_a = smux__intent_replacing(mux, a);
+	bool held_b = smux__intent_replacing(mux, bname);
+
 	rc = op_enter(mux, ctx, &child, "exchange", a, "all", &span, err);
 	if (rc == 0)
 		rc = mux_every_member(mux, &child, &call, &call,
 				      SMUX_CAP_EXCHANGE, "exchange", err);
-	return (int)op_leave(mux, span, rc, err);
+	rc = op_leave(mux, span, rc, err);
+	if (held_b)
+		smux__intent_replacing_end(mux, bname);
+	if (held_a)
+		smux__intent_replacing_end(mux, a);
+	return (int)rc;
+}
+
+/* mux_rename of a file, with its names counted as replacing */
+static int rename_file(struct smux_backend *b, struct smux_mux *mux,
+		       const struct smux_ctx *ctx, struct smux__call *call,
+		       const char *src, const char *dst, struct smux_error *err)
+{
+	struct smux_span *span;
+	struct smux_ctx child;
+	long lrc;
+	int rc;
+
+	if (mux->mode == SMUX_MODE_STICKY) {
+		/* within one shard: one rename there (s41-t2: a copy split
+		 * the file's hard links, dropped its xattrs, filled its
+		 * holes); across two: a copy, then the delete */
+		lrc = op_enter(mux, ctx, &child, "rename", dst, "selected",
+			       &span, err);
+		if (lrc == 0)
+			lrc = smux__sticky_rename(mux, &child, call, span, err);
+		if (lrc != 1)
+			return (int)op_leave(mux, span, lrc, err);
+		(void)op_leave(mux, span, 0, err);
+		rc = copy_through(b, ctx, src, dst, err);
+		rc = rc ? rc : mux_del(b, ctx, src, err);
+	} else {
+		rc = (int)route_write(mux, ctx, call, SMUX__HINT_PUT, "rename",
+				      err);
+	}
+	/* an open in-place writer of @dst writes a file without the name
+	 * now (one of @src follows its file: the caller reopens it) */
+	if (rc == 0)
+		smux__intent_replaced(mux, dst);
+	return rc;
 }
 
 /*
@@ -1742,6 +1788,7 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	};
 	struct smux_span *span;
 	struct smux_ctx child;
+	bool held_src, held_dst;
 	long lrc;
 	int rc;
 
@@ -1752,29 +1799,16 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			lrc = mux_rename_dir(mux, &child, src, dst, err);
 		return (int)op_leave(mux, span, lrc, err);
 	}
-
-	if (mux->mode == SMUX_MODE_STICKY) {
-		/* within one shard: one rename there (s41-t2: a copy split
-		 * the file's hard links, dropped its xattrs, filled its
-		 * holes); across two: a copy, then the delete */
-		lrc = op_enter(mux, ctx, &child, "rename", dst, "selected",
-			       &span, err);
-		if (lrc == 0)
-			lrc = smux__sticky_rename(mux, &child, &call, span,
-						  err);
-		if (lrc != 1)
-			return (int)op_leave(mux, span, lrc, err);
-		(void)op_leave(mux, span, 0, err);
-		rc = copy_through(b, ctx, src, dst, err);
-		rc = rc ? rc : mux_del(b, ctx, src, err);
-	} else {
-		rc = (int)route_write(mux, ctx, &call, SMUX__HINT_PUT, "rename",
-				      err);
-	}
-	/* an open in-place writer of @dst writes a file without the name
-	 * now (one of @src follows its file: the caller reopens it) */
-	if (rc == 0)
-		smux__intent_replaced(mux, dst);
+	/* both names may go to another file on a member from here: an
+	 * open writer of either does not take a replica in meanwhile
+	 * (mux_writer.c join_late) */
+	held_src = smux__intent_replacing(mux, src);
+	held_dst = smux__intent_replacing(mux, dst);
+	rc = rename_file(b, mux, ctx, &call, src, dst, err);
+	if (held_dst)
+		smux__intent_replacing_end(mux, dst);
+	if (held_src)
+		smux__intent_replacing_end(mux, src);
 	return rc;
 }
 

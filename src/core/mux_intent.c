@@ -45,6 +45,9 @@ struct mux_busy {
 	 * delete) while held: a writer that holds an older one writes a
 	 * file without that name (smux__intent_replaced) */
 	uint64_t gen;
+	/* renames over the key and deletes of it in flight while held
+	 * (smux__intent_replacing): its name may be going to another file */
+	unsigned replacing;
 	struct mux_busy *next;
 };
 
@@ -116,7 +119,7 @@ void smux__intent_unhold(struct smux_mux *mux, const char *key, uint64_t gen,
 	if (b) {
 		b->refs--;
 		/* a writer that leaves dirty keeps ndirty up: reconcile */
-		if (!b->refs && !b->ndirty && !b->intent)
+		if (!b->refs && !b->ndirty && !b->intent && !b->replacing)
 			busy_free(mux, b);
 	}
 	pthread_mutex_unlock(&mux->intent_lock);
@@ -193,7 +196,7 @@ void smux__intent_forget(struct smux_mux *mux, const char *key, uint64_t id)
 
 	pthread_mutex_lock(&mux->intent_lock);
 	b = busy_find(mux, key);
-	if (b && b->intent == id && !b->refs) {
+	if (b && b->intent == id && !b->refs && !b->replacing) {
 		busy_free(mux, b);
 	} else if (b && b->intent == id) {
 		b->intent = 0; /* writers came back: journal anew */
@@ -219,6 +222,44 @@ void smux__intent_replaced(struct smux_mux *mux, const char *key)
 		}
 	}
 	pthread_mutex_unlock(&mux->intent_lock);
+}
+
+bool smux__intent_replacing(struct smux_mux *mux, const char *key)
+{
+	struct mux_busy *b;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	if (b && b->refs)
+		b->replacing++;
+	else
+		b = NULL;
+	pthread_mutex_unlock(&mux->intent_lock);
+	return b != NULL;
+}
+
+void smux__intent_replacing_end(struct smux_mux *mux, const char *key)
+{
+	struct mux_busy *b;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key); /* kept while replacing */
+	if (b && b->replacing && --b->replacing == 0 && !b->refs &&
+	    !b->ndirty && !b->intent)
+		busy_free(mux, b);
+	pthread_mutex_unlock(&mux->intent_lock);
+}
+
+bool smux__intent_unsettled(struct smux_mux *mux, const char *key, uint64_t gen)
+{
+	struct mux_busy *b;
+	bool u;
+
+	pthread_mutex_lock(&mux->intent_lock);
+	b = busy_find(mux, key);
+	u = detached(b, gen) || (b && b->replacing);
+	pthread_mutex_unlock(&mux->intent_lock);
+	return u;
 }
 
 bool smux__intent_detached(struct smux_mux *mux, const char *key, uint64_t gen)

@@ -308,6 +308,10 @@ long smux__attempt(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct smux__call *call, struct mux_member *m, bool probe,
 		   unsigned index, struct smux_span *span, enum smux_outcome *o,
 		   struct smux_error *e);
+/* The member whose calls this thread's smux__member_call counts in
+ * flight without refusing them while it drains (NULL: none): the source
+ * of a writer's rejoin copy, whose file it reads (mux_writer.c). */
+void smux__member_call_source(const struct mux_member *m);
 /* smux__attempt without span or outcome, for the repair's calls. */
 long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
@@ -805,6 +809,15 @@ void smux__intent_unhold(struct smux_mux *mux, const char *key, uint64_t gen,
  * open across a drain made the file renamed over its name the "newest
  * copy" of its own bytes, on every replica). */
 void smux__intent_replaced(struct smux_mux *mux, const char *key);
+/* A rename over @key or a delete of it begins (before any member is
+ * called): true when it counts against a writer's hold of the key, and
+ * smux__intent_replacing_end must follow. */
+bool smux__intent_replacing(struct smux_mux *mux, const char *key);
+void smux__intent_replacing_end(struct smux_mux *mux, const char *key);
+/* smux__intent_detached, or a rename over @key or a delete of it in
+ * flight: the name may be another file's by now on some member. */
+bool smux__intent_unsettled(struct smux_mux *mux, const char *key,
+			    uint64_t gen);
 /* Whether a writer holding @key at @gen writes a file without the name. */
 bool smux__intent_detached(struct smux_mux *mux, const char *key, uint64_t gen);
 /* True while a writer holds @key. */

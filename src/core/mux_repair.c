@@ -59,6 +59,13 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 
 /* One call on @m through its bulkhead, with bookkeeping (@probe: this
  * call is the health probe of a down @m). */
+static __thread const struct mux_member *call_source;
+
+void smux__member_call_source(const struct mux_member *m)
+{
+	call_source = m;
+}
+
 long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
 		       bool probe, struct smux_error *err)
@@ -67,7 +74,9 @@ long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 	long rc;
 
 	call->backend = m->backend;
-	if (!smux__member_enter(m)) {
+	if (m == call_source) {
+		atomic_fetch_add(&m->health.in_flight, 1);
+	} else if (!smux__member_enter(m)) {
 		if (probe)
 			smux__health_probe_cancel(&m->health);
 		return smux_error_set(err, SMUX_E_BACKEND_DRAINING, m->name,
@@ -1563,10 +1572,33 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
  * (and not @skip, when not NULL), with @key (not NULL) only that key's of
  * those, and no recovery of a dead daemon's changes. */
+/* repair_hints runs on this thread (a drain from within it, by a hook
+ * or a remove, must not wait for the replays it claimed itself) */
+static __thread unsigned repairing;
+
+static int repair_hints_run(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    bool wait, bool up_only, const char *key,
+			    const char *skip, unsigned *replayed,
+			    unsigned *pending, struct smux_error *err);
+
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 			bool wait, bool up_only, const char *key,
 			const char *skip, unsigned *replayed, unsigned *pending,
 			struct smux_error *err)
+{
+	int rc;
+
+	repairing++;
+	rc = repair_hints_run(mux, ctx, wait, up_only, key, skip, replayed,
+			      pending, err);
+	repairing--;
+	return rc;
+}
+
+static int repair_hints_run(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    bool wait, bool up_only, const char *key,
+			    const char *skip, unsigned *replayed,
+			    unsigned *pending, struct smux_error *err)
 {
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;
@@ -1691,10 +1723,14 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			const char *skip, struct smux_error *err)
 {
-	/* no wait for a replay another repair runs: a drain may come from
-	 * within a repair (a hook, a remove), whose own claims it would
-	 * wait for; that replay makes its member current anyway */
-	return repair_hints(mux, ctx, false, true, NULL, skip, NULL, NULL, err);
+	/* a replay another repair runs is waited for: the background
+	 * thread kicked by an undrain may be copying from the member about
+	 * to drain, and an undrain followed at once by the other's drain
+	 * left that replay refused (BACKEND_DRAINING) and the file
+	 * unreadable until the undrain (s46-t1). Not from within a repair
+	 * (a hook, a remove): it would wait for its own claims */
+	return repair_hints(mux, ctx, repairing == 0, true, NULL, skip, NULL,
+			    NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */

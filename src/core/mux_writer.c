@@ -304,12 +304,19 @@ static long rejoin_meta(struct smux__mux_writer *mw, unsigned i, unsigned j,
 	bool fixed;
 	long rc;
 
+	/* the source's calls counted, not refused, as the copy's reads: a
+	 * source drained since is the only whole copy (a rolling drain with
+	 * no write between a's undrain and b's drain: refused, the meta
+	 * left the rejoined replica hinted, and once b missed the next
+	 * write the key had no replica to read it from, s46 review) */
+	smux__member_call_source(mw->m[j]);
 	rc = smux__member_call(mw->mux, ctx, mw->m[j], &hs, false, err);
 	if (rc == 0)
 		rc = smux__member_call(mw->mux, ctx, mw->m[i], &hd, false, err);
 	if (rc == 0)
 		rc = smux__meta_fix(mw->mux, ctx, mw->m[j], mw->m[i],
 				    mw->base.key, &si, &di, &fixed, err);
+	smux__member_call_source(NULL);
 	return rc;
 }
 
@@ -326,66 +333,163 @@ static bool in_view(struct smux_mux *mux, const struct mux_member *m)
 }
 
 /*
- * A replica that was draining when the writer opened, and that is up and
- * in the mux again, joins it: a writer of its own is opened on the key
- * (created there when absent: a file made while it was drained), and the
- * sub is left as one dropped for draining, so rejoin_drained makes its
- * file a copy of a live replica's and takes it in. Without it a file
- * created (or opened) while one replica was drained had the other one
- * only, and a rolling drain (undrain it, drain the other) left the open
- * file with no replica: git's index.lock and sqlite's journal failed
- * their writes and close with EIO (s45-t4). Not for a file that lost its
- * name: the key names another file now, or none.
+ * Whether @key names, on live replica @j, the file @j's writer writes: a
+ * rename over the name or of it, or an unlink (through the mount, or
+ * another mount), left the name to another file or none. The writer's
+ * own stat against a head of the key there, counted on @j but not
+ * refused while it drains (its copy's reads are not either). False when
+ * either cannot tell (a call holds the writer, a head failed).
  */
-static void join_late(struct smux__mux_writer *mw, const struct smux_ctx *ctx)
+static bool names_its_file(struct smux__mux_writer *mw, unsigned j,
+			   const struct smux_ctx *ctx)
 {
-	unsigned flags =
-		(mw->flags & ~(unsigned)(SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL |
-					 SMUX_WRITER_EXISTING)) |
-		SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE;
+	struct smux_info wi, hi;
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = mw->base.key, .info = &hi};
+	struct smux_error e;
+	int rc;
+
+	if (pthread_mutex_trylock(&mw->s[j]->lock) != 0)
+		return false;
+	rc = smux_writer_stat(mw->s[j]->w, &wi);
+	pthread_mutex_unlock(&mw->s[j]->lock);
+	if (rc || !wi.file_id)
+		return false;
+	smux__member_call_source(mw->m[j]);
+	rc = (int)smux__member_call(mw->mux, ctx, mw->m[j], &head, false, &e);
+	smux__member_call_source(NULL);
+	return rc == 0 && hi.file_id == wi.file_id &&
+	       !smux__intent_unsettled(mw->mux, mw->base.key, mw->intent_gen);
+}
+
+/* join_late's events for @m: @ev recorded, or replayed (@e: why not) */
+static void join_event(struct smux__mux_writer *mw, struct mux_member *m,
+		       enum smux_topic topic, const struct smux_error *e)
+{
+	struct smux_event ev = {.topic = topic};
+
+	snprintf(ev.mux, sizeof(ev.mux), "%s", mw->mux->base.name);
+	snprintf(ev.name, sizeof(ev.name), "%s", m->name);
+	snprintf(ev.key, sizeof(ev.key), "%s", mw->base.key);
+	if (e) {
+		ev.has_cause = true;
+		ev.cause = e->e;
+	}
+	smux_events_emit(mw->mux->events, &ev);
+}
+
+/*
+ * Replica @m (the writer's late[@k]), draining when the writer opened and
+ * up again, joins it with a copy of live replica @src's file, which
+ * misses nothing of the key: hinted for the key first (no read goes to it
+ * from here until the copy is whole), a writer of its own opened on the
+ * key (creating the file: one made while it was drained), the content
+ * copied, then mode, owner and xattrs, and the key checked again to name
+ * the writer's file; then the hint ends (every hint it had for the key,
+ * which the copy supersedes) and every write goes to it. A failure
+ * leaves it out until the close, hinted (the repair brings the key's
+ * file). The caller holds @src in flight.
+ */
+static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
+		     const struct smux_ctx *ctx)
+{
+	struct smux_mux *mux = mw->mux;
+	struct mux_member *m = mw->late[k];
+	struct smux__call open = {
+		.op = SMUX__OP_WRITER_OPEN,
+		.backend = m->backend,
+		.key = mw->base.key,
+		.flags = (mw->flags &
+			  ~(unsigned)(SMUX_WRITER_TRUNC | SMUX_WRITER_EXCL |
+				      SMUX_WRITER_EXISTING)) |
+			 SMUX_WRITER_INPLACE | SMUX_WRITER_CREATE,
+	};
+	struct smux__mw_sub *s;
+	struct smux_error e;
+	uint64_t id = 0;
+	bool missed;
+	unsigned i;
+	long rc;
+
+	if (!smux__member_enter(m))
+		return; /* draining again */
+	missed = smux__hints_has(mux->hints, m->name, mw->base.key);
+	smux_error_clear(&e);
+	if (smux__hints_add(mux->hints, m->name, mw->base.key, SMUX__HINT_PUT,
+			    &id, &e) ||
+	    smux__mw_add_sub(mw, m)) {
+		atomic_fetch_sub(&m->health.in_flight, 1);
+		return; /* not journaled: it stays out, hinted at commit */
+	}
+	join_event(mw, m, SMUX_EV_HINT_RECORDED, NULL);
+	mw->late[k] = NULL;
+	smux__member_put(m); /* the sub holds one */
+	i = mw->n - 1;
+	s = mw->s[i];
+	s->late = true; /* until it is in: kept out of the commit's count */
+	s->failed = true;
+	open.writer_out = &s->w;
+	rc = smux__mw_sub_run(mw, i, ctx, &open, &e);
+	if (rc == 0)
+		rc = rejoin_copy(mw, i, src, ctx, &e);
+	if (rc == 0)
+		rc = rejoin_meta(mw, i, src, ctx, &e);
+	if (rc == 0 && !names_its_file(mw, src, ctx))
+		rc = smux_error_set(&e, SMUX_E_KEY_NOT_FOUND, m->name,
+				    "%s went to another file while it joined",
+				    mw->base.key);
+	atomic_fetch_sub(&m->health.in_flight, 1);
+	if (rc < 0) {
+		s->err = e; /* out until its close */
+		join_event(mw, m, SMUX_EV_HINT_REPLAYED, &e);
+		return;
+	}
+	s->failed = false;
+	s->late = false;
+	smux_error_clear(&s->err);
+	if (missed) /* every hint it had for the key ends, ours too */
+		smux__replica_wrote(mux, m, mw->base.key);
+	else
+		(void)smux__hints_done(mux->hints, id, NULL);
+	join_event(mw, m, SMUX_EV_HINT_REPLAYED, NULL);
+}
+
+/*
+ * The replicas that were draining when the writer opened, and that are up
+ * and in the mux again, join it (join_one) from live replica @src, which
+ * misses nothing of the key. Without it a file created (or opened) while
+ * one replica was drained had the other one only, and a rolling drain
+ * (undrain it, drain the other) left the open file with no replica:
+ * git's index.lock and sqlite's journal failed their writes and close
+ * with EIO (s45-t4). A file whose name went to another file or none is
+ * not joined (names_its_file): the key is not its, and the replica gets
+ * what the key holds from its hint.
+ */
+static void join_late(struct smux__mux_writer *mw, unsigned src,
+		      const struct smux_ctx *ctx)
+{
+	bool named = false, asked = false;
 
 	for (unsigned k = 0; k < mw->n_late && mw->n < SMUX__WRITER_MAX; k++) {
 		struct mux_member *m = mw->late[k];
-		struct smux__mw_sub *s;
-		struct smux__call open = {
-			.op = SMUX__OP_WRITER_OPEN,
-			.key = mw->base.key,
-			.flags = flags,
-		};
-		long rc;
 
 		if (!m || !smux__health_is_up(&m->health) ||
 		    !in_view(mw->mux, m))
 			continue;
-		if (!smux__member_enter(m))
-			continue; /* draining again */
-		open.backend = m->backend;
-		if (smux__mw_add_sub(mw, m)) {
-			atomic_fetch_sub(&m->health.in_flight, 1);
-			return;
+		/* the source's calls are counted, not refused: the only
+		 * whole copy may be draining since (a rolling drain) */
+		atomic_fetch_add(&mw->m[src]->health.in_flight, 1);
+		if (!asked) {
+			asked = true;
+			named = names_its_file(mw, src, ctx);
 		}
-		mw->late[k] = NULL;
-		smux__member_put(m); /* the sub holds one */
-		s = mw->s[mw->n - 1];
-		s->late = true;
-		s->failed = true;
-		open.writer_out = &s->w;
-		rc = smux__mw_sub_run(mw, mw->n - 1, ctx, &open, &s->err);
-		atomic_fetch_sub(&m->health.in_flight, 1);
-		if (rc < 0) /* out until its close, which hints it */
-			continue;
-		if (s->w && smux__intent_detached(mw->mux, mw->base.key,
-						  mw->intent_gen)) {
-			/* renamed or unlinked while it opened: what the open
-			 * made goes at its close */
-			s->w->unmade = true;
-			smux_error_set(&s->err, SMUX_E_KEY_NOT_FOUND, m->name,
-				       "%s lost its name", mw->base.key);
-			continue;
+		if (named) {
+			join_one(mw, k, src, ctx);
+		} else { /* for good: it gets the key from its hint */
+			mw->late[k] = NULL;
+			smux__member_put(m);
 		}
-		/* as one dropped for draining: rejoin_drained copies */
-		smux_error_set(&s->err, SMUX_E_BACKEND_DRAINING, m->name,
-			       "joins the writer");
+		atomic_fetch_sub(&mw->m[src]->health.in_flight, 1);
 	}
 }
 
@@ -433,14 +537,21 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			src = (int)j;
 	if (src < 0)
 		return;
-	if (!nameless && mw->n_late)
-		join_late(mw, ctx);
+	if (!nameless && mw->n_late) {
+		for (unsigned j = 0; j < mw->n && clean < 0; j++)
+			if (smux__mw_live(mw, j) &&
+			    !smux__member_stale(mux, mw->m[j], mw->base.key))
+				clean = (int)j;
+		if (clean >= 0)
+			join_late(mw, (unsigned)clean, ctx);
+		clean = -1;
+	}
 	for (unsigned i = 0; i < mw->n; i++) {
 		struct smux__mw_sub *s = mw->s[i];
 		struct smux_error e;
 		uint64_t id = 0;
 		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
-		bool missed, meta, late = s->late;
+		bool missed;
 		int rc;
 
 		if (!s->w || !s->failed ||
@@ -496,19 +607,15 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		}
 		s->failed = false;
 		smux_error_clear(&s->err);
-		/* a late joiner's file may be one its open just made: its
-		 * mode, owner and xattrs are the source's too */
-		meta = (missed || s->late) && clean >= 0 && !nameless &&
-		       rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0;
-		s->late = false;
-		if (missed && meta) {
+		if (missed && clean >= 0 && !nameless &&
+		    rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0) {
 			/* every hint it had for the key ends, ours too */
 			smux__replica_wrote(mux, mw->m[i], mw->base.key);
 			smux_events_emit(mux->events, &ev);
 			continue;
 		}
-		if (missed || (late && !meta))
-			continue; /* the hint stays, for the repair */
+		if (missed)
+			continue;
 		(void)smux__hints_done(mux->hints, id, NULL);
 		smux_events_emit(mux->events, &ev);
 	}
@@ -671,14 +778,21 @@ static int fanout_commit(struct smux__mux_writer *mw,
 	struct smux_mux *mux = mw->mux;
 	const char *key = mw->base.key;
 	struct smux_info infos[SMUX__WRITER_MAX];
-	struct smux__fan *f = fan_new(mw);
+	struct smux__fan *f;
 	struct smux__call commit = {.op = SMUX__OP_W_COMMIT};
 	struct smux_put_opts po;
 	uint64_t change = 0;
 	int info_from = -1;
+	unsigned n = 0;
 	bool nameless;
 	long rc;
 
+	/* a replica back from its drain takes the writer back before the
+	 * commit too: a file written whole while it was drained, and closed
+	 * after its undrain and the other's drain (git's index.lock), had
+	 * no replica to commit on (s46-t1) */
+	rejoin_drained(mw, ctx);
+	f = fan_new(mw);
 	if (!f)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
@@ -724,9 +838,22 @@ static int fanout_commit(struct smux__mux_writer *mw,
 		    !nameless)
 			smux__replica_wrote(mux, mw->m[i], key);
 	}
+	/* a replica whose late join failed is counted as one still
+	 * drained would be: not at all (hinted by the policy as one not
+	 * among the writer's), so an undrain never fails a close that
+	 * the drained replica would have let through (write_quorum,
+	 * throw_on_fanout_partial) */
+	for (unsigned i = 0; i < mw->n; i++) {
+		if (mw->s[i]->late)
+			continue;
+		f->m[n] = mw->m[i];
+		f->ok[n] = f->ok[i];
+		f->err[n] = f->err[i];
+		n++;
+	}
 	/* unfenced once the hints are recorded (as smux__exec_fanout) */
-	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, mw->m, f->ok, f->err,
-				 mw->n, err);
+	rc = smux__fanout_policy(mux, key, SMUX__HINT_PUT, f->m, f->ok, f->err,
+				 n, err);
 	smux__write_unfence(mux, mw->m, mw->n, key, NULL);
 	smux__change_end(mux, change);
 	free(f);
