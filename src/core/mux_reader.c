@@ -316,6 +316,9 @@ struct mux_reader {
 	bool rebased;
 	struct smux_info now;
 	unsigned rebase_gen; /* protected by lock: rebases so far */
+	/* protected by lock: the pin whose file mr_rebase found behind what
+	 * the key is now (not a reference: only compared with cur) */
+	const struct pin *behind;
 };
 
 static const struct smux_reader_ops mux_reader_ops;
@@ -437,6 +440,7 @@ static long mr_reopen(struct mux_reader *mr, const struct smux_ctx *ctx,
 	if (fresh) {
 		old = mr->cur;
 		mr->cur = fresh;
+		mr->behind = NULL;
 	}
 	mr->reopening = false;
 	pthread_cond_broadcast(&mr->cond);
@@ -496,8 +500,22 @@ static long mr_pread(struct smux_reader *r, const struct smux_ctx *ctx,
 	for (;;) {
 		struct pin *p = mr_current(mr);
 		enum smux_outcome o;
+		bool behind;
 
-		if (smux__health_is_up(&p->m->health)) {
+		pthread_mutex_lock(&mr->lock);
+		behind = mr->behind == p;
+		pthread_mutex_unlock(&mr->lock);
+		if (behind) {
+			/* its file is not what the key is now (mr_rebase):
+			 * read where the key is */
+			smux_error_set(&e, SMUX_E_PRECONDITION_FAILED,
+				       p->m->name,
+				       "its file of \"%s\" was replaced or "
+				       "missed a write",
+				       mr->key);
+			if (attempts == 0)
+				last = e;
+		} else if (smux__health_is_up(&p->m->health)) {
 			rc = pin_pread(mux, &child, p, buf, len, off, attempts,
 				       span, &o, &e);
 			if (rc >= 0) {
@@ -597,13 +615,22 @@ static int mr_setattr(struct smux_reader *r, const struct smux_setattr *a)
 	return rc;
 }
 
-/* A live reader's file was written in place through the caller: a move
+/*
+ * A live reader's file was written in place through the caller: a move
  * to another replica looks for @info from now on (by size and mtime: the
  * member that answered the head is not known), and so does the pinned
- * member's own reader when it is a mux's. */
+ * member's own reader when it is a mux's. A pinned file that is not the
+ * key's any more (a replay replaced the replica's copy: no name left) or
+ * is shorter than the key is now (its replica missed the write: drained,
+ * not yet replayed) is left at the next read for a member that holds
+ * the key as it is: a reader opened before a drain of its replica, an
+ * append while it was drained, its undrain and replay, read the old copy
+ * it held and took its end for the file's (tail -f missed the lines).
+ */
 static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
 {
 	struct mux_reader *mr = mr_of(r);
+	struct smux_info st;
 	struct pin *p;
 
 	if (!r->live)
@@ -615,6 +642,13 @@ static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
 	pthread_mutex_unlock(&mr->lock);
 	p = mr_current(mr);
 	smux_reader_rebase(p->r, info);
+	if (p->r->live && smux_reader_stat(p->r, &st) == 0 && st.has_times &&
+	    (st.nlink == 0 || st.size < info->size)) {
+		pthread_mutex_lock(&mr->lock);
+		if (mr->cur == p)
+			mr->behind = p;
+		pthread_mutex_unlock(&mr->lock);
+	}
 	pin_put(p);
 }
 

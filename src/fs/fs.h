@@ -521,6 +521,11 @@ struct smuxfs_ofile *smuxfs_ofile_hold(struct smuxfs *fs,
  * attributes, so a handle may commit at its release instead of at each
  * close (ops_io.c spares the kernel's FLUSH). */
 bool smuxfs_ofile_late(struct smuxfs_ofile *of);
+/* Whether what @of holds is what is stored: written in place on one copy
+ * (smuxfs_ofile_late), or in place on replicas with everything written
+ * committed (a replica a write missed has its hint, which keeps readers
+ * off it). A clean reader then reads what the ofile would give. */
+bool smuxfs_ofile_stored(struct smuxfs_ofile *of);
 /* A descriptor of the file @of writes in place on one copy that the
  * kernel may read and write directly (passthrough.c; a dup the caller
  * closes), or -1. */
@@ -645,6 +650,10 @@ void smuxfs_ofile_setattr_nameless(struct smuxfs *fs, struct smuxfs_ofile *of,
  * at their next read (a touch on WebDAV is another version of the same
  * bytes; every read after it was ESTALE). */
 void smuxfs_readers_written(struct smuxfs *fs, const char *key);
+/* A read handle @fh of @key written through the mount since its version
+ * was pinned takes the version there is now (ops_io.c; before its read,
+ * and before a GETATTR with the handle answers its size). */
+void smuxfs_fh_repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key);
 /* The same after a write in place into the file @file_id (the writer's
  * own, when it knows it; 0: unknown): a reader of that very file whose
  * name went to another file meanwhile (renamed over behind the mount)

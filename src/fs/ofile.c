@@ -1387,6 +1387,16 @@ void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
 	ofile_changed_shared(fs, of);
 }
 
+bool smuxfs_ofile_stored(struct smuxfs_ofile *of)
+{
+	bool stored;
+
+	pthread_mutex_lock(&of->lock);
+	stored = of->open_rc == 0 && (of->late || (of->inplace && !of->dirty));
+	pthread_mutex_unlock(&of->lock);
+	return stored;
+}
+
 bool smuxfs_ofile_late(struct smuxfs_ofile *of)
 {
 	bool late;

@@ -104,18 +104,21 @@ static void passthrough_wrote(struct smuxfs *fs, struct smuxfs_fh *fh,
 
 /*
  * The ofile of @key (a reference) when it holds content a reader must
- * read from it, else NULL. One written in place on one copy does not:
- * its content is the object itself, which a clean reader reads as a
- * reader of a local file does - and holding the ofile would keep the
- * writer's idea of the size (appends behind the mount not counted) as
- * the reader's for as long as the reader stays open (tail -f opened
- * while the release of the last `echo >` was still on its way).
+ * read from it, else NULL. One written in place with nothing left to
+ * commit does not (smuxfs_ofile_stored): its content is the object
+ * itself, which a clean reader reads as a reader of a local file does -
+ * and holding the ofile would keep the writer's idea of the size
+ * (appends behind the mount not counted) as the reader's, and its writer
+ * open, for as long as the reader stays open (tail -f opened while the
+ * release of the last `echo >` was still on its way: on a mirror the
+ * writer held the key, and a replica's hint for it waited for tail's
+ * close, s45-t3).
  */
 static struct smuxfs_ofile *pending_of(struct smuxfs *fs, const char *key)
 {
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
 
-	if (of && smuxfs_ofile_late(of)) {
+	if (of && smuxfs_ofile_stored(of)) {
 		smuxfs_ofile_release(fs, of);
 		return NULL;
 	}
@@ -338,7 +341,7 @@ static bool live_file_gone(struct smux_reader *r)
  * the end of the file answered 0 bytes at 1 MiB of a file just truncated
  * up to 3, and the kernel took that for its end (s41-t3).
  */
-static void repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
+void smuxfs_fh_repin(struct smuxfs *fs, struct smuxfs_fh *fh, const char *key)
 {
 	uint64_t written = atomic_load(&fh->repin_id);
 	struct smux_info info;
@@ -466,7 +469,8 @@ int smuxfs_read(const char *path, char *buf, size_t size, off_t off,
 		return -ESTALE;
 	replacing = atomic_load(&fh->replacing);
 again:
-	repin(fs, fh, key); /* written through the mount since the pin */
+	/* written through the mount since the pin */
+	smuxfs_fh_repin(fs, fh, key);
 	pthread_mutex_lock(&fh->pin_lock);
 	memcpy(etag, fh->etag, sizeof(etag));
 	psize = fh->size;

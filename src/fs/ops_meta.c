@@ -219,6 +219,10 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		struct smux_info mine;
 
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
+		/* written through the mount since its open: it reads what
+		 * the name holds now, so it says what that is (below) */
+		if (rc == 0 && !fh->of)
+			smuxfs_fh_repin(fs, fh, key);
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);
 		/* its name went behind the mount (or in a rename racing
@@ -231,7 +235,8 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		 * fstat of a local descriptor (the kernel asks them with the
 		 * handle before a read past the size it knew; the new file's
 		 * size cut the reader's reads at it, s44-t1) */
-		if (rc == 0 && fh->reader && fh->reader->live && info.file_id &&
+		if (rc == 0 && fh->reader && fh->reader->live &&
+		    !atomic_load(&fh->reader_off) && info.file_id &&
 		    fh->reader->info.file_id &&
 		    info.file_id != fh->reader->info.file_id &&
 		    smux_reader_stat(fh->reader, &mine) == 0 &&
