@@ -868,10 +868,10 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 
 /* ---- the inode numbers the kernel holds (told.c) ---- */
 
-/* A reply told the kernel @ino (st_ino) for node @nodeid, valid for
- * @valid_s seconds and @valid_ns nanoseconds. */
-void smuxfs_told_note(uint64_t nodeid, uint64_t ino, uint64_t valid_s,
-		      uint32_t valid_ns);
+/* The reply to request @unique told the kernel @ino (st_ino) for node
+ * @nodeid, valid for @valid_s seconds and @valid_ns nanoseconds. */
+void smuxfs_told_note(uint64_t nodeid, uint64_t unique, uint64_t ino,
+		      uint64_t valid_s, uint32_t valid_ns);
 /* The file identity (SMUXFS_INO_FILE_ID cleared) the kernel may still
  * show for @nodeid from its attribute cache; 0 when none. */
 uint64_t smuxfs_told_id(uint64_t nodeid);

@@ -415,6 +415,28 @@ static void ofile_seen_at_create(struct smuxfs_ofile *of)
 		of->ino_id = of->file_id;
 }
 
+/*
+ * The number an open file shows first (its ino_id), where the kernel was
+ * told @told for the node and may still show it from its cache (told.c):
+ * @told when it is the same file's number on another replica (a drain
+ * moved the answering one: the number the kernel had would change under
+ * a program that just opened the file - sqlite opened right after the
+ * first replica's drain took its database for moved, s45-t3), or when no
+ * replica can say otherwise (the one that gave it is out); not when every
+ * replica was asked and none has it: a file replaced behind the mount
+ * showed the replaced file's number, two files one st_ino (s46-t2).
+ * Caller holds of->lock.
+ */
+static void ofile_told_ino(struct smuxfs *fs, struct smuxfs_ofile *of,
+			   uint64_t told)
+{
+	struct smux_ctx ctx;
+
+	smuxfs_ctx(&ctx);
+	if (smux_mux_key_has_id(fs->root, &ctx, of->key, told) != 0)
+		of->ino_id = told;
+}
+
 /* ofile_start's: the create's group is the one the writer's directory
  * gives (smuxfs_writer_dir_group), set once the writer is open */
 #define OF_DIR_GROUP 0x100
@@ -810,6 +832,7 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 {
 	struct smux_put_opts co = {0};
 	struct smuxfs_ofile *of;
+	uint64_t told;
 	int rc;
 
 	*out = NULL;
@@ -860,11 +883,6 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	/* decided once: a tree that drops to one copy while it is open
 	 * (a replica removed) must not change its number then (reviewer) */
 	of->pin_ino = smuxfs_pin_ino(fs);
-	/* the number the kernel may still show for the node from its cache
-	 * (told.c): another replica's, just drained, would make fstat now
-	 * and the path's next stat disagree */
-	if (of->pin_ino)
-		of->ino_id = smuxfs_fnode_told_id();
 	pthread_mutex_init(&of->lock, NULL);
 	/* Locked before anyone can find it, so a concurrent open of the key
 	 * waits for the result. Nobody else can hold it yet: a trylock that
@@ -874,7 +892,10 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 	table_insert(fs, of);
 	pthread_mutex_unlock(&fs->otable.lock);
 
+	told = of->pin_ino ? smuxfs_fnode_told_id() : 0;
 	rc = ofile_start(fs, of, flags, &co);
+	if (rc == 0 && told && told != of->ino_id)
+		ofile_told_ino(fs, of, told);
 	of->open_rc = rc;
 	pthread_mutex_unlock(&of->lock);
 	if (rc) {

@@ -26,8 +26,15 @@
 
 #define TOLD_SLOTS 8192 /* a power of two */
 
+/* A told number outlives the kernel's copy by this much: the kernel
+ * starts its validity when it takes the reply, after our write(2). An
+ * entry kept longer costs nothing: it is still the last number the
+ * kernel was given for the node. */
+#define TOLD_MARGIN_NS 1000000000LL
+
 static struct {
 	uint64_t nodeid;
+	uint64_t unique;  /* of the request it answered */
 	uint64_t ino;	  /* as told: SMUXFS_INO_FILE_ID set, or 0: none */
 	int64_t until_ns; /* smux_now_ns() the kernel's copy expires */
 } told[TOLD_SLOTS];
@@ -40,24 +47,36 @@ static unsigned slot_of(uint64_t nodeid)
 	       (TOLD_SLOTS - 1);
 }
 
-void smuxfs_told_note(uint64_t nodeid, uint64_t ino, uint64_t valid_s,
-		      uint32_t valid_ns)
+void smuxfs_told_note(uint64_t nodeid, uint64_t unique, uint64_t ino,
+		      uint64_t valid_s, uint32_t valid_ns)
 {
 	unsigned i = slot_of(nodeid);
-	int64_t now = smux_now_ns(), until;
+	int64_t until = 0;
 
 	if (!nodeid)
 		return;
 	/* a validity beyond a day is "for good" here */
-	until = valid_s > 86400 ? INT64_MAX
-				: now + (int64_t)valid_s * 1000000000LL +
-					  (int64_t)valid_ns;
+	if (ino & SMUXFS_INO_FILE_ID)
+		until = valid_s > 86400
+				? INT64_MAX
+				: smux_now_ns() +
+					  (int64_t)valid_s * 1000000000LL +
+					  (int64_t)valid_ns + TOLD_MARGIN_NS;
 	pthread_mutex_lock(&told_lock);
+	/* two replies for one node on their way at once: the kernel keeps
+	 * the one of the later request (its attr_version check), and so
+	 * does the table */
+	if (told[i].nodeid == nodeid && unique < told[i].unique) {
+		pthread_mutex_unlock(&told_lock);
+		return;
+	}
 	if (ino & SMUXFS_INO_FILE_ID) {
 		told[i].nodeid = nodeid;
+		told[i].unique = unique;
 		told[i].ino = ino;
 		told[i].until_ns = until;
 	} else if (told[i].nodeid == nodeid) {
+		told[i].unique = unique;
 		told[i].ino = 0; /* the node's own id now */
 	}
 	pthread_mutex_unlock(&told_lock);
