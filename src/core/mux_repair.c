@@ -1494,12 +1494,17 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	return 0;
 }
 
+/* a repair runs on this thread (repair_hints, or its workers) (a drain from within it, by a hook
+ * or a remove, must not wait for the replays it claimed itself) */
+static __thread unsigned repairing;
+
 static void *repair_worker(void *arg)
 {
 	struct repair_run *run = arg;
 	struct smux_error e;
 	int k;
 
+	repairing++;
 	while (!atomic_load(&run->stop) &&
 	       (k = atomic_fetch_add(&run->next, 1)) < run->ntodo) {
 		int rc = repair_one(run, run->todo[k], &e);
@@ -1514,6 +1519,7 @@ static void *repair_worker(void *arg)
 			atomic_store(&run->stop, true);
 		}
 	}
+	repairing--;
 	return NULL;
 }
 
@@ -1572,10 +1578,6 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
  * (and not @skip, when not NULL), with @key (not NULL) only that key's of
  * those, and no recovery of a dead daemon's changes. */
-/* repair_hints runs on this thread (a drain from within it, by a hook
- * or a remove, must not wait for the replays it claimed itself) */
-static __thread unsigned repairing;
-
 static int repair_hints_run(struct smux_mux *mux, const struct smux_ctx *ctx,
 			    bool wait, bool up_only, const char *key,
 			    const char *skip, unsigned *replayed,

@@ -337,11 +337,12 @@ static bool in_view(struct smux_mux *mux, const struct mux_member *m)
  * rename over the name or of it, or an unlink (through the mount, or
  * another mount), left the name to another file or none. The writer's
  * own stat against a head of the key there, counted on @j but not
- * refused while it drains (its copy's reads are not either). False when
- * either cannot tell (a call holds the writer, a head failed).
+ * refused while it drains (its copy's reads are not either). 1: it does;
+ * 0: it names another file or none; -1: cannot tell now (a call holds
+ * the writer, a head failed, a rename or delete of the name in flight).
  */
-static bool names_its_file(struct smux__mux_writer *mw, unsigned j,
-			   const struct smux_ctx *ctx)
+static int names_its_file(struct smux__mux_writer *mw, unsigned j,
+			  const struct smux_ctx *ctx)
 {
 	struct smux_info wi, hi;
 	struct smux__call head = {
@@ -350,16 +351,27 @@ static bool names_its_file(struct smux__mux_writer *mw, unsigned j,
 	int rc;
 
 	if (pthread_mutex_trylock(&mw->s[j]->lock) != 0)
-		return false;
+		return -1;
 	rc = smux_writer_stat(mw->s[j]->w, &wi);
 	pthread_mutex_unlock(&mw->s[j]->lock);
 	if (rc || !wi.file_id)
-		return false;
+		return -1;
+	if (smux__intent_unsettled(mw->mux, mw->base.key, mw->intent_gen))
+		return smux__intent_detached(mw->mux, mw->base.key,
+					     mw->intent_gen)
+			       ? 0
+			       : -1;
 	smux__member_call_source(mw->m[j]);
 	rc = (int)smux__member_call(mw->mux, ctx, mw->m[j], &head, false, &e);
 	smux__member_call_source(NULL);
-	return rc == 0 && hi.file_id == wi.file_id &&
-	       !smux__intent_unsettled(mw->mux, mw->base.key, mw->intent_gen);
+	if (rc < 0)
+		return e.e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+	if (hi.file_id != wi.file_id)
+		return 0;
+	/* the name may have gone meanwhile: only a settled one is its */
+	return smux__intent_unsettled(mw->mux, mw->base.key, mw->intent_gen)
+		       ? -1
+		       : 1;
 }
 
 /* join_late's events for @m: @ev recorded, or replayed (@e: why not) */
@@ -418,8 +430,12 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 	if (smux__hints_add(mux->hints, m->name, mw->base.key, SMUX__HINT_PUT,
 			    &id, &e) ||
 	    smux__mw_add_sub(mw, m)) {
+		/* the journal or memory failed: it stays out for good, and
+		 * gets its hint at the commit (one recorded here stands) */
 		atomic_fetch_sub(&m->health.in_flight, 1);
-		return; /* not journaled: it stays out, hinted at commit */
+		mw->late[k] = NULL;
+		smux__member_put(m);
+		return;
 	}
 	join_event(mw, m, SMUX_EV_HINT_RECORDED, NULL);
 	mw->late[k] = NULL;
@@ -430,11 +446,17 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 	s->failed = true;
 	open.writer_out = &s->w;
 	rc = smux__mw_sub_run(mw, i, ctx, &open, &e);
+	/* a file the replica had already, and with other names there (hard
+	 * links made before its drain): a copy into it would change those
+	 * names on that replica alone; left to the repair */
+	if (rc == 0 && missed && smux__mw_sub_nlink(mw, i) != 1)
+		rc = smux_error_set(&e, SMUX_E_NOT_SUPPORTED, m->name,
+				    "%s has other names there", mw->base.key);
 	if (rc == 0)
 		rc = rejoin_copy(mw, i, src, ctx, &e);
 	if (rc == 0)
 		rc = rejoin_meta(mw, i, src, ctx, &e);
-	if (rc == 0 && !names_its_file(mw, src, ctx))
+	if (rc == 0 && names_its_file(mw, src, ctx) != 1)
 		rc = smux_error_set(&e, SMUX_E_KEY_NOT_FOUND, m->name,
 				    "%s went to another file while it joined",
 				    mw->base.key);
@@ -468,7 +490,7 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 static void join_late(struct smux__mux_writer *mw, unsigned src,
 		      const struct smux_ctx *ctx)
 {
-	bool named = false, asked = false;
+	int named = -2; /* not asked yet */
 
 	for (unsigned k = 0; k < mw->n_late && mw->n < SMUX__WRITER_MAX; k++) {
 		struct mux_member *m = mw->late[k];
@@ -479,16 +501,15 @@ static void join_late(struct smux__mux_writer *mw, unsigned src,
 		/* the source's calls are counted, not refused: the only
 		 * whole copy may be draining since (a rolling drain) */
 		atomic_fetch_add(&mw->m[src]->health.in_flight, 1);
-		if (!asked) {
-			asked = true;
+		if (named == -2)
 			named = names_its_file(mw, src, ctx);
-		}
-		if (named) {
+		if (named == 1) {
 			join_one(mw, k, src, ctx);
-		} else { /* for good: it gets the key from its hint */
+		} else if (named == 0) {
+			/* for good: it gets the key's file from its hint */
 			mw->late[k] = NULL;
 			smux__member_put(m);
-		}
+		} /* else asked again at the next call */
 		atomic_fetch_sub(&mw->m[src]->health.in_flight, 1);
 	}
 }
@@ -554,7 +575,9 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		bool missed;
 		int rc;
 
-		if (!s->w || !s->failed ||
+		/* a late one whose join failed stays out until its close
+		 * (its own checks were join_one's) */
+		if (!s->w || !s->failed || s->late ||
 		    s->err.e.code != SMUX_E_BACKEND_DRAINING ||
 		    !smux__health_is_up(&mw->m[i]->health))
 			continue;

@@ -118,6 +118,21 @@ static inline void smux__mw_dir_group(struct smux__mux_writer *mw, unsigned i)
 	pthread_mutex_unlock(&mw->s[i]->lock);
 }
 
+/* The link count of the file of a writer just opened on replica @i (the
+ * worker may still hold its lock for a moment), from its stat; 0 when it
+ * cannot tell. */
+static inline uint32_t smux__mw_sub_nlink(struct smux__mux_writer *mw,
+					  unsigned i)
+{
+	struct smux_info info;
+	int rc;
+
+	pthread_mutex_lock(&mw->s[i]->lock);
+	rc = smux_writer_stat(mw->s[i]->w, &info);
+	pthread_mutex_unlock(&mw->s[i]->lock);
+	return rc == 0 ? info.nlink : 0;
+}
+
 /* Drops a reference on a sub (the bulkhead `done` callback). */
 void smux__mw_sub_put(void *arg);
 /* Starts @c on replica @i (writer, lock and done filled in); NULL when
