@@ -621,7 +621,7 @@ static int mr_setattr(struct smux_reader *r, const struct smux_setattr *a)
  * member that answered the head is not known), and so does the pinned
  * member's own reader when it is a mux's. A pinned file that is not the
  * key's any more (a replay replaced the replica's copy: no name left) or
- * is shorter than the key is now (its replica missed the write: drained,
+ * whose replica missed a write of the key (its hint pending: drained,
  * not yet replayed) is left at the next read for a member that holds
  * the key as it is: a reader opened before a drain of its replica, an
  * append while it was drained, its undrain and replay, read the old copy
@@ -632,6 +632,7 @@ static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
 	struct mux_reader *mr = mr_of(r);
 	struct smux_info st;
 	struct pin *p;
+	bool behind;
 
 	if (!r->live)
 		return;
@@ -642,13 +643,16 @@ static void mr_rebase(struct smux_reader *r, const struct smux_info *info)
 	pthread_mutex_unlock(&mr->lock);
 	p = mr_current(mr);
 	smux_reader_rebase(p->r, info);
-	if (p->r->live && smux_reader_stat(p->r, &st) == 0 && st.has_times &&
-	    (st.nlink == 0 || st.size < info->size)) {
-		pthread_mutex_lock(&mr->lock);
-		if (mr->cur == p)
-			mr->behind = p;
-		pthread_mutex_unlock(&mr->lock);
-	}
+	/* not by size against @info: another replica may have answered
+	 * the head with a write this one has not taken yet (fan-out runs
+	 * in parallel), and the move found a newer size again (ESTALE) */
+	behind = smux__member_stale(mr->mux, p->m, mr->key) ||
+		 (p->r->live && smux_reader_stat(p->r, &st) == 0 &&
+		  st.has_times && st.nlink == 0);
+	pthread_mutex_lock(&mr->lock);
+	if (mr->cur == p)
+		mr->behind = behind ? p : NULL;
+	pthread_mutex_unlock(&mr->lock);
 	pin_put(p);
 }
 
