@@ -152,13 +152,15 @@ int smux_mux_set_weight(struct smux_backend *mux, const char *name,
 int smux_mux_drain(struct smux_backend *mux, const char *name,
 		   const struct smux_ctx *ctx, struct smux_error *err);
 /*
- * Whether @id (smux_info.file_id) is @key's identity on a member of the
- * mux (nested muxes asked in turn): 1 when a member's head says so, 0 when
- * every member was asked and none did, -1 when a member that could not be
- * asked (draining, down, behind on the key, a failed head) may hold it.
+ * Whether @id (smux_info.file_id, compared under @mask) is @key's
+ * identity on a member of the mux (nested muxes asked in turn): 1 when a
+ * member's head says so, 0 when every member was asked and none did, -1
+ * when a member that could not be asked (draining, down, behind on the
+ * key, a failed head) may hold it. Members are asked in order until one
+ * answers other than 0.
  */
 int smux_mux_key_has_id(struct smux_backend *mux, const struct smux_ctx *ctx,
-			const char *key, uint64_t id);
+			const char *key, uint64_t id, uint64_t mask);
 /* Puts a drained member back in service (status up). */
 int smux_mux_undrain(struct smux_backend *mux, const char *name,
 		     struct smux_error *err);

@@ -14,27 +14,28 @@
 
 /* smux_mux_key_has_id on one member @m of @mux */
 static int member_has_id(struct smux_mux *mux, const struct smux_ctx *ctx,
-			 struct mux_member *m, const char *key, uint64_t id)
+			 struct mux_member *m, const char *key, uint64_t id,
+			 uint64_t mask)
 {
 	struct smux_info info;
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = key, .info = &info};
 	struct smux_error e;
 
-	if (smux__mux_of(m->backend))
-		return smux_mux_key_has_id(m->backend, ctx, key, id);
 	/* out of service, or behind on the key: its copy cannot be asked
-	 * for (or is about to be replaced) */
+	 * for (or is about to be replaced) - a mux below too */
 	if (smux__health_status(&m->health) != SMUX_STATUS_UP ||
 	    smux__member_stale(mux, m, key))
 		return -1;
+	if (smux__mux_of(m->backend))
+		return smux_mux_key_has_id(m->backend, ctx, key, id, mask);
 	if (smux__member_call(mux, ctx, m, &head, false, &e) < 0)
 		return e.e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
-	return info.file_id == id;
+	return (info.file_id & mask) == (id & mask);
 }
 
 int smux_mux_key_has_id(struct smux_backend *b, const struct smux_ctx *ctx,
-			const char *key, uint64_t id)
+			const char *key, uint64_t id, uint64_t mask)
 {
 	struct smux_mux *mux = smux__mux_of(b);
 	struct mux_view *v;
@@ -43,12 +44,9 @@ int smux_mux_key_has_id(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (!mux)
 		return -1;
 	v = smux__view_get(mux);
-	for (unsigned i = 0; i < v->n && rc != 1; i++) {
-		int r = member_has_id(mux, ctx, v->m[i], key, id);
-
-		if (r != 0)
-			rc = r == 1 ? 1 : -1;
-	}
+	/* the first that is not a "no" answers: the caller asks no more */
+	for (unsigned i = 0; i < v->n && rc == 0; i++)
+		rc = member_has_id(mux, ctx, v->m[i], key, id, mask);
 	smux__view_put(v);
 	return rc;
 }

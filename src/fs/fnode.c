@@ -1145,13 +1145,13 @@ static void linked_uncached(const struct iovec *iov, int count, size_t attr,
 			      false);
 		smuxfs_iov_at(iov, count, nsec, &valid_ns, sizeof(valid_ns),
 			      false);
-		smuxfs_told_note(nodeid, cur.unique, ino, valid_s, valid_ns);
+		smuxfs_told_note(nodeid, cur.read_ns, ino, valid_s, valid_ns);
 		return;
 	}
 uncached:
 	smuxfs_iov_at(iov, count, valid, &zero64, sizeof(zero64), true);
 	smuxfs_iov_at(iov, count, nsec, &zero32, sizeof(zero32), true);
-	smuxfs_told_note(nodeid, cur.unique, ino, 0, 0);
+	smuxfs_told_note(nodeid, cur.read_ns, ino, 0, 0);
 }
 
 /* linked_uncached for the entry at byte @off */

@@ -868,9 +868,10 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 
 /* ---- the inode numbers the kernel holds (told.c) ---- */
 
-/* The reply to request @unique told the kernel @ino (st_ino) for node
- * @nodeid, valid for @valid_s seconds and @valid_ns nanoseconds. */
-void smuxfs_told_note(uint64_t nodeid, uint64_t unique, uint64_t ino,
+/* The reply to a request read at @asked_ns (smux_now_ns) told the
+ * kernel @ino (st_ino) for node @nodeid, valid for @valid_s seconds and
+ * @valid_ns nanoseconds. */
+void smuxfs_told_note(uint64_t nodeid, int64_t asked_ns, uint64_t ino,
 		      uint64_t valid_s, uint32_t valid_ns);
 /* The file identity (SMUXFS_INO_FILE_ID cleared) the kernel may still
  * show for @nodeid from its attribute cache; 0 when none. */

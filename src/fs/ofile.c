@@ -433,7 +433,8 @@ static void ofile_told_ino(struct smuxfs *fs, struct smuxfs_ofile *of,
 	struct smux_ctx ctx;
 
 	smuxfs_ctx(&ctx);
-	if (smux_mux_key_has_id(fs->root, &ctx, of->key, told) != 0)
+	if (smux_mux_key_has_id(fs->root, &ctx, of->key, told,
+				~SMUXFS_INO_FILE_ID) != 0)
 		of->ino_id = told;
 }
 
@@ -894,7 +895,8 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 
 	told = of->pin_ino ? smuxfs_fnode_told_id() : 0;
 	rc = ofile_start(fs, of, flags, &co);
-	if (rc == 0 && told && told != of->ino_id)
+	/* as told: the identity without the bit st_ino sets (fill_stat) */
+	if (rc == 0 && told && told != (of->ino_id & ~SMUXFS_INO_FILE_ID))
 		ofile_told_ino(fs, of, told);
 	of->open_rc = rc;
 	pthread_mutex_unlock(&of->lock);

@@ -34,7 +34,7 @@
 
 static struct {
 	uint64_t nodeid;
-	uint64_t unique;  /* of the request it answered */
+	int64_t noted_ns; /* smux_now_ns() it was noted (its reply sent) */
 	uint64_t ino;	  /* as told: SMUXFS_INO_FILE_ID set, or 0: none */
 	int64_t until_ns; /* smux_now_ns() the kernel's copy expires */
 } told[TOLD_SLOTS];
@@ -47,36 +47,34 @@ static unsigned slot_of(uint64_t nodeid)
 	       (TOLD_SLOTS - 1);
 }
 
-void smuxfs_told_note(uint64_t nodeid, uint64_t unique, uint64_t ino,
+void smuxfs_told_note(uint64_t nodeid, int64_t asked_ns, uint64_t ino,
 		      uint64_t valid_s, uint32_t valid_ns)
 {
 	unsigned i = slot_of(nodeid);
-	int64_t until = 0;
+	int64_t now, until;
 
 	if (!nodeid)
 		return;
+	now = smux_now_ns();
 	/* a validity beyond a day is "for good" here */
-	if (ino & SMUXFS_INO_FILE_ID)
-		until = valid_s > 86400
-				? INT64_MAX
-				: smux_now_ns() +
-					  (int64_t)valid_s * 1000000000LL +
+	until = valid_s > 86400 ? INT64_MAX
+				: now + (int64_t)valid_s * 1000000000LL +
 					  (int64_t)valid_ns + TOLD_MARGIN_NS;
 	pthread_mutex_lock(&told_lock);
-	/* two replies for one node on their way at once: the kernel keeps
-	 * the one of the later request (its attr_version check), and so
-	 * does the table */
-	if (told[i].nodeid == nodeid && unique < told[i].unique) {
+	/* the kernel drops a reply to a request sent before the node's
+	 * attributes last changed (its attr_version check): one asked
+	 * before the reply noted last was sent is not what it holds */
+	if (told[i].nodeid == nodeid && asked_ns < told[i].noted_ns) {
 		pthread_mutex_unlock(&told_lock);
 		return;
 	}
 	if (ino & SMUXFS_INO_FILE_ID) {
 		told[i].nodeid = nodeid;
-		told[i].unique = unique;
+		told[i].noted_ns = now;
 		told[i].ino = ino;
 		told[i].until_ns = until;
 	} else if (told[i].nodeid == nodeid) {
-		told[i].unique = unique;
+		told[i].noted_ns = now;
 		told[i].ino = 0; /* the node's own id now */
 	}
 	pthread_mutex_unlock(&told_lock);
