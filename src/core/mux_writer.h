@@ -51,7 +51,14 @@ struct smux__mux_writer {
 	 * changes not yet committed under the write policy */
 	bool inplace;
 	bool dirty;
+	unsigned n_late;     /* late[] */
 	uint64_t intent_gen; /* of its hold (smux__intent_hold) */
+	/* fan-out in place: the replicas left out of the open because they
+	 * were draining (references; NULL once joined; n_late of them), and
+	 * the open's flags: one undrained later joins the writer
+	 * (join_late) */
+	struct mux_member *late[SMUX__WRITER_MAX];
+	unsigned flags;
 	/* fan-out: the writer makes the whole content (opened truncating or
 	 * truncated to 0), not an edit of each replica's old copy */
 	bool whole;
@@ -59,12 +66,6 @@ struct smux__mux_writer {
 	 * down, stale, or its open failed); it gets the key from the
 	 * commit's hint */
 	bool left_out;
-	/* fan-out in place: the replicas left out of the open because they
-	 * were draining (references; NULL once joined), and the open's
-	 * flags: one undrained later joins the writer (join_late) */
-	struct mux_member *late[SMUX__WRITER_MAX];
-	unsigned n_late;
-	unsigned flags;
 	/* opened SMUX_WRITER_INPLACE (fan-out or not): the member writers
 	 * change the object itself */
 	bool object;
