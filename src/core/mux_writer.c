@@ -592,6 +592,16 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			if (clean >= 0)
 				src = clean;
 		}
+		/* no live replica holds every write of the key: a copy of
+		 * one that missed a write is no whole copy (taken in, the
+		 * replica and its source were both behind on the key, and
+		 * the next write the source missed left it no replica to be
+		 * read from, s46-t3) - the name's file is not the writer's
+		 * any more when it lost the name, so any will do then */
+		if (clean < 0 && !nameless) {
+			atomic_fetch_sub(&mw->m[i]->health.in_flight, 1);
+			continue;
+		}
 		/* the source's reads are counted, not refused: they read
 		 * the writer's own file, and a source drained since this
 		 * writer opened is the only whole copy (a rolling drain:
@@ -635,6 +645,17 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 			/* every hint it had for the key ends, ours too */
 			smux__replica_wrote(mux, mw->m[i], mw->base.key);
 			smux_events_emit(mux->events, &ev);
+			continue;
+		}
+		if (missed && !nameless) {
+			/* still behind on the key (its mode or xattrs not
+			 * the source's: drained again meanwhile): out until
+			 * its close, as a replica taking writes with a hint
+			 * pending was, with the other's next miss, the key
+			 * hinted on every replica - unreadable for good
+			 * (s46-t3) */
+			s->failed = true;
+			s->err = e;
 			continue;
 		}
 		if (missed)
