@@ -33,17 +33,6 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 void (*smux__failover_hinted_hook)(struct smux_mux *mux, const char *replica,
 				   const char *key);
 
-static bool in_view(struct smux_mux *mux, struct mux_member *m)
-{
-	struct mux_view *v = smux__view_get(mux);
-	bool in = false;
-
-	for (unsigned i = 0; i < v->n && !in; i++)
-		in = v->m[i] == m;
-	smux__view_put(v);
-	return in;
-}
-
 /* Hints for @key (@kind) on the first @n members of @v, recorded at once. */
 static int hinted_ahead(struct smux_mux *mux, struct mux_view *v, unsigned n,
 			const char *key, enum smux__hint_kind kind,
@@ -106,7 +95,7 @@ int smux__failover_missed(struct smux_mux *mux, struct mux_member *acked,
 	 * hints once the member is out of the view (and puts it back when
 	 * it holds the only copy of a write), this checks the view once the
 	 * hints are in, so one of the two sees the other */
-	if (rc == 0 && pos && !in_view(mux, acked))
+	if (rc == 0 && pos && !smux__member_in_view(mux, acked))
 		rc = smux_error_set(err, SMUX_E_ALL_BACKENDS_DOWN,
 				    mux->base.name,
 				    "%s took the write of %s but was removed "

@@ -333,6 +333,19 @@ void smux__fan_run_probed(struct smux__fan *f, const struct smux_ctx *ctx,
 
 void (*smux__fanout_hook_acked)(struct smux_mux *mux, const char *key);
 
+bool smux__member_in_view(struct smux_mux *mux, const struct mux_member *m)
+{
+	struct mux_view *v = smux__view_get(mux);
+	unsigned i = 0;
+	bool in;
+
+	while (i < v->n && v->m[i] != m)
+		i++;
+	in = i < v->n;
+	smux__view_put(v);
+	return in;
+}
+
 bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,
 			   const bool *ok, unsigned n)
 {

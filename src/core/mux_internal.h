@@ -529,6 +529,8 @@ bool smux__fan_probed(struct smux__fan *f, const struct smux_ctx *ctx,
  * member alone (the others' results kept). */
 void smux__fan_run_probed(struct smux__fan *f, const struct smux_ctx *ctx,
 			  struct smux_span *span);
+/* Whether @m is a member of @mux now (not removed since). */
+bool smux__member_in_view(struct smux_mux *mux, const struct mux_member *m);
 /* True when some @m[i] with ok[i] is in the current view (a write that
  * reached only members removed since lives on no member). */
 bool smux__fan_any_in_view(struct smux_mux *mux, struct mux_member **m,

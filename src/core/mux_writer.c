@@ -320,18 +320,6 @@ static long rejoin_meta(struct smux__mux_writer *mw, unsigned i, unsigned j,
 	return rc;
 }
 
-/* Whether @m is a member of @mux now (not removed since). */
-static bool in_view(struct smux_mux *mux, const struct mux_member *m)
-{
-	struct mux_view *v = smux__view_get(mux);
-	bool in = false;
-
-	for (unsigned i = 0; i < v->n && !in; i++)
-		in = v->m[i] == m;
-	smux__view_put(v);
-	return in;
-}
-
 /*
  * Whether @key names, on live replica @j, the file @j's writer writes: a
  * rename over the name or of it, or an unlink (through the mount, or
@@ -496,7 +484,7 @@ static void join_late(struct smux__mux_writer *mw, unsigned src,
 		struct mux_member *m = mw->late[k];
 
 		if (!m || !smux__health_is_up(&m->health) ||
-		    !in_view(mw->mux, m))
+		    !smux__member_in_view(mw->mux, m))
 			continue;
 		/* the source's calls are counted, not refused: the only
 		 * whole copy may be draining since (a rolling drain) */
