@@ -362,8 +362,8 @@ static int names_its_file(struct smux__mux_writer *mw, unsigned j,
 		       : 1;
 }
 
-/* join_late's events for @m: @ev recorded, or replayed (@e: why not) */
-static void join_event(struct smux__mux_writer *mw, struct mux_member *m,
+/* A rejoin's hint events for @m: recorded, or replayed (@e: why not) */
+static void hint_event(struct smux__mux_writer *mw, struct mux_member *m,
 		       enum smux_topic topic, const struct smux_error *e)
 {
 	struct smux_event ev = {.topic = topic};
@@ -425,7 +425,7 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 		smux__member_put(m);
 		return;
 	}
-	join_event(mw, m, SMUX_EV_HINT_RECORDED, NULL);
+	hint_event(mw, m, SMUX_EV_HINT_RECORDED, NULL);
 	mw->late[k] = NULL;
 	smux__member_put(m); /* the sub holds one */
 	i = mw->n - 1;
@@ -451,7 +451,7 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 	atomic_fetch_sub(&m->health.in_flight, 1);
 	if (rc < 0) {
 		s->err = e; /* out until its close */
-		join_event(mw, m, SMUX_EV_HINT_REPLAYED, &e);
+		hint_event(mw, m, SMUX_EV_HINT_REPLAYED, &e);
 		return;
 	}
 	s->failed = false;
@@ -461,7 +461,7 @@ static void join_one(struct smux__mux_writer *mw, unsigned k, unsigned src,
 		smux__replica_wrote(mux, m, mw->base.key);
 	else
 		(void)smux__hints_done(mux->hints, id, NULL);
-	join_event(mw, m, SMUX_EV_HINT_REPLAYED, NULL);
+	hint_event(mw, m, SMUX_EV_HINT_REPLAYED, NULL);
 }
 
 /*
@@ -500,6 +500,17 @@ static void join_late(struct smux__mux_writer *mw, unsigned src,
 		} /* else asked again at the next call */
 		atomic_fetch_sub(&mw->m[src]->health.in_flight, 1);
 	}
+}
+
+/* The first live replica but @skip with no hint for the key (it holds
+ * every write of it), or -1. */
+static int whole_source(struct smux__mux_writer *mw, unsigned skip)
+{
+	for (unsigned j = 0; j < mw->n; j++)
+		if (j != skip && smux__mw_live(mw, j) &&
+		    !smux__member_stale(mw->mux, mw->m[j], mw->base.key))
+			return (int)j;
+	return -1;
 }
 
 /*
@@ -547,10 +558,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 	if (src < 0)
 		return;
 	if (!nameless && mw->n_late) {
-		for (unsigned j = 0; j < mw->n && clean < 0; j++)
-			if (smux__mw_live(mw, j) &&
-			    !smux__member_stale(mux, mw->m[j], mw->base.key))
-				clean = (int)j;
+		clean = whole_source(mw, mw->n);
 		if (clean >= 0)
 			join_late(mw, (unsigned)clean, ctx);
 		clean = -1;
@@ -559,7 +567,6 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		struct smux__mw_sub *s = mw->s[i];
 		struct smux_error e;
 		uint64_t id = 0;
-		struct smux_event ev = {.topic = SMUX_EV_HINT_RECORDED};
 		bool missed;
 		int rc;
 
@@ -572,11 +579,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		if (!smux__member_enter(mw->m[i]))
 			continue; /* draining again */
 		if (clean < 0) {  /* once a rejoin is due: a whole source */
-			for (unsigned j = 0; j < mw->n && clean < 0; j++)
-				if (j != i && smux__mw_live(mw, j) &&
-				    !smux__member_stale(mux, mw->m[j],
-							mw->base.key))
-					clean = (int)j;
+			clean = whole_source(mw, i);
 			if (clean >= 0)
 				src = clean;
 		}
@@ -609,20 +612,14 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		}
 		/* recorded, then replayed by the copy (or left to the
 		 * mux's repair when the copy fails): as a hint's events */
-		snprintf(ev.mux, sizeof(ev.mux), "%s", mux->base.name);
-		snprintf(ev.name, sizeof(ev.name), "%s", mw->m[i]->name);
-		snprintf(ev.key, sizeof(ev.key), "%s", mw->base.key);
-		smux_events_emit(mux->events, &ev);
-		ev.topic = SMUX_EV_HINT_REPLAYED;
+		hint_event(mw, mw->m[i], SMUX_EV_HINT_RECORDED, NULL);
 		rc = rejoin_copy(mw, i, (unsigned)src, ctx, &e);
 		rejoin_leave(mw, i, (unsigned)src);
 		if (rc) {
 			/* its error names the replica that failed: the
 			 * source's read leaves the source in (its writes may
 			 * still go), as the replica's own write would */
-			ev.has_cause = true;
-			ev.cause = e.e;
-			smux_events_emit(mux->events, &ev);
+			hint_event(mw, mw->m[i], SMUX_EV_HINT_REPLAYED, &e);
 			s->err = e; /* tried once: out until its close */
 			continue;
 		}
@@ -632,7 +629,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		    rejoin_meta(mw, i, (unsigned)src, ctx, &e) == 0) {
 			/* every hint it had for the key ends, ours too */
 			smux__replica_wrote(mux, mw->m[i], mw->base.key);
-			smux_events_emit(mux->events, &ev);
+			hint_event(mw, mw->m[i], SMUX_EV_HINT_REPLAYED, NULL);
 			continue;
 		}
 		if (missed && !nameless) {
@@ -649,7 +646,7 @@ static void rejoin_drained(struct smux__mux_writer *mw,
 		if (missed)
 			continue;
 		(void)smux__hints_done(mux->hints, id, NULL);
-		smux_events_emit(mux->events, &ev);
+		hint_event(mw, mw->m[i], SMUX_EV_HINT_REPLAYED, NULL);
 	}
 }
 
@@ -944,13 +941,6 @@ static int shield_origin_first(struct smux__mux_writer *mw,
 	return rc;
 }
 
-/*
- * Shield/mirror: a writer on every replica that is not draining, except
- * that a writer that starts from the object (not truncating) is not
- * opened on a replica that missed the key's latest write: it would build
- * the new content from that replica's old copy. That replica is left out
- * like a failed one and keeps (gets) its hint at commit.
- */
 /* The members of @v that smux__fan_eligible passed over in @f (draining):
  * each may join the writer once it is back (join_late). */
 static void note_late(struct smux__mux_writer *mw, const struct mux_view *v,
@@ -966,6 +956,13 @@ static void note_late(struct smux__mux_writer *mw, const struct mux_view *v,
 	}
 }
 
+/*
+ * Shield/mirror: a writer on every replica that is not draining, except
+ * that a writer that starts from the object (not truncating) is not
+ * opened on a replica that missed the key's latest write: it would build
+ * the new content from that replica's old copy. That replica is left out
+ * like a failed one and keeps (gets) its hint at commit.
+ */
 static int fanout_open(struct smux__mux_writer *mw, const struct smux_ctx *ctx,
 		       const char *key, unsigned flags, struct smux_error *err)
 {

@@ -176,3 +176,34 @@ for i in range(5):
 PY
 repair_settled "$M" 20
 unmount_smux "$M"
+
+# A join that fails counts at the close as the replica still drained
+# would: not at all. write_quorum = 2 lets a close through while a
+# replica is drained (the write reached every replica in service); a's
+# join here fails (its copy of f has another name there, g, and a hint
+# pending for f: a copy into it would change g on a alone), and counted
+# as a replica that missed the write, it failed that close with EIO.
+new_config "$T/q.conf" root
+cfg_mux root mirror "a b" write_quorum=2
+cfg_file a "$T/qa"
+cfg_file b "$T/qb"
+mount_smux "$T/q.conf" "$M"
+echo 1 >"$M/f"
+ln "$M/f" "$M/g" || fail "ln f g"
+echo "drain a" >"$M/.smux/ctl"
+echo 2 >>"$M/f" || fail "an append with a drained"
+timeout -k 5 60 python3 - "$M" <<'PY' || fail "a failed join failed the close under write_quorum = 2"
+import os, sys
+M = sys.argv[1]
+def ctl(c):
+    with open(M + "/.smux/ctl", "w") as h:
+        h.write(c + "\n")
+fd = os.open(M + "/f", os.O_WRONLY | os.O_APPEND)
+ctl("undrain a")
+os.write(fd, b"3\n")  # a's join is tried here, and fails
+os.close(fd)
+PY
+repair_settled "$M" 20
+[ "$(cat "$M/f")" = "$(printf '1\n2\n3')" ] || fail "f: $(cat "$M/f" | tr '\n' ' ')"
+cmp "$T/qa/f" "$T/qb/f" || fail "the replicas of f differ"
+unmount_smux "$M"
