@@ -1718,11 +1718,12 @@ static int mux_exchange(struct smux_backend *b, const struct smux_ctx *ctx,
 	};
 	struct smux_span *span;
 	struct smux_ctx child;
+	bool held_a, held_b;
 	long rc;
 
-	bool held_a = smux__intent_replacing(mux, a);
-	bool held_b = smux__intent_replacing(mux, bname);
-
+	/* both names go to another file (mux_writer.c join_late) */
+	held_a = smux__intent_replacing(mux, a);
+	held_b = smux__intent_replacing(mux, bname);
 	rc = op_enter(mux, ctx, &child, "exchange", a, "all", &span, err);
 	if (rc == 0)
 		rc = mux_every_member(mux, &child, &call, &call,

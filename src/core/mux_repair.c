@@ -57,8 +57,7 @@ static void emit(struct smux_mux *mux, struct smux_event *ev)
 	smux_events_emit(mux->events, ev);
 }
 
-/* One call on @m through its bulkhead, with bookkeeping (@probe: this
- * call is the health probe of a down @m). */
+/* smux__member_call_source's member, on this thread */
 static __thread const struct mux_member *call_source;
 
 void smux__member_call_source(const struct mux_member *m)
@@ -66,6 +65,8 @@ void smux__member_call_source(const struct mux_member *m)
 	call_source = m;
 }
 
+/* One call on @m through its bulkhead, with bookkeeping (@probe: this
+ * call is the health probe of a down @m). */
 long smux__member_call(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *m, struct smux__call *call,
 		       bool probe, struct smux_error *err)
@@ -1494,8 +1495,9 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	return 0;
 }
 
-/* a repair runs on this thread (repair_hints, or its workers) (a drain from within it, by a hook
- * or a remove, must not wait for the replays it claimed itself) */
+/* a repair's replays run on this thread (repair_pass: the caller's and
+ * its workers): a drain from within one (a hook, a remove) must not
+ * wait for the replays it claimed itself (smux__mux_repair_up) */
 static __thread unsigned repairing;
 
 static void *repair_worker(void *arg)
@@ -1578,29 +1580,10 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
  * (and not @skip, when not NULL), with @key (not NULL) only that key's of
  * those, and no recovery of a dead daemon's changes. */
-static int repair_hints_run(struct smux_mux *mux, const struct smux_ctx *ctx,
-			    bool wait, bool up_only, const char *key,
-			    const char *skip, unsigned *replayed,
-			    unsigned *pending, struct smux_error *err);
-
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 			bool wait, bool up_only, const char *key,
 			const char *skip, unsigned *replayed, unsigned *pending,
 			struct smux_error *err)
-{
-	int rc;
-
-	repairing++;
-	rc = repair_hints_run(mux, ctx, wait, up_only, key, skip, replayed,
-			      pending, err);
-	repairing--;
-	return rc;
-}
-
-static int repair_hints_run(struct smux_mux *mux, const struct smux_ctx *ctx,
-			    bool wait, bool up_only, const char *key,
-			    const char *skip, unsigned *replayed,
-			    unsigned *pending, struct smux_error *err)
 {
 	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
 	int *todo = NULL;

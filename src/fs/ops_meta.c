@@ -221,7 +221,7 @@ int smuxfs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 		rc = smuxfs_fh_key(fs, fh, key, sizeof(key));
 		/* written through the mount since its open: it reads what
 		 * the name holds now, so it says what that is (below) */
-		if (rc == 0 && !fh->of)
+		if (rc == 0)
 			smuxfs_fh_repin(fs, fh, key);
 		if (rc == 0)
 			rc = smuxfs_lookup(fs, key, false, &is_dir, &info);

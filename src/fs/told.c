@@ -21,6 +21,7 @@
  * gives, as before. One mount per daemon: the table is the process's.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "fs/fs.h"
 
@@ -39,6 +40,9 @@ static struct {
 	int64_t until_ns; /* smux_now_ns() the kernel's copy expires */
 } told[TOLD_SLOTS];
 static pthread_mutex_t told_lock = PTHREAD_MUTEX_INITIALIZER;
+/* a number with SMUXFS_INO_FILE_ID was noted once: until then (a tree
+ * without hard links never shows one) a reply costs no lock */
+static atomic_bool told_used;
 
 static unsigned slot_of(uint64_t nodeid)
 {
@@ -54,6 +58,10 @@ void smuxfs_told_note(uint64_t nodeid, int64_t asked_ns, uint64_t ino,
 	int64_t now, until;
 
 	if (!nodeid)
+		return;
+	if (ino & SMUXFS_INO_FILE_ID)
+		atomic_store_explicit(&told_used, true, memory_order_relaxed);
+	else if (!atomic_load_explicit(&told_used, memory_order_relaxed))
 		return;
 	now = smux_now_ns();
 	/* a validity beyond a day is "for good" here */
