@@ -48,6 +48,8 @@ for busy in (True, False):  # a write between a's undrain and b's drain, or none
            os.open(M + "/" + names[1], os.O_WRONLY | os.O_APPEND),
            os.open(M + "/" + names[2], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)]
     want = ["", "old line\n", ""]
+    # an xattr given while a is drained: the join carries it to a
+    os.setxattr(M + "/" + names[0], "user.tag", sfx.encode())
     for i, fd in enumerate(fds):
         want[i] += step(fd, "1", "%s, a drained" % names[i])
     ctl("undrain a")
@@ -78,6 +80,12 @@ for busy in (True, False):  # a write between a's undrain and b's drain, or none
             m = -1
         if m != mode:
             bad.append("%s on a: mode %o, want %o" % (n, m, mode))
+    try:
+        tag = os.getxattr(T + "/a/" + names[0], "user.tag")
+    except OSError as e:
+        tag = str(e).encode()
+    if tag != sfx.encode():
+        bad.append("%s on a: user.tag %r, want %r" % (names[0], tag, sfx))
     ctl("undrain b")
     for i, n in enumerate(names):
         if open(M + "/" + n).read() != want[i]:
