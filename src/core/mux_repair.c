@@ -232,6 +232,35 @@ static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
 }
 
 /*
+ * Whether @src's file of @key is still the one a replay read (@got: its
+ * size, times, names and identity then): 0, or -1 with @err
+ * (PRECONDITION_FAILED when it changed: the hint stays for the next
+ * pass, which reads it again). A write through another name of a file
+ * of several names supersedes no hint of @key, so the replay's check of
+ * its hint misses it (the kernel gives a file written after a stat a
+ * later ctime).
+ */
+static int src_unchanged(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_member *src, const char *key,
+			 const struct smux_info *got, struct smux_error *err)
+{
+	struct smux_info now = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &now};
+
+	if (smux__member_call(mux, ctx, src, &head, false, err) != 0)
+		return -1;
+	if (now.size == got->size && now.mtime_ns == got->mtime_ns &&
+	    now.ctime_ns == got->ctime_ns && now.nlink == got->nlink &&
+	    now.file_id == got->file_id)
+		return 0;
+	smux_error_set(err, SMUX_E_PRECONDITION_FAILED, mux->base.name,
+		       "%s changed on %s during its replay: replayed again",
+		       key, src->name);
+	return -1;
+}
+
+/*
  * @dst's file of @other (@di: one name, no writer) missed
  * writes made through @key, a name of the same file on @src, while @dst
  * missed the link (ln a b, then echo >> b): it gets the bytes the replay
@@ -388,12 +417,23 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* ... but not under @other's open writer (an append through it
 	 * right after the undrain): the replay waits for its close, and its
 	 * hint stays; a copy now split the names for good, @other on @dst
-	 * without the writes through @key (s43-t5) */
-	if (refresh && smux__replay_blocked(mux, other, err))
-		return -2;
-	if (behind &&
-	    (!refresh || link_refresh(mux, ctx, dst, other, info, fd, len, &e)))
+	 * without the writes through @key (s43-t5). Nor over a write
+	 * through @other: one from the check on waits (the fence), one
+	 * since the replay's read changed @src's file (src_unchanged) */
+	if (refresh) {
+		smux__replay_fence_enter(mux, dst, other);
+		if (smux__replay_blocked(mux, other, err) ||
+		    src_unchanged(mux, ctx, src, key, info, err))
+			rc = -2;
+		else
+			rc = link_refresh(mux, ctx, dst, other, info, fd, len,
+					  &e);
+		smux__replay_fence_exit(mux, dst, other);
+		if (rc)
+			return (int)rc;
+	} else if (behind) {
 		return -1;
+	}
 	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
 		return -1;
 	link_meta(mux, ctx, dst, key, &di, info);
@@ -455,12 +495,16 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
  * they do not hold on @src; so is one of names elsewhere or of more than
  * SMUX__GROUP_MAX; *@absent: @dst has no @key); -1 with @err when a call
  * failed or a writer holds one of the names (the replay fails and its
- * hint stays: a copy would split a group it could not check).
+ * hint stays: a copy would split a group it could not check). With 1,
+ * @dst's other names are fenced (mux_fence.c) until
+ * fence_names_exit(@held), as the replay's @key is: no write through one
+ * lands under the replay's bytes.
  */
 static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
 		      const char *key, const struct smux_info *info,
-		      bool *absent, struct smux_error *err)
+		      bool *absent, struct group_names *held,
+		      struct smux_error *err)
 {
 	struct group_names gs = {.id = info->file_id}, gd = {0};
 	struct smux_info di = {0};
@@ -488,16 +532,34 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < gs.n; i++) {
 		if (same == 1)
 			same = strcmp(gs.names[i], gd.names[i]) == 0;
+		/* no write through another name from here to the replay's
+		 * end: a writer waits, as one of @key does */
+		if (same == 1 && strcmp(gs.names[i], key) != 0) {
+			smux__replay_fence_enter(mux, dst, gs.names[i]);
+			held->names[held->n++] = gs.names[i];
+			gs.names[i] = NULL;
+		}
 		/* a writer that opened a name since the replay's check (or
 		 * holds another name): the replay waits for its close - a
 		 * file of its own would split @dst's names for good */
-		if (same == 1 && smux__replay_blocked(mux, gs.names[i], err))
+		if (same == 1 && smux__replay_blocked(mux, gd.names[i], err))
 			same = -1;
 		free(gs.names[i]);
 	}
 	for (unsigned i = 0; i < gd.n; i++)
 		free(gd.names[i]);
 	return same;
+}
+
+/* Leaves the fences same_group entered on @dst for the names @held. */
+static void fence_names_exit(struct smux_mux *mux, struct mux_member *dst,
+			     struct group_names *held)
+{
+	for (unsigned i = 0; i < held->n; i++) {
+		smux__replay_fence_exit(mux, dst, held->names[i]);
+		free(held->names[i]);
+	}
+	held->n = 0;
 }
 
 /*
@@ -559,6 +621,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_source source;
 	struct smux_sink sink;
 	bool linked = false;
+	struct group_names held = {0}; /* @dst's names same_group fenced */
 	struct smux__call get = {
 		.op = marker ? SMUX__OP_HEAD : SMUX__OP_GET,
 		.key = key,
@@ -618,9 +681,15 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * other gets a file of its own */
 		bool absent = false;
 		int group = linked ? same_group(mux, ctx, src, dst, key, &info,
-						&absent, err)
+						&absent, &held, err)
 				   : 0;
 
+		/* a write through another name between the replay's read
+		 * and the fences is on @dst already (s46 CI: the older bytes
+		 * went over an append through f right after the undrain) */
+		if (group >= 0 && linked &&
+		    src_unchanged(mux, ctx, src, key, &info, err) != 0)
+			group = -1;
 		if (group < 0) {
 			rc = -err->e.sys_errno; /* the hint stays */
 			if (rc == 0)
@@ -665,6 +734,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = -ENOENT;
 	}
 out_fence:
+	fence_names_exit(mux, dst, &held);
 	if (*got && hinted)
 		smux__replay_fence_exit(mux, dst, key);
 	if (linked)
