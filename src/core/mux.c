@@ -1303,6 +1303,17 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 		return (int)rc;
 	held = smux__intent_replacing(mux, key);
 	rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
+	/* a directory every replica asked refused as not empty: one may
+	 * hold names under it whose deletes it missed (they were hinted
+	 * while it was drained, and their replays wait: a rolling drain
+	 * under rm -r, s46-t4) - those first, then once more. (Sticky:
+	 * each shard's own answer, its hints are no deletes of names it
+	 * holds.) */
+	if (rc < 0 && err->e.code == SMUX_E_NOT_EMPTY && smux_key_is_dir(key) &&
+	    mux->mode != SMUX_MODE_STICKY &&
+	    smux__catch_up_under(mux, ctx, key))
+		rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete",
+				 err);
 	if (rc == 0) /* an open in-place writer's file has no name now */
 		smux__intent_replaced(mux, key);
 	if (held)

@@ -997,11 +997,12 @@ static void parent_mtime(struct smux_mux *mux, const struct smux_ctx *ctx,
  * Replays one hint; 0 when the replica has the key's state again (or a
  * later write reached it meanwhile). With @probe, @m is down and this
  * replay is its health probe: the first call on @m reports the outcome;
- * when no call reaches @m the probe is given back.
+ * when no call reaches @m the probe is given back. @dels: a missed delete
+ * is done without another replica's word (struct repair_run).
  */
 static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct mux_view *v, struct mux_member *m,
-		   const struct smux__hint *h, bool probe,
+		   const struct smux__hint *h, bool probe, bool dels,
 		   struct smux_error *err)
 {
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
@@ -1019,6 +1020,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, &dir, err);
 	if (rc < 0 && rc != -ENOENT && dir)
 		rc = replay_as_dir(mux, ctx, v, m, h->key, &left, err);
+	/* no other replica to confirm a missed delete (drained, down): the
+	 * removal of a directory above it that waits for it takes the hint
+	 * as the listing does (mux_list.c: a name only replicas with a
+	 * delete hint list is not there) - the name is gone for the user */
+	else if (rc < 0 && rc != -ENOENT && dels && h->kind == SMUX__HINT_DEL)
+		rc = -ENOENT;
 	/* a missed delete, or a key deleted everywhere since (converge on
 	 * that) - unless a later write reached the replica meanwhile */
 	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
@@ -1314,6 +1321,9 @@ struct repair_run {
 	struct mux_view *v;
 	struct smux__hint *list;
 	bool wait;
+	/* a directory's removal waits (smux__catch_up_under): a replica's
+	 * missed delete is done also when no other replica can confirm it */
+	bool dels;
 	const int *todo; /* indices into list */
 	int ntodo;
 	bool *refused; /* [i]: the replica was not up (no probe left) */
@@ -1539,7 +1549,8 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 	if ((mux->mode == SMUX_MODE_STICKY
 		     ? smux__sticky_replay(mux, run->ctx, run->v, m, h, probe,
 					   &e)
-		     : replay(mux, run->ctx, run->v, m, h, probe, &e)) == 0) {
+		     : replay(mux, run->ctx, run->v, m, h, probe, run->dels,
+			      &e)) == 0) {
 		replay_judge(mux, run->ctx); /* a peer that failed it */
 		if (smux__hints_done(mux->hints, h->id, NULL) == 0) {
 			atomic_fetch_add(&run->done, 1);
@@ -1638,24 +1649,28 @@ static bool hint_replica_up(const struct mux_view *v,
  * (when not NULL), not of replica @skip (when not NULL). */
 static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 		      const struct smux__hint *h, bool wait, bool up_only,
-		      const char *key, const char *skip)
+		      const char *key, bool under, const char *skip)
 {
 	if (!up_only)
 		return wait || hint_due(mux, v, h);
-	return (!key || strcmp(h->key, key) == 0) &&
-	       (!skip || strcmp(h->replica, skip) != 0) &&
-	       hint_replica_up(v, h) && hint_due(mux, v, h);
+	if (key && (under ? strncmp(h->key, key, strlen(key)) != 0
+			  : strcmp(h->key, key) != 0))
+		return false;
+	/* (@under: a removal waits for them, also for one that failed) */
+	return (!skip || strcmp(h->replica, skip) != 0) &&
+	       hint_replica_up(v, h) && (under || hint_due(mux, v, h));
 }
 
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
  * (and not @skip, when not NULL), with @key (not NULL) only that key's of
  * those, and no recovery of a dead daemon's changes. */
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
-			bool wait, bool up_only, const char *key,
+			bool wait, bool up_only, const char *key, bool under,
 			const char *skip, unsigned *replayed, unsigned *pending,
 			struct smux_error *err)
 {
-	struct repair_run run = {.mux = mux, .ctx = ctx, .wait = wait};
+	struct repair_run run = {
+		.mux = mux, .ctx = ctx, .wait = wait, .dels = under};
 	int *todo = NULL;
 	int n, rc = 0;
 
@@ -1668,8 +1683,8 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return rc;
 	/* one key's (a catch-up before an open): its hints only, not a
 	 * copy of a backlog of thousands at every open of the file */
-	n = key ? smux__hints_list_key(mux->hints, key, &run.list)
-		: smux__hints_list(mux->hints, NULL, &run.list);
+	n = key && !under ? smux__hints_list_key(mux->hints, key, &run.list)
+			  : smux__hints_list(mux->hints, NULL, &run.list);
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
@@ -1690,7 +1705,7 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
 		if (hint_todo(mux, run.v, &run.list[i], wait, up_only, key,
-			      skip))
+			      under, skip))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1731,7 +1746,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
-	return repair_hints(mux, ctx, wait, false, NULL, NULL, replayed,
+	return repair_hints(mux, ctx, wait, false, NULL, false, NULL, replayed,
 			    pending, err);
 }
 
@@ -1771,8 +1786,29 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 smux__hints_has(mux->hints, v->m[i]->name, key);
 	smux__view_put(v);
 	if (behind && !smux__intent_busy(mux, key))
-		(void)repair_hints(mux, ctx, true, true, key, NULL, NULL, NULL,
-				   &e);
+		(void)repair_hints(mux, ctx, true, true, key, false, NULL, NULL,
+				   NULL, &e);
+}
+
+bool smux__catch_up_under(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  const char *prefix)
+{
+	unsigned replayed = 0, total = 0;
+	struct smux_error e;
+
+	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
+		return false;
+	/* a directory's delete fails until those of its names are in (they
+	 * run in parallel): one round per level, while one replays
+	 * something */
+	for (int round = 0; round < SMUX__CATCH_UP_ROUNDS; round++) {
+		if (repair_hints(mux, ctx, true, true, prefix, true, NULL,
+				 &replayed, NULL, &e) != 0 ||
+		    replayed == 0)
+			break;
+		total += replayed;
+	}
+	return total > 0;
 }
 
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
@@ -1784,8 +1820,8 @@ int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * left that replay refused (BACKEND_DRAINING) and the file
 	 * unreadable until the undrain (s46-t1). Not from within a repair
 	 * (a hook, a remove): it would wait for its own claims */
-	return repair_hints(mux, ctx, repairing == 0, true, NULL, skip, NULL,
-			    NULL, err);
+	return repair_hints(mux, ctx, repairing == 0, true, NULL, false, skip,
+			    NULL, NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */

@@ -106,7 +106,7 @@ for k in file mirror failover s3; do tests+=("test_fallocate.sh $k"); done
 for k in file mirror; do tests+=("test_stress.sh $k"); done
 for k in mirror s3 http bunny; do tests+=("test_dbench.sh $k"); done
 tests+=("test_http.sh" "test_http_read.sh" "test_dotnames_rename.sh" "test_tls.sh" "test_s3.sh" "test_swift.sh")
-tests+=("test_http_cut.sh" "test_mixed_readers.sh" "test_failover_dirmv.sh" "test_shield_refused.sh" "test_failover_rmdir.sh" "test_link_replay_names.sh" "test_dav_rclone.sh" "test_dav_lighttpd.sh" "test_drain_tars.sh" "test_replica_claim.sh" "test_reader_keeps_file.sh" "test_chmod_open.sh" "test_undrain_setattr.sh" "test_no_eagain.sh" "test_hung_dir.sh" "test_sqlite_drain.sh" "test_tail_drain.sh" "test_shield_list.sh" "test_rolling_drain_open.sh")
+tests+=("test_http_cut.sh" "test_mixed_readers.sh" "test_failover_dirmv.sh" "test_shield_refused.sh" "test_failover_rmdir.sh" "test_link_replay_names.sh" "test_dav_rclone.sh" "test_dav_lighttpd.sh" "test_drain_tars.sh" "test_replica_claim.sh" "test_reader_keeps_file.sh" "test_chmod_open.sh" "test_undrain_setattr.sh" "test_no_eagain.sh" "test_hung_dir.sh" "test_sqlite_drain.sh" "test_tail_drain.sh" "test_shield_list.sh" "test_rolling_drain_open.sh" "test_rmdir_hinted.sh")
 tests+=("test_s3_apps.sh s3")
 tests+=("test_s3fs_interop.sh")
 tests+=("test_s3_requests.sh" "test_swift_requests.sh" "test_s3_attrstore.sh" "test_swift_attrstore.sh")
@@ -196,7 +196,7 @@ test_s3_requests"
 # ASan), test_cdn_faults, the mirror variants of the local-semantics
 # tests, and the model on an s3 mirror (53 s in the normal lane; the model
 # checks what a program sees, the same in both builds).
-normal_lane_leaves="test_model-s3-mirror test_rolling_drain_open test_shield_list test_tail_drain test_sqlite_drain test_hung_dir test_no_eagain test_undrain_setattr test_chmod_open test_reader_keeps_file test_replica_claim test_drain_tars test_dav_rclone test_dav_lighttpd test_failover_dirmv test_failover_rmdir test_link_replay_names test_shield_refused test_s3_errpage test_dav_hostile test_rcache test_s3_attrstore test_swift_attrstore test_model-swift
+normal_lane_leaves="test_model-s3-mirror test_rmdir_hinted test_rolling_drain_open test_shield_list test_tail_drain test_sqlite_drain test_hung_dir test_no_eagain test_undrain_setattr test_chmod_open test_reader_keeps_file test_replica_claim test_drain_tars test_dav_rclone test_dav_lighttpd test_failover_dirmv test_failover_rmdir test_link_replay_names test_shield_refused test_s3_errpage test_dav_hostile test_rcache test_s3_attrstore test_swift_attrstore test_model-swift
 test_model-bunny test_s3_apps-s3 test_delq-single
 test_dirnames-s3 test_dirnames-bunny test_dirnames_outage test_s3_stream
 test_s3_stream_swift test_swift_requests test_bunny_rename

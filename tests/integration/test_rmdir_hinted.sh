@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test_rmdir_hinted.sh - a mirror of two file backends [a, b]: rm -r of a
+# tree during a rolling drain (drain a; rm files and directories; undrain
+# a; drain b; rmdir) removes it, also when a still holds names under the
+# directory whose deletes it missed: their hints are replayed first, then
+# the removal is tried again (s46-t4: "rm: cannot remove 't1': Directory
+# not empty" - a replayed the removal of t1/d10/ before the deletes of
+# its files, that failed, and the hint waited; the rmdir of t1 went to a
+# alone, which still held t1/d10/).
+. "$(dirname "$0")/lib.sh"
+
+command -v chattr >/dev/null || fail "chattr missing (e2fsprogs)"
+new_config "$T/c.conf" m
+cfg_mux m mirror "a b"
+cfg_file a "$T/a"
+cfg_file b "$T/b"
+M=$T/mnt
+CTL=$M/.smux/ctl
+mount_smux "$T/c.conf" "$M"
+
+# replays_failed KEY N: a's replay of KEY failed N times
+replays_failed() {
+	[ "$(grep -F "\"name\":\"a\",\"key\":\"$1\",\"cause\"" "$M/.smux/events" |
+		wc -l)" -ge "$2" ]
+}
+
+mkdir -p "$M/t/d"
+echo 1 >"$M/t/d/f"
+echo "drain a" >"$CTL"
+rm "$M/t/d/f"
+rmdir "$M/t/d"
+[ "$(stats "$M" .pendingHints)" = 2 ] || fail "hints: $(stats "$M" .pendingHints)"
+# a's replays fail (an immutable directory) and wait: a keeps t/d/ and f
+chattr +i "$T/a/t/d" || fail "chattr +i (a filesystem without it?)"
+echo "undrain a" >"$CTL"
+end=$((SECONDS + 20))
+until replays_failed t/d/f 2 && replays_failed t/d/ 2; do
+	[ "$SECONDS" -lt "$end" ] || {
+		chattr -i "$T/a/t/d"
+		fail "no failed replays of t/d/f and t/d/ on a"
+	}
+	echo repair >"$CTL" 2>/dev/null || true
+	sleep 0.2
+done
+chattr -i "$T/a/t/d"
+# their next try is seconds away: the rmdir goes to a alone before it
+echo "drain b" >"$CTL"
+[ -e "$T/a/t/d/f" ] || fail "a's hints were replayed before the rmdir"
+timeout 20 rmdir "$M/t" || fail "rmdir t while a held t/d/ (hinted)"
+[ ! -e "$T/a/t" ] || fail "t still on a: $(find "$T/a/t")"
+[ ! -e "$M/t" ] || fail "t still shows"
+echo "undrain b" >"$CTL"
+repair_settled "$M" 30
+[ ! -e "$T/b/t" ] || fail "t still on b: $(find "$T/b/t")"
+log "rmdir with a's deletes under it pending: removed on a and b"
+unmount_smux "$M"
