@@ -1306,11 +1306,9 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	/* a directory every replica asked refused as not empty: one may
 	 * hold names under it whose deletes it missed (they were hinted
 	 * while it was drained, and their replays wait: a rolling drain
-	 * under rm -r, s46-t4) - those first, then once more. (Sticky:
-	 * each shard's own answer, its hints are no deletes of names it
-	 * holds.) */
+	 * under rm -r, s46-t4) - those first, then once more (mirror and
+	 * shield: smux__catch_up_under) */
 	if (rc < 0 && err->e.code == SMUX_E_NOT_EMPTY && smux_key_is_dir(key) &&
-	    mux->mode != SMUX_MODE_STICKY &&
 	    smux__catch_up_under(mux, ctx, key))
 		rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete",
 				 err);

@@ -17,8 +17,13 @@
  * writers and of replays in their section, under fence_lock. A writer
  * fences all its members' buckets at once, and only when none has a
  * replay: a writer never holds one bucket while it waits for another, and
- * a replay holds one bucket and waits only for writers, which wait for
- * nothing while they hold buckets - no cycle.
+ * a replay holds its bucket (those of the other names of a file of
+ * several names too, entered one after another: mux_repair.c
+ * same_group) and waits only for writers, which wait for nothing while
+ * they hold buckets - no cycle. (Nothing but a health probe: a write
+ * that failed everywhere waits, fenced, for a probe under way, bounded
+ * by the backend timeout; a replay that is its member's probe reports
+ * it before it fences another name.)
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1087,12 +1087,15 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
  * (mux_repair.c); best effort. */
 void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    const char *key);
-/* Replays the hints under the directory @prefix ("a/") of the replicas
- * that are up, also those waiting after a failed try, in rounds (at most
- * SMUX__CATCH_UP_ROUNDS: one per level of directories) while one
- * replays something: before the removal of a directory that a replica
- * refused (NOT_EMPTY) is tried again - it still held names whose deletes
- * it missed (mux.c mux_del). Whether any hint was replayed. */
+/* Mirror, shield: replays the delete hints under the directory @prefix
+ * ("a/") of the replicas that are up, also those waiting after a failed
+ * try, in rounds (at most SMUX__CATCH_UP_ROUNDS: one per level of
+ * directories) while one replays something: before the removal of a
+ * directory that the replicas refused (NOT_EMPTY) is tried again - one
+ * still held names whose deletes it missed (mux.c mux_del). A delete no
+ * other replica can confirm (drained, down) is done: the listing shows
+ * no such name already. @ctx: the caller's own (not a child's). Whether
+ * any hint was replayed. */
 #define SMUX__CATCH_UP_ROUNDS 8
 bool smux__catch_up_under(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  const char *prefix);

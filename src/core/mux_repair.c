@@ -237,8 +237,10 @@ static bool link_memo_find(struct smux_mux *mux, const struct mux_member *src,
  * (PRECONDITION_FAILED when it changed: the hint stays for the next
  * pass, which reads it again). A write through another name of a file
  * of several names supersedes no hint of @key, so the replay's check of
- * its hint misses it (the kernel gives a file written after a stat a
- * later ctime).
+ * its hint misses it. An append changes the size; a same-size overwrite
+ * the times, where the filesystem stamps a change after a stat with a
+ * later time (Linux 6.13+ multigrain timestamps: ext4, xfs, btrfs,
+ * tmpfs) - with coarse ones one within the same tick goes unseen.
  */
 static int src_unchanged(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 struct mux_member *src, const char *key,
@@ -495,25 +497,30 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
  * they do not hold on @src; so is one of names elsewhere or of more than
  * SMUX__GROUP_MAX; *@absent: @dst has no @key); -1 with @err when a call
  * failed or a writer holds one of the names (the replay fails and its
- * hint stays: a copy would split a group it could not check). With 1,
- * @dst's other names are fenced (mux_fence.c) until
- * fence_names_exit(@held), as the replay's @key is: no write through one
- * lands under the replay's bytes.
+ * hint stays: a copy would split a group it could not check). @dst's
+ * other names it compared are fenced (mux_fence.c) until
+ * fence_names_exit(@held), whatever it returns, as the replay's @key is:
+ * no write through one lands under the replay's bytes. *@probe: its first
+ * call on @dst reports @dst's probe (then cleared).
  */
 static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
 		      const char *key, const struct smux_info *info,
-		      bool *absent, struct group_names *held,
+		      bool *probe, bool *absent, struct group_names *held,
 		      struct smux_error *err)
 {
 	struct group_names gs = {.id = info->file_id}, gd = {0};
 	struct smux_info di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
 	char prefix[SMUX_KEY_MAX + 1];
-	int same;
+	int same, rc;
 
 	*absent = false;
-	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0) {
+	/* the first call on @dst reports its probe (*@probe), before any
+	 * fence: a user write may wait, fenced, for that probe */
+	rc = smux__member_call(mux, ctx, dst, &head, *probe, err);
+	*probe = false;
+	if (rc != 0) {
 		*absent = err->e.code == SMUX_E_KEY_NOT_FOUND;
 		return *absent ? 0 : -1;
 	}
@@ -681,7 +688,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * other gets a file of its own */
 		bool absent = false;
 		int group = linked ? same_group(mux, ctx, src, dst, key, &info,
-						&absent, &held, err)
+						&probe_dst, &absent, &held, err)
 				   : 0;
 
 		/* a write through another name between the replay's read
@@ -758,11 +765,12 @@ static long copy_one(struct smux_mux *mux, const struct smux_ctx *ctx,
  * 0; -ENOENT when every replica asked answered "not found" (the key is
  * gone); else an error (no replica to copy from is no reason to delete).
  * *@probe as copy_one(); *@dir: a member answered that the (plain) key is
- * a directory there.
+ * a directory there; *@asked (may be NULL): a member was asked and did
+ * not refuse as draining.
  */
 static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 			   struct mux_view *v, struct mux_member *dst,
-			   const char *key, bool *probe, bool *dir,
+			   const char *key, bool *probe, bool *dir, bool *asked,
 			   struct smux_error *err)
 {
 	bool not_found = false, failed = false;
@@ -779,6 +787,8 @@ static long copy_from_peer(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    smux__member_stale(mux, src, key))
 			continue;
 		rc = copy_one(mux, ctx, src, false, dst, key, probe, &got, err);
+		if (asked && (got || err->e.code != SMUX_E_BACKEND_DRAINING))
+			*asked = true;
 		if (got)
 			return rc;
 		if (rc < 0 && err->e.code == SMUX_E_IS_DIRECTORY &&
@@ -803,7 +813,7 @@ long smux__replay_marker(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 const char *key, bool *probe, struct smux_error *err)
 {
 	bool dir = false;
-	long rc = copy_from_peer(mux, ctx, v, dst, key, probe, &dir, err);
+	long rc = copy_from_peer(mux, ctx, v, dst, key, probe, &dir, NULL, err);
 
 	return rc == -ENOENT ? 0 : rc; /* on no other shard: @dst keeps it */
 }
@@ -936,7 +946,8 @@ static long replay_as_dir(struct smux_mux *mux, const struct smux_ctx *ctx,
 	rc = smux__hints_add(mux->hints, m->name, marker, SMUX__HINT_PUT, &id,
 			     err);
 	if (rc == 0)
-		rc = copy_from_peer(mux, ctx, v, m, marker, probe, &dir, err);
+		rc = copy_from_peer(mux, ctx, v, m, marker, probe, &dir, NULL,
+				    err);
 	if (rc == 0)
 		(void)smux__hints_done(mux->hints, id, NULL);
 	return rc;
@@ -1006,7 +1017,7 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct smux_error *err)
 {
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = h->key};
-	bool left = probe, dir = false;
+	bool left = probe, dir = false, asked = false;
 	long rc = 0;
 
 	if (strcmp(h->key, SMUX__REJOIN_KEY) == 0) { /* mux_rejoin.c */
@@ -1017,14 +1028,18 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (h->kind == SMUX__HINT_PUT && mux->mode == SMUX_MODE_FAILOVER)
 		rc = copy_failover(mux, ctx, m, h->key, &left, err);
 	else if (h->kind == SMUX__HINT_PUT || replicas_converge(mux))
-		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, &dir, err);
+		rc = copy_from_peer(mux, ctx, v, m, h->key, &left, &dir, &asked,
+				    err);
 	if (rc < 0 && rc != -ENOENT && dir)
 		rc = replay_as_dir(mux, ctx, v, m, h->key, &left, err);
-	/* no other replica to confirm a missed delete (drained, down): the
-	 * removal of a directory above it that waits for it takes the hint
-	 * as the listing does (mux_list.c: a name only replicas with a
-	 * delete hint list is not there) - the name is gone for the user */
-	else if (rc < 0 && rc != -ENOENT && dels && h->kind == SMUX__HINT_DEL)
+	/* no other replica to confirm a missed delete (each drained, down
+	 * or behind on the key): the removal of a directory above it that
+	 * waits for it takes the hint as the listing does (mux_list.c: a
+	 * name only replicas with a delete hint list is not there) - the
+	 * name is gone for the user. A replica that answered otherwise
+	 * (holds the key, failed) is heard: the hint stays */
+	else if (rc < 0 && rc != -ENOENT && dels && !asked &&
+		 h->kind == SMUX__HINT_DEL)
 		rc = -ENOENT;
 	/* a missed delete, or a key deleted everywhere since (converge on
 	 * that) - unless a later write reached the replica meanwhile */
@@ -1653,10 +1668,12 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 {
 	if (!up_only)
 		return wait || hint_due(mux, v, h);
-	if (key && (under ? strncmp(h->key, key, strlen(key)) != 0
+	/* @under: the missed deletes under the directory @key, which a
+	 * removal waits for, also one that failed */
+	if (key && (under ? h->kind != SMUX__HINT_DEL ||
+				    strncmp(h->key, key, strlen(key)) != 0
 			  : strcmp(h->key, key) != 0))
 		return false;
-	/* (@under: a removal waits for them, also for one that failed) */
 	return (!skip || strcmp(h->replica, skip) != 0) &&
 	       hint_replica_up(v, h) && (under || hint_due(mux, v, h));
 }
@@ -1796,17 +1813,21 @@ bool smux__catch_up_under(struct smux_mux *mux, const struct smux_ctx *ctx,
 	unsigned replayed = 0, total = 0;
 	struct smux_error e;
 
-	if (ctx->depth > 1 || smux__hints_pending_replicas(mux->hints) == 0)
+	/* @ctx is the caller's own: not below another mux (its call's
+	 * deadline would cut the replays) */
+	if (ctx->depth > 0 || !replicas_converge(mux) ||
+	    smux__hints_pending_replicas(mux->hints) == 0)
 		return false;
 	/* a directory's delete fails until those of its names are in (they
 	 * run in parallel): one round per level, while one replays
 	 * something */
 	for (int round = 0; round < SMUX__CATCH_UP_ROUNDS; round++) {
-		if (repair_hints(mux, ctx, true, true, prefix, true, NULL,
-				 &replayed, NULL, &e) != 0 ||
-		    replayed == 0)
-			break;
+		int rc = repair_hints(mux, ctx, true, true, prefix, true, NULL,
+				      &replayed, NULL, &e);
+
 		total += replayed;
+		if (rc != 0 || replayed == 0)
+			break;
 	}
 	return total > 0;
 }
