@@ -664,6 +664,13 @@ struct smux_writer_ops {
 	 * file as changed behind its back (its size is the file's). NULL,
 	 * or -1: no such descriptor. */
 	int (*passthrough_fd)(struct smux_writer *w);
+	/* Optional: a close(2) of a descriptor whose writes are all
+	 * committed (nothing for commit to do): a writer of several
+	 * replicas takes back those that can take it again (a mux writer:
+	 * replicas back from a drain get the file), so that what close(2)
+	 * leaves is readable from them - the writer's own close comes
+	 * later, when nobody waits. Best effort. NULL: nothing to do. */
+	void (*settle)(struct smux_writer *w, const struct smux_ctx *ctx);
 };
 
 /* A pending object. Kinds embed this first. `key` is owned by the writer. */
@@ -765,6 +772,8 @@ void smux_writer_shared(struct smux_writer *w);
 /* smux_writer_ops.passthrough_fd: the descriptor, or -1 (also for a kind
  * without the method). */
 int smux_writer_passthrough_fd(struct smux_writer *w);
+/* smux_writer_ops.settle; a no-op for NULL or a kind without it. */
+void smux_writer_settle(struct smux_writer *w, const struct smux_ctx *ctx);
 
 /* ---- readers ---- */
 

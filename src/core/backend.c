@@ -990,6 +990,12 @@ void smux_writer_shared(struct smux_writer *w)
 		w->ops->shared(w);
 }
 
+void smux_writer_settle(struct smux_writer *w, const struct smux_ctx *ctx)
+{
+	if (w && w->ops->settle)
+		w->ops->settle(w, ctx);
+}
+
 /* ---- readers ---- */
 
 void smux_reader_init(struct smux_reader *r, const struct smux_reader_ops *ops,

@@ -1319,6 +1319,17 @@ int smuxfs_ofile_commit(struct smuxfs *fs, struct smuxfs_ofile *of,
 	return rc;
 }
 
+void smuxfs_ofile_settle(struct smuxfs_ofile *of)
+{
+	struct smux_ctx ctx;
+
+	smuxfs_ctx(&ctx);
+	pthread_mutex_lock(&of->lock);
+	if (of->open_rc == 0 && of->w && !of->deleted && !of->dirty)
+		smux_writer_settle(of->w, &ctx);
+	pthread_mutex_unlock(&of->lock);
+}
+
 bool smuxfs_ofile_noflush(struct smuxfs_ofile *of)
 {
 	bool noflush;

@@ -688,6 +688,7 @@ int smuxfs_fallocate(const char *path, int mode, off_t off, off_t len,
 int smuxfs_flush(const char *path, struct fuse_file_info *fi)
 {
 	struct smuxfs_fh *fh = fh_of(fi);
+	int rc;
 
 	(void)path;
 	/* only a handle that wrote commits: a reader's close publishes
@@ -696,7 +697,13 @@ int smuxfs_flush(const char *path, struct fuse_file_info *fi)
 		passthrough_wrote(smuxfs_get(), fh, true);
 	if (!fh || !fh->of || !atomic_load(&fh->wrote))
 		return 0;
-	return smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
+	rc = smuxfs_ofile_commit(smuxfs_get(), fh->of, false);
+	/* a replica back from a drain takes the file before close(2)
+	 * returns, also when the commit had nothing to do (the writer's
+	 * release comes later, unwaited for) */
+	if (rc == 0)
+		smuxfs_ofile_settle(fh->of);
+	return rc;
 }
 
 int smuxfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)

@@ -114,9 +114,36 @@ os.rename(M + "/index.lock", M + "/index")
 ctl("undrain b")
 assert open(M + "/index", "rb").read() == b"index " * 50000
 PY
+
+# sqlite's journal: written and fsync'd while a is drained, closed with
+# no write after a's undrain and b's drain - nothing to commit at the
+# close, and no call took a in: a stayed hinted for it, b (drained) held
+# the only copy, and the next open of it failed EIO until b's undrain
+# (s47, a drain/undrain storm under sqlite)
+timeout -k 5 60 python3 - "$M" "$T" <<'PY' || fail "a file fsync'd while a was drained, closed after b's drain with no write"
+import os, sys
+M, T = sys.argv[1:3]
+def ctl(c):
+    with open(M + "/.smux/ctl", "w") as h:
+        h.write(c + "\n")
+ctl("drain a")
+fd = os.open(M + "/j-journal", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b"journal " * 40000)
+os.fsync(fd)
+ctl("undrain a")
+ctl("drain b")
+os.close(fd)
+try:
+    got = open(M + "/j-journal", "rb").read()
+except OSError as e:
+    got = str(e).encode()
+ctl("undrain b")
+assert got == b"journal " * 40000, "read with b drained: %r" % got[:60]
+assert open(T + "/a/j-journal", "rb").read() == got, "a's copy differs"
+PY
 repair_settled "$M" 20
 diff -r "$T/a" "$T/b" || fail "replicas a and b differ"
-for f in new-busy.lock new-idle.lock d-busy/in-dir d-idle/in-dir old.log old2.log; do
+for f in new-busy.lock new-idle.lock d-busy/in-dir d-idle/in-dir old.log old2.log j-journal; do
 	cmp "$M/$f" "$T/a/$f" || fail "$f through the mount differs from a's"
 	[ "$(stat -c %a "$T/a/$f")" = "$(stat -c %a "$T/b/$f")" ] || fail "$f: modes on a and b differ"
 done
