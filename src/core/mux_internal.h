@@ -1102,10 +1102,11 @@ bool smux__catch_up_under(struct smux_mux *mux, const struct smux_ctx *ctx,
 /* The key a fanned-out @call builds on (its object's content or
  * existence), or NULL (mux_fanout.c). */
 const char *smux__fan_built_from(const struct smux__call *call);
-/* Replays the due hints of every replica up but @skip (may be NULL),
- * waiting for no replay under way: a drain's first step (the members
- * staying in service are made current where they can be). 0 unless @ctx
- * ended or memory ran out. */
+/* Replays the hints of every replica up but @skip (may be NULL), also
+ * those waiting after a failed try, after the replays under way (unless
+ * on a repair's thread): a drain's first step (the members staying in
+ * service are made current where they can be, while @skip can still be
+ * their source). 0 unless @ctx ended or memory ran out. */
 int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			const char *skip, struct smux_error *err);
 int smux__mux_bg_start(struct smux_mux *mux);

@@ -1577,9 +1577,11 @@ static int repair_one(struct repair_run *run, int i, struct smux_error *err)
 		/* a member's refusal waits longer at each try; a replay that
 		 * had to wait (a writer open on the key, no replica to copy
 		 * from, a key not moved home yet: the mux's own errors, no
-		 * member call failed) is tried again at the next pass */
+		 * member call failed; a replica draining, the hint's or the
+		 * source) is tried again at the next pass */
 		if (replay_judge(mux, run->ctx) ||
-		    strcmp(e.e.backend, mux->base.name) != 0)
+		    (strcmp(e.e.backend, mux->base.name) != 0 &&
+		     e.e.code != SMUX_E_BACKEND_DRAINING))
 			smux__hints_failed(mux->hints, h->id,
 					   smux__mux_now(mux),
 					   atomic_load(&m->recoveries));
@@ -1659,35 +1661,47 @@ static bool hint_replica_up(const struct mux_view *v,
 	return m && smux__health_status(&m->health) == SMUX_STATUS_UP;
 }
 
+/* How a repair of up replicas picks its hints (@how of hint_todo and
+ * repair_hints): also those waiting after a failed try (REPAIR_FORCE);
+ * the delete hints under the directory @key (REPAIR_UNDER, with FORCE:
+ * smux__catch_up_under). */
+#define REPAIR_FORCE 1u
+#define REPAIR_UNDER 2u
+
 /* Whether a repair replays @h: every due hint, all of them when asked
- * (@wait); with @up_only only due hints whose replica is up, of @key
- * (when not NULL), not of replica @skip (when not NULL). */
+ * (@wait); with @up_only only due hints (@how) whose replica is up, of
+ * @key (when not NULL), not of replica @skip (when not NULL). */
 static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 		      const struct smux__hint *h, bool wait, bool up_only,
-		      const char *key, bool under, const char *skip)
+		      const char *key, unsigned how, const char *skip)
 {
 	if (!up_only)
 		return wait || hint_due(mux, v, h);
-	/* @under: the missed deletes under the directory @key, which a
-	 * removal waits for, also one that failed */
+	bool under = how & REPAIR_UNDER;
+
+	/* REPAIR_UNDER: the missed deletes under the directory @key, which
+	 * a removal waits for */
 	if (key && (under ? h->kind != SMUX__HINT_DEL ||
 				    strncmp(h->key, key, strlen(key)) != 0
 			  : strcmp(h->key, key) != 0))
 		return false;
 	return (!skip || strcmp(h->replica, skip) != 0) &&
-	       hint_replica_up(v, h) && (under || hint_due(mux, v, h));
+	       hint_replica_up(v, h) &&
+	       ((how & REPAIR_FORCE) || hint_due(mux, v, h));
 }
 
 /* smux__mux_repair; with @up_only only the due hints whose replica is up
  * (and not @skip, when not NULL), with @key (not NULL) only that key's of
  * those, and no recovery of a dead daemon's changes. */
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
-			bool wait, bool up_only, const char *key, bool under,
+			bool wait, bool up_only, const char *key, unsigned how,
 			const char *skip, unsigned *replayed, unsigned *pending,
 			struct smux_error *err)
 {
-	struct repair_run run = {
-		.mux = mux, .ctx = ctx, .wait = wait, .dels = under};
+	struct repair_run run = {.mux = mux,
+				 .ctx = ctx,
+				 .wait = wait,
+				 .dels = (how & REPAIR_UNDER) != 0};
 	int *todo = NULL;
 	int n, rc = 0;
 
@@ -1700,8 +1714,9 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return rc;
 	/* one key's (a catch-up before an open): its hints only, not a
 	 * copy of a backlog of thousands at every open of the file */
-	n = key && !under ? smux__hints_list_key(mux->hints, key, &run.list)
-			  : smux__hints_list(mux->hints, NULL, &run.list);
+	n = key && !(how & REPAIR_UNDER)
+		    ? smux__hints_list_key(mux->hints, key, &run.list)
+		    : smux__hints_list(mux->hints, NULL, &run.list);
 	if (n < 0)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
@@ -1721,8 +1736,8 @@ static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * a repair asked for tries all */
 	run.ntodo = 0;
 	for (int i = 0; i < n; i++)
-		if (hint_todo(mux, run.v, &run.list[i], wait, up_only, key,
-			      under, skip))
+		if (hint_todo(mux, run.v, &run.list[i], wait, up_only, key, how,
+			      skip))
 			todo[run.ntodo++] = i;
 	run.todo = todo;
 	repair_pass(&run);
@@ -1763,7 +1778,7 @@ int smux__mux_repair(struct smux_mux *mux, const struct smux_ctx *ctx,
 		     bool wait, unsigned *replayed, unsigned *pending,
 		     struct smux_error *err)
 {
-	return repair_hints(mux, ctx, wait, false, NULL, false, NULL, replayed,
+	return repair_hints(mux, ctx, wait, false, NULL, 0, NULL, replayed,
 			    pending, err);
 }
 
@@ -1803,7 +1818,7 @@ void smux__catch_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 			 smux__hints_has(mux->hints, v->m[i]->name, key);
 	smux__view_put(v);
 	if (behind && !smux__intent_busy(mux, key))
-		(void)repair_hints(mux, ctx, true, true, key, false, NULL, NULL,
+		(void)repair_hints(mux, ctx, true, true, key, 0, NULL, NULL,
 				   NULL, &e);
 }
 
@@ -1822,7 +1837,8 @@ bool smux__catch_up_under(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * run in parallel): one round per level, while one replays
 	 * something */
 	for (int round = 0; round < SMUX__CATCH_UP_ROUNDS; round++) {
-		int rc = repair_hints(mux, ctx, true, true, prefix, true, NULL,
+		int rc = repair_hints(mux, ctx, true, true, prefix,
+				      REPAIR_UNDER | REPAIR_FORCE, NULL,
 				      &replayed, NULL, &e);
 
 		total += replayed;
@@ -1841,8 +1857,8 @@ int smux__mux_repair_up(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * left that replay refused (BACKEND_DRAINING) and the file
 	 * unreadable until the undrain (s46-t1). Not from within a repair
 	 * (a hook, a remove): it would wait for its own claims */
-	return repair_hints(mux, ctx, repairing == 0, true, NULL, false, skip,
-			    NULL, NULL, err);
+	return repair_hints(mux, ctx, repairing == 0, true, NULL, REPAIR_FORCE,
+			    skip, NULL, NULL, err);
 }
 
 /* The active health checks of every member in service, under @ctx. */
