@@ -609,7 +609,7 @@ static long overlay_put(struct smux_mux *mux, const struct smux_ctx *ctx,
  * @delimiter when not NULL) from its pending hints. A missed put adds its
  * key (or the common prefix it folds into); a missed delete removes its key
  * (a folded one is left as it is: the member's other keys under that
- * prefix may still be there).
+ * prefix may still be there), a directory's marker its common prefix.
  */
 static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
 			  struct mux_member *m, const struct hint_snap *snap,
@@ -649,7 +649,15 @@ static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
 		    strcmp(key, SMUX__REJOIN_KEY) == 0)
 			continue; /* elsewhere, or the listed directory */
 		d = dlen ? strstr(rest, delimiter) : NULL;
-		if (d) {
+		if (d && h->kind == SMUX__HINT_DEL && !d[dlen]) {
+			/* a directory's marker: removed (its names were
+			 * before it: each has its own delete hint), the
+			 * directory goes with it (s47-t1: a shield's origin
+			 * listed a directory rm -r had removed while it was
+			 * drained, and rmdir of the one above found it not
+			 * empty) */
+			entries_add(&ov->gone, key, strlen(key), true, NULL);
+		} else if (d) {
 			if (h->kind == SMUX__HINT_PUT)
 				entries_add(&ov->add, key,
 					    (size_t)(d - key) + dlen, true,
@@ -670,7 +678,8 @@ static long overlay_build(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
-/* Drops from @es (sorted) the keys in @gone (sorted). */
+/* Drops from @es (sorted) the keys in @gone (sorted); a common prefix
+ * only for a gone prefix (a removed directory's). */
 static void entries_remove(struct entries *es, const struct entries *gone)
 {
 	size_t n = 0, g = 0;
@@ -681,7 +690,8 @@ static void entries_remove(struct entries *es, const struct entries *gone)
 		while (g < gone->n &&
 		       (c = strcmp(gone->e[g].key, es->e[i].key)) < 0)
 			g++;
-		if (g < gone->n && c == 0 && !es->e[i].is_prefix) {
+		if (g < gone->n && c == 0 &&
+		    (!es->e[i].is_prefix || gone->e[g].is_prefix)) {
 			free(es->e[i].key);
 			continue;
 		}

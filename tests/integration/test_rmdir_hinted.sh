@@ -85,3 +85,30 @@ echo "undrain a" >"$CTL"
 repair_settled "$M" 30
 log "a drain replays the others' hints that wait after a failed try"
 unmount_smux "$M"
+
+# A shield [a (origin), b]: the origin lists what the mirror answers for
+# while it is drained, corrected by its hints - a directory rm -r removed
+# then (a's delete of its marker pending) showed there after a's undrain
+# and b's drain, and rmdir of the one above failed "Directory not empty"
+# (s47-t1, rm -r under a rolling drain of the origin)
+new_config "$T/s.conf" s
+cfg_mux s shield "a b"
+cfg_file a "$T/sa"
+cfg_file b "$T/sb"
+mount_smux "$T/s.conf" "$M"
+mkdir -p "$M/t/d"
+echo 1 >"$M/t/d/f"
+echo "drain a" >"$CTL"
+rm -r "$M/t/d" || fail "rm -r t/d with the origin drained"
+chattr +i "$T/sa/t/d" || fail "chattr +i"
+echo "undrain a" >"$CTL"
+echo "drain b" >"$CTL" # its replays of a's hints fail: a keeps t/d
+chattr -i "$T/sa/t/d"
+[ -d "$T/sa/t/d" ] || fail "a's hints were replayed before the listing"
+[ -z "$(ls -A "$M/t")" ] || fail "t lists $(ls -A "$M/t") with b drained"
+timeout 20 rmdir "$M/t" || fail "rmdir t (shield) while a held t/d/ (hinted)"
+echo "undrain b" >"$CTL"
+repair_settled "$M" 30
+[ ! -e "$T/sa/t" ] && [ ! -e "$T/sb/t" ] || fail "t left on a or b"
+log "shield: a directory removed while the origin was drained is not listed"
+unmount_smux "$M"
