@@ -664,12 +664,13 @@ struct smux_writer_ops {
 	 * file as changed behind its back (its size is the file's). NULL,
 	 * or -1: no such descriptor. */
 	int (*passthrough_fd)(struct smux_writer *w);
-	/* Optional: a close(2) of a descriptor whose writes are all
-	 * committed (nothing for commit to do): a writer of several
-	 * replicas takes back those that can take it again (a mux writer:
-	 * replicas back from a drain get the file), so that what close(2)
+	/* Optional: a close(2) of a descriptor, its writes committed (also
+	 * when the commit had nothing to do): a writer of several replicas
+	 * takes back those that can take it again (a mux writer: replicas
+	 * back from a drain get the file, durably), so that what close(2)
 	 * leaves is readable from them - the writer's own close comes
-	 * later, when nobody waits. Best effort. NULL: nothing to do. */
+	 * later, when nobody waits. Best effort; not passed on to the
+	 * writers of a mux below. NULL: nothing to do. */
 	void (*settle)(struct smux_writer *w, const struct smux_ctx *ctx);
 };
 

@@ -1175,25 +1175,25 @@ static int mw_commit(struct smux_writer *w, const struct smux_ctx *ctx,
 }
 
 /*
- * At a close(2) with nothing to commit (smux_writer_ops.settle) and at
- * the writer's own close: a replica that can take the writer back (late,
- * or dropped at its drain, up again) joins it as at a call
- * (rejoin_drained), and its copy is made durable with the source's mtime
- * (a commit on it alone). A close(2) with nothing to commit (every write
- * fsync'd: sqlite's journal) joined none: the replica stayed hinted for
- * the key, and once the other was drained the key had no replica to read
- * it from - the journal's next open failed EIO until the writer's own
- * close, which the kernel sends later, unwaited for (s47, a drain storm
- * under sqlite). No call when none can join.
+ * At a close(2) (smux_writer_ops.settle, after the close's commit): a
+ * replica that can take the writer back (late, or dropped at its drain,
+ * up again) joins it as at a call (rejoin_drained), and its copy is made
+ * durable there with the source's mode and mtime (a durable commit on it
+ * alone). A close(2) with nothing to commit (every write fsync'd:
+ * sqlite's journal) joined none: the replica stayed hinted for the key,
+ * and once the other was drained the key had no replica to read it from
+ * - the journal's next open failed EIO until the writer's own close,
+ * which the kernel sends later, unwaited for (s47, a drain storm under
+ * sqlite). No call when none can join.
  */
 static void rejoin_at_close(struct smux__mux_writer *mw,
 			    const struct smux_ctx *ctx)
 {
-	bool out[SMUX__WRITER_MAX], due = false, stated = false;
+	bool out[SMUX__WRITER_MAX], due = false;
 	struct smux_put_opts po = {0};
 	struct smux_info info;
 	unsigned n0 = mw->n;
-	int src = -1;
+	int from;
 
 	if (!mw->fanout || !mw->inplace)
 		return;
@@ -1201,47 +1201,51 @@ static void rejoin_at_close(struct smux__mux_writer *mw,
 		due |= mw->late[k] != NULL;
 	for (unsigned i = 0; i < n0; i++) {
 		out[i] = !smux__mw_live(mw, i);
-		if (!out[i] && src < 0)
-			src = (int)i;
 		due |= out[i] && mw->s[i]->w &&
 		       mw->s[i]->err.e.code == SMUX_E_BACKEND_DRAINING;
 	}
-	if (src < 0 || !due)
+	if (!due)
 		return;
+	/* the copies' source, as rejoin_drained picks it: its mode and
+	 * mtime (not known, a busy writer: the copy is only synced) */
+	from = whole_source(mw, mw->n);
+	if (from >= 0 && pthread_mutex_trylock(&mw->s[from]->lock) == 0) {
+		int rc = smux_writer_stat(mw->s[from]->w, &info);
+
+		pthread_mutex_unlock(&mw->s[from]->lock);
+		if (rc == 0)
+			smux_put_opts_keep(&po, &info);
+	}
+	po.durable = true;
 	rejoin_drained(mw, ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
+		struct mux_member *m = mw->m[i];
 		struct smux_info got;
 		struct smux__call c = {
 			.op = SMUX__OP_W_COMMIT,
-			.backend = mw->m[i]->backend,
+			.backend = m->backend,
 			.writer = mw->s[i]->w,
 			.put_opts = &po,
 			.info = &got,
 		};
 		struct smux_error e;
-		int rc;
+		long rc;
 
 		if ((i < n0 && !out[i]) || !smux__mw_live(mw, i))
 			continue; /* not one that joined now */
-		if (!stated) {
-			/* the source's mtime and mode (unknown: only synced) */
-			stated = true;
-			pthread_mutex_lock(&mw->s[src]->lock);
-			rc = smux_writer_stat(mw->s[src]->w, &info);
-			pthread_mutex_unlock(&mw->s[src]->lock);
-			if (rc == 0)
-				smux_put_opts_keep(&po, &info);
-		}
-		if (smux__mw_sub_run(mw, i, ctx, &c, &e) < 0) {
+		if (!smux__member_enter(m))
+			continue; /* draining again: its next commit */
+		rc = smux__mw_sub_run(mw, i, ctx, &c, &e);
+		atomic_fetch_sub(&m->health.in_flight, 1);
+		if (rc < 0) {
 			/* the join ended its hint: one again, for the
 			 * repair (its copy may not be on its disk) */
 			mw->s[i]->failed = true;
 			mw->s[i]->err = e;
-			if (smux__hints_add(mw->mux->hints, mw->m[i]->name,
+			if (smux__hints_add(mw->mux->hints, m->name,
 					    mw->base.key, SMUX__HINT_PUT, NULL,
 					    &e) == 0)
-				hint_event(mw, mw->m[i], SMUX_EV_HINT_RECORDED,
-					   NULL);
+				hint_event(mw, m, SMUX_EV_HINT_RECORDED, NULL);
 		}
 	}
 }
@@ -1257,7 +1261,6 @@ static void mw_close(struct smux_writer *w)
 	struct smux_ctx ctx;
 
 	smux_ctx_init(&ctx);
-	rejoin_at_close(mw, &ctx);
 	for (unsigned i = 0; i < mw->n; i++) {
 		struct smux__mw_sub *s = mw->s[i];
 		struct smux__call c = {

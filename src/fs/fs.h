@@ -554,8 +554,8 @@ void smuxfs_ofile_written_behind(struct smuxfs *fs, struct smuxfs_ofile *of,
  * failed, they go at close, so that what stat shows once close(2)
  * returned stays (git's index keeps ctime; make, rsync) */
 bool smuxfs_ofile_noflush(struct smuxfs_ofile *of);
-/* A close(2) of a handle of @of whose commit had nothing to do: its
- * writer takes back the replicas that can (smux_writer_settle). */
+/* A close(2) of a handle of @of, after its commit: its writer takes back
+ * the replicas that can (smux_writer_settle). */
 void smuxfs_ofile_settle(struct smuxfs_ofile *of);
 /* Drops a reference; the last one commits a still dirty ofile once more
  * (logging failures at error level) and closes it. */

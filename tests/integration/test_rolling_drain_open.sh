@@ -140,6 +140,9 @@ except OSError as e:
 ctl("undrain b")
 assert got == b"journal " * 40000, "read with b drained: %r" % got[:60]
 assert open(T + "/a/j-journal", "rb").read() == got, "a's copy differs"
+# a's copy has b's mtime (the join's commit): the replicas agree
+ma, mb = (os.stat(T + "/%s/j-journal" % r).st_mtime_ns for r in "ab")
+assert ma == mb, "mtime on a %d, on b %d" % (ma, mb)
 PY
 repair_settled "$M" 20
 diff -r "$T/a" "$T/b" || fail "replicas a and b differ"
