@@ -18,10 +18,27 @@ M=$T/mnt
 CTL=$M/.smux/ctl
 mount_smux "$T/c.conf" "$M"
 
-# replays_failed KEY N: a's replay of KEY failed N times
+# replays_failed R KEY N: R's replay of KEY failed N times
 replays_failed() {
-	[ "$(grep -F "\"name\":\"a\",\"key\":\"$1\",\"cause\"" "$M/.smux/events" |
-		wc -l)" -ge "$2" ]
+	[ "$(grep -F "\"name\":\"$1\",\"key\":\"$2\",\"cause\"" "$M/.smux/events" |
+		wc -l)" -ge "$3" ]
+}
+
+# wait_failed DIR R KEY...: until R's replays of each KEY failed twice
+# (DIR, made immutable for it, is made mutable again on a timeout)
+wait_failed() {
+	local dir=$1 r=$2 k end=$((SECONDS + 20))
+	shift 2
+	for k in "$@"; do
+		until replays_failed "$r" "$k" 2; do
+			[ "$SECONDS" -lt "$end" ] || {
+				chattr -i "$dir"
+				fail "no failed replays of $k on $r"
+			}
+			echo repair >"$CTL" 2>/dev/null || true
+			sleep 0.2
+		done
+	done
 }
 
 mkdir -p "$M/t/d"
@@ -33,15 +50,7 @@ rmdir "$M/t/d"
 # a's replays fail (an immutable directory) and wait: a keeps t/d/ and f
 chattr +i "$T/a/t/d" || fail "chattr +i (a filesystem without it?)"
 echo "undrain a" >"$CTL"
-end=$((SECONDS + 20))
-until replays_failed t/d/f 2 && replays_failed t/d/ 2; do
-	[ "$SECONDS" -lt "$end" ] || {
-		chattr -i "$T/a/t/d"
-		fail "no failed replays of t/d/f and t/d/ on a"
-	}
-	echo repair >"$CTL" 2>/dev/null || true
-	sleep 0.2
-done
+wait_failed "$T/a/t/d" a t/d/f t/d/
 # b's drain replays them first, and they fail again: the rmdir goes to
 # a alone, which still holds t/d/f and t/d/ (their next try is seconds
 # away)
@@ -67,15 +76,7 @@ echo "drain b" >"$CTL"
 rm "$M/u/g"
 chattr +i "$T/b/u" || fail "chattr +i"
 echo "undrain b" >"$CTL"
-end=$((SECONDS + 20))
-until [ "$(grep -cF '"name":"b","key":"u/g","cause"' "$M/.smux/events")" -ge 2 ]; do
-	[ "$SECONDS" -lt "$end" ] || {
-		chattr -i "$T/b/u"
-		fail "no failed replays of u/g on b"
-	}
-	echo repair >"$CTL" 2>/dev/null || true
-	sleep 0.2
-done
+wait_failed "$T/b/u" b u/g
 chattr -i "$T/b/u"
 echo "drain a" >"$CTL"
 [ ! -e "$T/b/u/g" ] || fail "a's drain left b's delete of u/g waiting"
