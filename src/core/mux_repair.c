@@ -1675,10 +1675,10 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 		      const struct smux__hint *h, bool wait, bool up_only,
 		      const char *key, unsigned how, const char *skip)
 {
-	if (!up_only)
-		return wait || hint_due(mux, v, h);
 	bool under = how & REPAIR_UNDER;
 
+	if (!up_only)
+		return wait || hint_due(mux, v, h);
 	/* REPAIR_UNDER: the missed deletes under the directory @key, which
 	 * a removal waits for */
 	if (key && (under ? h->kind != SMUX__HINT_DEL ||
@@ -1690,9 +1690,10 @@ static bool hint_todo(struct smux_mux *mux, const struct mux_view *v,
 	       ((how & REPAIR_FORCE) || hint_due(mux, v, h));
 }
 
-/* smux__mux_repair; with @up_only only the due hints whose replica is up
- * (and not @skip, when not NULL), with @key (not NULL) only that key's of
- * those, and no recovery of a dead daemon's changes. */
+/* smux__mux_repair; with @up_only only the due hints (@how: REPAIR_*)
+ * whose replica is up (and not @skip, when not NULL), with @key (not
+ * NULL) only that key's of those (REPAIR_UNDER: the delete hints under
+ * it), and no recovery of a dead daemon's changes. */
 static int repair_hints(struct smux_mux *mux, const struct smux_ctx *ctx,
 			bool wait, bool up_only, const char *key, unsigned how,
 			const char *skip, unsigned *replayed, unsigned *pending,

@@ -1517,6 +1517,28 @@ static void assert_linked(const char *dir)
 	assert_int_equal(a.st_nlink, 2);
 }
 
+/* @from and @to one file of two names on file_replicas' @ff, then a chmod
+ * 600 of @name that r2 missed (its hint pending), r2 back and its
+ * cooldown over on @clk. */
+static void link_chmod_missed(struct smux_backend *mux,
+			      struct smux_backend *ff[3], struct mh_clock *clk,
+			      const char *from, const char *to,
+			      const char *name)
+{
+	struct smux_setattr chmod600 = {.flags = SMUX_SET_MODE, .mode = 0600};
+	struct smux_error err;
+	struct smux_ctx ctx;
+
+	smux_ctx_init(&ctx);
+	MH_OK(mh_put(mux, from, "shared", &err), &err);
+	MH_OK(smux_backend_link(mux, &ctx, from, to, &err), &err);
+	mh_fail(ff[2], true);
+	MH_OK(smux_backend_setattr(mux, &ctx, name, &chmod600, &err), &err);
+	assert_int_equal(smux_mux_pending_hints(mux), 1);
+	mh_fail(ff[2], false);
+	mh_clock_set(clk, 100000);
+}
+
 /* A replay of a chmod a replica missed on a file of two names, while a
  * writer opens the name: the replay waits for the writer's close (the
  * hint stays), it does not put a file of its own on the name - that split
@@ -1528,7 +1550,6 @@ static void link_replay_writer_case(const char *hold)
 	struct smux_backend *fb[3], *ff[3], *mux;
 	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
 	char base[] = "/tmp/smux-linkw-XXXXXX", dir[3][64];
-	struct smux_setattr chmod600 = {.flags = SMUX_SET_MODE, .mode = 0600};
 	struct smux_error err;
 	struct smux_ctx ctx;
 	struct mh_clock clk;
@@ -1540,13 +1561,7 @@ static void link_replay_writer_case(const char *hold)
 	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("linkw", &o, ff, NULL, 3);
 	link_hold_name = hold;
-	MH_OK(mh_put(mux, "a", "shared", &err), &err);
-	MH_OK(smux_backend_link(mux, &ctx, "a", "b", &err), &err);
-	mh_fail(ff[2], true);
-	MH_OK(smux_backend_setattr(mux, &ctx, "a", &chmod600, &err), &err);
-	assert_int_equal(smux_mux_pending_hints(mux), 1);
-	mh_fail(ff[2], false);
-	mh_clock_set(&clk, 100000);
+	link_chmod_missed(mux, ff, &clk, "a", "b", "a");
 
 	link_held = false;
 	smux__replay_check_hook = link_hold_hook;
@@ -1624,7 +1639,6 @@ static void test_link_replay_write_through_other(void **state)
 	struct smux_backend *fb[3], *ff[3], *mux;
 	struct smux_mux_opts o = {.mode = SMUX_MODE_MIRROR, .cooldown_ms = 100};
 	char base[] = "/tmp/smux-linkt-XXXXXX", dir[3][64], path[256];
-	struct smux_setattr chmod600 = {.flags = SMUX_SET_MODE, .mode = 0600};
 	struct smux_error err;
 	struct smux_ctx ctx;
 	struct mh_clock clk;
@@ -1637,13 +1651,7 @@ static void test_link_replay_write_through_other(void **state)
 	o.clock = &clk.clock;
 	file_replicas(base, dir, fb, ff);
 	mux = mh_mux("linkt", &o, ff, NULL, 3);
-	MH_OK(mh_put(mux, "f", "shared", &err), &err);
-	MH_OK(smux_backend_link(mux, &ctx, "f", "h", &err), &err);
-	mh_fail(ff[2], true);
-	MH_OK(smux_backend_setattr(mux, &ctx, "h", &chmod600, &err), &err);
-	assert_int_equal(smux_mux_pending_hints(mux), 1);
-	mh_fail(ff[2], false);
-	mh_clock_set(&clk, 100000);
+	link_chmod_missed(mux, ff, &clk, "f", "h", "h");
 
 	link_write_mux = mux;
 	link_wrote = false;
