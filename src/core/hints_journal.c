@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/hints_internal.h"
+#include "core/jbytes.h"
 
 #define HINTS_SUFFIX ".hints"
 /* How often (every 100 ms) open retries a journal locked by another
@@ -117,35 +118,6 @@ static const char *kind_name(enum smux__hint_kind kind)
 					   : "put";
 }
 
-/*
- * Sets @name to the string @s, or "<name>_hex" to its bytes in hex when @s
- * is not valid UTF-8 (which JSON strings must be).
- */
-static int set_bytes(json_t *o, const char *name, const char *s)
-{
-	static const char digits[] = "0123456789abcdef";
-	json_t *v = json_string(s);
-	char hexname[32];
-	size_t n;
-	char *hex;
-
-	if (v)
-		return json_object_set_new(o, name, v);
-	n = strlen(s);
-	hex = malloc(2 * n + 1);
-	if (!hex)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		hex[2 * i] = digits[(unsigned char)s[i] >> 4];
-		hex[2 * i + 1] = digits[(unsigned char)s[i] & 15];
-	}
-	hex[2 * n] = '\0';
-	snprintf(hexname, sizeof(hexname), "%s_hex", name);
-	v = json_string(hex);
-	free(hex);
-	return json_object_set_new(o, hexname, v);
-}
-
 /* The hint record of @e (what a snapshot or the index holds). */
 static json_t *hint_record(const struct smux__hint *e)
 {
@@ -156,8 +128,8 @@ static json_t *hint_record(const struct smux__hint *e)
 		return NULL;
 	bad |= json_object_set_new(o, "op", json_string("hint"));
 	bad |= json_object_set_new(o, "id", json_integer((json_int_t)e->id));
-	bad |= set_bytes(o, "replica", e->replica);
-	bad |= set_bytes(o, "key", e->key);
+	bad |= smux__jbytes_set(o, "replica", e->replica);
+	bad |= smux__jbytes_set(o, "key", e->key);
 	bad |= json_object_set_new(o, "kind", json_string(kind_name(e->kind)));
 	bad |= json_object_set_new(o, "at", json_integer(e->at_ms));
 	if (bad) {
@@ -191,10 +163,10 @@ static json_t *note_record(const struct smux__note *n)
 	bad |= json_object_set_new(o, "op", json_string("note"));
 	bad |= json_object_set_new(o, "id", json_integer((json_int_t)n->id));
 	bad |= json_object_set_new(o, "note", json_string(note_name(n->type)));
-	bad |= set_bytes(o, "replica", n->replica);
-	bad |= set_bytes(o, "key", n->key);
+	bad |= smux__jbytes_set(o, "replica", n->replica);
+	bad |= smux__jbytes_set(o, "key", n->key);
 	if (n->to)
-		bad |= set_bytes(o, "to", n->to);
+		bad |= smux__jbytes_set(o, "to", n->to);
 	if (n->link)
 		bad |= json_object_set_new(o, "link", json_true());
 	bad |= json_object_set_new(o, "kind", json_string(kind_name(n->kind)));
@@ -219,70 +191,6 @@ static json_t *done_record(uint64_t id)
 		return NULL;
 	}
 	return o;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/*
- * Reads the string field @name (or "<name>_hex") of @o into a new string
- * *@out. Returns 0, -EINVAL with @why set, or -ENOMEM.
- */
-static int get_bytes(json_t *o, const char *name, char **out, char *why,
-		     size_t whylen)
-{
-	const char *s = json_string_value(json_object_get(o, name));
-	char hexname[32];
-	size_t n;
-	char *p;
-
-	if (s) {
-		if (!*s)
-			goto out_empty;
-		*out = strdup(s);
-		return *out ? 0 : -ENOMEM;
-	}
-	snprintf(hexname, sizeof(hexname), "%s_hex", name);
-	s = json_string_value(json_object_get(o, hexname));
-	if (!s) {
-		snprintf(why, whylen, "missing \"%s\"", name);
-		return -EINVAL;
-	}
-	n = strlen(s);
-	if (n == 0)
-		goto out_empty;
-	if (n % 2)
-		goto out_bad_hex;
-	p = malloc(n / 2 + 1);
-	if (!p)
-		return -ENOMEM;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			free(p);
-			goto out_bad_hex;
-		}
-		p[i] = (char)(hi << 4 | lo);
-	}
-	p[n / 2] = '\0';
-	*out = p;
-	return 0;
-
-out_bad_hex:
-	snprintf(why, whylen, "bad \"%s\"", hexname);
-	return -EINVAL;
-out_empty:
-	snprintf(why, whylen, "empty \"%s\"", name);
-	return -EINVAL;
 }
 
 static int get_id(json_t *o, uint64_t *id, char *why, size_t whylen)
@@ -362,12 +270,12 @@ static int load_note(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 		return -EINVAL;
 	}
 	n.hint = (uint64_t)json_integer_value(hint);
-	rc = get_bytes(o, "replica", &n.replica, why, whylen);
+	rc = smux__jbytes_get(o, "replica", &n.replica, why, whylen);
 	if (rc == 0)
-		rc = get_bytes(o, "key", &n.key, why, whylen);
+		rc = smux__jbytes_get(o, "key", &n.key, why, whylen);
 	/* a rename's new name (a change); the others have none */
 	if (rc == 0 && n.type == SMUX__NOTE_CHANGE && n.kind == SMUX__HINT_PUT)
-		rc = get_bytes(o, "to", &n.to, why, whylen);
+		rc = smux__jbytes_get(o, "to", &n.to, why, whylen);
 	if (rc == 0 &&
 	    (json_object_get(o, "to") || json_object_get(o, "to_hex")) &&
 	    !n.to) {
@@ -413,10 +321,10 @@ static int load_hint(struct smux__hints *h, json_t *o, char *why, size_t whylen)
 		snprintf(why, whylen, "missing or bad \"at\"");
 		return -EINVAL;
 	}
-	rc = get_bytes(o, "replica", &replica, why, whylen);
+	rc = smux__jbytes_get(o, "replica", &replica, why, whylen);
 	if (rc)
 		goto out;
-	rc = get_bytes(o, "key", &key, why, whylen);
+	rc = smux__jbytes_get(o, "key", &key, why, whylen);
 	if (rc)
 		goto out;
 	rc = -ENOMEM;
