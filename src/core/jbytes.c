@@ -94,4 +94,3 @@ out_empty:
 	snprintf(why, whylen, "empty \"%s\"", name);
 	return -EINVAL;
 }
-

@@ -298,6 +298,7 @@ static void mux_free(struct smux_mux *mux)
 	pthread_mutex_destroy(&mux->sel_lock);
 	pthread_mutex_destroy(&mux->bg_lock);
 	smux__link_memo_free(mux);
+	smux__linkbook_close(mux->book);
 	pthread_mutex_destroy(&mux->link_lock);
 	pthread_mutex_destroy(&mux->replay_lock);
 	pthread_mutex_destroy(&mux->fence_lock);
@@ -329,6 +330,28 @@ static int64_t or_default(int64_t v, int64_t def)
 static void kick_cb(void *arg)
 {
 	smux__mux_kick(arg);
+}
+
+/* The mux's link book (linkbook.h), next to its hint journal. One it
+ * could not read whole, or cannot write, is reported as an event naming
+ * the file (and line): the mux runs on, its replays knowing less. */
+static void book_open(struct smux_mux *mux, const char *state_dir,
+		      const char *name)
+{
+	struct smux_event ev = {.topic = SMUX_EV_BACKEND_MISCONFIGURED,
+				.has_cause = true};
+	char why[sizeof(ev.cause.message)];
+
+	mux->book = smux__linkbook_open(state_dir, name, SMUX__LINKBOOK_CAP,
+					why, sizeof(why));
+	if (!mux->book || !why[0])
+		return;
+	snprintf(ev.mux, sizeof(ev.mux), "%s", name);
+	snprintf(ev.name, sizeof(ev.name), "%s", name);
+	snprintf(ev.option, sizeof(ev.option), "state_dir");
+	ev.cause.code = SMUX_E_HINT_JOURNAL_FAILED;
+	snprintf(ev.cause.message, sizeof(ev.cause.message), "%s", why);
+	smux_events_emit(mux->events, &ev);
 }
 
 int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
@@ -454,6 +477,7 @@ int smux_mux_new(const char *name, const struct smux_mux_opts *opts,
 	rc = smux__hints_open(opts->state_dir, name, &mux->hints, err);
 	if (rc)
 		goto out_free;
+	book_open(mux, opts->state_dir, name);
 	/* the background repair sleeps long while nothing is pending */
 	smux__hints_on_pending(mux->hints, kick_cb, mux);
 	/* what the resyncs must know beside the hints (mux_notes.c) */
@@ -1314,6 +1338,8 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 				 err);
 	if (rc == 0) /* an open in-place writer's file has no name now */
 		smux__intent_replaced(mux, key);
+	if (rc == 0 && !smux_key_is_dir(key))
+		smux__linkbook_forget(mux->book, key);
 	if (held)
 		smux__intent_replacing_end(mux, key);
 	return (int)rc;
@@ -1807,6 +1833,8 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 			       err);
 		if (lrc == 0)
 			lrc = mux_rename_dir(mux, &child, src, dst, err);
+		if (lrc == 0)
+			smux__linkbook_rename(mux->book, src, dst);
 		return (int)op_leave(mux, span, lrc, err);
 	}
 	/* both names may go to another file on a member from here: an
@@ -1815,6 +1843,8 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	held_src = smux__intent_replacing(mux, src);
 	held_dst = smux__intent_replacing(mux, dst);
 	rc = rename_file(b, mux, ctx, &call, src, dst, err);
+	if (rc == 0)
+		smux__linkbook_rename(mux->book, src, dst);
 	if (held_dst)
 		smux__intent_replacing_end(mux, dst);
 	if (held_src)
@@ -1844,7 +1874,11 @@ static int mux_link(struct smux_backend *b, const struct smux_ctx *ctx,
 
 	if (mux->mode != SMUX_MODE_STICKY) {
 		rc = route_write(mux, ctx, &call, SMUX__HINT_PUT, "link", err);
-		/* a replica that missed it links at the replay, not copies */
+		/* the names of its file a replay compares or links
+		 * (mux_repair.c), and a replica that missed it links at the
+		 * replay, not copies */
+		if (rc >= 0)
+			smux__linkbook_link(mux->book, src, dst);
 		if (rc >= 0 && smux__hints_pending_replicas(mux->hints) > 0)
 			smux__link_memo_missed(mux, ctx, src, dst);
 		return (int)rc;

@@ -38,6 +38,7 @@
 #include "core/bulkhead.h"
 #include "core/health.h"
 #include "core/hints.h"
+#include "core/linkbook.h"
 #include "core/stats.h"
 #include "smux/mux.h"
 
@@ -47,6 +48,9 @@
 #define SMUX__LINK_MEMO 64
 /* the most names of one file a replay compares (mux_repair.c) */
 #define SMUX__GROUP_MAX 16
+/* the most hard links a mux's link book keeps (linkbook.h): about
+ * 200 bytes each in memory */
+#define SMUX__LINKBOOK_CAP 65536
 
 struct mux_member {
 	atomic_int refs;
@@ -153,6 +157,8 @@ struct smux_mux {
 	atomic_uint_fast64_t total_fanout_partials;
 
 	struct smux__hints *hints;
+	/* the hard links made through the mux, for replays (linkbook.h) */
+	struct smux__linkbook *book;
 	/* the (replica, key) pairs being replayed now, one replay per pair
 	 * at a time (mux_repair.c) */
 	pthread_mutex_t replay_lock;

@@ -370,6 +370,68 @@ static int group_list(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return 0;
 }
 
+/* Whether @name is in the directory @prefix ("a/b/"; "" the root), not
+ * below it: a listing of @prefix shows it. */
+static bool in_dir(const char *name, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return strncmp(name, prefix, n) == 0 && !strchr(name + n, '/');
+}
+
+/* Adds @name to @g when it is @g's file on @m: 0 (also when not), or -1
+ * with @err when @m failed. */
+static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *m, const char *name,
+			struct group_names *g, struct smux_error *err)
+{
+	struct smux_info info = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = name, .info = &info};
+
+	if (smux__member_call(mux, ctx, m, &head, false, err) != 0)
+		return err->e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+	if (!S_ISREG(info.mode) || info.file_id != g->id)
+		return 0;
+	if (g->n == SMUX__GROUP_MAX) {
+		g->over = true;
+		return 0;
+	}
+	g->names[g->n] = strdup(name);
+	if (!g->names[g->n])
+		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
+				      NULL);
+	g->n++;
+	return 0;
+}
+
+/*
+ * The names outside @key's directory (@prefix) of @src's file (@gs) and
+ * of @dst's (@gd), as the link book gives them (links made through the
+ * mux: ln d/a e/b, cp -al, a local git clone), each checked on both,
+ * added in the book's order: 0, or -1 with @err.
+ */
+static int group_book(struct smux_mux *mux, const struct smux_ctx *ctx,
+		      struct mux_member *src, struct mux_member *dst,
+		      const char *key, const char *prefix,
+		      struct group_names *gs, struct group_names *gd,
+		      struct smux_error *err)
+{
+	char *names[SMUX__GROUP_MAX];
+	unsigned n =
+		smux__linkbook_group(mux->book, key, names, SMUX__GROUP_MAX);
+	int rc = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (rc == 0 && !in_dir(names[i], prefix))
+			rc = group_add_if(mux, ctx, src, names[i], gs, err);
+		if (rc == 0 && !in_dir(names[i], prefix))
+			rc = group_add_if(mux, ctx, dst, names[i], gd, err);
+		free(names[i]);
+	}
+	return rc;
+}
+
 /*
  * link_replay's try of @other, a name of @key's file on @src (@info):
  * 0 once @key is linked to it on @dst; -2 with @err when @dst failed or
@@ -476,6 +538,17 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 				len, probe, err);
 	if (rc != -1)
 		return rc;
+	/* names the book knows (in any directory), found as a listing's */
+	g.n = smux__linkbook_group(mux->book, key, g.names, SMUX__GROUP_MAX);
+	for (unsigned i = 0; i < g.n; i++) {
+		if (rc == -1)
+			rc = link_other(mux, ctx, src, dst, key, g.names[i],
+					true, info, fd, len, probe, err);
+		free(g.names[i]);
+	}
+	g.n = 0;
+	if (rc != -1)
+		return rc;
 	key_dir(key, prefix, sizeof(prefix));
 	if (group_list(mux, ctx, src, prefix, &g, &e) == 0)
 		for (unsigned i = 0; i < g.n && rc == -1; i++)
@@ -533,6 +606,10 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	same = group_list(mux, ctx, src, prefix, &gs, err);
 	if (same == 0)
 		same = group_list(mux, ctx, dst, prefix, &gd, err);
+	/* names in other directories: the ones the book knows */
+	if (same == 0 && gs.n < info->nlink)
+		same = group_book(mux, ctx, src, dst, key, prefix, &gs, &gd,
+				  err);
 	if (same == 0)
 		same = !gs.over && !gd.over && gs.n == info->nlink &&
 		       gd.n == gs.n;
