@@ -39,9 +39,9 @@
 /* The file is rewritten once it holds this many records more than twice
  * the links the book keeps. */
 #define LB_SLACK 4096
-/* A group walk visits at most this many names per name it returns: a
- * chain of renamed-away names is not followed for ever. */
-#define LB_WALK 8
+/* The book is compacted (dead links and names without links dropped)
+ * once it holds this many more of either than twice the live links. */
+#define LB_DEAD_SLACK 1024
 
 struct lb_name {
 	char *key;
@@ -203,10 +203,14 @@ static struct lb_name *other_end(struct lb_table *t, struct lb_name *n,
 /* Links @a and @b (once). 0, or -1 without memory. */
 static int link_add(struct lb_table *t, struct lb_name *a, struct lb_name *b)
 {
+	struct lb_name *few = a->n <= b->n ? a : b, *many = few == a ? b : a;
+
 	if (a == b)
 		return 0;
-	for (unsigned i = 0; i < a->n; i++)
-		if (other_end(t, a, i) == b)
+	/* once: the name of fewer links is searched (a file of thousands
+	 * of names is linked name by name to one of them) */
+	for (unsigned i = 0; i < few->n; i++)
+		if (other_end(t, few, i) == many)
 			return 0;
 	if (t->nlinks == t->links_cap) {
 		size_t cap = t->links_cap ? t->links_cap * 2 : 256;
@@ -228,35 +232,36 @@ static int link_add(struct lb_table *t, struct lb_name *a, struct lb_name *b)
 	return 0;
 }
 
-static void link_kill(struct lb_table *t, size_t i)
+static void name_remove(struct lb_table *t, struct lb_name *n)
 {
-	struct lb_link *l = &t->links[i];
-
-	name_pull(l->a, i);
-	name_pull(l->b, i);
-	l->a = l->b = NULL;
-	t->live--;
+	name_unhash(t, n);
+	t->nnames--;
+	name_free(n);
 }
 
-/* Removes the name @n; the names it linked stay linked to each other
- * (to the first of them). */
+/* Removes the name @n (only it: a caller may hold others); the names it
+ * linked stay linked to each other, to the first of them. One left
+ * without links stays until the next compaction (maybe_compact). */
 static void name_drop(struct lb_table *t, struct lb_name *n)
 {
 	struct lb_name *first = NULL;
 
 	while (n->n) {
-		size_t link = n->links[n->n - 1];
-		struct lb_name *o = other_end(t, n, n->n - 1);
+		/* the last of @n's links: no search on @n's side */
+		size_t link = n->links[--n->n];
+		struct lb_name *o = t->links[link].a == n ? t->links[link].b
+							  : t->links[link].a;
 
-		link_kill(t, link);
+		name_pull(o, link);
+		t->links[link].a = t->links[link].b = NULL;
+		t->live--;
 		if (!first)
 			first = o;
 		else
-			(void)link_add(t, first, o); /* best effort */
+			(void)link_add(t, first,
+				       o); /* no memory: it knows less */
 	}
-	name_unhash(t, n);
-	t->nnames--;
-	name_free(n);
+	name_remove(t, n);
 }
 
 /* Gives @n the key @key (rehashed); a name @key had is dropped first. */
@@ -318,20 +323,33 @@ static void table_trim(struct lb_table *t, size_t keep)
 
 /* ---- changes, as a record says them ---- */
 
+/* Drops the dead links and the names without links once they are many
+ * (links made and forgotten: git's object writes, a mail delivery). */
+static void maybe_compact(struct lb_table *t)
+{
+	if (t->nlinks > 2 * t->live + LB_DEAD_SLACK ||
+	    t->nnames > 2 * t->live + LB_DEAD_SLACK)
+		table_trim(t, t->live);
+}
+
 static void apply_link(struct smux__linkbook *lb, const char *a, const char *b)
 {
-	struct lb_name *na = name_get(&lb->t, a);
-	struct lb_name *nb = na ? name_get(&lb->t, b) : NULL;
+	struct lb_name *na, *nb;
 
+	if (strcmp(a, b) == 0) /* a record can say it: no link */
+		return;
+	na = name_get(&lb->t, a);
+	nb = na ? name_get(&lb->t, b) : NULL;
 	if (nb)
 		(void)link_add(&lb->t, na, nb);
 	/* a name left without links (no memory for one) is no use */
 	if (na && !na->n)
-		name_drop(&lb->t, na);
+		name_remove(&lb->t, na);
 	if (nb && !nb->n)
-		name_drop(&lb->t, nb);
+		name_remove(&lb->t, nb);
 	if (lb->t.live > lb->cap)
 		table_trim(&lb->t, lb->cap / 2);
+	maybe_compact(&lb->t);
 }
 
 /* Whether @key is under the directory @dir ("d/"). */
@@ -373,6 +391,7 @@ static bool apply_rename(struct smux__linkbook *lb, const char *from,
 			name_rekey(t, nf, to);
 		else if (nt)
 			name_drop(t, nt);
+		maybe_compact(t);
 		return nf || nt;
 	}
 	/* names under @to are of files gone: a directory is renamed over an
@@ -401,6 +420,7 @@ static bool apply_rename(struct smux__linkbook *lb, const char *from,
 		name_rekey(t, v[i], key);
 	}
 	free(v);
+	maybe_compact(t);
 	return touched;
 }
 
@@ -410,6 +430,7 @@ static void apply_forget(struct smux__linkbook *lb, const char *key)
 
 	if (n)
 		name_drop(&lb->t, n);
+	maybe_compact(&lb->t);
 }
 
 /* ---- the file ---- */
@@ -582,6 +603,9 @@ static void file_load(struct smux__linkbook *lb, char *why, size_t whylen)
 		}
 		if (apply_record(lb, o, reason, sizeof(reason)) != 0) {
 			json_decref(o);
+			if (!reason[0])
+				snprintf(reason, sizeof(reason),
+					 "out of memory");
 			break;
 		}
 		json_decref(o);
@@ -691,7 +715,7 @@ void smux__linkbook_forget(struct smux__linkbook *lb, const char *key)
 	pthread_mutex_lock(&lb->mu);
 	n = name_find(&lb->t, key);
 	if (n) {
-		name_drop(&lb->t, n);
+		apply_forget(lb, key);
 		record_write(lb, record2("forget", "key", key, NULL, NULL));
 		maybe_rewrite(lb);
 	}
@@ -702,7 +726,8 @@ unsigned smux__linkbook_group(struct smux__linkbook *lb, const char *key,
 			      char **out, unsigned max)
 {
 	struct lb_name **queue;
-	unsigned head = 0, tail = 0, got = 0, bound = max * LB_WALK + 1;
+	/* every name queued but the first is returned: max + 1 at most */
+	unsigned head = 0, tail = 0, got = 0, bound = max + 1;
 	struct lb_name *start;
 
 	if (!lb || !max)

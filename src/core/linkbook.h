@@ -13,14 +13,16 @@
  * e/b of `ln d/a e/b`, cp -al, git's local clone). A name the book gives
  * is a candidate only: the replay checks on each replica that it is that
  * file. So a stale entry (a name unlinked or renamed behind the mount)
- * costs a lookup, never a wrong write, and a lost one (a crash before
+ * costs a lookup, never a wrong write (a lookup refused for good makes
+ * it no name: mux_repair.c group_add_if), and a lost one (a crash before
  * its record reached the disk, a full book) only the split a replay made
  * before there was a book.
  *
  * Renames and deletes made through the mux keep it current (a renamed
  * name keeps its links; the names linked through a deleted one stay
- * linked to each other). At most @cap links are kept, the newest; the
- * file is rewritten when it holds far more records than links.
+ * linked to each other). At most @cap links are kept (when full, the
+ * older half is forgotten); the file is rewritten when it holds far
+ * more records than links.
  *
  * Owner: linkbook.c. User: the mux (mux.c records, mux_repair.c asks).
  * Every function may run on any thread at once (one mutex inside); none

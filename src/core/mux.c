@@ -349,7 +349,7 @@ static void book_open(struct smux_mux *mux, const char *state_dir,
 	snprintf(ev.mux, sizeof(ev.mux), "%s", name);
 	snprintf(ev.name, sizeof(ev.name), "%s", name);
 	snprintf(ev.option, sizeof(ev.option), "state_dir");
-	ev.cause.code = SMUX_E_HINT_JOURNAL_FAILED;
+	ev.cause.code = SMUX_E_LOCAL_IO; /* a file of the daemon's own */
 	snprintf(ev.cause.message, sizeof(ev.cause.message), "%s", why);
 	smux_events_emit(mux->events, &ev);
 }

@@ -380,7 +380,10 @@ static bool in_dir(const char *name, const char *prefix)
 }
 
 /* Adds @name to @g when it is @g's file on @m: 0 (also when not), or -1
- * with @err when @m failed. */
+ * with @err when @m failed for a while (down, timed out). An answer that
+ * says what the name is there (not found, a symlink or a file in the
+ * way, refused) makes it no name of @g: a stale name of the book must
+ * not hold a replay up for good. */
 static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			struct mux_member *m, const char *name,
 			struct group_names *g, struct smux_error *err)
@@ -390,7 +393,8 @@ static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		.op = SMUX__OP_HEAD, .key = name, .info = &info};
 
 	if (smux__member_call(mux, ctx, m, &head, false, err) != 0)
-		return err->e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+		return smux_code_class(err->e.code) == SMUX_CLASS_SEMANTIC ? 0
+									   : -1;
 	if (!S_ISREG(info.mode) || info.file_id != g->id)
 		return 0;
 	if (g->n == SMUX__GROUP_MAX) {

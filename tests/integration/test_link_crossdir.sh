@@ -81,6 +81,21 @@ one_file d/a g/h "$(printf 'start\nappended\nthird\nfourth')" 640
 	fail "b: d/a has $(stat -c %h "$T/b/d/a") names, not 3"
 log "g/h, linked while b was out: a link of d/a on b after a restart"
 
+# a name of the book that cannot be a name any more (its directory made
+# a symlink behind the mount: every head of it is refused) is no name of
+# the file: the replay goes on with the others (it failed for good)
+mkdir "$M/x" "$M/y" "$M/z"
+echo one >"$M/x/a"
+ln "$M/x/a" "$M/y/b"
+ln "$M/x/a" "$M/z/c"
+for r in a b; do rm -r "$T/$r/y" && ln -s /tmp "$T/$r/y"; done
+echo "drain b" >"$CTL"
+echo two >>"$M/x/a"
+echo "undrain b" >"$CTL"
+repair_settled "$M" 30
+one_file x/a z/c "$(printf 'one\ntwo')" "$(stat -c %a "$T/a/x/a")"
+log "a stale name of the book (y/b under a symlink) holds no replay up"
+
 # a damaged book is cut at the bad record, said in an event that names
 # it, and the mux runs on
 unmount_smux "$M"

@@ -5,7 +5,8 @@
  * of a directory) and deletes keep it current; the book comes back from
  * its file after a reopen, the file cut at a bad or unfinished record
  * (said in @why) with the links before it kept; a full book keeps the
- * newest links; non-UTF-8 keys survive the file.
+ * newest links; non-UTF-8 keys survive the file; a record linking a name
+ * to itself is no link.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -151,14 +152,17 @@ static void test_reopen_and_cut(void **state)
 	f = fopen(path, "a");
 	assert_non_null(f);
 	fputs("{\"op\":\"link\",\"a\":\"p\",\"b\":\"q\"}\n", f);
+	/* a name linked to itself: no link, and no harm (it crashed) */
+	fputs("{\"op\":\"link\",\"a\":\"x\",\"b\":\"x\"}\n", f);
 	fputs("{\"op\":\"link\",\"a\":\"../etc\",\"b\":\"q\"}\n", f);
 	fputs("{\"op\":\"link\",\"a\":\"r\",\"b\":\"s\"}\n", f);
 	fputs("{\"op\":\"li", f);
 	fclose(f);
 	lb = open_book(100, why, sizeof(why));
-	assert_non_null(strstr(why, "m.links line 5"));
+	assert_non_null(strstr(why, "m.links line 6"));
 	assert_non_null(strstr(why, "not a key"));
 	assert_group(lb, "p", "q");
+	assert_group(lb, "x", "");
 	assert_group(lb, "r", "");
 	assert_group(lb, "d/a", "n/b");
 	smux__linkbook_link(lb, "t", "u");
