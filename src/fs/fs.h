@@ -869,6 +869,25 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
  * the channel hook puts the kernel node's id in its place (use_ino = 1). */
 #define SMUXFS_INO_FILE_ID (UINT64_C(1) << 63)
 
+/* ---- one number per file whichever replica answers (inomap.c) ---- */
+
+/* The identity (SMUXFS_INO_FILE_ID cleared) a file whose replica
+ * identity is @id shows: the number its other replica showed when the
+ * answering replica moved (a drain, an outage), else @id. */
+uint64_t smuxfs_ino_alias(uint64_t id);
+/* A stat of @key, a file not open, answered with the identity @id: the
+ * identity to show (the number @key showed, when @id is the same file on
+ * another replica: may ask the members once). */
+uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id);
+/* @key, whose replica identity is @id, shows @shown (the number an open
+ * file keeps, a new link's name the one of the file's first name): the
+ * key's number from now on, and every name of that copy's (inomap.c). */
+void smuxfs_ino_shows(struct smuxfs *fs, const char *key, uint64_t id,
+		      uint64_t shown);
+/* @from is named @to now (a rename through the mount), or is gone (@to
+ * NULL: a delete). */
+void smuxfs_ino_moved(const char *from, const char *to);
+
 /* ---- the inode numbers the kernel holds (told.c) ---- */
 
 /* The reply to a request read at @asked_ns (smux_now_ns) told the

@@ -163,13 +163,21 @@ void smuxfs_shown_ino(struct smuxfs *fs, const char *key,
 	struct smuxfs_ofile *of = smuxfs_ofile_find(fs, key);
 	uint64_t id;
 
-	if (!of)
+	if (!of) {
+		/* the number the file showed before the answering replica
+		 * moved (inomap.c) */
+		info->file_id = smuxfs_ino_learn(fs, key, info->file_id);
 		return;
+	}
 	/* the number alone: the attributes (a writer's fstat) were read
 	 * by the lookup this getattr made */
 	id = smuxfs_ofile_shown_id(of);
-	if (id)
+	if (id) {
+		smuxfs_ino_shows(fs, key, info->file_id, id);
 		info->file_id = id;
+	} else {
+		info->file_id = smuxfs_ino_learn(fs, key, info->file_id);
+	}
 	smuxfs_ofile_release(fs, of);
 }
 
@@ -378,11 +386,13 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	st->st_nlink = in->nlink ? in->nlink : (is_dir ? 2 : 1);
 	/* Where the tree has hard links, a file's number is its identity in
 	 * the backend, so every name of it shows one st_ino (rsync -H, cp -a,
-	 * find -samefile, du). Else 0: the channel hook (fnode.c) reports the
-	 * kernel node's id, as libfuse does without use_ino. */
+	 * find -samefile, du); the one it showed before the answering
+	 * replica moved (inomap.c). Else 0: the channel hook (fnode.c)
+	 * reports the kernel node's id, as libfuse does without use_ino. */
 	if (!is_dir && in->file_id &&
 	    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
-		st->st_ino = (ino_t)(in->file_id | SMUXFS_INO_FILE_ID);
+		st->st_ino = (ino_t)(smuxfs_ino_alias(in->file_id) |
+				     SMUXFS_INO_FILE_ID);
 	/* uid=/gid= given by the operator override the objects' owners */
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;

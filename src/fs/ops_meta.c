@@ -82,6 +82,13 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 		smuxfs_ofile_set_file_id(of, info.file_id);
 	else
 		info.file_id = a.file_id; /* its inode number stays */
+	/* the name's number once it is closed too (inomap.c: tar -x checks
+	 * a placeholder's number from its fstat against an lstat at the
+	 * end, git a new object's against its link's) */
+	if (key && info.file_id)
+		smuxfs_ino_shows(fs, key, info.file_id,
+				 a.ino_id ? a.ino_id
+					  : smuxfs_ino_alias(info.file_id));
 	if (a.ino_id) /* shown, not kept: of->file_id stays the backend's */
 		info.file_id = a.ino_id;
 	if (a.mode_set || !info.mode)
@@ -431,8 +438,10 @@ int smuxfs_unlink(const char *path)
 	rc = smuxfs_ofile_unlink(fs, key);
 	/* the last key of an implied directory takes it along */
 	smuxfs_dircache_changed(fs, key, true);
-	if (rc == 0)
+	if (rc == 0) {
 		smuxfs_dirnames_del(fs, key);
+		smuxfs_ino_moved(key, NULL);
+	}
 	return rc;
 }
 
@@ -852,6 +861,18 @@ static void rename_dirnames(struct smuxfs *fs, const char *from, const char *to,
 		smuxfs_dirnames_del(fs, fkey);
 }
 
+/* smuxfs_ino_moved of the paths @from and @to (@to NULL: gone). */
+static void ino_moved(struct smuxfs *fs, const char *from, const char *to)
+{
+	char fkey[SMUX_KEY_MAX + 2], tkey[SMUX_KEY_MAX + 2];
+
+	if (key_of(fs, from, fkey, sizeof(fkey), NULL) != 0)
+		return;
+	if (to && key_of(fs, to, tkey, sizeof(tkey), NULL) != 0)
+		to = NULL;
+	smuxfs_ino_moved(fkey, to ? tkey : NULL);
+}
+
 int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 {
 	struct smuxfs *fs = smuxfs_get();
@@ -886,11 +907,17 @@ int smuxfs_rename(const char *from, const char *to, unsigned int flags)
 		/* both names stay, each now the other's directory or not */
 		rename_dirnames(fs, from, to, false);
 		rename_dirnames(fs, to, from, false);
-		if (rc == 0)
+		if (rc == 0) {
 			smuxfs_dirfh_exchanged(from, to);
+			/* each name another file's now: both start again */
+			ino_moved(fs, from, NULL);
+			ino_moved(fs, to, NULL);
+		}
 		return rc;
 	}
 	rename_dirnames(fs, from, to, rc == 0);
+	if (rc == 0) /* the file keeps its number under its new name */
+		ino_moved(fs, from, to);
 	if (rc == 0) { /* open directory handles follow (ops_dir.c) */
 		/* an empty directory replaced */
 		smuxfs_dirfh_removed(fs, to, had_to ? &was_to : NULL);
@@ -1561,6 +1588,21 @@ int smuxfs_readlink(const char *path, char *buf, size_t size)
  * two filesystems). Elsewhere EPERM, as a filesystem without hard links
  * answers, with the reason logged once.
  */
+/* The new name @tkey of @fkey's file (whose identity was @id) shows the
+ * number @fkey shows (inomap.c), whichever replica answers for either:
+ * the two names are one file. */
+static void link_shows(struct smuxfs *fs, const char *fkey, const char *tkey,
+		       uint64_t id)
+{
+	uint64_t shown = smuxfs_ino_learn(fs, fkey, id);
+	struct smux_info info;
+	bool is_dir;
+
+	if (shown && smuxfs_pin_ino(fs) &&
+	    smuxfs_lookup(fs, tkey, false, &is_dir, &info) == 0 && !is_dir)
+		smuxfs_ino_shows(fs, tkey, info.file_id, shown);
+}
+
 int smuxfs_link(const char *from, const char *to)
 {
 	static atomic_bool told;
@@ -1611,6 +1653,10 @@ int smuxfs_link(const char *from, const char *to)
 		return smuxfs_errno(&err, "link", tkey);
 	smuxfs_etag_forget(fs, fkey);
 	smuxfs_ofile_forget_seen(fs, fkey); /* its link count */
+	/* the number the new name shows: the one the file showed, also
+	 * when another replica answers for it now (git's local clone
+	 * compares the two; inomap.c) */
+	link_shows(fs, fkey, tkey, info.file_id);
 	/* the new name's writers change what the open one writes */
 	smuxfs_ofile_shared(fs, fkey);
 	/* an open descriptor of the file whose name is gone counts it */
