@@ -384,6 +384,8 @@ static bool apply_rename(struct smux__linkbook *lb, const char *from,
 	struct lb_name **v;
 	bool touched;
 
+	if (strcmp(from, to) == 0) /* a record can say it: no move */
+		return false;
 	if (!smux_key_is_dir(from)) {
 		struct lb_name *nf = name_find(t, from), *nt = name_find(t, to);
 

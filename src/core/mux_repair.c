@@ -436,6 +436,75 @@ static int group_book(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* Leaves the fences same_group or names_within entered on @dst for the
+ * names @held. */
+static void fence_names_exit(struct smux_mux *mux, struct mux_member *dst,
+			     struct group_names *held)
+{
+	for (unsigned i = 0; i < held->n; i++) {
+		smux__replay_fence_exit(mux, dst, held->names[i]);
+		free(held->names[i]);
+	}
+	held->n = 0;
+}
+
+/*
+ * Whether every name of @dst's file @di of @other is a name of @src's
+ * file (@info) there too, all of them found (@other's directory listed,
+ * the book's names): 1, and @held gets those but @other, fenced on @dst
+ * until fence_names_exit; 0 when not (or more than SMUX__GROUP_MAX); -1
+ * with @err when a call failed. A file whose names @dst all has for
+ * @src's file, and some more @src has (ln d/a d/c while @dst was out):
+ * @src's bytes written into it reach only names that show them there.
+ */
+static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
+			struct mux_member *src, struct mux_member *dst,
+			const char *other, const struct smux_info *info,
+			const struct smux_info *di, struct group_names *held,
+			struct smux_error *err)
+{
+	struct group_names gs = {.id = info->file_id}, gd = {.id = di->file_id};
+	char prefix[SMUX_KEY_MAX + 1];
+	int within;
+
+	if (di->nlink > SMUX__GROUP_MAX)
+		return 0;
+	key_dir(other, prefix, sizeof(prefix));
+	within = group_list(mux, ctx, src, prefix, &gs, err);
+	if (within == 0)
+		within = group_list(mux, ctx, dst, prefix, &gd, err);
+	if (within == 0)
+		within = group_book(mux, ctx, src, dst, other, prefix, &gs, &gd,
+				    err);
+	if (within == 0)
+		within = !gs.over && !gd.over && gd.n == di->nlink;
+	for (unsigned i = 0; i < gd.n && within == 1; i++) {
+		within = 0;
+		for (unsigned j = 0; j < gs.n && !within; j++)
+			within = strcmp(gd.names[i], gs.names[j]) == 0;
+	}
+	for (unsigned i = 0; i < gd.n; i++) {
+		if (within == 1 && strcmp(gd.names[i], other) != 0) {
+			smux__replay_fence_enter(mux, dst, gd.names[i]);
+			held->names[held->n++] = gd.names[i];
+			gd.names[i] = NULL;
+		}
+		free(gd.names[i]);
+	}
+	for (unsigned i = 0; i < gs.n; i++)
+		free(gs.names[i]);
+	return within;
+}
+
+/* How far link_other may take @dst's file of a name for @src's. */
+enum link_trust {
+	LINK_MEMO,   /* a name a replay put or a link the mux made now */
+	LINK_BOOK,   /* a name of the link book: refreshed when @dst missed
+			writes of it */
+	LINK_LISTED, /* a name a listing of @src found: only when @dst
+			missed nothing of it */
+};
+
 /*
  * link_replay's try of @other, a name of @key's file on @src (@info):
  * 0 once @key is linked to it on @dst; -2 with @err when @dst failed or
@@ -444,10 +513,11 @@ static int group_book(struct smux_mux *mux, const struct smux_ctx *ctx,
  */
 static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
-		      const char *key, const char *other, bool listed,
+		      const char *key, const char *other, enum link_trust trust,
 		      const struct smux_info *info, int fd, uint64_t len,
 		      bool *probe, struct smux_error *err)
 {
+	struct group_names held = {0}; /* @dst's other names, fenced */
 	struct smux_info si = {0}, di = {0};
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = other, .info = &si};
@@ -459,11 +529,16 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (smux__member_call(mux, ctx, src, &head, false, &e) ||
 	    si.file_id != info->file_id)
 		return -1;
-	/* a name found by a listing of @src (@listed), not a link the mux
-	 * made: @dst's file of it is that file only when @dst missed
+	/* a name found by a listing of @src (LINK_LISTED), not a link the
+	 * mux made: @dst's file of it is that file only when @dst missed
 	 * nothing of the name (else it may be an older, unrelated file of
-	 * the same size and mtime: an empty one, one tar kept the time of) */
-	if (listed && smux__hints_has(mux->hints, dst->name, other))
+	 * the same size and mtime: an empty one, one tar kept the time of);
+	 * one of the book (LINK_BOOK): as it is, likewise, but refreshed
+	 * with @src's bytes it is (below) */
+	bool missed = trust != LINK_MEMO &&
+		      smux__hints_has(mux->hints, dst->name, other);
+
+	if (trust == LINK_LISTED && missed)
 		return -1;
 	head.info = &di;
 	rc = smux__member_call(mux, ctx, dst, &head, *probe, &e);
@@ -479,8 +554,17 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * s43-t5: a group of three split), also when @dst has a hint for
 	 * @other (a write through it it missed too: these bytes are @src's
 	 * file now) */
-	bool behind = di.size != info->size || di.mtime_ns != info->mtime_ns;
-	bool refresh = behind && di.nlink == 1 && info->nlink >= 2;
+	bool behind = missed || di.size != info->size ||
+		      di.mtime_ns != info->mtime_ns;
+	/* ... or when its names there are all names of @src's file (some
+	 * it missed: ln d/a d/c while it was out, then an append through
+	 * d/c - a copy left d/a and e/b there without it, s48-t1) */
+	int within = behind && info->nlink >= 2 && di.nlink > 1
+			     ? names_within(mux, ctx, src, dst, other, info,
+					    &di, &held, &e)
+			     : 0;
+	bool refresh =
+		behind && info->nlink >= 2 && (di.nlink == 1 || within == 1);
 
 	/* ... but not under @other's open writer (an append through it
 	 * right after the undrain): the replay waits for its close, and its
@@ -488,18 +572,27 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * without the writes through @key (s43-t5). Nor over a write
 	 * through @other: one from the check on waits (the fence), one
 	 * since the replay's read changed @src's file (src_unchanged) */
+	if (within < 0) {
+		*err = e; /* @dst or @src failing: no copy either */
+		return -2;
+	}
 	if (refresh) {
 		smux__replay_fence_enter(mux, dst, other);
-		if (smux__replay_blocked(mux, other, err) ||
-		    src_unchanged(mux, ctx, src, key, info, err))
+		rc = smux__replay_blocked(mux, other, err) ? -2 : 0;
+		for (unsigned i = 0; i < held.n && !rc; i++)
+			if (smux__replay_blocked(mux, held.names[i], err))
+				rc = -2;
+		if (!rc && src_unchanged(mux, ctx, src, key, info, err))
 			rc = -2;
-		else
+		if (!rc)
 			rc = link_refresh(mux, ctx, dst, other, info, fd, len,
 					  &e);
 		smux__replay_fence_exit(mux, dst, other);
+		fence_names_exit(mux, dst, &held);
 		if (rc)
 			return (int)rc;
 	} else if (behind) {
+		fence_names_exit(mux, dst, &held);
 		return -1;
 	}
 	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
@@ -538,16 +631,16 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return -1;
 	while (rc == -1 && link_memo_find(mux, src, dst, info, key, &at, other,
 					  sizeof(other)))
-		rc = link_other(mux, ctx, src, dst, key, other, false, info, fd,
-				len, probe, err);
+		rc = link_other(mux, ctx, src, dst, key, other, LINK_MEMO, info,
+				fd, len, probe, err);
 	if (rc != -1)
 		return rc;
-	/* names the book knows (in any directory), found as a listing's */
+	/* names the book knows (in any directory) */
 	g.n = smux__linkbook_group(mux->book, key, g.names, SMUX__GROUP_MAX);
 	for (unsigned i = 0; i < g.n; i++) {
 		if (rc == -1)
 			rc = link_other(mux, ctx, src, dst, key, g.names[i],
-					true, info, fd, len, probe, err);
+					LINK_BOOK, info, fd, len, probe, err);
 		free(g.names[i]);
 	}
 	g.n = 0;
@@ -558,8 +651,8 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		for (unsigned i = 0; i < g.n && rc == -1; i++)
 			if (strcmp(g.names[i], key) != 0)
 				rc = link_other(mux, ctx, src, dst, key,
-						g.names[i], true, info, fd, len,
-						probe, err);
+						g.names[i], LINK_LISTED, info,
+						fd, len, probe, err);
 	for (unsigned i = 0; i < g.n; i++)
 		free(g.names[i]);
 	return rc;
@@ -637,17 +730,6 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < gd.n; i++)
 		free(gd.names[i]);
 	return same;
-}
-
-/* Leaves the fences same_group entered on @dst for the names @held. */
-static void fence_names_exit(struct smux_mux *mux, struct mux_member *dst,
-			     struct group_names *held)
-{
-	for (unsigned i = 0; i < held->n; i++) {
-		smux__replay_fence_exit(mux, dst, held->names[i]);
-		free(held->names[i]);
-	}
-	held->n = 0;
 }
 
 /*

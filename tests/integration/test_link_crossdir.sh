@@ -81,6 +81,23 @@ one_file d/a g/h "$(printf 'start\nappended\nthird\nfourth')" 640
 	fail "b: d/a has $(stat -c %h "$T/b/d/a") names, not 3"
 log "g/h, linked while b was out: a link of d/a on b after a restart"
 
+# b misses a new name of a file of two names and an append through it
+# (ln n/a n/c; echo >> n/c): the replay writes the bytes into b's file
+# of n/a and o/b, whose names are all the file's, and links n/c to it
+# (before: n/c a file of its own on b, n/a and o/b there without the
+# append, s48-t1)
+mkdir "$M/n" "$M/o"
+echo start >"$M/n/a"
+ln "$M/n/a" "$M/o/b"
+echo "drain b" >"$CTL"
+ln "$M/n/a" "$M/n/c"
+echo appended >>"$M/n/c"
+echo "undrain b" >"$CTL"
+repair_settled "$M" 30
+one_file n/a o/b "$(printf 'start\nappended')" "$(stat -c %a "$T/a/n/a")"
+one_file n/a n/c "$(printf 'start\nappended')" "$(stat -c %a "$T/a/n/a")"
+log "n/c, linked and written while b was out: one file with n/a, o/b on b"
+
 # a name of the book that cannot be a name any more (its directory made
 # a symlink behind the mount: every head of it is refused) is no name of
 # the file: the replay goes on with the others (it failed for good)
