@@ -871,22 +871,26 @@ int smuxfs_fh_key(struct smuxfs *fs, struct smuxfs_fh *fh, char *key,
 
 /* ---- one number per file whichever replica answers (inomap.c) ---- */
 
-/* The identity (SMUXFS_INO_FILE_ID cleared) a file whose replica
- * identity is @id shows: the number its other replica showed when the
- * answering replica moved (a drain, an outage), else @id. */
-uint64_t smuxfs_ino_alias(uint64_t id);
-/* A stat of @key, a file not open, answered with the identity @id: the
- * identity to show (the number @key showed, when @id is the same file on
- * another replica: may ask the members once). */
-uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id);
+/* The identity (SMUXFS_INO_FILE_ID cleared) a file of @nlink names
+ * whose replica identity is @id shows: for a file of several names, the
+ * number another of its names showed before the answering replica moved
+ * (a drain, an outage); else @id. */
+uint64_t smuxfs_ino_alias(uint64_t id, uint32_t nlink);
+/* A stat of @key, a file of @nlink names, answered with the identity
+ * @id: the identity to show (the number @key showed, when @id is the
+ * same file on another replica: may ask the members once). */
+uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
+			  uint32_t nlink);
 /* @key, whose replica identity is @id, shows @shown (the number an open
  * file keeps, a new link's name the one of the file's first name): the
  * key's number from now on, and every name of that copy's (inomap.c). */
 void smuxfs_ino_shows(struct smuxfs *fs, const char *key, uint64_t id,
-		      uint64_t shown);
+		      uint64_t shown, uint32_t nlink);
 /* @from is named @to now (a rename through the mount), or is gone (@to
  * NULL: a delete). */
 void smuxfs_ino_moved(const char *from, const char *to);
+/* A directory was renamed: every key under it names another file now. */
+void smuxfs_ino_dir_moved(void);
 
 /* ---- the inode numbers the kernel holds (told.c) ---- */
 

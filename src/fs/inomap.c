@@ -13,33 +13,41 @@
  * is unchanged).
  *
  * So the number a key last showed is kept (last[]). When a stat of the
- * key answers with another identity, and that is the same file on
- * another replica - the identity shown is still the key's on a member
- * that can be asked, or no member can say otherwise, the one that gave
- * it being out (smux_mux_key_has_id) -, the new identity becomes an
- * alias of the number shown (alias[]), and every answer that names it
- * shows that number: the file's other names (hard links), listings and
- * open files (smuxfs_ino_alias, in fill_stat). A file replaced behind
- * the mount (every member that can be asked holds another one there)
- * shows its own number, as before. A name deleted or renamed through the
- * mount drops or moves its entry (smuxfs_ino_moved), so a file made
- * there next starts with its own number and asks no member.
+ * key answers with another identity and that is the same file on another
+ * replica, the key keeps showing its number. "The same file": the
+ * identity shown is still the key's on a member that can be asked, or
+ * the first member asked cannot be (out, behind on the key: in a drain,
+ * the one that gave the number) - smux_mux_key_has_id. A file replaced
+ * behind the mount while that member is out keeps the old number, as an
+ * open file does.
+ *
+ * A file of several names (hard links) must show one number under each,
+ * also under a name first looked up after the move: its new identity
+ * becomes an alias of the number shown (alias[]), looked up for files of
+ * several names only (fill_stat, smuxfs_ino_learn). A file of one name
+ * needs none, and so takes no number of a file whose freed inode its
+ * replica reused (ext4 does). A delete drops the key's entry and the
+ * aliases it made; a rename moves the entry (over a name: that one's is
+ * dropped); a directory's rename forgets every key's entry (they are
+ * keyed by path). So a file made at a name since starts with its own
+ * number and asks no member.
  *
  * Two direct-mapped tables of INOMAP_SLOTS entries each, made at the
  * first use (a tree of one copy, or without hard links, never makes
  * them), under one mutex; a stat whose answer is the key's last costs a
- * lookup. A collision loses an entry: that file's number may change as
- * it did before. One mount per daemon: the tables are the process's.
+ * lookup, and fill_stat takes the lock only once an alias was made. A
+ * collision loses an entry: that file's number may change as it did
+ * before. One mount per daemon: the tables are the process's.
  *
- * Limit: an alias outlives the replica file it names. A replica whose
- * file system gives the freed inode to a new file (ext4 does) makes that
- * file show the aliased number too, while the first file shows it from
- * another replica (a replay that replaced the copy); only after the
- * answering replica moved, and until the entry is overwritten.
+ * Limit: an alias outlives a replica file it names when a replay, not a
+ * delete through the mount, replaced that copy; a file of several names
+ * given the freed inode there shows the aliased number while that
+ * replica answers.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fs/fs.h"
 
@@ -49,6 +57,7 @@ struct last_slot {
 	uint64_t hash;	/* the key's (0: empty) */
 	uint64_t id;	/* the identity its last stat answered */
 	uint64_t shown; /* what it showed */
+	uint64_t alias; /* an identity it made an alias of shown (0: none) */
 };
 
 struct alias_slot {
@@ -58,7 +67,8 @@ struct alias_slot {
 
 static struct last_slot *last;
 static struct alias_slot *alias;
-static atomic_bool ready; /* the tables exist */
+static atomic_bool ready;      /* the tables exist */
+static atomic_bool have_alias; /* an alias was made: fill_stat looks */
 static pthread_mutex_t inomap_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* FNV-1a of @key, never 0 */
@@ -107,13 +117,32 @@ static bool tables(void)
 	return last && alias;
 }
 
-uint64_t smuxfs_ino_alias(uint64_t id)
+/* Drops the alias of @id when it gives @shown. Caller holds the lock. */
+static void alias_drop(uint64_t id, uint64_t shown)
+{
+	struct alias_slot *a = alias_of(id);
+
+	if (id && a->id == id && a->shown == shown)
+		*a = (struct alias_slot){0};
+}
+
+/* Sets @id's alias to @shown (none when equal). Caller holds the lock. */
+static void alias_set(uint64_t id, uint64_t shown)
+{
+	if (shown != id) {
+		*alias_of(id) = (struct alias_slot){id, shown};
+		atomic_store_explicit(&have_alias, true, memory_order_relaxed);
+	}
+}
+
+uint64_t smuxfs_ino_alias(uint64_t id, uint32_t nlink)
 {
 	struct alias_slot *a;
 	uint64_t shown = id;
 
 	id &= ~SMUXFS_INO_FILE_ID;
-	if (!id || !atomic_load_explicit(&ready, memory_order_acquire))
+	if (!id || nlink < 2 ||
+	    !atomic_load_explicit(&have_alias, memory_order_relaxed))
 		return shown;
 	pthread_mutex_lock(&inomap_lock);
 	a = alias_of(id);
@@ -123,11 +152,12 @@ uint64_t smuxfs_ino_alias(uint64_t id)
 	return shown;
 }
 
-uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id)
+uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
+			  uint32_t nlink)
 {
-	uint64_t h, was_id = 0, was_shown = 0, shown = 0;
+	uint64_t h, shown = 0;
+	struct last_slot was = {0}, *l;
 	struct alias_slot *a;
-	struct last_slot *l;
 
 	id &= ~SMUXFS_INO_FILE_ID;
 	if (!id || !wanted(fs) || !tables())
@@ -138,46 +168,51 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id)
 	/* the answer the key gave last, or the number it showed (the
 	 * replica that gave it answers again) */
 	if (l->hash == h && (l->id == id || l->shown == id)) {
+		l->id = id;
 		shown = l->shown;
-		if (l->id != id)
-			l->id = id;
 		pthread_mutex_unlock(&inomap_lock);
 		return shown;
 	}
-	if (l->hash == h) {
-		was_id = l->id;
-		was_shown = l->shown;
-	}
+	if (l->hash == h)
+		was = *l;
+	/* another name of a file of several names showed its number */
 	a = alias_of(id);
-	if (a->id == id)
+	if (nlink > 1 && a->id == id)
 		shown = a->shown;
 	pthread_mutex_unlock(&inomap_lock);
 	/* another identity than the key showed: the same file on another
-	 * replica, or another file (asks the members, at most once per
-	 * file and move of the answering replica) */
-	if (!shown && was_id) {
+	 * replica, or another file (asks the members: once per file and
+	 * move of the answering replica, none while the one that gave the
+	 * number is out, as in a drain) */
+	if (!shown && was.hash) {
 		struct smux_ctx ctx;
 
 		smuxfs_ctx(&ctx);
-		if (smux_mux_key_has_id(fs->root, &ctx, key, was_id,
+		if (smux_mux_key_has_id(fs->root, &ctx, key, was.id,
 					~SMUXFS_INO_FILE_ID) != 0)
-			shown = was_shown;
+			shown = was.shown;
 	}
 	if (!shown)
 		shown = id;
 	pthread_mutex_lock(&inomap_lock);
-	if (shown != id) {
-		a = alias_of(id);
-		*a = (struct alias_slot){id, shown};
+	l = last_of(h);
+	/* not over a change made meanwhile (a delete, a rename, an open
+	 * file's number): the next stat learns again */
+	if (l->hash == was.hash && l->id == was.id && l->shown == was.shown) {
+		*l = (struct last_slot){h, id, shown, was.alias};
+		if (nlink > 1 && shown != id) {
+			alias_set(id, shown);
+			l->alias = id;
+		}
 	}
-	*last_of(h) = (struct last_slot){h, id, shown};
 	pthread_mutex_unlock(&inomap_lock);
 	return shown;
 }
 
 void smuxfs_ino_shows(struct smuxfs *fs, const char *key, uint64_t id,
-		      uint64_t shown)
+		      uint64_t shown, uint32_t nlink)
 {
+	struct last_slot *l;
 	uint64_t h;
 
 	id &= ~SMUXFS_INO_FILE_ID;
@@ -186,16 +221,29 @@ void smuxfs_ino_shows(struct smuxfs *fs, const char *key, uint64_t id,
 		return;
 	h = key_hash(key);
 	pthread_mutex_lock(&inomap_lock);
-	if (shown != id)
-		*alias_of(id) = (struct alias_slot){id, shown};
-	*last_of(h) = (struct last_slot){h, id, shown};
+	l = last_of(h);
+	*l = (struct last_slot){h, id, shown, l->hash == h ? l->alias : 0};
+	if (nlink > 1 && shown != id) {
+		alias_set(id, shown);
+		l->alias = id;
+	}
 	pthread_mutex_unlock(&inomap_lock);
+}
+
+/* Forgets @l's key, and the aliases it made: its file may be gone, and a
+ * replica may give a freed inode's identity to another file (ext4).
+ * Caller holds the lock. */
+static void last_drop(struct last_slot *l)
+{
+	alias_drop(l->alias, l->shown);
+	alias_drop(l->id, l->shown);
+	*l = (struct last_slot){0};
 }
 
 void smuxfs_ino_moved(const char *from, const char *to)
 {
-	uint64_t hf, ht;
 	struct last_slot *l, keep = {0};
+	uint64_t hf, ht;
 
 	if (!atomic_load_explicit(&ready, memory_order_acquire))
 		return;
@@ -205,15 +253,30 @@ void smuxfs_ino_moved(const char *from, const char *to)
 	l = last_of(hf);
 	if (l->hash == hf) {
 		keep = *l;
-		*l = (struct last_slot){0};
+		if (to)
+			*l = (struct last_slot){0}; /* the file goes on */
+		else
+			last_drop(l);
 	}
 	if (to) {
 		l = last_of(ht);
-		/* what @to showed was another file's */
+		if (l->hash == ht) /* @to's file is gone: replaced */
+			last_drop(l);
 		if (keep.hash)
-			*l = (struct last_slot){ht, keep.id, keep.shown};
-		else if (l->hash == ht)
-			*l = (struct last_slot){0};
+			*l = (struct last_slot){ht, keep.id, keep.shown,
+						keep.alias};
 	}
+	pthread_mutex_unlock(&inomap_lock);
+}
+
+void smuxfs_ino_dir_moved(void)
+{
+	if (!atomic_load_explicit(&ready, memory_order_acquire))
+		return;
+	/* every key under it changed: the numbers the keys showed are
+	 * forgotten (a directory rename is rare; a file under the old
+	 * name made later must not take a moved file's number) */
+	pthread_mutex_lock(&inomap_lock);
+	memset(last, 0, INOMAP_SLOTS * sizeof(*last));
 	pthread_mutex_unlock(&inomap_lock);
 }

@@ -166,17 +166,19 @@ void smuxfs_shown_ino(struct smuxfs *fs, const char *key,
 	if (!of) {
 		/* the number the file showed before the answering replica
 		 * moved (inomap.c) */
-		info->file_id = smuxfs_ino_learn(fs, key, info->file_id);
+		info->file_id =
+			smuxfs_ino_learn(fs, key, info->file_id, info->nlink);
 		return;
 	}
 	/* the number alone: the attributes (a writer's fstat) were read
 	 * by the lookup this getattr made */
 	id = smuxfs_ofile_shown_id(of);
 	if (id) {
-		smuxfs_ino_shows(fs, key, info->file_id, id);
+		smuxfs_ino_shows(fs, key, info->file_id, id, info->nlink);
 		info->file_id = id;
 	} else {
-		info->file_id = smuxfs_ino_learn(fs, key, info->file_id);
+		info->file_id =
+			smuxfs_ino_learn(fs, key, info->file_id, info->nlink);
 	}
 	smuxfs_ofile_release(fs, of);
 }
@@ -391,7 +393,7 @@ void smuxfs_fill_stat(struct smuxfs *fs, struct stat *st, bool is_dir,
 	 * reports the kernel node's id, as libfuse does without use_ino. */
 	if (!is_dir && in->file_id &&
 	    (smux_backend_caps(fs->root) & SMUX_CAP_HARDLINK))
-		st->st_ino = (ino_t)(smuxfs_ino_alias(in->file_id) |
+		st->st_ino = (ino_t)(smuxfs_ino_alias(in->file_id, in->nlink) |
 				     SMUXFS_INO_FILE_ID);
 	/* uid=/gid= given by the operator override the objects' owners */
 	st->st_uid = fs->uid;

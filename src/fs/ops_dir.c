@@ -363,13 +363,17 @@ static int list_entry(void *arg, const struct smux_list_entry *e)
 		 * each object's metadata): let the kernel look it up */
 		flags = 0;
 	}
-	smuxfs_fill_stat(l->fs, &st, is_dir, &info);
 	/* the kernel takes the number as a stat's (inomap.c); the
 	 * identity kept below stays the backend's */
-	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS && st.st_ino)
-		st.st_ino =
-			(ino_t)(smuxfs_ino_learn(l->fs, e->key, info.file_id) |
-				SMUXFS_INO_FILE_ID);
+	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS && info.file_id) {
+		struct smux_info shown = info;
+
+		shown.file_id = smuxfs_ino_learn(l->fs, e->key, info.file_id,
+						 info.nlink);
+		smuxfs_fill_stat(l->fs, &st, is_dir, &shown);
+	} else {
+		smuxfs_fill_stat(l->fs, &st, is_dir, &info);
+	}
 	/* a file it gave complete goes to attrcache.c as a HEAD's answer
 	 * would, so the open of `cat` or rm's unlink asks nothing either */
 	if (!is_dir && !p && flags == FUSE_FILL_DIR_PLUS)

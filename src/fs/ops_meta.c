@@ -86,9 +86,11 @@ static int getattr_ofile(struct smuxfs *fs, struct smuxfs_ofile *of,
 	 * a placeholder's number from its fstat against an lstat at the
 	 * end, git a new object's against its link's) */
 	if (key && info.file_id)
-		smuxfs_ino_shows(fs, key, info.file_id,
-				 a.ino_id ? a.ino_id
-					  : smuxfs_ino_alias(info.file_id));
+		smuxfs_ino_shows(
+			fs, key, info.file_id,
+			a.ino_id ? a.ino_id
+				 : smuxfs_ino_alias(info.file_id, info.nlink),
+			info.nlink);
 	if (a.ino_id) /* shown, not kept: of->file_id stays the backend's */
 		info.file_id = a.ino_id;
 	if (a.mode_set || !info.mode)
@@ -1074,7 +1076,11 @@ static int rename_names(struct smuxfs *fs, const char *from, const char *to,
 		if (rc)
 			return rc;
 	}
-	return rename_dir(fs, fdir, tdir);
+	rc = rename_dir(fs, fdir, tdir);
+	/* the keys under it name other files now, also after a move that
+	 * failed half-way (inomap.c) */
+	smuxfs_ino_dir_moved();
+	return rc;
 }
 
 /* ---- attributes ---- */
@@ -1594,13 +1600,14 @@ int smuxfs_readlink(const char *path, char *buf, size_t size)
 static void link_shows(struct smuxfs *fs, const char *fkey, const char *tkey,
 		       uint64_t id)
 {
-	uint64_t shown = smuxfs_ino_learn(fs, fkey, id);
+	uint64_t shown = smuxfs_ino_learn(fs, fkey, id, 2); /* two names */
 	struct smux_info info;
 	bool is_dir;
 
 	if (shown && smuxfs_pin_ino(fs) &&
 	    smuxfs_lookup(fs, tkey, false, &is_dir, &info) == 0 && !is_dir)
-		smuxfs_ino_shows(fs, tkey, info.file_id, shown);
+		smuxfs_ino_shows(fs, tkey, info.file_id, shown,
+				 info.nlink > 1 ? info.nlink : 2);
 }
 
 int smuxfs_link(const char *from, const char *to)
