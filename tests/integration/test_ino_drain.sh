@@ -88,6 +88,32 @@ if not ok or other == os.lstat(m + "/d/f").st_ino:
 EOF
 log "a renamed file keeps its number, a new one has its own"
 
+# a file made under a renamed directory's old name while a is drained
+# shows its own number, not the moved file's (review of 4bcd1d2: a new
+# symlink d/x showed the number of the file moved to e/x)
+python3 - "$M" <<'EOF2' || fail "two files, one number"
+import os, sys
+m = sys.argv[1]
+def ctl(s):
+    with open(m + "/.smux/ctl", "w") as f:
+        f.write(s + "\n")
+os.mkdir(m + "/q")
+with open(m + "/q/x", "w") as f:
+    f.write("x\n")
+n0 = os.lstat(m + "/q/x").st_ino
+ctl("drain a")
+os.rename(m + "/q", m + "/q2")
+os.mkdir(m + "/q")
+os.symlink("zz", m + "/q/x")
+new = os.lstat(m + "/q/x").st_ino
+ctl("undrain a")
+# the moved file shows n0 again once a answers
+if new in (n0, os.lstat(m + "/q2/x").st_ino):
+    print("q/x (a new symlink) shows", new, "the moved file's", n0)
+    sys.exit(1)
+EOF2
+log "a file made under a moved directory's old name has its own number"
+
 # tar -x of symlinks whose targets climb (../t/fN): tar makes an empty
 # placeholder file for each, notes its number (fstat), and at the end
 # swaps each placeholder whose number still holds for its link; here a
