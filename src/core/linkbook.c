@@ -126,7 +126,7 @@ static int table_grow(struct lb_table *t)
 
 	if (t->nnames < t->nbuckets)
 		return 0;
-	t->buckets = calloc(nb, sizeof(*t->buckets));
+	t->buckets = calloc(nb, sizeof(struct lb_name *));
 	if (!t->buckets) {
 		t->buckets = old;
 		return oldn ? 0 : -1; /* longer chains, still right */
@@ -363,7 +363,7 @@ static struct lb_name **names_under(struct lb_table *t, const char *dir,
 				    size_t *n)
 {
 	size_t ndir = strlen(dir);
-	struct lb_name **v = malloc((t->nnames + 1) * sizeof(*v));
+	struct lb_name **v = malloc((t->nnames + 1) * sizeof(struct lb_name *));
 
 	*n = 0;
 	if (!v)
@@ -734,7 +734,7 @@ unsigned smux__linkbook_group(struct smux__linkbook *lb, const char *key,
 
 	if (!lb || !max)
 		return 0;
-	queue = malloc(bound * sizeof(*queue));
+	queue = malloc(bound * sizeof(struct lb_name *));
 	if (!queue)
 		return 0;
 	pthread_mutex_lock(&lb->mu);

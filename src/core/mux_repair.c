@@ -397,7 +397,7 @@ static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 									   : -1;
 	if (!S_ISREG(info.mode) || info.file_id != g->id)
 		return 0;
-	if (g->n == SMUX__GROUP_MAX) {
+	if (g->n >= SMUX__GROUP_MAX) {
 		g->over = true;
 		return 0;
 	}

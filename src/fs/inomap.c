@@ -17,9 +17,18 @@
  * replica, the key keeps showing its number. "The same file": the
  * identity shown is still the key's on a member that can be asked, or
  * the first member asked cannot be (out, behind on the key: in a drain,
- * the one that gave the number) - smux_mux_key_has_id. A file replaced
- * behind the mount while that member is out keeps the old number, as an
- * open file does.
+ * the one that gave the number) - smux_mux_key_has_id; then the key is
+ * checked against that identity again at its next stat, so a file
+ * replaced behind the mount meanwhile is told apart once that member
+ * answers. An open file shows its name's number (ofile.c), which a
+ * truncating open starts again (it may replace the file everywhere).
+ *
+ * A kept number is another identity's: the replica that gave it may free
+ * it and give it to another file (ext4 reuses inodes; a replay replaced
+ * the copy there). A key that shows its own identity therefore takes
+ * the number from a key that keeps it (kept[]), which starts again:
+ * two files never show one number for longer than the kernel caches
+ * the other's attributes.
  *
  * A file of several names (hard links) must show one number under each,
  * also under a name first looked up after the move: its new identity
@@ -32,17 +41,13 @@
  * keyed by path). So a file made at a name since starts with its own
  * number and asks no member.
  *
- * Two direct-mapped tables of INOMAP_SLOTS entries each, made at the
+ * Three direct-mapped tables of INOMAP_SLOTS entries each, made at the
  * first use (a tree of one copy, or without hard links, never makes
  * them), under one mutex; a stat whose answer is the key's last costs a
  * lookup, and fill_stat takes the lock only once an alias was made. A
  * collision loses an entry: that file's number may change as it did
  * before. One mount per daemon: the tables are the process's.
  *
- * Limit: an alias outlives a replica file it names when a replay, not a
- * delete through the mount, replaced that copy; a file of several names
- * given the freed inode there shows the aliased number while that
- * replica answers.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,8 +70,16 @@ struct alias_slot {
 	uint64_t shown; /* the number that file shows */
 };
 
+/* A key that shows a number another identity than its own answers for:
+ * the number, and who keeps it (the key's hash). */
+struct kept_slot {
+	uint64_t shown; /* 0: empty */
+	uint64_t hash;
+};
+
 static struct last_slot *last;
 static struct alias_slot *alias;
+static struct kept_slot *kept;
 static atomic_bool ready;      /* the tables exist */
 static atomic_bool have_alias; /* an alias was made: fill_stat looks */
 static pthread_mutex_t inomap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,12 +99,22 @@ static struct last_slot *last_of(uint64_t hash)
 	return &last[hash & (INOMAP_SLOTS - 1)];
 }
 
+/* The slot of an identity: they are mixed already (file_path.c);
+ * Fibonacci hashing spreads those a backend numbers in sequence. */
+static size_t id_slot(uint64_t id)
+{
+	return (size_t)((id * UINT64_C(0x9E3779B97F4A7C15)) >> 49) &
+	       (INOMAP_SLOTS - 1);
+}
+
 static struct alias_slot *alias_of(uint64_t id)
 {
-	/* identities are mixed already (file_path.c); Fibonacci hashing
-	 * spreads those a backend numbers in sequence */
-	return &alias[(id * UINT64_C(0x9E3779B97F4A7C15)) >> 49 &
-		      (INOMAP_SLOTS - 1)];
+	return &alias[id_slot(id)];
+}
+
+static struct kept_slot *kept_of(uint64_t shown)
+{
+	return &kept[id_slot(shown)];
 }
 
 /* Whether the tree shows file identities (fill_stat) and keeps copies. */
@@ -111,10 +134,12 @@ static bool tables(void)
 		last = calloc(INOMAP_SLOTS, sizeof(*last));
 	if (!alias)
 		alias = calloc(INOMAP_SLOTS, sizeof(*alias));
-	if (last && alias)
+	if (!kept)
+		kept = calloc(INOMAP_SLOTS, sizeof(*kept));
+	if (last && alias && kept)
 		atomic_store_explicit(&ready, true, memory_order_release);
 	pthread_mutex_unlock(&inomap_lock);
-	return last && alias;
+	return last && alias && kept;
 }
 
 /* Drops the alias of @id when it gives @shown. Caller holds the lock. */
@@ -133,6 +158,42 @@ static void alias_set(uint64_t id, uint64_t shown)
 		*alias_of(id) = (struct alias_slot){id, shown};
 		atomic_store_explicit(&have_alias, true, memory_order_relaxed);
 	}
+}
+
+/* Forgets @l's key, and the aliases it made: its file may be gone, and a
+ * replica may give a freed inode's identity to another file (ext4).
+ * Caller holds the lock. */
+static void last_drop(struct last_slot *l)
+{
+	alias_drop(l->alias, l->shown);
+	alias_drop(l->id, l->shown);
+	*l = (struct last_slot){0};
+}
+
+/*
+ * The key of hash @h shows @shown, answered with the identity @id (the
+ * lock held). Keeping another identity's number (@shown != @id), it
+ * notes so. Showing its own identity, it takes the number from a key
+ * that keeps it for another identity of its own: the replica that gave
+ * that key its number freed the identity and gave it to this file (ext4
+ * reuses inodes; a replay replaced that key's copy there, s48-t2), and
+ * two files showed one number. That key starts again (its next stat).
+ */
+static void kept_note(uint64_t h, uint64_t id, uint64_t shown)
+{
+	struct kept_slot *k = kept_of(shown);
+	struct last_slot *o;
+
+	if (shown != id) {
+		*k = (struct kept_slot){shown, h};
+		return;
+	}
+	if (k->shown != shown || k->hash == h)
+		return;
+	o = last_of(k->hash);
+	if (o->hash == k->hash && o->shown == shown && o->id != id)
+		last_drop(o);
+	*k = (struct kept_slot){0};
 }
 
 uint64_t smuxfs_ino_alias(uint64_t id, uint32_t nlink)
@@ -158,6 +219,7 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
 	uint64_t h, shown = 0;
 	struct last_slot was = {0}, *l;
 	struct alias_slot *a;
+	int same = 1;
 
 	id &= ~SMUXFS_INO_FILE_ID;
 	if (!id || !wanted(fs) || !tables())
@@ -170,6 +232,7 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
 	if (l->hash == h && (l->id == id || l->shown == id)) {
 		l->id = id;
 		shown = l->shown;
+		kept_note(h, id, shown);
 		pthread_mutex_unlock(&inomap_lock);
 		return shown;
 	}
@@ -188,8 +251,9 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
 		struct smux_ctx ctx;
 
 		smuxfs_ctx(&ctx);
-		if (smux_mux_key_has_id(fs->root, &ctx, key, was.id,
-					~SMUXFS_INO_FILE_ID) != 0)
+		same = smux_mux_key_has_id(fs->root, &ctx, key, was.id,
+					   ~SMUXFS_INO_FILE_ID);
+		if (same != 0)
 			shown = was.shown;
 	}
 	if (!shown)
@@ -197,13 +261,19 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
 	pthread_mutex_lock(&inomap_lock);
 	l = last_of(h);
 	/* not over a change made meanwhile (a delete, a rename, an open
-	 * file's number): the next stat learns again */
+	 * file's number): the next stat learns again. The same file as
+	 * far as no member could say otherwise (-1: the one that gave
+	 * the number is out) keeps the identity it is checked by: a file
+	 * replaced behind the mount meanwhile is told apart once that
+	 * member answers again (s48-t2) */
 	if (l->hash == was.hash && l->id == was.id && l->shown == was.shown) {
-		*l = (struct last_slot){h, id, shown, was.alias};
+		*l = (struct last_slot){h, same < 0 ? was.id : id, shown,
+					was.alias};
 		if (nlink > 1 && shown != id) {
 			alias_set(id, shown);
 			l->alias = id;
 		}
+		kept_note(h, id, shown);
 	}
 	pthread_mutex_unlock(&inomap_lock);
 	return shown;
@@ -227,17 +297,8 @@ void smuxfs_ino_shows(struct smuxfs *fs, const char *key, uint64_t id,
 		alias_set(id, shown);
 		l->alias = id;
 	}
+	kept_note(h, id, shown);
 	pthread_mutex_unlock(&inomap_lock);
-}
-
-/* Forgets @l's key, and the aliases it made: its file may be gone, and a
- * replica may give a freed inode's identity to another file (ext4).
- * Caller holds the lock. */
-static void last_drop(struct last_slot *l)
-{
-	alias_drop(l->alias, l->shown);
-	alias_drop(l->id, l->shown);
-	*l = (struct last_slot){0};
 }
 
 void smuxfs_ino_moved(const char *from, const char *to)

@@ -895,6 +895,15 @@ int smuxfs_ofile_open(struct smuxfs *fs, const char *key, unsigned flags,
 
 	told = of->pin_ino ? smuxfs_fnode_told_id() : 0;
 	rc = ofile_start(fs, of, flags, &co);
+	/* the number its name shows (inomap.c), which another replica's
+	 * copy keeps: sqlite compares its descriptor's with its path's. A
+	 * truncating open may replace the file on every replica (a staged
+	 * write): the name's number starts again, or it would stay with
+	 * an identity a replica may give another file (s48-t2) */
+	if (rc == 0 && of->pin_ino && (flags & O_TRUNC))
+		smuxfs_ino_moved(of->key, NULL);
+	if (rc == 0 && of->pin_ino && of->ino_id && !of->many)
+		of->ino_id = smuxfs_ino_learn(fs, of->key, of->ino_id, 1);
 	/* as told: the identity without the bit st_ino sets (fill_stat) */
 	if (rc == 0 && told && told != (of->ino_id & ~SMUXFS_INO_FILE_ID))
 		ofile_told_ino(fs, of, told);
