@@ -332,6 +332,16 @@ struct group_names {
 	bool oom;
 };
 
+/* Frees @g's names (every slot: those not taken are NULL). */
+static void group_free(struct group_names *g)
+{
+	for (unsigned i = 0; i < SMUX__GROUP_MAX; i++) {
+		free(g->names[i]);
+		g->names[i] = NULL;
+	}
+	g->n = 0;
+}
+
 static int group_collect(void *arg, const struct smux_list_entry *e)
 {
 	struct group_names *g = arg;
@@ -391,6 +401,7 @@ static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	struct smux_info info = {0};
 	struct smux__call head = {
 		.op = SMUX__OP_HEAD, .key = name, .info = &info};
+	char *copy;
 
 	if (smux__member_call(mux, ctx, m, &head, false, err) != 0)
 		return smux_code_class(err->e.code) == SMUX_CLASS_SEMANTIC ? 0
@@ -401,11 +412,11 @@ static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		g->over = true;
 		return 0;
 	}
-	g->names[g->n] = strdup(name);
-	if (!g->names[g->n])
+	copy = strdup(name);
+	if (!copy)
 		return smux_error_set(err, SMUX_E_NO_MEMORY, mux->base.name,
 				      NULL);
-	g->n++;
+	g->names[g->n++] = copy;
 	return 0;
 }
 
@@ -484,15 +495,15 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
 			within = strcmp(gd.names[i], gs.names[j]) == 0;
 	}
 	for (unsigned i = 0; i < gd.n; i++) {
-		if (within == 1 && strcmp(gd.names[i], other) != 0) {
+		if (within == 1 && strcmp(gd.names[i], other) != 0 &&
+		    held->n < SMUX__GROUP_MAX) {
 			smux__replay_fence_enter(mux, dst, gd.names[i]);
 			held->names[held->n++] = gd.names[i];
 			gd.names[i] = NULL;
 		}
-		free(gd.names[i]);
 	}
-	for (unsigned i = 0; i < gs.n; i++)
-		free(gs.names[i]);
+	group_free(&gs);
+	group_free(&gd);
 	return within;
 }
 
@@ -715,7 +726,8 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 			same = strcmp(gs.names[i], gd.names[i]) == 0;
 		/* no write through another name from here to the replay's
 		 * end: a writer waits, as one of @key does */
-		if (same == 1 && strcmp(gs.names[i], key) != 0) {
+		if (same == 1 && strcmp(gs.names[i], key) != 0 &&
+		    held->n < SMUX__GROUP_MAX) {
 			smux__replay_fence_enter(mux, dst, gs.names[i]);
 			held->names[held->n++] = gs.names[i];
 			gs.names[i] = NULL;
@@ -725,10 +737,9 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * file of its own would split @dst's names for good */
 		if (same == 1 && smux__replay_blocked(mux, gd.names[i], err))
 			same = -1;
-		free(gs.names[i]);
 	}
-	for (unsigned i = 0; i < gd.n; i++)
-		free(gd.names[i]);
+	group_free(&gs);
+	group_free(&gd);
 	return same;
 }
 

@@ -212,7 +212,7 @@ static void test_full_and_rewrite(void **state)
 	}
 	smux__linkbook_close(lb);
 	assert_int_equal(stat(path, &st), 0);
-	assert_true(st.st_size < 512 * 1024);
+	assert_true(st.st_size < (off_t)512 * 1024);
 	lb = open_book(64, why, sizeof(why));
 	assert_string_equal(why, "");
 	assert_group(lb, "a/199", "b/199");
