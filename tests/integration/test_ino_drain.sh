@@ -60,8 +60,11 @@ sys.exit(1 if bad else 0)
 EOF
 log "three names, a new file and a listed one keep their numbers"
 
-# a rename keeps the number
-python3 - "$M" <<'EOF' || fail "rename or delete"
+# a rename keeps the number; a file made at a deleted name, or under a
+# renamed directory's old name, while a is drained has its own number,
+# never another file's (review of 4bcd1d2: a new symlink q/x showed the
+# number of the file moved to q2/x)
+python3 - "$M" <<'EOF' || fail "rename, delete or directory rename"
 import os, sys
 m = sys.argv[1]
 def ctl(s):
@@ -74,8 +77,8 @@ os.rename(m + "/d/r", m + "/e/r2")
 ctl("drain a")
 ok = os.lstat(m + "/e/r2").st_ino == n
 ctl("undrain a")
-# a file made at a deleted name: its own number (a backend may give it
-# the freed inode's, as a local file system may), never another file's
+# a backend may give the new file the freed inode's number, as a local
+# file system may: only another live file's is wrong
 os.unlink(m + "/e/r2")
 ctl("drain a")
 with open(m + "/e/r2", "w") as f:
@@ -85,18 +88,6 @@ ctl("undrain a")
 if not ok or other == os.lstat(m + "/d/f").st_ino:
     print("rename kept:", ok, "new file's number", other, "old", n)
     sys.exit(1)
-EOF
-log "a renamed file keeps its number, a new one has its own"
-
-# a file made under a renamed directory's old name while a is drained
-# shows its own number, not the moved file's (review of 4bcd1d2: a new
-# symlink d/x showed the number of the file moved to e/x)
-python3 - "$M" <<'EOF2' || fail "two files, one number"
-import os, sys
-m = sys.argv[1]
-def ctl(s):
-    with open(m + "/.smux/ctl", "w") as f:
-        f.write(s + "\n")
 os.mkdir(m + "/q")
 with open(m + "/q/x", "w") as f:
     f.write("x\n")
@@ -111,8 +102,8 @@ ctl("undrain a")
 if new in (n0, os.lstat(m + "/q2/x").st_ino):
     print("q/x (a new symlink) shows", new, "the moved file's", n0)
     sys.exit(1)
-EOF2
-log "a file made under a moved directory's old name has its own number"
+EOF
+log "a renamed file keeps its number; new files have their own"
 
 # tar -x of symlinks whose targets climb (../t/fN): tar makes an empty
 # placeholder file for each, notes its number (fstat), and at the end
