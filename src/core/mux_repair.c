@@ -560,11 +560,11 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (rc || !S_ISREG(di.mode))
 		return -1;
-	/* another version there: refreshed when @other is its only name
-	 * there (no other name takes bytes it does not hold on @src;
-	 * s43-t5: a group of three split), also when @dst has a hint for
-	 * @other (a write through it it missed too: these bytes are @src's
-	 * file now) */
+	/* another version there - or a name of the book @dst has a hint
+	 * for (a write through it it missed too: these bytes are @src's
+	 * file now) -: refreshed when @other is its only name there (no
+	 * other name takes bytes it does not hold on @src; s43-t5: a group
+	 * of three split) */
 	bool behind = missed || di.size != info->size ||
 		      di.mtime_ns != info->mtime_ns;
 	/* ... or when its names there are all names of @src's file (some
@@ -577,16 +577,17 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	bool refresh =
 		behind && info->nlink >= 2 && (di.nlink == 1 || within == 1);
 
-	/* ... but not under @other's open writer (an append through it
-	 * right after the undrain): the replay waits for its close, and its
-	 * hint stays; a copy now split the names for good, @other on @dst
-	 * without the writes through @key (s43-t5). Nor over a write
-	 * through @other: one from the check on waits (the fence), one
-	 * since the replay's read changed @src's file (src_unchanged) */
 	if (within < 0) {
 		*err = e; /* @dst or @src failing: no copy either */
 		return -2;
 	}
+	/* ... but not under an open writer of @other or of its names there
+	 * (an append through it right after the undrain): the replay waits
+	 * for its close, and its hint stays; a copy now split the names for
+	 * good, @other on @dst without the writes through @key (s43-t5).
+	 * Nor over a write through them: one from the check on waits (the
+	 * fences), one since the replay's read changed @src's file
+	 * (src_unchanged) */
 	if (refresh) {
 		smux__replay_fence_enter(mux, dst, other);
 		rc = smux__replay_blocked(mux, other, err) ? -2 : 0;
