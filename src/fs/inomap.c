@@ -260,13 +260,16 @@ uint64_t smuxfs_ino_learn(struct smuxfs *fs, const char *key, uint64_t id,
 		shown = id;
 	pthread_mutex_lock(&inomap_lock);
 	l = last_of(h);
-	/* not over a change made meanwhile (a delete, a rename, an open
-	 * file's number): the next stat learns again. The same file as
-	 * far as no member could say otherwise (-1: the one that gave
-	 * the number is out) keeps the identity it is checked by: a file
-	 * replaced behind the mount meanwhile is told apart once that
-	 * member answers again (s48-t2) */
-	if (l->hash == was.hash && l->id == was.id && l->shown == was.shown) {
+	/* not over a change of the key made meanwhile (a delete, a rename,
+	 * an open file's number): the next stat learns again; over another
+	 * key's entry, which the slot gives up. The same file as far as no
+	 * member could say otherwise (-1: the one that gave the number is
+	 * out) keeps the identity it is checked by: a file replaced behind
+	 * the mount meanwhile is told apart once that member answers again
+	 * (s48-t2) */
+	if (was.hash ? l->hash == was.hash && l->id == was.id &&
+			       l->shown == was.shown
+		     : l->hash != h) {
 		*l = (struct last_slot){h, same < 0 ? was.id : id, shown,
 					was.alias};
 		if (nlink > 1 && shown != id) {
