@@ -447,6 +447,32 @@ static int group_book(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return rc;
 }
 
+/* Whether @name, another name than @key, is one @dst's own replay sets
+ * right later: @dst has a hint for it (a delete, a rename away, a link or
+ * a write it missed). Its group on @dst now says nothing of @key's. */
+static bool replayed_later(struct smux_mux *mux, const struct mux_member *dst,
+			   const char *key, const char *name)
+{
+	return strcmp(name, key) != 0 &&
+	       smux__hints_has(mux->hints, dst->name, name);
+}
+
+/* Whether every name of @a is in @b, but those replayed_later on @dst. */
+static bool names_in(struct smux_mux *mux, const struct mux_member *dst,
+		     const char *key, const struct group_names *a,
+		     const struct group_names *b)
+{
+	for (unsigned i = 0; i < a->n; i++) {
+		bool found = false;
+
+		for (unsigned j = 0; j < b->n && !found; j++)
+			found = strcmp(a->names[i], b->names[j]) == 0;
+		if (!found && !replayed_later(mux, dst, key, a->names[i]))
+			return false;
+	}
+	return true;
+}
+
 /* Leaves the fences same_group or names_within entered on @dst for the
  * names @held. */
 static void fence_names_exit(struct smux_mux *mux, struct mux_member *dst,
@@ -489,11 +515,11 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
 				    err);
 	if (within == 0)
 		within = !gs.over && !gd.over && gd.n == di->nlink;
-	for (unsigned i = 0; i < gd.n && within == 1; i++) {
+	/* a name @dst has a hint for is left out: its replay deletes it,
+	 * moves it or makes it another file there (ln f f2; rm f while @dst
+	 * was out: f is still a name of the file on @dst; s48-t3) */
+	if (within == 1 && !names_in(mux, dst, other, &gd, &gs))
 		within = 0;
-		for (unsigned j = 0; j < gs.n && !within; j++)
-			within = strcmp(gd.names[i], gs.names[j]) == 0;
-	}
 	for (unsigned i = 0; i < gd.n; i++) {
 		if (within == 1 && strcmp(gd.names[i], other) != 0 &&
 		    held->n < SMUX__GROUP_MAX) {
@@ -672,12 +698,13 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 /*
  * Whether @key's file on @dst has the names its file on @src has (@info),
- * all of them in @key's directory, and no writer holds one: 1, and a
- * replay may then write @src's bytes into @dst's file, whose other names
- * show them as @src's do; 0 when not (another group - ln -f g f made f a
- * name of g's file there - is replaced: its other names would take bytes
- * they do not hold on @src; so is one of names elsewhere or of more than
- * SMUX__GROUP_MAX; *@absent: @dst has no @key); -1 with @err when a call
+ * in @key's directory and the book's elsewhere, but those @dst has a hint
+ * for, and no writer holds one: 1, and a replay may then write @src's
+ * bytes into @dst's file, whose other names show them as @src's do; 0
+ * when not (another group - ln -f g f made f a name of g's file there - is
+ * replaced: its other names would take bytes they do not hold on @src; so
+ * is one of more than SMUX__GROUP_MAX names or names not all found;
+ * *@absent: @dst has no @key); -1 with @err when a call
  * failed or a writer holds one of the names (the replay fails and its
  * hint stays: a copy would split a group it could not check). @dst's
  * other names it compared are fenced (mux_fence.c) until
@@ -706,9 +733,9 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 		*absent = err->e.code == SMUX_E_KEY_NOT_FOUND;
 		return *absent ? 0 : -1;
 	}
-	if (info->nlink > SMUX__GROUP_MAX)
+	if (info->nlink > SMUX__GROUP_MAX || di.nlink > SMUX__GROUP_MAX)
 		return 0;
-	if (!S_ISREG(di.mode) || !di.file_id || di.nlink != info->nlink)
+	if (!S_ISREG(di.mode) || !di.file_id)
 		return 0;
 	key_dir(key, prefix, sizeof(prefix));
 	gd.id = di.file_id;
@@ -716,29 +743,36 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (same == 0)
 		same = group_list(mux, ctx, dst, prefix, &gd, err);
 	/* names in other directories: the ones the book knows */
-	if (same == 0 && gs.n < info->nlink)
+	if (same == 0 && (gs.n < info->nlink || gd.n < di.nlink))
 		same = group_book(mux, ctx, src, dst, key, prefix, &gs, &gd,
 				  err);
 	if (same == 0)
 		same = !gs.over && !gd.over && gs.n == info->nlink &&
-		       gd.n == gs.n;
-	for (unsigned i = 0; i < gs.n; i++) {
-		if (same == 1)
-			same = strcmp(gs.names[i], gd.names[i]) == 0;
-		/* no write through another name from here to the replay's
-		 * end: a writer waits, as one of @key does */
-		if (same == 1 && strcmp(gs.names[i], key) != 0 &&
+		       gd.n == di.nlink;
+	/* the same names, but those @dst has a hint for: their own replays
+	 * set them right after this one (ln f f2; ln f f3; echo t > f2;
+	 * rm f while @dst was out: f is still a name of @dst's file, and a
+	 * file of its own put for f2 left f3 there with the old bytes and
+	 * no hint; s48-t3) */
+	if (same == 1)
+		same = names_in(mux, dst, key, &gs, &gd) &&
+		       names_in(mux, dst, key, &gd, &gs);
+	/* no write through another name from here to the replay's end: a
+	 * writer waits, as one of @key does */
+	for (unsigned i = 0; i < gs.n && same == 1; i++) {
+		if (strcmp(gs.names[i], key) != 0 &&
 		    held->n < SMUX__GROUP_MAX) {
 			smux__replay_fence_enter(mux, dst, gs.names[i]);
 			held->names[held->n++] = gs.names[i];
 			gs.names[i] = NULL;
 		}
-		/* a writer that opened a name since the replay's check (or
-		 * holds another name): the replay waits for its close - a
-		 * file of its own would split @dst's names for good */
-		if (same == 1 && smux__replay_blocked(mux, gd.names[i], err))
-			same = -1;
 	}
+	/* a writer that opened a name since the replay's check (or holds
+	 * another name): the replay waits for its close - a file of its own
+	 * would split @dst's names for good */
+	for (unsigned i = 0; i < gd.n && same == 1; i++)
+		if (smux__replay_blocked(mux, gd.names[i], err))
+			same = -1;
 	group_free(&gs);
 	group_free(&gd);
 	return same;
@@ -1220,6 +1254,16 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	 * that) - unless a later write reached the replica meanwhile */
 	if ((h->kind == SMUX__HINT_DEL && !replicas_converge(mux)) ||
 	    rc == -ENOENT) {
+		/* not while a replay of another name of a file of several
+		 * names compares the names there (same_group, names_within):
+		 * its head counted this one, its listing did not, and it put
+		 * a file of its own, whose other names kept old bytes (the
+		 * delete and a write of ln f f2; rm f; echo t > f2 replayed
+		 * at once; s49) */
+		bool links = smux_backend_caps(m->backend) & SMUX_CAP_HARDLINK;
+
+		if (links)
+			pthread_mutex_lock(&mux->link_lock);
 		smux__replay_fence_enter(mux, m, h->key);
 		rc = smux__replay_blocked(mux, h->key, err);
 		if (rc == 0 && still_pending(mux, m, h->key)) {
@@ -1238,6 +1282,8 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 				rc = 0;
 		}
 		smux__replay_fence_exit(mux, m, h->key);
+		if (links)
+			pthread_mutex_unlock(&mux->link_lock);
 	}
 	if (left)
 		smux__health_probe_cancel(&m->health);
