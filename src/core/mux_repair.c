@@ -533,6 +533,33 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
 	return within;
 }
 
+/*
+ * Makes @key, a file of its own on @dst, a name of @other's file there (@src
+ * made it one: ln -f g f while @dst was out): @key deleted, then linked. 0;
+ * -1 when @key is no plain file there (the replay puts it); -2 with @err
+ * when a call failed - @key may then be gone from @dst: its hint stays,
+ * and its next replay finds it absent.
+ */
+static int relink(struct smux_mux *mux, const struct smux_ctx *ctx,
+		  struct mux_member *dst, const char *other, const char *key,
+		  struct smux_error *err)
+{
+	struct smux_info di = {0};
+	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
+	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
+	struct smux__call link = {
+		.op = SMUX__OP_LINK, .key = other, .key2 = key};
+
+	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
+		return -2;
+	if (!S_ISREG(di.mode))
+		return -1;
+	if (smux__member_call(mux, ctx, dst, &del, false, err) != 0 ||
+	    smux__member_call(mux, ctx, dst, &link, false, err) != 0)
+		return -2;
+	return 0;
+}
+
 /* How far link_other may take @dst's file of a name for @src's. */
 enum link_trust {
 	LINK_MEMO,   /* a name a replay put or a link the mux made now */
@@ -544,15 +571,16 @@ enum link_trust {
 
 /*
  * link_replay's try of @other, a name of @key's file on @src (@info):
- * 0 once @key is linked to it on @dst; -2 with @err when @dst failed or
- * the refresh must wait for a writer of @other; -1 when @other is not
- * that file there (the next name is tried).
+ * 0 once @key is linked to it on @dst (with @replace, over @key's own
+ * file there: relink); -2 with @err when @dst failed or the refresh must
+ * wait for a writer of @other; -1 when @other is not that file there
+ * (the next name is tried).
  */
 static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 		      struct mux_member *src, struct mux_member *dst,
 		      const char *key, const char *other, enum link_trust trust,
-		      const struct smux_info *info, int fd, uint64_t len,
-		      bool *probe, struct smux_error *err)
+		      bool replace, const struct smux_info *info, int fd,
+		      uint64_t len, bool *probe, struct smux_error *err)
 {
 	struct group_names held = {0}; /* @dst's other names, fenced */
 	struct smux_info si = {0}, di = {0};
@@ -633,14 +661,20 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 		fence_names_exit(mux, dst, &held);
 		return -1;
 	}
-	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0)
-		return -1;
+	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0) {
+		if (!replace || e.e.code != SMUX_E_ALREADY_EXISTS)
+			return -1;
+		rc = relink(mux, ctx, dst, other, key, err);
+		if (rc)
+			return (int)rc;
+	}
 	link_meta(mux, ctx, dst, key, &di, info);
 	return 0;
 }
 
 /*
- * Makes @key, missing on @dst, a link of another name of its file there:
+ * Makes @key, missing on @dst (@replace: a file of another group there),
+ * a link of another name of its file there:
  * a name linked through the mux or put by a replay (remembered:
  * link_memo_*), else one of the file's names in @key's directory on @src
  * (a listing: the memo is gone after a restart, and a rename of a name
@@ -656,8 +690,9 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
  */
 static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		       struct mux_member *src, struct mux_member *dst,
-		       const char *key, const struct smux_info *info, int fd,
-		       uint64_t len, bool *probe, struct smux_error *err)
+		       const char *key, bool replace,
+		       const struct smux_info *info, int fd, uint64_t len,
+		       bool *probe, struct smux_error *err)
 {
 	char other[SMUX_KEY_MAX + 1], prefix[SMUX_KEY_MAX + 1];
 	struct group_names g = {.id = info->file_id};
@@ -669,8 +704,8 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		return -1;
 	while (rc == -1 && link_memo_find(mux, src, dst, info, key, &at, other,
 					  sizeof(other)))
-		rc = link_other(mux, ctx, src, dst, key, other, LINK_MEMO, info,
-				fd, len, probe, err);
+		rc = link_other(mux, ctx, src, dst, key, other, LINK_MEMO,
+				replace, info, fd, len, probe, err);
 	if (rc != -1)
 		return rc;
 	/* names the book knows (in any directory) */
@@ -678,7 +713,8 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < g.n; i++) {
 		if (rc == -1)
 			rc = link_other(mux, ctx, src, dst, key, g.names[i],
-					LINK_BOOK, info, fd, len, probe, err);
+					LINK_BOOK, replace, info, fd, len,
+					probe, err);
 		free(g.names[i]);
 	}
 	g.n = 0;
@@ -689,8 +725,9 @@ static int link_replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		for (unsigned i = 0; i < g.n && rc == -1; i++)
 			if (strcmp(g.names[i], key) != 0)
 				rc = link_other(mux, ctx, src, dst, key,
-						g.names[i], LINK_LISTED, info,
-						fd, len, probe, err);
+						g.names[i], LINK_LISTED,
+						replace, info, fd, len, probe,
+						err);
 	for (unsigned i = 0; i < g.n; i++)
 		free(g.names[i]);
 	return rc;
@@ -916,11 +953,16 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 			po.flags |= SMUX_PUT_INPLACE;
 		smux_source_fd(&source, fd, 0, marker ? 0 : sink.written);
 		*probe = false; /* the put reports to dst's health */
-		int linked_rc =
-			absent ? link_replay(mux, ctx, src, dst, key, &info, fd,
-					     marker ? 0 : sink.written,
-					     &probe_dst, err)
-			       : -1;
+		/* a name @dst lacks is linked to the file's other names
+		 * there; so is one @dst holds as another file (ln -f g f
+		 * while it was out: a file of its own split f from g there) */
+		bool relinked = linked && !absent && group == 0;
+		int linked_rc = absent || relinked
+					? link_replay(mux, ctx, src, dst, key,
+						      relinked, &info, fd,
+						      marker ? 0 : sink.written,
+						      &probe_dst, err)
+					: -1;
 
 		if (linked_rc == 0)
 			goto out_fence; /* its other name has the xattrs */

@@ -11,6 +11,9 @@
 # Before: b ended with f2 and f4 as two files (s48-t3, 6 of 8 runs): the
 # contents were equal, but later writes through one name no longer
 # reached the other on b.
+#   echo g > g; echo old > f; ln f h; drain b; ln -f g f; undrain b
+# Before: the replay of f put a file of its own on b, so b's f and g
+# were two files (s48-t1).
 . "$(dirname "$0")/lib.sh"
 
 new_config "$T/c.conf" m
@@ -38,20 +41,28 @@ group() {
 
 runs=${SMUX_SPLIT_RUNS:-4}
 for i in $(seq 1 "$runs"); do
-	x=r$i/x y=r$i/y
+	x=r$i/x y=r$i/y z=r$i/z
 	group "$M/$x"
 	group "$M/$y"
+	mkdir "$M/$z"
+	echo g >"$M/$z/g"
+	echo old >"$M/$z/f"
+	ln "$M/$z/f" "$M/$z/h"
 	echo "drain b" >"$CTL"
 	echo t >"$M/$x/f2"
 	rm "$M/$x/f"
 	echo t >"$M/$y/f2"
 	mv "$M/$y/f3" "$M/$y/f4"
 	rm "$M/$y/f"
+	ln -f "$M/$z/g" "$M/$z/f"
 	echo "undrain b" >"$CTL"
 	repair_settled "$M" 30
 	for r in a b; do
 		same_file $r $x/f2 $x/f3
 		same_file $r $y/f2 $y/f4
+		same_file $r $z/f $z/g
+		[ "$(cat "$T/$r/$z/h")" = old ] || fail "$r: $z/h holds $(cat "$T/$r/$z/h")"
+		[ "$(stat -c %h "$T/$r/$z/h")" = 1 ] || fail "$r: $z/h has $(stat -c %h "$T/$r/$z/h") names"
 		for n in $x/f $y/f $y/f3; do
 			[ ! -e "$T/$r/$n" ] || fail "$r: $n still there"
 		done
@@ -63,12 +74,16 @@ for i in $(seq 1 "$runs"); do
 	# a write through one name reaches the other on both replicas
 	echo u >>"$M/$x/f3"
 	echo u >>"$M/$y/f4"
+	echo u >>"$M/$z/f"
+	[ "$(cat "$M/$z/g")" = "$(printf 'g\nu')" ] || fail "the mount: $z/g lacks the append"
 	for r in a b; do
 		for n in $x/f2 $y/f2; do
 			[ "$(cat "$T/$r/$n")" = "$(printf 't\nu')" ] ||
 				fail "$r: $n lacks the append through its other name"
 		done
+		[ "$(cat "$T/$r/$z/g")" = "$(printf 'g\nu')" ] ||
+			fail "$r: $z/g lacks the append through f"
 	done
 done
-log "f2, f3 and f2, f4: one file on both replicas after $runs rounds of replays"
+log "f2 and f3, f2 and f4, f and g: one file on both replicas after $runs rounds of replays"
 unmount_smux "$M"
