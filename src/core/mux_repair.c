@@ -850,6 +850,38 @@ static bool not_there(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
+ * A copy of @key from @src, which makes modes and owners up (a WebDAV
+ * server's 0644: no SMUX_CAP_OWNER), to @dst, which keeps them: @po gets
+ * the mode and owner @dst has for it, when it has it as a file or a
+ * directory. The replay of a write to a 0600 file made while only @src
+ * was up stored 0644 on @dst, a private file made world-readable for
+ * good (s49-t1). Best effort: a new key gets @src's.
+ */
+static void keep_own_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
+			  struct mux_member *src, struct mux_member *dst,
+			  const char *key, struct smux_put_opts *po)
+{
+	struct smux_info di = {0};
+	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
+	struct smux_error e;
+	uint32_t type = po->mode & S_IFMT;
+
+	if ((smux_backend_caps(src->backend) & SMUX_CAP_OWNER) ||
+	    !(smux_backend_caps(dst->backend) & SMUX_CAP_OWNER) ||
+	    (type && type != S_IFREG && type != S_IFDIR) ||
+	    smux__member_call(mux, ctx, dst, &head, false, &e) != 0 ||
+	    (di.mode & S_IFMT) != (type ? type : S_IFREG) || !di.mode)
+		return;
+	po->mode = (po->mode & S_IFMT) | (di.mode & 07777);
+	po->flags |= SMUX_PUT_MODE;
+	if (di.has_owner && geteuid() == 0) {
+		po->uid = di.uid;
+		po->gid = di.gid;
+		po->flags |= SMUX_PUT_OWNER;
+	}
+}
+
+/*
  * Copies @key from @src to @dst through a temporary file (a directory
  * marker is looked up with head and recreated empty); @src_probe: the get
  * is @src's health probe. With @hinted, only while @dst's hint for @key is
@@ -925,6 +957,7 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * replay put there (link_replay), else a copy; owner, mode
 		 * and mtime are kept */
 		smux_put_opts_keep(&po, &info);
+		keep_own_meta(mux, ctx, src, dst, key, &po);
 		/* a reconcile repairs content: a hard-linked file keeps its
 		 * names (SMUX_PUT_INPLACE; the replica is marked stale). So
 		 * does a replay into a file of the same names as the
