@@ -816,8 +816,9 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * Whether @src's failure @err to read @key says that @src has no such key
- * of that type: a name under a non-directory (NOT_DIRECTORY, or a
+ * Whether @src's failure @err on @key (a read, or a replay's delete)
+ * says that @src has no such key of that type: a name under a
+ * non-directory (NOT_DIRECTORY, or a
  * symlink in the way of a file backend, which never follows one: asked
  * again by the type of each ancestor), or a directory marker whose name
  * is not a directory. A directory named by a plain key (IS_DIRECTORY) is
@@ -1344,6 +1345,12 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		if (rc == 0 && still_pending(mux, m, h->key)) {
 			rc = smux__member_call(mux, ctx, m, &del, left, err);
 			left = false;
+			/* under a name that is no directory there (a symlink
+			 * an earlier replay put: mkdir d; ... rm -r d; ln -s
+			 * t d while @m was out), the key is not there: the
+			 * delete failed at every try, its hint for good */
+			if (rc < 0 && not_there(mux, ctx, m, h->key, err))
+				rc = 0;
 			/* failover: a directory removed while this member
 			 * was out, which holds names there that the listing
 			 * (the standby's) never showed: what the program saw
