@@ -142,10 +142,12 @@ static long source_get(struct smux_mux *mux, const struct smux_ctx *ctx,
  * memo).
  */
 
-/* Whether @info is a file of several names, known by its file id. */
+/* Whether @info is a file (or a symlink: ln s s2 links the symlink
+ * itself) of several names, known by its file id. */
 static bool several_names(const struct smux_info *info)
 {
-	return S_ISREG(info->mode) && info->nlink > 1 && info->file_id;
+	return (S_ISREG(info->mode) || S_ISLNK(info->mode)) &&
+	       info->nlink > 1 && info->file_id;
 }
 
 void smux__link_memo_free(struct smux_mux *mux)
@@ -406,7 +408,8 @@ static int group_add_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (smux__member_call(mux, ctx, m, &head, false, err) != 0)
 		return smux_code_class(err->e.code) == SMUX_CLASS_SEMANTIC ? 0
 									   : -1;
-	if (!S_ISREG(info.mode) || info.file_id != g->id)
+	if (!(S_ISREG(info.mode) || S_ISLNK(info.mode)) ||
+	    info.file_id != g->id)
 		return 0;
 	if (g->n >= SMUX__GROUP_MAX) {
 		g->over = true;
@@ -552,7 +555,7 @@ static int relink(struct smux_mux *mux, const struct smux_ctx *ctx,
 
 	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
 		return -2;
-	if (!S_ISREG(di.mode))
+	if (!S_ISREG(di.mode) && !S_ISLNK(di.mode))
 		return -1;
 	if (smux__member_call(mux, ctx, dst, &del, false, err) != 0 ||
 	    smux__member_call(mux, ctx, dst, &link, false, err) != 0)
@@ -612,7 +615,7 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 		*err = e; /* @dst failing: no copy either */
 		return -2;
 	}
-	if (rc || !S_ISREG(di.mode))
+	if (rc || (di.mode & S_IFMT) != (info->mode & S_IFMT))
 		return -1;
 	/* another version there - or a name of the book @dst has a hint
 	 * for (a write through it it missed too: these bytes are @src's
@@ -624,12 +627,13 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	/* ... or when its names there are all names of @src's file (some
 	 * it missed: ln d/a d/c while it was out, then an append through
 	 * d/c - a copy left d/a and e/b there without it, s48-t1) */
-	int within = behind && info->nlink >= 2 && di.nlink > 1
+	bool bytes = S_ISREG(info->mode); /* a symlink's never change */
+	int within = bytes && behind && info->nlink >= 2 && di.nlink > 1
 			     ? names_within(mux, ctx, src, dst, other, info,
 					    &di, &held, &e)
 			     : 0;
-	bool refresh =
-		behind && info->nlink >= 2 && (di.nlink == 1 || within == 1);
+	bool refresh = bytes && behind && info->nlink >= 2 &&
+		       (di.nlink == 1 || within == 1);
 
 	if (within < 0) {
 		*err = e; /* @dst or @src failing: no copy either */
@@ -772,7 +776,7 @@ static int same_group(struct smux_mux *mux, const struct smux_ctx *ctx,
 	}
 	if (info->nlink > SMUX__GROUP_MAX || di.nlink > SMUX__GROUP_MAX)
 		return 0;
-	if (!S_ISREG(di.mode) || !di.file_id)
+	if ((di.mode & S_IFMT) != (info->mode & S_IFMT) || !di.file_id)
 		return 0;
 	key_dir(key, prefix, sizeof(prefix));
 	gd.id = di.file_id;

@@ -14,6 +14,9 @@
 #   echo g > g; echo old > f; ln f h; drain b; ln -f g f; undrain b
 # Before: the replay of f put a file of its own on b, so b's f and g
 # were two files (s48-t1).
+#   ln -s ../nowhere s; drain b; ln s s2; undrain b
+# Before: b got s2 as a symlink of its own (s49-t2): a hard link of a
+# symlink (ln, cp -a and rsync -H keep them) was copied.
 . "$(dirname "$0")/lib.sh"
 
 new_config "$T/c.conf" m
@@ -48,6 +51,9 @@ for i in $(seq 1 "$runs"); do
 	echo g >"$M/$z/g"
 	echo old >"$M/$z/f"
 	ln "$M/$z/f" "$M/$z/h"
+	w=r$i/w
+	mkdir "$M/$w"
+	ln -s ../nowhere "$M/$w/s"
 	echo "drain b" >"$CTL"
 	echo t >"$M/$x/f2"
 	rm "$M/$x/f"
@@ -55,12 +61,15 @@ for i in $(seq 1 "$runs"); do
 	mv "$M/$y/f3" "$M/$y/f4"
 	rm "$M/$y/f"
 	ln -f "$M/$z/g" "$M/$z/f"
+	ln "$M/$w/s" "$M/$w/s2"
 	echo "undrain b" >"$CTL"
 	repair_settled "$M" 30
 	for r in a b; do
 		same_file $r $x/f2 $x/f3
 		same_file $r $y/f2 $y/f4
 		same_file $r $z/f $z/g
+		same_file $r $w/s $w/s2
+		[ "$(readlink "$T/$r/$w/s2")" = ../nowhere ] || fail "$r: $w/s2 -> $(readlink "$T/$r/$w/s2")"
 		[ "$(cat "$T/$r/$z/h")" = old ] || fail "$r: $z/h holds $(cat "$T/$r/$z/h")"
 		[ "$(stat -c %h "$T/$r/$z/h")" = 1 ] || fail "$r: $z/h has $(stat -c %h "$T/$r/$z/h") names"
 		for n in $x/f $y/f $y/f3; do
@@ -85,5 +94,5 @@ for i in $(seq 1 "$runs"); do
 			fail "$r: $z/g lacks the append through f"
 	done
 done
-log "f2 and f3, f2 and f4, f and g: one file on both replicas after $runs rounds of replays"
+log "f2 and f3, f2 and f4, f and g, symlinks s and s2: one file on both replicas after $runs rounds of replays"
 unmount_smux "$M"
