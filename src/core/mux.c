@@ -1326,6 +1326,7 @@ static int mux_del(struct smux_backend *b, const struct smux_ctx *ctx,
 	if (rc)
 		return (int)rc;
 	held = smux__intent_replacing(mux, key);
+	smux__link_hints_carry(mux, ctx, key);
 	rc = route_write(mux, ctx, &call, SMUX__HINT_DEL, "delete", err);
 	/* a directory every replica asked refused as not empty: one may
 	 * hold names under it whose deletes it missed (they were hinted
@@ -1842,6 +1843,7 @@ static int mux_rename(struct smux_backend *b, const struct smux_ctx *ctx,
 	 * (mux_writer.c join_late) */
 	held_src = smux__intent_replacing(mux, src);
 	held_dst = smux__intent_replacing(mux, dst);
+	smux__link_hints_carry(mux, ctx, dst); /* a name it replaces */
 	rc = rename_file(b, mux, ctx, &call, src, dst, err);
 	if (rc == 0)
 		smux__linkbook_rename(mux->book, src, dst);

@@ -567,6 +567,15 @@ extern void (*smux__reconcile_hook_copied)(struct smux_mux *mux,
 /* mux_repair.c: frees what replays remembered of linked files (at the
  * mux's end). */
 void smux__link_memo_free(struct smux_mux *mux);
+/* mux_repair.c: before @key (a file's name) is deleted or replaced by a
+ * rename: a replica with a pending put hint for @key (it missed a write
+ * through it) gets one for each other name of the file there, found on a
+ * member up that has the key's latest write - the write it missed is
+ * replayed through those names once @key's hint is its delete or another
+ * file's (ln b x/a; echo >> b; rm b while a replica was drained: its x/a
+ * never got the append; s49). Best effort: a failure records nothing. */
+void smux__link_hints_carry(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *key);
 /* mux_repair.c: after a link of @from to @to through the mux, for each
  * replica that missed it (a hint for @to) and has @from as the others do:
  * remembers @from as the name of the file there, so that the replay of

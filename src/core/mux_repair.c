@@ -476,6 +476,71 @@ static bool names_in(struct smux_mux *mux, const struct mux_member *dst,
 	return true;
 }
 
+void smux__link_hints_carry(struct smux_mux *mux, const struct smux_ctx *ctx,
+			    const char *key)
+{
+	struct group_names g = {0};
+	struct smux_info info = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	struct mux_member *src = NULL;
+	const char *missed[SMUX__GROUP_MAX];
+	char prefix[SMUX_KEY_MAX + 1];
+	char *book[SMUX__GROUP_MAX];
+	enum smux__hint_kind kind;
+	struct mux_view *v;
+	struct smux_error e;
+	unsigned nm = 0, nb;
+
+	if (smux_key_is_dir(key) ||
+	    smux__hints_pending_replicas(mux->hints) == 0)
+		return;
+	v = smux__view_get(mux);
+	for (unsigned i = 0; i < v->n; i++) {
+		struct mux_member *m = v->m[i];
+
+		if (smux__hints_kind(mux->hints, m->name, key, &kind)) {
+			if (kind == SMUX__HINT_PUT && nm < SMUX__GROUP_MAX)
+				missed[nm++] = m->name;
+		} else if (!src &&
+			   smux__health_status(&m->health) == SMUX_STATUS_UP &&
+			   (smux_backend_caps(m->backend) &
+			    SMUX_CAP_HARDLINK)) {
+			src = m;
+		}
+	}
+	if (nm == 0 || !src ||
+	    smux__member_call(mux, ctx, src, &head, false, &e) != 0 ||
+	    !several_names(&info))
+		goto out;
+	/* the file's other names: its directory's, the book's elsewhere */
+	g.id = info.file_id;
+	key_dir(key, prefix, sizeof(prefix));
+	if (group_list(mux, ctx, src, prefix, &g, &e) != 0)
+		goto out;
+	nb = smux__linkbook_group(mux->book, key, book, SMUX__GROUP_MAX);
+	for (unsigned i = 0; i < nb; i++) {
+		if (!in_dir(book[i], prefix))
+			(void)group_add_if(mux, ctx, src, book[i], &g, &e);
+		free(book[i]);
+	}
+	for (unsigned i = 0; i < g.n; i++) {
+		if (strcmp(g.names[i], key) == 0)
+			continue;
+		/* one the replica has a hint for already (a write through
+		 * it, its delete) keeps that one */
+		for (unsigned r = 0; r < nm; r++)
+			if (!smux__hints_kind(mux->hints, missed[r], g.names[i],
+					      &kind))
+				(void)smux__hints_add(mux->hints, missed[r],
+						      g.names[i],
+						      SMUX__HINT_PUT, NULL, &e);
+	}
+out:
+	group_free(&g);
+	smux__view_put(v);
+}
+
 /* Leaves the fences same_group or names_within entered on @dst for the
  * names @held. */
 static void fence_names_exit(struct smux_mux *mux, struct mux_member *dst,

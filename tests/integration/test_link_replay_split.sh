@@ -17,6 +17,11 @@
 #   ln -s ../nowhere s; drain b; ln s s2; undrain b
 # Before: b got s2 as a symlink of its own (s49-t2): a hard link of a
 # symlink (ln, cp -a and rsync -H keep them) was copied.
+#   ln b x/a; drain b; echo more >> b; rm b; undrain b
+#   ln c x/d; drain b; echo more >> c; mv other c; undrain b
+# Before: b's x/a and x/d never got "more" (the hint was b's or c's, and
+# became a delete or another file's; s49's exerciser, seed 207): the
+# replicas held different bytes, no hint pending.
 . "$(dirname "$0")/lib.sh"
 
 new_config "$T/c.conf" m
@@ -54,6 +59,13 @@ for i in $(seq 1 "$runs"); do
 	w=r$i/w
 	mkdir "$M/$w"
 	ln -s ../nowhere "$M/$w/s"
+	v=r$i/v
+	mkdir -p "$M/$v/x"
+	echo one >"$M/$v/b"
+	ln "$M/$v/b" "$M/$v/x/a"
+	echo one >"$M/$v/c"
+	ln "$M/$v/c" "$M/$v/x/d"
+	echo other >"$M/$v/other"
 	echo "drain b" >"$CTL"
 	echo t >"$M/$x/f2"
 	rm "$M/$x/f"
@@ -62,6 +74,10 @@ for i in $(seq 1 "$runs"); do
 	rm "$M/$y/f"
 	ln -f "$M/$z/g" "$M/$z/f"
 	ln "$M/$w/s" "$M/$w/s2"
+	echo more >>"$M/$v/b"
+	rm "$M/$v/b"
+	echo more >>"$M/$v/c"
+	mv "$M/$v/other" "$M/$v/c"
 	echo "undrain b" >"$CTL"
 	repair_settled "$M" 30
 	for r in a b; do
@@ -69,6 +85,11 @@ for i in $(seq 1 "$runs"); do
 		same_file $r $y/f2 $y/f4
 		same_file $r $z/f $z/g
 		same_file $r $w/s $w/s2
+		for n in $v/x/a $v/x/d; do
+			[ "$(cat "$T/$r/$n")" = "$(printf 'one\nmore')" ] ||
+				fail "$r: $n holds '$(cat "$T/$r/$n")', not the append through its other name"
+		done
+		[ "$(cat "$T/$r/$v/c")" = other ] || fail "$r: $v/c holds $(cat "$T/$r/$v/c")"
 		[ "$(readlink "$T/$r/$w/s2")" = ../nowhere ] || fail "$r: $w/s2 -> $(readlink "$T/$r/$w/s2")"
 		[ "$(cat "$T/$r/$z/h")" = old ] || fail "$r: $z/h holds $(cat "$T/$r/$z/h")"
 		[ "$(stat -c %h "$T/$r/$z/h")" = 1 ] || fail "$r: $z/h has $(stat -c %h "$T/$r/$z/h") names"
