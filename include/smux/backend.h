@@ -69,6 +69,11 @@ struct smux_info {
 	 * file backend's stat): 0 is then the epoch (touch -d @0), not
 	 * "unknown" */
 	bool has_times;
+	/* the permission bits are the backend's default, not a mode kept
+	 * for the object (a WebDAV server that keeps no properties shows
+	 * 0644 for every file): a replica that keeps modes does not take
+	 * them from it */
+	bool mode_default;
 };
 
 /* Get everything from the offset on. */

@@ -125,6 +125,7 @@ static void davb_fill_info(struct davb *d, struct smux_info *info, bool is_dir,
 	smux_info_clear(info);
 	info->mode =
 		is_dir ? (S_IFDIR | DAVB_DIR_MODE) : (S_IFREG | DAVB_FILE_MODE);
+	info->mode_default = true; /* until a kept mode says otherwise */
 	info->size = is_dir ? 0 : size;
 	info->mtime_ns = mtime_ns;
 	info->nlink = 1;
@@ -148,8 +149,10 @@ static void davb_fill_entry(struct davb *d, struct smux_info *info,
 {
 	davb_fill_info(d, info, e->is_dir, e->size,
 		       e->has_smtime ? e->smtime_ns : e->mtime_ns, e->etag);
-	if (e->has_smode && !e->is_dir)
+	if (e->has_smode && !e->is_dir) {
 		info->mode = S_IFREG | (e->smode & 07777);
+		info->mode_default = false;
+	}
 	/* the synthesized token stays the server's mtime: a rewrite moves
 	 * it even when the kept mtime is the same */
 	if (atomic_load(&d->etags) != DAVB_ETAGS_SERVER && !e->is_dir)
@@ -657,6 +660,7 @@ static int davb_get(struct smux_backend *b, const struct smux_ctx *ctx,
 		    (strcmp(hinfo.etag, g.info.etag) == 0 ||
 		     (any && hinfo.size == g.info.size))) {
 			g.info.mode = hinfo.mode;
+			g.info.mode_default = hinfo.mode_default;
 			g.info.mtime_ns = hinfo.mtime_ns;
 			memcpy(g.info.etag, hinfo.etag, sizeof(g.info.etag));
 		}

@@ -604,16 +604,20 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
 /*
  * Makes @key, a file of its own on @dst, a name of @other's file there (@src
  * made it one: ln -f g f while @dst was out): @key deleted, then linked. 0;
- * -1 when @key is no plain file there (the replay puts it); -2 with @err
- * when a call failed - @key may then be gone from @dst: its hint stays,
- * and its next replay finds it absent.
+ * -1 when @key is no plain file or symlink there, or is @other's file
+ * already (a group same_group could not compare: more names than
+ * SMUX__GROUP_MAX, some not found; the replay puts it, as before); -2
+ * with @err when a call failed - @key may then be gone from @dst: its
+ * hint stays, and its next replay finds it absent.
  */
 static int relink(struct smux_mux *mux, const struct smux_ctx *ctx,
 		  struct mux_member *dst, const char *other, const char *key,
 		  struct smux_error *err)
 {
-	struct smux_info di = {0};
+	struct smux_info di = {0}, oi = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
+	struct smux__call ohead = {
+		.op = SMUX__OP_HEAD, .key = other, .info = &oi};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
 	struct smux__call link = {
 		.op = SMUX__OP_LINK, .key = other, .key2 = key};
@@ -621,6 +625,10 @@ static int relink(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
 		return -2;
 	if (!S_ISREG(di.mode) && !S_ISLNK(di.mode))
+		return -1;
+	if (smux__member_call(mux, ctx, dst, &ohead, false, err) != 0)
+		return -2;
+	if (oi.file_id && oi.file_id == di.file_id)
 		return -1;
 	if (smux__member_call(mux, ctx, dst, &del, false, err) != 0 ||
 	    smux__member_call(mux, ctx, dst, &link, false, err) != 0)
@@ -920,28 +928,31 @@ static bool not_there(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * A copy of @key from @src, which makes modes and owners up (a WebDAV
- * server's 0644: no SMUX_CAP_OWNER), to @dst, which keeps them: @po gets
- * the mode and owner @dst has for it, when it has it as a file or a
- * directory. The replay of a write to a 0600 file made while only @src
- * was up stored 0644 on @dst, a private file made world-readable for
- * good (s49-t1). Best effort: a new key gets @src's.
+ * A copy of @key from @src, whose mode for it is made up (@info: a WebDAV
+ * server that keeps no properties shows 0644), to @dst, which keeps modes
+ * and owners: @po gets the mode and owner @dst has for it, when it has it
+ * as a file or a directory. The replay of a write to a 0600 file made
+ * while only @src was up stored 0644 on @dst, a private file made
+ * world-readable for good (s49-t1). 0 (a key @dst lacks gets @src's); -1
+ * with @err when @dst could not say (the replay fails, its hint stays).
  */
-static void keep_own_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
-			  struct mux_member *src, struct mux_member *dst,
-			  const char *key, struct smux_put_opts *po)
+static int keep_own_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
+			 struct mux_member *dst, const char *key,
+			 const struct smux_info *info, struct smux_put_opts *po,
+			 struct smux_error *err)
 {
 	struct smux_info di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
-	struct smux_error e;
 	uint32_t type = po->mode & S_IFMT;
 
-	if ((smux_backend_caps(src->backend) & SMUX_CAP_OWNER) ||
+	if (!info->mode_default ||
 	    !(smux_backend_caps(dst->backend) & SMUX_CAP_OWNER) ||
-	    (type && type != S_IFREG && type != S_IFDIR) ||
-	    smux__member_call(mux, ctx, dst, &head, false, &e) != 0 ||
-	    (di.mode & S_IFMT) != (type ? type : S_IFREG) || !di.mode)
-		return;
+	    (type && type != S_IFREG && type != S_IFDIR))
+		return 0;
+	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
+		return err->e.code == SMUX_E_KEY_NOT_FOUND ? 0 : -1;
+	if ((di.mode & S_IFMT) != (type ? type : S_IFREG) || !di.mode)
+		return 0;
 	po->mode = (po->mode & S_IFMT) | (di.mode & 07777);
 	po->flags |= SMUX_PUT_MODE;
 	if (di.has_owner && geteuid() == 0) {
@@ -949,6 +960,7 @@ static void keep_own_meta(struct smux_mux *mux, const struct smux_ctx *ctx,
 		po->gid = di.gid;
 		po->flags |= SMUX_PUT_OWNER;
 	}
+	return 0;
 }
 
 /*
@@ -1027,7 +1039,10 @@ static long copy_if(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * replay put there (link_replay), else a copy; owner, mode
 		 * and mtime are kept */
 		smux_put_opts_keep(&po, &info);
-		keep_own_meta(mux, ctx, src, dst, key, &po);
+		if (keep_own_meta(mux, ctx, dst, key, &info, &po, err) != 0) {
+			rc = err->e.sys_errno ? -err->e.sys_errno : -EIO;
+			goto out_fence; /* the hint stays */
+		}
 		/* a reconcile repairs content: a hard-linked file keeps its
 		 * names (SMUX_PUT_INPLACE; the replica is marked stale). So
 		 * does a replay into a file of the same names as the
@@ -1365,6 +1380,23 @@ static void parent_mtime(struct smux_mux *mux, const struct smux_ctx *ctx,
  * when no call reaches @m the probe is given back. @dels: a missed delete
  * is done without another replica's word (struct repair_run).
  */
+/* Whether @key is a file of several names on @m (a file backend): its
+ * replayed delete waits for link_lock (replay()). Only those: deletes
+ * of the others replay in parallel (rm -r of a tree while @m was out). */
+static bool several_names_on(struct smux_mux *mux, const struct smux_ctx *ctx,
+			     struct mux_member *m, const char *key)
+{
+	struct smux_info info = {0};
+	struct smux__call head = {
+		.op = SMUX__OP_HEAD, .key = key, .info = &info};
+	struct smux_error e;
+
+	return (smux_backend_caps(m->backend) & SMUX_CAP_HARDLINK) &&
+	       !smux_key_is_dir(key) &&
+	       smux__member_call(mux, ctx, m, &head, false, &e) == 0 &&
+	       several_names(&info);
+}
+
 static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		   struct mux_view *v, struct mux_member *m,
 		   const struct smux__hint *h, bool probe, bool dels,
@@ -1405,7 +1437,7 @@ static long replay(struct smux_mux *mux, const struct smux_ctx *ctx,
 		 * a file of its own, whose other names kept old bytes (the
 		 * delete and a write of ln f f2; rm f; echo t > f2 replayed
 		 * at once; s49) */
-		bool links = smux_backend_caps(m->backend) & SMUX_CAP_HARDLINK;
+		bool links = several_names_on(mux, ctx, m, h->key);
 
 		if (links)
 			pthread_mutex_lock(&mux->link_lock);

@@ -47,7 +47,7 @@ group() {
 	ln "$1/f" "$1/f3"
 }
 
-runs=${SMUX_SPLIT_RUNS:-4}
+runs=${SMUX_SPLIT_RUNS:-10}
 for i in $(seq 1 "$runs"); do
 	x=r$i/x y=r$i/y z=r$i/z
 	group "$M/$x"
@@ -115,5 +115,19 @@ for i in $(seq 1 "$runs"); do
 			fail "$r: $z/g lacks the append through f"
 	done
 done
+# a file of more names than a replay compares (17): a setfattr and a chmod
+# b missed reach it, its names stay one file (the review of the relink: it
+# linked f again to its own file there and left the xattr out)
+mkdir "$M/many"
+echo one >"$M/many/f"
+for i in $(seq 1 16); do ln "$M/many/f" "$M/many/f$i"; done
+echo "drain b" >"$CTL"
+setfattr -n user.x -v 1 "$M/many/f"
+chmod 640 "$M/many/f"
+echo "undrain b" >"$CTL"
+repair_settled "$M" 30
+[ "$(getfattr --only-values -n user.x "$T/b/many/f" 2>/dev/null)" = 1 ] ||
+	fail "b: many/f lacks user.x"
+[ "$(stat -c %a "$T/b/many/f")" = 640 ] || fail "b: many/f is $(stat -c %a "$T/b/many/f")"
 log "f2 and f3, f2 and f4, f and g, symlinks s and s2: one file on both replicas after $runs rounds of replays"
 unmount_smux "$M"

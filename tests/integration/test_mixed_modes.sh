@@ -10,6 +10,9 @@
 #     outage gets nginx's 0644 (a limit, configuration.md: a mode set
 #     while no member that keeps modes is up is not kept).
 # What S3 holds is read through the mount with the WebDAV member drained.
+# Then a mirror of a file backend and lighttpd, which keeps modes (in
+# properties): chmods made while the file member was drained reach it
+# (the review of the first fix: it kept the file member's old modes).
 . "$(dirname "$0")/lib.sh"
 
 # s3rver of this test's own (killed and started again), outside $T with
@@ -78,4 +81,32 @@ echo "undrain d" >"$CTL"
 repair_settled "$M" 60
 [ "$(stat -c %a "$M/open")" = 640 ] || fail "open: chmod 640 shows $(stat -c %a "$M/open")"
 log "modes S3 had kept through its outage and the replays from nginx"
+unmount_smux "$M"
+
+start_lighttpd_dav "$T/lt"
+mkdir -p "$T/lt/root/m"
+new_config "$T/l.conf" m
+cfg_mux m mirror "a d"
+cfg_file a "$T/a"
+cfg_raw "[backend d]
+type = http
+url = $DAV_URL/m/
+"
+mount_smux "$T/l.conf" "$M"
+for f in secret script app; do
+	echo "$f" >"$M/$f"
+	chmod 644 "$M/$f"
+done
+echo "drain a" >"$CTL"
+chmod 600 "$M/secret"
+chmod 755 "$M/script"
+echo more >>"$M/app"
+chmod 700 "$M/app"
+echo "undrain a" >"$CTL"
+repair_settled "$M" 30
+for w in secret:600 script:755 app:700; do
+	[ "$(stat -c %a "$T/a/${w%:*}")" = "${w#*:}" ] ||
+		fail "lighttpd mirror: a's ${w%:*} is $(stat -c %a "$T/a/${w%:*}"), not ${w#*:}"
+done
+log "modes lighttpd keeps reach the file member through the replays"
 unmount_smux "$M"
