@@ -499,13 +499,14 @@ void smux__link_hints_carry(struct smux_mux *mux, const struct smux_ctx *ctx,
 	for (unsigned i = 0; i < v->n; i++) {
 		struct mux_member *m = v->m[i];
 
+		/* hard links only where every member makes them */
+		if (!(smux_backend_caps(m->backend) & SMUX_CAP_HARDLINK))
+			goto out;
 		if (smux__hints_kind(mux->hints, m->name, key, &kind)) {
 			if (kind == SMUX__HINT_PUT && nm < SMUX__GROUP_MAX)
 				missed[nm++] = m->name;
 		} else if (!src &&
-			   smux__health_status(&m->health) == SMUX_STATUS_UP &&
-			   (smux_backend_caps(m->backend) &
-			    SMUX_CAP_HARDLINK)) {
+			   smux__health_status(&m->health) == SMUX_STATUS_UP) {
 			src = m;
 		}
 	}
@@ -602,8 +603,9 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
 }
 
 /*
- * Makes @key, a file of its own on @dst, a name of @other's file there (@src
- * made it one: ln -f g f while @dst was out): @key deleted, then linked. 0;
+ * Makes @key, a file of its own on @dst, a name of @other's file there (@oi:
+ * @dst's; @src made it one: ln -f g f while @dst was out): @key deleted,
+ * then linked. 0;
  * -1 when @key is no plain file or symlink there, or is @other's file
  * already (a group same_group could not compare: more names than
  * SMUX__GROUP_MAX, some not found; the replay puts it, as before); -2
@@ -611,24 +613,20 @@ static int names_within(struct smux_mux *mux, const struct smux_ctx *ctx,
  * hint stays, and its next replay finds it absent.
  */
 static int relink(struct smux_mux *mux, const struct smux_ctx *ctx,
-		  struct mux_member *dst, const char *other, const char *key,
+		  struct mux_member *dst, const char *other,
+		  const struct smux_info *oi, const char *key,
 		  struct smux_error *err)
 {
-	struct smux_info di = {0}, oi = {0};
+	struct smux_info di = {0};
 	struct smux__call head = {.op = SMUX__OP_HEAD, .key = key, .info = &di};
-	struct smux__call ohead = {
-		.op = SMUX__OP_HEAD, .key = other, .info = &oi};
 	struct smux__call del = {.op = SMUX__OP_DEL, .key = key};
 	struct smux__call link = {
 		.op = SMUX__OP_LINK, .key = other, .key2 = key};
 
 	if (smux__member_call(mux, ctx, dst, &head, false, err) != 0)
 		return -2;
-	if (!S_ISREG(di.mode) && !S_ISLNK(di.mode))
-		return -1;
-	if (smux__member_call(mux, ctx, dst, &ohead, false, err) != 0)
-		return -2;
-	if (oi.file_id && oi.file_id == di.file_id)
+	if ((!S_ISREG(di.mode) && !S_ISLNK(di.mode)) ||
+	    (oi->file_id && oi->file_id == di.file_id))
 		return -1;
 	if (smux__member_call(mux, ctx, dst, &del, false, err) != 0 ||
 	    smux__member_call(mux, ctx, dst, &link, false, err) != 0)
@@ -741,7 +739,7 @@ static int link_other(struct smux_mux *mux, const struct smux_ctx *ctx,
 	if (smux__member_call(mux, ctx, dst, &link, false, &e) != 0) {
 		if (!replace || e.e.code != SMUX_E_ALREADY_EXISTS)
 			return -1;
-		rc = relink(mux, ctx, dst, other, key, err);
+		rc = relink(mux, ctx, dst, other, &di, key, err);
 		if (rc)
 			return (int)rc;
 	}
